@@ -1,0 +1,80 @@
+package gpualloc
+
+import "errors"
+
+// An Allocator hands out blocks of device memory.
+//
+// Alloc returns a block of at least size bytes, or an error that wraps
+// [ErrOutOfMemory] when the device cannot supply it even after the strategy
+// has given back what it could; the allocator stays usable after that.
+// Free returns a block obtained from Alloc; a block that is not live gives an
+// error wrapping [ErrInvalidFree].
+//
+// Allocators are not safe for concurrent use; a caller that shares one between
+// goroutines must serialize the calls.
+type Allocator interface {
+	Alloc(size int64) (Block, error)
+	Free(b Block) error
+}
+
+// A Block is a region of device memory handed out by an [Allocator].
+type Block struct {
+	Addr      uint64 // device address of the first byte
+	Size      int64  // bytes set aside for the block: the request after rounding
+	Requested int64  // bytes asked for
+	Stream    uint64 // stream the block belongs to (0 for strategies without streams)
+}
+
+// End returns the address one past the block's last byte.
+func (b Block) End() uint64 { return b.Addr + uint64(b.Size) }
+
+// A Backend is the device an allocator takes memory from: the simulator's
+// virtual device, host memory or a GPU.
+//
+// Malloc returns the address of size fresh bytes, or an error wrapping
+// [ErrOutOfMemory] when the device has no room. Free returns a region that
+// Malloc returned, with the size it was asked for. MemInfo reports the device's
+// free and total bytes, as cudaMemGetInfo does.
+type Backend interface {
+	Malloc(size int64) (addr uint64, err error)
+	Free(addr uint64, size int64) error
+	MemInfo() (free, total int64)
+}
+
+// StatsReporter is an optional interface of an [Allocator] that keeps
+// [Stats].
+type StatsReporter interface {
+	Stats() Stats
+}
+
+// Releaser is an optional interface of an [Allocator] that caches memory:
+// ReleaseAll returns every cached (free) byte to the device, as MXNet's
+// empty_cache and PyTorch's torch.cuda.empty_cache do. Live blocks stay.
+type Releaser interface {
+	ReleaseAll() error
+}
+
+// StreamAllocator is an optional interface of an [Allocator] whose pools are
+// per stream, as PyTorch's caching allocator's are. A caller that knows the
+// stream of a request uses AllocStream instead of Alloc; Alloc is AllocStream
+// on stream 0.
+type StreamAllocator interface {
+	AllocStream(size int64, stream uint64) (Block, error)
+}
+
+// Specer is an optional interface of an [Allocator] that reports its full
+// spec, every parameter with its effective value, as "round:page=4096,...".
+type Specer interface {
+	Spec() string
+}
+
+var (
+	// ErrOutOfMemory reports that the device could not supply the memory
+	// asked for.
+	ErrOutOfMemory = errors.New("out of memory")
+	// ErrInvalidFree reports a free of a block that is not live: never
+	// allocated, already freed, or changed by the caller.
+	ErrInvalidFree = errors.New("free of a block that is not live")
+	// ErrInvalidSize reports a request of zero or negative bytes.
+	ErrInvalidSize = errors.New("invalid size")
+)

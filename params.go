@@ -1,0 +1,159 @@
+package gpualloc
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Params are a strategy's parameters, each resolved to its effective value:
+// the spec's value if it gives one, else the first set environment variable
+// among the parameter's Env, else the default. A Strategy's New reads them
+// with the typed getters, whose errors name where a bad value came from.
+type Params struct {
+	strategy string
+	vals     []paramValue
+}
+
+type paramValue struct {
+	Param
+	value  string
+	source string // "" for the default, "spec", or the environment variable's name
+}
+
+// Resolve checks a spec against the registry and gives every parameter of the
+// strategy its effective value. getenv looks up environment variables (pass
+// os.LookupEnv, or nil to ignore the environment); a variable set to the empty
+// string counts as unset. An unknown strategy or key is an error that lists
+// what is known.
+func Resolve(spec Spec, getenv func(string) (string, bool)) (*Params, error) {
+	s, err := Lookup(spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	p := &Params{strategy: s.Name, vals: make([]paramValue, len(s.Params))}
+	for i, d := range s.Params {
+		p.vals[i] = paramValue{Param: d, value: d.Default}
+		if getenv == nil {
+			continue
+		}
+		for _, name := range d.Env {
+			if v, ok := getenv(name); ok && strings.TrimSpace(v) != "" {
+				p.vals[i].value, p.vals[i].source = strings.TrimSpace(v), name
+				break
+			}
+		}
+	}
+	for _, kv := range spec.Params {
+		v := p.find(kv.Key)
+		if v == nil {
+			known := make([]string, len(s.Params))
+			for i, d := range s.Params {
+				known[i] = d.Name
+			}
+			list := strings.Join(known, ", ")
+			if list == "" {
+				list = "none"
+			}
+			return nil, fmt.Errorf("%s: unknown parameter %q (known: %s)", s.Name, kv.Key, list)
+		}
+		v.value, v.source = kv.Value, "spec"
+	}
+	return p, nil
+}
+
+// Strategy returns the name of the strategy the parameters belong to.
+func (p *Params) Strategy() string { return p.strategy }
+
+// Spec returns the full spec: the strategy's name and every parameter with its
+// effective value, in the strategy's order. It is what a result reports.
+func (p *Params) Spec() Spec {
+	s := Spec{Name: p.strategy}
+	for _, v := range p.vals {
+		s.Params = append(s.Params, KeyValue{v.Name, v.value})
+	}
+	return s
+}
+
+// String returns p.Spec().String().
+func (p *Params) String() string { return p.Spec().String() }
+
+// Open builds the strategy's allocator on b.
+func (p *Params) Open(b Backend) (Allocator, error) {
+	s, err := Lookup(p.strategy)
+	if err != nil {
+		return nil, err
+	}
+	return s.New(b, p)
+}
+
+func (p *Params) find(key string) *paramValue {
+	for i := range p.vals {
+		if strings.EqualFold(p.vals[i].Name, key) {
+			return &p.vals[i]
+		}
+	}
+	return nil
+}
+
+func (p *Params) get(key string) *paramValue {
+	v := p.find(key)
+	if v == nil {
+		panic(fmt.Sprintf("gpualloc: strategy %s reads undeclared parameter %q", p.strategy, key))
+	}
+	return v
+}
+
+// Value returns the effective text of a parameter. It panics if the strategy
+// did not declare the key.
+func (p *Params) Value(key string) string { return p.get(key).value }
+
+// Errorf returns an error about the parameter key that names where its value
+// came from: "round: cutoff=40: ..." for a spec or default value,
+// "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF=40: ..." for an environment variable.
+func (p *Params) Errorf(key, format string, args ...any) error {
+	v := p.get(key)
+	msg := fmt.Sprintf(format, args...)
+	if v.source != "" && v.source != "spec" {
+		return fmt.Errorf("%s=%q: %s", v.source, v.value, msg)
+	}
+	return fmt.Errorf("%s: %s=%s: %s", p.strategy, v.Name, v.value, msg)
+}
+
+// Size returns a parameter parsed by [ParseSize].
+func (p *Params) Size(key string) (int64, error) {
+	n, err := ParseSize(p.get(key).value)
+	if err != nil {
+		return 0, p.Errorf(key, "not a size: want bytes or a number with a unit such as MiB")
+	}
+	return n, nil
+}
+
+// Int returns a parameter parsed as a decimal integer.
+func (p *Params) Int(key string) (int64, error) {
+	n, err := strconv.ParseInt(p.get(key).value, 10, 64)
+	if err != nil {
+		return 0, p.Errorf(key, "not an integer")
+	}
+	return n, nil
+}
+
+// Float returns a parameter parsed as a decimal number.
+func (p *Params) Float(key string) (float64, error) {
+	f, err := strconv.ParseFloat(p.get(key).value, 64)
+	if err != nil {
+		return 0, p.Errorf(key, "not a number")
+	}
+	return f, nil
+}
+
+// Bool returns a parameter parsed as true/false (also 1/0, yes/no, on/off).
+func (p *Params) Bool(key string) (bool, error) {
+	switch strings.ToLower(p.get(key).value) {
+	case "true", "1", "yes", "on":
+		return true, nil
+	case "false", "0", "no", "off":
+		return false, nil
+	}
+	return false, p.Errorf(key, "not a boolean: want true or false")
+}

@@ -1,0 +1,66 @@
+package traces
+
+// Op is the kind of an [Event].
+type Op uint8
+
+const (
+	OpAlloc Op = iota + 1 // an allocation becomes live
+	OpFree                // a live allocation is freed
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpAlloc:
+		return "alloc"
+	case OpFree:
+		return "free"
+	}
+	return "op?"
+}
+
+// NoTime is the TimeUS of an event whose trace has no timestamps.
+const NoTime int64 = -1
+
+// An Event is one allocation or free of a trace.
+//
+// Readers check a trace's consistency as they go (no free of an unknown id,
+// no alloc of an id that is live), so every Event a [Reader] yields is valid:
+// a free always refers to a live allocation and carries its size.
+type Event struct {
+	Op Op
+	// ID identifies the allocation within the trace (see [IDKey] for how
+	// ids in text become numbers).
+	ID uint64
+	// Slot is a small dense number the reader gives each live allocation,
+	// reused after its free; the highest Slot is below the peak count of live
+	// allocations. A consumer keeps per-allocation state in a slice indexed
+	// by Slot instead of a map.
+	Slot int32
+	// Device is the device index; each device has its own pool.
+	Device int32
+	// Size is the requested bytes: of the new allocation for OpAlloc, of the
+	// freed allocation for OpFree.
+	Size int64
+	// Stream is the stream the allocation belongs to (0 by default).
+	Stream uint64
+	// TimeUS is the timestamp in microseconds, or NoTime.
+	TimeUS int64
+}
+
+// A Reader yields a trace's events in order, like bufio.Scanner:
+//
+//	for r.Scan() {
+//		ev := r.Event()
+//		...
+//	}
+//	if err := r.Err(); err != nil { ... }
+//
+// Scan returns false at the end of the trace or on the first error, which Err
+// then returns (nil at a clean end). Errors name the file and the position:
+// "train.csv:12: free of unknown id 7". Readers stream: their memory depends
+// on the live allocations, not on the trace's length.
+type Reader interface {
+	Scan() bool
+	Event() Event
+	Err() error
+}
