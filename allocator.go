@@ -74,7 +74,7 @@ var (
 	ErrOutOfMemory = errors.New("out of memory")
 	// ErrInvalidFree reports a free of a block that is not live: never
 	// allocated, already freed, or changed by the caller.
-	ErrInvalidFree = errors.New("free of a block that is not live")
+	ErrInvalidFree = errors.New("invalid free")
 	// ErrInvalidSize reports a request of zero or negative bytes.
 	ErrInvalidSize = errors.New("invalid size")
 )

@@ -71,6 +71,9 @@ func Select(explicit string, getenv func(string) (string, bool)) (Selection, err
 		}
 		return Selection{}, err
 	}
+	if source == EnvPoolType {
+		p.specVar, p.specText = source, lookup(source)
+	}
 	return Selection{Params: p, Source: source}, nil
 }
 

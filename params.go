@@ -1,6 +1,7 @@
 package gpualloc
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,6 +14,9 @@ import (
 type Params struct {
 	strategy string
 	vals     []paramValue
+	// specVar names the environment variable the spec came from, if it
+	// did; specText is its value.
+	specVar, specText string
 }
 
 type paramValue struct {
@@ -78,14 +82,31 @@ func (p *Params) Spec() Spec {
 // String returns p.Spec().String().
 func (p *Params) String() string { return p.Spec().String() }
 
-// Open builds the strategy's allocator on b.
+// Open builds the strategy's allocator on b. A [*ParamError] from the
+// strategy's New is reported as [Params.Errorf] reports it, naming where the
+// parameter's value came from.
 func (p *Params) Open(b Backend) (Allocator, error) {
 	s, err := Lookup(p.strategy)
 	if err != nil {
 		return nil, err
 	}
-	return s.New(b, p)
+	a, err := s.New(b, p)
+	if pe := (*ParamError)(nil); errors.As(err, &pe) && p.find(pe.Key) != nil {
+		return nil, p.Errorf(pe.Key, "%s", pe.Msg)
+	}
+	return a, err
 }
+
+// A ParamError reports a bad value of one parameter. A strategy's
+// constructor, which knows nothing of specs or the environment, returns one
+// from its validation; [Params.Open] turns it into an error that names the
+// spec key or the environment variable the value came from.
+type ParamError struct {
+	Key string // the parameter, as declared: "cutoff"
+	Msg string // what is wrong: "must be from 20 to 34"
+}
+
+func (e *ParamError) Error() string { return e.Key + ": " + e.Msg }
 
 func (p *Params) find(key string) *paramValue {
 	for i := range p.vals {
@@ -116,6 +137,9 @@ func (p *Params) Errorf(key, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
 	if v.source != "" && v.source != "spec" {
 		return fmt.Errorf("%s=%q: %s", v.source, v.value, msg)
+	}
+	if v.source == "spec" && p.specVar != "" {
+		return fmt.Errorf("%s=%q: %s: %s=%s: %s", p.specVar, p.specText, p.strategy, v.Name, v.value, msg)
 	}
 	return fmt.Errorf("%s: %s=%s: %s", p.strategy, v.Name, v.value, msg)
 }

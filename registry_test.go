@@ -147,6 +147,18 @@ func TestParamErrorsNameTheirSource(t *testing.T) {
 	assert.EqualError(t, open("fakepool:strict=maybe", nil), "fakepool: strict=maybe: not a boolean: want true or false")
 }
 
+func TestSelectSpecFromEnvNamesTheVariable(t *testing.T) {
+	sel, err := Select("", env(EnvPoolType, "fakepool:cutoff=x"))
+	require.NoError(t, err)
+	_, err = sel.Params.Open(nil)
+	assert.EqualError(t, err, `GPUALLOC_POOL_TYPE="fakepool:cutoff=x": fakepool: cutoff=x: not an integer`)
+	// A default the spec leaves alone is still the spec's strategy's.
+	sel, err = Select("", env(EnvPoolType, "fakepool:cutoff=12"))
+	require.NoError(t, err)
+	_, err = sel.Params.Open(nil)
+	assert.EqualError(t, err, `GPUALLOC_POOL_TYPE="fakepool:cutoff=12": fakepool: cutoff=12: must be at least 20`)
+}
+
 func TestSelectPrecedence(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -208,4 +220,22 @@ func TestMeter(t *testing.T) {
 func TestErrorsAreDistinct(t *testing.T) {
 	assert.False(t, errors.Is(ErrOutOfMemory, ErrInvalidFree))
 	assert.Equal(t, uint64(4096+512), Block{Addr: 4096, Size: 512}.End())
+}
+
+func TestParamErrorFromNewNamesItsSource(t *testing.T) {
+	Register(Strategy{
+		Name:   "fakeparamerr",
+		Params: []Param{{Name: "limit", Default: "1", Env: []string{"FAKE_LIMIT"}}},
+		New: func(Backend, *Params) (Allocator, error) {
+			return nil, &ParamError{Key: "limit", Msg: "must be even"}
+		},
+	})
+	p, err := Resolve(Spec{Name: "fakeparamerr"}, env("FAKE_LIMIT", "3"))
+	require.NoError(t, err)
+	_, err = p.Open(nil)
+	assert.EqualError(t, err, `FAKE_LIMIT="3": must be even`)
+	p, err = Resolve(Spec{Name: "fakeparamerr", Params: []KeyValue{{"limit", "5"}}}, nil)
+	require.NoError(t, err)
+	_, err = p.Open(nil)
+	assert.EqualError(t, err, `fakeparamerr: limit=5: must be even`)
 }

@@ -23,9 +23,10 @@ type Stats struct {
 	Retries   int64 // device allocations retried after releasing cached memory
 }
 
-// Meter keeps [Stats] for a strategy. A strategy embeds a Meter (its Stats
-// method then satisfies [StatsReporter]) and calls the Count methods as
-// things happen. Each call is O(1) and allocates nothing.
+// Meter keeps [Stats] for a strategy. A strategy holds one in an unexported
+// field, calls the Count methods as things happen, and forwards its own
+// Stats method (which satisfies [StatsReporter]) to the Meter's. Each call is
+// O(1) and allocates nothing.
 type Meter struct {
 	s Stats
 }

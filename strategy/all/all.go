@@ -1,0 +1,11 @@
+// Package all registers every built-in strategy. A program that lets its
+// users name any of them imports it for its side effect:
+//
+//	import _ "github.com/gpualloc/gpualloc/strategy/all"
+package all
+
+import (
+	_ "github.com/gpualloc/gpualloc/strategy/naive"    // MXNet's Naive pool
+	_ "github.com/gpualloc/gpualloc/strategy/round"    // MXNet's Round pool
+	_ "github.com/gpualloc/gpualloc/strategy/unpooled" // MXNet's Unpooled
+)

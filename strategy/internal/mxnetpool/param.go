@@ -1,0 +1,69 @@
+package mxnetpool
+
+import (
+	"fmt"
+
+	"github.com/gpualloc/gpualloc"
+)
+
+// ParamError returns the error a pool's constructor reports for a
+// parameter out of range. Its text names the strategy, the parameter and the
+// value, as in "naive: page=31: must be at least 32", and it wraps a
+// [*gpualloc.ParamError], which [gpualloc.Params.Open] reports instead,
+// naming the spec key or the environment variable the value came from.
+func ParamError(strategy, key string, value int64, msg string) error {
+	return &paramError{strategy: strategy, value: value, pe: gpualloc.ParamError{Key: key, Msg: msg}}
+}
+
+type paramError struct {
+	strategy string
+	value    int64
+	pe       gpualloc.ParamError
+}
+
+func (e *paramError) Error() string {
+	return fmt.Sprintf("%s: %s=%d: %s", e.strategy, e.pe.Key, e.value, e.pe.Msg)
+}
+
+func (e *paramError) Unwrap() error { return &e.pe }
+
+// PageParam returns the registry parameter "page" of an MXNet pool, 4096
+// bytes by default, read from MXNET_GPU_MEM_POOL_PAGE_SIZE or MXNet 2's
+// MXNET_GPU_POOL_PAGE_SIZE. doc says what the page is to the pool.
+func PageParam(doc string) gpualloc.Param {
+	return gpualloc.Param{
+		Name:    "page",
+		Default: "4096",
+		Doc:     doc,
+		Env:     []string{"MXNET_GPU_MEM_POOL_PAGE_SIZE", "MXNET_GPU_POOL_PAGE_SIZE"},
+	}
+}
+
+// ReserveParam returns the registry parameter "reserve" of an MXNet pool
+// ([Options.Reserve]), 5 percent by default, read from
+// MXNET_GPU_MEM_POOL_RESERVE.
+func ReserveParam() gpualloc.Param {
+	return gpualloc.Param{
+		Name:    "reserve",
+		Default: "5",
+		Doc:     "percent of the device a device allocation leaves free, else the cache is released first",
+		Env:     []string{"MXNET_GPU_MEM_POOL_RESERVE"},
+	}
+}
+
+// reserveRange is what a bad reserve is told.
+const reserveRange = "must be a percentage from 0 to 100"
+
+// Reserve returns the parameter "reserve" of p as an int. A value that is
+// not an integer, or too large for an int, is an error naming where it came
+// from; the range is [New]'s to check.
+func Reserve(p *gpualloc.Params) (int, error) {
+	n, err := p.Int("reserve")
+	if err != nil {
+		return 0, err
+	}
+	if r := int(n); int64(r) == n {
+		return r, nil
+	}
+	return 0, p.Errorf("reserve", "%s", reserveRange)
+}

@@ -1,0 +1,25 @@
+// Package strategytest checks that an allocation strategy behaves as a
+// [gpualloc.Allocator] must, the way testing/fstest checks an fs.FS.
+//
+// [Run] opens the allocator on a checking virtual [Device] once per check
+// and drives it: blocks of every size from one byte to tens of MiB, frees in
+// every order, invalid calls, running out of memory, releasing the cache, and
+// long random traces. After every operation it checks that blocks never
+// overlap, lie inside memory the allocator holds from the device and are
+// aligned, that the allocator's [gpualloc.Stats] add up exactly against the
+// blocks and the device, and that the device was never misused. A failure
+// names the operation and the numbers that do not add up.
+//
+// Every strategy in this module runs the suite in its tests, and a strategy
+// written elsewhere can run it too:
+//
+//	func TestConformance(t *testing.T) {
+//		strategytest.Run(t, func(b gpualloc.Backend) (gpualloc.Allocator, error) {
+//			return mypool.New(b, mypool.DefaultConfig())
+//		}, &strategytest.Options{Caching: true})
+//	}
+//
+// A [Device] is also useful on its own, in a strategy's tests, examples and
+// benchmarks: it counts mallocs, frees and bytes, reports what it holds, and
+// can be told to refuse mallocs to reach an allocator's retry path.
+package strategytest
