@@ -23,6 +23,10 @@ type Block struct {
 	Size      int64  // bytes set aside for the block: the request after rounding
 	Requested int64  // bytes asked for
 	Stream    uint64 // stream the block belongs to (0 for strategies without streams)
+	// Handle is the strategy's own reference to the block, such as an index
+	// into its table of live blocks, so that Free finds the block's record
+	// in O(1) without a search. Callers pass it back unchanged.
+	Handle uint64
 }
 
 // End returns the address one past the block's last byte.
