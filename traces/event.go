@@ -25,7 +25,8 @@ const NoTime int64 = -1
 //
 // Readers check a trace's consistency as they go (no free of an unknown id,
 // no alloc of an id that is live), so every Event a [Reader] yields is valid:
-// a free always refers to a live allocation and carries its size.
+// a free always refers to a live allocation and carries its size, stream and
+// device.
 type Event struct {
 	Op Op
 	// ID identifies the allocation within the trace (see [IDKey] for how

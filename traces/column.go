@@ -1,0 +1,49 @@
+package traces
+
+import "strings"
+
+// A Column is a column of the native trace format.
+type Column uint8
+
+const (
+	ColOp     Column = iota + 1 // "op": alloc or free (required)
+	ColID                       // "id": the allocation's identity (required)
+	ColSize                     // "size": requested bytes (required on allocs)
+	ColStream                   // "stream": the allocation's stream (default 0)
+	ColDevice                   // "device": the device index (default 0)
+	ColTime                     // "time_us": timestamp in microseconds
+)
+
+// maxCols is the number of distinct columns.
+const maxCols = int(ColTime)
+
+var columnNames = [...]string{
+	ColOp:     "op",
+	ColID:     "id",
+	ColSize:   "size",
+	ColStream: "stream",
+	ColDevice: "device",
+	ColTime:   "time_us",
+}
+
+// String returns the column's name in a header: "op", "time_us".
+func (c Column) String() string {
+	if c >= ColOp && c <= ColTime {
+		return columnNames[c]
+	}
+	return "column?"
+}
+
+// columnByName returns the column named s, matched without regard to case,
+// or 0.
+func columnByName(s string) Column {
+	for c := ColOp; c <= ColTime; c++ {
+		if strings.EqualFold(s, columnNames[c]) {
+			return c
+		}
+	}
+	return 0
+}
+
+// knownColumns lists the column names for error messages.
+const knownColumns = "op, id, size, stream, device, time_us"

@@ -1,0 +1,78 @@
+package traces_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+func ExampleNewReader() {
+	const trace = `# gpualloc trace v1
+op,id,size,stream,time_us
+alloc,1,4096,0,0
+alloc,0x7f3a00000000,1048576,0,5
+free,1,,0,9
+`
+	r, err := traces.NewReader(strings.NewReader(trace), "example.csv", traces.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for r.Scan() {
+		ev := r.Event()
+		fmt.Printf("%-5s id %s slot %d size %d at %dus\n", ev.Op, traces.FormatID(ev.ID), ev.Slot, ev.Size, ev.TimeUS)
+	}
+	if err := r.Err(); err != nil {
+		fmt.Println(err)
+	}
+	fmt.Println("live at the end:", r.Live())
+	// Output:
+	// alloc id 1 slot 0 size 4096 at 0us
+	// alloc id 0x7f3a00000000 slot 1 size 1048576 at 5us
+	// free  id 1 slot 0 size 4096 at 9us
+	// live at the end: 1
+}
+
+func ExampleNewReader_errors() {
+	const trace = "op,id,size\nalloc,1,4096\nfree,2,\nfree,1,100\nfree,1,\n"
+	for _, lenient := range []bool{false, true} {
+		r, err := traces.NewReader(strings.NewReader(trace), "bad.csv", traces.Options{Lenient: lenient})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		n := 0
+		for r.Scan() {
+			n++
+		}
+		fmt.Printf("lenient %v: %d events, %d skipped, error %v, first skipped: %v\n", lenient, n, r.Skipped(), r.Err(), r.FirstSkipped())
+	}
+	// Output:
+	// lenient false: 1 events, 0 skipped, error bad.csv:3: free of unknown id 2, first skipped: <nil>
+	// lenient true: 2 events, 2 skipped, error <nil>, first skipped: bad.csv:3: free of unknown id 2
+}
+
+func ExampleWriter() {
+	w := traces.NewWriter(os.Stdout, traces.ColOp, traces.ColID, traces.ColSize, traces.ColTime)
+	w.Write(traces.Event{Op: traces.OpAlloc, ID: 1, Size: 4096, TimeUS: 0})
+	w.Write(traces.Event{Op: traces.OpFree, ID: 1, Size: 4096, TimeUS: 3})
+	if err := w.Close(); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// # gpualloc trace v1
+	// op,id,size,time_us
+	// alloc,1,4096,0
+	// free,1,,3
+}
+
+func ExampleBundled() {
+	for _, b := range traces.Bundled() {
+		fmt.Println(b.Name)
+	}
+	// Output:
+	// dynamic
+	// training
+}
