@@ -1,0 +1,69 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gpualloc/gpualloc"
+)
+
+// benchEvents is the length of the benchmark trace: a balanced base of 100k
+// events (up to 1000 live allocations, all freed at the end) replayed 100
+// times.
+const benchEvents = 10_000_000
+
+func benchTrace() *sliceReader {
+	rng := rand.New(rand.NewPCG(1, 2))
+	tr := newTrace()
+	var live []uint64
+	id := uint64(0)
+	const base = benchEvents / 100
+	for len(tr.events)+len(live) < base {
+		if len(live) > 0 && (rng.IntN(2) == 0 || len(live) >= 1000) {
+			i := rng.IntN(len(live))
+			tr.free(live[i])
+			live[i] = live[len(live)-1]
+			live = live[:len(live)-1]
+			continue
+		}
+		id++
+		tr.alloc(id, 1+rng.Int64N(1<<20))
+		live = append(live, id)
+	}
+	for _, id := range live {
+		tr.free(id)
+	}
+	r := tr.reader()
+	r.reps = benchEvents / len(tr.events)
+	return r
+}
+
+// BenchmarkReplay measures the engine's own cost per event: "nop" replays
+// into an allocator that does nothing, on a backend that keeps no records;
+// "exact" sends every event to the virtual device through the counting
+// wrapper. One op is a replay of the whole 10M-event trace.
+func BenchmarkReplay(b *testing.B) {
+	base := benchTrace()
+	for _, bc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"nop", Config{Open: openNop, NewBackend: newNullBackend}},
+		{"exact", Config{Open: func(b gpualloc.Backend) (gpualloc.Allocator, error) { return &exactAlloc{b: b}, nil }}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var events int64
+			for b.Loop() {
+				r := *base
+				res, err := Replay(&r, bc.cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				events += res.Events
+			}
+			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
+		})
+	}
+}

@@ -1,0 +1,46 @@
+// Package sim replays allocation traces into a strategy and measures how it
+// behaves: the virtual device, the replay engine, its metrics and time
+// series.
+//
+// [Replay] streams the events of a [traces.Reader] into one allocator per
+// device index of the trace, each on its own backend: by default a virtual
+// [Device] of 80 GiB that hands out realistic addresses without holding
+// memory. [RunAll] runs several replays (traces × strategies) in parallel,
+// with results in a fixed order.
+//
+// # What is measured
+//
+// The engine measures everything itself, from the events and from a
+// counting wrapper around each backend, never from the allocator's own
+// statistics (which [Config].Verify can check against it). Byte figures are
+// sums over the trace's devices, and their peaks are peaks of those sums:
+//
+//   - requested: bytes asked for by the live allocations of the trace,
+//     whether or not the strategy could serve them. Its peak is the lower
+//     bound, the same for every strategy: none can serve the trace with
+//     less.
+//   - allocated: bytes of the blocks handed out for the allocations that
+//     succeeded, after the strategy's rounding.
+//   - reserved: bytes held from the devices, in live blocks and in the
+//     strategy's cache. Its peak is what the strategy needs of the device.
+//   - overhead = peak reserved / peak requested (1 is ideal).
+//   - fragmentation = 1 - peak requested / peak reserved, GMLake's
+//     definition (ASPLOS '24): the share of the peak reserved memory that
+//     the lower bound does not account for (0 is ideal).
+//   - device mallocs, frees and bytes: the backend calls, which are slow on
+//     a real GPU (cudaFree synchronizes the device).
+//   - cache hits: allocations during which no device allocation succeeded.
+//   - ooms: allocations that failed with [gpualloc.ErrOutOfMemory]. The
+//     replay goes on; the free of such an allocation is skipped.
+//
+// A [Series] keeps the course of requested, allocated and reserved bytes in
+// a bounded number of buckets without losing any peak, for plots.
+//
+// # Cost
+//
+// The engine does O(1) work per event, besides the allocator's own, and
+// allocates nothing per event: its memory grows with the peak number of
+// live allocations (a slice indexed by [traces.Event].Slot) and the number
+// of devices, not with the trace's length. The series has a fixed size. The
+// [Device] does O(1) work per call and remembers only its live regions.
+package sim

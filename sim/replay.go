@@ -1,0 +1,639 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+// Config says how to replay a trace. The zero value of every field but the
+// strategy (Params or Open) has a documented default.
+type Config struct {
+	// Trace is the trace's name, reported in Result.Trace and at the start
+	// of errors. If empty, the name comes from the reader's Name method when
+	// it has one.
+	Trace string
+
+	// Params is the strategy, every parameter resolved (see
+	// [gpualloc.Resolve] and [gpualloc.Select]). Each device's allocator is
+	// Params.Open(backend), and Result.Strategy is Params.String().
+	Params *gpualloc.Params
+	// Open, if not nil, builds each device's allocator instead of
+	// Params.Open: for a strategy that is not registered.
+	Open func(b gpualloc.Backend) (gpualloc.Allocator, error)
+	// Strategy, if not empty, is reported in Result.Strategy instead of
+	// Params.String() (or of the allocator's Spec method, when only Open is
+	// given).
+	Strategy string
+
+	// Backend is the backend's name reported in Result.Backend; "" means
+	// "sim".
+	Backend string
+	// Capacity is the size of each virtual device, and the capacity
+	// reported; 0 means [DefaultCapacity] (80 GiB). With NewBackend and
+	// Capacity 0, the capacity reported is the total that the first
+	// device's MemInfo gives.
+	Capacity int64
+	// NewBackend, if not nil, makes the backend of each device index that
+	// the trace uses, when the device is first used. The default makes a
+	// [Device] of Capacity bytes. After the replay, the engine closes each
+	// device's allocator and then its backend if they implement io.Closer.
+	NewBackend func(device int) (gpualloc.Backend, error)
+
+	// SeriesBuckets bounds Result.Series: 0 means [DefaultSeriesBuckets],
+	// a negative number means no series.
+	SeriesBuckets int
+
+	// Verify, when the allocator reports gpualloc.Stats, compares them with
+	// what the engine measured after every event and at the end, and fails
+	// the replay at the first difference: a check for strategy authors.
+	Verify bool
+
+	// Progress, if not nil, is called with the number of events replayed so
+	// far every ProgressInterval events and once at the end, from the
+	// goroutine running the replay.
+	Progress func(events int64)
+}
+
+// ProgressInterval is how many events pass between calls of
+// Config.Progress; the context of [ReplayContext] is checked as often.
+const ProgressInterval = 1 << 16
+
+// Result is what a replay measured: one row of the simulator's output. The
+// JSON field names are those of the result schema of the command line tool.
+//
+// Counts: Events = Allocs + Frees, the trace's events by kind. An alloc that
+// failed with out of memory counts in Allocs and OOMs; the free of that
+// allocation is skipped but still counts in Frees.
+type Result struct {
+	Trace         string `json:"trace"`
+	Strategy      string `json:"strategy"` // full spec, every parameter's effective value
+	Backend       string `json:"backend"`
+	CapacityBytes int64  `json:"capacity_bytes"`
+
+	Events int64 `json:"events"`
+	Allocs int64 `json:"allocs"`
+	Frees  int64 `json:"frees"`
+
+	// Peaks, over the replay, of the sums across devices of: the bytes
+	// asked for by live allocations (the lower bound any strategy needs);
+	// the bytes of the blocks handed out for them; the bytes held from the
+	// devices.
+	PeakRequestedBytes int64 `json:"peak_requested_bytes"`
+	PeakAllocatedBytes int64 `json:"peak_allocated_bytes"`
+	PeakReservedBytes  int64 `json:"peak_reserved_bytes"`
+
+	// Overhead is PeakReservedBytes / PeakRequestedBytes, Fragmentation
+	// 1 - PeakRequestedBytes / PeakReservedBytes; each is 0 when its
+	// denominator is. After out-of-memory failures the reserved peak can
+	// stay below the lower bound: Overhead is then below 1 and
+	// Fragmentation negative, and OOMs says why.
+	Overhead      float64 `json:"overhead"`
+	Fragmentation float64 `json:"fragmentation"`
+
+	DeviceMallocs     int64 `json:"device_mallocs"`      // successful device allocations
+	DeviceFrees       int64 `json:"device_frees"`        // successful device frees
+	DeviceMallocBytes int64 `json:"device_malloc_bytes"` // bytes of all successful device allocations
+
+	CacheHits int64 `json:"cache_hits"` // successful allocs during which no device allocation succeeded
+	OOMs      int64 `json:"ooms"`       // allocs that failed with gpualloc.ErrOutOfMemory
+
+	ElapsedNS    int64   `json:"elapsed_ns"`     // time of the replay loop, reading the trace included
+	EventsPerSec float64 `json:"events_per_sec"` // Events per second of ElapsedNS
+
+	// Skipped is the number of bad events a lenient reader skipped, when
+	// the reader has a Skipped() int64 method.
+	Skipped int64 `json:"skipped"`
+
+	// Devices breaks the figures down by device index, in increasing order
+	// of index, for the devices the trace used.
+	Devices []DeviceResult `json:"-"`
+	// Series is the course of requested, allocated and reserved bytes over
+	// the replay; nil when Config.SeriesBuckets is negative.
+	Series *Series `json:"-"`
+}
+
+// DeviceResult is the part of a [Result] that belongs to one device. Its
+// fields mean what the Result's fields of the same names mean, for this
+// device alone; Allocs and Frees count the events of the device's
+// allocations.
+type DeviceResult struct {
+	Device int // device index
+
+	Allocs    int64
+	Frees     int64
+	CacheHits int64
+	OOMs      int64
+
+	PeakRequestedBytes int64
+	PeakAllocatedBytes int64
+	PeakReservedBytes  int64
+
+	DeviceMallocs     int64
+	DeviceFrees       int64
+	DeviceMallocBytes int64
+
+	// Live figures at the end of the replay.
+	RequestedBytes int64
+	AllocatedBytes int64
+	ReservedBytes  int64
+
+	// Stats are the allocator's own counters at the end, nil if it keeps
+	// none (see [gpualloc.StatsReporter]).
+	Stats *gpualloc.Stats
+}
+
+// Replay replays the events of r into a fresh allocator per device of the
+// trace, as cfg says, and measures the result.
+//
+// Each device index in the trace gets its own backend and allocator, made
+// when the index is first seen. Allocations go through the allocator's
+// AllocStream when it is a [gpualloc.StreamAllocator], with the event's
+// stream. The engine measures everything itself, without trusting the
+// allocator's own statistics: requested bytes from the events, allocated
+// bytes from the sizes of the blocks it gets, reserved bytes and device
+// calls from a counting wrapper around each backend.
+//
+// An alloc that fails with [gpualloc.ErrOutOfMemory] is counted and the
+// replay goes on (the free of that allocation is skipped). Any other error of
+// the allocator, or a block smaller than asked for, ends the replay with an
+// error that names the event's index (from 0). An error of the reader is
+// returned as the reader gave it. On error the Result holds what was
+// measured up to that point.
+func Replay(r traces.Reader, cfg Config) (Result, error) {
+	return ReplayContext(context.Background(), r, cfg)
+}
+
+// ReplayContext is [Replay] that stops with ctx's error when ctx is done,
+// checked every ProgressInterval events.
+func ReplayContext(ctx context.Context, r traces.Reader, cfg Config) (res Result, err error) {
+	e, err := newEngine(r, cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() {
+		if cerr := e.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	err = e.run(ctx, r)
+	if err == nil && cfg.Verify {
+		for _, d := range e.devs {
+			if d == nil {
+				continue
+			}
+			if err = d.verify(); err != nil {
+				err = fmt.Errorf("%sdevice %d: at the end: %w", e.prefix(), d.index, err)
+				break
+			}
+		}
+	}
+	e.finish(r)
+	return e.res, err
+}
+
+// slot states
+const (
+	slotFree   = iota // no live allocation
+	slotLive          // block holds the live allocation
+	slotFailed        // the alloc failed with out of memory; its free is skipped
+)
+
+// A slot is the engine's record of one live allocation, at index Event.Slot.
+// It holds no pointers, so that writing one costs no write barrier and the
+// slots are no work for the garbage collector.
+type slot struct {
+	block gpualloc.Block
+	size  int64 // bytes requested by the event
+	dev   int32 // device index, in engine.devs
+	state uint8
+}
+
+// An engine is the state of one replay.
+type engine struct {
+	cfg      Config
+	devs     []*device // by device index; nil where not used yet
+	slots    []slot
+	series   *Series
+	strategy string // short name for errors
+
+	// Sums over devices.
+	requested, allocated, reserved int64
+	peakReq, peakAlloc, peakRes    int64
+	resLo, resHi                   int64 // extremes of reserved during the current event
+	mallocs                        int64
+
+	res Result
+}
+
+// A device is one device of the trace: its allocator, and the counting
+// wrapper around its backend that the allocator is given.
+type device struct {
+	e       *engine
+	index   int
+	backend gpualloc.Backend
+	alloc   gpualloc.Allocator
+	stream  gpualloc.StreamAllocator
+	stats   gpualloc.StatsReporter
+
+	requested, allocated, reserved int64
+	peakReq, peakAlloc, peakRes    int64
+	allocs, frees                  int64 // events
+	okAllocs, okFrees              int64 // successful calls
+	hits, ooms                     int64
+	mallocs, mfrees, mallocBytes   int64
+}
+
+// Malloc, Free and MemInfo make a device the counting wrapper of its
+// backend.
+
+func (d *device) Malloc(size int64) (uint64, error) {
+	addr, err := d.backend.Malloc(size)
+	if err != nil {
+		return addr, err
+	}
+	d.mallocs++
+	d.mallocBytes += size
+	d.reserved += size
+	d.peakRes = max(d.peakRes, d.reserved)
+	e := d.e
+	e.mallocs++
+	e.reserved += size
+	e.peakRes = max(e.peakRes, e.reserved)
+	e.resHi = max(e.resHi, e.reserved)
+	return addr, nil
+}
+
+func (d *device) Free(addr uint64, size int64) error {
+	if err := d.backend.Free(addr, size); err != nil {
+		return err
+	}
+	d.mfrees++
+	d.reserved -= size
+	e := d.e
+	e.reserved -= size
+	e.resLo = min(e.resLo, e.reserved)
+	return nil
+}
+
+func (d *device) MemInfo() (free, total int64) { return d.backend.MemInfo() }
+
+func newEngine(r traces.Reader, cfg Config) (*engine, error) {
+	if cfg.Params == nil && cfg.Open == nil {
+		return nil, errors.New("sim: no strategy: Config.Params and Config.Open are both nil")
+	}
+	if cfg.Capacity < 0 {
+		return nil, fmt.Errorf("sim: negative capacity %d", cfg.Capacity)
+	}
+	if cfg.Trace == "" {
+		if n, ok := r.(interface{ Name() string }); ok {
+			cfg.Trace = n.Name()
+		}
+	}
+	e := &engine{cfg: cfg}
+	e.res.Trace = cfg.Trace
+	e.res.Backend = cfg.Backend
+	if e.res.Backend == "" {
+		e.res.Backend = "sim"
+	}
+	switch {
+	case cfg.Strategy != "":
+		e.res.Strategy = cfg.Strategy
+	case cfg.Params != nil:
+		e.res.Strategy = cfg.Params.String()
+	}
+	e.strategy, _, _ = strings.Cut(e.res.Strategy, ":")
+	e.res.CapacityBytes = cfg.Capacity
+	if cfg.NewBackend == nil && cfg.Capacity == 0 {
+		e.res.CapacityBytes = DefaultCapacity
+	}
+	if cfg.SeriesBuckets >= 0 {
+		n := cfg.SeriesBuckets
+		if n == 0 {
+			n = DefaultSeriesBuckets
+		}
+		e.series = newSeries(n)
+		e.res.Series = e.series
+	}
+	return e, nil
+}
+
+// run is the replay loop. It allocates nothing per event once the slots and
+// devices it needs exist.
+func (e *engine) run(ctx context.Context, r traces.Reader) error {
+	done := ctx.Done()
+	progress := e.cfg.Progress
+	var n int64
+	start := time.Now()
+	defer func() {
+		elapsed := time.Since(start)
+		e.res.Events = n
+		e.res.ElapsedNS = elapsed.Nanoseconds()
+		if s := elapsed.Seconds(); s > 0 {
+			e.res.EventsPerSec = float64(n) / s
+		}
+		if progress != nil {
+			progress(n)
+		}
+	}()
+	for r.Scan() {
+		ev := r.Event()
+		e.resLo, e.resHi = e.reserved, e.reserved
+		var d *device
+		var err error
+		switch ev.Op {
+		case traces.OpAlloc:
+			d, err = e.alloc(ev)
+		case traces.OpFree:
+			d, err = e.free(ev)
+		default:
+			err = fmt.Errorf("unknown op %d", ev.Op)
+		}
+		if err == nil && e.cfg.Verify && d != nil {
+			err = d.verify()
+		}
+		if err != nil {
+			return e.eventError(n, ev, err)
+		}
+		if e.series != nil {
+			e.series.add(n, ev.TimeUS, e.requested, e.allocated, e.resLo, e.resHi, e.reserved)
+		}
+		n++
+		if n%ProgressInterval == 0 {
+			select {
+			case <-done:
+				return ctx.Err()
+			default:
+			}
+			if progress != nil {
+				progress(n)
+			}
+		}
+	}
+	return r.Err()
+}
+
+func (e *engine) alloc(ev traces.Event) (*device, error) {
+	if ev.Slot < 0 {
+		return nil, fmt.Errorf("negative slot %d", ev.Slot)
+	}
+	if int(ev.Slot) >= len(e.slots) {
+		e.growSlots(int(ev.Slot))
+	}
+	s := &e.slots[ev.Slot]
+	if s.state != slotFree {
+		return nil, fmt.Errorf("slot %d is already in use", ev.Slot)
+	}
+	if ev.Size <= 0 {
+		return nil, fmt.Errorf("bad size %d", ev.Size)
+	}
+	d, err := e.device(ev.Device)
+	if err != nil {
+		return nil, err
+	}
+	e.res.Allocs++
+	d.allocs++
+	// The lower bound is the trace's: an allocation the strategy could not
+	// serve still counts, so that every strategy is measured against the
+	// same bound.
+	e.requested += ev.Size
+	e.peakReq = max(e.peakReq, e.requested)
+	before := e.mallocs
+	var b gpualloc.Block
+	if d.stream != nil {
+		b, err = d.stream.AllocStream(ev.Size, ev.Stream)
+	} else {
+		b, err = d.alloc.Alloc(ev.Size)
+	}
+	if err != nil {
+		if errors.Is(err, gpualloc.ErrOutOfMemory) {
+			e.res.OOMs++
+			d.ooms++
+			*s = slot{size: ev.Size, dev: ev.Device, state: slotFailed}
+			return d, nil
+		}
+		return d, err
+	}
+	if b.Size < ev.Size {
+		return d, fmt.Errorf("block of %d bytes at %#x handed out for %d bytes", b.Size, b.Addr, ev.Size)
+	}
+	*s = slot{block: b, size: ev.Size, dev: ev.Device, state: slotLive}
+	d.okAllocs++
+	if e.mallocs == before {
+		e.res.CacheHits++
+		d.hits++
+	}
+	e.allocated += b.Size
+	e.peakAlloc = max(e.peakAlloc, e.allocated)
+	d.requested += ev.Size
+	d.allocated += b.Size
+	d.peakReq = max(d.peakReq, d.requested)
+	d.peakAlloc = max(d.peakAlloc, d.allocated)
+	return d, nil
+}
+
+func (e *engine) free(ev traces.Event) (*device, error) {
+	if ev.Slot < 0 || int(ev.Slot) >= len(e.slots) {
+		return nil, fmt.Errorf("free of slot %d, which holds no allocation", ev.Slot)
+	}
+	s := &e.slots[ev.Slot]
+	switch s.state {
+	case slotFree:
+		return nil, fmt.Errorf("free of slot %d, which holds no allocation", ev.Slot)
+	case slotFailed:
+		e.requested -= s.size
+		e.res.Frees++
+		e.devs[s.dev].frees++
+		*s = slot{}
+		return nil, nil
+	}
+	d := e.devs[s.dev]
+	if ev.Size != s.size {
+		return d, fmt.Errorf("free of %d bytes, allocated with %d", ev.Size, s.size)
+	}
+	e.res.Frees++
+	d.frees++
+	if err := d.alloc.Free(s.block); err != nil {
+		return d, err
+	}
+	d.okFrees++
+	e.requested -= s.size
+	e.allocated -= s.block.Size
+	d.requested -= s.size
+	d.allocated -= s.block.Size
+	*s = slot{}
+	return d, nil
+}
+
+func (e *engine) growSlots(i int) {
+	n := max(i+1, 2*len(e.slots), 64)
+	e.slots = append(e.slots, make([]slot, n-len(e.slots))...)
+}
+
+// device returns the device of index i, made on first use.
+func (e *engine) device(i int32) (*device, error) {
+	if i >= 0 && int(i) < len(e.devs) && e.devs[i] != nil {
+		return e.devs[i], nil
+	}
+	if i < 0 || i > MaxDevice {
+		return nil, fmt.Errorf("device index %d out of range [0, %d]", i, MaxDevice)
+	}
+	if int(i) >= len(e.devs) {
+		e.devs = append(e.devs, make([]*device, int(i)+1-len(e.devs))...)
+	}
+	d := &device{e: e, index: int(i)}
+	var err error
+	if e.cfg.NewBackend != nil {
+		d.backend, err = e.cfg.NewBackend(int(i))
+	} else {
+		d.backend, err = NewDevice(int(i), e.cfg.Capacity)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("device %d: %w", i, err)
+	}
+	if d.backend == nil {
+		return nil, fmt.Errorf("device %d: no backend", i)
+	}
+	if e.res.CapacityBytes == 0 {
+		_, e.res.CapacityBytes = d.backend.MemInfo()
+	}
+	if e.cfg.Open != nil {
+		d.alloc, err = e.cfg.Open(d)
+	} else {
+		d.alloc, err = e.cfg.Params.Open(d)
+	}
+	if err == nil && d.alloc == nil {
+		err = errors.New("no allocator")
+	}
+	if err != nil {
+		if c, ok := d.backend.(io.Closer); ok {
+			c.Close()
+		}
+		return nil, fmt.Errorf("device %d: %w", i, err)
+	}
+	d.stream, _ = d.alloc.(gpualloc.StreamAllocator)
+	d.stats, _ = d.alloc.(gpualloc.StatsReporter)
+	if e.res.Strategy == "" {
+		if sp, ok := d.alloc.(gpualloc.Specer); ok {
+			e.res.Strategy = sp.Spec()
+			if e.strategy == "" {
+				e.strategy, _, _ = strings.Cut(e.res.Strategy, ":")
+			}
+		}
+	}
+	e.devs[i] = d
+	return d, nil
+}
+
+// eventError describes the failure of event n.
+func (e *engine) eventError(n int64, ev traces.Event, err error) error {
+	return fmt.Errorf("%sevent %d: %s of %d bytes (id %d, device %d): %w",
+		e.prefix(), n, ev.Op, ev.Size, ev.ID, ev.Device, err)
+}
+
+// prefix returns "TRACE: STRATEGY: " for errors, without the parts that are
+// unknown.
+func (e *engine) prefix() string {
+	return jobPrefix(Config{Trace: e.cfg.Trace, Strategy: e.strategy})
+}
+
+// finish fills in the Result's derived fields.
+func (e *engine) finish(r traces.Reader) {
+	res := &e.res
+	res.PeakRequestedBytes = e.peakReq
+	res.PeakAllocatedBytes = e.peakAlloc
+	res.PeakReservedBytes = e.peakRes
+	res.Overhead = ratio(e.peakRes, e.peakReq)
+	if e.peakRes > 0 {
+		res.Fragmentation = 1 - ratio(e.peakReq, e.peakRes)
+	}
+	if sk, ok := r.(interface{ Skipped() int64 }); ok {
+		res.Skipped = sk.Skipped()
+	}
+	for _, d := range e.devs {
+		if d == nil {
+			continue
+		}
+		res.DeviceMallocs += d.mallocs
+		res.DeviceFrees += d.mfrees
+		res.DeviceMallocBytes += d.mallocBytes
+		dr := DeviceResult{
+			Device: d.index,
+			Allocs: d.allocs, Frees: d.frees, CacheHits: d.hits, OOMs: d.ooms,
+			PeakRequestedBytes: d.peakReq, PeakAllocatedBytes: d.peakAlloc, PeakReservedBytes: d.peakRes,
+			DeviceMallocs: d.mallocs, DeviceFrees: d.mfrees, DeviceMallocBytes: d.mallocBytes,
+			RequestedBytes: d.requested, AllocatedBytes: d.allocated, ReservedBytes: d.reserved,
+		}
+		if d.stats != nil {
+			st := d.stats.Stats()
+			dr.Stats = &st
+		}
+		res.Devices = append(res.Devices, dr)
+	}
+}
+
+// ratio returns a/b, or 0 when b is 0.
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// close closes every device's allocator and backend that are io.Closers.
+func (e *engine) close() error {
+	var errs []error
+	for _, d := range e.devs {
+		if d == nil {
+			continue
+		}
+		if c, ok := d.alloc.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("device %d: closing the allocator: %w", d.index, err))
+			}
+		}
+		if c, ok := d.backend.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("device %d: closing the backend: %w", d.index, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// verify compares the allocator's own statistics with the engine's.
+func (d *device) verify() error {
+	if d.stats == nil {
+		return nil
+	}
+	s := d.stats.Stats()
+	for _, c := range [...]struct {
+		name       string
+		have, want int64
+	}{
+		{"Requested", s.Requested, d.requested},
+		{"Allocated", s.Allocated, d.allocated},
+		{"Reserved", s.Reserved, d.reserved},
+		{"PeakRequested", s.PeakRequested, d.peakReq},
+		{"PeakAllocated", s.PeakAllocated, d.peakAlloc},
+		{"PeakReserved", s.PeakReserved, d.peakRes},
+		{"Allocs", s.Allocs, d.okAllocs},
+		{"Frees", s.Frees, d.okFrees},
+		{"DeviceMallocs", s.DeviceMallocs, d.mallocs},
+		{"DeviceFrees", s.DeviceFrees, d.mfrees},
+		{"DeviceMallocBytes", s.DeviceMallocBytes, d.mallocBytes},
+		{"CacheHits", s.CacheHits, d.hits},
+		{"OOMs", s.OOMs, d.ooms},
+	} {
+		if c.have != c.want {
+			return fmt.Errorf("allocator's Stats.%s is %d, the replay measured %d", c.name, c.have, c.want)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,163 @@
+package sim
+
+import (
+	"math/bits"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+// randomTrace returns n events over up to three devices, with sizes up to
+// 64 KiB and up to about 40 live allocations.
+func randomTrace(rng *rand.Rand, n int) *traceBuilder {
+	tr := newTrace()
+	var live []uint64
+	id := uint64(0)
+	for len(tr.events) < n {
+		if len(live) > 0 && (rng.IntN(2) == 0 || len(live) > 40) {
+			i := rng.IntN(len(live))
+			tr.free(live[i])
+			live[i] = live[len(live)-1]
+			live = live[:len(live)-1]
+			continue
+		}
+		id++
+		tr.on(int32(rng.IntN(3)), uint64(rng.IntN(2)))
+		tr.alloc(id, 1+rng.Int64N(64<<10))
+		live = append(live, id)
+	}
+	return tr
+}
+
+func TestSeriesKeepsPeaks(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		n := 1 + rng.IntN(5000)
+		tr := randomTrace(rng, n)
+		if seed%2 == 1 { // timestamps are optional
+			for i := range tr.events {
+				tr.events[i].TimeUS = traces.NoTime
+			}
+		}
+		cfg := Config{Open: openCache, Capacity: 512 << 10, Verify: true}
+
+		cfg.SeriesBuckets = len(tr.events) + 2
+		full, err := Replay(tr.reader(), cfg)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), full.Series.Width())
+		require.Equal(t, len(tr.events), full.Series.Len())
+
+		for _, buckets := range []int{2, 7, 16, 2048} {
+			cfg.SeriesBuckets = buckets
+			res, err := Replay(tr.reader(), cfg)
+			require.NoError(t, err)
+			s := res.Series
+			assert.LessOrEqual(t, s.Len(), buckets, "seed %d", seed)
+			assert.Equal(t, buckets&^1, s.Cap())
+			assert.Equal(t, 1, bits.OnesCount64(uint64(s.Width())))
+
+			req, alloc, resv := s.Peaks()
+			assert.Equal(t, res.PeakRequestedBytes, req, "seed %d, %d buckets", seed, buckets)
+			assert.Equal(t, res.PeakAllocatedBytes, alloc, "seed %d, %d buckets", seed, buckets)
+			assert.Equal(t, res.PeakReservedBytes, resv, "seed %d, %d buckets", seed, buckets)
+			assert.Equal(t, full.PeakReservedBytes, res.PeakReservedBytes)
+
+			checkSeries(t, s, full.Series, res.Events)
+		}
+	}
+}
+
+// checkSeries checks that s covers events 0..events-1 in order, and that
+// each bucket summarizes exactly the one-event buckets of full it covers.
+func checkSeries(t *testing.T, s, full *Series, events int64) {
+	t.Helper()
+	fp := full.Points()
+	next := int64(0)
+	for i, p := range s.All() {
+		require.Equal(t, next, p.First, "bucket %d", i)
+		require.LessOrEqual(t, p.First, p.Last)
+		if i < s.Len()-1 {
+			require.Equal(t, s.Width(), p.Last-p.First+1, "bucket %d is full", i)
+		}
+		next = p.Last + 1
+		span := fp[p.First : p.Last+1]
+		assert.Equal(t, span[0].FirstTimeUS, p.FirstTimeUS)
+		assert.Equal(t, span[len(span)-1].LastTimeUS, p.LastTimeUS)
+		for _, q := range []struct {
+			name string
+			get  func(Point) Range
+		}{
+			{"requested", func(p Point) Range { return p.Requested }},
+			{"allocated", func(p Point) Range { return p.Allocated }},
+			{"reserved", func(p Point) Range { return p.Reserved }},
+		} {
+			want := q.get(span[0])
+			for _, f := range span[1:] {
+				want = want.join(q.get(f))
+			}
+			got := q.get(p)
+			assert.Equal(t, want, got, "bucket %d, %s", i, q.name)
+			assert.GreaterOrEqual(t, got.MaxEvent, p.First)
+			assert.LessOrEqual(t, got.MaxEvent, p.Last)
+		}
+	}
+	assert.Equal(t, events, next, "the series covers every event")
+}
+
+func TestSeriesDecimation(t *testing.T) {
+	s := newSeries(4)
+	for i := range int64(9) {
+		v := (i * 37) % 11 // 0 4 8 1 5 9 2 6 10
+		s.add(i, 100+i, v, 2*v, v-1, v+1, v)
+	}
+	assert.Equal(t, int64(4), s.Width())
+	assert.Equal(t, []Point{
+		{
+			First: 0, Last: 3, FirstTimeUS: 100, LastTimeUS: 103,
+			Requested: Range{Min: 0, Max: 8, End: 1, MaxEvent: 2, MaxTimeUS: 102},
+			Allocated: Range{Min: 0, Max: 16, End: 2, MaxEvent: 2, MaxTimeUS: 102},
+			Reserved:  Range{Min: -1, Max: 9, End: 1, MaxEvent: 2, MaxTimeUS: 102},
+		},
+		{
+			First: 4, Last: 7, FirstTimeUS: 104, LastTimeUS: 107,
+			Requested: Range{Min: 2, Max: 9, End: 6, MaxEvent: 5, MaxTimeUS: 105},
+			Allocated: Range{Min: 4, Max: 18, End: 12, MaxEvent: 5, MaxTimeUS: 105},
+			Reserved:  Range{Min: 1, Max: 10, End: 6, MaxEvent: 5, MaxTimeUS: 105},
+		},
+		{
+			First: 8, Last: 8, FirstTimeUS: 108, LastTimeUS: 108,
+			Requested: Range{Min: 10, Max: 10, End: 10, MaxEvent: 8, MaxTimeUS: 108},
+			Allocated: Range{Min: 20, Max: 20, End: 20, MaxEvent: 8, MaxTimeUS: 108},
+			Reserved:  Range{Min: 9, Max: 11, End: 10, MaxEvent: 8, MaxTimeUS: 108},
+		},
+	}, s.Points())
+}
+
+func TestSeriesTieKeepsFirstPeak(t *testing.T) {
+	s := newSeries(2)
+	for i := range int64(8) {
+		s.add(i, i, 5, 5, 5, 5, 5)
+	}
+	s.add(8, 8, 5, 5, 5, 5, 5)
+	require.Equal(t, 2, s.Len())
+	p := s.Points()
+	assert.Equal(t, int64(0), p[0].Requested.MaxEvent)
+	assert.Equal(t, int64(7), p[0].Last)
+	assert.Equal(t, int64(8), p[1].Requested.MaxEvent)
+}
+
+func TestSeriesNil(t *testing.T) {
+	res, err := Replay(smallTrace().reader(), Config{Open: openExact, SeriesBuckets: -1})
+	require.NoError(t, err)
+	assert.Nil(t, res.Series)
+	assert.Zero(t, res.Series.Len())
+	assert.Zero(t, res.Series.Cap())
+	assert.Nil(t, res.Series.Points())
+	for range res.Series.All() {
+		t.Fatal("points in a nil series")
+	}
+}
