@@ -1,0 +1,82 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+const convertUsage = `usage: simulate convert [flags] IN OUT
+
+Converts a trace to the native CSV format, gzip-compressed when OUT ends in
+.gz ("-" for standard output). OUT is replaced only once the whole trace has
+been read without error.
+
+Flags:
+`
+
+func convertCmd(e *env, args []string) error {
+	var lenient bool
+	fs := newFlagSet(e, "simulate convert", convertUsage)
+	fs.BoolVar(&lenient, "lenient", false, "skip bad events, count them and go on")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return usagef("convert: want IN and OUT")
+	}
+	in, out := fs.Arg(0), fs.Arg(1)
+	r, err := traces.Open(in, traces.Options{Lenient: lenient})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if out == "-" {
+		w := traces.NewWriter(e.stdout, r.Columns()...)
+		if err := copyTrace(w, r); err != nil {
+			return err
+		}
+		return w.Flush()
+	}
+	// Write beside OUT and rename, so that a failure leaves OUT as it was.
+	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*")
+	if err != nil {
+		return err
+	}
+	tmpName := tmp.Name()
+	tmp.Close()
+	defer os.Remove(tmpName)
+	// Create picks compression from the name: give the temporary OUT's suffix.
+	name := tmpName + filepath.Ext(out)
+	defer os.Remove(name)
+	w, err := traces.Create(name, r.Columns()...)
+	if err != nil {
+		return err
+	}
+	err = copyTrace(w, r)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(name, out); err != nil {
+		return err
+	}
+	if n := r.Skipped(); n > 0 {
+		fmt.Fprintf(e.stderr, "simulate: %s: skipped %s (the first: %v)\n", in, plural(n, "bad event"), r.FirstSkipped())
+	}
+	return nil
+}
+
+func copyTrace(w *traces.Writer, r traces.Reader) error {
+	for r.Scan() {
+		if err := w.Write(r.Event()); err != nil {
+			return err
+		}
+	}
+	return errors.Join(r.Err())
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/traces"
+	"github.com/gpualloc/gpualloc/traces/gen"
+)
+
+const genUsage = `usage: simulate gen [flags] WORKLOAD
+
+Writes a synthetic trace of the workload in the native format, gzip-compressed
+when the output name ends in .gz. The output depends only on the workload and
+the flags, so anyone can regenerate or vary a trace.
+
+Workloads:
+%s
+Flags:
+`
+
+func genCmd(e *env, args []string) error {
+	d := gen.DefaultOptions()
+	o := d
+	var out, maxSize string
+	var list strings.Builder
+	for _, w := range gen.Workloads() {
+		var flags []string
+		for _, p := range w.Params {
+			flags = append(flags, "--"+p.Flag)
+		}
+		fmt.Fprintf(&list, "  %-10s %s\n  %-10s (flags: %s)\n", w.Name, w.Summary, "", strings.Join(flags, " "))
+	}
+	fs := newFlagSet(e, "simulate gen", fmt.Sprintf(genUsage, list.String()))
+	fs.StringVarP(&out, "out", "o", "-", "output `FILE` (- for standard output)")
+	fs.Uint64Var(&o.Seed, "seed", d.Seed, "seed of every random choice")
+	fs.IntVar(&o.Steps, "steps", d.Steps, "training steps")
+	fs.StringVar(&o.Model, "model", d.Model, "model preset: tiny, small, medium or large")
+	fs.IntVar(&o.Batch, "batch", d.Batch, "batch size")
+	fs.IntVar(&o.Seq, "seq", d.Seq, "sequence length (training)")
+	fs.IntVar(&o.MinSeq, "min-seq", d.MinSeq, "shortest sequence length (dynamic)")
+	fs.IntVar(&o.MaxSeq, "max-seq", d.MaxSeq, "longest sequence length (dynamic)")
+	fs.Int64Var(&o.Events, "events", d.Events, "number of events (random)")
+	fs.IntVar(&o.MaxLive, "max-live", d.MaxLive, "most allocations live at once (random)")
+	fs.StringVar(&maxSize, "max-size", fmt.Sprint(d.MaxSize), "largest allocation `SIZE` (random)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("gen: name one workload (%s)", workloadNames())
+	}
+	n, err := gpualloc.ParseSize(maxSize)
+	if err != nil {
+		return usagef("gen: --max-size: %v", err)
+	}
+	o.MaxSize = n
+	name := fs.Arg(0)
+	known := false
+	for _, w := range gen.Workloads() {
+		known = known || w.Name == name
+	}
+	if !known {
+		return usagef("gen: unknown workload %q (known: %s)", name, workloadNames())
+	}
+	if out == "-" {
+		return genStdout(e, name, o)
+	}
+	return gen.WriteFile(out, name, o)
+}
+
+func workloadNames() string {
+	var names []string
+	for _, w := range gen.Workloads() {
+		names = append(names, w.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// genStdout writes the workload to the command's standard output.
+func genStdout(e *env, name string, o gen.Options) error {
+	w := traces.NewWriter(e.stdout, gen.Columns()...)
+	if err := gen.Generate(w, name, o); err != nil {
+		return err
+	}
+	return w.Flush()
+}

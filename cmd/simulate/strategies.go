@@ -1,0 +1,46 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpualloc/gpualloc"
+)
+
+const strategiesUsage = `usage: simulate strategies
+
+Lists the registered strategies with their parameters, defaults and the
+environment variables that supply defaults. Name one with -s SPEC, as
+round or round:cutoff=20,page=4096, or with GPUALLOC_POOL_TYPE.
+
+`
+
+func strategiesCmd(e *env, args []string) error {
+	fs := newFlagSet(e, "simulate strategies", strategiesUsage)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("strategies: no arguments expected")
+	}
+	var b strings.Builder
+	for i, name := range gpualloc.Names() {
+		s, err := gpualloc.Lookup(name)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "%s\n    %s\n", s.Name, s.Summary)
+		for _, p := range s.Params {
+			fmt.Fprintf(&b, "    %s=%s\n        %s", p.Name, p.Default, p.Doc)
+			if len(p.Env) > 0 {
+				fmt.Fprintf(&b, " (env: %s)", strings.Join(p.Env, ", "))
+			}
+			b.WriteString("\n")
+		}
+	}
+	_, err := fmt.Fprint(e.stdout, b.String())
+	return err
+}
