@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/blocktable"
 )
 
 // Config are the parameters of an unpooled allocator. There are none; the
@@ -21,7 +22,7 @@ func DefaultConfig() Config { return Config{} }
 type Allocator struct {
 	b    gpualloc.Backend
 	m    gpualloc.Meter
-	live map[uint64]int64 // requested bytes of blocks handed out, by address
+	live blocktable.Table[int64] // bytes of the blocks handed out, by Handle
 }
 
 // New returns an allocator that takes its memory from b.
@@ -29,7 +30,7 @@ func New(b gpualloc.Backend, _ Config) (*Allocator, error) {
 	if b == nil {
 		return nil, errors.New("unpooled: nil Backend")
 	}
-	return &Allocator{b: b, live: make(map[uint64]int64)}, nil
+	return &Allocator{b: b}, nil
 }
 
 // Spec returns "unpooled".
@@ -54,9 +55,9 @@ func (a *Allocator) Alloc(size int64) (gpualloc.Block, error) {
 		return gpualloc.Block{}, fmt.Errorf("unpooled: alloc of %d bytes: %w", size, err)
 	}
 	a.m.CountDeviceMalloc(size)
-	a.live[addr] = size
+	h := a.live.Put(addr, size)
 	a.m.CountAlloc(size, size, false)
-	return gpualloc.Block{Addr: addr, Size: size, Requested: size}, nil
+	return gpualloc.Block{Addr: addr, Size: size, Requested: size, Handle: h}, nil
 }
 
 // Free returns a live block to the device. A block that is not live, or
@@ -64,10 +65,11 @@ func (a *Allocator) Alloc(size int64) (gpualloc.Block, error) {
 // wrapping [gpualloc.ErrInvalidFree] and changes nothing. If the device
 // refuses the free, the block stays live and the error is returned.
 func (a *Allocator) Free(b gpualloc.Block) error {
-	size, ok := a.live[b.Addr]
-	if !ok {
+	rec := a.live.Get(b.Handle, b.Addr)
+	if rec == nil {
 		return fmt.Errorf("unpooled: free of %#x (%d bytes): no live block there: %w", b.Addr, b.Size, gpualloc.ErrInvalidFree)
 	}
+	size := *rec
 	if b.Size != size || b.Requested != size {
 		return fmt.Errorf("unpooled: free of %#x with Size %d, Requested %d: the live block there has %d bytes: %w",
 			b.Addr, b.Size, b.Requested, size, gpualloc.ErrInvalidFree)
@@ -75,7 +77,7 @@ func (a *Allocator) Free(b gpualloc.Block) error {
 	if err := a.b.Free(b.Addr, size); err != nil {
 		return fmt.Errorf("unpooled: free of %#x (%d bytes): %w", b.Addr, size, err)
 	}
-	delete(a.live, b.Addr)
+	a.live.Delete(b.Handle)
 	a.m.CountDeviceFree(size)
 	a.m.CountFree(size, size)
 	return nil

@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/blocktable"
 )
 
 // Options configure a [Pool].
@@ -44,18 +45,14 @@ type Pool struct {
 	round   func(int64) int64
 	m       gpualloc.Meter
 
-	// live holds a record per block handed out, indexed by the block's
-	// Handle-1; unused records are on a free stack.
-	live   []block
-	unused []uint32
-	lists  map[int64]*freeList // cached blocks by rounded size, a list for every size handed out
-	dirty  []*freeList         // lists that may hold blocks, in the order they first did
+	live  blocktable.Table[block] // blocks handed out, by Handle
+	lists map[int64]*freeList     // cached blocks by rounded size, a list for every size handed out
+	dirty []*freeList             // lists that may hold blocks, in the order they first did
 }
 
-// A block is what the pool knows of a live block: its address and sizes, and
-// the free list it goes back to (nil for an unused record).
+// A block is what the pool knows of a live block: its sizes, and the free
+// list it goes back to.
 type block struct {
-	addr            uint64
 	size, requested int64
 	list            *freeList
 }
@@ -126,17 +123,9 @@ func (p *Pool) Alloc(size int64) (gpualloc.Block, error) {
 			p.lists[rounded] = l
 		}
 	}
-	var i uint32
-	if n := len(p.unused); n > 0 {
-		i = p.unused[n-1]
-		p.unused = p.unused[:n-1]
-	} else {
-		i = uint32(len(p.live))
-		p.live = append(p.live, block{})
-	}
-	p.live[i] = block{addr: addr, size: rounded, requested: size, list: l}
+	h := p.live.Put(addr, block{size: rounded, requested: size, list: l})
 	p.m.CountAlloc(size, rounded, hit)
-	return gpualloc.Block{Addr: addr, Size: rounded, Requested: size, Handle: uint64(i) + 1}, nil
+	return gpualloc.Block{Addr: addr, Size: rounded, Requested: size, Handle: h}, nil
 }
 
 // deviceMalloc allocates size bytes from the device, applying MXNet's
@@ -179,17 +168,16 @@ func percent(total int64, pct int) int64 {
 // Size or Requested differ from what Alloc returned, gives an error
 // wrapping [gpualloc.ErrInvalidFree] and changes nothing.
 func (p *Pool) Free(b gpualloc.Block) error {
-	i := b.Handle - 1 // wraps to a huge index for Handle 0
-	if i >= uint64(len(p.live)) || p.live[i].list == nil || p.live[i].addr != b.Addr {
+	rec := p.live.Get(b.Handle, b.Addr)
+	if rec == nil {
 		return fmt.Errorf("%s: free of %#x (%d bytes): no live block there: %w", p.name, b.Addr, b.Size, gpualloc.ErrInvalidFree)
 	}
-	lb := p.live[i]
+	lb := *rec
 	if lb.size != b.Size || lb.requested != b.Requested {
 		return fmt.Errorf("%s: free of %#x with Size %d, Requested %d: the live block there has Size %d, Requested %d: %w",
 			p.name, b.Addr, b.Size, b.Requested, lb.size, lb.requested, gpualloc.ErrInvalidFree)
 	}
-	p.live[i] = block{}
-	p.unused = append(p.unused, uint32(i))
+	p.live.Delete(b.Handle)
 	l := lb.list
 	l.addrs = append(l.addrs, b.Addr)
 	if !l.listed {

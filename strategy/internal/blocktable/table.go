@@ -1,0 +1,54 @@
+// Package blocktable keeps a strategy's records of its live blocks, found by
+// the [gpualloc.Block] Handle it hands out: O(1) per operation, with no
+// hashing and no allocation once the table has grown to the peak number of
+// live blocks.
+package blocktable
+
+// A Table holds a record of type T per live block. The zero Table is empty
+// and ready to use. Handles start at 1, so a zero Handle is never live.
+type Table[T any] struct {
+	recs   []rec[T]
+	unused []uint32 // indexes of free records, reused last-in first-out
+}
+
+type rec[T any] struct {
+	addr uint64
+	live bool
+	v    T
+}
+
+// Put records a live block at addr and returns its handle.
+func (t *Table[T]) Put(addr uint64, v T) uint64 {
+	var i uint32
+	if n := len(t.unused); n > 0 {
+		i = t.unused[n-1]
+		t.unused = t.unused[:n-1]
+	} else {
+		i = uint32(len(t.recs))
+		t.recs = append(t.recs, rec[T]{})
+	}
+	t.recs[i] = rec[T]{addr: addr, live: true, v: v}
+	return uint64(i) + 1
+}
+
+// Get returns the record of the live block with handle h at addr, or nil
+// if there is none: a handle never handed out, already deleted, or of
+// another address.
+func (t *Table[T]) Get(h, addr uint64) *T {
+	i := h - 1 // a zero handle wraps to an index past the end
+	if i >= uint64(len(t.recs)) || !t.recs[i].live || t.recs[i].addr != addr {
+		return nil
+	}
+	return &t.recs[i].v
+}
+
+// Delete forgets the live block with handle h, which Get must have found.
+func (t *Table[T]) Delete(h uint64) {
+	i := uint32(h - 1)
+	var zero rec[T]
+	t.recs[i] = zero
+	t.unused = append(t.unused, i)
+}
+
+// Len returns the number of live blocks.
+func (t *Table[T]) Len() int { return len(t.recs) - len(t.unused) }
