@@ -2,6 +2,8 @@ package traces
 
 import (
 	"compress/gzip"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 )
@@ -14,6 +16,11 @@ func Open(path string, opts Options) (*CSVReader, error) {
 	if path != "-" {
 		var err error
 		if f, err = os.Open(path); err != nil {
+			// "FILE: no such file or directory", like every other error
+			// about a trace, rather than "open FILE: ...".
+			if pe := (*os.PathError)(nil); errors.As(err, &pe) {
+				return nil, fmt.Errorf("%s: %w", path, pe.Err)
+			}
 			return nil, err
 		}
 		name = path

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -595,4 +596,10 @@ func TestFastSlow(t *testing.T) {
 		assert.Equal(t, got[0], got[1], f)
 		assert.Equal(t, errs[0], errs[1], f)
 	}
+}
+
+func TestOpenMissingFileNamesIt(t *testing.T) {
+	_, err := Open("testdata/no-such-trace.csv", Options{})
+	require.EqualError(t, err, "testdata/no-such-trace.csv: no such file or directory")
+	assert.ErrorIs(t, err, fs.ErrNotExist)
 }
