@@ -118,3 +118,13 @@ func TestHelp(t *testing.T) {
 		assert.Empty(t, stderr, "%v", args)
 	}
 }
+
+// TestReadmeShowsCurrentOutput keeps the README's sample output true: it is
+// what 'go run ./cmd/simulate' prints on the bundled traces.
+func TestReadmeShowsCurrentOutput(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	code, stdout, _ := run(t, nil)
+	require.Equal(t, 0, code)
+	assert.Contains(t, string(readme), "```\n"+stdout+"```\n", "README.md's sample table differs from the output of simulate on the bundled traces")
+}
