@@ -66,6 +66,16 @@ type StreamAllocator interface {
 	AllocStream(size int64, stream uint64) (Block, error)
 }
 
+// FreeSpaceReporter is an optional interface of an [Allocator] that keeps
+// free blocks inside the memory it holds from the device. FreeSpace reports
+// the largest free block and the total free bytes; 1 - largest/total is the
+// free-space fragmentation of RMM and TensorFlow (0 when all free space is
+// one block). It must be cheap enough to call whenever reserved memory
+// reaches a new peak.
+type FreeSpaceReporter interface {
+	FreeSpace() (largest, total int64)
+}
+
 // Specer is an optional interface of an [Allocator] that reports its full
 // spec, every parameter with its effective value, as "round:page=4096,...".
 type Specer interface {
