@@ -107,6 +107,16 @@ type Result struct {
 	ElapsedNS    int64   `json:"elapsed_ns"`     // time of the replay loop, reading the trace included
 	EventsPerSec float64 `json:"events_per_sec"` // Events per second of ElapsedNS
 
+	// LargestFreeBytes and FreeFragmentation describe the strategy's free
+	// space (free blocks inside reserved memory) just after the event at
+	// which reserved memory reached its peak: the largest free block (the
+	// largest over devices) and 1 - largest / total free bytes, RMM's and
+	// TensorFlow's fragmentation (0 when the free space is one block or
+	// none). They are nil (null in JSON, empty in CSV) for strategies that
+	// do not implement gpualloc.FreeSpaceReporter.
+	LargestFreeBytes  *int64   `json:"largest_free_bytes"`
+	FreeFragmentation *float64 `json:"free_fragmentation"`
+
 	// Skipped is the number of bad events a lenient reader skipped, when
 	// the reader has a Skipped() int64 method.
 	Skipped int64 `json:"skipped"`
@@ -229,6 +239,12 @@ type engine struct {
 	resLo, resHi                   int64 // extremes of reserved during the current event
 	mallocs                        int64
 
+	// Free space just after the event at which reserved memory reached
+	// its peak (see Result.LargestFreeBytes).
+	peakSeen              int64 // the peak of reserved when free space was last taken
+	freeKnown             bool  // every device reports its free space
+	largestFree, freeSize int64
+
 	res Result
 }
 
@@ -241,6 +257,7 @@ type device struct {
 	alloc   gpualloc.Allocator
 	stream  gpualloc.StreamAllocator
 	stats   gpualloc.StatsReporter
+	free    gpualloc.FreeSpaceReporter
 
 	requested, allocated, reserved int64
 	peakReq, peakAlloc, peakRes    int64
@@ -363,6 +380,9 @@ func (e *engine) run(ctx context.Context, r traces.Reader) error {
 		}
 		if e.series != nil {
 			e.series.add(n, ev.TimeUS, e.requested, e.allocated, e.resLo, e.resHi, e.reserved)
+		}
+		if e.peakRes != e.peakSeen {
+			e.takeFreeSpace()
 		}
 		n++
 		if n%ProgressInterval == 0 {
@@ -519,6 +539,7 @@ func (e *engine) device(i int32) (*device, error) {
 	}
 	d.stream, _ = d.alloc.(gpualloc.StreamAllocator)
 	d.stats, _ = d.alloc.(gpualloc.StatsReporter)
+	d.free, _ = d.alloc.(gpualloc.FreeSpaceReporter)
 	if e.res.Strategy == "" {
 		if sp, ok := d.alloc.(gpualloc.Specer); ok {
 			e.res.Strategy = sp.Spec()
@@ -543,6 +564,25 @@ func (e *engine) prefix() string {
 	return jobPrefix(Config{Trace: e.cfg.Trace, Strategy: e.strategy})
 }
 
+// takeFreeSpace notes the free space of every device, at a new peak of
+// reserved memory.
+func (e *engine) takeFreeSpace() {
+	e.peakSeen = e.peakRes
+	e.freeKnown, e.largestFree, e.freeSize = true, 0, 0
+	for _, d := range e.devs {
+		if d == nil {
+			continue
+		}
+		if d.free == nil {
+			e.freeKnown = false
+			return
+		}
+		largest, total := d.free.FreeSpace()
+		e.largestFree = max(e.largestFree, largest)
+		e.freeSize += total
+	}
+}
+
 // finish fills in the Result's derived fields.
 func (e *engine) finish(r traces.Reader) {
 	res := &e.res
@@ -555,6 +595,13 @@ func (e *engine) finish(r traces.Reader) {
 	}
 	if sk, ok := r.(interface{ Skipped() int64 }); ok {
 		res.Skipped = sk.Skipped()
+	}
+	if e.freeKnown {
+		largest, frag := e.largestFree, 0.0
+		if e.freeSize > 0 {
+			frag = 1 - ratio(e.largestFree, e.freeSize)
+		}
+		res.LargestFreeBytes, res.FreeFragmentation = &largest, &frag
 	}
 	for _, d := range e.devs {
 		if d == nil {

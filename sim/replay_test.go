@@ -233,7 +233,7 @@ func TestResultJSON(t *testing.T) {
 	want := []string{
 		"allocs", "backend", "cache_hits", "capacity_bytes", "device_frees",
 		"device_malloc_bytes", "device_mallocs", "elapsed_ns", "events",
-		"events_per_sec", "fragmentation", "frees", "ooms", "overhead",
+		"events_per_sec", "fragmentation", "free_fragmentation", "frees", "largest_free_bytes", "ooms", "overhead",
 		"peak_allocated_bytes", "peak_requested_bytes", "peak_reserved_bytes",
 		"skipped", "strategy", "trace",
 	}
@@ -463,4 +463,43 @@ func TestReplayAllocsNothingPerEvent(t *testing.T) {
 	}
 	short, long = allocs(10), allocs(1000)
 	assert.Equal(t, short, long)
+}
+
+// freeSpaceCache is cacheAlloc reporting its cached blocks as free space.
+type freeSpaceCache struct{ *cacheAlloc }
+
+func (a freeSpaceCache) FreeSpace() (largest, total int64) {
+	for size, blocks := range a.free {
+		if len(blocks) > 0 {
+			largest = max(largest, size)
+			total += size * int64(len(blocks))
+		}
+	}
+	return largest, total
+}
+
+func TestReplayFreeSpaceAtPeak(t *testing.T) {
+	open := func(b gpualloc.Backend) (gpualloc.Allocator, error) {
+		a, err := openCache(b)
+		return freeSpaceCache{a.(*cacheAlloc)}, err
+	}
+	// Reserved peaks at event 4 (1024 + 4096 + 8192 bytes) with the 1024
+	// and 4096 blocks cached; later events free more, but the peak stays.
+	tr := newTrace().alloc(1, 1000).alloc(2, 4000).free(1).free(2).alloc(3, 8000).free(3).alloc(4, 100).free(4)
+	res, err := Replay(tr.reader(), Config{Open: open, Verify: true})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1024+4096+8192), res.PeakReservedBytes)
+	require.NotNil(t, res.LargestFreeBytes)
+	require.NotNil(t, res.FreeFragmentation)
+	assert.Equal(t, int64(4096), *res.LargestFreeBytes)
+	assert.InDelta(t, 1-4096.0/5120, *res.FreeFragmentation, 1e-15)
+
+	// Without the interface the fields stay nil: null in JSON.
+	res, err = Replay(newTrace().alloc(1, 1000).free(1).reader(), Config{Open: openCache})
+	require.NoError(t, err)
+	assert.Nil(t, res.LargestFreeBytes)
+	assert.Nil(t, res.FreeFragmentation)
+	js, err := json.Marshal(res)
+	require.NoError(t, err)
+	assert.Contains(t, string(js), `"largest_free_bytes":null,"free_fragmentation":null`)
 }

@@ -218,11 +218,11 @@ func writeResults(w io.Writer, format string, results []sim.Result) error {
 		return writeCSV(w, results)
 	}
 	t := newTable("TRACE", "STRATEGY", ">EVENTS", ">LOWER BOUND", ">PEAK ALLOCATED", ">PEAK RESERVED",
-		">OVERHEAD", ">FRAG", ">DEVICE MALLOCS", ">DEVICE MALLOC BYTES", ">CACHE HITS", ">OOMS")
+		">OVERHEAD", ">FRAG", ">FREE FRAG", ">DEVICE MALLOCS", ">DEVICE MALLOC BYTES", ">CACHE HITS", ">OOMS")
 	for _, r := range results {
 		t.add(r.Trace, shortSpec(r.Strategy), count(r.Events),
 			gpualloc.FormatSize(r.PeakRequestedBytes), gpualloc.FormatSize(r.PeakAllocatedBytes), gpualloc.FormatSize(r.PeakReservedBytes),
-			overhead(r), fragmentation(r), count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
+			overhead(r), fragmentation(r), freeFragmentation(r), count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
 			share(r.CacheHits, r.Allocs), count(r.OOMs))
 	}
 	return t.write(w)
@@ -250,6 +250,15 @@ func fragmentation(r sim.Result) string {
 		return "-"
 	}
 	return percent(r.Fragmentation)
+}
+
+// freeFragmentation is the free space's fragmentation at peak reserved,
+// "-" for strategies that do not report their free space.
+func freeFragmentation(r sim.Result) string {
+	if r.FreeFragmentation == nil {
+		return "-"
+	}
+	return percent(*r.FreeFragmentation)
 }
 
 func percent(f float64) string { return fmt.Sprintf("%.1f%%", f*100) }
@@ -308,6 +317,13 @@ func writeCSV[T any](w io.Writer, rows []T) error {
 		v := reflect.ValueOf(r)
 		for j, i := range fields {
 			f := v.Field(i)
+			if f.Kind() == reflect.Pointer {
+				if f.IsNil() {
+					rec[j] = "" // unknown, null in JSON
+					continue
+				}
+				f = f.Elem()
+			}
 			switch f.Kind() {
 			case reflect.Float64:
 				rec[j] = strconv.FormatFloat(f.Float(), 'g', -1, 64)

@@ -48,6 +48,11 @@ func (p *Pool) Spec() string { return p.p.Spec() }
 // Stats returns the pool's counters.
 func (p *Pool) Stats() gpualloc.Stats { return p.p.Stats() }
 
+// FreeSpace reports the cached blocks, which only a request of their own
+// size can use, as the pool's free space: the largest cached block and the
+// bytes of them all. It implements [gpualloc.FreeSpaceReporter].
+func (p *Pool) FreeSpace() (largest, total int64) { return p.p.FreeSpace() }
+
 // Alloc returns a block of [Config.RoundSize](size) bytes: the most recently
 // freed block of its bucket if there is one, else a new device allocation.
 // Before allocating, if the device's free memory minus the block would fall

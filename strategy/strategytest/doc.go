@@ -6,7 +6,8 @@
 // every order, invalid calls, running out of memory, releasing the cache, and
 // long random traces. After every operation it checks that blocks never
 // overlap, lie inside memory the allocator holds from the device and are
-// aligned, that the allocator's [gpualloc.Stats] add up exactly against the
+// aligned, that the free space a [gpualloc.FreeSpaceReporter] reports lies in
+// the rest of that memory, that the allocator's [gpualloc.Stats] add up exactly against the
 // blocks and the device, and that the device was never misused. A failure
 // names the operation and the numbers that do not add up.
 //

@@ -24,6 +24,7 @@ type harness struct {
 	releaser gpualloc.Releaser
 	streams  gpualloc.StreamAllocator
 	specer   gpualloc.Specer
+	space    gpualloc.FreeSpaceReporter
 
 	live []gpualloc.Block // sorted by address
 
@@ -52,6 +53,7 @@ func newHarness(open OpenFunc, opt Options) (*harness, error) {
 	h.releaser, _ = a.(gpualloc.Releaser)
 	h.streams, _ = a.(gpualloc.StreamAllocator)
 	h.specer, _ = a.(gpualloc.Specer)
+	h.space, _ = a.(gpualloc.FreeSpaceReporter)
 	if h.stats != nil {
 		// An allocator may take memory from the device when it opens; the
 		// counters start from there.
@@ -285,7 +287,8 @@ func (h *harness) unchanged(st gpualloc.Stats, dev DeviceStats) error {
 
 // verify checks every invariant: the device saw no invalid call; live blocks
 // lie inside regions the allocator holds from the device and overlap no
-// other; the stats add up against the blocks and the device.
+// other; the free space reported lies in the rest of that memory; the stats
+// add up against the blocks and the device.
 func (h *harness) verify() error {
 	ds := h.dev.Stats()
 	if ds.InvalidCalls != 0 {
@@ -298,6 +301,15 @@ func (h *harness) verify() error {
 		}
 		if i > 0 && h.live[i-1].End() > b.Addr {
 			return h.errorf("live blocks %s and %s overlap", fmtBlock(h.live[i-1]), fmtBlock(b))
+		}
+	}
+	if h.space != nil {
+		// Free space lies in memory held from the device and not in live
+		// blocks; its largest block is part of it.
+		largest, total := h.space.FreeSpace()
+		if room := ds.Used - h.allocated; largest < 0 || largest > total || total > room || (largest == 0) != (total == 0) {
+			return h.errorf("FreeSpace() = (largest %d, total %d), want 0 <= largest <= total <= %d (held from the device less live blocks), and largest 0 only when total is",
+				largest, total, room)
 		}
 	}
 	if h.stats == nil {

@@ -30,6 +30,7 @@ const (
 	bugUnusable          // after an OOM every Alloc fails
 	bugSpec              // Spec does not parse
 	bugStreamLost        // AllocStream returns blocks of stream 0
+	bugFreeSpace         // FreeSpace counts live blocks as free
 )
 
 // testPool is a small caching allocator: exact-size LIFO free lists, no
@@ -155,6 +156,25 @@ func (p *testPool) ReleaseAll() error {
 	return nil
 }
 
+// FreeSpace reports the cached blocks (leaving out, with bugOverlap, those
+// handed out again, so that the overlap is the only symptom).
+func (p *testPool) FreeSpace() (largest, total int64) {
+	for size, addrs := range p.cache {
+		for _, a := range addrs {
+			if _, live := p.live[a]; !live {
+				largest = max(largest, size)
+				total += size
+			}
+		}
+	}
+	if p.bug == bugFreeSpace {
+		for _, b := range p.live {
+			total += b.Size
+		}
+	}
+	return largest, total
+}
+
 // streamTestPool is a testPool that tags blocks with their stream.
 type streamTestPool struct{ *testPool }
 
@@ -250,6 +270,7 @@ func TestChecksFindBugs(t *testing.T) {
 		{"BadDeviceFree", bugBadDeviceFree, "ReleaseAll", "invalid device calls; the first: strategytest: device free of"},
 		{"Unusable", bugUnusable, "OutOfMemory", "on an empty device of 268435456 bytes ran out of memory"},
 		{"Spec", bugSpec, "Spec", `Spec() = "testpool:"`},
+		{"FreeSpace", bugFreeSpace, "Blocks", "FreeSpace() = (largest 0, total "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"/"+tt.check, func(t *testing.T) {

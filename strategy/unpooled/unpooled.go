@@ -83,5 +83,9 @@ func (a *Allocator) Free(b gpualloc.Block) error {
 	return nil
 }
 
+// FreeSpace returns zeros: the allocator holds no free memory. It
+// implements [gpualloc.FreeSpaceReporter].
+func (a *Allocator) FreeSpace() (largest, total int64) { return 0, 0 }
+
 // ReleaseAll does nothing: the allocator caches nothing.
 func (a *Allocator) ReleaseAll() error { return nil }

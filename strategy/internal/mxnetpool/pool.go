@@ -45,9 +45,10 @@ type Pool struct {
 	round   func(int64) int64
 	m       gpualloc.Meter
 
-	live  blocktable.Table[block] // blocks handed out, by Handle
-	lists map[int64]*freeList     // cached blocks by rounded size, a list for every size handed out
-	dirty []*freeList             // lists that may hold blocks, in the order they first did
+	live   blocktable.Table[block] // blocks handed out, by Handle
+	lists  map[int64]*freeList     // cached blocks by rounded size, a list for every size handed out
+	dirty  []*freeList             // lists that may hold blocks, in the order they first did
+	cached int64                   // bytes of the cached blocks
 }
 
 // A block is what the pool knows of a live block: its sizes, and the free
@@ -113,6 +114,7 @@ func (p *Pool) Alloc(size int64) (gpualloc.Block, error) {
 	if hit {
 		addr = l.addrs[len(l.addrs)-1]
 		l.addrs = l.addrs[:len(l.addrs)-1]
+		p.cached -= rounded
 	} else {
 		var err error
 		if addr, err = p.deviceMalloc(rounded); err != nil {
@@ -180,12 +182,25 @@ func (p *Pool) Free(b gpualloc.Block) error {
 	p.live.Delete(b.Handle)
 	l := lb.list
 	l.addrs = append(l.addrs, b.Addr)
+	p.cached += l.size
 	if !l.listed {
 		l.listed = true
 		p.dirty = append(p.dirty, l)
 	}
 	p.m.CountFree(lb.requested, lb.size)
 	return nil
+}
+
+// FreeSpace reports the cached blocks as the pool's free space: the largest
+// cached block and the bytes of them all. It costs O(number of sizes
+// cached since the last release).
+func (p *Pool) FreeSpace() (largest, total int64) {
+	for _, l := range p.dirty {
+		if len(l.addrs) > 0 {
+			largest = max(largest, l.size)
+		}
+	}
+	return largest, p.cached
 }
 
 // ReleaseAll returns every cached block to the device, as MXNet's
@@ -212,6 +227,7 @@ func (p *Pool) releaseAll() error {
 			}
 			p.m.CountDeviceFree(l.size)
 		}
+		p.cached -= l.size * int64(len(l.addrs))
 		l.addrs = l.addrs[:0]
 		l.listed = false
 	}
