@@ -90,3 +90,61 @@ func report(b *testing.B, events int64) {
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
 }
+
+// decodedTraces are the traces of BenchmarkStrategies, decoded once.
+var decodedTraces = sync.OnceValues(func() (map[string][]traces.Event, error) {
+	m := map[string][]traces.Event{}
+	for _, bt := range traces.Bundled() {
+		r, err := bt.Open()
+		if err != nil {
+			return nil, err
+		}
+		if m[bt.Name], err = traces.ReadAll(r); err != nil {
+			return nil, err
+		}
+	}
+	data, err := throughputTrace()
+	if err != nil {
+		return nil, err
+	}
+	r, err := traces.NewReader(bytes.NewReader(data), "random", traces.Options{})
+	if err != nil {
+		return nil, err
+	}
+	m["random10M"], err = traces.ReadAll(r)
+	return m, err
+})
+
+// BenchmarkStrategies measures each registered strategy's replay, decoding
+// excluded (the events are held in memory), on the bundled traces and the
+// 10M-event random workload: the strategy's and the engine's work alone.
+func BenchmarkStrategies(b *testing.B) {
+	all, err := decodedTraces()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, trace := range []string{"training", "dynamic", "random10M"} {
+		events := all[trace]
+		for _, name := range gpualloc.Names() {
+			b.Run(trace+"/"+name, func(b *testing.B) {
+				p, err := gpualloc.Resolve(gpualloc.Spec{Name: name}, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r := traces.NewSliceReader(trace, events)
+				b.ReportAllocs()
+				var n int64
+				var res sim.Result
+				for b.Loop() {
+					r.Reset()
+					if res, err = sim.Replay(r, sim.Config{Params: p, SeriesBuckets: -1}); err != nil {
+						b.Fatal(err)
+					}
+					n += res.Events
+				}
+				report(b, n)
+				b.ReportMetric(float64(res.PeakReservedBytes), "peak-reserved-B")
+			})
+		}
+	}
+}
