@@ -1,7 +1,6 @@
 package round_test
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/mxnetpool/pooltest"
 	"github.com/gpualloc/gpualloc/strategy/round"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
@@ -148,247 +148,35 @@ func TestSpec(t *testing.T) {
 	assert.Equal(t, "round:page=512,cutoff=20,reserve=0", p.Spec())
 }
 
-func newPool(t *testing.T, capacity int64, c round.Config) (*round.Pool, *strategytest.Device) {
-	t.Helper()
-	dev := strategytest.NewDevice(capacity)
-	p, err := round.New(dev, c)
+// TestSharedPool checks that a Pool reaches the shared pool with its name
+// and its rounding: a device that refuses is retried after the cache is
+// released, and requests of one bucket share a free list.
+func TestSharedPool(t *testing.T) {
+	dev := strategytest.NewDevice(GiB)
+	p, err := round.New(dev, round.DefaultConfig())
 	require.NoError(t, err)
-	return p, dev
-}
+	err = pooltest.Retry(t, p, dev, 100000, 5000)
+	assert.EqualError(t, err, "round: alloc of 5000 bytes (8192 rounded): strategytest: device malloc of 8192 bytes: injected failure: out of memory")
 
-func alloc(t *testing.T, p *round.Pool, size int64) gpualloc.Block {
-	t.Helper()
-	b, err := p.Alloc(size)
-	require.NoError(t, err, "Alloc(%d)", size)
-	return b
-}
-
-func free(t *testing.T, p *round.Pool, b gpualloc.Block) {
-	t.Helper()
-	require.NoError(t, p.Free(b), "Free(%+v)", b)
-}
-
-func TestBucketLIFO(t *testing.T) {
-	p, dev := newPool(t, GiB, round.DefaultConfig())
-	a, b, c := alloc(t, p, 70000), alloc(t, p, 100000), alloc(t, p, 131072)
-	free(t, p, a)
-	free(t, p, b)
-	free(t, p, c)
-
-	// 65537 to 131072 bytes share a bucket: the last freed comes back first.
-	assert.Equal(t, c.Addr, alloc(t, p, 65537).Addr)
-	assert.Equal(t, b.Addr, alloc(t, p, 80000).Addr)
-	assert.Equal(t, a.Addr, alloc(t, p, 131072).Addr)
-	assert.Equal(t, int64(3), p.Stats().CacheHits)
-	assert.Equal(t, int64(3), dev.Stats().Mallocs)
-
-	// A cached block serves only its own bucket.
-	d := alloc(t, p, 300000)
-	free(t, p, d)
-	e := alloc(t, p, 4096)
-	assert.NotEqual(t, d.Addr, e.Addr, "a 512 KiB block does not serve a 4 KiB request")
-	assert.Equal(t, int64(5), dev.Stats().Mallocs)
+	require.NoError(t, p.ReleaseAll())
+	a := pooltest.Alloc(t, p, 65537)
+	pooltest.Free(t, p, a)
+	assert.Equal(t, a.Addr, pooltest.Alloc(t, p, 131072).Addr, "65537 to 131072 bytes share a bucket")
 }
 
 func TestBeyondLastBucket(t *testing.T) {
-	p, dev := newPool(t, TiB, round.DefaultConfig())
-	a := alloc(t, p, 20*GiB)
+	dev := strategytest.NewDevice(TiB)
+	p, err := round.New(dev, round.DefaultConfig())
+	require.NoError(t, err)
+	a := pooltest.Alloc(t, p, 20*GiB)
 	assert.Equal(t, int64(20*GiB), a.Size)
-	free(t, p, a)
-	b := alloc(t, p, 20*GiB-16*MiB+1)
+	pooltest.Free(t, p, a)
+	b := pooltest.Alloc(t, p, 20*GiB-16*MiB+1)
 	assert.Equal(t, a.Addr, b.Addr, "served from the cache beyond MXNet's bucket array")
-	free(t, p, b)
+	pooltest.Free(t, p, b)
 	require.NoError(t, p.ReleaseAll())
 	assert.Zero(t, dev.Stats().Used)
 	assert.Equal(t, int64(1), p.Stats().DeviceFrees)
-}
-
-func TestFreeCachesAndReleaseAllReturns(t *testing.T) {
-	p, dev := newPool(t, GiB, round.DefaultConfig())
-	var blocks []gpualloc.Block
-	for _, size := range []int64{1, 4096, 100000, 100000, 5000000, 40 * MiB} {
-		blocks = append(blocks, alloc(t, p, size))
-	}
-	for _, b := range blocks {
-		free(t, p, b)
-	}
-	held := int64(4096 + 4096 + 131072 + 131072 + 8*MiB + 48*MiB)
-	assert.Equal(t, held, dev.Stats().Used, "Free returns nothing to the device")
-	assert.Equal(t, gpualloc.Stats{
-		Reserved: held, PeakRequested: 1 + 4096 + 100000 + 100000 + 5000000 + 40*MiB,
-		PeakAllocated: held, PeakReserved: held,
-		Allocs: 6, Frees: 6, DeviceMallocs: 6, DeviceMallocBytes: held,
-	}, p.Stats())
-
-	require.NoError(t, p.ReleaseAll())
-	assert.Zero(t, dev.Stats().Used)
-	assert.Equal(t, int64(6), p.Stats().DeviceFrees)
-	require.NoError(t, p.ReleaseAll(), "releasing an empty cache")
-	assert.Equal(t, int64(6), p.Stats().DeviceFrees)
-}
-
-// The reserve rule: before a device allocation, if
-// free <= total*reserve/100 or size > free - total*reserve/100,
-// the whole cache is released.
-func TestReserveRule(t *testing.T) {
-	const (
-		capacity = 100 * MiB // 5% is 5242880 bytes
-		reserve  = 5242880
-		cached   = 1 * MiB // one cached block of this size
-	)
-	tests := []struct {
-		name        string
-		free        int64 // device bytes free before the request, the cached block counted as used
-		size        int64
-		wantRelease bool
-	}{
-		{"plenty of room", 50 * MiB, 4096, false},
-		{"leaves exactly the reserve", reserve + 2*MiB, 2 * MiB, false},
-		{"would eat into the reserve", reserve + 2*MiB - 4096, 2 * MiB, true},
-		{"free is the reserve", reserve, 4096, true},
-		{"free is below the reserve", reserve - 4096, 4096, true},
-		{"free is just above the reserve", reserve + 4096, 4096, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p, dev := newPool(t, capacity, round.Config{Page: 4096, Cutoff: 34, Reserve: 5})
-			// Live fillers, each a power of two, leave tt.free bytes.
-			rest := capacity - cached - tt.free
-			for bit := int64(1) << 40; bit >= 4096; bit >>= 1 {
-				if rest&bit != 0 {
-					alloc(t, p, bit)
-				}
-			}
-			require.Zero(t, rest%4096)
-			free(t, p, alloc(t, p, cached))
-			f, _ := dev.MemInfo()
-			require.Equal(t, tt.free, f)
-
-			alloc(t, p, tt.size)
-			st := p.Stats()
-			if tt.wantRelease {
-				assert.Equal(t, int64(1), st.DeviceFrees, "the cache was released")
-			} else {
-				assert.Zero(t, st.DeviceFrees, "the cache was kept")
-			}
-			assert.Zero(t, st.Retries, "the device never refused")
-			assert.Zero(t, dev.Stats().FailedMallocs)
-		})
-	}
-}
-
-func TestRetry(t *testing.T) {
-	p, dev := newPool(t, GiB, round.DefaultConfig())
-	free(t, p, alloc(t, p, 100000))
-
-	// The device refuses once although MemInfo shows room: the pool
-	// releases its cache and tries again.
-	dev.FailMallocs(1)
-	b := alloc(t, p, 5000)
-	st := p.Stats()
-	assert.Equal(t, int64(1), st.Retries)
-	assert.Equal(t, int64(1), st.DeviceFrees, "the cache was released before the retry")
-	assert.Zero(t, st.OOMs)
-	assert.Equal(t, int64(8192), dev.Stats().Used)
-
-	// Twice: the allocation fails, and the pool stays usable.
-	dev.FailMallocs(2)
-	_, err := p.Alloc(5000)
-	require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
-	assert.EqualError(t, err, "round: alloc of 5000 bytes (8192 rounded): strategytest: device malloc of 8192 bytes: injected failure: out of memory")
-	st = p.Stats()
-	assert.Equal(t, int64(2), st.Retries)
-	assert.Equal(t, int64(1), st.OOMs)
-
-	c := alloc(t, p, 5000)
-	free(t, p, b)
-	free(t, p, c)
-}
-
-func TestOutOfMemory(t *testing.T) {
-	p, dev := newPool(t, 64*MiB, round.DefaultConfig())
-	for _, size := range []int64{64*MiB + 1, math.MaxInt64} {
-		_, err := p.Alloc(size)
-		require.ErrorIs(t, err, gpualloc.ErrOutOfMemory, "Alloc(%d)", size)
-	}
-	_, err := p.Alloc(math.MaxInt64)
-	assert.EqualError(t, err, "round: alloc of 9223372036854775807 bytes: rounded size overflows: out of memory")
-
-	// A full device with a cache: the cache goes back, the request fits.
-	var blocks []gpualloc.Block
-	for range 8 {
-		blocks = append(blocks, alloc(t, p, 8*MiB))
-	}
-	free(t, p, blocks[0])
-	free(t, p, blocks[1])
-	b := alloc(t, p, 9*MiB) // 16 MiB
-	assert.Equal(t, int64(16*MiB), b.Size)
-	assert.Equal(t, int64(2), p.Stats().DeviceFrees)
-	assert.Equal(t, int64(64*MiB), dev.Stats().Used)
-	_, err = p.Alloc(1)
-	require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
-	assert.Equal(t, int64(4), p.Stats().OOMs)
-	free(t, p, b)
-	assert.Equal(t, b.Addr, alloc(t, p, 16*MiB).Addr)
-}
-
-// failing is a backend whose Malloc fails with a given error.
-type failing struct {
-	*strategytest.Device
-	err error
-}
-
-func (f failing) Malloc(int64) (uint64, error) { return 0, f.err }
-
-func TestDeviceErrorIsNotRetried(t *testing.T) {
-	boom := errors.New("device lost")
-	p, err := round.New(failing{strategytest.NewDevice(GiB), boom}, round.DefaultConfig())
-	require.NoError(t, err)
-	_, err = p.Alloc(1)
-	require.ErrorIs(t, err, boom)
-	assert.NotErrorIs(t, err, gpualloc.ErrOutOfMemory)
-	assert.Zero(t, p.Stats().Retries)
-	assert.Zero(t, p.Stats().OOMs)
-}
-
-func TestInvalid(t *testing.T) {
-	p, _ := newPool(t, GiB, round.DefaultConfig())
-	_, err := p.Alloc(0)
-	require.ErrorIs(t, err, gpualloc.ErrInvalidSize)
-	assert.EqualError(t, err, "round: alloc of 0 bytes: invalid size")
-
-	b := alloc(t, p, 100000)
-	changed := b
-	changed.Size = 65536
-	err = p.Free(changed)
-	require.ErrorIs(t, err, gpualloc.ErrInvalidFree)
-	assert.EqualError(t, err, fmt.Sprintf("round: free of %#x with Size 65536, Requested 100000: the live block there has Size 131072, Requested 100000: invalid free", b.Addr))
-	free(t, p, b)
-	err = p.Free(b)
-	require.ErrorIs(t, err, gpualloc.ErrInvalidFree)
-	assert.EqualError(t, err, fmt.Sprintf("round: free of %#x (131072 bytes): no live block there: invalid free", b.Addr))
-	assert.Equal(t, int64(1), p.Stats().Frees)
-}
-
-func TestAllocFreeAllocatesNothing(t *testing.T) {
-	p, _ := newPool(t, GiB, round.DefaultConfig())
-	sizes := []int64{1, 4097, 100000, 5000000, 40 * MiB}
-	var live []gpualloc.Block
-	for range 4 {
-		for _, s := range sizes {
-			live = append(live, alloc(t, p, s))
-		}
-	}
-	for _, b := range live {
-		free(t, p, b)
-	}
-	i := 0
-	n := testing.AllocsPerRun(1000, func() {
-		b, _ := p.Alloc(sizes[i%len(sizes)])
-		_ = p.Free(b)
-		i++
-	})
-	assert.Zero(t, n, "allocations per Alloc+Free in steady state")
 }
 
 func TestRegistry(t *testing.T) {
@@ -407,18 +195,6 @@ func TestRegistry(t *testing.T) {
 	assert.Equal(t, []string{"MXNET_GPU_MEM_POOL_RESERVE"}, s.Params[2].Env)
 }
 
-// env returns a getenv that knows the given NAME=value pairs.
-func env(kv ...string) func(string) (string, bool) {
-	m := map[string]string{}
-	for i := 0; i < len(kv); i += 2 {
-		m[kv[i]] = kv[i+1]
-	}
-	return func(k string) (string, bool) {
-		v, ok := m[k]
-		return v, ok
-	}
-}
-
 func TestSelectFromEnvironment(t *testing.T) {
 	const typ = "MXNET_GPU_MEM_POOL_TYPE"
 	tests := []struct {
@@ -428,62 +204,62 @@ func TestSelectFromEnvironment(t *testing.T) {
 		want    round.Config
 		wantErr string
 	}{
-		{"MXNet pool type", "", env(typ, "Round"), round.DefaultConfig(), ""},
+		{"MXNet pool type", "", pooltest.Env(typ, "Round"), round.DefaultConfig(), ""},
 		{
-			"MXNet cutoff", "", env(typ, "Round", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "20"),
+			"MXNet cutoff", "", pooltest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "20"),
 			round.Config{Page: 4096, Cutoff: 20, Reserve: 5}, "",
 		},
 		{
 			"MXNet variables", "",
-			env(typ, "round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "65536",
+			pooltest.Env(typ, "round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "65536",
 				"MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "30", "MXNET_GPU_MEM_POOL_RESERVE", "0"),
 			round.Config{Page: 65536, Cutoff: 30, Reserve: 0}, "",
 		},
 		{
-			"MXNet 2 page size", "", env(typ, "Round", "MXNET_GPU_POOL_PAGE_SIZE", "1024"),
+			"MXNet 2 page size", "", pooltest.Env(typ, "Round", "MXNET_GPU_POOL_PAGE_SIZE", "1024"),
 			round.Config{Page: 1024, Cutoff: 24, Reserve: 5}, "",
 		},
 		{
 			"MXNet 1 page size wins", "",
-			env(typ, "Round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "2048", "MXNET_GPU_POOL_PAGE_SIZE", "1024"),
+			pooltest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "2048", "MXNET_GPU_POOL_PAGE_SIZE", "1024"),
 			round.Config{Page: 2048, Cutoff: 24, Reserve: 5}, "",
 		},
 		{
 			"spec wins over variables", "round:cutoff=22,page=1MiB",
-			env(typ, "Naive", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "x"),
+			pooltest.Env(typ, "Naive", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "x"),
 			round.Config{Page: 1 << 20, Cutoff: 22, Reserve: 5}, "",
 		},
 		{
-			"GPUALLOC_POOL_TYPE", "", env("GPUALLOC_POOL_TYPE", "round:cutoff=21", typ, "Naive"),
+			"GPUALLOC_POOL_TYPE", "", pooltest.Env("GPUALLOC_POOL_TYPE", "round:cutoff=21", typ, "Naive"),
 			round.Config{Page: 4096, Cutoff: 21, Reserve: 5}, "",
 		},
 		{
-			"non-numeric page", "", env(typ, "Round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "four"), round.Config{},
+			"non-numeric page", "", pooltest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "four"), round.Config{},
 			`MXNET_GPU_MEM_POOL_PAGE_SIZE="four": not a size: want bytes or a number with a unit such as MiB`,
 		},
 		{
-			"page not a power of two", "", env(typ, "Round", "MXNET_GPU_POOL_PAGE_SIZE", "3000"), round.Config{},
+			"page not a power of two", "", pooltest.Env(typ, "Round", "MXNET_GPU_POOL_PAGE_SIZE", "3000"), round.Config{},
 			`MXNET_GPU_POOL_PAGE_SIZE="3000": must be a power of two`,
 		},
 		{
-			"non-numeric cutoff", "", env(typ, "Round", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "24MiB"), round.Config{},
+			"non-numeric cutoff", "", pooltest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "24MiB"), round.Config{},
 			`MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF="24MiB": not an integer`,
 		},
 		{
-			"cutoff too large", "", env(typ, "Round", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "40"), round.Config{},
+			"cutoff too large", "", pooltest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "40"), round.Config{},
 			`MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF="40": must be from 20 to 34`,
 		},
 		{
 			"cutoff below log2(page)", "",
-			env(typ, "Round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "4MiB", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "21"), round.Config{},
+			pooltest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "4MiB", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "21"), round.Config{},
 			`MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF="21": must be at least log2(page) = 22`,
 		},
 		{
-			"non-numeric reserve", "", env(typ, "Round", "MXNET_GPU_MEM_POOL_RESERVE", "five"), round.Config{},
+			"non-numeric reserve", "", pooltest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_RESERVE", "five"), round.Config{},
 			`MXNET_GPU_MEM_POOL_RESERVE="five": not an integer`,
 		},
 		{
-			"bad spec value", "round:cutoff=19", env(), round.Config{},
+			"bad spec value", "round:cutoff=19", pooltest.Env(), round.Config{},
 			`round: cutoff=19: must be from 20 to 34`,
 		},
 	}
@@ -505,17 +281,14 @@ func TestSelectFromEnvironment(t *testing.T) {
 	}
 }
 
-// BenchmarkAllocFree measures the cache-hit path: an Alloc served from a
-// bucket's free list and the Free that puts the block back.
+// BenchmarkAllocFree measures the cache-hit path with round's rounding: an
+// Alloc served from a free list and the Free that puts the block back. The
+// benchmarks call the Pool's methods directly, not through an interface, so
+// that they time the pool alone.
 func BenchmarkAllocFree(b *testing.B) {
 	p, err := round.New(strategytest.NewDevice(GiB), round.DefaultConfig())
 	require.NoError(b, err)
-	sizes := []int64{1, 4097, 100000, 5000000}
-	for _, s := range sizes {
-		blk, err := p.Alloc(s)
-		require.NoError(b, err)
-		require.NoError(b, p.Free(blk))
-	}
+	sizes := pooltest.HitSizes(b, p)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		blk, err := p.Alloc(sizes[i&3])
@@ -529,19 +302,11 @@ func BenchmarkAllocFree(b *testing.B) {
 }
 
 // BenchmarkWorkingSet keeps 256 blocks of mixed sizes live and replaces
-// the oldest one each iteration, so many buckets are in use.
+// the oldest one each iteration, so free lists of many sizes are in use.
 func BenchmarkWorkingSet(b *testing.B) {
 	p, err := round.New(strategytest.NewDevice(64*GiB), round.DefaultConfig())
 	require.NoError(b, err)
-	sizes := make([]int64, 1024)
-	for i := range sizes {
-		sizes[i] = int64(1+i*i*37%(8*MiB)) + int64(i%7)*4096
-	}
-	ring := make([]gpualloc.Block, 256)
-	for i := range ring {
-		ring[i], err = p.Alloc(sizes[i])
-		require.NoError(b, err)
-	}
+	sizes, ring := pooltest.WorkingSet(b, p)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		slot := i & 255
@@ -552,20 +317,4 @@ func BenchmarkWorkingSet(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-// refusing is a backend whose Free fails.
-type refusing struct{ *strategytest.Device }
-
-func (refusing) Free(uint64, int64) error { return errors.New("device busy") }
-
-func TestReleaseAllDeviceError(t *testing.T) {
-	p, err := round.New(refusing{strategytest.NewDevice(GiB)}, round.DefaultConfig())
-	require.NoError(t, err)
-	free(t, p, alloc(t, p, 4096))
-	free(t, p, alloc(t, p, 100000))
-	err = p.ReleaseAll()
-	assert.EqualError(t, err, "round: release: device busy\ndevice busy")
-	assert.Zero(t, p.Stats().DeviceFrees)
-	assert.NoError(t, p.ReleaseAll(), "the blocks the device refused left the cache")
 }

@@ -1,0 +1,107 @@
+// Package pooltest holds the test helpers that the tests of mxnetpool and of
+// the strategies built on it share.
+package pooltest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/strategytest"
+)
+
+// A Pool is an MXNet pool as the helpers use it.
+type Pool interface {
+	gpualloc.Allocator
+	gpualloc.StatsReporter
+	gpualloc.Releaser
+}
+
+// Alloc allocates size bytes from p, failing t on an error.
+func Alloc(t testing.TB, p gpualloc.Allocator, size int64) gpualloc.Block {
+	t.Helper()
+	b, err := p.Alloc(size)
+	require.NoError(t, err, "Alloc(%d)", size)
+	return b
+}
+
+// Free frees b, failing t on an error.
+func Free(t testing.TB, p gpualloc.Allocator, b gpualloc.Block) {
+	t.Helper()
+	require.NoError(t, p.Free(b), "Free(%+v)", b)
+}
+
+// Retry checks release-and-retry on p, a new pool that takes its memory
+// from dev. With a block of cached bytes in the cache, a device
+// that refuses once is retried after the cache is released, and a request
+// of size bytes succeeds; one that refuses twice fails the request with
+// [gpualloc.ErrOutOfMemory], and the pool stays usable. Retry returns that
+// error for the caller to check its text. cached and size must round to
+// different sizes.
+func Retry(t *testing.T, p Pool, dev *strategytest.Device, cached, size int64) error {
+	t.Helper()
+	Free(t, p, Alloc(t, p, cached))
+
+	// The device refuses once although MemInfo shows room.
+	dev.FailMallocs(1)
+	b := Alloc(t, p, size)
+	st := p.Stats()
+	assert.Equal(t, int64(1), st.Retries)
+	assert.Equal(t, int64(1), st.DeviceFrees, "the cache was released before the retry")
+	assert.Zero(t, st.OOMs)
+	assert.Equal(t, b.Size, dev.Stats().Used)
+
+	// Twice: the request fails, and the pool stays usable.
+	dev.FailMallocs(2)
+	_, err := p.Alloc(size)
+	require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
+	st = p.Stats()
+	assert.Equal(t, int64(2), st.Retries)
+	assert.Equal(t, int64(1), st.OOMs)
+	assert.Equal(t, int64(1), st.Allocs-st.Frees)
+
+	c := Alloc(t, p, size)
+	Free(t, p, b)
+	Free(t, p, c)
+	assert.Equal(t, int64(3), p.Stats().Allocs)
+	return err
+}
+
+// Env returns a getenv that knows the given NAME=value pairs.
+func Env(kv ...string) func(string) (string, bool) {
+	m := map[string]string{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+// HitSizes prepares p for a benchmark of the cache-hit path: it allocates
+// and frees a block of each of the four sizes it returns, so that a request
+// of any of them is served from a free list.
+func HitSizes(b *testing.B, p gpualloc.Allocator) [4]int64 {
+	sizes := [4]int64{1, 4097, 100000, 5000000}
+	for _, s := range sizes {
+		Free(b, p, Alloc(b, p, s))
+	}
+	return sizes
+}
+
+// WorkingSet prepares p for a benchmark of a working set: it returns 1024
+// mixed request sizes of up to about 8 MiB, and a ring of 256 live blocks
+// allocated from p for the first of them.
+func WorkingSet(b *testing.B, p gpualloc.Allocator) (sizes *[1024]int64, ring *[256]gpualloc.Block) {
+	sizes, ring = new([1024]int64), new([256]gpualloc.Block)
+	for i := range sizes {
+		sizes[i] = int64(1+i*i*37%(8<<20)) + int64(i%7)*4096
+	}
+	for i := range ring {
+		ring[i] = Alloc(b, p, sizes[i])
+	}
+	return sizes, ring
+}
