@@ -1,0 +1,40 @@
+package buddy
+
+import "github.com/gpualloc/gpualloc"
+
+func init() {
+	gpualloc.Register(gpualloc.Strategy{
+		Name:    name,
+		Summary: "binary buddy allocator (Knowlton 1965): power-of-two blocks split by halves from arenas (halved while the device refuses them) and merged with their buddies on free",
+		Params: []gpualloc.Param{
+			{
+				Name:    "min_block",
+				Default: "512",
+				Doc:     "smallest block in bytes, a power of two: every request is rounded up to a power of two at least this large",
+			},
+			{
+				Name:    "arena",
+				Default: "1073741824",
+				Doc:     "bytes taken from the device at a time (1 GiB), a power of two at least min_block; a larger request gets an arena of its own rounded size; when the device refuses an arena, halves of it are asked for instead, down to the request's rounded size",
+			},
+		},
+		New: open,
+	})
+}
+
+// open builds a Pool from resolved registry parameters.
+func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
+	var c Config
+	var err error
+	if c.MinBlock, err = p.Size("min_block"); err != nil {
+		return nil, err
+	}
+	if c.Arena, err = p.Size("arena"); err != nil {
+		return nil, err
+	}
+	pool, err := New(b, c)
+	if err != nil {
+		return nil, err
+	}
+	return pool, nil
+}
