@@ -1,0 +1,372 @@
+// Package segment is the machinery of the strategies that carve blocks out
+// of device segments, splitting free blocks and coalescing them again: best
+// fit (strategy/bestfit) and TLSF (strategy/tlsf). They differ only in their
+// index of free blocks; everything else lives here.
+//
+// A [Heap] holds segments, each one device allocation, tiled by blocks in
+// address order. Every block records its neighbours within its segment, so
+// that a freed block merges with a free neighbour in O(1); a segment's first
+// and last blocks have no neighbour on that side, so blocks never merge
+// across segments even when two segments happen to be adjacent in the
+// device's address space. Blocks live in one slice, referred to by int32
+// indexes rather than pointers: the garbage collector has nothing to scan
+// and no write barrier to run, and freed records are reused. Live blocks are
+// found from their [gpualloc.Block] Handle through a blocktable, in O(1).
+//
+// The strategy owns the free-block index ([Sorted] for best fit). On its hot
+// paths it calls the Heap and its index directly: Alloc is a lookup in the
+// index, then [Heap.Take], which splits the block and hands it out; Free is
+// [Heap.Release], then [Heap.MergeNext] with each free neighbour (removed
+// from the index first), then an insert into the index. Only the slow paths
+// ([Heap.Grow], [Heap.ReleaseFree], the initial segment, tests) reach the
+// index through the [Index] interface.
+package segment
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/blocktable"
+)
+
+// A Node is a block of a segment, free or live.
+type Node struct {
+	Addr      uint64
+	Size      int64
+	Requested int64 // bytes asked for, while the block is live
+
+	// Prev and Next are the blocks before and after this one in its
+	// segment, 0 at the segment's ends.
+	Prev, Next int32
+	Free       bool
+
+	// Left, Right and Key are the free-block index's to use while the
+	// block is free.
+	Left, Right int32
+	Key         uint32
+}
+
+// An Index is a strategy's index of free blocks, which the [Heap] updates on
+// its slow paths. Insert adds a free block; Remove takes out a block that
+// Insert added, before its size changes.
+type Index interface {
+	Insert(nodes []Node, n int32)
+	Remove(nodes []Node, n int32)
+}
+
+// A Heap is a set of device segments tiled by blocks. The zero Heap is not
+// ready: call [Heap.Init]. A Heap is not safe for concurrent use.
+type Heap struct {
+	// Nodes holds every block; Nodes[0] is unused, so that index 0 means
+	// none. A slice may be replaced as it grows: callers reload it after
+	// any call that can add a block (Take, Grow).
+	Nodes []Node
+	spare []int32 // unused indexes of Nodes
+
+	segs      []seg   // segments; a zero size marks an unused slot
+	spareSegs []int32 // unused indexes of segs
+
+	live blocktable.Table[int32] // node of each live block, by Handle
+	m    gpualloc.Meter
+	b    gpualloc.Backend
+	idx  Index
+	c    Config
+	name string
+
+	mask  uint64 // Round - 1
+	split int64  // smallest rest that is split off, at least 1
+	next  int64  // the chunk under GrowChunk, the next segment's size under GrowDouble
+	free  int64  // bytes in free blocks
+}
+
+type seg struct {
+	addr  uint64
+	size  int64
+	first int32 // the block at addr
+}
+
+// Init makes h an empty heap named name (the prefix of its errors) that takes
+// memory from b with configuration c, after checking c (see
+// [Config.Validate]), and, if c.Initial is positive, takes the initial
+// segment and inserts it in idx. A nil b is an error.
+func (h *Heap) Init(b gpualloc.Backend, name string, c Config, idx Index) error {
+	if b == nil {
+		return errors.New(name + ": nil Backend")
+	}
+	if err := c.Validate(name); err != nil {
+		return err
+	}
+	*h = Heap{
+		Nodes: make([]Node, 1, 64),
+		b:     b,
+		idx:   idx,
+		c:     c,
+		name:  name,
+		mask:  uint64(c.Round) - 1,
+		split: max(c.SplitThreshold, 1),
+	}
+	h.next = h.segmentSize(c.Chunk)
+	if c.Initial > 0 {
+		size := h.segmentSize(c.Initial)
+		addr, err := b.Malloc(size)
+		if err != nil {
+			return fmt.Errorf("%s: initial segment of %d bytes: %w", name, size, err)
+		}
+		idx.Insert(h.Nodes, h.addSegment(addr, size))
+	}
+	return nil
+}
+
+// Stats returns the heap's counters.
+func (h *Heap) Stats() gpualloc.Stats { return h.m.Stats() }
+
+// FreeBytes returns the bytes in free blocks, in O(1).
+func (h *Heap) FreeBytes() int64 { return h.free }
+
+// Round returns the size of the block set aside for a request of size >= 1
+// bytes, [Config.RoundSize], or 0 when that would not fit in an int64.
+func (h *Heap) Round(size int64) int64 {
+	s := (uint64(size) + h.mask) &^ h.mask
+	if s > 1<<63-1 {
+		return 0
+	}
+	return max(int64(s), h.c.MinBlock)
+}
+
+// ErrTooLarge returns the error of an Alloc whose rounded size overflows,
+// and counts it as out of memory.
+func (h *Heap) ErrTooLarge(size int64) error {
+	h.m.CountOOM()
+	return fmt.Errorf("%s: alloc of %d bytes: rounded size overflows: %w", h.name, size, gpualloc.ErrOutOfMemory)
+}
+
+// ErrInvalidSize returns the error of an Alloc of size < 1 bytes.
+func (h *Heap) ErrInvalidSize(size int64) error {
+	return fmt.Errorf("%s: alloc of %d bytes: %w", h.name, size, gpualloc.ErrInvalidSize)
+}
+
+// Take hands out the free block n, which the caller has taken out of its
+// index, for a request of requested bytes rounded to rounded <= its size,
+// and returns the block's address, size and Handle. If the rest is at least
+// Config.SplitThreshold bytes it becomes a new free block after n, which
+// Take returns for the caller to index (else 0, and the block handed out
+// keeps the whole size). hit says whether the request was served without a
+// device allocation. Take may replace h.Nodes.
+//
+// (Take returns scalars rather than a gpualloc.Block: a struct result is
+// spilled and copied at every level, and the copy stalls on store
+// forwarding.)
+func (h *Heap) Take(n int32, rounded, requested int64, hit bool) (addr uint64, size int64, handle uint64, rem int32) {
+	if rest := h.Nodes[n].Size - rounded; rest >= h.split {
+		rem = h.newNode()
+		nodes := h.Nodes
+		nd, r := &nodes[n], &nodes[rem]
+		// Field by field: a composite literal is built on the stack and
+		// copied, another stall. A new or recycled node is zero.
+		r.Addr = nd.Addr + uint64(rounded)
+		r.Size = rest
+		r.Prev = n
+		r.Next = nd.Next
+		r.Free = true
+		if r.Next != 0 {
+			nodes[r.Next].Prev = rem
+		}
+		nd.Next = rem
+		nd.Size = rounded
+	}
+	nd := &h.Nodes[n]
+	nd.Free = false
+	nd.Requested = requested
+	addr, size = nd.Addr, nd.Size
+	h.free -= size
+	handle = h.live.Put(addr, n)
+	h.m.CountAlloc(requested, size, hit)
+	return addr, size, handle, rem
+}
+
+// Release marks the live block b free and returns its node, which the
+// caller then merges with its free neighbours and indexes. A block that is
+// not live, or whose Size or Requested differ from what Take returned, is
+// an error wrapping [gpualloc.ErrInvalidFree] that changes nothing.
+func (h *Heap) Release(b gpualloc.Block) (int32, error) {
+	p := h.live.Get(b.Handle, b.Addr)
+	if p == nil {
+		return 0, fmt.Errorf("%s: free of %#x (%d bytes): no live block there: %w", h.name, b.Addr, b.Size, gpualloc.ErrInvalidFree)
+	}
+	n := *p
+	nd := &h.Nodes[n]
+	if nd.Size != b.Size || nd.Requested != b.Requested {
+		return 0, fmt.Errorf("%s: free of %#x with Size %d, Requested %d: the live block there has Size %d, Requested %d: %w",
+			h.name, b.Addr, b.Size, b.Requested, nd.Size, nd.Requested, gpualloc.ErrInvalidFree)
+	}
+	h.live.Delete(b.Handle)
+	h.m.CountFree(nd.Requested, nd.Size)
+	h.free += nd.Size
+	nd.Free = true
+	nd.Requested = 0
+	return n, nil
+}
+
+// MergeNext merges into the free block n the free block that follows it in
+// its segment, which the caller has taken out of its index (as n, if it was
+// in it: n's size changes).
+func (h *Heap) MergeNext(n int32) {
+	nodes := h.Nodes
+	x := nodes[n].Next
+	nodes[n].Size += nodes[x].Size
+	next := nodes[x].Next
+	nodes[n].Next = next
+	if next != 0 {
+		nodes[next].Prev = n
+	}
+	h.recycle(x)
+}
+
+// Grow takes a new segment from the device for a request of request bytes,
+// rounded to rounded, and returns it as one free block, not indexed.
+// fit >= rounded is the smallest segment the strategy's index would find
+// again for such a request; the growth policy sizes the segment from it.
+//
+// If the device is out of memory, Grow returns every entirely free segment
+// to the device and, if that freed anything, tries again; if the device
+// still refuses a segment larger than rounded, it tries once more with a
+// segment of exactly rounded bytes. Each attempt after a refusal counts as a
+// retry. If all fail, the error wraps [gpualloc.ErrOutOfMemory] and counts
+// as out of memory. Grow may replace h.Nodes.
+func (h *Heap) Grow(request, rounded, fit int64) (int32, error) {
+	size, next := h.growSize(fit)
+	addr, err := h.b.Malloc(size)
+	var relErr error
+	if errors.Is(err, gpualloc.ErrOutOfMemory) {
+		var released int64
+		released, relErr = h.releaseFree()
+		if released > 0 {
+			h.m.CountRetry()
+			addr, err = h.b.Malloc(size)
+		}
+		if errors.Is(err, gpualloc.ErrOutOfMemory) && size > rounded {
+			size = rounded
+			h.m.CountRetry()
+			addr, err = h.b.Malloc(size)
+		}
+	}
+	if err != nil {
+		if errors.Is(err, gpualloc.ErrOutOfMemory) {
+			h.m.CountOOM()
+		}
+		if relErr != nil {
+			err = errors.Join(err, relErr)
+		}
+		return 0, fmt.Errorf("%s: alloc of %d bytes (%d rounded): segment of %d bytes: %w", h.name, request, rounded, size, err)
+	}
+	h.next = next
+	return h.addSegment(addr, size), nil
+}
+
+// growSize returns the size of the segment to take for a request that needs
+// fit bytes, and the value h.next takes if it is taken.
+func (h *Heap) growSize(fit int64) (size, next int64) {
+	switch h.c.Grow {
+	case GrowChunk:
+		return max(h.next, fit), h.next
+	case GrowDouble:
+		// TensorFlow's BFCAllocator::Extend: double the region size until
+		// the request fits; if it did not have to, double it for the next
+		// region.
+		n, raised := h.next, false
+		for n < fit && n <= maxSegment/2 {
+			n *= 2
+			raised = true
+		}
+		size, next = max(n, fit), n
+		if !raised && n <= maxSegment/2 {
+			next = n * 2
+		}
+		return size, next
+	}
+	return fit, h.next
+}
+
+// maxSegment bounds the sizes GrowDouble doubles to.
+const maxSegment = 1 << 62
+
+// segmentSize rounds a segment size up to a multiple of Round, or down if
+// up would overflow.
+func (h *Heap) segmentSize(size int64) int64 {
+	if s, ok := alignUp(size, h.c.Round); ok {
+		return s
+	}
+	return size &^ int64(h.mask)
+}
+
+// addSegment records a segment of size bytes at addr, fresh from the device,
+// and returns its one free block.
+func (h *Heap) addSegment(addr uint64, size int64) int32 {
+	h.m.CountDeviceMalloc(size)
+	n := h.newNode()
+	h.Nodes[n] = Node{Addr: addr, Size: size, Free: true}
+	s := seg{addr: addr, size: size, first: n}
+	if k := len(h.spareSegs); k > 0 {
+		h.segs[h.spareSegs[k-1]] = s
+		h.spareSegs = h.spareSegs[:k-1]
+	} else {
+		h.segs = append(h.segs, s)
+	}
+	h.free += size
+	return n
+}
+
+// ReleaseFree returns every entirely free segment to the device, taking its
+// block out of the index. A segment the device refuses to free stays, and
+// the device's errors are joined in the one returned.
+func (h *Heap) ReleaseFree() error {
+	if _, err := h.releaseFree(); err != nil {
+		return fmt.Errorf("%s: release: %w", h.name, err)
+	}
+	return nil
+}
+
+func (h *Heap) releaseFree() (released int64, err error) {
+	var errs []error
+	for i := range h.segs {
+		s := h.segs[i]
+		if s.size == 0 {
+			continue
+		}
+		n := s.first
+		if nd := &h.Nodes[n]; !nd.Free || nd.Size != s.size {
+			continue
+		}
+		if err := h.b.Free(s.addr, s.size); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		h.idx.Remove(h.Nodes, n)
+		h.recycle(n)
+		h.segs[i] = seg{}
+		h.spareSegs = append(h.spareSegs, int32(i))
+		h.m.CountDeviceFree(s.size)
+		h.free -= s.size
+		released += s.size
+	}
+	return released, errors.Join(errs...)
+}
+
+// Segments returns the number of segments held.
+func (h *Heap) Segments() int { return len(h.segs) - len(h.spareSegs) }
+
+func (h *Heap) newNode() int32 {
+	if k := len(h.spare); k > 0 {
+		n := h.spare[k-1]
+		h.spare = h.spare[:k-1]
+		return n
+	}
+	h.Nodes = append(h.Nodes, Node{})
+	return int32(len(h.Nodes) - 1)
+}
+
+func (h *Heap) recycle(n int32) {
+	h.Nodes[n] = Node{}
+	h.spare = append(h.spare, n)
+}
