@@ -1,8 +1,12 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -11,6 +15,11 @@ import (
 type input struct {
 	name string
 	open func() (traces.Reader, io.Closer, error)
+	// size is the bytes of the trace's file, -1 when unknown (a bundled
+	// trace, the standard input); read counts the bytes read from it by
+	// every replay.
+	size int64
+	read atomic.Int64
 
 	mu        sync.Mutex
 	skipped   int64  // bad events a lenient reader skipped
@@ -23,34 +32,54 @@ func traceInputs(args []string, opts traces.Options) ([]*input, error) {
 	var ins []*input
 	if len(args) == 0 {
 		for _, b := range traces.Bundled() {
-			in := &input{name: b.Name}
+			in := &input{name: b.Name, size: -1}
 			in.open = func() (traces.Reader, io.Closer, error) {
 				r, err := b.Open()
 				if err != nil {
 					return nil, nil, err
 				}
-				return r, in.closer(r), nil
+				return r, in.closer(r, nil), nil
 			}
 			ins = append(ins, in)
 		}
 		return ins, nil
 	}
 	for _, path := range args {
-		in := &input{name: path}
+		in := &input{name: path, size: -1}
+		if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && path != "-" {
+			in.size = fi.Size()
+		}
 		in.open = func() (traces.Reader, io.Closer, error) {
-			r, err := traces.Open(path, opts)
+			if path == "-" {
+				r, err := traces.Open(path, opts)
+				if err != nil {
+					return nil, nil, err
+				}
+				return r, in.closer(r, nil), nil
+			}
+			f, err := os.Open(path)
 			if err != nil {
+				// "FILE: no such file or directory", like every other
+				// error about a trace, rather than "open FILE: ...".
+				if pe := (*os.PathError)(nil); errors.As(err, &pe) {
+					return nil, nil, fmt.Errorf("%s: %w", path, pe.Err)
+				}
 				return nil, nil, err
 			}
-			return r, in.closer(r), nil
+			r, err := traces.NewReader(&countingReader{r: f, n: &in.read}, path, opts)
+			if err != nil {
+				f.Close()
+				return nil, nil, err
+			}
+			return r, in.closer(r, f), nil
 		}
 		ins = append(ins, in)
 	}
 	return ins, nil
 }
 
-// closer closes r and notes what it skipped.
-func (in *input) closer(r *traces.CSVReader) io.Closer {
+// closer closes r, and then f if not nil, and notes what r skipped.
+func (in *input) closer(r *traces.CSVReader, f io.Closer) io.Closer {
 	return closeFunc(func() error {
 		in.mu.Lock()
 		if n := r.Skipped(); n > in.skipped {
@@ -60,10 +89,28 @@ func (in *input) closer(r *traces.CSVReader) io.Closer {
 			}
 		}
 		in.mu.Unlock()
-		return r.Close()
+		err := r.Close()
+		if f != nil {
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		return err
 	})
 }
 
 type closeFunc func() error
 
 func (f closeFunc) Close() error { return f() }
+
+// A countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}

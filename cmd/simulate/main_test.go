@@ -5,14 +5,21 @@ import (
 	"context"
 	"encoding/csv"
 	"flag"
+	"image/png"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/plot/cmpimg"
+
+	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/traces"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -110,6 +117,8 @@ func TestGolden(t *testing.T) {
 		{"err_backend", nil, []string{"-b", "tpu"}, 2},
 		{"err_gen_workload", nil, []string{"gen", "nosuch"}, 2},
 		{"err_convert_args", nil, []string{"convert", "testdata/tiny.csv"}, 2},
+		{"err_plot_format", nil, []string{"-o", "nosuch", "--plot-format", "png,bmp", "testdata/tiny.csv"}, 2},
+		{"err_progress", nil, []string{"--progress", "sometimes", "testdata/tiny.csv"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := run(t, tc.env, tc.args...)
@@ -142,4 +151,137 @@ func TestReadmeShowsCurrentOutput(t *testing.T) {
 	code, stdout, _ := run(t, nil)
 	require.Equal(t, 0, code)
 	assert.Contains(t, string(readme), "```\n"+stdout+"```\n", "README.md's sample table differs from the output of simulate on the bundled traces")
+}
+
+// TestReport writes a report on two small traces and checks its files: the
+// list, the summaries (timings zeroed) and the time series against golden
+// files, and that stdout is what it is without -o.
+func TestReport(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "report")
+	args := []string{"-s", "naive", "-s", "round", "-s", "unpooled", "testdata/tiny.csv", "testdata/twodev.csv"}
+	code, stdout, stderr := run(t, nil, append([]string{"-o", dir, "--plot-format", "svg,png"}, args...)...)
+	require.Equal(t, 0, code, stderr)
+	assert.Empty(t, stderr)
+	_, plain, _ := run(t, nil, args...)
+	assert.Equal(t, plain, stdout, "-o changes nothing on stdout")
+
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var files strings.Builder
+	for _, e := range entries {
+		info, err := e.Info()
+		require.NoError(t, err)
+		assert.Positive(t, info.Size(), e.Name())
+		files.WriteString(e.Name() + "\n")
+	}
+	golden(t, "report.files", files.String())
+	for _, name := range []string{"summary.csv", "summary.json", "timeseries.csv"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		golden(t, "report."+name, normalize(string(b)))
+	}
+	idx, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	require.NoError(t, err)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".svg") {
+			assert.Contains(t, string(idx), `id="`+strings.TrimSuffix(e.Name(), ".svg")+`"`, "index.html shows %s", e.Name())
+		}
+	}
+}
+
+// TestReportBundled writes the report of 'simulate -o DIR' on the bundled
+// traces, checks that every figure is there and opens, and that the
+// README's figure is this report's (-update rewrites it).
+func TestReportBundled(t *testing.T) {
+	dir := t.TempDir()
+	code, _, stderr := run(t, nil, "-o", dir)
+	require.Equal(t, 0, code, stderr)
+	var want []string
+	for _, tr := range traces.Bundled() {
+		for _, fig := range []string{"memory", "fragmentation", "peak", "trace"} {
+			want = append(want, tr.Name+"-"+fig)
+		}
+	}
+	want = append(want, "overhead")
+	for _, fig := range want {
+		for _, ext := range []string{".png", ".svg"} {
+			b, err := os.ReadFile(filepath.Join(dir, fig+ext))
+			if !assert.NoError(t, err) {
+				continue
+			}
+			assert.Greater(t, len(b), 1000, "%s%s is not empty", fig, ext)
+			if ext == ".png" {
+				img, err := png.Decode(bytes.NewReader(b))
+				if assert.NoError(t, err, fig) {
+					assert.Greater(t, img.Bounds().Dy(), 300, fig)
+				}
+			}
+		}
+	}
+	for _, f := range []string{"index.html", "summary.csv", "summary.json", "timeseries.csv"} {
+		info, err := os.Stat(filepath.Join(dir, f))
+		if assert.NoError(t, err) {
+			assert.Positive(t, info.Size(), f)
+		}
+	}
+
+	got, err := os.ReadFile(filepath.Join(dir, readmeFigure))
+	require.NoError(t, err)
+	docs := filepath.Join("..", "..", "docs", readmeFigure)
+	if *update {
+		require.NoError(t, os.WriteFile(docs, got, 0o644))
+		return
+	}
+	have, err := os.ReadFile(docs)
+	require.NoError(t, err)
+	same, err := cmpimg.EqualApprox("png", got, have, 0.02)
+	require.NoError(t, err)
+	assert.True(t, same, "docs/%s differs from the report of 'simulate -o DIR' (run 'go test ./cmd/simulate -update' to refresh it)", readmeFigure)
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(readme), "docs/"+readmeFigure), "README.md shows docs/%s", readmeFigure)
+}
+
+// readmeFigure is the figure of the bundled report that README.md shows.
+const readmeFigure = "dynamic-memory.png"
+
+// TestProgress checks --progress: a bar with --progress always, nothing
+// when standard error is not a terminal.
+func TestProgress(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		bar  bool
+	}{
+		{[]string{"--progress", "always", "testdata/tiny.csv"}, true},
+		{[]string{"--progress", "always"}, true}, // bundled: sizes unknown
+		{[]string{"--progress", "auto", "testdata/tiny.csv"}, false},
+		{[]string{"testdata/tiny.csv"}, false},
+		{[]string{"--progress", "never", "testdata/tiny.csv"}, false},
+	} {
+		code, stdout, stderr := run(t, nil, append([]string{"-s", "naive"}, tc.args...)...)
+		require.Equal(t, 0, code, "%v: %s", tc.args, stderr)
+		assert.NotContains(t, stdout, "replaying", "%v: the bar is on stderr", tc.args)
+		if tc.bar {
+			assert.Contains(t, stderr, "replaying", "%v", tc.args)
+		} else {
+			assert.Empty(t, stderr, "%v", tc.args)
+		}
+	}
+	// Concurrent jobs share the bar.
+	p := newProgress(io.Discard, nil, 4)
+	var wg sync.WaitGroup
+	for range 4 {
+		fn := p.job()
+		wg.Go(func() {
+			for n := int64(1); n <= 100; n++ {
+				fn(n * sim.ProgressInterval)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(400*sim.ProgressInterval), p.events.Load())
+	p.finish()
+	assert.Equal(t, "950", shortCount(950))
+	assert.Equal(t, "12.3k", shortCount(12345))
+	assert.Equal(t, "100M", shortCount(100_000_000))
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/sim/report"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -26,6 +27,11 @@ Strategies: every -s spec; else the one the environment chooses
 (GPUALLOC_POOL_TYPE, then MXNET_GPU_MEM_POOL_TYPE); else every built-in
 strategy. 'simulate strategies' lists them with their parameters.
 
+With -o DIR it also writes a report into DIR: summary.csv and summary.json
+(the result schema), timeseries.csv, figures for each trace and across
+traces (memory and fragmentation over time, peak reserved, the trace, and
+overhead), and index.html, which shows them all.
+
 Commands: inspect, convert, gen, strategies ('simulate COMMAND -h').
 
 Flags:
@@ -39,6 +45,9 @@ type replayFlags struct {
 	format     string
 	jobs       int
 	lenient    bool
+	out        string
+	plotFormat string
+	progress   string
 }
 
 func replayCmd(ctx context.Context, e *env, args []string) error {
@@ -50,10 +59,20 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVarP(&f.format, "format", "f", "table", "output format: table, csv or json")
 	fs.IntVarP(&f.jobs, "jobs", "j", 0, "replays to run at once (default: the number of cores)")
 	fs.BoolVar(&f.lenient, "lenient", false, "skip bad events of a trace, count them and go on")
+	fs.StringVarP(&f.out, "out", "o", "", "write a report (summaries, time series, figures, index.html) into `DIR`")
+	fs.StringVar(&f.plotFormat, "plot-format", "png,svg", "formats of the report's figures: png, svg, pdf, comma-separated")
+	fs.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := checkFormat(f.format); err != nil {
+		return err
+	}
+	plotFormats, err := report.ParseFormats(f.plotFormat)
+	if err != nil {
+		return usagef("--plot-format: %v", err)
+	}
+	if err := checkProgress(f.progress); err != nil {
 		return err
 	}
 	if f.backend != "sim" {
@@ -75,22 +94,50 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
+	// A report needs the series of each replay and the request sizes of
+	// each trace, which the first replay of the trace counts.
+	series := -1
+	if f.out != "" {
+		series = 0
+	}
+	sizes := make([]*report.SizeCounter, len(inputs))
 	var jobs []sim.Job
-	for _, in := range inputs {
-		for _, p := range strategies {
+	for k, in := range inputs {
+		for i, p := range strategies {
+			open := in.open
+			if f.out != "" && i == 0 {
+				open = func() (traces.Reader, io.Closer, error) {
+					r, c, err := in.open()
+					if err != nil {
+						return r, c, err
+					}
+					sizes[k] = report.NewSizeCounter(r)
+					return sizes[k], c, nil
+				}
+			}
 			jobs = append(jobs, sim.Job{
-				Open: in.open,
+				Open: open,
 				Config: sim.Config{
 					Trace:         in.name,
 					Params:        p,
 					Backend:       f.backend,
 					Capacity:      capacity,
-					SeriesBuckets: -1,
+					SeriesBuckets: series,
 				},
 			})
 		}
 	}
+	var pr *progress
+	if showProgress(f.progress, e.stderr) {
+		pr = newProgress(e.stderr, inputs, len(strategies))
+		for i := range jobs {
+			jobs[i].Config.Progress = pr.job()
+		}
+	}
 	out := sim.RunAll(ctx, jobs, f.jobs)
+	if pr != nil {
+		pr.finish()
+	}
 
 	var results []sim.Result
 	var firstErr error
@@ -105,6 +152,17 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	}
 	if len(results) > 0 {
 		if err := writeResults(e.stdout, f.format, results); err != nil {
+			return err
+		}
+	}
+	if f.out != "" && len(results) > 0 {
+		hist := map[string]*report.SizeHistogram{}
+		for k, sc := range sizes {
+			if sc != nil {
+				hist[inputs[k].name] = &sc.Sizes
+			}
+		}
+		if _, err := report.Write(f.out, results, report.Options{Formats: plotFormats, Sizes: hist}); err != nil {
 			return err
 		}
 	}
@@ -175,117 +233,16 @@ func envSet(getenv func(string) (string, bool), name string) bool {
 	return ok && strings.TrimSpace(v) != ""
 }
 
-// shortSpec is a full spec without the parameters at their defaults: what
-// a person reading a table needs ("round", "round:cutoff=20").
-func shortSpec(full string) string {
-	sp, err := gpualloc.ParseSpec(full)
-	if err != nil {
-		return full
-	}
-	s, err := gpualloc.Lookup(sp.Name)
-	if err != nil {
-		return full
-	}
-	defaults := map[string]string{}
-	for _, p := range s.Params {
-		defaults[p.Name] = p.Default
-	}
-	short := gpualloc.Spec{Name: sp.Name}
-	for _, kv := range sp.Params {
-		if d, ok := defaults[kv.Key]; !ok || !sameValue(d, kv.Value) {
-			short.Params = append(short.Params, kv)
-		}
-	}
-	return short.String()
-}
-
-// sameValue reports whether two parameter values are the same, as sizes
-// ("4KiB" and "4096") or as text.
-func sameValue(a, b string) bool {
-	if a == b {
-		return true
-	}
-	x, err1 := gpualloc.ParseSize(a)
-	y, err2 := gpualloc.ParseSize(b)
-	return err1 == nil && err2 == nil && x == y
-}
-
 func writeResults(w io.Writer, format string, results []sim.Result) error {
 	switch format {
 	case "json":
-		return writeJSON(w, results)
+		return report.WriteJSON(w, results)
 	case "csv":
-		return writeCSV(w, results)
+		return report.WriteCSV(w, results)
 	}
-	t := newTable("TRACE", "STRATEGY", ">EVENTS", ">LOWER BOUND", ">PEAK ALLOCATED", ">PEAK RESERVED",
-		">OVERHEAD", ">FRAG", ">FREE FRAG", ">DEVICE MALLOCS", ">DEVICE MALLOC BYTES", ">CACHE HITS", ">OOMS")
-	for _, r := range results {
-		t.add(r.Trace, shortSpec(r.Strategy), count(r.Events),
-			gpualloc.FormatSize(r.PeakRequestedBytes), gpualloc.FormatSize(r.PeakAllocatedBytes), gpualloc.FormatSize(r.PeakReservedBytes),
-			overhead(r), fragmentation(r), freeFragmentation(r), count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
-			share(r.CacheHits, r.Allocs), count(r.OOMs))
-	}
+	s := report.SummaryTable(results)
+	t := &table{head: s.Head, right: s.Right, rows: s.Rows}
 	return t.write(w)
-}
-
-// overhead is the reserved memory above the lower bound, as a percentage.
-// A strategy that ran out of memory did not hold what the trace needed:
-// its figure says nothing of its efficiency, and the table says "oom".
-func overhead(r sim.Result) string {
-	switch {
-	case r.OOMs > 0:
-		return "oom"
-	case r.PeakRequestedBytes == 0:
-		return "-"
-	}
-	return fmt.Sprintf("%+.1f%%", (r.Overhead-1)*100)
-}
-
-// fragmentation is as overhead is, for GMLake's fragmentation.
-func fragmentation(r sim.Result) string {
-	switch {
-	case r.OOMs > 0:
-		return "oom"
-	case r.PeakReservedBytes == 0:
-		return "-"
-	}
-	return percent(r.Fragmentation)
-}
-
-// freeFragmentation is the free space's fragmentation at peak reserved,
-// "-" for strategies that do not report their free space.
-func freeFragmentation(r sim.Result) string {
-	if r.FreeFragmentation == nil {
-		return "-"
-	}
-	return percent(*r.FreeFragmentation)
-}
-
-func percent(f float64) string { return fmt.Sprintf("%.1f%%", f*100) }
-
-func share(n, of int64) string {
-	if of == 0 {
-		return "-"
-	}
-	return percent(float64(n) / float64(of))
-}
-
-// count formats n with thousands separators: 1,234,567.
-func count(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -1,0 +1,330 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"gonum.org/v1/plot/vg"
+
+	"github.com/gpualloc/gpualloc/sim"
+)
+
+// Options say how to make a report. The zero value is the default: PNG and
+// SVG figures a column wide.
+type Options struct {
+	// Formats are the file formats of the figures; empty means
+	// DefaultFormats (PNG and SVG).
+	Formats []Format
+	// DPI is the resolution of PNG figures; 0 means DefaultDPI (300).
+	DPI int
+	// Width is the width of every figure; 0 means ColumnWidth (3.3 in).
+	// Fonts keep their size in points whatever the width.
+	Width vg.Length
+	// MaxPoints is the most buckets of a series a figure draws (see
+	// Decimate); 0 means DefaultMaxPoints.
+	MaxPoints int
+
+	// Sizes holds the request sizes of traces, by trace name (see
+	// SizeCounter), for the trace figures' histograms. A trace without
+	// one gets no histogram.
+	Sizes map[string]*SizeHistogram
+
+	// Label names a strategy spec in legends and on axes; nil means
+	// ShortSpec.
+	Label func(spec string) string
+	// Colors overrides the colours of strategy specs; a spec without one
+	// gets its colour from StrategyColors over the specs of the results.
+	Colors map[string]color.RGBA
+
+	stems  map[string]string // file name stem of each trace
+	labels map[string]string // label of each trace in figures
+	colors map[string]color.RGBA
+}
+
+// withDefaults fills in the defaults, and the colours and file names that
+// depend on the whole set of results.
+func (o Options) withDefaults(results []sim.Result) Options {
+	if len(o.Formats) == 0 {
+		o.Formats = DefaultFormats
+	}
+	if o.DPI <= 0 {
+		o.DPI = DefaultDPI
+	}
+	if o.Width <= 0 {
+		o.Width = ColumnWidth
+	}
+	if o.MaxPoints <= 0 {
+		o.MaxPoints = DefaultMaxPoints
+	}
+	if o.Label == nil {
+		o.Label = ShortSpec
+	}
+	if o.colors == nil {
+		var specs []string
+		for _, r := range results {
+			specs = append(specs, r.Strategy)
+		}
+		o.colors = StrategyColors(specs)
+		for s, c := range o.Colors {
+			o.colors[s] = c
+		}
+	}
+	if o.stems == nil {
+		o.stems = FileStems(traceNames(results))
+	}
+	if o.labels == nil {
+		o.labels = traceLabels(traceNames(results))
+	}
+	return o
+}
+
+// traceLabels names traces in figures by the base names of their files
+// ("tiny.csv" for "testdata/tiny.csv"), or by their full names when two
+// base names are the same.
+func traceLabels(names []string) map[string]string {
+	out := map[string]string{}
+	seen := map[string]bool{}
+	for _, n := range names {
+		b := n
+		if i := strings.LastIndexAny(n, `/\`); i >= 0 && i < len(n)-1 {
+			b = n[i+1:]
+		}
+		if seen[b] {
+			for _, m := range names {
+				out[m] = m
+			}
+			return out
+		}
+		seen[b] = true
+		out[n] = b
+	}
+	return out
+}
+
+func (o *Options) traceLabel(trace string) string {
+	if l, ok := o.labels[trace]; ok {
+		return l
+	}
+	return trace
+}
+
+func (o *Options) color(spec string) color.RGBA {
+	if c, ok := o.colors[spec]; ok {
+		return c
+	}
+	return StrategyColors([]string{spec})[spec]
+}
+
+func (o *Options) stem(trace string) string {
+	if s, ok := o.stems[trace]; ok {
+		return s
+	}
+	return FileStems([]string{trace})[trace]
+}
+
+// traceNames returns the traces of results in order of first appearance.
+func traceNames(results []sim.Result) []string {
+	var names []string
+	for _, r := range results {
+		if !slices.Contains(names, r.Trace) {
+			names = append(names, r.Trace)
+		}
+	}
+	return names
+}
+
+// FileStems gives each trace name a stem for file names, safe on any file
+// system and distinct from the others even where file systems ignore case:
+// the base name without its directory and its extensions (.csv, .csv.gz),
+// with every character but letters, digits, '.', '-' and '_' replaced by
+// '_' ("testdata/tiny.csv" → "tiny", "my run (2).csv.gz" → "my_run_2").
+// A stem already taken gets a suffix: "tiny-2".
+func FileStems(names []string) map[string]string {
+	out := map[string]string{}
+	taken := map[string]bool{}
+	for _, name := range names {
+		if _, ok := out[name]; ok {
+			continue
+		}
+		s := sanitize(name)
+		stem := s
+		for i := 2; taken[strings.ToLower(stem)]; i++ {
+			stem = fmt.Sprintf("%s-%d", s, i)
+		}
+		taken[strings.ToLower(stem)] = true
+		out[name] = stem
+	}
+	return out
+}
+
+func sanitize(name string) string {
+	base := name
+	if i := strings.LastIndexAny(base, `/\`); i >= 0 && i < len(base)-1 {
+		base = base[i+1:]
+	}
+	for _, ext := range []string{".gz", ".csv", ".pickle", ".pkl", ".txt", ".log", ".json"} {
+		if len(base) > len(ext) && strings.EqualFold(base[len(base)-len(ext):], ext) {
+			base = base[:len(base)-len(ext)]
+		}
+	}
+	var b strings.Builder
+	under := false
+	for _, r := range base {
+		ok := r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_')
+		if !ok {
+			if !under {
+				b.WriteByte('_')
+			}
+			under = true
+			continue
+		}
+		b.WriteRune(r)
+		under = false
+	}
+	s := strings.Trim(b.String(), "._-")
+	if len(s) > 60 {
+		s = strings.TrimRight(s[:60], "._-")
+	}
+	if s == "" {
+		s = "trace"
+	}
+	return s
+}
+
+// Figures returns every figure of a report on results, in the order of
+// the index: the overhead across traces, then for each trace (in order of
+// first appearance) memory over time, fragmentation over time, peak
+// reserved and the trace itself. Figures over time need the results'
+// series; they are left out for traces without one.
+func Figures(results []sim.Result, opts Options) []*Figure {
+	o := opts.withDefaults(results)
+	var figs []*Figure
+	add := func(f *Figure) {
+		if f != nil {
+			figs = append(figs, f)
+		}
+	}
+	add(OverheadFigure(results, o))
+	for _, t := range traceNames(results) {
+		add(MemoryFigure(t, results, o))
+		add(FragmentationFigure(t, results, o))
+		add(PeakFigure(t, results, o))
+		add(TraceFigure(t, results, o.Sizes[t], o))
+	}
+	return figs
+}
+
+// The data files of a report.
+const (
+	SummaryCSV    = "summary.csv"
+	SummaryJSON   = "summary.json"
+	TimeSeriesCSV = "timeseries.csv"
+	IndexHTML     = "index.html"
+)
+
+// Write writes a report on results into dir, which it creates if need be:
+// summary.csv and summary.json (the result schema), timeseries.csv (see
+// TimeSeriesHeader), every figure of Figures in each format of
+// opts.Formats (NAME.png, NAME.svg, NAME.pdf), and index.html, which shows
+// the summary table and every figure in one page. It returns the names of
+// the files it wrote, sorted. Files of the same names are overwritten;
+// other files in dir are left alone.
+//
+// The report depends only on results and opts: it holds no dates, and
+// writing the same results twice gives the same files, byte for byte, but
+// for the timings in the summaries.
+func Write(dir string, results []sim.Result, opts Options) ([]string, error) {
+	o := opts.withDefaults(results)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	var files []string
+	write := func(name string, data []byte) error {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		files = append(files, name)
+		return nil
+	}
+	for _, d := range []struct {
+		name string
+		fn   func(*bytes.Buffer) error
+	}{
+		{SummaryCSV, func(b *bytes.Buffer) error { return WriteCSV(b, results) }},
+		{SummaryJSON, func(b *bytes.Buffer) error { return WriteJSON(b, results) }},
+		{TimeSeriesCSV, func(b *bytes.Buffer) error { return WriteTimeSeries(b, results) }},
+	} {
+		var b bytes.Buffer
+		if err := d.fn(&b); err != nil {
+			return nil, fmt.Errorf("report: %s: %w", d.name, err)
+		}
+		if err := write(d.name, b.Bytes()); err != nil {
+			return nil, err
+		}
+	}
+
+	figs := Figures(results, o)
+	rendered, err := render(figs, o)
+	if err != nil {
+		return nil, err
+	}
+	for i, fig := range figs {
+		for j, f := range o.Formats {
+			if err := write(fig.Name+"."+string(f), rendered[i][j]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var svgs [][]byte
+	if k := slices.Index(o.Formats, SVG); k >= 0 {
+		for i := range figs {
+			svgs = append(svgs, rendered[i][k])
+		}
+	}
+	var idx bytes.Buffer
+	if err := writeIndex(&idx, results, figs, svgs, o); err != nil {
+		return nil, fmt.Errorf("report: %s: %w", IndexHTML, err)
+	}
+	if err := write(IndexHTML, idx.Bytes()); err != nil {
+		return nil, err
+	}
+	slices.Sort(files)
+	return files, nil
+}
+
+// render renders every figure in every format, figures in parallel: out[i][j]
+// is figure i in format j.
+func render(figs []*Figure, o Options) ([][][]byte, error) {
+	out := make([][][]byte, len(figs))
+	errs := make([]error, len(figs))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, fig := range figs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			for _, f := range o.Formats {
+				var b bytes.Buffer
+				if err := fig.Write(&b, f, o.DPI); err != nil {
+					errs[i] = err
+					return
+				}
+				out[i] = append(out[i], b.Bytes())
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,179 @@
+package report
+
+import (
+	"gonum.org/v1/plot"
+
+	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+// DefaultMaxPoints is the most buckets of a series that a figure draws,
+// when [Options].MaxPoints is 0: more than a column-wide figure has
+// distinguishable positions at print resolution.
+const DefaultMaxPoints = 600
+
+// Decimate merges neighbouring points of a series, in groups of equal size,
+// until there are at most n, the way [sim.Series] merges its buckets: each
+// merged point keeps the smallest and largest value of each quantity and
+// the event of the largest, so that no peak is lost. The points are
+// returned as they are when there are at most n of them (or n < 1).
+func Decimate(points []sim.Point, n int) []sim.Point {
+	if n < 1 || len(points) <= n {
+		return points
+	}
+	group := (len(points) + n - 1) / n
+	out := make([]sim.Point, 0, (len(points)+group-1)/group)
+	for i := 0; i < len(points); i += group {
+		p := points[i]
+		for _, q := range points[i+1 : min(i+group, len(points))] {
+			p.Last, p.LastTimeUS = q.Last, q.LastTimeUS
+			p.Requested = join(p.Requested, q.Requested)
+			p.Allocated = join(p.Allocated, q.Allocated)
+			p.Reserved = join(p.Reserved, q.Reserved)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// join is the Range of two neighbouring buckets, a before b.
+func join(a, b sim.Range) sim.Range {
+	out := a
+	out.Min = min(a.Min, b.Min)
+	if b.Max > a.Max { // on a tie the earlier event keeps the peak
+		out.Max, out.MaxEvent, out.MaxTimeUS = b.Max, b.MaxEvent, b.MaxTimeUS
+	}
+	out.End = b.End
+	return out
+}
+
+// An xAxis places the buckets of a series along the x axis: by time when
+// the trace has timestamps, else by event index.
+type xAxis struct {
+	time   bool
+	origin int64 // the first event's time, µs
+	unit   unit  // of time
+	label  string
+}
+
+// newXAxis chooses the x axis of series: time when every one has
+// timestamps, else events.
+func newXAxis(series ...[]sim.Point) xAxis {
+	hasTime := false
+	var t0, t1 int64
+	for _, s := range series {
+		if len(s) == 0 {
+			continue
+		}
+		first, last := s[0].FirstTimeUS, s[len(s)-1].LastTimeUS
+		if first == traces.NoTime || last == traces.NoTime {
+			return xAxis{label: "event"}
+		}
+		if !hasTime {
+			t0, t1 = first, last
+		}
+		hasTime = true
+		t0, t1 = min(t0, first), max(t1, last)
+	}
+	if !hasTime {
+		return xAxis{label: "event"}
+	}
+	u := timeUnit(float64(t1 - t0))
+	return xAxis{time: true, origin: t0, unit: u, label: "time (" + u.Name + ")"}
+}
+
+// span returns where bucket i of s starts and ends on the axis: up to the
+// start of the next bucket, so that the steps of a series join.
+func (a xAxis) span(s []sim.Point, i int) (x0, x1 float64) {
+	p := s[i]
+	if !a.time {
+		return float64(p.First), float64(p.Last + 1)
+	}
+	end := p.LastTimeUS
+	if i+1 < len(s) {
+		end = s[i+1].FirstTimeUS
+	}
+	return a.at(p.FirstTimeUS), a.at(end)
+}
+
+// at places a timestamp.
+func (a xAxis) at(t int64) float64 { return float64(t-a.origin) / a.unit.Size }
+
+// steps returns the step line of value over the buckets of s: each bucket's
+// value held across its span. Neighbours of the same value make one step.
+func (a xAxis) steps(s []sim.Point, value func(sim.Point) float64) []xy {
+	v := make([]float64, len(s))
+	for i, p := range s {
+		v[i] = value(p)
+	}
+	return a.stepsOf(s, v)
+}
+
+// stepsOf is steps with the values given, one per bucket.
+func (a xAxis) stepsOf(s []sim.Point, values []float64) []xy {
+	pts := make([]xy, 0, 2*len(s))
+	for i, v := range values {
+		x0, x1 := a.span(s, i)
+		if n := len(pts); n >= 2 && pts[n-1].Y == v && pts[n-2].Y == v {
+			pts[n-1].X = x1
+			continue
+		}
+		pts = append(pts, xy{x0, v}, xy{x1, v})
+	}
+	return pts
+}
+
+// reservedPeaks returns the largest reserved bytes of each bucket of s. A
+// series' range of reserved bytes spans each event from just before it, so
+// the largest value of a bucket of one event may be the value before it,
+// which the previous bucket already shows: such a bucket shows the value
+// after its event instead, so that a step down is drawn at the event that
+// made it, not one event late. A peak within an event shows still.
+func reservedPeaks(s []sim.Point) []int64 {
+	out := make([]int64, len(s))
+	for i, p := range s {
+		out[i] = p.Reserved.Max
+		if i > 0 && p.First == p.Last && p.Reserved.Max == s[i-1].Reserved.End {
+			out[i] = p.Reserved.End
+		}
+	}
+	return out
+}
+
+// bounds returns the range of the axis over the series.
+func (a xAxis) bounds(series ...[]sim.Point) (lo, hi float64) {
+	first := true
+	for _, s := range series {
+		if len(s) == 0 {
+			continue
+		}
+		x0, _ := a.span(s, 0)
+		_, x1 := a.span(s, len(s)-1)
+		if first {
+			lo, hi, first = x0, x1, false
+		}
+		lo, hi = min(lo, x0), max(hi, x1)
+	}
+	if hi <= lo {
+		hi = lo + 1
+	}
+	return lo, hi
+}
+
+type xy struct{ X, Y float64 }
+
+// what names the axis in captions.
+func (a xAxis) what() string {
+	if a.time {
+		return "time since the first event"
+	}
+	return "the index of the event in the trace"
+}
+
+// ticker returns the axis's tick marks.
+func (a xAxis) ticker() plot.Ticker {
+	if a.time {
+		return plainTicks{xLabels}
+	}
+	return siTicks{xLabels}
+}

@@ -1,0 +1,247 @@
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+// WriteJSON writes results as a JSON array in the result schema, one object
+// per trace × strategy, indented: the report's summary.json and the output
+// of simulate -f json.
+func WriteJSON(w io.Writer, results []sim.Result) error {
+	if results == nil {
+		results = []sim.Result{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(results)
+}
+
+// WriteCSV writes results as CSV with a header: one column per field of
+// the result schema, named and ordered as in the JSON, an unknown value
+// (null in JSON) empty. It is the report's summary.csv and the output of
+// simulate -f csv.
+func WriteCSV(w io.Writer, results []sim.Result) error {
+	cw := csv.NewWriter(w)
+	typ := reflect.TypeFor[sim.Result]()
+	var head []string
+	var fields []int
+	for i := range typ.NumField() {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		if name == "" || name == "-" || !typ.Field(i).IsExported() {
+			continue
+		}
+		head = append(head, name)
+		fields = append(fields, i)
+	}
+	if err := cw.Write(head); err != nil {
+		return err
+	}
+	rec := make([]string, len(fields))
+	for _, r := range results {
+		v := reflect.ValueOf(r)
+		for j, i := range fields {
+			f := v.Field(i)
+			if f.Kind() == reflect.Pointer {
+				if f.IsNil() {
+					rec[j] = ""
+					continue
+				}
+				f = f.Elem()
+			}
+			switch f.Kind() {
+			case reflect.Float64:
+				rec[j] = strconv.FormatFloat(f.Float(), 'g', -1, 64)
+			case reflect.Int, reflect.Int64, reflect.Int32:
+				rec[j] = strconv.FormatInt(f.Int(), 10)
+			case reflect.Bool:
+				rec[j] = strconv.FormatBool(f.Bool())
+			default:
+				rec[j] = fmt.Sprint(f.Interface())
+			}
+		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// TimeSeriesHeader is the header of the report's timeseries.csv. Each row
+// is one bucket of a replay's [sim.Series]: the events event..last_event
+// (indexes from 0) of the trace, at time_us..last_time_us (empty when the
+// trace has no timestamps). requested, allocated and reserved are the
+// largest values within the bucket, so that no peak is lost, and the *_min
+// columns the smallest. While a trace has fewer events than the series has
+// buckets, each row is one event; reserved's range then spans the event
+// from just before it, as a strategy may give memory back and take it again
+// within one event (see [sim.Series]).
+var TimeSeriesHeader = []string{
+	"trace", "strategy", "event", "time_us", "requested", "allocated", "reserved",
+	"last_event", "last_time_us", "requested_min", "allocated_min", "reserved_min",
+}
+
+// WriteTimeSeries writes the series of results as CSV, rows in the order
+// of results and then of events, with [TimeSeriesHeader]. Results without
+// a series have no rows.
+func WriteTimeSeries(w io.Writer, results []sim.Result) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(TimeSeriesHeader); err != nil {
+		return err
+	}
+	num := func(n int64) string { return strconv.FormatInt(n, 10) }
+	tm := func(t int64) string {
+		if t == traces.NoTime {
+			return ""
+		}
+		return num(t)
+	}
+	rec := make([]string, len(TimeSeriesHeader))
+	for _, r := range results {
+		for _, p := range r.Series.All() {
+			rec = append(rec[:0], r.Trace, r.Strategy, num(p.First), tm(p.FirstTimeUS),
+				num(p.Requested.Max), num(p.Allocated.Max), num(p.Reserved.Max),
+				num(p.Last), tm(p.LastTimeUS),
+				num(p.Requested.Min), num(p.Allocated.Min), num(p.Reserved.Min))
+			if err := cw.Write(rec); err != nil {
+				return err
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// A Table is a summary of results for people: column heads, which columns
+// are numbers (aligned right), and rows of formatted cells.
+type Table struct {
+	Head  []string
+	Right []bool
+	Rows  [][]string
+}
+
+// SummaryTable formats results as the table simulate prints: trace,
+// strategy (its [ShortSpec]), events, lower bound, peaks, overhead and
+// fragmentation as percentages, device calls, cache hits and OOMs.
+func SummaryTable(results []sim.Result) Table {
+	t := Table{
+		Head: []string{"TRACE", "STRATEGY", "EVENTS", "LOWER BOUND", "PEAK ALLOCATED", "PEAK RESERVED",
+			"OVERHEAD", "FRAG", "FREE FRAG", "DEVICE MALLOCS", "DEVICE MALLOC BYTES", "CACHE HITS", "OOMS"},
+		Right: []bool{false, false, true, true, true, true, true, true, true, true, true, true, true},
+	}
+	for _, r := range results {
+		t.Rows = append(t.Rows, []string{r.Trace, ShortSpec(r.Strategy), count(r.Events),
+			gpualloc.FormatSize(r.PeakRequestedBytes), gpualloc.FormatSize(r.PeakAllocatedBytes), gpualloc.FormatSize(r.PeakReservedBytes),
+			overheadPercent(r), fragmentation(r), freeFragmentation(r), count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
+			share(r.CacheHits, r.Allocs), count(r.OOMs)})
+	}
+	return t
+}
+
+// overheadPercent is the reserved memory above the lower bound, as a
+// percentage. A strategy that ran out of memory did not hold what the trace
+// needed: its figure says nothing of its efficiency, and the table says
+// "oom".
+func overheadPercent(r sim.Result) string {
+	switch {
+	case r.OOMs > 0:
+		return "oom"
+	case r.PeakRequestedBytes == 0:
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f%%", (r.Overhead-1)*100)
+}
+
+// fragmentation is as overheadPercent is, for GMLake's fragmentation.
+func fragmentation(r sim.Result) string {
+	switch {
+	case r.OOMs > 0:
+		return "oom"
+	case r.PeakReservedBytes == 0:
+		return "-"
+	}
+	return percent(r.Fragmentation)
+}
+
+// freeFragmentation is the free space's fragmentation at peak reserved,
+// "-" for strategies that do not report their free space.
+func freeFragmentation(r sim.Result) string {
+	if r.FreeFragmentation == nil {
+		return "-"
+	}
+	return percent(*r.FreeFragmentation)
+}
+
+func percent(f float64) string { return fmt.Sprintf("%.1f%%", f*100) }
+
+func share(n, of int64) string {
+	if of == 0 {
+		return "-"
+	}
+	return percent(float64(n) / float64(of))
+}
+
+// count formats n with thousands separators: 1,234,567.
+func count(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// ShortSpec is a full strategy spec without the parameters at their
+// defaults, what a person reading a table or a legend needs: "round",
+// "round:cutoff=20". A spec whose strategy is not registered (see
+// [gpualloc.Register]) is returned as it is.
+func ShortSpec(full string) string {
+	sp, err := gpualloc.ParseSpec(full)
+	if err != nil {
+		return full
+	}
+	s, err := gpualloc.Lookup(sp.Name)
+	if err != nil {
+		return full
+	}
+	defaults := map[string]string{}
+	for _, p := range s.Params {
+		defaults[p.Name] = p.Default
+	}
+	short := gpualloc.Spec{Name: sp.Name}
+	for _, kv := range sp.Params {
+		if d, ok := defaults[kv.Key]; !ok || !sameValue(d, kv.Value) {
+			short.Params = append(short.Params, kv)
+		}
+	}
+	return short.String()
+}
+
+// sameValue reports whether two parameter values are the same, as sizes
+// ("4KiB" and "4096") or as text.
+func sameValue(a, b string) bool {
+	if a == b {
+		return true
+	}
+	x, err1 := gpualloc.ParseSize(a)
+	y, err2 := gpualloc.ParseSize(b)
+	return err1 == nil && err2 == nil && x == y
+}
