@@ -90,11 +90,19 @@ func generateLines(t *testing.T) []genLine {
 // rewrites the files instead.
 func TestBundledUpToDate(t *testing.T) {
 	lines := generateLines(t)
-	bundled := map[string]traces.Bundle{}
-	for _, b := range traces.Bundled() {
-		bundled[b.Name] = b
+	generated := map[string]bool{}
+	for _, g := range lines {
+		name := strings.TrimSuffix(filepath.Base(g.out), ".csv.gz")
+		assert.False(t, generated[name], "%s has one go:generate line", name)
+		generated[name] = true
+		_, recorded := traces.BundleRecorded[name]
+		assert.False(t, recorded, "%s is generated, not recorded", name)
 	}
-	assert.Len(t, bundled, len(lines), "every bundled file has a go:generate line")
+	for _, b := range traces.Bundled() {
+		if _, recorded := traces.BundleRecorded[b.Name]; !recorded {
+			assert.True(t, generated[b.Name], "%s has a go:generate line in bundled.go, or is listed as recorded", b.Name)
+		}
+	}
 	for _, g := range lines {
 		t.Run(g.workload, func(t *testing.T) {
 			if *update {
@@ -118,6 +126,26 @@ func TestBundledUpToDate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBundledRecorded checks that each recorded trace is bundled and names
+// a command that exists to record it again. The recordings themselves cannot
+// be repeated here: they need PyTorch, and real addresses and timings differ
+// from run to run.
+func TestBundledRecorded(t *testing.T) {
+	require.NotEmpty(t, traces.BundleRecorded)
+	for name, cmd := range traces.BundleRecorded {
+		_, ok := traces.LookupBundled(name)
+		assert.True(t, ok, "recorded trace %s is bundled", name)
+		script, ok := strings.CutPrefix(strings.Fields(cmd)[0], "traces/")
+		require.True(t, ok, "%s: %q runs from the repository's root", name, cmd)
+		fi, err := os.Stat(filepath.FromSlash(script))
+		require.NoError(t, err, "%s: %q", name, cmd)
+		assert.NotZero(t, fi.Mode()&0o111, "%s is executable", script)
+	}
+	versions, err := os.ReadFile(filepath.Join("record", "VERSIONS"))
+	require.NoError(t, err)
+	assert.Contains(t, string(versions), "python3-torch ")
 }
 
 // TestBundled checks that every bundled trace reads cleanly, is small, and

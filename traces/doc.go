@@ -36,7 +36,7 @@
 //
 // # Reading
 //
-// [NewReader] and [Open] return a [CSVReader], which implements [Reader]: it
+// [NewReader] returns a [CSVReader], which implements [Reader]: it
 // streams, like bufio.Scanner, and checks the trace as it goes, so that every
 // [Event] it yields is consistent (a free refers to a live allocation and
 // carries its size, stream and device). Input compressed with gzip is
@@ -49,6 +49,50 @@
 // or, with [Options].Lenient, is skipped and counted. A free of an id that is
 // not live is a "free of unknown id", whether the id was never allocated or
 // was freed already: telling the two apart would need the history of every id.
+//
+// # Other formats
+//
+// [Open] and [NewAutoReader] read a trace in any format registered in the
+// package, detected from its content: each format looks at the first 4 KiB
+// of the input (decompressed, if it is gzip) in turn, the native format
+// first, like pprof's parsers, and the first that recognises it reads the
+// trace. They return a [FileReader], which names its format; input that no
+// format recognises gives an error wrapping [ErrNotTrace] that lists the
+// formats tried ([Formats]):
+//
+//	x.bin: not a trace in any known format (native CSV, ...)
+//
+// RMM logs ([NewRMMReader]) are the CSV that RAPIDS Memory Manager's
+// logging_resource_adaptor writes: a header
+// "Thread,Time,Action,Pointer,Size,Stream", then a line per allocate,
+// allocate failure or free. An allocate is an alloc whose id is the pointer
+// (0x-hexadecimal), so that a pointer used again after its free is a new
+// allocation; a free must name a live pointer and its size, and may name
+// another stream (RMM frees are stream-ordered): the event keeps the
+// allocation's. An "allocate failure" is not an event; the reader counts it
+// ([AllocFailureCounter]). Times are clock times, "HH:MM:SS.ffffff" (or
+// seconds, "1634567890.234567"); TimeUS counts from the first line, a clock
+// time more than 12 hours before the previous one is on the next day, and a
+// time slightly before the previous one (threads write their lines a little
+// out of order) is taken as the previous one. A free of a pointer that is
+// not live, as in a log started while allocations were live, is a bad
+// event like any other: an error, or skipped and counted with
+// [Options].Lenient. The reader streams, in memory proportional to the live
+// allocations.
+//
+// MiniMalloc CSV ([NewMiniMallocReader]) is the input of Google's
+// MiniMalloc, static buffers with lifetimes: "id,lower,upper,size", the
+// columns in any order, with MiniMalloc's aliases (begin and start for
+// lower, end for an inclusive upper, buffer and buffer_id for id) and its
+// optional alignment and offset columns, which are ignored; a gaps column
+// with gaps is refused. Each buffer is live over [lower, upper): an alloc at
+// lower and a free at upper, in the order of their times, frees before
+// allocs at the same time and otherwise in the order of the file. TimeUS is
+// MiniMalloc's time unit, whatever it stands for. Every buffer must have
+// 0 <= lower < upper, a size > 0 and an id of its own. Events come in time
+// order, which the file does not follow, so the reader reads all the buffers
+// first: its memory is about 80 bytes a buffer (and, while it reads, a set
+// of the ids seen), and it reports bad buffers when it is created.
 //
 // # Ids
 //
@@ -73,4 +117,33 @@
 // A [Writer] writes events in the native format; [Create] makes a file,
 // compressed if its name ends in ".gz". A trace read and written again reads
 // back to the same events.
+//
+// # Bundled traces
+//
+// [Bundled] returns sample traces embedded in the package, of two kinds.
+// The generated ones, "training" and "dynamic", come from the workloads of
+// package traces/gen; the go:generate lines of bundled.go make them, and a
+// test checks that they still match. The recorded ones are real:
+//
+//	resnet18-cpu     torchvision's resnet18, 3 training steps with SGD,
+//	                 batch 8 of 224x224 images
+//	transformer-cpu  a 2-layer transformer encoder (d_model 256) trained
+//	                 with Adam for 16 steps, batch 8, its sequence length
+//	                 drawn from 16..256 at every step
+//
+// Both trained on a CPU with Debian's PyTorch, under an LD_PRELOAD library
+// (traces/record) that logs every posix_memalign of the process (the call
+// through which PyTorch's CPU allocator takes memory, and oneDNN its own
+// buffers) and every free of what those returned, with its address, size
+// and time since recording started. The ids are the real addresses, and
+// comment lines ("# phase: step 1 backward") mark the phases of each step.
+// Blocks still live when recording stops, after the model is dropped (in
+// resnet18-cpu, about 200 small ones that oneDNN caches for the life of the
+// process), are freed at the end, after a "# phase: end" line, so that
+// every trace frees everything. To record them again, run
+// traces/record/record.sh from the repository's root; it needs gcc, make
+// and the python3-torch and python3-torchvision packages, and writes the
+// versions it used to traces/record/VERSIONS. A new recording differs from
+// the committed one in its addresses and timings, and in its order of
+// events wherever PyTorch's is not fixed.
 package traces

@@ -74,5 +74,7 @@ func ExampleBundled() {
 	}
 	// Output:
 	// dynamic
+	// resnet18-cpu
 	// training
+	// transformer-cpu
 }

@@ -8,10 +8,12 @@ import (
 	"strings"
 )
 
-// Open opens the trace file at path for reading; "-" reads the standard
-// input, named "stdin" in errors. Errors name the file by path. The file may
-// be gzip-compressed, whatever its name. Close the reader to close the file.
-func Open(path string, opts Options) (*CSVReader, error) {
+// Open opens the trace file at path for reading, in whichever format its
+// content matches (see [NewAutoReader] and [Formats]); "-" reads the
+// standard input, named "stdin" in errors. Errors name the file by path. The
+// file may be gzip-compressed, whatever its name. Close the reader to close
+// the file.
+func Open(path string, opts Options) (FileReader, error) {
 	f, name := os.Stdin, "stdin"
 	if path != "-" {
 		var err error
@@ -25,17 +27,17 @@ func Open(path string, opts Options) (*CSVReader, error) {
 		}
 		name = path
 	}
-	r, err := NewReader(f, name, opts)
+	r, err := NewAutoReader(f, name, opts)
 	if err != nil {
 		if f != os.Stdin {
 			f.Close()
 		}
 		return nil, err
 	}
-	if f != os.Stdin {
-		r.closer = f
+	if f == os.Stdin {
+		return r, nil
 	}
-	return r, nil
+	return &fileReader{FileReader: r, file: f}, nil
 }
 
 // Create creates the trace file at path, or truncates it, and returns a

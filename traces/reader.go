@@ -31,11 +31,12 @@ const (
 // the 17th byte of a number) without checking where the line ends.
 const pad = 16
 
-// ErrNotTrace reports input that is not a trace in the native format: its
-// first line that is not a comment is not a header naming an op column (an
-// empty file, an image, another tool's CSV). Errors from [NewReader] and
-// [Open] wrap it, so that a caller trying several formats in turn can tell
-// "not mine" from a broken trace with errors.Is.
+// ErrNotTrace reports input that is not a trace in the format a reader
+// reads: for [NewReader], input whose first line that is not a comment is
+// not a header naming an op column (an empty file, an image, another tool's
+// CSV); for [Open] and [NewAutoReader], input that no known format
+// recognises. Errors wrap it, so that a caller trying several formats in
+// turn can tell "not mine" from a broken trace with errors.Is.
 var ErrNotTrace = errors.New("not a gpualloc trace")
 
 // A ParseError reports bad input at a position of a trace. Its message has
@@ -85,7 +86,7 @@ type CSVReader struct {
 
 	src    io.Reader       // the text: the input, or its decompressed form
 	gz     *gzip.Reader    // non-nil for gzip input
-	closer io.Closer       // the file to close, for Open
+	closer io.Closer       // a file to close with the reader, for tests
 	buf    []byte          // input buffer
 	pos    int             // start of the next line in buf
 	end    int             // end of the last complete line in buf
@@ -115,7 +116,7 @@ type CSVReader struct {
 	slowOnly bool // parse every line with parseSlow, for tests
 }
 
-var _ Reader = (*CSVReader)(nil)
+var _ FileReader = (*CSVReader)(nil)
 
 // record is what a parsed line adds to its fields, which are in r.ev,
 // before its checks against the trace's state.
@@ -146,7 +147,7 @@ func NewReader(src io.Reader, name string, opts Options) (*CSVReader, error) {
 	case err == io.ErrUnexpectedEOF:
 		err = io.EOF
 	case err != nil && err != io.EOF:
-		return nil, &ParseError{Name: name, Msg: "read: " + err.Error(), Err: err}
+		return nil, sourceError(name, 0, err)
 	}
 	if n >= 2 && r.buf[0] == 0x1f && r.buf[1] == 0x8b {
 		head := bytes.Clone(r.buf[:n])
@@ -311,7 +312,7 @@ func (r *CSVReader) readError(err error) error {
 	if r.gz != nil {
 		return r.gzipError(err, r.line)
 	}
-	return &ParseError{Name: r.name, Line: r.line, Msg: "read: " + err.Error(), Err: err}
+	return sourceError(r.name, r.line, err)
 }
 
 func (r *CSVReader) gzipError(err error, line int64) error {
@@ -789,6 +790,9 @@ func (r *CSVReader) Err() error { return r.err }
 // Name returns the trace's name, as used in errors.
 func (r *CSVReader) Name() string { return r.name }
 
+// Format returns "native CSV", the name of the reader's format.
+func (r *CSVReader) Format() string { return nativeFormat }
+
 // Columns returns the header's columns, in their order in the trace.
 func (r *CSVReader) Columns() []Column { return append([]Column(nil), r.cols...) }
 
@@ -814,8 +818,8 @@ func (r *CSVReader) Live() int { return r.live.n }
 // peak number of live allocations: every Event.Slot so far is below it.
 func (r *CSVReader) Slots() int { return int(r.nslots) }
 
-// Close releases the reader's resources, and closes the file if the reader
-// came from [Open]. It does not close a reader given to [NewReader].
+// Close releases the reader's resources. It does not close the source given
+// to [NewReader].
 func (r *CSVReader) Close() error {
 	var err error
 	if r.gz != nil {

@@ -39,7 +39,11 @@ func convertCmd(e *env, args []string) error {
 		if err := copyTrace(w, r); err != nil {
 			return err
 		}
-		return w.Flush()
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		reportSkipped(e, in, r)
+		return nil
 	}
 	// Write beside OUT and rename, so that a failure leaves OUT as it was.
 	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*")
@@ -66,10 +70,15 @@ func convertCmd(e *env, args []string) error {
 	if err := os.Rename(name, out); err != nil {
 		return err
 	}
+	reportSkipped(e, in, r)
+	return nil
+}
+
+// reportSkipped notes on stderr the bad events a lenient reader skipped.
+func reportSkipped(e *env, in string, r traces.FileReader) {
 	if n := r.Skipped(); n > 0 {
 		fmt.Fprintf(e.stderr, "simulate: %s: skipped %s (the first: %v)\n", in, plural(n, "bad event"), r.FirstSkipped())
 	}
-	return nil
 }
 
 func copyTrace(w *traces.Writer, r traces.Reader) error {

@@ -66,7 +66,7 @@ func traceInputs(args []string, opts traces.Options) ([]*input, error) {
 				}
 				return nil, nil, err
 			}
-			r, err := traces.NewReader(&countingReader{r: f, n: &in.read}, path, opts)
+			r, err := traces.NewAutoReader(&countingReader{r: f, n: &in.read}, path, opts)
 			if err != nil {
 				f.Close()
 				return nil, nil, err
@@ -79,7 +79,7 @@ func traceInputs(args []string, opts traces.Options) ([]*input, error) {
 }
 
 // closer closes r, and then f if not nil, and notes what r skipped.
-func (in *input) closer(r *traces.CSVReader, f io.Closer) io.Closer {
+func (in *input) closer(r traces.FileReader, f io.Closer) io.Closer {
 	return closeFunc(func() error {
 		in.mu.Lock()
 		if n := r.Skipped(); n > in.skipped {

@@ -35,6 +35,7 @@ type traceInfo struct {
 	Devices       int64  `json:"devices"`
 	DurationUS    int64  `json:"duration_us"` // last time_us - first; 0 without timestamps
 	Skipped       int64  `json:"skipped"`
+	AllocFailures int64  `json:"alloc_failures"` // failed allocations the trace records, not events
 }
 
 func inspectCmd(ctx context.Context, e *env, args []string) error {
@@ -92,7 +93,10 @@ func inspect(in *input) (traceInfo, error) {
 		return traceInfo{}, err
 	}
 	defer c.Close()
-	info := traceInfo{Trace: in.name, Format: "native"}
+	info := traceInfo{Trace: in.name}
+	if f, ok := r.(traces.FileReader); ok {
+		info.Format = f.Format()
+	}
 	sizes := map[int64]struct{}{}
 	streams := map[uint64]struct{}{}
 	devices := map[int32]struct{}{}
@@ -132,6 +136,9 @@ func inspect(in *input) (traceInfo, error) {
 	}
 	if s, ok := r.(interface{ Skipped() int64 }); ok {
 		info.Skipped = s.Skipped()
+	}
+	if c, ok := r.(traces.AllocFailureCounter); ok {
+		info.AllocFailures = c.AllocFailures()
 	}
 	info.LiveAtEnd = live
 	info.DistinctSizes = int64(len(sizes))

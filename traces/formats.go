@@ -1,0 +1,267 @@
+package traces
+
+import (
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// A FileReader is a [Reader] of a trace file in any format that [Open] and
+// [NewAutoReader] detect. Besides the events, it tells which format it read
+// and what it skipped, and it describes the trace as native columns, so that
+// a trace converted to the native format keeps what its format records.
+type FileReader interface {
+	Reader
+	// Name returns the trace's name, as used in errors.
+	Name() string
+	// Format returns the name of the trace's format: "native CSV",
+	// "RMM log", "MiniMalloc CSV", ...
+	Format() string
+	// Columns returns the native columns that hold what the trace records,
+	// op and id first among them: the columns of a conversion to the
+	// native format.
+	Columns() []Column
+	// Skipped returns the number of bad events skipped so far in lenient
+	// mode, and FirstSkipped the error of the first of them, or nil.
+	Skipped() int64
+	FirstSkipped() error
+	// Close releases the reader's resources, and closes the file if the
+	// reader came from Open.
+	Close() error
+}
+
+// An AllocFailureCounter is a [FileReader] of a format that records
+// allocations that failed (RMM's "allocate failure"). Such records are not
+// events: a reader counts them instead.
+type AllocFailureCounter interface {
+	AllocFailures() int64
+}
+
+// A format is a trace format that Open detects from content.
+type format struct {
+	name  string                                                             // "native CSV", "PyTorch snapshot", "RMM log", "MiniMalloc CSV"
+	sniff func(head []byte) bool                                             // true if head (the first up to 4 KiB, decompressed) looks like this format
+	open  func(src io.Reader, name string, opts Options) (FileReader, error) // src starts at the beginning of the input
+}
+
+// sniffLen is the length of the head of the input that formats sniff.
+const sniffLen = 4 << 10
+
+var formats []format
+
+// registerFormat adds a format to those that Open detects. Formats are tried
+// in the order they were registered: the native CSV format first, then those
+// that register from init in their files. It panics on an empty or
+// duplicate name or a missing function.
+func registerFormat(f format) {
+	if f.name == "" || f.sniff == nil || f.open == nil {
+		panic("traces: registerFormat of an incomplete format")
+	}
+	for _, g := range formats {
+		if g.name == f.name {
+			panic("traces: format " + f.name + " registered twice")
+		}
+	}
+	formats = append(formats, f)
+}
+
+// The native format is registered when the package's variables are
+// initialised, before any init function runs, so that it comes first.
+var _ = func() bool {
+	registerFormat(format{name: nativeFormat, sniff: sniffNative, open: openNative})
+	return true
+}()
+
+const nativeFormat = "native CSV"
+
+// Formats returns the names of the formats that [Open] detects, in the order
+// it tries them.
+func Formats() []string {
+	names := make([]string, len(formats))
+	for i, f := range formats {
+		names[i] = f.name
+	}
+	return names
+}
+
+// NewAutoReader returns a reader of the trace that src holds, in whichever
+// registered format its content matches, named name in errors. Input
+// compressed with gzip (recognised by its first bytes) is decompressed
+// first; each format then looks at the first 4 KiB of the text, in the order
+// of [Formats], and the first that recognises them reads the trace. Input
+// that no format recognises gives a [*ParseError] wrapping [ErrNotTrace]
+// that lists the formats tried. The reader does not close src.
+func NewAutoReader(src io.Reader, name string, opts Options) (FileReader, error) {
+	head := make([]byte, sniffLen)
+	n, err := io.ReadFull(src, head)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return nil, &ParseError{Name: name, Msg: "read: " + err.Error(), Err: err}
+	}
+	head = head[:n]
+	text := io.MultiReader(bytes.NewReader(head), src)
+	if n >= 2 && head[0] == 0x1f && head[1] == 0x8b {
+		zr, err := gzip.NewReader(text)
+		if err != nil {
+			return nil, (&gzipText{}).wrap(err).parseError(name, 0)
+		}
+		gz := &gzipText{zr: zr}
+		head = make([]byte, sniffLen)
+		n, err := io.ReadFull(gz, head)
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+			return nil, sourceError(name, 0, err)
+		}
+		head = head[:n]
+		text = io.MultiReader(bytes.NewReader(head), gz)
+	}
+	for _, f := range formats {
+		if !f.sniff(head) {
+			continue
+		}
+		r, err := f.open(text, name, opts)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+	msg := "not a trace in any known format (" + strings.Join(Formats(), ", ") + ")"
+	if len(head) == 0 {
+		msg = "empty input: " + msg
+	}
+	return nil, &ParseError{Name: name, Msg: msg, Err: ErrNotTrace}
+}
+
+// A fileReader adds the closing of the file that Open opened to a format's
+// reader. (Closing a gzip.Reader releases nothing: it only returns the error
+// of the stream, which the format's reader has reported already.)
+type fileReader struct {
+	FileReader
+	file io.Closer
+}
+
+func (r *fileReader) Close() error {
+	err := r.FileReader.Close()
+	if r.file != nil {
+		if cerr := r.file.Close(); err == nil {
+			err = cerr
+		}
+		r.file = nil
+	}
+	return err
+}
+
+// AllocFailures returns the failed allocations the trace records, if its
+// format records them.
+func (r *fileReader) AllocFailures() int64 {
+	if c, ok := r.FileReader.(AllocFailureCounter); ok {
+		return c.AllocFailures()
+	}
+	return 0
+}
+
+// Unwrap returns the format's reader.
+func (r *fileReader) Unwrap() FileReader { return r.FileReader }
+
+// gzipText is the text of a gzip stream. It counts the bytes of text it has
+// given, and turns the errors of the stream into a *textError that says
+// where the stream broke.
+type gzipText struct {
+	zr *gzip.Reader
+	n  int64
+}
+
+func (g *gzipText) Read(p []byte) (int, error) {
+	n, err := g.zr.Read(p)
+	g.n += int64(n)
+	if err != nil && err != io.EOF {
+		return n, g.wrap(err)
+	}
+	return n, err
+}
+
+// A textError is an error of the source of a trace's text, with the
+// message a ParseError gives it.
+type textError struct {
+	msg string
+	err error
+}
+
+func (e *textError) Error() string { return e.msg }
+func (e *textError) Unwrap() error { return e.err }
+
+func (e *textError) parseError(name string, line int64) *ParseError {
+	return &ParseError{Name: name, Line: line, Msg: e.msg, Err: e.err}
+}
+
+func (g *gzipText) wrap(err error) *textError {
+	var corrupt flate.CorruptInputError
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return &textError{fmt.Sprintf("truncated gzip stream (it ends after %d bytes of text)", g.n), err}
+	case errors.Is(err, gzip.ErrHeader), errors.Is(err, gzip.ErrChecksum), errors.As(err, &corrupt):
+		return &textError{fmt.Sprintf("corrupt gzip stream after %d bytes of text: %v", g.n, err), err}
+	}
+	return &textError{"read: " + err.Error(), err}
+}
+
+// sourceError describes an error from a trace's source at a line (0 for
+// the whole file): "NAME:LINE: truncated gzip stream (...)", or
+// "NAME:LINE: read: ..." for an I/O error.
+func sourceError(name string, line int64, err error) *ParseError {
+	var te *textError
+	if errors.As(err, &te) {
+		return te.parseError(name, line)
+	}
+	return &ParseError{Name: name, Line: line, Msg: "read: " + err.Error(), Err: err}
+}
+
+// firstLine returns the first line of head that is neither blank nor, if
+// comments is true, a comment, without its line ending and the spaces
+// around it; ok is false if head holds no complete such line (a line that
+// ends head counts as complete when head is shorter than the sniffing
+// length: it is the whole input).
+func firstLine(head []byte, comments bool) (line []byte, ok bool) {
+	head = bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
+	for len(head) > 0 {
+		i := bytes.IndexByte(head, '\n')
+		var l []byte
+		if i < 0 {
+			if len(head) >= sniffLen-3 {
+				return nil, false
+			}
+			l, head = head, nil
+		} else {
+			l, head = head[:i], head[i+1:]
+		}
+		l = trimSpace(bytes.TrimSuffix(l, []byte("\r")))
+		if len(l) == 0 || comments && l[0] == '#' {
+			continue
+		}
+		return l, true
+	}
+	return nil, false
+}
+
+// sniffNative recognises the native format: the first line that is not a
+// comment is a header naming an op column. A head that is all comments is
+// taken as native too, for the native reader to decide.
+func sniffNative(head []byte) bool {
+	line, ok := firstLine(head, true)
+	if !ok {
+		rest := bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\xef\xbb\xbf")), " \t\r\n")
+		return len(head) >= sniffLen-3 && len(rest) > 0 && rest[0] == '#'
+	}
+	for f := range bytes.SplitSeq(line, []byte(",")) {
+		if bytes.EqualFold(trimSpace(f), []byte("op")) {
+			return true
+		}
+	}
+	return false
+}
+
+func openNative(src io.Reader, name string, opts Options) (FileReader, error) {
+	return NewReader(src, name, opts)
+}
