@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/gpualloc/gpualloc/internal/tabular"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/traces"
@@ -67,22 +68,25 @@ func inspectCmd(ctx context.Context, e *env, args []string) error {
 	}
 	switch format {
 	case "json":
-		return writeJSON(e.stdout, infos)
+		return tabular.WriteJSON(e.stdout, infos)
 	case "csv":
-		return writeCSV(e.stdout, infos)
+		return tabular.WriteCSV(e.stdout, infos)
 	}
-	t := newTable("TRACE", "FORMAT", ">EVENTS", ">ALLOCS", ">FREES", ">PEAK LIVE", ">PEAK LIVE ALLOCS",
-		">DISTINCT SIZES", ">MIN SIZE", ">MAX SIZE", ">STREAMS", ">DEVICES", ">DURATION")
+	head := []string{"TRACE", "FORMAT", "EVENTS", "ALLOCS", "FREES", "PEAK LIVE", "PEAK LIVE ALLOCS",
+		"DISTINCT SIZES", "MIN SIZE", "MAX SIZE", "STREAMS", "DEVICES", "DURATION"}
+	right := []bool{false, false, true, true, true, true, true, true, true, true, true, true, true}
+	count := tabular.Count
+	var rows [][]string
 	for _, i := range infos {
 		dur := "-"
 		if i.DurationUS > 0 {
 			dur = duration(i.DurationUS)
 		}
-		t.add(i.Trace, i.Format, count(i.Events), count(i.Allocs), count(i.Frees),
+		rows = append(rows, []string{i.Trace, i.Format, count(i.Events), count(i.Allocs), count(i.Frees),
 			gpualloc.FormatSize(i.PeakLiveBytes), count(i.PeakLive), count(i.DistinctSizes),
-			gpualloc.FormatSize(i.MinSize), gpualloc.FormatSize(i.MaxSize), count(i.Streams), count(i.Devices), dur)
+			gpualloc.FormatSize(i.MinSize), gpualloc.FormatSize(i.MaxSize), count(i.Streams), count(i.Devices), dur})
 	}
-	return t.write(e.stdout)
+	return tabular.Layout(e.stdout, head, right, rows)
 }
 
 // inspect reads a trace through and describes it. Its memory grows with the

@@ -2,12 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
-	"reflect"
-	"strconv"
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
@@ -240,64 +236,7 @@ func writeResults(w io.Writer, format string, results []sim.Result) error {
 	case "csv":
 		return report.WriteCSV(w, results)
 	}
-	s := report.SummaryTable(results)
-	t := &table{head: s.Head, right: s.Right, rows: s.Rows}
-	return t.write(w)
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// writeCSV writes rows of a struct type as CSV, one column per field with
-// a JSON name, named and ordered as in the JSON output.
-func writeCSV[T any](w io.Writer, rows []T) error {
-	cw := csv.NewWriter(w)
-	typ := reflect.TypeFor[T]()
-	var head []string
-	var fields []int
-	for i := range typ.NumField() {
-		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-		if name == "" || name == "-" || !typ.Field(i).IsExported() {
-			continue
-		}
-		head = append(head, name)
-		fields = append(fields, i)
-	}
-	if err := cw.Write(head); err != nil {
-		return err
-	}
-	rec := make([]string, len(fields))
-	for _, r := range rows {
-		v := reflect.ValueOf(r)
-		for j, i := range fields {
-			f := v.Field(i)
-			if f.Kind() == reflect.Pointer {
-				if f.IsNil() {
-					rec[j] = "" // unknown, null in JSON
-					continue
-				}
-				f = f.Elem()
-			}
-			switch f.Kind() {
-			case reflect.Float64:
-				rec[j] = strconv.FormatFloat(f.Float(), 'g', -1, 64)
-			case reflect.Int, reflect.Int64, reflect.Int32:
-				rec[j] = strconv.FormatInt(f.Int(), 10)
-			case reflect.Bool:
-				rec[j] = strconv.FormatBool(f.Bool())
-			default:
-				rec[j] = fmt.Sprint(f.Interface())
-			}
-		}
-		if err := cw.Write(rec); err != nil {
-			return err
-		}
-	}
-	cw.Flush()
-	return cw.Error()
+	return report.SummaryTable(results).Write(w)
 }
 
 func checkFormat(f string) error {

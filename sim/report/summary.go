@@ -2,12 +2,10 @@ package report
 
 import (
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
+	"github.com/gpualloc/gpualloc/internal/tabular"
 	"io"
-	"reflect"
 	"strconv"
-	"strings"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/sim"
@@ -18,12 +16,7 @@ import (
 // per trace × strategy, indented: the report's summary.json and the output
 // of simulate -f json.
 func WriteJSON(w io.Writer, results []sim.Result) error {
-	if results == nil {
-		results = []sim.Result{}
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(results)
+	return tabular.WriteJSON(w, results)
 }
 
 // WriteCSV writes results as CSV with a header: one column per field of
@@ -31,50 +24,7 @@ func WriteJSON(w io.Writer, results []sim.Result) error {
 // (null in JSON) empty. It is the report's summary.csv and the output of
 // simulate -f csv.
 func WriteCSV(w io.Writer, results []sim.Result) error {
-	cw := csv.NewWriter(w)
-	typ := reflect.TypeFor[sim.Result]()
-	var head []string
-	var fields []int
-	for i := range typ.NumField() {
-		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-		if name == "" || name == "-" || !typ.Field(i).IsExported() {
-			continue
-		}
-		head = append(head, name)
-		fields = append(fields, i)
-	}
-	if err := cw.Write(head); err != nil {
-		return err
-	}
-	rec := make([]string, len(fields))
-	for _, r := range results {
-		v := reflect.ValueOf(r)
-		for j, i := range fields {
-			f := v.Field(i)
-			if f.Kind() == reflect.Pointer {
-				if f.IsNil() {
-					rec[j] = ""
-					continue
-				}
-				f = f.Elem()
-			}
-			switch f.Kind() {
-			case reflect.Float64:
-				rec[j] = strconv.FormatFloat(f.Float(), 'g', -1, 64)
-			case reflect.Int, reflect.Int64, reflect.Int32:
-				rec[j] = strconv.FormatInt(f.Int(), 10)
-			case reflect.Bool:
-				rec[j] = strconv.FormatBool(f.Bool())
-			default:
-				rec[j] = fmt.Sprint(f.Interface())
-			}
-		}
-		if err := cw.Write(rec); err != nil {
-			return err
-		}
-	}
-	cw.Flush()
-	return cw.Error()
+	return tabular.WriteCSV(w, results)
 }
 
 // TimeSeriesHeader is the header of the report's timeseries.csv. Each row
@@ -130,6 +80,9 @@ type Table struct {
 	Rows  [][]string
 }
 
+// Write lays the table out in aligned columns, as simulate prints it.
+func (t Table) Write(w io.Writer) error { return tabular.Layout(w, t.Head, t.Right, t.Rows) }
+
 // SummaryTable formats results as the table simulate prints: trace,
 // strategy (its [ShortSpec]), events, lower bound, peaks, overhead and
 // fragmentation as percentages, device calls, cache hits and OOMs.
@@ -140,10 +93,10 @@ func SummaryTable(results []sim.Result) Table {
 		Right: []bool{false, false, true, true, true, true, true, true, true, true, true, true, true},
 	}
 	for _, r := range results {
-		t.Rows = append(t.Rows, []string{r.Trace, ShortSpec(r.Strategy), count(r.Events),
+		t.Rows = append(t.Rows, []string{r.Trace, ShortSpec(r.Strategy), tabular.Count(r.Events),
 			gpualloc.FormatSize(r.PeakRequestedBytes), gpualloc.FormatSize(r.PeakAllocatedBytes), gpualloc.FormatSize(r.PeakReservedBytes),
-			overheadPercent(r), fragmentation(r), freeFragmentation(r), count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
-			share(r.CacheHits, r.Allocs), count(r.OOMs)})
+			overheadPercent(r), fragmentation(r), freeFragmentation(r), tabular.Count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
+			share(r.CacheHits, r.Allocs), tabular.Count(r.OOMs)})
 	}
 	return t
 }
@@ -189,24 +142,6 @@ func share(n, of int64) string {
 		return "-"
 	}
 	return percent(float64(n) / float64(of))
-}
-
-// count formats n with thousands separators: 1,234,567.
-func count(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 // ShortSpec is a full strategy spec without the parameters at their
