@@ -55,6 +55,14 @@ type Config struct {
 	// the replay at the first difference: a check for strategy authors.
 	Verify bool
 
+	// MeasureTime times the replay's calls: each alloc of the allocator and
+	// each Malloc and Free of the backend, for Result.AllocHitNSMean,
+	// AllocDeviceNSMean and DeviceCallNSTotal. It is for real backends,
+	// whose calls cost what the hardware makes them cost; on the virtual
+	// device it measures the simulator. Off, the replay reads no clock per
+	// event and those fields are nil.
+	MeasureTime bool
+
 	// Progress, if not nil, is called with the number of events replayed so
 	// far every ProgressInterval events and once at the end, from the
 	// goroutine running the replay.
@@ -120,6 +128,17 @@ type Result struct {
 	// Skipped is the number of bad events a lenient reader skipped, when
 	// the reader has a Skipped() int64 method.
 	Skipped int64 `json:"skipped"`
+
+	// Timings, when Config.MeasureTime is set (else nil, null in JSON,
+	// empty in CSV), in nanoseconds of wall-clock time: the mean time of a
+	// successful alloc served from the strategy's cache (no device
+	// allocation during it: the CacheHits), the mean time of a successful
+	// alloc during which the device allocated (its device calls included),
+	// each 0 when there was no such alloc, and the total time spent in the
+	// backend's Malloc and Free calls, failed ones included.
+	AllocHitNSMean    *float64 `json:"alloc_hit_ns_mean"`
+	AllocDeviceNSMean *float64 `json:"alloc_device_ns_mean"`
+	DeviceCallNSTotal *int64   `json:"device_call_ns_total"`
 
 	// Devices breaks the figures down by device index, in increasing order
 	// of index, for the devices the trace used.
@@ -245,6 +264,12 @@ type engine struct {
 	freeKnown             bool  // every device reports its free space
 	largestFree, freeSize int64
 
+	// With Config.MeasureTime: nanoseconds spent in allocs that hit the
+	// cache and in allocs that called the device, and how many of those.
+	measure         bool
+	hitNS, deviceNS int64
+	deviceAllocs    int64
+
 	res Result
 }
 
@@ -265,13 +290,29 @@ type device struct {
 	okAllocs, okFrees              int64 // successful calls
 	hits, ooms                     int64
 	mallocs, mfrees, mallocBytes   int64
+	callNS                         int64 // time in backend calls, with Config.MeasureTime
 }
 
 // Malloc, Free and MemInfo make a device the counting wrapper of its
 // backend.
 
 func (d *device) Malloc(size int64) (uint64, error) {
+	if d.e.measure {
+		return d.timedMalloc(size)
+	}
 	addr, err := d.backend.Malloc(size)
+	return d.malloced(addr, size, err)
+}
+
+func (d *device) timedMalloc(size int64) (uint64, error) {
+	t0 := time.Now()
+	addr, err := d.backend.Malloc(size)
+	d.callNS += int64(time.Since(t0))
+	return d.malloced(addr, size, err)
+}
+
+// malloced counts a Malloc of the backend.
+func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 	if err != nil {
 		return addr, err
 	}
@@ -288,7 +329,15 @@ func (d *device) Malloc(size int64) (uint64, error) {
 }
 
 func (d *device) Free(addr uint64, size int64) error {
-	if err := d.backend.Free(addr, size); err != nil {
+	var err error
+	if d.e.measure {
+		t0 := time.Now()
+		err = d.backend.Free(addr, size)
+		d.callNS += int64(time.Since(t0))
+	} else {
+		err = d.backend.Free(addr, size)
+	}
+	if err != nil {
 		return err
 	}
 	d.mfrees++
@@ -313,7 +362,7 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 			cfg.Trace = n.Name()
 		}
 	}
-	e := &engine{cfg: cfg}
+	e := &engine{cfg: cfg, measure: cfg.MeasureTime}
 	e.res.Trace = cfg.Trace
 	e.res.Backend = cfg.Backend
 	if e.res.Backend == "" {
@@ -426,10 +475,18 @@ func (e *engine) alloc(ev traces.Event) (*device, error) {
 	e.peakReq = max(e.peakReq, e.requested)
 	before := e.mallocs
 	var b gpualloc.Block
+	var t0 time.Time
+	if e.measure {
+		t0 = time.Now()
+	}
 	if d.stream != nil {
 		b, err = d.stream.AllocStream(ev.Size, ev.Stream)
 	} else {
 		b, err = d.alloc.Alloc(ev.Size)
+	}
+	var ns int64
+	if e.measure {
+		ns = int64(time.Since(t0))
 	}
 	if err != nil {
 		if errors.Is(err, gpualloc.ErrOutOfMemory) {
@@ -448,6 +505,10 @@ func (e *engine) alloc(ev traces.Event) (*device, error) {
 	if e.mallocs == before {
 		e.res.CacheHits++
 		d.hits++
+		e.hitNS += ns
+	} else {
+		e.deviceAllocs++
+		e.deviceNS += ns
 	}
 	e.allocated += b.Size
 	e.peakAlloc = max(e.peakAlloc, e.allocated)
@@ -603,10 +664,12 @@ func (e *engine) finish(r traces.Reader) {
 		}
 		res.LargestFreeBytes, res.FreeFragmentation = &largest, &frag
 	}
+	var callNS int64
 	for _, d := range e.devs {
 		if d == nil {
 			continue
 		}
+		callNS += d.callNS
 		res.DeviceMallocs += d.mallocs
 		res.DeviceFrees += d.mfrees
 		res.DeviceMallocBytes += d.mallocBytes
@@ -622,6 +685,16 @@ func (e *engine) finish(r traces.Reader) {
 			dr.Stats = &st
 		}
 		res.Devices = append(res.Devices, dr)
+	}
+	if e.measure {
+		hit, dev := 0.0, 0.0
+		if res.CacheHits > 0 {
+			hit = float64(e.hitNS) / float64(res.CacheHits)
+		}
+		if e.deviceAllocs > 0 {
+			dev = float64(e.deviceNS) / float64(e.deviceAllocs)
+		}
+		res.AllocHitNSMean, res.AllocDeviceNSMean, res.DeviceCallNSTotal = &hit, &dev, &callNS
 	}
 }
 

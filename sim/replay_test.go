@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -231,7 +232,8 @@ func TestResultJSON(t *testing.T) {
 	}
 	slices.Sort(keys)
 	want := []string{
-		"allocs", "backend", "cache_hits", "capacity_bytes", "device_frees",
+		"alloc_device_ns_mean", "alloc_hit_ns_mean",
+		"allocs", "backend", "cache_hits", "capacity_bytes", "device_call_ns_total", "device_frees",
 		"device_malloc_bytes", "device_mallocs", "elapsed_ns", "events",
 		"events_per_sec", "fragmentation", "free_fragmentation", "frees", "largest_free_bytes", "ooms", "overhead",
 		"peak_allocated_bytes", "peak_requested_bytes", "peak_reserved_bytes",
@@ -450,19 +452,74 @@ func TestReplayAllocsNothingPerEvent(t *testing.T) {
 	short, long := allocs(10), allocs(1000)
 	assert.Equal(t, short, long, "allocations of a replay of %d events and of %d", 10*len(tr.events), 1000*len(tr.events))
 
-	// The same with the allocator talking to the counting wrapper.
+	// The same with the allocator talking to the counting wrapper, with
+	// and without timing.
 	open := func(b gpualloc.Backend) (gpualloc.Allocator, error) { return &exactAlloc{b: b}, nil }
+	measure := false
 	allocs = func(reps int) float64 {
 		return testing.AllocsPerRun(5, func() {
 			r := tr.reader()
 			r.reps = reps
-			if _, err := Replay(r, Config{Open: open, NewBackend: newNullBackend, Verify: true}); err != nil {
+			if _, err := Replay(r, Config{Open: open, NewBackend: newNullBackend, Verify: true, MeasureTime: measure}); err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
 	short, long = allocs(10), allocs(1000)
 	assert.Equal(t, short, long)
+	measure = true
+	short, long = allocs(10), allocs(1000)
+	assert.Equal(t, short, long, "with MeasureTime")
+}
+
+func TestReplayMeasureTime(t *testing.T) {
+	res, err := Replay(smallTrace().reader(), Config{Open: openCache, Strategy: "cache"})
+	require.NoError(t, err)
+	assert.Nil(t, res.AllocHitNSMean)
+	assert.Nil(t, res.AllocDeviceNSMean)
+	assert.Nil(t, res.DeviceCallNSTotal)
+	js, err := json.Marshal(res)
+	require.NoError(t, err)
+	assert.Contains(t, string(js), `"alloc_hit_ns_mean":null,"alloc_device_ns_mean":null,"device_call_ns_total":null`)
+
+	// A backend whose every call takes a known time.
+	var clock slowBackend
+	newBackend := func(int) (gpualloc.Backend, error) {
+		d, err := NewDevice(0, 1<<30)
+		clock.Backend = d
+		return &clock, err
+	}
+	res, err = Replay(smallTrace().reader(), Config{Open: openCache, Strategy: "cache", NewBackend: newBackend, MeasureTime: true})
+	require.NoError(t, err)
+	require.NotNil(t, res.AllocHitNSMean)
+	require.NotNil(t, res.AllocDeviceNSMean)
+	require.NotNil(t, res.DeviceCallNSTotal)
+	// Three device mallocs, one cache hit (see TestReplayCaching).
+	assert.Equal(t, int64(3), clock.calls)
+	assert.GreaterOrEqual(t, *res.DeviceCallNSTotal, 3*slowCall.Nanoseconds())
+	assert.GreaterOrEqual(t, *res.AllocDeviceNSMean, float64(slowCall.Nanoseconds()))
+	assert.Less(t, *res.AllocHitNSMean, *res.AllocDeviceNSMean)
+}
+
+// slowCall is how long each call of a slowBackend takes at least.
+const slowCall = 2 * time.Millisecond
+
+// slowBackend is a backend whose Malloc and Free sleep for slowCall.
+type slowBackend struct {
+	gpualloc.Backend
+	calls int64
+}
+
+func (b *slowBackend) Malloc(size int64) (uint64, error) {
+	b.calls++
+	time.Sleep(slowCall)
+	return b.Backend.Malloc(size)
+}
+
+func (b *slowBackend) Free(addr uint64, size int64) error {
+	b.calls++
+	time.Sleep(slowCall)
+	return b.Backend.Free(addr, size)
 }
 
 // freeSpaceCache is cacheAlloc reporting its cached blocks as free space.

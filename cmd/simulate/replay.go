@@ -15,13 +15,21 @@ import (
 const replayUsage = `usage: simulate [flags] [TRACE...]
 
 Replays each trace (native CSV, plain or gzip) through each strategy on a
-virtual device and reports peak live, allocated and reserved bytes, overhead
+backend and reports peak live, allocated and reserved bytes, overhead
 against the lower bound (the peak of live requested bytes), fragmentation and
 device calls. With no TRACE it replays the bundled sample traces.
 
 Strategies: every -s spec; else the one the environment chooses
 (GPUALLOC_POOL_TYPE, then MXNET_GPU_MEM_POOL_TYPE); else every built-in
 strategy. 'simulate strategies' lists them with their parameters.
+
+Backends (-b): sim, a virtual device of --capacity bytes (the default);
+host, real host memory, each device allocation an mmap and each free a
+munmap, limited to --capacity only when the flag is given (without it, no
+limit beyond the system's); cuda, the NVIDIA GPU of each device index of the
+trace, through the CUDA driver. On host and cuda the replays also time the
+allocations and device calls (alloc_hit_ns_mean, alloc_device_ns_mean,
+device_call_ns_total), and run one at a time unless -j says otherwise.
 
 With -o DIR it also writes a report into DIR: summary.csv and summary.json
 (the result schema), timeseries.csv, figures for each trace and across
@@ -50,10 +58,10 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	var f replayFlags
 	fs := newFlagSet(e, "simulate", replayUsage)
 	fs.StringArrayVarP(&f.strategies, "strategy", "s", nil, "strategy `SPEC`, as round or round:cutoff=20 (repeatable; all = every registered strategy)")
-	fs.StringVarP(&f.backend, "backend", "b", "sim", "backend: sim (the virtual device)")
-	fs.StringVar(&f.capacity, "capacity", "80GiB", "virtual device `SIZE` (bytes, or units KiB, MiB, GiB, ... KB, MB, GB, ...)")
+	fs.StringVarP(&f.backend, "backend", "b", "sim", "backend: sim (the virtual device), host (host memory) or cuda (NVIDIA GPUs)")
+	fs.StringVar(&f.capacity, "capacity", "80GiB", "virtual device `SIZE` (bytes, or units KiB, MiB, GiB, ... KB, MB, GB, ...); with -b host, a limit (default: none)")
 	fs.StringVarP(&f.format, "format", "f", "table", "output format: table, csv or json")
-	fs.IntVarP(&f.jobs, "jobs", "j", 0, "replays to run at once (default: the number of cores)")
+	fs.IntVarP(&f.jobs, "jobs", "j", 0, "replays to run at once (default: the number of cores; 1 with -b host or cuda)")
 	fs.BoolVar(&f.lenient, "lenient", false, "skip bad events of a trace, count them and go on")
 	fs.StringVarP(&f.out, "out", "o", "", "write a report (summaries, time series, figures, index.html) into `DIR`")
 	fs.StringVar(&f.plotFormat, "plot-format", "png,svg", "formats of the report's figures: png, svg, pdf, comma-separated")
@@ -71,15 +79,21 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	if err := checkProgress(f.progress); err != nil {
 		return err
 	}
-	if f.backend != "sim" {
-		return usagef("unknown backend %q (known: sim)", f.backend)
-	}
 	capacity, err := gpualloc.ParseSize(f.capacity)
 	if err != nil || capacity <= 0 {
 		return usagef("--capacity %q: want a positive size such as 80GiB", f.capacity)
 	}
 	if f.jobs < 0 {
 		return usagef("--jobs %d: want a positive number", f.jobs)
+	}
+	be, err := chooseBackend(f.backend, capacity, fs.Changed("capacity"))
+	if err != nil {
+		return err
+	}
+	if be.newBackend != nil && !fs.Changed("jobs") {
+		// Replays at once on real memory would share it and each other's
+		// time.
+		f.jobs = 1
 	}
 	strategies, err := chooseStrategies(f.strategies, e.getenv, capacity)
 	if err != nil {
@@ -117,7 +131,9 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 					Trace:         in.name,
 					Params:        p,
 					Backend:       f.backend,
-					Capacity:      capacity,
+					Capacity:      be.capacity,
+					NewBackend:    be.newBackend,
+					MeasureTime:   be.newBackend != nil,
 					SeriesBuckets: series,
 				},
 			})

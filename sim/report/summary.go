@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"github.com/gpualloc/gpualloc/internal/tabular"
 	"io"
+	"math"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/sim"
@@ -85,7 +88,10 @@ func (t Table) Write(w io.Writer) error { return tabular.Layout(w, t.Head, t.Rig
 
 // SummaryTable formats results as the table simulate prints: trace,
 // strategy (its [ShortSpec]), events, lower bound, peaks, overhead and
-// fragmentation as percentages, device calls, cache hits and OOMs.
+// fragmentation as percentages, device calls, cache hits and OOMs; and,
+// when a result was timed (see sim.Config.MeasureTime), the mean time of an
+// alloc served from the cache and of one that called the device, and the
+// total time of device calls.
 func SummaryTable(results []sim.Result) Table {
 	t := Table{
 		Head: []string{"TRACE", "STRATEGY", "EVENTS", "LOWER BOUND", "PEAK ALLOCATED", "PEAK RESERVED",
@@ -98,7 +104,32 @@ func SummaryTable(results []sim.Result) Table {
 			overheadPercent(r), fragmentation(r), freeFragmentation(r), tabular.Count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
 			share(r.CacheHits, r.Allocs), tabular.Count(r.OOMs)})
 	}
+	if slices.ContainsFunc(results, func(r sim.Result) bool { return r.DeviceCallNSTotal != nil }) {
+		t.Head = append(t.Head, "ALLOC HIT", "ALLOC DEVICE", "DEVICE TIME")
+		t.Right = append(t.Right, true, true, true)
+		for i, r := range results {
+			t.Rows[i] = append(t.Rows[i], meanNS(r.AllocHitNSMean, r.CacheHits),
+				meanNS(r.AllocDeviceNSMean, r.Allocs-r.CacheHits-r.OOMs), totalNS(r.DeviceCallNSTotal))
+		}
+	}
 	return t
+}
+
+// meanNS formats a mean time in nanoseconds over n calls, "-" when it was
+// not measured or there were no calls.
+func meanNS(ns *float64, n int64) string {
+	if ns == nil || n == 0 {
+		return "-"
+	}
+	return time.Duration(math.Round(*ns)).String()
+}
+
+// totalNS formats a total time, rounded to the microsecond.
+func totalNS(ns *int64) string {
+	if ns == nil {
+		return "-"
+	}
+	return time.Duration(*ns).Round(time.Microsecond).String()
 }
 
 // overheadPercent is the reserved memory above the lower bound, as a

@@ -1,0 +1,77 @@
+// Package cuda is a [gpualloc.Backend] on a real NVIDIA GPU, through the CUDA
+// driver API: Malloc is cuMemAlloc_v2, Free cuMemFree_v2 and MemInfo
+// cuMemGetInfo_v2, so that any strategy runs on the device as it runs on the
+// simulator's virtual one.
+//
+//	b, err := cuda.Open(cuda.Options{Device: 0})
+//	if err != nil {
+//		return err // errors.Is(err, cuda.ErrNoDriver) or cuda.ErrNoDevice on a machine without a GPU
+//	}
+//	defer b.Close()
+//	a, err := gpualloc.Open("round", b)
+//
+// # Loading
+//
+// The package uses no cgo and needs no CUDA toolkit to build: Open loads the
+// driver library (libcuda.so.1, else libcuda.so) at run time with dlopen,
+// through github.com/ebitengine/purego, and calls its functions by address.
+// A program that imports the package builds with CGO_ENABLED=0 and runs
+// on machines without a GPU; there Open returns one line that says what is
+// missing, wrapping [ErrNoDriver] or [ErrNoDevice], and never panics. The
+// driver is loaded once per process and never unloaded. The backend runs on
+// linux/amd64 and linux/arm64; elsewhere Open reports ErrNoDriver. Because
+// purego calls dlopen from the C library, a program that imports the
+// package is dynamically linked against libc even with CGO_ENABLED=0: it
+// runs on any glibc system, but cannot be a fully static binary.
+//
+// # Contexts and threads
+//
+// A CUDA driver call acts in the context current on the calling OS thread,
+// and Go moves goroutines between threads at will. A Backend uses the
+// device's primary context (the one the CUDA runtime and PyTorch use, shared
+// by everything in the process that opens the device) and, for each
+// operation, locks the goroutine to its thread (runtime.LockOSThread), makes
+// the context current with cuCtxSetCurrent, makes its calls, and unlocks.
+// Setting the context costs one store to thread-local storage in the driver;
+// doing it every time, rather than locking the caller's goroutine for the
+// backend's lifetime, lets the backend be used from any goroutine, alongside
+// other code that switches contexts on the same threads. Calls on one Backend
+// are serialized by a mutex.
+//
+// # Bookkeeping and errors
+//
+// A Backend keeps the address and size of every allocation it made and has
+// not freed: Free of an unknown address or with another size fails with
+// [gpualloc.ErrInvalidFree] without calling the driver, and Close frees what
+// is left before it releases the primary context. A failed driver call is an
+// [*Error] whose message carries CUDA's name and description of the code
+// ("cuMemAlloc_v2: CUDA_ERROR_INVALID_VALUE: invalid argument");
+// CUDA_ERROR_OUT_OF_MEMORY wraps [gpualloc.ErrOutOfMemory], which the
+// strategies act on.
+//
+// # Costs
+//
+// These are the costs that pooling strategies exist to avoid. cuMemAlloc_v2
+// takes from microseconds to milliseconds, more for large sizes that need
+// new page mappings. cuMemFree_v2 synchronizes the device: it waits for all
+// work queued on it to finish before the memory goes back, so one free in a
+// training step stalls the GPU's pipeline. Every allocation is at least 256
+// bytes aligned and takes device memory in units of the driver's page (2 MiB
+// for large allocations), so many small allocations cost more than their
+// sizes. MemInfo counts the memory of every process on the device.
+//
+// # Tests on a GPU
+//
+// The package's tests check the error mapping, the bookkeeping and the
+// context discipline against a fake driver everywhere, and that Open fails
+// cleanly where there is no GPU. On a machine with an NVIDIA driver and GPU
+// the same command also runs the strategy conformance suite with every
+// device call mirrored on the GPU, replays the bundled traces on the GPU, and
+// measures cuMemAlloc/cuMemFree latency by size:
+//
+//	go test ./backend/cuda/
+//	go test ./backend/cuda/ -run '^$' -bench MallocFree
+//
+// Tests that need a GPU skip, saying why, where there is none. They use
+// device 0; set CUDA_VISIBLE_DEVICES to choose another.
+package cuda

@@ -1,0 +1,159 @@
+//go:build linux && (amd64 || arm64)
+
+package cuda
+
+import (
+	"fmt"
+	"strings"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// libNames are the names the driver library is loaded by, in turn:
+// libcuda.so.1 is what the driver installs; libcuda.so is the development
+// link, or a stub, found on some systems that lack the first.
+var libNames = []string{"libcuda.so.1", "libcuda.so"}
+
+// loadDriver loads the CUDA driver library with dlopen (through purego, so
+// without cgo) and binds the functions of the driver table. It never panics:
+// a panic of the loader becomes an error wrapping [ErrNoDriver].
+func loadDriver() (d *driver, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d, err = nil, &openError{
+				msg:  fmt.Sprintf("no CUDA driver found (loading %s failed: %v)", libNames[0], r),
+				errs: []error{ErrNoDriver},
+			}
+		}
+	}()
+	var (
+		h    uintptr
+		lib  string
+		why  []string
+		lerr error
+	)
+	for _, name := range libNames {
+		if h, lerr = purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_LOCAL); lerr == nil {
+			lib = name
+			break
+		}
+		text := oneLine(lerr.Error())
+		if text == "" {
+			text = "could not be loaded"
+		}
+		if !strings.Contains(text, name) {
+			text = name + ": " + text
+		}
+		why = append(why, text)
+	}
+	if lib == "" {
+		return nil, &openError{
+			msg:  fmt.Sprintf("no CUDA driver found (%s)", strings.Join(why, "; ")),
+			errs: []error{ErrNoDriver},
+		}
+	}
+	// The library stays loaded for the life of the process: the driver
+	// does not support being unloaded.
+
+	var missing []string
+	// sym returns the address of the first of names the library exports;
+	// a required symbol that is absent is noted in missing.
+	sym := func(required bool, names ...string) uintptr {
+		for _, n := range names {
+			if p, err := purego.Dlsym(h, n); err == nil && p != 0 {
+				return p
+			}
+		}
+		if required {
+			missing = append(missing, names[0])
+		}
+		return 0
+	}
+	var (
+		pInit           = sym(true, fnInit)
+		pDeviceGetCount = sym(true, fnDeviceGetCount)
+		pDeviceGet      = sym(true, fnDeviceGet)
+		pDeviceGetName  = sym(false, fnDeviceGetName)
+		pRetain         = sym(true, fnPrimaryCtxRetain)
+		// cuda.h maps cuDevicePrimaryCtxRelease to its _v2 since CUDA 11;
+		// older drivers have only the first version, of the same signature.
+		pRelease       = sym(true, fnPrimaryCtxRelease+"_v2", fnPrimaryCtxRelease)
+		pCtxSetCurrent = sym(true, fnCtxSetCurrent)
+		pMemAlloc      = sym(true, fnMemAlloc)
+		pMemFree       = sym(true, fnMemFree)
+		pMemGetInfo    = sym(true, fnMemGetInfo)
+		pErrorName     = sym(false, "cuGetErrorName")
+		pErrorString   = sym(false, "cuGetErrorString")
+	)
+	if len(missing) > 0 {
+		return nil, &openError{
+			msg:  fmt.Sprintf("no usable CUDA driver (%s lacks %s)", lib, strings.Join(missing, ", ")),
+			errs: []error{ErrNoDriver},
+		}
+	}
+
+	// Each function calls purego.SyscallN directly, converting its pointer
+	// arguments in the call itself, so that SyscallN's go:uintptrescapes
+	// keeps the memory they point to alive and in place during the call. A
+	// CUresult is a C enum (int): only the low 32 bits of the return
+	// register are meaningful.
+	d = &driver{
+		lib: lib,
+		init: func(flags uint32) result {
+			r, _, _ := purego.SyscallN(pInit, uintptr(flags))
+			return result(int32(r))
+		},
+		deviceGetCount: func(count *int32) result {
+			r, _, _ := purego.SyscallN(pDeviceGetCount, uintptr(unsafe.Pointer(count)))
+			return result(int32(r))
+		},
+		deviceGet: func(device *int32, ordinal int32) result {
+			r, _, _ := purego.SyscallN(pDeviceGet, uintptr(unsafe.Pointer(device)), uintptr(ordinal))
+			return result(int32(r))
+		},
+		primaryCtxRetain: func(pctx *uintptr, dev int32) result {
+			r, _, _ := purego.SyscallN(pRetain, uintptr(unsafe.Pointer(pctx)), uintptr(dev))
+			return result(int32(r))
+		},
+		primaryCtxRelease: func(dev int32) result {
+			r, _, _ := purego.SyscallN(pRelease, uintptr(dev))
+			return result(int32(r))
+		},
+		ctxSetCurrent: func(ctx uintptr) result {
+			r, _, _ := purego.SyscallN(pCtxSetCurrent, ctx)
+			return result(int32(r))
+		},
+		memAlloc: func(dptr *uint64, bytesize uintptr) result {
+			r, _, _ := purego.SyscallN(pMemAlloc, uintptr(unsafe.Pointer(dptr)), bytesize)
+			return result(int32(r))
+		},
+		memFree: func(dptr uint64) result {
+			r, _, _ := purego.SyscallN(pMemFree, uintptr(dptr))
+			return result(int32(r))
+		},
+		memGetInfo: func(free, total *uintptr) result {
+			r, _, _ := purego.SyscallN(pMemGetInfo, uintptr(unsafe.Pointer(free)), uintptr(unsafe.Pointer(total)))
+			return result(int32(r))
+		},
+	}
+	if pDeviceGetName != 0 {
+		d.deviceGetName = func(name *byte, n int32, dev int32) result {
+			r, _, _ := purego.SyscallN(pDeviceGetName, uintptr(unsafe.Pointer(name)), uintptr(n), uintptr(dev))
+			return result(int32(r))
+		}
+	}
+	if pErrorName != 0 {
+		d.getErrorName = func(code result, pstr **byte) result {
+			r, _, _ := purego.SyscallN(pErrorName, uintptr(code), uintptr(unsafe.Pointer(pstr)))
+			return result(int32(r))
+		}
+	}
+	if pErrorString != 0 {
+		d.getErrorString = func(code result, pstr **byte) result {
+			r, _, _ := purego.SyscallN(pErrorString, uintptr(code), uintptr(unsafe.Pointer(pstr)))
+			return result(int32(r))
+		}
+	}
+	return d, nil
+}

@@ -1,0 +1,6 @@
+package cuda
+
+import "syscall"
+
+// threadID identifies the calling OS thread.
+func threadID() int { return syscall.Gettid() }

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/host"
+)
+
+// A backendChoice is what -b and --capacity make of the replays' backends.
+type backendChoice struct {
+	// capacity is Config.Capacity: the virtual device's size, a host
+	// limit, or 0 for the backend's own total.
+	capacity int64
+	// newBackend is Config.NewBackend, nil for the virtual device.
+	newBackend func(device int) (gpualloc.Backend, error)
+}
+
+// chooseBackend resolves -b: sim is a virtual device of capacity bytes; host
+// is host memory, limited to capacity only when --capacity was given
+// (capacitySet); cuda is the GPU of each device index, of its own size.
+func chooseBackend(name string, capacity int64, capacitySet bool) (backendChoice, error) {
+	switch name {
+	case "sim":
+		return backendChoice{capacity: capacity}, nil
+	case "host":
+		var limit int64
+		if capacitySet {
+			limit = capacity
+		}
+		// Fail before any replay if the host backend cannot be had here.
+		b, err := host.Open(host.Options{Capacity: limit})
+		if err != nil {
+			return backendChoice{}, err
+		}
+		b.Close()
+		return backendChoice{
+			capacity: limit,
+			newBackend: func(int) (gpualloc.Backend, error) {
+				return host.Open(host.Options{Capacity: limit})
+			},
+		}, nil
+	case "cuda":
+		if capacitySet {
+			return backendChoice{}, usagef("--capacity applies to the sim and host backends, not to cuda")
+		}
+		return cudaBackend()
+	}
+	return backendChoice{}, usagef("unknown backend %q (known: sim, host, cuda)", name)
+}

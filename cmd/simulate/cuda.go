@@ -1,0 +1,31 @@
+package main
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/cuda"
+)
+
+// cudaBackend opens device 0 once to fail early, with the driver's own one
+// line ("no CUDA driver found (...)"), where there is no GPU; each replay
+// then opens the GPU of each device index of its trace, reports its total
+// memory as the capacity and closes it at the end.
+func cudaBackend() (backendChoice, error) {
+	b, err := cuda.Open(cuda.Options{Device: 0})
+	if err != nil {
+		if errors.Is(err, cuda.ErrNoDriver) || errors.Is(err, cuda.ErrNoDevice) {
+			return backendChoice{}, errors.New(strings.TrimPrefix(err.Error(), "cuda: "))
+		}
+		return backendChoice{}, err
+	}
+	if err := b.Close(); err != nil {
+		return backendChoice{}, err
+	}
+	return backendChoice{
+		newBackend: func(device int) (gpualloc.Backend, error) {
+			return cuda.Open(cuda.Options{Device: device})
+		},
+	}, nil
+}
