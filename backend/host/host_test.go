@@ -190,11 +190,12 @@ func TestStrategiesOnHost(t *testing.T) {
 // TestReplayMatchesSim replays a bundled trace on the host backend and on the
 // virtual device of the same capacity: every figure but the timings is the
 // same, out-of-memory failures included. One exception: among free blocks
-// of equal size, bestfit takes the one at the lowest address, and the
-// virtual device hands out addresses upward while mmap hands them out in an
-// order of its own; under memory pressure, where bestfit releases and
-// retries, its choices and figures may then differ, so it is compared only
-// without pressure.
+// of equal size, bestfit and pytorch take the one at the lowest address,
+// and the virtual device hands out addresses upward while mmap hands them
+// out in an order of its own. Their choices then differ where segments tie:
+// under memory pressure, where they release and retry, their figures may
+// differ, so they are compared only without pressure, and there without the
+// free-space figures, which depend on which of the tied blocks was taken.
 func TestReplayMatchesSim(t *testing.T) {
 	bundle, ok := traces.LookupBundled("transformer-cpu")
 	require.True(t, ok)
@@ -204,7 +205,8 @@ func TestReplayMatchesSim(t *testing.T) {
 	require.NoError(t, err)
 	for _, capacity := range []int64{8 << 30, 150 << 20} {
 		for _, name := range gpualloc.Names() {
-			if capacity < 1<<30 && name == "bestfit" {
+			addressOrdered := name == "bestfit" || name == "pytorch"
+			if capacity < 1<<30 && addressOrdered {
 				continue
 			}
 			p, err := gpualloc.Resolve(gpualloc.Spec{Name: name}, nil)
@@ -233,6 +235,10 @@ func TestReplayMatchesSim(t *testing.T) {
 			simRes.Backend, simRes.ElapsedNS, simRes.EventsPerSec = "host", 0, 0
 			hostRes.ElapsedNS, hostRes.EventsPerSec = 0, 0
 			hostRes.AllocHitNSMean, hostRes.AllocDeviceNSMean, hostRes.DeviceCallNSTotal = nil, nil, nil
+			if addressOrdered {
+				simRes.LargestFreeBytes, simRes.FreeFragmentation = nil, nil
+				hostRes.LargestFreeBytes, hostRes.FreeFragmentation = nil, nil
+			}
 			assert.Equal(t, simRes, hostRes, "%s at capacity %d", name, capacity)
 		}
 	}

@@ -7,6 +7,7 @@
 //	simulate inspect [flags] TRACE...    describe traces
 //	simulate convert IN OUT              any supported format to native CSV (.csv or .csv.gz)
 //	simulate gen [flags] WORKLOAD        write a synthetic trace
+//	simulate fidelity [flags] SNAPSHOT...  replay PyTorch snapshots with the pytorch strategy and compare its decisions with the recorded ones
 //	simulate strategies                  list strategies with their parameters and defaults
 //
 // Run "simulate -h" or "simulate COMMAND -h" for the flags. Errors go to
@@ -87,6 +88,8 @@ func dispatch(ctx context.Context, e *env, args []string) error {
 			return genCmd(e, args[1:])
 		case "strategies":
 			return strategiesCmd(e, args[1:])
+		case "fidelity":
+			return fidelityCmd(ctx, e, args[1:])
 		case "help":
 			return replayCmd(ctx, e, []string{"-h"})
 		}

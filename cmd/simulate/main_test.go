@@ -158,7 +158,7 @@ func TestGolden(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"-h"}, {"help"}, {"inspect", "-h"}, {"gen", "--help"}, {"convert", "-h"}, {"strategies", "-h"}} {
+	for _, args := range [][]string{{"-h"}, {"help"}, {"inspect", "-h"}, {"gen", "--help"}, {"convert", "-h"}, {"strategies", "-h"}, {"fidelity", "-h"}} {
 		code, stdout, stderr := run(t, nil, args...)
 		assert.Equal(t, 0, code, "%v", args)
 		assert.Contains(t, stdout, "usage: simulate", "%v", args)

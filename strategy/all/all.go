@@ -8,6 +8,7 @@ import (
 	_ "github.com/gpualloc/gpualloc/strategy/bestfit"  // best fit with splitting and coalescing (TensorFlow BFC, RMM, Paddle, CuPy)
 	_ "github.com/gpualloc/gpualloc/strategy/buddy"    // binary buddy over arenas
 	_ "github.com/gpualloc/gpualloc/strategy/naive"    // MXNet's Naive pool
+	_ "github.com/gpualloc/gpualloc/strategy/pytorch"  // PyTorch's CUDA caching allocator
 	_ "github.com/gpualloc/gpualloc/strategy/round"    // MXNet's Round pool
 	_ "github.com/gpualloc/gpualloc/strategy/tlsf"     // two-level segregated fit
 	_ "github.com/gpualloc/gpualloc/strategy/unpooled" // MXNet's Unpooled

@@ -1,0 +1,361 @@
+package pytorch
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+	"strings"
+
+	"github.com/gpualloc/gpualloc"
+)
+
+// PyTorch's constants (c10/cuda/CUDACachingAllocator.cpp).
+const (
+	minBlockSize   = 512      // kMinBlockSize: every block is a multiple of this
+	smallSize      = 1 << 20  // kSmallSize: largest request of the small pool
+	smallBuffer    = 2 << 20  // kSmallBuffer: segment of the small pool
+	largeBuffer    = 20 << 20 // kLargeBuffer: segment for requests under 10 MiB
+	minLargeAlloc  = 10 << 20 // kMinLargeAlloc
+	roundLarge     = 2 << 20  // kRoundLarge: larger segments are multiples of this
+	mib            = 1 << 20  // bytes in a MiB
+	roundupBands   = 16       // kRoundUpPowerOfTwoIntervals: bands from 1 MiB to 64 GiB
+	unlimitedSplit = math.MaxInt64
+)
+
+// Config are the settings of PyTorch's caching allocator, as
+// PYTORCH_CUDA_ALLOC_CONF gives them, plus the per-process memory fraction
+// (torch.cuda.set_per_process_memory_fraction).
+type Config struct {
+	// MaxSplitSize, in bytes, is max_split_size_mb: blocks this large or
+	// larger are never split, and a request smaller than it is never
+	// served from one. math.MaxInt64 (the default) means unlimited;
+	// otherwise it must be at least 20 MiB.
+	MaxSplitSize int64
+
+	// RoundupPower2Divisions are roundup_power2_divisions for each of the
+	// 16 bands [2^i MiB, 2^(i+1) MiB) (band 0 also takes smaller sizes,
+	// band 15 larger ones). 0 or 1: round to 512 bytes; d > 1, a power of
+	// two: round up to one of d equal steps between powers of two.
+	RoundupPower2Divisions [roundupBands]int64
+
+	// GarbageCollectionThreshold is garbage_collection_threshold, 0 (off)
+	// or strictly between 0 and 1. It acts only with a MemoryFraction.
+	// (PyTorch rejects 0 in its conf; here 0 is accepted as off, so that a
+	// full spec reads back.)
+	GarbageCollectionThreshold float64
+
+	// ExpandableSegments is expandable_segments (not implemented yet: New
+	// rejects true).
+	ExpandableSegments bool
+
+	// MaxNonSplitRounding, in bytes, is max_non_split_rounding_mb: a
+	// request of at least MaxSplitSize is not served from a free block
+	// this much larger than it. Default 20 MiB.
+	MaxNonSplitRounding int64
+
+	// MemoryFraction caps reserved memory at MemoryFraction times the
+	// device's total memory; 0 (the default) means no cap, else it must be
+	// in (0, 1].
+	MemoryFraction float64
+}
+
+// DefaultConfig returns PyTorch's defaults: no max split size, no power-of-two
+// rounding, no garbage collection, no expandable segments, 20 MiB of
+// non-split rounding, no memory fraction.
+func DefaultConfig() Config {
+	return Config{MaxSplitSize: unlimitedSplit, MaxNonSplitRounding: largeBuffer}
+}
+
+// RoundSize returns the size of the block PyTorch sets aside for a request
+// of size bytes (round_size): 512 bytes at least; with d =
+// roundup_power2_divisions of the request's band, if d > 1 and size > 512*d
+// the next of d equal steps between the powers of two around size (a power
+// of two stays); else a multiple of 512. It returns 0 for size < 1 or when
+// the result would overflow.
+func (c Config) RoundSize(size int64) int64 {
+	if size < 1 {
+		return 0
+	}
+	if size < minBlockSize {
+		return minBlockSize
+	}
+	d := c.RoundupPower2Divisions[band(size)]
+	if d > 1 && size > minBlockSize*d {
+		if size&(size-1) == 0 {
+			return size
+		}
+		floor := int64(1) << (bits.Len64(uint64(size)) - 1)
+		step := floor >> (bits.Len64(uint64(d)) - 1)
+		if step == 0 {
+			return floor << 1
+		}
+		r := size &^ (step - 1)
+		if r == size {
+			return size
+		}
+		if r > math.MaxInt64-step {
+			return 0
+		}
+		return r + step
+	}
+	if size > math.MaxInt64-(minBlockSize-1) {
+		return 0
+	}
+	return (size + minBlockSize - 1) &^ (minBlockSize - 1)
+}
+
+// band returns the roundup_power2_divisions band of size >= 1.
+func band(size int64) int {
+	i := bits.Len64(uint64(size)) - 1 - 20
+	return min(max(i, 0), roundupBands-1)
+}
+
+// segmentSize returns the size of the segment allocated for a block of
+// rounded bytes (get_allocation_size).
+func segmentSize(rounded int64) int64 {
+	switch {
+	case rounded <= smallSize:
+		return smallBuffer
+	case rounded < minLargeAlloc:
+		return largeBuffer
+	}
+	if rounded > math.MaxInt64-(roundLarge-1) {
+		return 0
+	}
+	return (rounded + roundLarge - 1) &^ (roundLarge - 1)
+}
+
+// validate reports the first setting out of range as a *gpualloc.ParamError
+// wrapped in an error that names the strategy.
+func (c Config) validate() error {
+	switch {
+	case c.MaxSplitSize < largeBuffer:
+		return paramErr("max_split_size_mb", fmt.Sprint(c.MaxSplitSize/mib), "must be at least 20")
+	case c.GarbageCollectionThreshold < 0 || c.GarbageCollectionThreshold >= 1 || math.IsNaN(c.GarbageCollectionThreshold):
+		return paramErr("garbage_collection_threshold", fmt.Sprint(c.GarbageCollectionThreshold), "must be between 0 and 1 (exclusive)")
+	case c.ExpandableSegments:
+		return paramErr("expandable_segments", "true", "not supported by this implementation yet")
+	case c.MaxNonSplitRounding < 0:
+		return paramErr("max_non_split_rounding_mb", fmt.Sprint(c.MaxNonSplitRounding/mib), "must not be negative")
+	case c.MemoryFraction < 0 || c.MemoryFraction > 1 || math.IsNaN(c.MemoryFraction):
+		return paramErr("memory_fraction", fmt.Sprint(c.MemoryFraction), "must be in (0, 1]")
+	}
+	for _, d := range c.RoundupPower2Divisions {
+		if d != 0 && (d < 0 || d&(d-1) != 0) {
+			return paramErr("roundup_power2_divisions", fmt.Sprint(d), "divisions must be powers of two")
+		}
+	}
+	return nil
+}
+
+// ParseConf parses a PYTORCH_CUDA_ALLOC_CONF string, in PyTorch's syntax
+// ("max_split_size_mb:128,roundup_power2_divisions:[256:1,512:2,>:8]"),
+// starting from [DefaultConfig]. Keys: max_split_size_mb,
+// roundup_power2_divisions, garbage_collection_threshold,
+// expandable_segments, max_non_split_rounding_mb, and (an extension)
+// memory_fraction. Keys PyTorch knows that do not affect where blocks go
+// (release_lock_on_cudamalloc, pinned_use_cuda_host_register,
+// pinned_num_register_threads, backend) are accepted and ignored. An
+// unknown key or a bad value is a *gpualloc.ParamError naming the key.
+func ParseConf(conf string) (Config, error) {
+	c := DefaultConfig()
+	return c, c.apply(conf)
+}
+
+// apply sets the keys of a PYTORCH_CUDA_ALLOC_CONF string in c.
+func (c *Config) apply(conf string) error {
+	for _, item := range splitConf(conf) {
+		k, v, ok := strings.Cut(item, ":")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if k == "" && v == "" {
+			continue
+		}
+		if !ok {
+			return &gpualloc.ParamError{Key: k, Msg: "want key:value"}
+		}
+		if err := c.set(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitConf splits a conf string at the commas outside brackets.
+func splitConf(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, s[start:])
+}
+
+// set sets one setting from its PyTorch key and text.
+func (c *Config) set(k, v string) error {
+	bad := func(msg string) error { return &gpualloc.ParamError{Key: k, Msg: fmt.Sprintf("%q: %s", v, msg)} }
+	switch k {
+	case "max_split_size_mb":
+		if v == "unlimited" || v == "auto" {
+			c.MaxSplitSize = unlimitedSplit
+			return nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return bad("not an integer")
+		}
+		if n < largeBuffer/mib {
+			return bad("must be at least 20")
+		}
+		c.MaxSplitSize = unlimitedSplit
+		if n < math.MaxInt64/mib {
+			c.MaxSplitSize = n * mib
+		}
+	case "max_non_split_rounding_mb":
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > math.MaxInt64/mib {
+			return bad("want a number of MiB")
+		}
+		c.MaxNonSplitRounding = n * mib
+	case "garbage_collection_threshold":
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return bad("not a number")
+		}
+		if !(f >= 0 && f < 1) {
+			return bad("must be between 0 and 1 (exclusive), or 0 for off")
+		}
+		c.GarbageCollectionThreshold = f
+	case "expandable_segments":
+		switch strings.ToLower(v) {
+		case "true", "1":
+			c.ExpandableSegments = true
+		case "false", "0":
+			c.ExpandableSegments = false
+		default:
+			return bad("want True or False")
+		}
+	case "memory_fraction":
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return bad("not a number")
+		}
+		if !(f >= 0 && f <= 1) {
+			return bad("must be in (0, 1], or 0 for no cap")
+		}
+		c.MemoryFraction = f
+	case "roundup_power2_divisions":
+		d, err := parseDivisions(v)
+		if err != nil {
+			return bad(err.Error())
+		}
+		c.RoundupPower2Divisions = d
+	case "release_lock_on_cudamalloc", "pinned_use_cuda_host_register", "pinned_num_register_threads",
+		"pinned_use_background_threads", "backend", "graph_capture_record_stream_reuse":
+	default:
+		return &gpualloc.ParamError{Key: k, Msg: "unknown setting (known: max_split_size_mb, roundup_power2_divisions, " +
+			"garbage_collection_threshold, expandable_segments, max_non_split_rounding_mb, memory_fraction)"}
+	}
+	return nil
+}
+
+// parseDivisions parses roundup_power2_divisions: one number for every band,
+// or a list "[256:1,512:2,>:8]" of MiB:divisions (";" may stand for ",", and
+// the brackets may be left out, so that a spec can carry it). As PyTorch does,
+// the first entry also sets every band below it, and ">" sets every band from
+// the last one named (that one included) on.
+func parseDivisions(v string) ([roundupBands]int64, error) {
+	var d [roundupBands]int64
+	s := strings.TrimSpace(v)
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	s = strings.ReplaceAll(s, ";", ",")
+	if !strings.Contains(s, ":") {
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil || n < 0 || n&(n-1) != 0 {
+			return d, fmt.Errorf("divisions must be a power of two (or 0: none)")
+		}
+		for i := range d {
+			d[i] = n
+		}
+		return d, nil
+	}
+	first, last := true, 0
+	for _, e := range strings.Split(s, ",") {
+		k, val, ok := strings.Cut(e, ":")
+		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
+		if !ok {
+			return d, fmt.Errorf("entry %q: want MiB:divisions", e)
+		}
+		n, err := strconv.ParseInt(val, 10, 64)
+		if err != nil || n <= 0 || n&(n-1) != 0 {
+			return d, fmt.Errorf("entry %q: divisions must be a power of two", e)
+		}
+		if k == ">" {
+			for i := last; i < roundupBands; i++ {
+				d[i] = n
+			}
+			continue
+		}
+		mb, err := strconv.ParseInt(k, 10, 64)
+		if err != nil || mb <= 0 || mb&(mb-1) != 0 {
+			return d, fmt.Errorf("entry %q: the interval must be a power of two of MiB", e)
+		}
+		i := min(bits.Len64(uint64(mb))-1, roundupBands-1)
+		if first {
+			for j := 0; j < i; j++ {
+				d[j] = n
+			}
+			first = false
+		}
+		d[i] = n
+		last = i
+	}
+	return d, nil
+}
+
+// formatDivisions writes d so that parseDivisions reads it back, with ";"
+// between entries so that it fits in a spec.
+func formatDivisions(d [roundupBands]int64) string {
+	same := true
+	for _, x := range d {
+		same = same && x == d[0]
+	}
+	if same {
+		return strconv.FormatInt(d[0], 10)
+	}
+	var b strings.Builder
+	for i, x := range d {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		fmt.Fprintf(&b, "%d:%d", int64(1)<<i, max(x, 1))
+	}
+	return b.String()
+}
+
+// paramErr returns a bad setting's error, which names the strategy, key and
+// value and wraps a *gpualloc.ParamError.
+func paramErr(key, value, msg string) error {
+	return &paramError{value: value, pe: gpualloc.ParamError{Key: key, Msg: msg}}
+}
+
+type paramError struct {
+	value string
+	pe    gpualloc.ParamError
+}
+
+func (e *paramError) Error() string {
+	return fmt.Sprintf("%s: %s=%s: %s", name, e.pe.Key, e.value, e.pe.Msg)
+}
+
+func (e *paramError) Unwrap() error { return &e.pe }

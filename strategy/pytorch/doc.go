@@ -1,0 +1,41 @@
+// Package pytorch is PyTorch's CUDA caching allocator
+// (c10/cuda/CUDACachingAllocator.cpp), rule for rule, registered as
+// "pytorch".
+//
+// Policy. A request is rounded ([Config.RoundSize]) and served from the
+// small pool (rounded size up to 1 MiB) or the large pool of its stream;
+// a block keeps the stream of its segment. Free blocks are ordered by
+// (size, address) and the smallest that fits is taken, unless a request
+// below max_split_size would get a block of at least max_split_size, or a
+// request of at least max_split_size a block max_non_split_rounding larger.
+// The front of the block is handed out; the rest is split off when at least
+// 512 bytes remain (small pool) or, in the large pool, when the request is
+// below max_split_size and more than 1 MiB remains. Without a fitting
+// block a segment is allocated: 2 MiB for the small pool, 20 MiB for
+// requests under 10 MiB, else the request rounded up to 2 MiB. Before that,
+// with a memory fraction and a garbage_collection_threshold, cached large
+// segments at least as old as the mean are freed until reserved memory is
+// under the threshold; if the device (or the fraction) refuses, the
+// oversize cached blocks are released (with a max split size) and the
+// allocation retried, then every cached segment, and a last retry; then
+// the request fails with [gpualloc.ErrOutOfMemory]. Free merges a block
+// with its free neighbours in its segment; segments never merge, and
+// memory goes back to the device only on release ([Allocator.ReleaseAll]
+// is torch.cuda.empty_cache).
+//
+// Costs. Alloc and Free take O(log n) for the n free blocks of a pool
+// (a segment.Sorted per stream and pool) and allocate nothing once the
+// tables have grown; a release scans the segments.
+//
+// Settings come from [Config], from PYTORCH_CUDA_ALLOC_CONF in PyTorch's
+// syntax ([ParseConf]), or from a spec such as
+// "pytorch:max_split_size_mb=128,roundup_power2_divisions=256:1;512:2;>:8".
+// Since a spec separates parameters with commas, a list of
+// roundup_power2_divisions in a spec separates its entries with ';' (and
+// may leave out the brackets). The conf parameter, whose default comes from
+// PYTORCH_CUDA_ALLOC_CONF, is read first; the other parameters override it.
+//
+// Not implemented: expandable segments (New rejects them), CUDA graph
+// private pools, stream events (record_stream) and the out-of-memory
+// callbacks.
+package pytorch
