@@ -41,6 +41,10 @@ type Allocator struct {
 	allowed int64    // allowed_memory_maximum; 0 without a memory fraction
 	gcOn    bool     // garbage collection is enabled
 	gcCount [2]int64 // get_free_blocks_call_count of the small (0) and large (1) pools
+
+	xr       []*xrange // expandable segments; nil marks an unused slot
+	nextBase uint64    // virtual address of the next expandable segment
+	pageMaps int64     // pages mapped so far
 }
 
 // meta is what a block records beside its segment.Node.
@@ -49,6 +53,9 @@ type meta struct {
 	seg    int32 // index in Allocator.segs
 	small  bool  // of the small pool
 	gcBase int64 // the pool's gcCount when the block last entered it
+	// exp marks a block of an expandable segment, seg then indexing
+	// Allocator.xr; unmapped marks its unmapped blocks.
+	exp, unmapped bool
 }
 
 // A segRec is a segment: one device allocation.
@@ -65,6 +72,7 @@ type segRec struct {
 type streamPools struct {
 	stream       uint64
 	small, large segment.Sorted
+	unmapped     [2][]int32 // unmapped blocks of the small (0) and large (1) pools, by address
 }
 
 func (p *streamPools) set(small bool) *segment.Sorted {
@@ -91,7 +99,7 @@ func New(b gpualloc.Backend, c Config) (*Allocator, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	a := &Allocator{b: b, c: c, nodes: make([]segment.Node, 1, 64), meta: make([]meta, 1, 64)}
+	a := &Allocator{b: b, c: c, nodes: make([]segment.Node, 1, 64), meta: make([]meta, 1, 64), nextBase: xBase}
 	if c.MemoryFraction > 0 {
 		_, total := b.MemInfo()
 		a.allowed = int64(c.MemoryFraction * float64(total))
@@ -155,10 +163,13 @@ func (a *Allocator) AllocStream(size int64, stream uint64) (gpualloc.Block, erro
 	n := a.getFreeBlock(set, rounded, k)
 	hit := n != 0
 	if !hit {
+		maps := a.pageMaps
 		var err error
 		if n, err = a.newBlock(size, rounded, pi, small); err != nil {
 			return gpualloc.Block{}, err
 		}
+		// An expandable segment may serve the request without mapping.
+		hit = a.c.ExpandableSegments && a.pageMaps == maps
 	}
 	addr, bsize, handle := a.allocFound(n, rounded, size, hit, set, k)
 	return gpualloc.Block{Addr: addr, Size: bsize, Requested: size, Stream: stream, Handle: handle}, nil
@@ -182,6 +193,26 @@ func (a *Allocator) getFreeBlock(set *segment.Sorted, rounded int64, k int) int3
 	if n == 0 {
 		return 0
 	}
+	if a.meta[n].exp && a.c.ExpandableSegments {
+		// Best fit counts the unmapped space after a block as its own:
+		// walk on in (size, address) order while that is smaller.
+		var skipped []int32
+		for {
+			nx := set.TakeBest(a.nodes, a.nodes[n].Size)
+			if nx == 0 {
+				break
+			}
+			if a.expandableSize(nx) >= a.expandableSize(n) {
+				set.Insert(a.nodes, nx)
+				break
+			}
+			skipped = append(skipped, n)
+			n = nx
+		}
+		for _, x := range skipped {
+			set.Insert(a.nodes, x)
+		}
+	}
 	bs, ms := a.nodes[n].Size, a.c.MaxSplitSize
 	if (rounded < ms && bs >= ms) || (rounded >= ms && bs-rounded >= a.c.MaxNonSplitRounding) {
 		set.Insert(a.nodes, n) // it stays in the pool
@@ -201,18 +232,18 @@ func (a *Allocator) newBlock(size, rounded int64, pi int32, small bool) (int32, 
 			return 0, err
 		}
 	}
-	n, err := a.tryMalloc(segSize, pi, small, false)
+	n, err := a.tryMalloc(segSize, rounded, pi, small, false)
 	if n == 0 && err == nil {
 		var ok bool
 		if ok, err = a.releaseAvailable(pi, small, rounded); ok && err == nil {
 			a.m.CountRetry()
-			n, err = a.tryMalloc(segSize, pi, small, false)
+			n, err = a.tryMalloc(segSize, rounded, pi, small, false)
 		}
 	}
 	if n == 0 && err == nil {
 		if err = a.releaseCached(); err == nil {
 			a.m.CountRetry()
-			n, err = a.tryMalloc(segSize, pi, small, true)
+			n, err = a.tryMalloc(segSize, rounded, pi, small, true)
 		}
 	}
 	if err != nil {
@@ -232,12 +263,15 @@ func (a *Allocator) countOOM() {
 
 // tryMalloc allocates a segment of size bytes (alloc_block): 0 and no error
 // when the memory fraction or the device refuses it.
-func (a *Allocator) tryMalloc(size int64, pi int32, small, retry bool) (int32, error) {
+func (a *Allocator) tryMalloc(size, rounded int64, pi int32, small, retry bool) (int32, error) {
 	if retry {
 		a.ms.NumAllocRetries.add(1)
 	}
 	if a.allowed > 0 && a.reserved+size > a.allowed {
 		return 0, nil
+	}
+	if a.c.ExpandableSegments {
+		return a.tryExpandable(pi, small, rounded)
 	}
 	addr, err := a.b.Malloc(size)
 	if err != nil {
@@ -280,7 +314,7 @@ func (a *Allocator) allocFound(n int32, rounded, requested int64, hit bool, set 
 	alreadySplit := nd.Prev != 0 || nd.Next != 0
 	rest := nd.Size - rounded
 	var split bool
-	if k == 0 {
+	if k == 0 || a.c.ExpandableSegments {
 		split = rest >= minBlockSize
 	} else {
 		split = rounded < a.c.MaxSplitSize && rest > smallSize
@@ -302,12 +336,14 @@ func (a *Allocator) allocFound(n int32, rounded, requested int64, hit bool, set 
 		a.meta[r] = a.meta[n]
 		a.meta[r].gcBase = a.gcCount[k]
 		set.Insert(nodes, r)
-		if alreadySplit {
+		if a.meta[n].exp {
+			// PyTorch does not count expandable blocks as inactive split.
+		} else if alreadySplit {
 			a.ms.InactiveSplitBytes.add(-rounded)
 		} else {
 			a.ms.InactiveSplitBytes.add(rest)
 		}
-	} else if alreadySplit {
+	} else if alreadySplit && !a.meta[n].exp {
 		a.ms.InactiveSplitBytes.add(-nd.Size)
 	}
 	nd = &a.nodes[n]
@@ -349,7 +385,7 @@ func (a *Allocator) Free(b gpualloc.Block) error {
 	a.free += size
 	nd.Free = true
 	nd.Requested = 0
-	mt := &a.meta[n]
+	mt := a.meta[n] // a copy: merging may recycle n
 	set := a.pools[mt.pool].set(mt.small)
 	var subsumed int64
 	if prev := nd.Prev; prev != 0 && nodes[prev].Free {
@@ -363,9 +399,11 @@ func (a *Allocator) Free(b gpualloc.Block) error {
 		subsumed += nodes[next].Size
 		a.mergeNext(n)
 	}
-	a.ms.InactiveSplitBytes.add(-subsumed)
-	if nodes[n].Prev != 0 || nodes[n].Next != 0 {
-		a.ms.InactiveSplitBytes.add(nodes[n].Size)
+	if !mt.exp {
+		a.ms.InactiveSplitBytes.add(-subsumed)
+		if nodes[n].Prev != 0 || nodes[n].Next != 0 {
+			a.ms.InactiveSplitBytes.add(nodes[n].Size)
+		}
 	}
 	a.meta[n].gcBase = a.gcCount[kind(mt.small)]
 	set.Insert(nodes, n)
@@ -418,7 +456,8 @@ func (a *Allocator) releaseBlock(n int32) error {
 // split size. It reports whether enough was released.
 func (a *Allocator) releaseAvailable(pi int32, small bool, rounded int64) (bool, error) {
 	ms := a.c.MaxSplitSize
-	if ms == unlimitedSplit {
+	if ms == unlimitedSplit || a.c.ExpandableSegments {
+		// PyTorch releases no blocks of expandable segments here.
 		return false, nil
 	}
 	set := a.pools[pi].set(small)
@@ -457,6 +496,9 @@ func (a *Allocator) releaseCached() error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if err := a.releaseExpandable(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

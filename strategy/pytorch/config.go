@@ -45,8 +45,9 @@ type Config struct {
 	// full spec reads back.)
 	GarbageCollectionThreshold float64
 
-	// ExpandableSegments is expandable_segments (not implemented yet: New
-	// rejects true).
+	// ExpandableSegments is expandable_segments: each stream's pool grows
+	// one virtual address range in pages (2 MiB small, 20 MiB large)
+	// instead of allocating segments; see the package documentation.
 	ExpandableSegments bool
 
 	// MaxNonSplitRounding, in bytes, is max_non_split_rounding_mb: a
@@ -134,8 +135,6 @@ func (c Config) validate() error {
 		return paramErr("max_split_size_mb", fmt.Sprint(c.MaxSplitSize/mib), "must be at least 20")
 	case c.GarbageCollectionThreshold < 0 || c.GarbageCollectionThreshold >= 1 || math.IsNaN(c.GarbageCollectionThreshold):
 		return paramErr("garbage_collection_threshold", fmt.Sprint(c.GarbageCollectionThreshold), "must be between 0 and 1 (exclusive)")
-	case c.ExpandableSegments:
-		return paramErr("expandable_segments", "true", "not supported by this implementation yet")
 	case c.MaxNonSplitRounding < 0:
 		return paramErr("max_non_split_rounding_mb", fmt.Sprint(c.MaxNonSplitRounding/mib), "must not be negative")
 	case c.MemoryFraction < 0 || c.MemoryFraction > 1 || math.IsNaN(c.MemoryFraction):

@@ -35,7 +35,19 @@
 // may leave out the brackets). The conf parameter, whose default comes from
 // PYTORCH_CUDA_ALLOC_CONF, is read first; the other parameters override it.
 //
-// Not implemented: expandable segments (New rejects them), CUDA graph
-// private pools, stream events (record_stream) and the out-of-memory
+// Expandable segments (expandable_segments): each stream's small and large
+// pool grows one virtual address range, reserved once at 1 1/8 times the
+// device's memory, in pages of 2 MiB (small) or 20 MiB (large). A miss maps
+// pages at the lowest address that fits (extending the free block before
+// them); blocks split when 512 bytes or more remain, in both pools; release
+// unmaps the pages that lie wholly in free blocks. On a [gpualloc.Backend]
+// each mapped page is one Malloc of the page size and unmapping it the Free
+// of that allocation, so reserved memory, device calls and out-of-memory
+// follow the backend; block addresses are then virtual addresses of the
+// allocator's own ranges, not backend addresses. MemoryStats count one
+// device allocation per mapping (not per page), as PyTorch does, and no
+// inactive split bytes for expandable blocks.
+//
+// Not implemented: CUDA graph private pools, stream events (record_stream) and the out-of-memory
 // callbacks.
 package pytorch

@@ -26,7 +26,7 @@ func init() {
 			{Name: "max_split_size_mb", Default: auto, Doc: "blocks this large (MiB, at least 20) are never split (auto: from conf, else unlimited)"},
 			{Name: "roundup_power2_divisions", Default: auto, Doc: "divisions per power of two when rounding: one number, or MiB:divisions entries separated by ';' as 256:1;512:2;>:8 (auto: from conf, else none)"},
 			{Name: "garbage_collection_threshold", Default: auto, Doc: "with memory_fraction, free old cached segments when reserved memory exceeds this fraction of the cap (auto: from conf, else off)"},
-			{Name: "expandable_segments", Default: auto, Doc: "grow segments in place (not supported yet; auto: from conf, else false)"},
+			{Name: "expandable_segments", Default: auto, Doc: "one growing virtual range per stream and pool, mapped in 2 MiB or 20 MiB pages (auto: from conf, else false)"},
 			{Name: "max_non_split_rounding_mb", Default: auto, Doc: "a request of at least max_split_size_mb is not served from a block this many MiB larger (auto: from conf, else 20)"},
 			{Name: "memory_fraction", Default: auto, Doc: "cap reserved memory at this fraction of the device, as torch.cuda.set_per_process_memory_fraction (auto: from conf, else no cap)"},
 		},

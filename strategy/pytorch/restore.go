@@ -35,8 +35,8 @@ type BlockState struct {
 // device allocation and each live block as an allocation served from the
 // cache, so that the counters add up; in [MemoryStats] it adds to the byte
 // counts but not to NumDeviceAlloc. A live block with Requested below 1
-// is taken to have asked for its whole Size. Expandable segments are not
-// supported.
+// is taken to have asked for its whole Size. Restoring an expandable
+// segment is not supported yet (an error).
 func (a *Allocator) Restore(s SegmentState) ([]gpualloc.Block, error) {
 	fail := func(format string, args ...any) ([]gpualloc.Block, error) {
 		return nil, fmt.Errorf("%s: restore of segment %#x (%d bytes): %s", name, s.Addr, s.Size, fmt.Sprintf(format, args...))
