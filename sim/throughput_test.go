@@ -91,42 +91,41 @@ func report(b *testing.B, events int64) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
 }
 
-// decodedTraces are the traces of BenchmarkStrategies, decoded once.
-var decodedTraces = sync.OnceValues(func() (map[string][]traces.Event, error) {
-	m := map[string][]traces.Event{}
-	for _, bt := range traces.Bundled() {
+// decodeTrace reads a trace of BenchmarkStrategies into memory: a bundled
+// trace by name, or "random10M", the generated 10M-event trace.
+func decodeTrace(name string) ([]traces.Event, error) {
+	if bt, ok := traces.LookupBundled(name); ok {
 		r, err := bt.Open()
 		if err != nil {
 			return nil, err
 		}
-		if m[bt.Name], err = traces.ReadAll(r); err != nil {
-			return nil, err
-		}
+		return traces.ReadAll(r)
 	}
 	data, err := throughputTrace()
 	if err != nil {
 		return nil, err
 	}
-	r, err := traces.NewReader(bytes.NewReader(data), "random", traces.Options{})
+	r, err := traces.NewReader(bytes.NewReader(data), name, traces.Options{})
 	if err != nil {
 		return nil, err
 	}
-	m["random10M"], err = traces.ReadAll(r)
-	return m, err
-})
+	return traces.ReadAll(r)
+}
 
 // BenchmarkStrategies measures each registered strategy's replay, decoding
 // excluded (the events are held in memory), on the bundled traces and the
 // 10M-event random workload: the strategy's and the engine's work alone.
 func BenchmarkStrategies(b *testing.B) {
-	all, err := decodedTraces()
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, trace := range []string{"training", "dynamic", "random10M"} {
-		events := all[trace]
+		// Decoded when a benchmark of the trace first runs, so that
+		// -bench selects what is paid for.
+		events := sync.OnceValues(func() ([]traces.Event, error) { return decodeTrace(trace) })
 		for _, name := range gpualloc.Names() {
 			b.Run(trace+"/"+name, func(b *testing.B) {
+				events, err := events()
+				if err != nil {
+					b.Fatal(err)
+				}
 				p, err := gpualloc.Resolve(gpualloc.Spec{Name: name}, nil)
 				if err != nil {
 					b.Fatal(err)
