@@ -415,9 +415,9 @@ func (e *engine) run(ctx context.Context, r traces.Reader) error {
 		var err error
 		switch ev.Op {
 		case traces.OpAlloc:
-			d, err = e.alloc(ev)
+			d, err = e.alloc(&ev)
 		case traces.OpFree:
-			d, err = e.free(ev)
+			d, err = e.free(&ev)
 		default:
 			err = fmt.Errorf("unknown op %d", ev.Op)
 		}
@@ -448,7 +448,7 @@ func (e *engine) run(ctx context.Context, r traces.Reader) error {
 	return r.Err()
 }
 
-func (e *engine) alloc(ev traces.Event) (*device, error) {
+func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	if ev.Slot < 0 {
 		return nil, fmt.Errorf("negative slot %d", ev.Slot)
 	}
@@ -462,10 +462,16 @@ func (e *engine) alloc(ev traces.Event) (*device, error) {
 	if ev.Size <= 0 {
 		return nil, fmt.Errorf("bad size %d", ev.Size)
 	}
-	d, err := e.device(ev.Device)
-	if err != nil {
-		return nil, err
+	var d *device
+	if i := int(ev.Device); uint(i) < uint(len(e.devs)) && e.devs[i] != nil {
+		d = e.devs[i] // the common case, without a call
+	} else {
+		var err error
+		if d, err = e.device(ev.Device); err != nil {
+			return nil, err
+		}
 	}
+	var err error
 	e.res.Allocs++
 	d.allocs++
 	// The lower bound is the trace's: an allocation the strategy could not
@@ -500,7 +506,9 @@ func (e *engine) alloc(ev traces.Event) (*device, error) {
 	if b.Size < ev.Size {
 		return d, fmt.Errorf("block of %d bytes at %#x handed out for %d bytes", b.Size, b.Addr, ev.Size)
 	}
-	*s = slot{block: b, size: ev.Size, dev: ev.Device, state: slotLive}
+	// Field by field: a composite literal would build the slot aside and
+	// copy it, on the hottest line of the replay.
+	s.block, s.size, s.dev, s.state = b, ev.Size, ev.Device, slotLive
 	d.okAllocs++
 	if e.mallocs == before {
 		e.res.CacheHits++
@@ -519,7 +527,7 @@ func (e *engine) alloc(ev traces.Event) (*device, error) {
 	return d, nil
 }
 
-func (e *engine) free(ev traces.Event) (*device, error) {
+func (e *engine) free(ev *traces.Event) (*device, error) {
 	if ev.Slot < 0 || int(ev.Slot) >= len(e.slots) {
 		return nil, fmt.Errorf("free of slot %d, which holds no allocation", ev.Slot)
 	}
@@ -548,7 +556,7 @@ func (e *engine) free(ev traces.Event) (*device, error) {
 	e.allocated -= s.block.Size
 	d.requested -= s.size
 	d.allocated -= s.block.Size
-	*s = slot{}
+	s.state = slotFree // the rest is overwritten by the next alloc of the slot
 	return d, nil
 }
 
