@@ -86,7 +86,6 @@ type CSVReader struct {
 
 	src    io.Reader       // the text: the input, or its decompressed form
 	gz     *gzip.Reader    // non-nil for gzip input
-	closer io.Closer       // a file to close with the reader, for tests
 	buf    []byte          // input buffer
 	pos    int             // start of the next line in buf
 	end    int             // end of the last complete line in buf
@@ -824,12 +823,6 @@ func (r *CSVReader) Close() error {
 	var err error
 	if r.gz != nil {
 		err = r.gz.Close()
-	}
-	if r.closer != nil {
-		if cerr := r.closer.Close(); err == nil {
-			err = cerr
-		}
-		r.closer = nil
 	}
 	return err
 }
