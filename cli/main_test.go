@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"gonum.org/v1/plot/cmpimg"
 
 	"github.com/gpualloc/gpualloc/sim"
+	_ "github.com/gpualloc/gpualloc/strategy/all" // the built-in strategies, as cmd/simulate has them
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -29,13 +30,12 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 func run(t *testing.T, environ map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	e := &env{
-		stdin:  strings.NewReader(""),
-		stdout: &out,
-		stderr: &errb,
-		getenv: func(k string) (string, bool) { v, ok := environ[k]; return v, ok },
+	c := Command{
+		Stdout:    &out,
+		Stderr:    &errb,
+		LookupEnv: func(k string) (string, bool) { v, ok := environ[k]; return v, ok },
 	}
-	code = simulate(context.Background(), e, args)
+	code = c.Run(context.Background(), args)
 	return code, out.String(), errb.String()
 }
 
@@ -81,7 +81,7 @@ func golden(t *testing.T, name, got string) {
 		return
 	}
 	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run 'go test ./cmd/simulate -update' to create the golden file")
+	require.NoError(t, err, "run 'go test ./cli -update' to create the golden file")
 	assert.Equal(t, string(want), got, "output differs from %s (run with -update to accept)", path)
 }
 
@@ -169,7 +169,7 @@ func TestHelp(t *testing.T) {
 // TestReadmeShowsCurrentOutput keeps the README's sample output true: it is
 // what 'go run ./cmd/simulate' prints on the bundled traces.
 func TestReadmeShowsCurrentOutput(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
 	code, stdout, _ := run(t, nil)
 	require.Equal(t, 0, code)
@@ -250,7 +250,7 @@ func TestReportBundled(t *testing.T) {
 
 	got, err := os.ReadFile(filepath.Join(dir, readmeFigure))
 	require.NoError(t, err)
-	docs := filepath.Join("..", "..", "docs", readmeFigure)
+	docs := filepath.Join("..", "docs", readmeFigure)
 	if *update {
 		require.NoError(t, os.WriteFile(docs, got, 0o644))
 		return
@@ -259,8 +259,8 @@ func TestReportBundled(t *testing.T) {
 	require.NoError(t, err)
 	same, err := cmpimg.EqualApprox("png", got, have, 0.02)
 	require.NoError(t, err)
-	assert.True(t, same, "docs/%s differs from the report of 'simulate -o DIR' (run 'go test ./cmd/simulate -update' to refresh it)", readmeFigure)
-	readme, err := os.ReadFile("../../README.md")
+	assert.True(t, same, "docs/%s differs from the report of 'simulate -o DIR' (run 'go test ./cli -update' to refresh it)", readmeFigure)
+	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
 	assert.True(t, strings.Contains(string(readme), "docs/"+readmeFigure), "README.md shows docs/%s", readmeFigure)
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -51,7 +51,7 @@ func inspectCmd(ctx context.Context, e *env, args []string) error {
 	if err := checkFormat(format); err != nil {
 		return err
 	}
-	inputs, err := traceInputs(fs.Args(), traces.Options{Lenient: lenient})
+	inputs, err := traceInputs(fs.Args(), e.stdin, traces.Options{Lenient: lenient})
 	if err != nil {
 		return err
 	}

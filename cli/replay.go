@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -99,7 +99,7 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	inputs, err := traceInputs(fs.Args(), traces.Options{Lenient: f.lenient})
+	inputs, err := traceInputs(fs.Args(), e.stdin, traces.Options{Lenient: f.lenient})
 	if err != nil {
 		return err
 	}

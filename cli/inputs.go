@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -26,9 +26,18 @@ type input struct {
 	firstSkip string // the first of them
 }
 
-// traceInputs returns the traces the arguments name, or the bundled traces
-// when there are none.
-func traceInputs(args []string, opts traces.Options) ([]*input, error) {
+// openTrace opens the trace at path, or the command's standard input for
+// "-".
+func openTrace(e *env, path string, opts traces.Options) (traces.FileReader, error) {
+	if path == "-" {
+		return traces.NewAutoReader(e.stdin, "stdin", opts)
+	}
+	return traces.Open(path, opts)
+}
+
+// traceInputs returns the traces the arguments name ("-" reads stdin), or
+// the bundled traces when there are none.
+func traceInputs(args []string, stdin io.Reader, opts traces.Options) ([]*input, error) {
 	var ins []*input
 	if len(args) == 0 {
 		for _, b := range traces.Bundled() {
@@ -51,7 +60,7 @@ func traceInputs(args []string, opts traces.Options) ([]*input, error) {
 		}
 		in.open = func() (traces.Reader, io.Closer, error) {
 			if path == "-" {
-				r, err := traces.Open(path, opts)
+				r, err := traces.NewAutoReader(stdin, "stdin", opts)
 				if err != nil {
 					return nil, nil, err
 				}

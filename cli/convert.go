@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -29,7 +29,7 @@ func convertCmd(e *env, args []string) error {
 		return usagef("convert: want IN and OUT")
 	}
 	in, out := fs.Arg(0), fs.Arg(1)
-	r, err := traces.Open(in, traces.Options{Lenient: lenient})
+	r, err := openTrace(e, in, traces.Options{Lenient: lenient})
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -148,7 +148,7 @@ func TestFidelityGolden(t *testing.T) {
 			continue
 		}
 		have, err := os.ReadFile(path)
-		require.NoError(t, err, "run 'go test ./cmd/simulate -update' to write it")
+		require.NoError(t, err, "run 'go test ./cli -update' to write it")
 		require.Equal(t, data, have, "%s is not what the test's encoder writes (run with -update)", path)
 	}
 	p := func(name string) string { return "testdata/fidelity_" + name }
@@ -179,7 +179,7 @@ func TestFidelityGolden(t *testing.T) {
 
 // sharedSnapshotDir holds real PyTorch snapshots where the project's shared
 // fixtures are checked out beside it.
-const sharedSnapshotDir = "../../../shared/traces/pytorch"
+const sharedSnapshotDir = "../../shared/traces/pytorch"
 
 // TestFidelityShared replays the shared real snapshots and reports their
 // match rates; the pytorch strategy takes every recorded decision.
