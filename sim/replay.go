@@ -151,7 +151,10 @@ type Result struct {
 // DeviceResult is the part of a [Result] that belongs to one device. Its
 // fields mean what the Result's fields of the same names mean, for this
 // device alone; Allocs and Frees count the events of the device's
-// allocations.
+// allocations. PeakRequestedBytes and RequestedBytes are the trace's, as the
+// Result's are: an allocation that failed with out of memory counts until
+// its free, so the device's lower bound is the same for every strategy (the
+// allocator's own Stats count only what it served).
 type DeviceResult struct {
 	Device int // device index
 
@@ -284,8 +287,9 @@ type device struct {
 	stats   gpualloc.StatsReporter
 	free    gpualloc.FreeSpaceReporter
 
-	requested, allocated, reserved int64
+	requested, allocated, reserved int64 // of the blocks served
 	peakReq, peakAlloc, peakRes    int64
+	lower, peakLower               int64 // live requested bytes of the trace, failed allocations included
 	allocs, frees                  int64 // events
 	okAllocs, okFrees              int64 // successful calls
 	hits, ooms                     int64
@@ -479,6 +483,8 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	// same bound.
 	e.requested += ev.Size
 	e.peakReq = max(e.peakReq, e.requested)
+	d.lower += ev.Size
+	d.peakLower = max(d.peakLower, d.lower)
 	before := e.mallocs
 	var b gpualloc.Block
 	var t0 time.Time
@@ -536,9 +542,11 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	case slotFree:
 		return nil, fmt.Errorf("free of slot %d, which holds no allocation", ev.Slot)
 	case slotFailed:
+		d := e.devs[s.dev]
 		e.requested -= s.size
 		e.res.Frees++
-		e.devs[s.dev].frees++
+		d.frees++
+		d.lower -= s.size
 		*s = slot{}
 		return nil, nil
 	}
@@ -554,6 +562,7 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	d.okFrees++
 	e.requested -= s.size
 	e.allocated -= s.block.Size
+	d.lower -= s.size
 	d.requested -= s.size
 	d.allocated -= s.block.Size
 	s.state = slotFree // the rest is overwritten by the next alloc of the slot
@@ -684,9 +693,9 @@ func (e *engine) finish(r traces.Reader) {
 		dr := DeviceResult{
 			Device: d.index,
 			Allocs: d.allocs, Frees: d.frees, CacheHits: d.hits, OOMs: d.ooms,
-			PeakRequestedBytes: d.peakReq, PeakAllocatedBytes: d.peakAlloc, PeakReservedBytes: d.peakRes,
+			PeakRequestedBytes: d.peakLower, PeakAllocatedBytes: d.peakAlloc, PeakReservedBytes: d.peakRes,
 			DeviceMallocs: d.mallocs, DeviceFrees: d.mfrees, DeviceMallocBytes: d.mallocBytes,
-			RequestedBytes: d.requested, AllocatedBytes: d.allocated, ReservedBytes: d.reserved,
+			RequestedBytes: d.lower, AllocatedBytes: d.allocated, ReservedBytes: d.reserved,
 		}
 		if d.stats != nil {
 			st := d.stats.Stats()

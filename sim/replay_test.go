@@ -121,6 +121,29 @@ func TestReplayOOMContinues(t *testing.T) {
 	assert.Equal(t, int64(8192), res.PeakReservedBytes)
 	assert.Equal(t, int64(2), res.Devices[0].OOMs)
 	assert.Equal(t, int64(2), res.Devices[0].Stats.OOMs)
+	// The device's figures follow the same rule as the Result's: with one
+	// device they are the same.
+	assert.Equal(t, res.PeakRequestedBytes, res.Devices[0].PeakRequestedBytes)
+	assert.Equal(t, int64(0), res.Devices[0].RequestedBytes, "every allocation of the trace, failed ones too, was freed")
+	// The allocator counts only what it served.
+	assert.Equal(t, int64(4096+4096), res.Devices[0].Stats.PeakRequested)
+}
+
+// TestReplayOOMPerDevice checks that a failed allocation counts toward the
+// lower bound of its own device and of no other.
+func TestReplayOOMPerDevice(t *testing.T) {
+	tr := newTrace().
+		on(0, 0).alloc(1, 4096).
+		on(1, 0).alloc(2, 4096).
+		on(0, 0).alloc(3, 8192). // does not fit on device 0
+		free(1).free(2).free(3)
+	res, err := Replay(tr.reader(), Config{Open: openExact, Capacity: 8192, Verify: true})
+	require.NoError(t, err)
+	require.Len(t, res.Devices, 2)
+	assert.Equal(t, int64(1), res.Devices[0].OOMs)
+	assert.Equal(t, int64(4096+8192), res.Devices[0].PeakRequestedBytes)
+	assert.Equal(t, int64(4096), res.Devices[1].PeakRequestedBytes)
+	assert.Equal(t, int64(4096+4096+8192), res.PeakRequestedBytes)
 }
 
 func TestReplayOOMFreeThenReuse(t *testing.T) {
