@@ -78,7 +78,14 @@ func Lookup(name string) (Strategy, error) {
 	s, ok := registry[strings.ToLower(strings.TrimSpace(name))]
 	registryMu.RUnlock()
 	if !ok {
-		return Strategy{}, fmt.Errorf("unknown strategy %q (known: %s)", name, strings.Join(Names(), ", "))
+		known := Names()
+		if len(known) == 0 {
+			// As database/sql says "forgotten import?": strategies
+			// register themselves when their package is imported.
+			return Strategy{}, fmt.Errorf("unknown strategy %q: no strategy is registered (forgotten import? "+
+				`import _ "github.com/gpualloc/gpualloc/strategy/all" registers the built-in ones)`, name)
+		}
+		return Strategy{}, fmt.Errorf("unknown strategy %q (known: %s)", name, strings.Join(known, ", "))
 	}
 	return *s, nil
 }

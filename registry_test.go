@@ -96,6 +96,22 @@ func TestNamesSortedAndLookup(t *testing.T) {
 	assert.Contains(t, err.Error(), "fakebare, ")
 }
 
+func TestLookupEmptyRegistryHintsAtImport(t *testing.T) {
+	registryMu.Lock()
+	saved := registry
+	registry = map[string]*Strategy{}
+	registryMu.Unlock()
+	t.Cleanup(func() {
+		registryMu.Lock()
+		registry = saved
+		registryMu.Unlock()
+	})
+	_, err := Lookup("round")
+	require.Error(t, err)
+	assert.Equal(t, `unknown strategy "round": no strategy is registered (forgotten import? `+
+		`import _ "github.com/gpualloc/gpualloc/strategy/all" registers the built-in ones)`, err.Error())
+}
+
 func TestResolveDefaultsEnvAndSpec(t *testing.T) {
 	sp, err := ParseSpec("FakePool:cutoff=30")
 	require.NoError(t, err)

@@ -219,14 +219,10 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 		names = append(names, s)
 	}
 	if len(specs) == 0 {
-		if envSet(getenv, gpualloc.EnvPoolType) || envSet(getenv, gpualloc.EnvMXNetPoolType) {
-			sel, err := gpualloc.Select("", getenv)
-			if err != nil {
-				return nil, usagef("%v", err)
-			}
-			return chosen, add(sel.Params)
-		}
 		names = gpualloc.Names()
+		if envSet(getenv, gpualloc.EnvPoolType) || envSet(getenv, gpualloc.EnvMXNetPoolType) {
+			names = []string{""} // Select("") takes the environment's strategy
+		}
 	}
 	for _, s := range names {
 		sel, err := gpualloc.Select(s, getenv)
