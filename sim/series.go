@@ -171,6 +171,28 @@ func (s *Series) halve() {
 	s.fill = s.width
 }
 
+// Decimate merges neighbouring points of a series, in groups of equal size,
+// until there are at most n, as a Series merges its buckets: each merged
+// point keeps the smallest and largest value of each quantity and the event
+// of the largest (the earlier on a tie), so that no peak is lost. The points
+// are returned as they are when there are at most n of them (or n < 1). It
+// costs one pass over points and one allocation.
+func Decimate(points []Point, n int) []Point {
+	if n < 1 || len(points) <= n {
+		return points
+	}
+	group := (len(points) + n - 1) / n
+	out := make([]Point, 0, (len(points)+group-1)/group)
+	for i := 0; i < len(points); i += group {
+		p := points[i]
+		for _, q := range points[i+1 : min(i+group, len(points))] {
+			p = merge(p, q)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 // merge joins bucket a with the bucket b that follows it.
 func merge(a, b Point) Point {
 	return Point{

@@ -37,7 +37,7 @@
 //
 // A [sim.Series] holds at most a few thousand buckets whatever the trace's
 // length, each with the smallest and largest value of its events;
-// [Decimate] merges them further, the same way, to at most
+// [sim.Decimate] merges them further, the same way, to at most
 // [DefaultMaxPoints] for drawing. The figures draw the largest value of
 // each bucket as a step held across the bucket's events, so every peak
 // shows at its true height, and a 100-million-event trace draws as fast

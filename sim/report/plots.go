@@ -53,7 +53,7 @@ func withSeries(results []sim.Result, n int) ([]sim.Result, [][]sim.Point) {
 			continue
 		}
 		rs = append(rs, r)
-		ss = append(ss, Decimate(r.Series.Points(), n))
+		ss = append(ss, sim.Decimate(r.Series.Points(), n))
 	}
 	return rs, ss
 }

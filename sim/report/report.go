@@ -28,7 +28,7 @@ type Options struct {
 	// Fonts keep their size in points whatever the width.
 	Width vg.Length
 	// MaxPoints is the most buckets of a series a figure draws (see
-	// Decimate); 0 means DefaultMaxPoints.
+	// sim.Decimate); 0 means DefaultMaxPoints.
 	MaxPoints int
 
 	// Sizes holds the request sizes of traces, by trace name (see

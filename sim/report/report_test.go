@@ -245,42 +245,6 @@ func TestWriteTimeSeries(t *testing.T) {
 	assert.Equal(t, "tiny.csv,unpooled,1,,4000512,4000512,4000512,1,,4000512,4000512,4000000", lines[2], "no time: empty time columns")
 }
 
-// TestDecimate checks that merging buckets keeps every peak.
-func TestDecimate(t *testing.T) {
-	var pts []sim.Point
-	for i := range int64(1000) {
-		v := (i * 7919) % 1013 // a jagged course
-		if i == 617 {
-			v = 5000 // the peak
-		}
-		r := sim.Range{Min: v, Max: v, End: v, MaxEvent: i, MaxTimeUS: 10 * i}
-		pts = append(pts, sim.Point{First: i, Last: i, FirstTimeUS: 10 * i, LastTimeUS: 10 * i, Requested: r, Allocated: r, Reserved: r})
-	}
-	for _, n := range []int{1, 7, 100, 333, 999} {
-		d := report.Decimate(pts, n)
-		require.LessOrEqual(t, len(d), n, "n=%d", n)
-		assert.Equal(t, int64(0), d[0].First)
-		assert.Equal(t, int64(999), d[len(d)-1].Last)
-		var peak sim.Range
-		lo := int64(1 << 62)
-		for i, p := range d {
-			if i > 0 {
-				assert.Equal(t, d[i-1].Last+1, p.First, "n=%d: buckets follow each other", n)
-			}
-			if p.Reserved.Max > peak.Max {
-				peak = p.Reserved
-			}
-			lo = min(lo, p.Reserved.Min)
-		}
-		assert.Equal(t, int64(5000), peak.Max, "n=%d", n)
-		assert.Equal(t, int64(617), peak.MaxEvent, "n=%d", n)
-		assert.Equal(t, int64(6170), peak.MaxTimeUS, "n=%d", n)
-		assert.Equal(t, int64(0), lo, "n=%d: minima kept too", n)
-	}
-	assert.Len(t, report.Decimate(pts, 0), 1000, "n < 1: unchanged")
-	assert.Len(t, report.Decimate(pts, 5000), 1000)
-}
-
 func TestStrategyColors(t *testing.T) {
 	builtins := []string{"naive", "round", "unpooled", "bestfit", "buddy", "tlsf", "pytorch"}
 	all := report.StrategyColors(builtins)

@@ -12,41 +12,6 @@ import (
 // distinguishable positions at print resolution.
 const DefaultMaxPoints = 600
 
-// Decimate merges neighbouring points of a series, in groups of equal size,
-// until there are at most n, the way [sim.Series] merges its buckets: each
-// merged point keeps the smallest and largest value of each quantity and
-// the event of the largest, so that no peak is lost. The points are
-// returned as they are when there are at most n of them (or n < 1).
-func Decimate(points []sim.Point, n int) []sim.Point {
-	if n < 1 || len(points) <= n {
-		return points
-	}
-	group := (len(points) + n - 1) / n
-	out := make([]sim.Point, 0, (len(points)+group-1)/group)
-	for i := 0; i < len(points); i += group {
-		p := points[i]
-		for _, q := range points[i+1 : min(i+group, len(points))] {
-			p.Last, p.LastTimeUS = q.Last, q.LastTimeUS
-			p.Requested = join(p.Requested, q.Requested)
-			p.Allocated = join(p.Allocated, q.Allocated)
-			p.Reserved = join(p.Reserved, q.Reserved)
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
-// join is the Range of two neighbouring buckets, a before b.
-func join(a, b sim.Range) sim.Range {
-	out := a
-	out.Min = min(a.Min, b.Min)
-	if b.Max > a.Max { // on a tie the earlier event keeps the peak
-		out.Max, out.MaxEvent, out.MaxTimeUS = b.Max, b.MaxEvent, b.MaxTimeUS
-	}
-	out.End = b.End
-	return out
-}
-
 // An xAxis places the buckets of a series along the x axis: by time when
 // the trace has timestamps, else by event index.
 type xAxis struct {
