@@ -125,7 +125,7 @@ func wantTwoDevices(withTime bool) *snapshot.Snapshot {
 func TestRead(t *testing.T) {
 	for _, proto := range []int{2, 3, 4, 5} {
 		for _, memo := range []bool{false, true} {
-			data := pk.Encode(twoDevices(true), pk.Options{Proto: proto, Memo: memo})
+			data := pk.Encode(twoDevices(true), pk.Options{Proto: proto, Memo: memo, AllLong: proto == 3})
 			if memo {
 				require.Equal(t, 1, strings.Count(string(data), "free_completed"), "no memo reference written")
 			}

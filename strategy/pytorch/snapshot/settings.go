@@ -74,17 +74,14 @@ func (p *parser) settings(v any, path string) *AllocatorSettings {
 			}
 		case "max_split_size":
 			s.Effective = true
-			switch x := v.(type) {
-			case *big.Int:
-				if x.Sign() <= 0 || x.BitLen() > 64 {
+			if x, ok := v.(*big.Int); ok && !x.IsInt64() {
+				if x.Sign() < 0 || x.BitLen() > 64 {
 					p.fail(kp, "out of range: "+x.String())
 				}
-				// The largest size_t: no limit.
-			default:
-				n := p.int(m, key, path, NoMaxSplitSize)
-				if n >= 0 {
-					s.MaxSplitSize = n
-				}
+				break // the largest size_t: no limit
+			}
+			if n := p.int(m, key, path, NoMaxSplitSize); n >= 0 {
+				s.MaxSplitSize = n
 			}
 		case "roundup_power2_divisions":
 			s.Effective = true
