@@ -16,7 +16,9 @@ import (
 var pkSettings = pk.Dict{{K: "PYTORCH_CUDA_ALLOC_CONF", V: ""}, {K: "max_split_size", V: -1}, {K: "garbage_collection_threshold", V: 0.0},
 	{K: "expandable_segments", V: false}, {K: "roundup_power2_divisions", V: pk.Dict{{K: "1", V: 0}, {K: "2", V: 0}}}}
 
-func pkEntry(action string, addr uint64, size int64) pk.Dict { return pk.Entry(action, addr, size, 0, -1) }
+func pkEntry(action string, addr uint64, size int64) pk.Dict {
+	return pk.Entry(action, addr, size, 0, -1)
+}
 
 func pkPickle(v pk.Dict) []byte { return pk.Encode(v, pk.Options{Proto: 4, Memo: true}) }
 
