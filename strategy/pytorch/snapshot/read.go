@@ -8,6 +8,8 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+	"strings"
+	"unicode"
 
 	ogórek "github.com/kisielk/og-rek"
 )
@@ -51,7 +53,7 @@ func Read(r io.Reader, name string) (*Snapshot, error) {
 	d := ogórek.NewDecoderWithConfig(bytes.NewReader(data), &ogórek.DecoderConfig{})
 	v, err := decodeSafely(d)
 	if err != nil {
-		return nil, notSnapshot(name, "bad pickle: "+err.Error(), err)
+		return nil, notSnapshot(name, "bad pickle: "+oneLine(err.Error()), err)
 	}
 	top, ok := v.(map[any]any)
 	if !ok {
@@ -98,6 +100,21 @@ func Read(r io.Reader, name string) (*Snapshot, error) {
 		}
 	}
 	return s, nil
+}
+
+// oneLine escapes the control characters of a message, such as the bytes
+// that the decoder quotes, so that it stays on one line.
+func oneLine(msg string) string {
+	var b strings.Builder
+	for _, r := range msg {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // decodeSafely decodes one pickle, turning a panic of the decoder on
