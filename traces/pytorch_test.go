@@ -180,49 +180,14 @@ func pkPickle(v any, proto int, memo bool) []byte {
 }
 
 const (
-	a0 uint64 = 0x7f3a00000000
-	a1 uint64 = 0x7f3a00200000
-	a2 uint64 = 0x7f3a00400000
-	a3 uint64 = 0x7f3a00600000
+	a0 = pk.A0
+	a1 = pk.A1
+	a2 = pk.A2
+	a3 = pk.A3
 )
 
-// testSnapshot is a snapshot of two devices: on device 0 block a0 is live
-// before the trace and freed in it, a1 is allocated and freed, a2 allocated
-// in the trace and live at the end; device 1 has a block a3 live throughout.
-func testSnapshot(withTime bool) pk.Dict {
-	tm := func(t int64) int64 {
-		if withTime {
-			return t
-		}
-		return -1
-	}
-	seg0 := pk.Segment(0, a0, 7, "large", pk.Block(a0, int64(2<<20), 1000, "inactive"), pk.Block(a1, int64(2<<20), 2000, "inactive"),
-		pk.Block(a2, int64(2<<20), 3000, "active_allocated"))
-	seg1 := pk.Segment(1, a3, 9, "large", pk.Block(a3, int64(2<<20), 4000, "active_pending_free"))
-	dev0 := []any{
-		pk.Entry("alloc", a1, 2000, 7, tm(10)),
-		pk.Entry("free_requested", a0, 1000, 7, tm(11)),
-		pk.Entry("free_completed", a0, 1000, 7, tm(12)),
-		pk.Entry("oom", 0, 1<<40, 7, tm(13)),
-		pk.Entry("free_completed", a1, 2000, 7, tm(20)),
-		pk.Entry("segment_alloc", a2, 2<<20, 5, tm(30)),
-		pk.Entry("alloc", a2, 3000, 5, tm(31)),
-	}
-	dev0[3].(pk.Dict)[1] = pk.KV{K: "device_free", V: int64(123456)}
-	dev1 := []any{
-		pk.Entry("alloc", a3+0x1000, 500, 9, tm(15)),
-		pk.Entry("free_completed", a3+0x1000, 500, 9, tm(25)),
-	}
-	var settings pk.Dict
-	if withTime {
-		settings = pk.Dict{{K: "PYTORCH_CUDA_ALLOC_CONF", V: ""}, {K: "max_split_size", V: int64(-1)}}
-	}
-	d := pk.Snapshot([]any{seg0, seg1}, [][]any{dev0, dev1}, settings)
-	if withTime {
-		d = append(d, pk.KV{K: "external_annotations", V: []any{}}, pk.KV{K: "user_metadata", V: ""}, pk.KV{K: "compile_context", V: pk.Dict{}})
-	}
-	return d
-}
+// testSnapshot is a snapshot of two devices (see pickletest.TwoDevices).
+func testSnapshot(withTime bool) pk.Dict { return pk.TwoDevices(withTime) }
 
 func TestSnapshotSmall(t *testing.T) {
 	id := func(a uint64) uint64 { k, _ := IDKey(hexAddr(a)); return k }

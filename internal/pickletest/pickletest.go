@@ -222,3 +222,60 @@ func Snapshot(segments []any, traces [][]any, settings Dict) Dict {
 	}
 	return d
 }
+
+// Addresses of the blocks of TwoDevices.
+const (
+	A0 uint64 = 0x7f3a00000000
+	A1 uint64 = 0x7f3a00200000
+	A2 uint64 = 0x7f3a00400000
+	A3 uint64 = 0x7f3a00600000
+)
+
+// TwoDevices is a snapshot of two devices: on device 0, a segment of three
+// blocks A0, A1, A2, of which A0 is live before the trace and freed in it,
+// A1 allocated and freed in it, A2 allocated in it and live at the end; on
+// device 1, a segment of one block A3, live throughout. Their traces hold
+// every kind of entry; withTime gives the entries times and the snapshot
+// allocator_settings (max_split_size 64 MiB, garbage_collection_threshold
+// 0.5, roundup_power2_divisions 4 for [2, 4) MiB).
+func TwoDevices(withTime bool) Dict {
+	tm := func(t int64) int64 {
+		if withTime {
+			return t
+		}
+		return -1
+	}
+	seg0 := Segment(0, A0, 7, "large", Block(A0, 2<<20, 1000, "inactive"), Block(A1, 2<<20, 2000, "inactive"),
+		Block(A2, 2<<20, 3000, "active_allocated"))
+	seg1 := Segment(1, A3, 9, "large", Block(A3, 2<<20, 4000, "active_pending_free"))
+	dev0 := []any{
+		Entry("alloc", A1, 2000, 7, tm(10)),
+		Entry("free_requested", A0, 1000, 7, tm(11)),
+		Entry("free_completed", A0, 1000, 7, tm(12)),
+		Entry("oom", 0, 1<<40, 7, tm(13)),
+		Entry("free_completed", A1, 2000, 7, tm(20)),
+		Entry("segment_alloc", A2, 2<<20, 5, tm(30)),
+		Entry("alloc", A2, 3000, 5, tm(31)),
+		Entry("segment_map", A2, 2<<20, 5, tm(32)),
+		Entry("segment_unmap", A2, 2<<20, 5, tm(33)),
+		Entry("snapshot", 0, 0, 0, tm(34)),
+		Entry("segment_free", A2+4<<20, 2<<20, 5, tm(35)),
+	}
+	dev0[3].(Dict)[1] = KV{K: "device_free", V: int64(123456)}
+	dev1 := []any{
+		Entry("alloc", A3+0x1000, 500, 9, tm(15)),
+		Entry("free_completed", A3+0x1000, 500, 9, tm(25)),
+	}
+	var settings Dict
+	if withTime {
+		settings = Dict{{K: "PYTORCH_CUDA_ALLOC_CONF", V: "max_split_size_mb:64"}, {K: "max_split_size", V: int64(64 << 20)},
+			{K: "garbage_collection_threshold", V: 0.5}, {K: "expandable_segments", V: false},
+			{K: "roundup_power2_divisions", V: Dict{{K: "1", V: 0}, {K: "2", V: 4}, {K: "4", V: 0}}},
+			{K: "pinned_num_register_threads", V: 1}, {K: "release_lock_on_cudamalloc", V: false}}
+	}
+	d := Snapshot([]any{seg0, seg1}, [][]any{dev0, dev1}, settings)
+	if withTime {
+		d = append(d, KV{K: "external_annotations", V: []any{}}, KV{K: "compile_context", V: Dict{}})
+	}
+	return d
+}

@@ -305,24 +305,11 @@ func parseDivisions(v string) ([roundupBands]int64, error) {
 	return d, nil
 }
 
-// formatDivisions writes d so that parseDivisions reads it back, with ";"
-// between entries so that it fits in a spec.
+// formatDivisions writes d as [snapshot.FormatDivisions] does, without
+// brackets and with ";" between entries so that it fits in a spec;
+// parseDivisions reads it back.
 func formatDivisions(d [roundupBands]int64) string {
-	same := true
-	for _, x := range d {
-		same = same && x == d[0]
-	}
-	if same {
-		return strconv.FormatInt(d[0], 10)
-	}
-	var b strings.Builder
-	for i, x := range d {
-		if i > 0 {
-			b.WriteByte(';')
-		}
-		fmt.Fprintf(&b, "%d:%d", int64(1)<<i, max(x, 1))
-	}
-	return b.String()
+	return strings.ReplaceAll(strings.Trim(snapshot.FormatDivisions(d), "[]"), ",", ";")
 }
 
 // paramErr returns a bad setting's error, which names the strategy, key and

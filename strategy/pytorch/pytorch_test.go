@@ -335,3 +335,24 @@ func TestSnapshotSettings(t *testing.T) {
 	want.RoundupPower2Divisions, want.MaxNonSplitRounding = s.RoundupPower2Divisions, 40*MiB
 	assert.Equal(t, want, c)
 }
+
+// TestDivisionsSpec checks that the spec of an allocator with
+// roundup_power2_divisions reads back.
+func TestDivisionsSpec(t *testing.T) {
+	for _, d := range []string{"4", "256:1;512:2;>:8", "2:8;8:2", "1:0;32768:2"} {
+		sp, err := gpualloc.ParseSpec("pytorch:roundup_power2_divisions=" + d)
+		require.NoError(t, err)
+		p, err := gpualloc.Resolve(sp, func(string) (string, bool) { return "", false })
+		require.NoError(t, err)
+		a, err := p.Open(strategytest.NewDevice(GiB))
+		require.NoError(t, err)
+		c := a.(*pytorch.Allocator).Config()
+		sp, err = gpualloc.ParseSpec(a.(gpualloc.Specer).Spec())
+		require.NoError(t, err)
+		p, err = gpualloc.Resolve(sp, func(string) (string, bool) { return "", false })
+		require.NoError(t, err)
+		b, err := p.Open(strategytest.NewDevice(GiB))
+		require.NoError(t, err)
+		assert.Equal(t, c, b.(*pytorch.Allocator).Config(), "%s: %s", d, a.(gpualloc.Specer).Spec())
+	}
+}

@@ -28,55 +28,13 @@ func sharedSnapshots(t testing.TB) []string {
 }
 
 const (
-	a0 uint64 = 0x7f3a00000000
-	a1 uint64 = 0x7f3a00200000
-	a2 uint64 = 0x7f3a00400000
-	a3 uint64 = 0x7f3a00600000
+	a0 = pk.A0
+	a1 = pk.A1
+	a2 = pk.A2
+	a3 = pk.A3
 )
 
-// twoDevices is a snapshot of two devices: device 0 has a segment of three
-// blocks, device 1 one of one block; their traces hold every kind of entry.
-func twoDevices(withTime bool) pk.Dict {
-	tm := func(t int64) int64 {
-		if withTime {
-			return t
-		}
-		return -1
-	}
-	seg0 := pk.Segment(0, a0, 7, "large", pk.Block(a0, 2<<20, 1000, "inactive"), pk.Block(a1, 2<<20, 2000, "inactive"),
-		pk.Block(a2, 2<<20, 3000, "active_allocated"))
-	seg1 := pk.Segment(1, a3, 9, "large", pk.Block(a3, 2<<20, 4000, "active_pending_free"))
-	dev0 := []any{
-		pk.Entry("alloc", a1, 2000, 7, tm(10)),
-		pk.Entry("free_requested", a0, 1000, 7, tm(11)),
-		pk.Entry("free_completed", a0, 1000, 7, tm(12)),
-		pk.Entry("oom", 0, 1<<40, 7, tm(13)),
-		pk.Entry("free_completed", a1, 2000, 7, tm(20)),
-		pk.Entry("segment_alloc", a2, 2<<20, 5, tm(30)),
-		pk.Entry("alloc", a2, 3000, 5, tm(31)),
-		pk.Entry("segment_map", a2, 2<<20, 5, tm(32)),
-		pk.Entry("segment_unmap", a2, 2<<20, 5, tm(33)),
-		pk.Entry("snapshot", 0, 0, 0, tm(34)),
-		pk.Entry("segment_free", a2+4<<20, 2<<20, 5, tm(35)),
-	}
-	dev0[3].(pk.Dict)[1] = pk.KV{K: "device_free", V: int64(123456)}
-	dev1 := []any{
-		pk.Entry("alloc", a3+0x1000, 500, 9, tm(15)),
-		pk.Entry("free_completed", a3+0x1000, 500, 9, tm(25)),
-	}
-	var settings pk.Dict
-	if withTime {
-		settings = pk.Dict{{K: "PYTORCH_CUDA_ALLOC_CONF", V: "max_split_size_mb:64"}, {K: "max_split_size", V: int64(64 << 20)},
-			{K: "garbage_collection_threshold", V: 0.5}, {K: "expandable_segments", V: false},
-			{K: "roundup_power2_divisions", V: pk.Dict{{K: "1", V: 0}, {K: "2", V: 4}, {K: "4", V: 0}}},
-			{K: "pinned_num_register_threads", V: 1}, {K: "release_lock_on_cudamalloc", V: false}}
-	}
-	d := pk.Snapshot([]any{seg0, seg1}, [][]any{dev0, dev1}, settings)
-	if withTime {
-		d = append(d, pk.KV{K: "external_annotations", V: []any{}}, pk.KV{K: "compile_context", V: pk.Dict{}})
-	}
-	return d
-}
+func twoDevices(withTime bool) pk.Dict { return pk.TwoDevices(withTime) }
 
 // wantTwoDevices is what Read makes of twoDevices.
 func wantTwoDevices(withTime bool) *snapshot.Snapshot {
