@@ -112,10 +112,7 @@ const sharedSnapshotDir = "../../shared/traces/pytorch"
 // TestFidelityShared replays the shared real snapshots and reports their
 // match rates; the pytorch strategy takes every recorded decision.
 func TestFidelityShared(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(sharedSnapshotDir, "*.pickle"))
-	if len(files) == 0 {
-		t.Skipf("no snapshots in %s: the shared fixtures are not checked out beside the project", sharedSnapshotDir)
-	}
+	files := pk.SharedSnapshots(t, sharedSnapshotDir)
 	code, stdout, stderr := run(t, nil, append([]string{"fidelity", "-f", "json"}, files...)...)
 	require.Equal(t, 0, code, stderr)
 	var res []struct {

@@ -18,13 +18,7 @@ import (
 // snapshotDir holds real PyTorch snapshots, outside the repository.
 const snapshotDir = "../../shared/traces/pytorch"
 
-func sharedSnapshots(t testing.TB) []string {
-	files, _ := filepath.Glob(filepath.Join(snapshotDir, "*.pickle"))
-	if len(files) == 0 {
-		t.Skipf("no PyTorch snapshots in %s (they are development fixtures, not part of the repository)", snapshotDir)
-	}
-	return files
-}
+func sharedSnapshots(t testing.TB) []string { return pk.SharedSnapshots(t, snapshotDir) }
 
 // readAll replays a reader, checking that its events are consistent, and
 // returns them with the peak of live requested bytes.

@@ -9,6 +9,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"path/filepath"
+	"testing"
 )
 
 // A KV is a key and its value in a [Dict].
@@ -278,4 +280,16 @@ func TwoDevices(withTime bool) Dict {
 		d = append(d, KV{K: "external_annotations", V: []any{}}, KV{K: "compile_context", V: Dict{}})
 	}
 	return d
+}
+
+// SharedSnapshots returns the real PyTorch snapshots (*.pickle) of dir,
+// the project's shared development fixtures found beside the repository
+// by a relative path, or skips the test when there are none (as in a fresh
+// clone).
+func SharedSnapshots(t testing.TB, dir string) []string {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pickle"))
+	if len(files) == 0 {
+		t.Skipf("no PyTorch snapshots in %s (they are development fixtures, not part of the repository)", dir)
+	}
+	return files
 }

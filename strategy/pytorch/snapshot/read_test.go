@@ -19,13 +19,7 @@ import (
 // fixtures are checked out beside the repository.
 const sharedDir = "../../../../shared/traces/pytorch"
 
-func sharedSnapshots(t testing.TB) []string {
-	files, _ := filepath.Glob(filepath.Join(sharedDir, "*.pickle"))
-	if len(files) == 0 {
-		t.Skipf("no PyTorch snapshots in %s (they are development fixtures, not part of the repository)", sharedDir)
-	}
-	return files
-}
+func sharedSnapshots(t testing.TB) []string { return pk.SharedSnapshots(t, sharedDir) }
 
 const (
 	a0 = pk.A0
