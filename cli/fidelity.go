@@ -7,8 +7,8 @@ import (
 	"strconv"
 
 	"github.com/gpualloc/gpualloc/internal/tabular"
-	"github.com/gpualloc/gpualloc/sim/fidelity"
-	"github.com/gpualloc/gpualloc/traces"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/fidelity"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
 const fidelityUsage = `usage: simulate fidelity [flags] SNAPSHOT...
@@ -89,7 +89,7 @@ func fidelityFile(path string, mismatches int) (*fidelity.Result, error) {
 		return nil, err
 	}
 	defer f.Close()
-	s, err := traces.ReadSnapshot(f, path)
+	s, err := snapshot.Read(f, path)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,88 +9,18 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 )
 
-// A tiny pickle encoder (protocol 2: dicts, lists, strings, integers,
-// bools), enough to write small PyTorch snapshots.
+var pkSettings = pk.Dict{{K: "PYTORCH_CUDA_ALLOC_CONF", V: ""}, {K: "max_split_size", V: -1}, {K: "garbage_collection_threshold", V: 0.0},
+	{K: "expandable_segments", V: false}, {K: "roundup_power2_divisions", V: pk.Dict{{K: "1", V: 0}, {K: "2", V: 0}}}}
 
-type pkKV struct {
-	k string
-	v any
+func pkEntry(action string, addr uint64, size int64) pk.Dict {
+	return pk.Entry(action, addr, size, 0, -1)
 }
 
-type pkDict []pkKV
-
-func pkValue(b *bytes.Buffer, v any) {
-	switch x := v.(type) {
-	case bool:
-		if x {
-			b.WriteByte(0x88)
-		} else {
-			b.WriteByte(0x89)
-		}
-	case int:
-		pkValue(b, int64(x))
-	case int64:
-		b.WriteByte(0x8a) // LONG1, 8 bytes
-		b.WriteByte(8)
-		binary.Write(b, binary.LittleEndian, x)
-	case uint64:
-		b.WriteByte(0x8a)
-		b.WriteByte(9)
-		binary.Write(b, binary.LittleEndian, x)
-		b.WriteByte(0)
-	case float64:
-		b.WriteByte('G')
-		binary.Write(b, binary.BigEndian, x)
-	case string:
-		b.WriteByte('X')
-		binary.Write(b, binary.LittleEndian, uint32(len(x)))
-		b.WriteString(x)
-	case []any:
-		b.WriteByte(']')
-		for _, e := range x {
-			pkValue(b, e)
-			b.WriteByte('a') // APPEND
-		}
-	case pkDict:
-		b.WriteByte('}')
-		for _, e := range x {
-			pkValue(b, e.k)
-			pkValue(b, e.v)
-			b.WriteByte('s') // SETITEM
-		}
-	default:
-		panic("pkValue: cannot encode this type")
-	}
-}
-
-func pkPickle(v any) []byte {
-	b := bytes.NewBuffer([]byte{0x80, 2})
-	pkValue(b, v)
-	b.WriteByte('.')
-	return b.Bytes()
-}
-
-func pkEntry(action string, addr uint64, size int64) pkDict {
-	return pkDict{{"action", action}, {"addr", addr}, {"size", size}, {"stream", 0}, {"frames", []any{}}}
-}
-
-func pkBlock(addr uint64, size, requested int64, state string) pkDict {
-	return pkDict{{"address", addr}, {"size", size}, {"requested_size", requested}, {"state", state}}
-}
-
-func pkSegment(addr uint64, kind string, blocks ...any) pkDict {
-	var total int64
-	for _, b := range blocks {
-		total += b.(pkDict)[1].v.(int64)
-	}
-	return pkDict{{"device", 0}, {"address", addr}, {"total_size", total}, {"stream", 0},
-		{"segment_type", kind}, {"is_expandable", false}, {"blocks", blocks}}
-}
-
-var pkSettings = pkDict{{"PYTORCH_CUDA_ALLOC_CONF", ""}, {"max_split_size", -1}, {"garbage_collection_threshold", 0.0},
-	{"expandable_segments", false}, {"roundup_power2_divisions", pkDict{{"1", 0}, {"2", 0}}}}
+func pkPickle(v pk.Dict) []byte { return pk.Encode(v, pk.Options{Proto: 4, Memo: true}) }
 
 const (
 	fA0 uint64 = 0x7f0000000000 // a small segment, 2 MiB
@@ -104,17 +32,17 @@ const (
 // frees the other and allocates 300 bytes at last, recorded at lastAddr
 // (where PyTorch puts it: fA0; or elsewhere, for a mismatch).
 func fidelitySnapshot(lastAddr uint64) []byte {
-	var small []any
+	var small []pk.Dict
 	if lastAddr == fA0 {
-		small = []any{pkBlock(fA0, 512, 300, "active_allocated"), pkBlock(fA0+512, 512, 0, "inactive"),
-			pkBlock(fA0+1024, 1024, 800, "active_allocated"), pkBlock(fA0+2048, 2<<20-2048, 0, "inactive")}
+		small = []pk.Dict{pk.Block(fA0, 512, 300, "active_allocated"), pk.Block(fA0+512, 512, 0, "inactive"),
+			pk.Block(fA0+1024, 1024, 800, "active_allocated"), pk.Block(fA0+2048, 2<<20-2048, 0, "inactive")}
 	} else {
-		small = []any{pkBlock(fA0, 1024, 0, "inactive"), pkBlock(fA0+1024, 1024, 800, "active_allocated"),
-			pkBlock(fA0+2048, 512, 300, "active_allocated"), pkBlock(fA0+2560, 2<<20-2560, 0, "inactive")}
+		small = []pk.Dict{pk.Block(fA0, 1024, 0, "inactive"), pk.Block(fA0+1024, 1024, 800, "active_allocated"),
+			pk.Block(fA0+2048, 512, 300, "active_allocated"), pk.Block(fA0+2560, 2<<20-2560, 0, "inactive")}
 	}
 	segs := []any{
-		pkSegment(fA0, "small", small...),
-		pkSegment(fL0, "large", pkBlock(fL0, 5<<20, 5<<20, "active_allocated"), pkBlock(fL0+5<<20, 15<<20, 0, "inactive")),
+		pk.Segment(0, fA0, 0, "small", small...),
+		pk.Segment(0, fL0, 0, "large", pk.Block(fL0, 5<<20, 5<<20, "active_allocated"), pk.Block(fL0+5<<20, 15<<20, 0, "inactive")),
 	}
 	trace := []any{
 		pkEntry("free_requested", fA0+1024, 600),
@@ -126,13 +54,13 @@ func fidelitySnapshot(lastAddr uint64) []byte {
 		pkEntry("free_completed", fA0, 1000),
 		pkEntry("alloc", lastAddr, 300),
 	}
-	return pkPickle(pkDict{{"segments", segs}, {"device_traces", []any{trace}}, {"allocator_settings", pkSettings}})
+	return pkPickle(pk.Snapshot(segs, [][]any{trace}, pkSettings))
 }
 
 // fidelityFiles are the test's snapshots, kept under testdata: -update
 // rewrites them, and the test checks that they are what the encoder writes.
 func fidelityFiles() map[string][]byte {
-	bad := pkPickle(pkDict{{"segments", []any{}}, {"device_traces", []any{[]any{pkEntry("free_completed", fA0, 100)}}}})
+	bad := pkPickle(pk.Snapshot(nil, [][]any{{pkEntry("free_completed", fA0, 100)}}, nil))
 	return map[string][]byte{
 		"fidelity_match.pickle":    fidelitySnapshot(fA0),
 		"fidelity_mismatch.pickle": fidelitySnapshot(fA0 + 2048),
@@ -184,10 +112,7 @@ const sharedSnapshotDir = "../../shared/traces/pytorch"
 // TestFidelityShared replays the shared real snapshots and reports their
 // match rates; the pytorch strategy takes every recorded decision.
 func TestFidelityShared(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(sharedSnapshotDir, "*.pickle"))
-	if len(files) == 0 {
-		t.Skipf("no snapshots in %s: the shared fixtures are not checked out beside the project", sharedSnapshotDir)
-	}
+	files := pk.SharedSnapshots(t, sharedSnapshotDir)
 	code, stdout, stderr := run(t, nil, append([]string{"fidelity", "-f", "json"}, files...)...)
 	require.Equal(t, 0, code, stderr)
 	var res []struct {

@@ -1,41 +1,43 @@
 package traces
 
 import (
+	"errors"
 	"io"
-	"sort"
 	"strconv"
+
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
 // A SnapshotReader yields the allocations and frees of a PyTorch memory
 // snapshot as Events. It implements [Reader].
 //
 // An "alloc" entry of the snapshot's trace is an OpAlloc of its requested
-// size, a "free_completed" an OpFree; the other actions are not events (see
-// [Snapshot.Traces] for them). The Event's ID is the block's address, tagged
+// size, a "free_completed" an OpFree; the other actions are not events (the
+// snapshot package models them all). The Event's ID is the block's address, tagged
 // as a hexadecimal id (see [IDKey]), so that a trace converted to the native
 // format and read back pairs allocations and frees the same way. Stream and
 // device are the entry's.
 //
 // The trace is the tail of a ring buffer: blocks may be live before its
 // first entry. The reader rebuilds them by walking each device's trace
-// backwards from the blocks live at dump time (the "active_allocated" and
-// "active_pending_free" blocks of the segments): undoing an alloc makes its
-// block not live, undoing a free_completed makes its block live with the
-// size the free gives. The blocks left live are yielded first, as OpAlloc
-// events ordered by device and address, with the time of the trace's first
-// entry; then the trace follows, so that no free refers to an unknown block.
+// backwards from the segments at dump time (see
+// [snapshot.Snapshot.InitialState]; a snapshot whose trace does not fit its
+// segments is still read, from the best state rebuilt). The blocks live at
+// the start are yielded first, as OpAlloc events of their requested size
+// ordered by device and address, with the time of the trace's first entry;
+// then the trace follows, so that no free refers to an unknown block.
 //
 // Devices' traces are merged by time when every entry has a time, and
 // concatenated in device order otherwise (old files have no times). Times
 // are made non-decreasing by raising a time that goes backwards to the one
 // before it.
 //
-// The whole snapshot is in memory (see [ReadSnapshot]); yielding events
+// The whole snapshot is in memory (see [snapshot.Read]); yielding events
 // costs O(1) each and allocates nothing.
 type SnapshotReader struct {
 	name   string
 	opts   Options
-	snap   *Snapshot
+	snap   *snapshot.Snapshot
 	closer io.Closer
 
 	start   []initialBlock // blocks live before the trace
@@ -73,26 +75,40 @@ type entryRef struct {
 }
 
 // NewSnapshotReader returns a reader of the snapshot that src holds, named
-// name in errors. It reads src whole (see [ReadSnapshot], whose errors it
-// returns); it does not close src.
+// name in errors. It reads src whole with [snapshot.Read], whose errors it
+// returns as a [*ParseError] (wrapping [ErrNotTrace] when src is not a
+// snapshot); it does not close src.
 func NewSnapshotReader(src io.Reader, name string, opts Options) (*SnapshotReader, error) {
-	s, err := ReadSnapshot(src, name)
+	s, err := snapshot.Read(src, name)
 	if err != nil {
-		return nil, err
+		return nil, snapshotError(err)
 	}
-	return s.Reader(name, opts), nil
+	return newSnapshotReader(s, name, opts), nil
 }
 
-// Reader returns a reader of the snapshot's allocations and frees, named
-// name in errors.
-func (s *Snapshot) Reader(name string, opts Options) *SnapshotReader {
+// snapshotError returns an error of snapshot.Read as a *ParseError.
+func snapshotError(err error) error {
+	var se *snapshot.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	pe := &ParseError{Name: se.Name, Msg: se.Msg, Err: se.Err}
+	if errors.Is(err, snapshot.ErrNotSnapshot) {
+		pe.Err = errors.Join(ErrNotTrace, se.Err)
+	}
+	return pe
+}
+
+// newSnapshotReader returns a reader of the snapshot's allocations and
+// frees, named name in errors.
+func newSnapshotReader(s *snapshot.Snapshot, name string, opts Options) *SnapshotReader {
 	r := &SnapshotReader{name: name, opts: opts, snap: s, time0: NoTime, last: NoTime}
 	r.live.init(10)
-	r.start = s.initialBlocks()
-	r.hasTime = s.hasTime()
-	r.refs = s.mergedRefs(r.hasTime)
+	r.start = initialBlocks(s)
+	r.hasTime = hasTime(s)
+	r.refs = mergedRefs(s, r.hasTime)
 	if r.hasTime {
-		for _, t := range s.Traces {
+		for _, t := range s.DeviceTraces {
 			if len(t) > 0 && (r.time0 == NoTime || t[0].TimeUS < r.time0) {
 				r.time0 = t[0].TimeUS
 			}
@@ -103,11 +119,11 @@ func (s *Snapshot) Reader(name string, opts Options) *SnapshotReader {
 
 // hasTime reports whether the snapshot's trace has entries and all of them
 // have a time.
-func (s *Snapshot) hasTime() bool {
+func hasTime(s *snapshot.Snapshot) bool {
 	n := 0
-	for _, t := range s.Traces {
+	for _, t := range s.DeviceTraces {
 		for _, e := range t {
-			if e.TimeUS == NoTime {
+			if e.TimeUS == snapshot.NoTime {
 				return false
 			}
 			n++
@@ -117,52 +133,29 @@ func (s *Snapshot) hasTime() bool {
 }
 
 // isEvent reports whether a trace entry is an allocation or a free.
-func isEvent(action string) bool {
-	return action == "alloc" || action == "free_completed"
+func isEvent(action snapshot.Action) bool {
+	return action == snapshot.Alloc || action == snapshot.FreeCompleted
 }
 
 // initialBlocks returns the blocks live before the first entry of the
 // trace, ordered by device and address.
-func (s *Snapshot) initialBlocks() []initialBlock {
-	live := map[[2]uint64]initialBlock{} // (device, address)
-	for _, seg := range s.Segments {
-		for _, b := range seg.Blocks {
-			if b.Live() {
-				live[[2]uint64{uint64(seg.Device), b.Address}] = initialBlock{seg.Device, b.Address, b.RequestedSize, seg.Stream}
-			}
+func initialBlocks(s *snapshot.Snapshot) []initialBlock {
+	var blocks []initialBlock
+	for _, dev := range s.Devices() {
+		st, _ := s.InitialState(dev) // the best state, even when inconsistent
+		for _, e := range st.Allocs() {
+			blocks = append(blocks, initialBlock{dev, e.Addr, e.Size, e.Stream})
 		}
 	}
-	for dev, t := range s.Traces {
-		for i := len(t) - 1; i >= 0; i-- {
-			e := &t[i]
-			k := [2]uint64{uint64(dev), e.Addr}
-			switch e.Action {
-			case "alloc":
-				delete(live, k)
-			case "free_completed":
-				live[k] = initialBlock{dev, e.Addr, e.Size, e.Stream}
-			}
-		}
-	}
-	blocks := make([]initialBlock, 0, len(live))
-	for _, b := range live {
-		blocks = append(blocks, b)
-	}
-	sort.Slice(blocks, func(i, j int) bool {
-		if blocks[i].device != blocks[j].device {
-			return blocks[i].device < blocks[j].device
-		}
-		return blocks[i].addr < blocks[j].addr
-	})
 	return blocks
 }
 
 // mergedRefs returns the alloc and free_completed entries of all devices in
 // replay order: merged by time, or device after device.
-func (s *Snapshot) mergedRefs(byTime bool) []entryRef {
+func mergedRefs(s *snapshot.Snapshot, byTime bool) []entryRef {
 	var refs []entryRef
 	if !byTime {
-		for dev, t := range s.Traces {
+		for dev, t := range s.DeviceTraces {
 			for i := range t {
 				if isEvent(t[i].Action) {
 					refs = append(refs, entryRef{int32(dev), int32(i)})
@@ -171,14 +164,14 @@ func (s *Snapshot) mergedRefs(byTime bool) []entryRef {
 		}
 		return refs
 	}
-	pos := make([]int, len(s.Traces))
+	pos := make([]int, len(s.DeviceTraces))
 	for {
 		best := -1
-		for dev, t := range s.Traces {
+		for dev, t := range s.DeviceTraces {
 			for pos[dev] < len(t) && !isEvent(t[pos[dev]].Action) {
 				pos[dev]++
 			}
-			if pos[dev] < len(t) && (best < 0 || t[pos[dev]].TimeUS < s.Traces[best][pos[best]].TimeUS) {
+			if pos[dev] < len(t) && (best < 0 || t[pos[dev]].TimeUS < s.DeviceTraces[best][pos[best]].TimeUS) {
 				best = dev
 			}
 		}
@@ -202,7 +195,7 @@ func (r *SnapshotReader) Scan() bool {
 			err = r.alloc(b.addr, "segments")
 		case i-len(r.start) < len(r.refs):
 			ref := r.refs[i-len(r.start)]
-			e := &r.snap.Traces[ref.device][ref.index]
+			e := &r.snap.DeviceTraces[ref.device][ref.index]
 			t := e.TimeUS
 			if !r.hasTime {
 				t = NoTime
@@ -211,7 +204,7 @@ func (r *SnapshotReader) Scan() bool {
 			}
 			r.ev = Event{Size: e.Size, Stream: e.Stream, Device: int32(ref.device), TimeUS: t}
 			where := "device_traces[" + strconv.Itoa(int(ref.device)) + "][" + strconv.Itoa(int(ref.index)) + "]"
-			if e.Action == "alloc" {
+			if e.Action == snapshot.Alloc {
 				r.ev.Op = OpAlloc
 				err = r.alloc(e.Addr, where)
 			} else {
@@ -315,9 +308,6 @@ func (r *SnapshotReader) Columns() []Column {
 
 // HasTime reports whether the events have times.
 func (r *SnapshotReader) HasTime() bool { return r.hasTime }
-
-// Snapshot returns the snapshot the reader replays.
-func (r *SnapshotReader) Snapshot() *Snapshot { return r.snap }
 
 // Initial returns the number of blocks live before the trace's first
 // entry: the reader's first events.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
 // PyTorch's constants (c10/cuda/CUDACachingAllocator.cpp).
@@ -155,8 +156,10 @@ func (c Config) validate() error {
 // expandable_segments, max_non_split_rounding_mb, and (an extension)
 // memory_fraction. Keys PyTorch knows that do not affect where blocks go
 // (release_lock_on_cudamalloc, pinned_use_cuda_host_register,
-// pinned_num_register_threads, backend) are accepted and ignored. An
-// unknown key or a bad value is a *gpualloc.ParamError naming the key.
+// pinned_num_register_threads, backend) are accepted and ignored. As in
+// PyTorch, one trailing comma is allowed but an empty setting is not (see
+// [snapshot.SplitConf]). An unknown key or a bad value is a
+// *gpualloc.ParamError naming the key.
 func ParseConf(conf string) (Config, error) {
 	c := DefaultConfig()
 	return c, c.apply(conf)
@@ -164,11 +167,11 @@ func ParseConf(conf string) (Config, error) {
 
 // apply sets the keys of a PYTORCH_CUDA_ALLOC_CONF string in c.
 func (c *Config) apply(conf string) error {
-	for _, item := range splitConf(conf) {
+	for _, item := range snapshot.SplitConf(conf) {
 		k, v, ok := strings.Cut(item, ":")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if k == "" && v == "" {
-			continue
+			return fmt.Errorf("%q: an empty setting (a comma with nothing before it)", conf)
 		}
 		if !ok {
 			return &gpualloc.ParamError{Key: k, Msg: "want key:value"}
@@ -178,26 +181,6 @@ func (c *Config) apply(conf string) error {
 		}
 	}
 	return nil
-}
-
-// splitConf splits a conf string at the commas outside brackets.
-func splitConf(s string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '[':
-			depth++
-		case ']':
-			depth--
-		case ',':
-			if depth == 0 {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	return append(out, s[start:])
 }
 
 // set sets one setting from its PyTorch key and text.
@@ -269,7 +252,7 @@ func (c *Config) set(k, v string) error {
 }
 
 // parseDivisions parses roundup_power2_divisions: one number for every band,
-// or a list "[256:1,512:2,>:8]" of MiB:divisions (";" may stand for ",", and
+// or a list "[256:1,512:2,>:8]" of MiB:divisions (0: none, as in PyTorch) (";" may stand for ",", and
 // the brackets may be left out, so that a spec can carry it). As PyTorch does,
 // the first entry also sets every band below it, and ">" sets every band from
 // the last one named (that one included) on.
@@ -296,8 +279,8 @@ func parseDivisions(v string) ([roundupBands]int64, error) {
 			return d, fmt.Errorf("entry %q: want MiB:divisions", e)
 		}
 		n, err := strconv.ParseInt(val, 10, 64)
-		if err != nil || n <= 0 || n&(n-1) != 0 {
-			return d, fmt.Errorf("entry %q: divisions must be a power of two", e)
+		if err != nil || n < 0 || n&(n-1) != 0 {
+			return d, fmt.Errorf("entry %q: divisions must be a power of two (or 0: none)", e)
 		}
 		if k == ">" {
 			for i := last; i < roundupBands; i++ {
@@ -322,24 +305,11 @@ func parseDivisions(v string) ([roundupBands]int64, error) {
 	return d, nil
 }
 
-// formatDivisions writes d so that parseDivisions reads it back, with ";"
-// between entries so that it fits in a spec.
+// formatDivisions writes d as [snapshot.FormatDivisions] does, without
+// brackets and with ";" between entries so that it fits in a spec;
+// parseDivisions reads it back.
 func formatDivisions(d [roundupBands]int64) string {
-	same := true
-	for _, x := range d {
-		same = same && x == d[0]
-	}
-	if same {
-		return strconv.FormatInt(d[0], 10)
-	}
-	var b strings.Builder
-	for i, x := range d {
-		if i > 0 {
-			b.WriteByte(';')
-		}
-		fmt.Fprintf(&b, "%d:%d", int64(1)<<i, max(x, 1))
-	}
-	return b.String()
+	return strings.ReplaceAll(strings.Trim(snapshot.FormatDivisions(d), "[]"), ",", ";")
 }
 
 // paramErr returns a bad setting's error, which names the strategy, key and

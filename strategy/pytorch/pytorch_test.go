@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/pytorch"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
@@ -269,10 +270,10 @@ func TestRestore(t *testing.T) {
 	require.NoError(t, err)
 	base, err := dev.Malloc(20 * MiB) // the device's record of the segment
 	require.NoError(t, err)
-	live, err := a.Restore(pytorch.SegmentState{Addr: base, Size: 20 * MiB, Blocks: []pytorch.BlockState{
-		{Size: 4 * MiB, Requested: 4*MiB - 100, Live: true},
-		{Size: 6 * MiB},
-		{Size: 10 * MiB, Requested: 10 * MiB, Live: true},
+	live, err := a.Restore(snapshot.Segment{Address: base, TotalSize: 20 * MiB, Blocks: []snapshot.Block{
+		{Address: base, Size: 4 * MiB, RequestedSize: 4*MiB - 100, State: snapshot.ActiveAllocated},
+		{Address: base + 4*MiB, Size: 6 * MiB, State: snapshot.Inactive},
+		{Address: base + 10*MiB, Size: 10 * MiB, RequestedSize: 10 * MiB, State: snapshot.ActivePendingFree},
 	}})
 	require.NoError(t, err)
 	require.Len(t, live, 2)
@@ -288,6 +289,70 @@ func TestRestore(t *testing.T) {
 	require.NoError(t, a.ReleaseAll())
 	assert.NoError(t, dev.Err())
 	assert.Equal(t, int64(0), dev.Stats().Used)
-	_, err = a.Restore(pytorch.SegmentState{Addr: base, Size: 2 * MiB, Blocks: []pytorch.BlockState{{Size: MiB}}})
-	assert.Error(t, err)
+	for _, tc := range []struct {
+		s   snapshot.Segment
+		err string
+	}{
+		{snapshot.Segment{Address: base, TotalSize: 2 * MiB, Blocks: []snapshot.Block{{Address: base, Size: MiB}}}, "blocks cover 1048576 bytes"},
+		{snapshot.Segment{Address: base, TotalSize: 2 * MiB, Blocks: []snapshot.Block{{Address: base + 512, Size: 2 * MiB}}}, "block 0 is at"},
+		{snapshot.Segment{Address: base, TotalSize: 2 * MiB, Blocks: []snapshot.Block{{Address: base, Size: 1000}}}, "not a positive multiple of 512"},
+		{snapshot.Segment{Address: base, TotalSize: 2 * MiB, Blocks: []snapshot.Block{
+			{Address: base, Size: 2 * MiB, RequestedSize: 3 * MiB, State: snapshot.ActiveAllocated}}}, "more than its"},
+		{snapshot.Segment{Address: base, TotalSize: 2 * MiB}, "empty segment"},
+		{snapshot.Segment{Address: base, TotalSize: 2 * MiB, IsExpandable: true}, "expandable segments are not supported"},
+	} {
+		_, err = a.Restore(tc.s)
+		assert.ErrorContains(t, err, tc.err)
+	}
+}
+
+// TestConfSyntax checks the commas of PYTORCH_CUDA_ALLOC_CONF as PyTorch's
+// parser reads them: one trailing comma is allowed, an empty setting is not.
+func TestConfSyntax(t *testing.T) {
+	for _, conf := range []string{"", " ", "max_split_size_mb:128,", "max_split_size_mb:128 , expandable_segments:False, "} {
+		_, err := pytorch.ParseConf(conf)
+		assert.NoError(t, err, "%q", conf)
+	}
+	for _, conf := range []string{",", ",max_split_size_mb:128", "max_split_size_mb:128,,expandable_segments:False", "max_split_size_mb"} {
+		_, err := pytorch.ParseConf(conf)
+		assert.Error(t, err, "%q", conf)
+	}
+	c, err := pytorch.ParseConf("roundup_power2_divisions:[1:0,2:8,8:2]")
+	require.NoError(t, err)
+	assert.Equal(t, [16]int64{0, 8, 0, 2}, c.RoundupPower2Divisions)
+}
+
+// TestSnapshotSettings checks that the pytorch strategy reads the settings
+// of a snapshot as PyTorch recorded them.
+func TestSnapshotSettings(t *testing.T) {
+	s := snapshot.AllocatorSettings{Effective: true, MaxSplitSize: 256 * MiB, GarbageCollectionThreshold: 0.6,
+		ExpandableSegments: true, RoundupPower2Divisions: [16]int64{0, 8, 0, 2},
+		Conf: "max_split_size_mb:256,max_non_split_rounding_mb:40"}
+	c, err := pytorch.ParseConf(s.AllocConf())
+	require.NoError(t, err)
+	want := pytorch.DefaultConfig()
+	want.MaxSplitSize, want.GarbageCollectionThreshold, want.ExpandableSegments = 256*MiB, 0.6, true
+	want.RoundupPower2Divisions, want.MaxNonSplitRounding = s.RoundupPower2Divisions, 40*MiB
+	assert.Equal(t, want, c)
+}
+
+// TestDivisionsSpec checks that the spec of an allocator with
+// roundup_power2_divisions reads back.
+func TestDivisionsSpec(t *testing.T) {
+	for _, d := range []string{"4", "256:1;512:2;>:8", "2:8;8:2", "1:0;32768:2"} {
+		sp, err := gpualloc.ParseSpec("pytorch:roundup_power2_divisions=" + d)
+		require.NoError(t, err)
+		p, err := gpualloc.Resolve(sp, func(string) (string, bool) { return "", false })
+		require.NoError(t, err)
+		a, err := p.Open(strategytest.NewDevice(GiB))
+		require.NoError(t, err)
+		c := a.(*pytorch.Allocator).Config()
+		sp, err = gpualloc.ParseSpec(a.(gpualloc.Specer).Spec())
+		require.NoError(t, err)
+		p, err = gpualloc.Resolve(sp, func(string) (string, bool) { return "", false })
+		require.NoError(t, err)
+		b, err := p.Open(strategytest.NewDevice(GiB))
+		require.NoError(t, err)
+		assert.Equal(t, c, b.(*pytorch.Allocator).Config(), "%s: %s", d, a.(gpualloc.Specer).Spec())
+	}
 }

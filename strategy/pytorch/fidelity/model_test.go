@@ -5,6 +5,13 @@ import (
 	"sort"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+)
+
+// Sizes of PyTorch's CUDA caching allocator.
+const (
+	minBlockSize = 512     // every block is a multiple of it
+	smallSize    = 1 << 20 // largest request served by the small pool
 )
 
 // model is a small model of PyTorch's caching allocator, enough to test
@@ -15,7 +22,6 @@ import (
 type model struct {
 	be     gpualloc.Backend
 	blocks map[uint64]*mblock // every block, by address
-	next   uint64
 }
 
 type mblock struct {
@@ -34,18 +40,18 @@ func newModel(b gpualloc.Backend, conf string) (Allocator, error) {
 	return &model{be: b, blocks: map[uint64]*mblock{}}, nil
 }
 
-func (m *model) Restore(s SegmentState) ([]gpualloc.Block, error) {
-	at := s.Addr
+func (m *model) Restore(s snapshot.Segment) ([]gpualloc.Block, error) {
+	at := s.Address
 	var prev *mblock
 	var out []gpualloc.Block
 	for _, b := range s.Blocks {
-		mb := &mblock{addr: at, size: b.Size, stream: s.Stream, small: s.Size == smallBuffer, live: b.Live, prev: prev}
+		mb := &mblock{addr: at, size: b.Size, stream: s.Stream, small: s.TotalSize == smallBuffer, live: b.Live(), prev: prev}
 		if prev != nil {
 			prev.next = mb
 		}
 		m.blocks[at] = mb
-		if b.Live {
-			out = append(out, gpualloc.Block{Addr: at, Size: b.Size, Requested: b.Requested, Stream: s.Stream})
+		if b.Live() {
+			out = append(out, gpualloc.Block{Addr: at, Size: b.Size, Requested: b.RequestedSize, Stream: s.Stream})
 		}
 		prev = mb
 		at += uint64(b.Size)
@@ -125,4 +131,13 @@ func (m *model) Free(blk gpualloc.Block) error {
 		delete(m.blocks, b.addr)
 	}
 	return nil
+}
+
+// roundSize is the size PyTorch gives a block of n requested bytes without
+// roundup_power2_divisions: n rounded up to a multiple of 512.
+func roundSize(n int64) int64 {
+	if n < minBlockSize {
+		return minBlockSize
+	}
+	return (n + minBlockSize - 1) / minBlockSize * minBlockSize
 }

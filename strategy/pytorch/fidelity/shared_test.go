@@ -7,12 +7,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpualloc/gpualloc/traces"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
-const sharedDir = "../../../shared/traces/pytorch"
+// sharedDir holds real PyTorch snapshots where the project's shared
+// fixtures are checked out beside the repository.
+const sharedDir = "../../../../shared/traces/pytorch"
 
-func readShared(t *testing.T, name string) *traces.Snapshot {
+func readShared(t *testing.T, name string) *snapshot.Snapshot {
 	t.Helper()
 	f, err := os.Open(filepath.Join(sharedDir, name))
 	if os.IsNotExist(err) {
@@ -20,7 +22,7 @@ func readShared(t *testing.T, name string) *traces.Snapshot {
 	}
 	require.NoError(t, err)
 	defer f.Close()
-	s, err := traces.ReadSnapshot(f, name)
+	s, err := snapshot.Read(f, name)
 	require.NoError(t, err)
 	return s
 }

@@ -1,12 +1,14 @@
-// Package fidelity replays PyTorch memory snapshots through a model of
-// PyTorch's CUDA caching allocator and measures how often the model takes
-// the decisions that the recorded allocator took: the address of each
+// Package fidelity validates the pytorch strategy against PyTorch itself: it
+// replays PyTorch memory snapshots through a model of PyTorch's CUDA caching
+// allocator (the strategy, or a test's) and measures how often the model
+// takes the decisions that the recorded allocator took: the address of each
 // allocation and the size of each segment taken from the device.
 //
 // For each device of a snapshot, [Run] configures the allocator from the
-// snapshot's allocator_settings (see [Conf]), rebuilds the segments and
-// blocks as they were when the device's trace began (see [InitialState]),
-// hands them to the allocator, and replays the trace's entries in order:
+// snapshot's allocator settings (see [snapshot.AllocatorSettings.AllocConf]),
+// rebuilds the segments and blocks as they were when the device's trace
+// began (see [snapshot.Snapshot.InitialState]), hands them to the
+// allocator, and replays the trace's entries in order:
 //
 //   - alloc: the allocator serves the request on the entry's stream; its
 //     address is compared with the recorded one. Its backend's Malloc hands
@@ -27,20 +29,20 @@ package fidelity
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"strconv"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/traces"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
 // An Allocator is the model replayed: the pytorch strategy, or a test's.
 type Allocator interface {
 	AllocStream(size int64, stream uint64) (gpualloc.Block, error)
 	Free(b gpualloc.Block) error
-	// Restore makes the allocator hold s as if it had allocated it from its
-	// backend, without calling the backend, and returns the live blocks of
-	// s in address order.
-	Restore(s SegmentState) ([]gpualloc.Block, error)
+	// Restore makes the allocator hold segment s as if it had allocated it
+	// from its backend, without calling the backend, and returns the live
+	// blocks of s in address order.
+	Restore(s snapshot.Segment) ([]gpualloc.Block, error)
 }
 
 // A NewFunc makes an allocator on backend b, configured by conf in
@@ -108,31 +110,16 @@ func (r *Result) mismatch(m Mismatch) {
 // makes, one per device. An error means that the snapshot is inconsistent
 // (its trace does not fit its segments) or that the allocator failed in a
 // way that ends the replay; it does not name the file.
-func Run(s *traces.Snapshot, name string, opts Options) (*Result, error) {
+func Run(s *snapshot.Snapshot, name string, opts Options) (*Result, error) {
 	if opts.New == nil {
 		return nil, errors.New("fidelity: no allocator")
 	}
-	conf, err := Conf(s.AllocatorSettings)
-	if err != nil {
-		return nil, err
-	}
+	conf := s.AllocatorSettings.AllocConf()
 	res := &Result{File: name, Conf: conf, Mismatches: []Mismatch{}, mismatchesMx: opts.MaxMismatches}
 	if res.mismatchesMx == 0 {
 		res.mismatchesMx = DefaultMaxMismatches
 	}
-	devs := map[int]bool{}
-	for d := range s.Traces {
-		devs[d] = true
-	}
-	for _, sg := range s.Segments {
-		devs[sg.Device] = true
-	}
-	order := make([]int, 0, len(devs))
-	for d := range devs {
-		order = append(order, d)
-	}
-	sort.Ints(order)
-	for _, d := range order {
+	for _, d := range s.Devices() {
 		if err := runDevice(s, d, conf, opts.New, res); err != nil {
 			return nil, err
 		}
@@ -148,10 +135,10 @@ func Run(s *traces.Snapshot, name string, opts Options) (*Result, error) {
 type backend struct {
 	res     *Result
 	dev     int
-	pending *traces.TraceEntry // the segment_alloc recorded before the current alloc
-	index   int                // of the current entry
-	taken   bool               // pending was taken by a Malloc
-	next    uint64             // address of the next segment not in the trace
+	pending *snapshot.TraceEntry // the segment_alloc recorded before the current alloc
+	index   int                  // of the current entry
+	taken   bool                 // pending was taken by a Malloc
+	next    uint64               // address of the next segment not in the trace
 	freed   map[uint64]bool
 }
 
@@ -184,25 +171,19 @@ func (b *backend) Free(addr uint64, size int64) error {
 
 func (b *backend) MemInfo() (free, total int64) { return 1 << 62, 1 << 62 }
 
-func runDevice(s *traces.Snapshot, dev int, conf string, newAlloc NewFunc, res *Result) error {
-	segs, err := InitialState(s, dev)
+func runDevice(s *snapshot.Snapshot, dev int, conf string, newAlloc NewFunc, res *Result) error {
+	st, err := s.InitialState(dev)
 	if err != nil {
 		return err
 	}
-	var t []traces.TraceEntry
-	if dev < len(s.Traces) {
-		t = s.Traces[dev]
-	}
+	t := s.Trace(dev)
 	be := &backend{res: res, dev: dev, freed: map[uint64]bool{}}
 	var top uint64
-	for _, sg := range segs {
-		top = max(top, sg.Addr+uint64(sg.Size))
-	}
-	for _, sg := range s.Segments {
+	for _, sg := range append(st.Segments, s.Segments...) {
 		top = max(top, sg.Address+uint64(sg.TotalSize))
 	}
 	for i := range t {
-		if t[i].Action == "segment_alloc" || t[i].Action == "segment_free" {
+		if t[i].Action == snapshot.SegmentAlloc || t[i].Action == snapshot.SegmentFree {
 			top = max(top, t[i].Addr+uint64(t[i].Size))
 		}
 	}
@@ -212,23 +193,22 @@ func runDevice(s *traces.Snapshot, dev int, conf string, newAlloc NewFunc, res *
 		return err
 	}
 	live := map[uint64]gpualloc.Block{} // recorded address -> the model's block
-	for _, sg := range segs {
+	for _, sg := range st.Segments {
 		blocks, err := a.Restore(sg)
 		if err != nil {
-			return fmt.Errorf("restoring the segment at %s: %w", hex(sg.Addr), err)
+			return fmt.Errorf("restoring the segment at %s: %w", hex(sg.Address), err)
 		}
 		res.InitialSegs++
-		at, n := sg.Addr, 0
+		n := 0
 		for _, b := range sg.Blocks {
-			if b.Live {
+			if b.Live() {
 				if n >= len(blocks) {
-					return fmt.Errorf("restoring the segment at %s: %d live blocks returned, more expected", hex(sg.Addr), len(blocks))
+					return fmt.Errorf("restoring the segment at %s: %d live blocks returned, more expected", hex(sg.Address), len(blocks))
 				}
-				live[at] = blocks[n]
+				live[b.Address] = blocks[n]
 				n++
 				res.InitialLive++
 			}
-			at += uint64(b.Size)
 		}
 	}
 	failed := map[uint64]bool{} // recorded addresses the model failed to allocate
@@ -237,11 +217,11 @@ func runDevice(s *traces.Snapshot, dev int, conf string, newAlloc NewFunc, res *
 		e := &t[i]
 		be.index = i
 		switch e.Action {
-		case "segment_alloc":
+		case snapshot.SegmentAlloc:
 			res.SegmentAllocs++
 			be.endAlloc()
 			be.pending, be.taken = e, false
-		case "alloc":
+		case snapshot.Alloc:
 			res.Allocs++
 			released = false
 			b, err := a.AllocStream(e.Size, e.Stream)
@@ -259,7 +239,7 @@ func runDevice(s *traces.Snapshot, dev int, conf string, newAlloc NewFunc, res *
 			}
 			delete(failed, e.Addr)
 			live[e.Addr] = b
-		case "free_completed":
+		case snapshot.FreeCompleted:
 			b, ok := live[e.Addr]
 			if !ok {
 				if failed[e.Addr] {
@@ -272,7 +252,7 @@ func runDevice(s *traces.Snapshot, dev int, conf string, newAlloc NewFunc, res *
 			if err := a.Free(b); err != nil {
 				return fmt.Errorf("device_traces[%d][%d]: free_completed of %s: %w", dev, i, hex(e.Addr), err)
 			}
-		case "segment_free":
+		case snapshot.SegmentFree:
 			be.endAlloc()
 			res.SegmentFrees++
 			if !be.freed[e.Addr] && !released {
@@ -303,3 +283,9 @@ func (b *backend) endAlloc() {
 	}
 	b.pending, b.taken = nil, false
 }
+
+// smallBuffer is the size of PyTorch's small segments, to which addresses
+// made up for unrecorded segments are aligned.
+const smallBuffer = 2 << 20
+
+func hex(a uint64) string { return "0x" + strconv.FormatUint(a, 16) }

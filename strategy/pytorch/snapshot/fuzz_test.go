@@ -1,0 +1,49 @@
+package snapshot_test
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+)
+
+// FuzzRead checks that no input makes Read or InitialState panic, that
+// every error of Read is one line naming the file, and that every rebuilt
+// segment is tiled by its blocks. It is seeded with the tests' snapshots
+// (the shared real ones are large: mutating them is slow).
+func FuzzRead(f *testing.F) {
+	for _, proto := range []int{2, 4, 5} {
+		f.Add(pk.Encode(twoDevices(true), pk.Options{Proto: proto, Memo: true}))
+		f.Add(pk.Encode(twoDevices(false), pk.Options{Proto: proto, AllLong: true}))
+	}
+	f.Add(snap(pk.Entry("alloc", a0, 5, 0, 1), pk.Entry("free_completed", a0, 5, 0, 2), pk.Entry("free_completed", a0, 5, 0, 3)))
+	f.Add(pk.Encode(pk.Snapshot([]any{
+		pk.Segment(0, a0, 0, "small", pk.Block(a0, 512, 300, "active_allocated"), pk.Block(a0+512, 2<<20-512, 0, "inactive")),
+		pk.Segment(0, a1, 0, "large", pk.Block(a1, 20<<20, 0, "inactive")),
+	}, [][]any{{
+		pk.Entry("segment_alloc", a1, 20<<20, 0, 1), pk.Entry("alloc", a1, 5<<20, 0, 2), pk.Entry("free_completed", a1, 5<<20, 0, 3),
+		pk.Entry("free_completed", a0+512, 100, 0, 4), pk.Entry("segment_free", a2, 2<<20, 0, 5),
+	}}, pk.Dict{{K: "PYTORCH_CUDA_ALLOC_CONF", V: "max_split_size_mb:64,"}, {K: "max_split_size", V: uint64(1<<64 - 1)},
+		{K: "roundup_power2_divisions", V: pk.Dict{{K: "1", V: 4}}}}), pk.Options{Proto: 4, Memo: true}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := snapshot.Read(bytes.NewReader(data), "f.pickle")
+		if err != nil {
+			var se *snapshot.Error
+			require.True(t, errors.As(err, &se), "%T: %v", err, err)
+			require.True(t, strings.HasPrefix(err.Error(), "f.pickle: "), err.Error())
+			require.NotContains(t, err.Error(), "\n")
+			return
+		}
+		_ = s.AllocatorSettings.AllocConf()
+		for _, dev := range s.Devices() {
+			st, _ := s.InitialState(dev)
+			checkState(t, st)
+			_ = st.Allocs()
+		}
+	})
+}

@@ -1,0 +1,371 @@
+package snapshot
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"unicode"
+
+	ogórek "github.com/kisielk/og-rek"
+)
+
+// ErrNotSnapshot is wrapped by the error of [Read] when its input is not a
+// PyTorch snapshot: not a pickle, or a pickle that holds no dict with a
+// "segments" list. Another format may claim such input.
+var ErrNotSnapshot = errors.New("not a PyTorch snapshot")
+
+// An Error is a problem with a snapshot file.
+type Error struct {
+	Name string // the file's name, as given to Read
+	Msg  string // what is wrong, from the field at fault: "segments[3].size: negative: -1"
+	Err  error  // the cause, if any: ErrNotSnapshot, a decoding or I/O error
+}
+
+func (e *Error) Error() string { return e.Name + ": " + e.Msg }
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func notSnapshot(name, why string, cause error) error {
+	return &Error{Name: name, Msg: "not a PyTorch snapshot (" + why + ")", Err: errors.Join(ErrNotSnapshot, cause)}
+}
+
+// Read decodes a PyTorch memory snapshot from r, read to its end, naming it
+// name in errors. Every error is an [*Error]. Input that is not a pickle of
+// protocol 2 to 5, or a pickle that is not a snapshot (no "segments"
+// list), gives one wrapping [ErrNotSnapshot]; a snapshot with a field of
+// the wrong type, or a negative size, one naming the field: "x.pickle:
+// segments[3].blocks[0].size: not an integer of 64 bits: a string". Keys
+// that the package does not model are ignored. Read does not check that the
+// trace fits the segments: see [Snapshot.InitialState].
+func Read(r io.Reader, name string) (*Snapshot, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, &Error{Name: name, Msg: "read: " + err.Error(), Err: err}
+	}
+	if len(data) < 2 || data[0] != 0x80 || data[1] < 2 || data[1] > 5 {
+		return nil, notSnapshot(name, "not a pickle of protocol 2 to 5", nil)
+	}
+	d := ogórek.NewDecoderWithConfig(bytes.NewReader(data), &ogórek.DecoderConfig{})
+	v, err := decodeSafely(d)
+	if err != nil {
+		return nil, notSnapshot(name, "bad pickle: "+oneLine(err.Error()), err)
+	}
+	top, ok := v.(map[any]any)
+	if !ok {
+		return nil, notSnapshot(name, fmt.Sprintf("the pickle holds %s, not a dict", pyType(v)), nil)
+	}
+	segs, ok := top["segments"].([]any)
+	if !ok {
+		return nil, notSnapshot(name, "no segments list", nil)
+	}
+	p := &parser{name: name}
+	s := &Snapshot{}
+	for i, sv := range segs {
+		seg := p.segment(sv, fmt.Sprintf("segments[%d]", i))
+		if p.err != nil {
+			return nil, p.err
+		}
+		s.Segments = append(s.Segments, seg)
+	}
+	if tv, ok := top["device_traces"]; ok && !isNone(tv) {
+		traces, ok := tv.([]any)
+		if !ok {
+			return nil, p.fail("device_traces", "not a list")
+		}
+		s.DeviceTraces = make([][]TraceEntry, len(traces))
+		for dev, t := range traces {
+			entries, ok := t.([]any)
+			if !ok {
+				return nil, p.fail(fmt.Sprintf("device_traces[%d]", dev), "not a list")
+			}
+			s.DeviceTraces[dev] = make([]TraceEntry, 0, len(entries))
+			for i, ev := range entries {
+				e := p.entry(ev, fmt.Sprintf("device_traces[%d][%d]", dev, i))
+				if p.err != nil {
+					return nil, p.err
+				}
+				s.DeviceTraces[dev] = append(s.DeviceTraces[dev], e)
+			}
+		}
+	}
+	if as, ok := top["allocator_settings"]; ok && !isNone(as) {
+		s.AllocatorSettings = p.settings(as, "allocator_settings")
+		if p.err != nil {
+			return nil, p.err
+		}
+	}
+	return s, nil
+}
+
+// oneLine escapes the control characters of a message, such as the bytes
+// that the decoder quotes, so that it stays on one line.
+func oneLine(msg string) string {
+	var b strings.Builder
+	for _, r := range msg {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// decodeSafely decodes one pickle, turning a panic of the decoder on
+// malformed input into an error.
+func decodeSafely(d *ogórek.Decoder) (v any, err error) {
+	defer func() {
+		if e := recover(); e != nil {
+			v, err = nil, fmt.Errorf("malformed pickle: %v", e)
+		}
+	}()
+	return d.Decode()
+}
+
+// parser converts decoded pickle values into a Snapshot's fields, keeping
+// the first error.
+type parser struct {
+	name string
+	err  error
+}
+
+func (p *parser) fail(path, msg string) error {
+	if p.err == nil {
+		p.err = &Error{Name: p.name, Msg: path + ": " + msg}
+	}
+	return p.err
+}
+
+func isNone(v any) bool { return v == nil || v == (ogórek.None{}) }
+
+func (p *parser) dict(v any, path string) map[any]any {
+	m, ok := v.(map[any]any)
+	if !ok {
+		p.fail(path, "not a dict but "+pyType(v))
+	}
+	return m
+}
+
+// toInt64 returns an integer (or bool) value as an int64.
+func toInt64(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x, true
+	case bool:
+		if x {
+			return 1, true
+		}
+		return 0, true
+	case *big.Int:
+		if x.IsInt64() {
+			return x.Int64(), true
+		}
+	}
+	return 0, false
+}
+
+// int returns the integer at key of m; absent (or None) gives def.
+func (p *parser) int(m map[any]any, key string, path string, def int64) int64 {
+	v, ok := m[key]
+	if !ok || isNone(v) {
+		return def
+	}
+	if n, ok := toInt64(v); ok {
+		return n
+	}
+	p.fail(path+"."+key, "not an integer of 64 bits: "+pyType(v))
+	return def
+}
+
+// size returns the non-negative integer at key of m, like int.
+func (p *parser) size(m map[any]any, key string, path string, def int64) int64 {
+	n := p.int(m, key, path, def)
+	if n < 0 {
+		p.fail(path+"."+key, "negative: "+strconv.FormatInt(n, 10))
+	}
+	return n
+}
+
+// uint returns the non-negative integer at key of m, like int.
+func (p *parser) uint(m map[any]any, key string, path string) uint64 {
+	v, ok := m[key]
+	if !ok || isNone(v) {
+		return 0
+	}
+	switch x := v.(type) {
+	case int64:
+		if x >= 0 {
+			return uint64(x)
+		}
+	case *big.Int:
+		if x.Sign() >= 0 && x.IsUint64() {
+			return x.Uint64()
+		}
+	}
+	p.fail(path+"."+key, "not a non-negative integer of 64 bits: "+pyType(v))
+	return 0
+}
+
+func (p *parser) str(m map[any]any, key string, path string) string {
+	v, ok := m[key]
+	if !ok || isNone(v) {
+		return ""
+	}
+	if s, ok := toString(v); ok {
+		return s
+	}
+	p.fail(path+"."+key, "not a string but "+pyType(v))
+	return ""
+}
+
+func toString(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case ogórek.ByteString:
+		return string(x), true
+	case ogórek.Bytes:
+		return string(x), true
+	}
+	return "", false
+}
+
+func (p *parser) segment(v any, path string) Segment {
+	m := p.dict(v, path)
+	if m == nil {
+		return Segment{}
+	}
+	dev := p.int(m, "device", path, 0)
+	if dev < 0 || dev > math.MaxInt32 {
+		p.fail(path+".device", "out of range: "+strconv.FormatInt(dev, 10))
+	}
+	seg := Segment{
+		Device:        int(dev),
+		Address:       p.uint(m, "address", path),
+		TotalSize:     p.size(m, "total_size", path, 0),
+		AllocatedSize: p.size(m, "allocated_size", path, 0),
+		ActiveSize:    p.size(m, "active_size", path, 0),
+		RequestedSize: p.size(m, "requested_size", path, 0),
+		Stream:        p.uint(m, "stream", path),
+		SegmentType:   p.str(m, "segment_type", path),
+	}
+	if b, ok := m["is_expandable"].(bool); ok {
+		seg.IsExpandable = b
+	}
+	if bv, ok := m["blocks"]; ok && !isNone(bv) {
+		blocks, ok := bv.([]any)
+		if !ok {
+			p.fail(path+".blocks", "not a list but "+pyType(bv))
+			return seg
+		}
+		seg.Blocks = make([]Block, 0, len(blocks))
+		for i, b := range blocks {
+			bp := fmt.Sprintf("%s.blocks[%d]", path, i)
+			bm := p.dict(b, bp)
+			if bm == nil {
+				return seg
+			}
+			blk := Block{
+				Address: p.uint(bm, "address", bp),
+				Size:    p.size(bm, "size", bp, 0),
+				State:   BlockState(p.str(bm, "state", bp)),
+			}
+			blk.RequestedSize = p.size(bm, "requested_size", bp, blk.Size)
+			seg.Blocks = append(seg.Blocks, blk)
+		}
+	}
+	return seg
+}
+
+func (p *parser) entry(v any, path string) TraceEntry {
+	m := p.dict(v, path)
+	if m == nil {
+		return TraceEntry{}
+	}
+	e := TraceEntry{
+		Action: Action(p.str(m, "action", path)),
+		Size:   p.size(m, "size", path, 0),
+		Stream: p.uint(m, "stream", path),
+		TimeUS: p.int(m, "time_us", path, NoTime),
+	}
+	if _, ok := m["addr"]; !ok && e.Action == OutOfMemory {
+		e.Addr = p.uint(m, "device_free", path)
+	} else {
+		e.Addr = p.uint(m, "addr", path)
+	}
+	switch {
+	case e.Action == "":
+		p.fail(path, "no action")
+	case e.TimeUS < 0 && e.TimeUS != NoTime:
+		p.fail(path+".time_us", "negative: "+strconv.FormatInt(e.TimeUS, 10))
+	}
+	return e
+}
+
+// plain converts a decoded pickle value into plain Go values: dicts with
+// string keys become map[string]any (other keys are written with %v),
+// tuples and lists []any, None nil, integers int64 where they fit.
+func plain(v any) any {
+	switch x := v.(type) {
+	case map[any]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			ks, ok := k.(string)
+			if !ok {
+				ks = fmt.Sprint(plain(k))
+			}
+			m[ks] = plain(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = plain(e)
+		}
+		return l
+	case ogórek.Tuple:
+		return plain([]any(x))
+	case ogórek.None:
+		return nil
+	case ogórek.ByteString:
+		return string(x)
+	case ogórek.Bytes:
+		return string(x)
+	case *big.Int:
+		if x.IsInt64() {
+			return x.Int64()
+		}
+	}
+	return v
+}
+
+// pyType names the Python type of a decoded value, for messages.
+func pyType(v any) string {
+	switch v.(type) {
+	case nil, ogórek.None:
+		return "None"
+	case map[any]any:
+		return "a dict"
+	case []any:
+		return "a list"
+	case ogórek.Tuple:
+		return "a tuple"
+	case string, ogórek.ByteString:
+		return "a string"
+	case ogórek.Bytes:
+		return "bytes"
+	case int64, *big.Int:
+		return "an integer"
+	case float64:
+		return "a float"
+	case bool:
+		return "a bool"
+	}
+	return fmt.Sprintf("%T", v)
+}

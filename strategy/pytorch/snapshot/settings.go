@@ -1,0 +1,243 @@
+package snapshot
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"math/bits"
+	"strconv"
+	"strings"
+)
+
+// Intervals is the number of intervals of roundup_power2_divisions: [1, 2)
+// MiB (with the smaller sizes), [2, 4) MiB, ..., [32, 64) GiB (with the
+// larger sizes).
+const Intervals = 16
+
+// NoMaxSplitSize is the MaxSplitSize of an allocator that splits blocks of
+// any size.
+const NoMaxSplitSize int64 = -1
+
+// AllocatorSettings are the settings of the allocator that took a snapshot
+// ("allocator_settings").
+type AllocatorSettings struct {
+	// Conf is the PYTORCH_CUDA_ALLOC_CONF string that the allocator last
+	// parsed, "" when none (key "PYTORCH_CUDA_ALLOC_CONF", or
+	// "PYTORCH_ALLOC_CONF").
+	Conf string
+	// Effective reports whether the file records the effective settings
+	// below, as PyTorch does since version 2.1; when it is false, they are
+	// the defaults and only Conf tells the settings.
+	Effective bool
+	// MaxSplitSize is max_split_size in bytes, or NoMaxSplitSize (PyTorch
+	// records -1 or the largest size_t).
+	MaxSplitSize int64
+	// RoundupPower2Divisions are the divisions of each interval, 0 for
+	// none (a dict from the interval's first MiB, "1" to "32768", to its
+	// divisions; or, in older files, one integer for all).
+	RoundupPower2Divisions [Intervals]int64
+	// GarbageCollectionThreshold is garbage_collection_threshold, 0 for
+	// off.
+	GarbageCollectionThreshold float64
+	// ExpandableSegments is expandable_segments.
+	ExpandableSegments bool
+	// Other holds the keys not modelled above (pinned-memory options,
+	// release_lock_on_cudamalloc, ...), with dicts as map[string]any, lists
+	// and tuples as []any, integers as int64 (or *big.Int when they do not
+	// fit), None as nil.
+	Other map[string]any
+}
+
+// DefaultSettings returns the settings of an allocator configured with
+// nothing: PyTorch's defaults.
+func DefaultSettings() AllocatorSettings {
+	return AllocatorSettings{MaxSplitSize: NoMaxSplitSize}
+}
+
+func (p *parser) settings(v any, path string) *AllocatorSettings {
+	m := p.dict(v, path)
+	if m == nil {
+		return nil
+	}
+	s := DefaultSettings()
+	for k, v := range m {
+		key, ok := k.(string)
+		if !ok {
+			p.fail(path, "a key is not a string but "+pyType(k))
+			return nil
+		}
+		kp := path + "." + key
+		switch key {
+		case "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF":
+			if !isNone(v) {
+				s.Conf = p.str(m, key, path)
+			}
+		case "max_split_size":
+			s.Effective = true
+			if x, ok := v.(*big.Int); ok && !x.IsInt64() {
+				if x.Sign() < 0 || x.BitLen() > 64 {
+					p.fail(kp, "out of range: "+x.String())
+				}
+				break // the largest size_t: no limit
+			}
+			if n := p.int(m, key, path, NoMaxSplitSize); n >= 0 {
+				s.MaxSplitSize = n
+			}
+		case "roundup_power2_divisions":
+			s.Effective = true
+			s.RoundupPower2Divisions = p.divisions(v, kp)
+		case "garbage_collection_threshold":
+			s.Effective = true
+			switch x := v.(type) {
+			case float64:
+				s.GarbageCollectionThreshold = x
+			default:
+				n, ok := toInt64(v)
+				if !ok {
+					p.fail(kp, "not a number but "+pyType(v))
+				}
+				s.GarbageCollectionThreshold = float64(n)
+			}
+			if f := s.GarbageCollectionThreshold; f < 0 || f >= 1 || math.IsNaN(f) {
+				p.fail(kp, "out of range: "+strconv.FormatFloat(f, 'g', -1, 64))
+			}
+		case "expandable_segments":
+			s.Effective = true
+			n, ok := toInt64(v)
+			if !ok {
+				p.fail(kp, "not a bool but "+pyType(v))
+			}
+			s.ExpandableSegments = n != 0
+		default:
+			if s.Other == nil {
+				s.Other = map[string]any{}
+			}
+			s.Other[key] = plain(v)
+		}
+	}
+	return &s
+}
+
+// divisions reads roundup_power2_divisions: one integer, or a dict from the
+// first MiB of an interval to its divisions.
+func (p *parser) divisions(v any, path string) [Intervals]int64 {
+	var d [Intervals]int64
+	if n, ok := toInt64(v); ok {
+		if n < 0 {
+			p.fail(path, "negative: "+strconv.FormatInt(n, 10))
+		}
+		for i := range d {
+			d[i] = n
+		}
+		return d
+	}
+	m := p.dict(v, path)
+	for k, v := range m {
+		ks, _ := toString(k)
+		mb, err := strconv.ParseUint(ks, 10, 64)
+		if err != nil || mb == 0 || mb&(mb-1) != 0 {
+			p.fail(path, fmt.Sprintf("interval %v: not a power of two of MiB", plain(k)))
+			return d
+		}
+		n, ok := toInt64(v)
+		if !ok || n < 0 {
+			p.fail(path+"["+ks+"]", "not a number of divisions: "+fmt.Sprint(plain(v)))
+			return d
+		}
+		d[min(bits.Len64(mb)-1, Intervals-1)] = n
+	}
+	return d
+}
+
+// AllocConf returns the settings that decide where blocks go, in
+// PYTORCH_CUDA_ALLOC_CONF syntax, for the pytorch strategy: max_split_size_mb,
+// roundup_power2_divisions (one number when every interval has the same,
+// else a list "[1:4,2:8]"), garbage_collection_threshold and
+// expandable_segments:True, each only when it is not the default; and
+// max_non_split_rounding_mb from Conf, since PyTorch does not record its
+// effective value. When the file records no effective settings, every one
+// of these options comes from Conf. Default settings give "".
+func (s *AllocatorSettings) AllocConf() string {
+	if s == nil {
+		return ""
+	}
+	fromConf := map[string]bool{"max_non_split_rounding_mb": true}
+	var opts []string
+	if s.Effective {
+		if s.MaxSplitSize >= 0 && s.MaxSplitSize < math.MaxInt64 {
+			opts = append(opts, "max_split_size_mb:"+strconv.FormatInt(s.MaxSplitSize>>20, 10))
+		}
+		if d := FormatDivisions(s.RoundupPower2Divisions); d != "0" {
+			opts = append(opts, "roundup_power2_divisions:"+d)
+		}
+		if s.GarbageCollectionThreshold > 0 {
+			opts = append(opts, "garbage_collection_threshold:"+strconv.FormatFloat(s.GarbageCollectionThreshold, 'g', -1, 64))
+		}
+		if s.ExpandableSegments {
+			opts = append(opts, "expandable_segments:True")
+		}
+	} else {
+		for _, k := range []string{"max_split_size_mb", "roundup_power2_divisions", "garbage_collection_threshold", "expandable_segments"} {
+			fromConf[k] = true
+		}
+	}
+	for _, o := range SplitConf(s.Conf) {
+		k, _, _ := strings.Cut(o, ":")
+		if fromConf[strings.TrimSpace(k)] {
+			opts = append(opts, strings.TrimSpace(o))
+		}
+	}
+	return strings.Join(opts, ",")
+}
+
+// FormatDivisions writes roundup_power2_divisions in PYTORCH_CUDA_ALLOC_CONF
+// syntax: one number when every interval has the same divisions, else a
+// list of the intervals with divisions, "[1:4,2:8,1024:2]", in which an
+// interval not named has none ("1:0" comes first when the first interval
+// has none, since PyTorch gives the intervals before the first one named
+// its divisions).
+func FormatDivisions(d [Intervals]int64) string {
+	same := true
+	for _, x := range d {
+		same = same && x == d[0]
+	}
+	if same {
+		return strconv.FormatInt(d[0], 10)
+	}
+	var parts []string
+	for i, x := range d {
+		if x != 0 || i == 0 {
+			parts = append(parts, strconv.FormatInt(1<<i, 10)+":"+strconv.FormatInt(x, 10))
+		}
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// SplitConf splits a PYTORCH_CUDA_ALLOC_CONF string into its items
+// ("key:value") at the commas outside brackets, as PyTorch's parser reads
+// it (c10/core/AllocatorConfig.cpp): one trailing comma after the last
+// item is allowed and gives no item, so that "a:1," and "a:1" are the same
+// and a blank string has no items; any other empty item ("a:1,,b:2",
+// ",a:1") is kept, as "", for the caller to reject as PyTorch does. Items
+// are not trimmed.
+func SplitConf(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	if strings.TrimSpace(s[start:]) != "" {
+		out = append(out, s[start:])
+	}
+	return out
+}
