@@ -5,33 +5,24 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/bestfit"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
-	"github.com/gpualloc/gpualloc/strategy/strategytest"
+	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
 	"github.com/gpualloc/gpualloc/traces"
 )
-
-func newPool(b *testing.B, capacity int64) *bestfit.Pool {
-	p, err := bestfit.New(strategytest.NewDevice(capacity), bestfit.DefaultConfig())
-	require.NoError(b, err)
-	return p
-}
 
 // BenchmarkAllocFree measures an Alloc served from a free block and the
 // Free that merges it back, for four sizes in turn.
 func BenchmarkAllocFree(b *testing.B) {
-	p := newPool(b, GiB)
-	keep, err := p.Alloc(1) // the segment stays
-	require.NoError(b, err)
-	alloctest.AllocFree(b, p, alloctest.HitSizes)
-	require.NoError(b, p.Free(keep))
+	segmenttest.AllocFree(b, strategy.NewPool(b, GiB, bestfit.DefaultConfig()))
 }
 
 // BenchmarkWorkingSet keeps 256 blocks of mixed sizes (up to 8 MiB) live and
 // replaces one each iteration: a Free that merges with whatever neighbours
 // are free, and a best-fit Alloc among hundreds of free blocks.
-func BenchmarkWorkingSet(b *testing.B) { alloctest.WorkingSet(b, newPool(b, 64*GiB), 97) }
+func BenchmarkWorkingSet(b *testing.B) {
+	alloctest.WorkingSet(b, strategy.NewPool(b, 64*GiB, bestfit.DefaultConfig()), 97)
+}
 
 // BenchmarkReplay replays the random workload of traces/gen (1M events,
 // sizes up to 64 MiB, up to 1,000 live), held in memory so that no decoding
@@ -40,7 +31,5 @@ func BenchmarkWorkingSet(b *testing.B) { alloctest.WorkingSet(b, newPool(b, 64*G
 func BenchmarkReplay(b *testing.B) {
 	events, err := traces.ReadAll(reader(b, "random", genTrace(b, 1, 1_000_000)))
 	require.NoError(b, err)
-	open := strategy.Open(bestfit.DefaultConfig())
-	b.Run("engine", func(b *testing.B) { alloctest.ReplaySim(b, sim.Config{Open: open}, "random", events) })
-	b.Run("direct", func(b *testing.B) { alloctest.ReplayPool(b, open, events) })
+	segmenttest.Replay(b, strategy.Open(bestfit.DefaultConfig()), events)
 }
