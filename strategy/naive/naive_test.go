@@ -83,8 +83,7 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestSpec(t *testing.T) {
-	p, err := naive.New(strategytest.NewDevice(GiB), naive.Config{Page: 512, LargeRound: 1, Reserve: 0})
-	require.NoError(t, err)
+	p := strategy.NewPool(t, GiB, naive.Config{Page: 512, LargeRound: 1, Reserve: 0})
 	assert.Equal(t, "naive:page=512,large_round=1,reserve=0", p.Spec())
 }
 
@@ -106,9 +105,8 @@ func TestSharedPool(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	s := strategy.Params(t, "Naive", []string{"page", "large_round", "reserve"}, []string{"4096", "2097152", "5"})
-	assert.Equal(t, []string{"MXNET_GPU_MEM_POOL_PAGE_SIZE", "MXNET_GPU_POOL_PAGE_SIZE"}, s.Params[0].Env)
+	pooltest.Params(t, s)
 	assert.Equal(t, []string{"MXNET_GPU_MEM_LARGE_ALLOC_ROUND_SIZE"}, s.Params[1].Env)
-	assert.Equal(t, []string{"MXNET_GPU_MEM_POOL_RESERVE"}, s.Params[2].Env)
 }
 
 func TestSelectFromEnvironment(t *testing.T) {

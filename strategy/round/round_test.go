@@ -122,8 +122,7 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestSpec(t *testing.T) {
-	p, err := round.New(strategytest.NewDevice(GiB), round.Config{Page: 512, Cutoff: 20, Reserve: 0})
-	require.NoError(t, err)
+	p := strategy.NewPool(t, GiB, round.Config{Page: 512, Cutoff: 20, Reserve: 0})
 	assert.Equal(t, "round:page=512,cutoff=20,reserve=0", p.Spec())
 }
 
@@ -160,9 +159,8 @@ func TestBeyondLastBucket(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	s := strategy.Params(t, "ROUND", []string{"page", "cutoff", "reserve"}, []string{"4096", "24", "5"})
-	assert.Equal(t, []string{"MXNET_GPU_MEM_POOL_PAGE_SIZE", "MXNET_GPU_POOL_PAGE_SIZE"}, s.Params[0].Env)
+	pooltest.Params(t, s)
 	assert.Equal(t, []string{"MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF"}, s.Params[1].Env)
-	assert.Equal(t, []string{"MXNET_GPU_MEM_POOL_RESERVE"}, s.Params[2].Env)
 }
 
 func TestSelectFromEnvironment(t *testing.T) {

@@ -70,6 +70,16 @@ func Retry(t *testing.T, p Pool, dev *strategytest.Device, cached, size int64) e
 	return err
 }
 
+// Params checks the registry parameters every MXNet pool has, of the
+// strategy s: "page" first, read from MXNet 1's and MXNet 2's variables,
+// and "reserve" last.
+func Params(t *testing.T, s gpualloc.Strategy) {
+	t.Helper()
+	require.NotEmpty(t, s.Params)
+	assert.Equal(t, []string{"MXNET_GPU_MEM_POOL_PAGE_SIZE", "MXNET_GPU_POOL_PAGE_SIZE"}, s.Params[0].Env)
+	assert.Equal(t, []string{"MXNET_GPU_MEM_POOL_RESERVE"}, s.Params[len(s.Params)-1].Env)
+}
+
 // AllocFree is the body of the MXNet pools' BenchmarkAllocFree: the
 // cache-hit path, an Alloc served from a free list and the Free that puts
 // the block back, for the four sizes of [alloctest.HitSizes] in turn.
