@@ -19,14 +19,26 @@ const (
 	MiB = 1 << 20
 )
 
-// check verifies every invariant of p: the heap's (see segment.Heap.Check),
-// the index's, that the index holds exactly the free blocks, and that
-// FreeSpace agrees with a brute-force computation.
-func (p *Pool) check() error {
-	free, err := p.h.Check()
-	if err != nil {
-		return err
-	}
+// kit holds the tests bestfit shares with the other strategies built on
+// package segment.
+var kit = segmenttest.Kit[Config, *Pool]{
+	New:        New,
+	Heap:       func(p *Pool) *segment.Heap { return &p.h },
+	CheckIndex: (*Pool).checkIndex,
+	Config:     testConfig,
+	WantSize: func(c Config) func(int64) int64 {
+		if c.SplitThreshold <= c.Round {
+			return c.RoundSize // every rest is split off
+		}
+		return nil
+	},
+}
+
+// check verifies every invariant of p: see segmenttest.Kit.Check.
+func (p *Pool) check() error { return kit.Check(p) }
+
+// checkIndex checks that the index holds exactly the free blocks.
+func (p *Pool) checkIndex(free []int32) error {
 	inTree, err := p.free.Check(p.h.Nodes)
 	if err != nil {
 		return err
@@ -43,21 +55,12 @@ func (p *Pool) check() error {
 			return fmt.Errorf("the index holds block %d, which is not free", n)
 		}
 	}
-	largest, total := p.FreeSpace()
-	var wl, wt int64 // by brute force
-	for _, n := range free {
-		wl = max(wl, p.h.Nodes[n].Size)
-		wt += p.h.Nodes[n].Size
-	}
-	if largest != wl || total != wt {
-		return fmt.Errorf("FreeSpace() = %d, %d; brute force says %d, %d", largest, total, wl, wt)
-	}
 	return nil
 }
 
 // layout returns the pool's segments in the notation of
 // segmenttest.ParseLayout.
-func (p *Pool) layout() string { return segmenttest.FormatLayout(p.h.Layout()) }
+func (p *Pool) layout() string { return kit.Layout(p) }
 
 // testConfig is the configuration of the layout tests unless they say
 // otherwise: exact growth, so that a new segment is just the block.
@@ -67,138 +70,49 @@ var testConfig = Config{Round: 512, MinBlock: 512, SplitThreshold: 512, Grow: Gr
 // and its live blocks in layout order.
 func build(t *testing.T, c Config, layout string) (*Pool, *strategytest.Device, []gpualloc.Block) {
 	t.Helper()
-	dev := strategytest.NewDevice(1 << 30)
-	p, err := New(dev, c)
-	require.NoError(t, err)
-	segs, err := segmenttest.ParseLayout(layout)
-	require.NoError(t, err)
-	live, err := p.h.Build(segs)
-	require.NoError(t, err)
-	require.NoError(t, p.check())
-	require.Equal(t, layout, p.layout(), "the layout built")
-	return p, dev, live
+	return kit.Build(t, c, layout)
 }
 
 // TestFreeCoalesces frees a block of a given layout and checks the layout
 // after: merged with free neighbours in its segment, never across segments.
-func TestFreeCoalesces(t *testing.T) {
-	tests := []struct {
-		name   string
-		before string
-		free   int // index of the live block to free
-		after  string
-	}{
-		{"neither neighbour free", "U512 U512 U512", 1, "U512 F512 U512"},
-		{"previous free", "F512 U1K U512", 0, "F1536 U512"},
-		{"next free", "U512 U1K F512", 1, "U512 F1536"},
-		{"both free", "F512 U1K F2K", 0, "F3584"},
-		{"first block, next free", "U512 F512 U512", 0, "F1K U512"},
-		{"last block, previous free", "U512 F512 U512", 1, "U512 F1K"},
-		{"whole segment", "U1K", 0, "F1K"},
-		{"segment end: no merge with the next segment", "U512 U512 | F1K U512", 1, "U512 F512 | F1K U512"},
-		{"segment start: no merge with the previous segment", "U512 F512 | U512 U512", 1, "U512 F512 | F512 U512"},
-		{"between segments", "F512 U512 | U512 | U512 F512", 2, "F512 U512 | U512 | F1K"},
-		{"large", "F20M U1M F3M | U4M", 0, "F24M | U4M"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p, dev, live := build(t, testConfig, tt.before)
-			// The device hands out segments back to back: blocks at the
-			// end of one segment and the start of the next are adjacent
-			// in memory, yet belong to different segments.
-			rs := dev.Regions()
-			for i := 1; i < len(rs); i++ {
-				require.Equal(t, rs[i-1].End(), rs[i].Addr, "segments %d and %d are adjacent", i-1, i)
-			}
-			require.NoError(t, p.Free(live[tt.free]))
-			require.NoError(t, p.check())
-			assert.Equal(t, tt.after, p.layout())
-			assert.Equal(t, int64(len(rs)), dev.Stats().Mallocs, "no device call")
-			assert.Zero(t, dev.Stats().Frees, "no device call")
-		})
-	}
-}
+func TestFreeCoalesces(t *testing.T) { kit.FreeCoalesces(t) }
 
 // TestAllocSplits allocates from a given layout and checks the block handed
 // out and the layout after.
 func TestAllocSplits(t *testing.T) {
-	tests := []struct {
-		name     string
-		c        Config // testConfig if zero
-		before   string
-		size     int64
-		seg      int   // segment of the block handed out
-		offset   int64 // its offset in the segment
-		blkSize  int64
-		after    string
-		newSegms int // device mallocs made
-	}{
-		{name: "split", before: "F4K", size: 1000, offset: 0, blkSize: 1024, after: "U1K F3K"},
-		{name: "exact fit, no split", before: "F1K", size: 1024, blkSize: 1024, after: "U1K"},
-		{name: "min block", before: "F1K", size: 1, blkSize: 512, after: "U512 F512"},
-		{name: "rounded up to 512", before: "F2K", size: 513, blkSize: 1024, after: "U1K F1K"},
-		{name: "best fit, not first fit", before: "F2K U512 F1K U512 F1536", size: 1000, offset: 2560, blkSize: 1024, after: "F2K U512 U1K U512 F1536"},
-		{name: "best fit takes an exact fit", before: "F4K U512 F1536 U512 F1K", size: 1100, offset: 4608, blkSize: 1536, after: "F4K U512 U1536 U512 F1K"},
-		{name: "best fit splits the smallest that fits", before: "F4K U512 F2K U512 F1K", size: 1100, offset: 4608, blkSize: 1536, after: "F4K U512 U1536 F512 U512 F1K"},
-		{name: "ties go to the lowest address", before: "F1K U512 F1K U512 F1K", size: 1024, blkSize: 1024, after: "U1K U512 F1K U512 F1K"},
-		{name: "best fit across segments", before: "F4K U512 | F1K U512", size: 600, seg: 1, blkSize: 1024, after: "F4K U512 | U1K U512"},
-		{name: "lowest address across segments", before: "U512 F1K | F1K U512", size: 1024, offset: 512, blkSize: 1024, after: "U512 U1K | F1K U512"},
-		{name: "nothing fits: a new segment", before: "F1K U512", size: 1025, seg: 1, blkSize: 1536, after: "F1K U512 | U1536", newSegms: 1},
+	kit.AllocSplits(t, []segmenttest.AllocCase[Config]{
+		{Name: "split", Before: "F4K", Size: 1000, Offset: 0, BlkSize: 1024, After: "U1K F3K"},
+		{Name: "exact fit, no split", Before: "F1K", Size: 1024, BlkSize: 1024, After: "U1K"},
+		{Name: "min block", Before: "F1K", Size: 1, BlkSize: 512, After: "U512 F512"},
+		{Name: "rounded up to 512", Before: "F2K", Size: 513, BlkSize: 1024, After: "U1K F1K"},
+		{Name: "best fit, not first fit", Before: "F2K U512 F1K U512 F1536", Size: 1000, Offset: 2560, BlkSize: 1024, After: "F2K U512 U1K U512 F1536"},
+		{Name: "best fit takes an exact fit", Before: "F4K U512 F1536 U512 F1K", Size: 1100, Offset: 4608, BlkSize: 1536, After: "F4K U512 U1536 U512 F1K"},
+		{Name: "best fit splits the smallest that fits", Before: "F4K U512 F2K U512 F1K", Size: 1100, Offset: 4608, BlkSize: 1536, After: "F4K U512 U1536 F512 U512 F1K"},
+		{Name: "ties go to the lowest address", Before: "F1K U512 F1K U512 F1K", Size: 1024, BlkSize: 1024, After: "U1K U512 F1K U512 F1K"},
+		{Name: "best fit across segments", Before: "F4K U512 | F1K U512", Size: 600, Seg: 1, BlkSize: 1024, After: "F4K U512 | U1K U512"},
+		{Name: "lowest address across segments", Before: "U512 F1K | F1K U512", Size: 1024, Offset: 512, BlkSize: 1024, After: "U512 U1K | F1K U512"},
+		{Name: "nothing fits: a new segment", Before: "F1K U512", Size: 1025, Seg: 1, BlkSize: 1536, After: "F1K U512 | U1536", Grew: true},
 		{
-			name: "rest at the threshold: split", c: Config{Round: 512, MinBlock: 512, SplitThreshold: 2 * KiB, Grow: GrowExact, Chunk: 1},
-			before: "F3K", size: 1024, blkSize: 1024, after: "U1K F2K",
+			Name: "rest at the threshold: split", Config: Config{Round: 512, MinBlock: 512, SplitThreshold: 2 * KiB, Grow: GrowExact, Chunk: 1},
+			Before: "F3K", Size: 1024, BlkSize: 1024, After: "U1K F2K",
 		},
 		{
-			name: "rest below the threshold: handed out whole", c: Config{Round: 512, MinBlock: 512, SplitThreshold: 2 * KiB, Grow: GrowExact, Chunk: 1},
-			before: "F2560", size: 1024, blkSize: 2560, after: "U2560",
+			Name: "rest below the threshold: handed out whole", Config: Config{Round: 512, MinBlock: 512, SplitThreshold: 2 * KiB, Grow: GrowExact, Chunk: 1},
+			Before: "F2560", Size: 1024, BlkSize: 2560, After: "U2560",
 		},
 		{
-			name: "round 256, min block 512", c: Config{Round: 256, MinBlock: 512, SplitThreshold: 256, Grow: GrowExact, Chunk: 1},
-			before: "F1K", size: 700, blkSize: 768, after: "U768 F256",
+			Name: "round 256, min block 512", Config: Config{Round: 256, MinBlock: 512, SplitThreshold: 256, Grow: GrowExact, Chunk: 1},
+			Before: "F1K", Size: 700, BlkSize: 768, After: "U768 F256",
 		},
 		{
-			name: "round 256, min block 512, small request", c: Config{Round: 256, MinBlock: 512, SplitThreshold: 256, Grow: GrowExact, Chunk: 1},
-			before: "F768 U512 F512", size: 10, offset: 1280, blkSize: 512, after: "F768 U512 U512",
+			Name: "round 256, min block 512, small request", Config: Config{Round: 256, MinBlock: 512, SplitThreshold: 256, Grow: GrowExact, Chunk: 1},
+			Before: "F768 U512 F512", Size: 10, Offset: 1280, BlkSize: 512, After: "F768 U512 U512",
 		},
 		{
-			name: "new segment from chunk growth", c: Config{Round: 512, MinBlock: 512, SplitThreshold: 512, Grow: GrowChunk, Chunk: 4 * KiB},
-			before: "U512 F512", size: 1024, seg: 1, blkSize: 1024, after: "U512 F512 | U1K F3K", newSegms: 1,
+			Name: "new segment from chunk growth", Config: Config{Round: 512, MinBlock: 512, SplitThreshold: 512, Grow: GrowChunk, Chunk: 4 * KiB},
+			Before: "U512 F512", Size: 1024, Seg: 1, BlkSize: 1024, After: "U512 F512 | U1K F3K", Grew: true,
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := tt.c
-			if c == (Config{}) {
-				c = testConfig
-			}
-			p, dev, _ := build(t, c, tt.before)
-			mallocs := dev.Stats().Mallocs
-			b, err := p.Alloc(tt.size)
-			require.NoError(t, err)
-			require.NoError(t, p.check())
-			assert.Equal(t, tt.after, p.layout())
-			segs := p.h.Layout()
-			require.Less(t, tt.seg, len(segs))
-			assert.Equal(t, segs[tt.seg].Addr+uint64(tt.offset), b.Addr, "address: segment %d at %#x, offset %d", tt.seg, segs[tt.seg].Addr, b.Addr-segs[tt.seg].Addr)
-			assert.Equal(t, tt.blkSize, b.Size)
-			assert.Equal(t, tt.size, b.Requested)
-			assert.Equal(t, int64(tt.newSegms), dev.Stats().Mallocs-mallocs)
-			assert.Equal(t, tt.newSegms == 0, p.Stats().CacheHits == 1+int64(countLive(tt.before)), "a cache hit unless a segment was added")
-		})
-	}
-}
-
-func countLive(layout string) int {
-	segs, _ := segmenttest.ParseLayout(layout)
-	n := 0
-	for _, s := range segs {
-		for _, b := range s {
-			if !b.Free {
-				n++
-			}
-		}
-	}
-	return n
+	})
 }
 
 func TestGrowthValues(t *testing.T) {

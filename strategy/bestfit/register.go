@@ -2,6 +2,7 @@ package bestfit
 
 import (
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 )
 
@@ -26,31 +27,17 @@ func init() {
 
 // open builds a Pool from resolved registry parameters.
 func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
-	var c Config
-	var err error
-	if c.Round, err = p.Size("round"); err != nil {
+	r := param.NewReader(p)
+	c := Config{
+		Round:          r.Size("round"),
+		MinBlock:       r.Size("min_block"),
+		SplitThreshold: r.Size("split_threshold"),
+		Grow:           Growth(param.Enum(r, "grow", segment.ParseGrowth, segment.GrowthNames)),
+		Chunk:          r.Size("chunk"),
+		Initial:        r.Size("initial"),
+	}
+	if err := r.Err(); err != nil {
 		return nil, err
 	}
-	if c.MinBlock, err = p.Size("min_block"); err != nil {
-		return nil, err
-	}
-	if c.SplitThreshold, err = p.Size("split_threshold"); err != nil {
-		return nil, err
-	}
-	g, ok := segment.ParseGrowth(p.Value("grow"))
-	if !ok {
-		return nil, p.Errorf("grow", "%s", segment.GrowthNames)
-	}
-	c.Grow = Growth(g)
-	if c.Chunk, err = p.Size("chunk"); err != nil {
-		return nil, err
-	}
-	if c.Initial, err = p.Size("initial"); err != nil {
-		return nil, err
-	}
-	pool, err := New(b, c)
-	if err != nil {
-		return nil, err
-	}
-	return pool, nil
+	return param.Open(New(b, c))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/buddy"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 	"github.com/gpualloc/gpualloc/traces"
 	"github.com/gpualloc/gpualloc/traces/gen"
@@ -27,8 +28,7 @@ func BenchmarkAllocFree(b *testing.B) {
 	b.Run("hit", func(b *testing.B) {
 		p, err := buddy.New(strategytest.NewDevice(64*GiB), buddy.DefaultConfig())
 		require.NoError(b, err)
-		sizes := []int64{1, 4097, 100000, 5000000}
-		for _, s := range sizes {
+		for _, s := range alloctest.HitSizes {
 			// Of four blocks, two are buddies: keep the lower one live and
 			// free the upper one last, so that it heads its free list.
 			var blks []gpualloc.Block
@@ -54,33 +54,13 @@ func BenchmarkAllocFree(b *testing.B) {
 			}
 			require.NoError(b, p.Free(upper))
 		}
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			blk, err := p.Alloc(sizes[i&3])
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := p.Free(blk); err != nil {
-				b.Fatal(err)
-			}
-		}
+		alloctest.AllocFree(b, p, alloctest.HitSizes)
 	})
 	b.Run("split21", func(b *testing.B) {
 		p, err := buddy.New(strategytest.NewDevice(64*GiB), buddy.DefaultConfig())
 		require.NoError(b, err)
-		blk, err := p.Alloc(1)
-		require.NoError(b, err)
-		require.NoError(b, p.Free(blk))
-		b.ReportAllocs()
-		for b.Loop() {
-			blk, err := p.Alloc(1)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := p.Free(blk); err != nil {
-				b.Fatal(err)
-			}
-		}
+		alloctest.Warm(b, p, []int64{1})
+		alloctest.AllocFree(b, p, [4]int64{1, 1, 1, 1})
 	})
 }
 
@@ -90,25 +70,7 @@ func BenchmarkAllocFree(b *testing.B) {
 func BenchmarkWorkingSet(b *testing.B) {
 	p, err := buddy.New(strategytest.NewDevice(64*GiB), buddy.DefaultConfig())
 	require.NoError(b, err)
-	sizes := make([]int64, 1024)
-	for i := range sizes {
-		sizes[i] = int64(1+i*i*37%(8*MiB)) + int64(i%7)*4096
-	}
-	ring := make([]gpualloc.Block, 256)
-	for i := range ring {
-		ring[i], err = p.Alloc(sizes[i])
-		require.NoError(b, err)
-	}
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		slot := i & 255
-		if err := p.Free(ring[slot]); err != nil {
-			b.Fatal(err)
-		}
-		if ring[slot], err = p.Alloc(sizes[i&1023]); err != nil {
-			b.Fatal(err)
-		}
-	}
+	alloctest.WorkingSet(b, p, 1)
 }
 
 // benchTraces are the traces of BenchmarkReplay, decoded once: 1M events
@@ -141,65 +103,11 @@ var benchTraces = sync.OnceValues(func() (map[string][]traces.Event, error) {
 func BenchmarkReplay(b *testing.B) {
 	all, err := benchTraces()
 	require.NoError(b, err)
+	params, err := gpualloc.Resolve(gpualloc.Spec{Name: "buddy"}, nil)
+	require.NoError(b, err)
 	for _, trace := range []string{"random1M", "training", "dynamic"} {
 		events := all[trace]
-		b.Run(trace+"/pool", func(b *testing.B) {
-			var blocks []gpualloc.Block
-			var p *buddy.Pool
-			var err error
-			b.ReportAllocs()
-			for b.Loop() {
-				p, err = buddy.New(strategytest.NewDevice(80*GiB), buddy.DefaultConfig())
-				if err != nil {
-					b.Fatal(err)
-				}
-				if blocks, err = replay(p, events, blocks); err != nil {
-					b.Fatal(err)
-				}
-			}
-			reportEvents(b, len(events))
-			b.ReportMetric(float64(p.Stats().PeakReserved), "peak-reserved-B")
-		})
-		b.Run(trace+"/sim", func(b *testing.B) {
-			params, err := gpualloc.Resolve(gpualloc.Spec{Name: "buddy"}, nil)
-			require.NoError(b, err)
-			r := traces.NewSliceReader(trace, events)
-			var res sim.Result
-			b.ReportAllocs()
-			for b.Loop() {
-				r.Reset()
-				if res, err = sim.Replay(r, sim.Config{Params: params, SeriesBuckets: -1}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			reportEvents(b, len(events))
-			b.ReportMetric(float64(res.PeakReservedBytes), "peak-reserved-B")
-		})
+		b.Run(trace+"/pool", func(b *testing.B) { alloctest.ReplayPool(b, strategy.Open(buddy.DefaultConfig()), events) })
+		b.Run(trace+"/sim", func(b *testing.B) { alloctest.ReplaySim(b, sim.Config{Params: params}, trace, events) })
 	}
-}
-
-// replay replays events on p, keeping the live blocks in blocks by the
-// events' Slot, and returns blocks for the next replay.
-func replay(p *buddy.Pool, events []traces.Event, blocks []gpualloc.Block) ([]gpualloc.Block, error) {
-	for _, ev := range events {
-		if int(ev.Slot) >= len(blocks) {
-			blocks = append(blocks, make([]gpualloc.Block, int(ev.Slot)+1-len(blocks))...)
-		}
-		if ev.Op == traces.OpAlloc {
-			b, err := p.Alloc(ev.Size)
-			if err != nil {
-				return blocks, err
-			}
-			blocks[ev.Slot] = b
-		} else if err := p.Free(blocks[ev.Slot]); err != nil {
-			return blocks, err
-		}
-	}
-	return blocks, nil
-}
-
-func reportEvents(b *testing.B, perOp int) {
-	events := float64(perOp) * float64(b.N)
-	b.ReportMetric(events/b.Elapsed().Seconds(), "events/s")
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/events, "ns/event")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/buddy"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
@@ -19,6 +20,9 @@ const (
 	MiB = 1 << 20
 	GiB = 1 << 30
 )
+
+// strategy is buddy to the shared tests.
+var strategy = alloctest.Strategy[buddy.Config, *buddy.Pool]{Name: "buddy", New: buddy.New}
 
 func TestConformance(t *testing.T) {
 	for _, tt := range []struct {
@@ -53,9 +57,7 @@ func TestConformance(t *testing.T) {
 			if opt.Align == 0 {
 				opt.Align = strategytest.DeviceAlign
 			}
-			strategytest.Run(t, func(b gpualloc.Backend) (gpualloc.Allocator, error) {
-				return buddy.New(b, tt.c)
-			}, &opt)
+			strategytest.Run(t, strategy.Open(tt.c), &opt)
 		})
 	}
 }
@@ -91,78 +93,33 @@ func TestRoundSize(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	dev := strategytest.NewDevice(GiB)
-	tests := []struct {
-		c       buddy.Config
-		wantErr string
-	}{
-		{buddy.DefaultConfig(), ""},
-		{buddy.Config{MinBlock: 1, Arena: 1}, ""},
-		{buddy.Config{MinBlock: 512, Arena: 1 << 62}, ""},
-		{buddy.Config{MinBlock: 0, Arena: GiB}, "buddy: min_block=0: must be a power of two"},
-		{buddy.Config{MinBlock: -512, Arena: GiB}, "buddy: min_block=-512: must be a power of two"},
-		{buddy.Config{MinBlock: 1000, Arena: GiB}, "buddy: min_block=1000: must be a power of two"},
-		{buddy.Config{MinBlock: 512, Arena: 0}, "buddy: arena=0: must be a power of two"},
-		{buddy.Config{MinBlock: 512, Arena: 3 * GiB}, "buddy: arena=3221225472: must be a power of two"},
-		{buddy.Config{MinBlock: 4096, Arena: 2048}, "buddy: arena=2048: must be at least min_block (4096)"},
-	}
-	for _, tt := range tests {
-		p, err := buddy.New(dev, tt.c)
-		if tt.wantErr == "" {
-			require.NoError(t, err, "%+v", tt.c)
-			assert.Equal(t, tt.c, p.Config())
-			continue
-		}
-		assert.EqualError(t, err, tt.wantErr, "%+v", tt.c)
-		var pe *gpualloc.ParamError
-		assert.ErrorAs(t, err, &pe)
-		assert.Nil(t, p)
-	}
-	_, err := buddy.New(nil, buddy.DefaultConfig())
-	assert.EqualError(t, err, "buddy: nil Backend")
+	strategy.NewValidates(t, buddy.DefaultConfig(), []alloctest.ConfigCase[buddy.Config]{
+		{Config: buddy.DefaultConfig()},
+		{Config: buddy.Config{MinBlock: 1, Arena: 1}},
+		{Config: buddy.Config{MinBlock: 512, Arena: 1 << 62}},
+		{Config: buddy.Config{MinBlock: 0, Arena: GiB}, Err: "buddy: min_block=0: must be a power of two"},
+		{Config: buddy.Config{MinBlock: -512, Arena: GiB}, Err: "buddy: min_block=-512: must be a power of two"},
+		{Config: buddy.Config{MinBlock: 1000, Arena: GiB}, Err: "buddy: min_block=1000: must be a power of two"},
+		{Config: buddy.Config{MinBlock: 512, Arena: 0}, Err: "buddy: arena=0: must be a power of two"},
+		{Config: buddy.Config{MinBlock: 512, Arena: 3 * GiB}, Err: "buddy: arena=3221225472: must be a power of two"},
+		{Config: buddy.Config{MinBlock: 4096, Arena: 2048}, Err: "buddy: arena=2048: must be at least min_block (4096)"},
+	})
 }
 
 func TestRegistry(t *testing.T) {
-	s, err := gpualloc.Lookup("Buddy")
-	require.NoError(t, err)
-	assert.Equal(t, "buddy", s.Name)
-	assert.NotEmpty(t, s.Summary)
-	var names []string
-	for _, p := range s.Params {
-		names = append(names, p.Name)
-		assert.NotEmpty(t, p.Doc, p.Name)
-	}
-	assert.Equal(t, []string{"min_block", "arena"}, names)
-
-	tests := []struct {
-		spec     string
-		want     buddy.Config
-		wantSpec string
-		wantErr  string
-	}{
-		{"buddy", buddy.DefaultConfig(), "buddy:min_block=512,arena=1073741824", ""},
-		{"BUDDY:min_block=4KiB,arena=256MiB", buddy.Config{MinBlock: 4096, Arena: 256 * MiB}, "buddy:min_block=4096,arena=268435456", ""},
-		{"buddy:arena=512", buddy.Config{MinBlock: 512, Arena: 512}, "buddy:min_block=512,arena=512", ""},
-		{"buddy:min_block=1000", buddy.Config{}, "", "buddy: min_block=1000: must be a power of two"},
-		{"buddy:arena=1.5GiB", buddy.Config{}, "", "buddy: arena=1.5GiB: must be a power of two"},
-		{"buddy:min_block=2MiB,arena=1MiB", buddy.Config{}, "", "buddy: arena=1MiB: must be at least min_block (2097152)"},
-		{"buddy:min_block=big", buddy.Config{}, "", "buddy: min_block=big: not a size: want bytes or a number with a unit such as MiB"},
-		{"buddy:page=4096", buddy.Config{}, "", `buddy: unknown parameter "page" (known: min_block, arena)`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.spec, func(t *testing.T) {
-			a, err := gpualloc.Open(tt.spec, strategytest.NewDevice(GiB))
-			if tt.wantErr != "" {
-				assert.EqualError(t, err, tt.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			p, ok := a.(*buddy.Pool)
-			require.True(t, ok, "%T", a)
-			assert.Equal(t, tt.want, p.Config())
-			assert.Equal(t, tt.wantSpec, p.Spec())
-		})
-	}
+	strategy.Params(t, "Buddy", []string{"min_block", "arena"}, []string{"512", "1073741824"})
+	spec := func(c buddy.Config) string { return fmt.Sprintf("buddy:min_block=%d,arena=%d", c.MinBlock, c.Arena) }
+	strategy.Select(t, GiB, spec, []alloctest.SelectCase[buddy.Config]{
+		{Spec: "buddy", Want: buddy.DefaultConfig()},
+		{Spec: "BUDDY:min_block=4KiB,arena=256MiB", Want: buddy.Config{MinBlock: 4096, Arena: 256 * MiB}},
+		{Spec: "buddy:arena=512", Want: buddy.Config{MinBlock: 512, Arena: 512}},
+		{Spec: "buddy:min_block=1000", Err: "buddy: min_block=1000: must be a power of two"},
+		{Spec: "buddy:arena=1.5GiB", Err: "buddy: arena=1.5GiB: must be a power of two"},
+		{Spec: "buddy:min_block=2MiB,arena=1MiB", Err: "buddy: arena=1MiB: must be at least min_block (2097152)"},
+		{Spec: "buddy:min_block=big", Err: "buddy: min_block=big: not a size: want bytes or a number with a unit such as MiB"},
+		{Spec: "buddy:page=4096", Err: `buddy: unknown parameter "page" (known: min_block, arena)`},
+	})
+	strategy.DefaultSpec(t, buddy.DefaultConfig(), "buddy:min_block=512,arena=1073741824")
 }
 
 func TestInterfaces(t *testing.T) {

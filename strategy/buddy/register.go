@@ -1,6 +1,9 @@
 package buddy
 
-import "github.com/gpualloc/gpualloc"
+import (
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
+)
 
 func init() {
 	gpualloc.Register(gpualloc.Strategy{
@@ -24,17 +27,10 @@ func init() {
 
 // open builds a Pool from resolved registry parameters.
 func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
-	var c Config
-	var err error
-	if c.MinBlock, err = p.Size("min_block"); err != nil {
+	r := param.NewReader(p)
+	c := Config{MinBlock: r.Size("min_block"), Arena: r.Size("arena")}
+	if err := r.Err(); err != nil {
 		return nil, err
 	}
-	if c.Arena, err = p.Size("arena"); err != nil {
-		return nil, err
-	}
-	pool, err := New(b, c)
-	if err != nil {
-		return nil, err
-	}
-	return pool, nil
+	return param.Open(New(b, c))
 }

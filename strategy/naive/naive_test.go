@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/mxnetpool/pooltest"
 	"github.com/gpualloc/gpualloc/strategy/naive"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
@@ -19,19 +19,16 @@ const (
 	GiB = 1 << 30
 )
 
+// strategy is naive to the shared tests.
+var strategy = alloctest.Strategy[naive.Config, *naive.Pool]{Name: "naive", New: naive.New}
+
 func TestConformance(t *testing.T) {
-	for _, c := range []naive.Config{
+	strategy.Conformance(t, []naive.Config{
 		naive.DefaultConfig(),
 		{Page: 32, LargeRound: 1, Reserve: 0},
 		{Page: 1000, LargeRound: 3 * MiB, Reserve: 100},
 		{Page: 512, LargeRound: 512, Reserve: 50},
-	} {
-		t.Run(fmt.Sprintf("page=%d,large_round=%d,reserve=%d", c.Page, c.LargeRound, c.Reserve), func(t *testing.T) {
-			strategytest.Run(t, func(b gpualloc.Backend) (gpualloc.Allocator, error) {
-				return naive.New(b, c)
-			}, &strategytest.Options{Caching: true, Align: strategytest.DeviceAlign})
-		})
-	}
+	}, &strategytest.Options{Caching: true, Align: strategytest.DeviceAlign})
 }
 
 func TestRoundSize(t *testing.T) {
@@ -72,38 +69,21 @@ func TestRoundSize(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	dev := strategytest.NewDevice(GiB)
-	tests := []struct {
-		c       naive.Config
-		wantErr string
-	}{
-		{naive.DefaultConfig(), ""},
-		{naive.Config{Page: 32, LargeRound: 1, Reserve: 0}, ""},
-		{naive.Config{Page: 33, LargeRound: 7, Reserve: 100}, ""},
-		{naive.Config{Page: 31, LargeRound: 2 * MiB, Reserve: 5}, "naive: page=31: must be at least 32"},
-		{naive.Config{Page: 0, LargeRound: 2 * MiB, Reserve: 5}, "naive: page=0: must be at least 32"},
-		{naive.Config{Page: 4096, LargeRound: 0, Reserve: 5}, "naive: large_round=0: must be positive"},
-		{naive.Config{Page: 4096, LargeRound: -1, Reserve: 5}, "naive: large_round=-1: must be positive"},
-		{naive.Config{Page: 4096, LargeRound: 1, Reserve: -1}, "naive: reserve=-1: must be a percentage from 0 to 100"},
-		{naive.Config{Page: 4096, LargeRound: 1, Reserve: 101}, "naive: reserve=101: must be a percentage from 0 to 100"},
-	}
-	for _, tt := range tests {
-		p, err := naive.New(dev, tt.c)
-		if tt.wantErr == "" {
-			require.NoError(t, err, "%+v", tt.c)
-			assert.Equal(t, tt.c, p.Config())
-			continue
-		}
-		assert.EqualError(t, err, tt.wantErr, "%+v", tt.c)
-		assert.Nil(t, p)
-	}
-	_, err := naive.New(nil, naive.DefaultConfig())
-	assert.EqualError(t, err, "naive: nil Backend")
+	strategy.NewValidates(t, naive.DefaultConfig(), []alloctest.ConfigCase[naive.Config]{
+		{Config: naive.DefaultConfig()},
+		{Config: naive.Config{Page: 32, LargeRound: 1, Reserve: 0}},
+		{Config: naive.Config{Page: 33, LargeRound: 7, Reserve: 100}},
+		{Config: naive.Config{Page: 31, LargeRound: 2 * MiB, Reserve: 5}, Err: "naive: page=31: must be at least 32"},
+		{Config: naive.Config{Page: 0, LargeRound: 2 * MiB, Reserve: 5}, Err: "naive: page=0: must be at least 32"},
+		{Config: naive.Config{Page: 4096, LargeRound: 0, Reserve: 5}, Err: "naive: large_round=0: must be positive"},
+		{Config: naive.Config{Page: 4096, LargeRound: -1, Reserve: 5}, Err: "naive: large_round=-1: must be positive"},
+		{Config: naive.Config{Page: 4096, LargeRound: 1, Reserve: -1}, Err: "naive: reserve=-1: must be a percentage from 0 to 100"},
+		{Config: naive.Config{Page: 4096, LargeRound: 1, Reserve: 101}, Err: "naive: reserve=101: must be a percentage from 0 to 100"},
+	})
 }
 
 func TestSpec(t *testing.T) {
-	p, err := naive.New(strategytest.NewDevice(GiB), naive.Config{Page: 512, LargeRound: 1, Reserve: 0})
-	require.NoError(t, err)
+	p := strategy.NewPool(t, GiB, naive.Config{Page: 512, LargeRound: 1, Reserve: 0})
 	assert.Equal(t, "naive:page=512,large_round=1,reserve=0", p.Spec())
 }
 
@@ -124,134 +104,57 @@ func TestSharedPool(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	s, err := gpualloc.Lookup("Naive")
-	require.NoError(t, err)
-	assert.Equal(t, "naive", s.Name)
-	var names, defaults []string
-	for _, p := range s.Params {
-		names = append(names, p.Name)
-		defaults = append(defaults, p.Default)
-	}
-	assert.Equal(t, []string{"page", "large_round", "reserve"}, names)
-	assert.Equal(t, []string{"4096", "2097152", "5"}, defaults)
-	assert.Equal(t, []string{"MXNET_GPU_MEM_POOL_PAGE_SIZE", "MXNET_GPU_POOL_PAGE_SIZE"}, s.Params[0].Env)
+	s := strategy.Params(t, "Naive", []string{"page", "large_round", "reserve"}, []string{"4096", "2097152", "5"})
+	pooltest.Params(t, s)
 	assert.Equal(t, []string{"MXNET_GPU_MEM_LARGE_ALLOC_ROUND_SIZE"}, s.Params[1].Env)
-	assert.Equal(t, []string{"MXNET_GPU_MEM_POOL_RESERVE"}, s.Params[2].Env)
 }
 
 func TestSelectFromEnvironment(t *testing.T) {
-	tests := []struct {
-		name    string
-		spec    string
-		getenv  func(string) (string, bool)
-		want    naive.Config
-		wantErr string
-	}{
-		{"default strategy", "", pooltest.Env(), naive.DefaultConfig(), ""},
-		{"MXNet pool type", "", pooltest.Env("MXNET_GPU_MEM_POOL_TYPE", "Naive"), naive.DefaultConfig(), ""},
+	spec := func(c naive.Config) string {
+		return fmt.Sprintf("naive:page=%d,large_round=%d,reserve=%d", c.Page, c.LargeRound, c.Reserve)
+	}
+	strategy.Select(t, GiB, spec, []alloctest.SelectCase[naive.Config]{
+		{Name: "default strategy", Want: naive.DefaultConfig()},
+		{Name: "MXNet pool type", Env: alloctest.Env("MXNET_GPU_MEM_POOL_TYPE", "Naive"), Want: naive.DefaultConfig()},
 		{
-			"MXNet variables", "",
-			pooltest.Env("MXNET_GPU_MEM_POOL_TYPE", "Naive", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "8192",
+			Name: "MXNet variables",
+			Env: alloctest.Env("MXNET_GPU_MEM_POOL_TYPE", "Naive", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "8192",
 				"MXNET_GPU_MEM_LARGE_ALLOC_ROUND_SIZE", "1", "MXNET_GPU_MEM_POOL_RESERVE", "0"),
-			naive.Config{Page: 8192, LargeRound: 1, Reserve: 0}, "",
+			Want: naive.Config{Page: 8192, LargeRound: 1, Reserve: 0},
 		},
 		{
-			"MXNet 2 page size", "",
-			pooltest.Env("MXNET_GPU_POOL_PAGE_SIZE", "1024"),
-			naive.Config{Page: 1024, LargeRound: 2 * MiB, Reserve: 5}, "",
+			Name: "MXNet 2 page size", Env: alloctest.Env("MXNET_GPU_POOL_PAGE_SIZE", "1024"),
+			Want: naive.Config{Page: 1024, LargeRound: 2 * MiB, Reserve: 5},
 		},
 		{
-			"MXNet 1 page size wins", "",
-			pooltest.Env("MXNET_GPU_MEM_POOL_PAGE_SIZE", "2048", "MXNET_GPU_POOL_PAGE_SIZE", "1024"),
-			naive.Config{Page: 2048, LargeRound: 2 * MiB, Reserve: 5}, "",
+			Name: "MXNet 1 page size wins", Env: alloctest.Env("MXNET_GPU_MEM_POOL_PAGE_SIZE", "2048", "MXNET_GPU_POOL_PAGE_SIZE", "1024"),
+			Want: naive.Config{Page: 2048, LargeRound: 2 * MiB, Reserve: 5},
 		},
 		{
-			"spec wins over variables", "naive:page=8KiB,reserve=10",
-			pooltest.Env("MXNET_GPU_MEM_POOL_PAGE_SIZE", "16", "MXNET_GPU_MEM_POOL_RESERVE", "x"),
-			naive.Config{Page: 8192, LargeRound: 2 * MiB, Reserve: 10}, "",
+			Name: "spec wins over variables", Spec: "naive:page=8KiB,reserve=10", Env: alloctest.Env("MXNET_GPU_MEM_POOL_PAGE_SIZE", "16", "MXNET_GPU_MEM_POOL_RESERVE", "x"),
+			Want: naive.Config{Page: 8192, LargeRound: 2 * MiB, Reserve: 10},
 		},
 		{
-			"GPUALLOC_POOL_TYPE", "",
-			pooltest.Env("GPUALLOC_POOL_TYPE", "naive:large_round=4MiB", "MXNET_GPU_MEM_POOL_TYPE", "Unknown"),
-			naive.Config{Page: 4096, LargeRound: 4 * MiB, Reserve: 5}, "",
+			Name: "GPUALLOC_POOL_TYPE", Env: alloctest.Env("GPUALLOC_POOL_TYPE", "naive:large_round=4MiB", "MXNET_GPU_MEM_POOL_TYPE", "Unknown"),
+			Want: naive.Config{Page: 4096, LargeRound: 4 * MiB, Reserve: 5},
 		},
-		{
-			"non-numeric page", "", pooltest.Env("MXNET_GPU_MEM_POOL_PAGE_SIZE", "big"), naive.Config{},
-			`MXNET_GPU_MEM_POOL_PAGE_SIZE="big": not a size: want bytes or a number with a unit such as MiB`,
-		},
-		{
-			"page too small", "", pooltest.Env("MXNET_GPU_POOL_PAGE_SIZE", "16"), naive.Config{},
-			`MXNET_GPU_POOL_PAGE_SIZE="16": must be at least 32`,
-		},
-		{
-			"zero large round", "", pooltest.Env("MXNET_GPU_MEM_LARGE_ALLOC_ROUND_SIZE", "0"), naive.Config{},
-			`MXNET_GPU_MEM_LARGE_ALLOC_ROUND_SIZE="0": must be positive`,
-		},
-		{
-			"non-numeric reserve", "", pooltest.Env("MXNET_GPU_MEM_POOL_RESERVE", "5%"), naive.Config{},
-			`MXNET_GPU_MEM_POOL_RESERVE="5%": not an integer`,
-		},
-		{
-			"reserve too large", "", pooltest.Env("MXNET_GPU_MEM_POOL_RESERVE", "200"), naive.Config{},
-			`MXNET_GPU_MEM_POOL_RESERVE="200": must be a percentage from 0 to 100`,
-		},
-		{
-			"bad spec value", "naive:page=16", pooltest.Env(), naive.Config{},
-			`naive: page=16: must be at least 32`,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			sel, err := gpualloc.Select(tt.spec, tt.getenv)
-			require.NoError(t, err)
-			a, err := sel.Params.Open(strategytest.NewDevice(GiB))
-			if tt.wantErr != "" {
-				assert.EqualError(t, err, tt.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			p, ok := a.(*naive.Pool)
-			require.True(t, ok, "%T", a)
-			assert.Equal(t, tt.want, p.Config())
-			assert.Equal(t, fmt.Sprintf("naive:page=%d,large_round=%d,reserve=%d", tt.want.Page, tt.want.LargeRound, tt.want.Reserve), p.Spec())
-		})
-	}
+		{Name: "non-numeric page", Env: alloctest.Env("MXNET_GPU_MEM_POOL_PAGE_SIZE", "big"), Err: `MXNET_GPU_MEM_POOL_PAGE_SIZE="big": not a size: want bytes or a number with a unit such as MiB`},
+		{Name: "page too small", Env: alloctest.Env("MXNET_GPU_POOL_PAGE_SIZE", "16"), Err: `MXNET_GPU_POOL_PAGE_SIZE="16": must be at least 32`},
+		{Name: "zero large round", Env: alloctest.Env("MXNET_GPU_MEM_LARGE_ALLOC_ROUND_SIZE", "0"), Err: `MXNET_GPU_MEM_LARGE_ALLOC_ROUND_SIZE="0": must be positive`},
+		{Name: "non-numeric reserve", Env: alloctest.Env("MXNET_GPU_MEM_POOL_RESERVE", "5%"), Err: `MXNET_GPU_MEM_POOL_RESERVE="5%": not an integer`},
+		{Name: "reserve too large", Env: alloctest.Env("MXNET_GPU_MEM_POOL_RESERVE", "200"), Err: `MXNET_GPU_MEM_POOL_RESERVE="200": must be a percentage from 0 to 100`},
+		{Name: "bad spec value", Spec: "naive:page=16", Err: `naive: page=16: must be at least 32`},
+	})
 }
 
 // BenchmarkAllocFree measures the cache-hit path with naive's rounding: an
-// Alloc served from a free list and the Free that puts the block back. The
-// benchmarks call the Pool's methods directly, not through an interface, so
-// that they time the pool alone.
+// Alloc served from a free list and the Free that puts the block back.
 func BenchmarkAllocFree(b *testing.B) {
-	p, err := naive.New(strategytest.NewDevice(GiB), naive.DefaultConfig())
-	require.NoError(b, err)
-	sizes := pooltest.HitSizes(b, p)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		blk, err := p.Alloc(sizes[i&3])
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := p.Free(blk); err != nil {
-			b.Fatal(err)
-		}
-	}
+	pooltest.AllocFree(b, strategy.NewPool(b, GiB, naive.DefaultConfig()))
 }
 
 // BenchmarkWorkingSet keeps 256 blocks of mixed sizes live and replaces
 // the oldest one each iteration, so free lists of many sizes are in use.
 func BenchmarkWorkingSet(b *testing.B) {
-	p, err := naive.New(strategytest.NewDevice(64*GiB), naive.DefaultConfig())
-	require.NoError(b, err)
-	sizes, ring := pooltest.WorkingSet(b, p)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		slot := i & 255
-		if err := p.Free(ring[slot]); err != nil {
-			b.Fatal(err)
-		}
-		if ring[slot], err = p.Alloc(sizes[i&1023]); err != nil {
-			b.Fatal(err)
-		}
-	}
+	alloctest.WorkingSet(b, strategy.NewPool(b, 64*GiB, naive.DefaultConfig()), 1)
 }

@@ -3,6 +3,7 @@ package naive
 import (
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/internal/mxnetpool"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
 
 func init() {
@@ -25,20 +26,10 @@ func init() {
 
 // open builds a Pool from resolved registry parameters.
 func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
-	var c Config
-	var err error
-	if c.Page, err = p.Size("page"); err != nil {
+	r := param.NewReader(p)
+	c := Config{Page: r.Size("page"), LargeRound: r.Size("large_round"), Reserve: mxnetpool.Reserve(r)}
+	if err := r.Err(); err != nil {
 		return nil, err
 	}
-	if c.LargeRound, err = p.Size("large_round"); err != nil {
-		return nil, err
-	}
-	if c.Reserve, err = mxnetpool.Reserve(p); err != nil {
-		return nil, err
-	}
-	pool, err := New(b, c)
-	if err != nil {
-		return nil, err
-	}
-	return pool, nil
+	return param.Open(New(b, c))
 }

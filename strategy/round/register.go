@@ -3,6 +3,7 @@ package round
 import (
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/internal/mxnetpool"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
 
 func init() {
@@ -25,24 +26,10 @@ func init() {
 
 // open builds a Pool from resolved registry parameters.
 func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
-	var c Config
-	var err error
-	if c.Page, err = p.Size("page"); err != nil {
+	r := param.NewReader(p)
+	c := Config{Page: r.Size("page"), Cutoff: r.Int("cutoff", cutoffRange), Reserve: mxnetpool.Reserve(r)}
+	if err := r.Err(); err != nil {
 		return nil, err
 	}
-	cutoff, err := p.Int("cutoff")
-	if err != nil {
-		return nil, err
-	}
-	if c.Cutoff = int(cutoff); int64(c.Cutoff) != cutoff {
-		return nil, p.Errorf("cutoff", "%s", cutoffRange)
-	}
-	if c.Reserve, err = mxnetpool.Reserve(p); err != nil {
-		return nil, err
-	}
-	pool, err := New(b, c)
-	if err != nil {
-		return nil, err
-	}
-	return pool, nil
+	return param.Open(New(b, c))
 }

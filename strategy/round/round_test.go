@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/mxnetpool/pooltest"
 	"github.com/gpualloc/gpualloc/strategy/round"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
@@ -21,24 +21,19 @@ const (
 	TiB = 1 << 40
 )
 
+// strategy is round to the shared tests.
+var strategy = alloctest.Strategy[round.Config, *round.Pool]{Name: "round", New: round.New}
+
 func TestConformance(t *testing.T) {
-	for _, c := range []round.Config{
+	strategy.Conformance(t, []round.Config{
 		round.DefaultConfig(),
 		{Page: 32, Cutoff: 20, Reserve: 0},
 		{Page: 512, Cutoff: 22, Reserve: 100},
 		{Page: 1 << 20, Cutoff: 34, Reserve: 50},
-	} {
-		t.Run(fmt.Sprintf("page=%d,cutoff=%d,reserve=%d", c.Page, c.Cutoff, c.Reserve), func(t *testing.T) {
-			strategytest.Run(t, func(b gpualloc.Backend) (gpualloc.Allocator, error) {
-				return round.New(b, c)
-			}, &strategytest.Options{Caching: true, Align: strategytest.DeviceAlign})
-		})
-	}
+	}, &strategytest.Options{Caching: true, Align: strategytest.DeviceAlign})
 	// Requests beyond MXNet's last bucket (16 GiB), on a large device.
 	t.Run("beyond 16GiB", func(t *testing.T) {
-		strategytest.Run(t, func(b gpualloc.Backend) (gpualloc.Allocator, error) {
-			return round.New(b, round.Config{Page: 4096, Cutoff: 20, Reserve: 5})
-		}, &strategytest.Options{Caching: true, Align: strategytest.DeviceAlign, Capacity: 4 * TiB, MaxSize: 64 * GiB, Ops: 1000})
+		strategytest.Run(t, strategy.Open(round.Config{Page: 4096, Cutoff: 20, Reserve: 5}), &strategytest.Options{Caching: true, Align: strategytest.DeviceAlign, Capacity: 4 * TiB, MaxSize: 64 * GiB, Ops: 1000})
 	})
 }
 
@@ -110,41 +105,24 @@ func TestBucketsAreTight(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	dev := strategytest.NewDevice(GiB)
-	tests := []struct {
-		c       round.Config
-		wantErr string
-	}{
-		{round.DefaultConfig(), ""},
-		{round.Config{Page: 32, Cutoff: 20}, ""},
-		{round.Config{Page: 1 << 34, Cutoff: 34, Reserve: 100}, ""},
-		{round.Config{Page: 1 << 20, Cutoff: 20}, ""},
-		{round.Config{Page: 31, Cutoff: 24, Reserve: 5}, "round: page=31: must be at least 32"},
-		{round.Config{Page: 16, Cutoff: 24, Reserve: 5}, "round: page=16: must be at least 32"},
-		{round.Config{Page: 3000, Cutoff: 24, Reserve: 5}, "round: page=3000: must be a power of two"},
-		{round.Config{Page: 4096, Cutoff: 19, Reserve: 5}, "round: cutoff=19: must be from 20 to 34"},
-		{round.Config{Page: 4096, Cutoff: 35, Reserve: 5}, "round: cutoff=35: must be from 20 to 34"},
-		{round.Config{Page: 1 << 21, Cutoff: 20, Reserve: 5}, "round: cutoff=20: must be at least log2(page) = 21"},
-		{round.Config{Page: 4096, Cutoff: 24, Reserve: -1}, "round: reserve=-1: must be a percentage from 0 to 100"},
-		{round.Config{Page: 4096, Cutoff: 24, Reserve: 101}, "round: reserve=101: must be a percentage from 0 to 100"},
-	}
-	for _, tt := range tests {
-		p, err := round.New(dev, tt.c)
-		if tt.wantErr == "" {
-			require.NoError(t, err, "%+v", tt.c)
-			assert.Equal(t, tt.c, p.Config())
-			continue
-		}
-		assert.EqualError(t, err, tt.wantErr, "%+v", tt.c)
-		assert.Nil(t, p)
-	}
-	_, err := round.New(nil, round.DefaultConfig())
-	assert.EqualError(t, err, "round: nil Backend")
+	strategy.NewValidates(t, round.DefaultConfig(), []alloctest.ConfigCase[round.Config]{
+		{Config: round.DefaultConfig()},
+		{Config: round.Config{Page: 32, Cutoff: 20}},
+		{Config: round.Config{Page: 1 << 34, Cutoff: 34, Reserve: 100}},
+		{Config: round.Config{Page: 1 << 20, Cutoff: 20}},
+		{Config: round.Config{Page: 31, Cutoff: 24, Reserve: 5}, Err: "round: page=31: must be at least 32"},
+		{Config: round.Config{Page: 16, Cutoff: 24, Reserve: 5}, Err: "round: page=16: must be at least 32"},
+		{Config: round.Config{Page: 3000, Cutoff: 24, Reserve: 5}, Err: "round: page=3000: must be a power of two"},
+		{Config: round.Config{Page: 4096, Cutoff: 19, Reserve: 5}, Err: "round: cutoff=19: must be from 20 to 34"},
+		{Config: round.Config{Page: 4096, Cutoff: 35, Reserve: 5}, Err: "round: cutoff=35: must be from 20 to 34"},
+		{Config: round.Config{Page: 1 << 21, Cutoff: 20, Reserve: 5}, Err: "round: cutoff=20: must be at least log2(page) = 21"},
+		{Config: round.Config{Page: 4096, Cutoff: 24, Reserve: -1}, Err: "round: reserve=-1: must be a percentage from 0 to 100"},
+		{Config: round.Config{Page: 4096, Cutoff: 24, Reserve: 101}, Err: "round: reserve=101: must be a percentage from 0 to 100"},
+	})
 }
 
 func TestSpec(t *testing.T) {
-	p, err := round.New(strategytest.NewDevice(GiB), round.Config{Page: 512, Cutoff: 20, Reserve: 0})
-	require.NoError(t, err)
+	p := strategy.NewPool(t, GiB, round.Config{Page: 512, Cutoff: 20, Reserve: 0})
 	assert.Equal(t, "round:page=512,cutoff=20,reserve=0", p.Spec())
 }
 
@@ -180,141 +158,60 @@ func TestBeyondLastBucket(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	s, err := gpualloc.Lookup("ROUND")
-	require.NoError(t, err)
-	assert.Equal(t, "round", s.Name)
-	var names, defaults []string
-	for _, p := range s.Params {
-		names = append(names, p.Name)
-		defaults = append(defaults, p.Default)
-	}
-	assert.Equal(t, []string{"page", "cutoff", "reserve"}, names)
-	assert.Equal(t, []string{"4096", "24", "5"}, defaults)
-	assert.Equal(t, []string{"MXNET_GPU_MEM_POOL_PAGE_SIZE", "MXNET_GPU_POOL_PAGE_SIZE"}, s.Params[0].Env)
+	s := strategy.Params(t, "ROUND", []string{"page", "cutoff", "reserve"}, []string{"4096", "24", "5"})
+	pooltest.Params(t, s)
 	assert.Equal(t, []string{"MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF"}, s.Params[1].Env)
-	assert.Equal(t, []string{"MXNET_GPU_MEM_POOL_RESERVE"}, s.Params[2].Env)
 }
 
 func TestSelectFromEnvironment(t *testing.T) {
 	const typ = "MXNET_GPU_MEM_POOL_TYPE"
-	tests := []struct {
-		name    string
-		spec    string
-		getenv  func(string) (string, bool)
-		want    round.Config
-		wantErr string
-	}{
-		{"MXNet pool type", "", pooltest.Env(typ, "Round"), round.DefaultConfig(), ""},
-		{
-			"MXNet cutoff", "", pooltest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "20"),
-			round.Config{Page: 4096, Cutoff: 20, Reserve: 5}, "",
-		},
-		{
-			"MXNet variables", "",
-			pooltest.Env(typ, "round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "65536",
-				"MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "30", "MXNET_GPU_MEM_POOL_RESERVE", "0"),
-			round.Config{Page: 65536, Cutoff: 30, Reserve: 0}, "",
-		},
-		{
-			"MXNet 2 page size", "", pooltest.Env(typ, "Round", "MXNET_GPU_POOL_PAGE_SIZE", "1024"),
-			round.Config{Page: 1024, Cutoff: 24, Reserve: 5}, "",
-		},
-		{
-			"MXNet 1 page size wins", "",
-			pooltest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "2048", "MXNET_GPU_POOL_PAGE_SIZE", "1024"),
-			round.Config{Page: 2048, Cutoff: 24, Reserve: 5}, "",
-		},
-		{
-			"spec wins over variables", "round:cutoff=22,page=1MiB",
-			pooltest.Env(typ, "Naive", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "x"),
-			round.Config{Page: 1 << 20, Cutoff: 22, Reserve: 5}, "",
-		},
-		{
-			"GPUALLOC_POOL_TYPE", "", pooltest.Env("GPUALLOC_POOL_TYPE", "round:cutoff=21", typ, "Naive"),
-			round.Config{Page: 4096, Cutoff: 21, Reserve: 5}, "",
-		},
-		{
-			"non-numeric page", "", pooltest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "four"), round.Config{},
-			`MXNET_GPU_MEM_POOL_PAGE_SIZE="four": not a size: want bytes or a number with a unit such as MiB`,
-		},
-		{
-			"page not a power of two", "", pooltest.Env(typ, "Round", "MXNET_GPU_POOL_PAGE_SIZE", "3000"), round.Config{},
-			`MXNET_GPU_POOL_PAGE_SIZE="3000": must be a power of two`,
-		},
-		{
-			"non-numeric cutoff", "", pooltest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "24MiB"), round.Config{},
-			`MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF="24MiB": not an integer`,
-		},
-		{
-			"cutoff too large", "", pooltest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "40"), round.Config{},
-			`MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF="40": must be from 20 to 34`,
-		},
-		{
-			"cutoff below log2(page)", "",
-			pooltest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "4MiB", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "21"), round.Config{},
-			`MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF="21": must be at least log2(page) = 22`,
-		},
-		{
-			"non-numeric reserve", "", pooltest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_RESERVE", "five"), round.Config{},
-			`MXNET_GPU_MEM_POOL_RESERVE="five": not an integer`,
-		},
-		{
-			"bad spec value", "round:cutoff=19", pooltest.Env(), round.Config{},
-			`round: cutoff=19: must be from 20 to 34`,
-		},
+	spec := func(c round.Config) string {
+		return fmt.Sprintf("round:page=%d,cutoff=%d,reserve=%d", c.Page, c.Cutoff, c.Reserve)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			sel, err := gpualloc.Select(tt.spec, tt.getenv)
-			require.NoError(t, err)
-			a, err := sel.Params.Open(strategytest.NewDevice(GiB))
-			if tt.wantErr != "" {
-				assert.EqualError(t, err, tt.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			p, ok := a.(*round.Pool)
-			require.True(t, ok, "%T", a)
-			assert.Equal(t, tt.want, p.Config())
-			assert.Equal(t, fmt.Sprintf("round:page=%d,cutoff=%d,reserve=%d", tt.want.Page, tt.want.Cutoff, tt.want.Reserve), p.Spec())
-		})
-	}
+	strategy.Select(t, GiB, spec, []alloctest.SelectCase[round.Config]{
+		{Name: "MXNet pool type", Env: alloctest.Env(typ, "Round"), Want: round.DefaultConfig()},
+		{
+			Name: "MXNet cutoff", Env: alloctest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "20"),
+			Want: round.Config{Page: 4096, Cutoff: 20, Reserve: 5},
+		},
+		{
+			Name: "MXNet variables", Env: alloctest.Env(typ, "round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "65536", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "30", "MXNET_GPU_MEM_POOL_RESERVE", "0"),
+			Want: round.Config{Page: 65536, Cutoff: 30, Reserve: 0},
+		},
+		{
+			Name: "MXNet 2 page size", Env: alloctest.Env(typ, "Round", "MXNET_GPU_POOL_PAGE_SIZE", "1024"),
+			Want: round.Config{Page: 1024, Cutoff: 24, Reserve: 5},
+		},
+		{
+			Name: "MXNet 1 page size wins", Env: alloctest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "2048", "MXNET_GPU_POOL_PAGE_SIZE", "1024"),
+			Want: round.Config{Page: 2048, Cutoff: 24, Reserve: 5},
+		},
+		{
+			Name: "spec wins over variables", Spec: "round:cutoff=22,page=1MiB", Env: alloctest.Env(typ, "Naive", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "x"),
+			Want: round.Config{Page: 1 << 20, Cutoff: 22, Reserve: 5},
+		},
+		{
+			Name: "GPUALLOC_POOL_TYPE", Env: alloctest.Env("GPUALLOC_POOL_TYPE", "round:cutoff=21", typ, "Naive"),
+			Want: round.Config{Page: 4096, Cutoff: 21, Reserve: 5},
+		},
+		{Name: "non-numeric page", Env: alloctest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "four"), Err: `MXNET_GPU_MEM_POOL_PAGE_SIZE="four": not a size: want bytes or a number with a unit such as MiB`},
+		{Name: "page not a power of two", Env: alloctest.Env(typ, "Round", "MXNET_GPU_POOL_PAGE_SIZE", "3000"), Err: `MXNET_GPU_POOL_PAGE_SIZE="3000": must be a power of two`},
+		{Name: "non-numeric cutoff", Env: alloctest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "24MiB"), Err: `MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF="24MiB": not an integer`},
+		{Name: "cutoff too large", Env: alloctest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "40"), Err: `MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF="40": must be from 20 to 34`},
+		{Name: "cutoff below log2(page)", Env: alloctest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_PAGE_SIZE", "4MiB", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "21"), Err: `MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF="21": must be at least log2(page) = 22`},
+		{Name: "non-numeric reserve", Env: alloctest.Env(typ, "Round", "MXNET_GPU_MEM_POOL_RESERVE", "five"), Err: `MXNET_GPU_MEM_POOL_RESERVE="five": not an integer`},
+		{Name: "bad spec value", Spec: "round:cutoff=19", Err: `round: cutoff=19: must be from 20 to 34`},
+	})
 }
 
 // BenchmarkAllocFree measures the cache-hit path with round's rounding: an
-// Alloc served from a free list and the Free that puts the block back. The
-// benchmarks call the Pool's methods directly, not through an interface, so
-// that they time the pool alone.
+// Alloc served from a free list and the Free that puts the block back.
 func BenchmarkAllocFree(b *testing.B) {
-	p, err := round.New(strategytest.NewDevice(GiB), round.DefaultConfig())
-	require.NoError(b, err)
-	sizes := pooltest.HitSizes(b, p)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		blk, err := p.Alloc(sizes[i&3])
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := p.Free(blk); err != nil {
-			b.Fatal(err)
-		}
-	}
+	pooltest.AllocFree(b, strategy.NewPool(b, GiB, round.DefaultConfig()))
 }
 
 // BenchmarkWorkingSet keeps 256 blocks of mixed sizes live and replaces
 // the oldest one each iteration, so free lists of many sizes are in use.
 func BenchmarkWorkingSet(b *testing.B) {
-	p, err := round.New(strategytest.NewDevice(64*GiB), round.DefaultConfig())
-	require.NoError(b, err)
-	sizes, ring := pooltest.WorkingSet(b, p)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		slot := i & 255
-		if err := p.Free(ring[slot]); err != nil {
-			b.Fatal(err)
-		}
-		if ring[slot], err = p.Alloc(sizes[i&1023]); err != nil {
-			b.Fatal(err)
-		}
-	}
+	alloctest.WorkingSet(b, strategy.NewPool(b, 64*GiB, round.DefaultConfig()), 1)
 }

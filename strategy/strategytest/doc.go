@@ -1,7 +1,7 @@
 // Package strategytest checks that an allocation strategy behaves as a
 // [gpualloc.Allocator] must, the way testing/fstest checks an fs.FS.
 //
-// [Run] opens the allocator on a checking virtual [Device] once per check
+// [Check] opens the allocator on a checking virtual [Device] once per check
 // and drives it: blocks of every size from one byte to tens of MiB, frees in
 // every order, invalid calls, running out of memory, releasing the cache, and
 // long random traces. After every operation it checks that blocks never
@@ -9,7 +9,10 @@
 // aligned, that the free space a [gpualloc.FreeSpaceReporter] reports lies in
 // the rest of that memory, that the allocator's [gpualloc.Stats] add up exactly against the
 // blocks and the device, and that the device was never misused. A failure
-// names the operation and the numbers that do not add up.
+// names the check, the operation and the numbers that do not add up.
+// Check returns every failure in one error, as testing/fstest.TestFS does,
+// so that it can run anywhere: in a main, a fuzz target, another test
+// framework. [Run] runs the same checks as subtests of a [testing.T].
 //
 // Every strategy in this module runs the suite in its tests, and a strategy
 // written elsewhere can run it too:

@@ -3,7 +3,9 @@ package strategytest_test
 import (
 	"fmt"
 
+	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
+	"github.com/gpualloc/gpualloc/strategy/unpooled"
 )
 
 func ExampleDevice() {
@@ -25,4 +27,33 @@ func ExampleDevice() {
 	// strategytest: device malloc of 1048576 bytes with 1043480 of 1048576 bytes free: out of memory
 	// strategytest: device free of 0x7f4000000400 with size 1000: the region there is 4096 bytes: invalid free
 	// 1043480 1048576 1
+}
+
+// sloppy is an allocator that serves a request for 0 bytes instead of
+// failing it.
+type sloppy struct{ *unpooled.Allocator }
+
+func (s sloppy) Alloc(size int64) (gpualloc.Block, error) {
+	b, err := s.Allocator.Alloc(max(size, 1))
+	b.Requested = size
+	return b, err
+}
+
+func ExampleCheck() {
+	opt := &strategytest.Options{Align: strategytest.DeviceAlign, Seeds: []uint64{1}, Ops: 1000}
+	err := strategytest.Check(func(b gpualloc.Backend) (gpualloc.Allocator, error) {
+		return unpooled.New(b, unpooled.DefaultConfig())
+	}, opt)
+	fmt.Println("unpooled:", err)
+
+	err = strategytest.Check(func(b gpualloc.Backend) (gpualloc.Allocator, error) {
+		a, err := unpooled.New(b, unpooled.DefaultConfig())
+		return sloppy{a}, err
+	}, opt)
+	fmt.Println("sloppy:", err)
+	// Output:
+	// unpooled: <nil>
+	// sloppy: InvalidSize: op 1, Alloc(0): got {Addr:0x7f4000000000 Size:1 Requested:0}, error <nil>; want an error wrapping gpualloc.ErrInvalidSize
+	// RandomTrace/seed=1: seed 1: op 321, Alloc(-1): got {Addr:0x7f4000004400 Size:1 Requested:-1}, error <nil>; want an error wrapping gpualloc.ErrInvalidSize
+	// (to rerun only this trace, set Options.Seeds to []uint64{1})
 }

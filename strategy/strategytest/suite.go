@@ -1,6 +1,7 @@
 package strategytest
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -9,12 +10,12 @@ import (
 	"github.com/gpualloc/gpualloc"
 )
 
-// An OpenFunc builds the allocator under test on b. Run calls it once per
+// An OpenFunc builds the allocator under test on b. Check calls it once per
 // check, each time with a fresh [Device].
 type OpenFunc func(b gpualloc.Backend) (gpualloc.Allocator, error)
 
-// Options tune [Run]. The zero value (or a nil *Options) asks for the
-// defaults.
+// Options tune [Check] and [Run]. The zero value (or a nil *Options) asks
+// for the defaults.
 type Options struct {
 	// Capacity is the size in bytes of the Device each check opens the
 	// allocator on. It is small by default (256 MiB) so that random traces
@@ -69,9 +70,11 @@ func (o *Options) withDefaults() Options {
 	return r
 }
 
-// Run checks that the allocators open builds behave as a
-// [gpualloc.Allocator] must. Each check is a subtest on a fresh allocator
-// and [Device]; after every operation it checks that
+// Check checks that the allocators open builds behave as a
+// [gpualloc.Allocator] must, and returns an error describing every failure,
+// or nil. It needs no [testing.T]: a fuzz target, a main or another test
+// framework can call it. Each check runs on a fresh allocator and [Device];
+// after every operation it checks that
 //
 //   - every live block lies inside one region the allocator holds from the
 //     device, overlaps no other live block, is aligned to Options.Align, and
@@ -106,48 +109,66 @@ func (o *Options) withDefaults() Options {
 //   - InvalidFree: a double free, a free of a block never allocated, of an
 //     address inside a block, or with a changed Size or Requested fails with
 //     ErrInvalidFree and changes nothing.
-//   - RandomTrace: for each seed, Options.Ops random operations with sizes
-//     from 1 byte to MaxSize, on a device small enough to run out, with
+//   - RandomTrace/seed=N: for each seed, Options.Ops random operations with
+//     sizes from 1 byte to MaxSize, on a device small enough to run out, with
 //     invalid calls, ReleaseAll and device mallocs that fail with room to
 //     spare mixed in; then everything is freed.
 //
-// A failure names the operation and the numbers that do not add up.
+// A check that does not apply to the allocator (Spec, Reuse, ReleaseAll) is
+// passed over. The error joins one error per failed check, in the order
+// above; the text of each begins with the check's name and goes on with the
+// operation and the numbers that do not add up, as in
+//
+//	Reuse: op 5, Alloc(4096) = {Addr:0x7f4000000000 Size:4096 Requested:4096}: Stats do not add up: ...
+func Check(open OpenFunc, opt *Options) error {
+	o := opt.withDefaults()
+	var errs []error
+	for _, c := range checks(o) {
+		if _, err := c.do(open, o); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs the checks of [Check], each as a subtest of t named as the
+// check, which fails with the check's error or is skipped when the check
+// does not apply.
 func Run(t *testing.T, open OpenFunc, opt *Options) {
 	t.Helper()
 	o := opt.withDefaults()
 	for _, c := range checks(o) {
 		t.Run(c.name, func(t *testing.T) {
-			if len(c.sub) > 0 {
-				for _, s := range c.sub {
-					t.Run(s.name, func(t *testing.T) { runCheck(t, open, o, s) })
-				}
-				return
+			t.Helper()
+			skip, err := c.do(open, o)
+			if skip != "" {
+				t.Skip(skip)
 			}
-			runCheck(t, open, o, c)
+			if err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 }
 
-func runCheck(t *testing.T, open OpenFunc, o Options, c check) {
-	t.Helper()
-	h, err := newHarness(open, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if why := c.skip(h); why != "" {
-		t.Skip(why)
-	}
-	if err := c.run(h); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// A check is one subtest of Run, or a group of them.
+// A check is one check of the suite, on a fresh allocator.
 type check struct {
-	name string
+	name string                  // "RandomTrace/seed=1": a subtest of Run's
 	skip func(h *harness) string // why the check does not apply, or ""
 	run  func(h *harness) error
-	sub  []check
+}
+
+// do opens an allocator on a fresh Device and runs c on it. It returns why
+// c does not apply to the allocator, or c's error.
+func (c check) do(open OpenFunc, o Options) (skip string, err error) {
+	h, err := newHarness(open, o)
+	if err != nil {
+		return "", err
+	}
+	if why := c.skip(h); why != "" {
+		return why, nil
+	}
+	return "", c.run(h)
 }
 
 func always(*harness) string { return "" }
@@ -177,15 +198,14 @@ func checks(o Options) []check {
 		{name: "OutOfMemory", run: checkOutOfMemory, skip: always},
 		{name: "InvalidFree", run: checkInvalidFree, skip: always},
 	}
-	random := check{name: "RandomTrace"}
 	for _, seed := range o.Seeds {
-		random.sub = append(random.sub, check{
-			name: fmt.Sprintf("seed=%d", seed),
+		cs = append(cs, check{
+			name: fmt.Sprintf("RandomTrace/seed=%d", seed),
 			skip: always,
 			run:  func(h *harness) error { return randomTrace(h, seed) },
 		})
 	}
-	return append(cs, random)
+	return cs
 }
 
 func checkSpec(h *harness) error {

@@ -3,6 +3,7 @@ package strategytest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -192,28 +193,21 @@ func openTestPool(bg bug) OpenFunc {
 	return func(b gpualloc.Backend) (gpualloc.Allocator, error) { return newTestPool(b, bg), nil }
 }
 
-// runChecks runs every check of the suite and returns the failures by name.
+// runChecks runs every check of the suite through Check and returns the
+// failures by check name.
 func runChecks(open OpenFunc, opt *Options) map[string]error {
-	o := opt.withDefaults()
 	failed := map[string]error{}
-	var run func(prefix string, cs []check)
-	run = func(prefix string, cs []check) {
-		for _, c := range cs {
-			name := prefix + c.name
-			if len(c.sub) > 0 {
-				run(name+"/", c.sub)
-				continue
-			}
-			h, err := newHarness(open, o)
-			if err == nil && c.skip(h) == "" {
-				err = c.run(h)
-			}
-			if err != nil {
-				failed[name] = err
-			}
-		}
+	err := Check(open, opt)
+	if err == nil {
+		return failed
 	}
-	run("", checks(o))
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		name, _, ok := strings.Cut(e.Error(), ": ")
+		if !ok {
+			panic("strategytest: a failure that does not begin with its check's name: " + e.Error())
+		}
+		failed[name] = errors.Unwrap(e)
+	}
 	return failed
 }
 
@@ -248,6 +242,21 @@ func TestChecksFindStreamBug(t *testing.T) {
 	require.Contains(t, failed, "RandomTrace/seed=1")
 }
 
+func TestCheck(t *testing.T) {
+	assert.NoError(t, Check(openTestPool(noBug), &Options{Caching: true, Ops: 500}))
+
+	err := Check(openTestPool(bugZeroSize), &Options{Caching: true, Seeds: []uint64{1, 2}, Ops: 2000})
+	require.Error(t, err)
+	errs := err.(interface{ Unwrap() []error }).Unwrap()
+	require.Len(t, errs, 3, "InvalidSize and both random traces fail: %v", err)
+	assert.Equal(t, "InvalidSize: op 1, Alloc(0): got {Addr:0x7f4000000000 Size:512 Requested:0}, error <nil>; want an error wrapping gpualloc.ErrInvalidSize", errs[0].Error())
+	for i, e := range errs[1:] {
+		assert.Regexp(t, fmt.Sprintf(`^RandomTrace/seed=%d: seed %d: op \d+, Alloc\(-?\d\): got .* want an error wrapping gpualloc.ErrInvalidSize\n`, i+1, i+1), e.Error())
+	}
+}
+
+// TestChecksFindBugs runs the suite through Check on allocators with a bug
+// planted, and looks for the failure in the check named.
 func TestChecksFindBugs(t *testing.T) {
 	tests := []struct {
 		name  string

@@ -19,137 +19,64 @@ const (
 	GiB = 1 << 30
 )
 
-// check verifies every invariant of p: the heap's (see segment.Heap.Check),
-// the index's against the free blocks, and FreeSpace against a brute-force
-// computation.
-func (p *Pool) check() error {
-	free, err := p.h.Check()
-	if err != nil {
-		return err
-	}
-	if err := p.ix.check(p.h.Nodes, free); err != nil {
-		return err
-	}
-	largest, total := p.FreeSpace()
-	var wl, wt int64 // by brute force
-	for _, n := range free {
-		wl = max(wl, p.h.Nodes[n].Size)
-		wt += p.h.Nodes[n].Size
-	}
-	if largest != wl || total != wt {
-		return fmt.Errorf("FreeSpace() = %d, %d; brute force says %d, %d", largest, total, wl, wt)
-	}
-	return nil
+// kit holds the tests tlsf shares with the other strategies built on
+// package segment.
+var kit = segmenttest.Kit[Config, *Pool]{
+	New:        New,
+	Heap:       func(p *Pool) *segment.Heap { return &p.h },
+	CheckIndex: func(p *Pool, free []int32) error { return p.ix.check(p.h.Nodes, free) },
+	Config:     testConfig,
+	WantSize:   func(c Config) func(int64) int64 { return c.RoundSize }, // every rest is split off
 }
 
-func (p *Pool) layout() string { return segmenttest.FormatLayout(p.h.Layout()) }
+// check verifies every invariant of p: see segmenttest.Kit.Check.
+func (p *Pool) check() error { return kit.Check(p) }
+
+func (p *Pool) layout() string { return kit.Layout(p) }
 
 // testConfig is the configuration of the layout tests unless they say
 // otherwise: the smallest chunk, so that a new segment is just the block,
 // rounded up to the start of its list.
 var testConfig = Config{Round: 512, MinBlock: 512, Chunk: 1}
 
+// build returns a pool in the state layout describes, on a device of 1 GiB,
+// and its live blocks in layout order.
 func build(t *testing.T, c Config, layout string) (*Pool, *strategytest.Device, []gpualloc.Block) {
 	t.Helper()
-	dev := strategytest.NewDevice(GiB)
-	p, err := New(dev, c)
-	require.NoError(t, err)
-	segs, err := segmenttest.ParseLayout(layout)
-	require.NoError(t, err)
-	live, err := p.h.Build(segs)
-	require.NoError(t, err)
-	require.NoError(t, p.check())
-	require.Equal(t, layout, p.layout(), "the layout built")
-	return p, dev, live
+	return kit.Build(t, c, layout)
 }
 
-func TestFreeCoalesces(t *testing.T) {
-	tests := []struct {
-		name   string
-		before string
-		free   int
-		after  string
-	}{
-		{"neither neighbour free", "U512 U512 U512", 1, "U512 F512 U512"},
-		{"previous free", "F512 U1K U512", 0, "F1536 U512"},
-		{"next free", "U512 U1K F512", 1, "U512 F1536"},
-		{"both free", "F512 U1K F2K", 0, "F3584"},
-		{"whole segment", "U1K", 0, "F1K"},
-		{"segment end: no merge with the next segment", "U512 U512 | F1K U512", 1, "U512 F512 | F1K U512"},
-		{"segment start: no merge with the previous segment", "U512 F512 | U512 U512", 1, "U512 F512 | F512 U512"},
-		{"large", "F20M U1M F3M | U4M", 0, "F24M | U4M"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p, dev, live := build(t, testConfig, tt.before)
-			rs := dev.Regions()
-			for i := 1; i < len(rs); i++ {
-				require.Equal(t, rs[i-1].End(), rs[i].Addr, "segments %d and %d are adjacent", i-1, i)
-			}
-			require.NoError(t, p.Free(live[tt.free]))
-			require.NoError(t, p.check())
-			assert.Equal(t, tt.after, p.layout())
-		})
-	}
-}
+// TestFreeCoalesces frees a block of a given layout and checks the layout
+// after: merged with free neighbours in its segment, never across segments.
+func TestFreeCoalesces(t *testing.T) { kit.FreeCoalesces(t) }
 
 func TestAllocSplits(t *testing.T) {
-	tests := []struct {
-		name    string
-		c       Config // testConfig if zero
-		before  string
-		size    int64
-		seg     int
-		offset  int64
-		blkSize int64
-		after   string
-		grew    bool
-	}{
-		{name: "split", before: "F4K", size: 1000, blkSize: 1024, after: "U1K F3K"},
-		{name: "exact fit", before: "F1K", size: 1024, blkSize: 1024, after: "U1K"},
-		{name: "min block", before: "F1K", size: 1, blkSize: 512, after: "U512 F512"},
-		{name: "the list of the size", before: "F2K U512 F1K", size: 1000, offset: 2560, blkSize: 1024, after: "F2K U512 U1K"},
-		{name: "a larger list", before: "F2K U512 F8K", size: 4000, offset: 2560, blkSize: 4096, after: "F2K U512 U4K F4K"},
-		{name: "the next first-level list", before: "F32K U512 F128K", size: 40 * KiB, offset: 33280, blkSize: 40 * KiB, after: "F32K U512 U40K F88K"},
-		{name: "last freed first within a list", before: "F1K U512 F1K U512", size: 1024, offset: 1536, blkSize: 1024, after: "F1K U512 U1K U512"},
+	kit.AllocSplits(t, []segmenttest.AllocCase[Config]{
+		{Name: "split", Before: "F4K", Size: 1000, BlkSize: 1024, After: "U1K F3K"},
+		{Name: "exact fit", Before: "F1K", Size: 1024, BlkSize: 1024, After: "U1K"},
+		{Name: "min block", Before: "F1K", Size: 1, BlkSize: 512, After: "U512 F512"},
+		{Name: "the list of the size", Before: "F2K U512 F1K", Size: 1000, Offset: 2560, BlkSize: 1024, After: "F2K U512 U1K"},
+		{Name: "a larger list", Before: "F2K U512 F8K", Size: 4000, Offset: 2560, BlkSize: 4096, After: "F2K U512 U4K F4K"},
+		{Name: "the next first-level list", Before: "F32K U512 F128K", Size: 40 * KiB, Offset: 33280, BlkSize: 40 * KiB, After: "F32K U512 U40K F88K"},
+		{Name: "last freed first within a list", Before: "F1K U512 F1K U512", Size: 1024, Offset: 1536, BlkSize: 1024, After: "F1K U512 U1K U512"},
 		{
 			// 32.5K lies in the list [32K, 33K): a search for it starts at
 			// the next list, so a free block of exactly 32.5K is not
 			// found: good fit, not best fit. The new segment is rounded
 			// up to 33K, the start of that next list.
-			name: "good fit misses a fit in the list of the size", before: "F33280 U512", size: 33280,
-			seg: 1, blkSize: 33280, after: "F33280 U512 | U33280 F512", grew: true,
+			Name: "good fit misses a fit in the list of the size", Before: "F33280 U512", Size: 33280,
+			Seg: 1, BlkSize: 33280, After: "F33280 U512 | U33280 F512", Grew: true,
 		},
-		{name: "a block in the next list", before: "F64K U512 F33K", size: 33280, offset: 66048, blkSize: 33280, after: "F64K U512 U33280 F512"},
+		{Name: "a block in the next list", Before: "F64K U512 F33K", Size: 33280, Offset: 66048, BlkSize: 33280, After: "F64K U512 U33280 F512"},
 		{
-			name: "segment of at least chunk bytes", c: Config{Round: 512, MinBlock: 512, Chunk: 64 * KiB},
-			before: "U512 F512", size: 1024, seg: 1, blkSize: 1024, after: "U512 F512 | U1K F63K", grew: true,
+			Name: "segment of at least chunk bytes", Config: Config{Round: 512, MinBlock: 512, Chunk: 64 * KiB},
+			Before: "U512 F512", Size: 1024, Seg: 1, BlkSize: 1024, After: "U512 F512 | U1K F63K", Grew: true,
 		},
 		{
-			name: "round 256, min block 512", c: Config{Round: 256, MinBlock: 512, Chunk: 1},
-			before: "F1K", size: 700, blkSize: 768, after: "U768 F256",
+			Name: "round 256, min block 512", Config: Config{Round: 256, MinBlock: 512, Chunk: 1},
+			Before: "F1K", Size: 700, BlkSize: 768, After: "U768 F256",
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := tt.c
-			if c == (Config{}) {
-				c = testConfig
-			}
-			p, dev, _ := build(t, c, tt.before)
-			mallocs := dev.Stats().Mallocs
-			b, err := p.Alloc(tt.size)
-			require.NoError(t, err)
-			require.NoError(t, p.check())
-			assert.Equal(t, tt.after, p.layout())
-			segs := p.h.Layout()
-			require.Less(t, tt.seg, len(segs))
-			assert.Equal(t, segs[tt.seg].Addr+uint64(tt.offset), b.Addr, "offset %d", b.Addr-segs[tt.seg].Addr)
-			assert.Equal(t, tt.blkSize, b.Size)
-			grew := dev.Stats().Mallocs > mallocs
-			assert.Equal(t, tt.grew, grew, "took a segment from the device")
-		})
-	}
+	})
 }
 
 // TestLargeRequestReuse checks that a request larger than a chunk gets a

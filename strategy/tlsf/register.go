@@ -1,6 +1,9 @@
 package tlsf
 
-import "github.com/gpualloc/gpualloc"
+import (
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
+)
 
 func init() {
 	gpualloc.Register(gpualloc.Strategy{
@@ -17,20 +20,10 @@ func init() {
 
 // open builds a Pool from resolved registry parameters.
 func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
-	var c Config
-	var err error
-	if c.Round, err = p.Size("round"); err != nil {
+	r := param.NewReader(p)
+	c := Config{Round: r.Size("round"), MinBlock: r.Size("min_block"), Chunk: r.Size("chunk")}
+	if err := r.Err(); err != nil {
 		return nil, err
 	}
-	if c.MinBlock, err = p.Size("min_block"); err != nil {
-		return nil, err
-	}
-	if c.Chunk, err = p.Size("chunk"); err != nil {
-		return nil, err
-	}
-	pool, err := New(b, c)
-	if err != nil {
-		return nil, err
-	}
-	return pool, nil
+	return param.Open(New(b, c))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 	"github.com/gpualloc/gpualloc/strategy/unpooled"
 )
@@ -123,7 +124,7 @@ func TestSelectFromEnvironment(t *testing.T) {
 
 func TestAllocFreeAllocatesNothing(t *testing.T) {
 	a, _ := newAllocator(t, 1<<30)
-	sizes := []int64{1, 4097, 100000, 5000000}
+	sizes := alloctest.HitSizes
 	i := 0
 	// Warm up the live map and the device's region list.
 	for range 100 {
@@ -144,15 +145,5 @@ func TestAllocFreeAllocatesNothing(t *testing.T) {
 func BenchmarkAllocFree(b *testing.B) {
 	a, err := unpooled.New(strategytest.NewDevice(1<<30), unpooled.DefaultConfig())
 	require.NoError(b, err)
-	sizes := []int64{1, 4097, 100000, 5000000}
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		blk, err := a.Alloc(sizes[i&3])
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := a.Free(blk); err != nil {
-			b.Fatal(err)
-		}
-	}
+	alloctest.AllocFree(b, a, alloctest.HitSizes)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
 
 // ParamError returns the error a pool's constructor reports for a
@@ -54,16 +55,7 @@ func ReserveParam() gpualloc.Param {
 // reserveRange is what a bad reserve is told.
 const reserveRange = "must be a percentage from 0 to 100"
 
-// Reserve returns the parameter "reserve" of p as an int. A value that is
+// Reserve reads the parameter "reserve" from r as an int. A value that is
 // not an integer, or too large for an int, is an error naming where it came
 // from; the range is [New]'s to check.
-func Reserve(p *gpualloc.Params) (int, error) {
-	n, err := p.Int("reserve")
-	if err != nil {
-		return 0, err
-	}
-	if r := int(n); int64(r) == n {
-		return r, nil
-	}
-	return 0, p.Errorf("reserve", "%s", reserveRange)
-}
+func Reserve(r *param.Reader) int { return r.Int("reserve", reserveRange) }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
@@ -69,39 +70,20 @@ func Retry(t *testing.T, p Pool, dev *strategytest.Device, cached, size int64) e
 	return err
 }
 
-// Env returns a getenv that knows the given NAME=value pairs.
-func Env(kv ...string) func(string) (string, bool) {
-	m := map[string]string{}
-	for i := 0; i < len(kv); i += 2 {
-		m[kv[i]] = kv[i+1]
-	}
-	return func(k string) (string, bool) {
-		v, ok := m[k]
-		return v, ok
-	}
+// Params checks the registry parameters every MXNet pool has, of the
+// strategy s: "page" first, read from MXNet 1's and MXNet 2's variables,
+// and "reserve" last.
+func Params(t *testing.T, s gpualloc.Strategy) {
+	t.Helper()
+	require.NotEmpty(t, s.Params)
+	assert.Equal(t, []string{"MXNET_GPU_MEM_POOL_PAGE_SIZE", "MXNET_GPU_POOL_PAGE_SIZE"}, s.Params[0].Env)
+	assert.Equal(t, []string{"MXNET_GPU_MEM_POOL_RESERVE"}, s.Params[len(s.Params)-1].Env)
 }
 
-// HitSizes prepares p for a benchmark of the cache-hit path: it allocates
-// and frees a block of each of the four sizes it returns, so that a request
-// of any of them is served from a free list.
-func HitSizes(b *testing.B, p gpualloc.Allocator) [4]int64 {
-	sizes := [4]int64{1, 4097, 100000, 5000000}
-	for _, s := range sizes {
-		Free(b, p, Alloc(b, p, s))
-	}
-	return sizes
-}
-
-// WorkingSet prepares p for a benchmark of a working set: it returns 1024
-// mixed request sizes of up to about 8 MiB, and a ring of 256 live blocks
-// allocated from p for the first of them.
-func WorkingSet(b *testing.B, p gpualloc.Allocator) (sizes *[1024]int64, ring *[256]gpualloc.Block) {
-	sizes, ring = new([1024]int64), new([256]gpualloc.Block)
-	for i := range sizes {
-		sizes[i] = int64(1+i*i*37%(8<<20)) + int64(i%7)*4096
-	}
-	for i := range ring {
-		ring[i] = Alloc(b, p, sizes[i])
-	}
-	return sizes, ring
+// AllocFree is the body of the MXNet pools' BenchmarkAllocFree: the
+// cache-hit path, an Alloc served from a free list and the Free that puts
+// the block back, for the four sizes of [alloctest.HitSizes] in turn.
+func AllocFree(b *testing.B, p gpualloc.Allocator) {
+	alloctest.Warm(b, p, alloctest.HitSizes[:])
+	alloctest.AllocFree(b, p, alloctest.HitSizes)
 }

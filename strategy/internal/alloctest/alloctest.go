@@ -1,0 +1,180 @@
+// Package alloctest holds the test and benchmark helpers that the tests of
+// every built-in strategy share: table-driven checks of a strategy's
+// constructor and of its registry entry, the conformance suite run under
+// several configurations, and the bodies of the benchmarks, so that each
+// strategy's tests hold only its own tables and its own rules.
+package alloctest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/strategytest"
+)
+
+// A Pool is a built-in strategy's pool as the helpers see it.
+type Pool[C any] interface {
+	gpualloc.Allocator
+	gpualloc.Specer
+	Config() C
+}
+
+// A Strategy is a built-in strategy: its registry name and its
+// constructor.
+type Strategy[C comparable, P Pool[C]] struct {
+	Name string
+	New  func(gpualloc.Backend, C) (P, error)
+}
+
+// Open returns what [strategytest.Check] opens: a pool of configuration c.
+func (s Strategy[C, P]) Open(c C) strategytest.OpenFunc {
+	return func(b gpualloc.Backend) (gpualloc.Allocator, error) {
+		p, err := s.New(b, c)
+		if err != nil {
+			return nil, err // not a nil *Pool in a non-nil Allocator
+		}
+		return p, nil
+	}
+}
+
+// NewPool returns a pool of configuration c on a fresh [strategytest.Device]
+// of capacity bytes, failing t on an error.
+func (s Strategy[C, P]) NewPool(t testing.TB, capacity int64, c C) P {
+	t.Helper()
+	p, err := s.New(strategytest.NewDevice(capacity), c)
+	require.NoError(t, err, "%+v", c)
+	return p
+}
+
+// Conformance runs [strategytest.Run] on a pool of each configuration, in a
+// subtest named by the pool's spec without the strategy's name, as
+// "round=512,min_block=512,chunk=20971520".
+func (s Strategy[C, P]) Conformance(t *testing.T, configs []C, opt *strategytest.Options) {
+	t.Helper()
+	for _, c := range configs {
+		spec := s.NewPool(t, 1<<40, c).Spec()
+		t.Run(strings.TrimPrefix(spec, s.Name+":"), func(t *testing.T) {
+			strategytest.Run(t, s.Open(c), opt)
+		})
+	}
+}
+
+// A ConfigCase is a configuration and the error New gives for it, "" for
+// none.
+type ConfigCase[C any] struct {
+	Config C
+	Err    string
+}
+
+// NewValidates checks New on each case: a valid configuration gives a pool
+// that reports it, an invalid one a nil pool and exactly the error of the
+// case, which wraps a [*gpualloc.ParamError]. It also checks that New with a
+// nil Backend and a valid configuration fails.
+func (s Strategy[C, P]) NewValidates(t *testing.T, valid C, cases []ConfigCase[C]) {
+	t.Helper()
+	dev := strategytest.NewDevice(1 << 30)
+	for _, tt := range cases {
+		p, err := s.New(dev, tt.Config)
+		if tt.Err == "" {
+			require.NoError(t, err, "%+v", tt.Config)
+			assert.Equal(t, tt.Config, p.Config())
+			continue
+		}
+		assert.EqualError(t, err, tt.Err, "%+v", tt.Config)
+		var pe *gpualloc.ParamError
+		assert.ErrorAs(t, err, &pe, "%+v", tt.Config)
+		assert.Nil(t, p)
+	}
+	_, err := s.New(nil, valid)
+	assert.EqualError(t, err, s.Name+": nil Backend")
+}
+
+// DefaultSpec checks that a pool of the default configuration reports the
+// spec want, and that the registry's defaults open the same pool.
+func (s Strategy[C, P]) DefaultSpec(t *testing.T, def C, want string) {
+	t.Helper()
+	assert.Equal(t, want, s.NewPool(t, 1<<30, def).Spec())
+	params, err := gpualloc.Resolve(gpualloc.Spec{Name: s.Name}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, want, params.String(), "the registry's defaults are the default configuration")
+}
+
+// A SelectCase is a spec and an environment, and the configuration of the
+// pool they select, or the error selecting or opening it gives.
+type SelectCase[C any] struct {
+	Name string // of the subtest; the spec if empty
+	Spec string
+	Env  func(string) (string, bool) // nil: an empty environment
+	Want C
+	Err  string
+}
+
+// Select checks each case: [gpualloc.Select] of the spec in the environment,
+// then Open on a device of capacity bytes, must give a pool of the
+// strategy with configuration Want and spec spec(Want), or else exactly
+// the error Err.
+func (s Strategy[C, P]) Select(t *testing.T, capacity int64, spec func(C) string, cases []SelectCase[C]) {
+	t.Helper()
+	for _, tt := range cases {
+		name := tt.Name
+		if name == "" {
+			name = tt.Spec
+		}
+		t.Run(name, func(t *testing.T) {
+			sel, err := gpualloc.Select(tt.Spec, tt.Env)
+			var a gpualloc.Allocator
+			if err == nil {
+				a, err = sel.Params.Open(strategytest.NewDevice(capacity))
+			}
+			if tt.Err != "" {
+				assert.EqualError(t, err, tt.Err)
+				return
+			}
+			require.NoError(t, err)
+			p, ok := a.(P)
+			require.True(t, ok, "%T", a)
+			assert.Equal(t, tt.Want, p.Config())
+			assert.Equal(t, spec(tt.Want), p.Spec())
+		})
+	}
+}
+
+// Params checks the registry entry of the strategy, looked up as name
+// (in any case): a summary, the names of its parameters and their defaults,
+// in order, and a doc for each. It returns the entry for further checks.
+func (s Strategy[C, P]) Params(t *testing.T, name string, names, defaults []string) gpualloc.Strategy {
+	t.Helper()
+	st, err := gpualloc.Lookup(name)
+	require.NoError(t, err)
+	assert.Equal(t, s.Name, st.Name)
+	assert.NotEmpty(t, st.Summary)
+	var gotNames, gotDefaults []string
+	for _, p := range st.Params {
+		gotNames = append(gotNames, p.Name)
+		gotDefaults = append(gotDefaults, p.Default)
+		assert.NotEmpty(t, p.Doc, p.Name)
+	}
+	assert.Equal(t, names, gotNames)
+	assert.Equal(t, defaults, gotDefaults)
+	return st
+}
+
+// Env returns a getenv that knows the given NAME=value pairs.
+func Env(kv ...string) func(string) (string, bool) {
+	if len(kv)%2 != 0 {
+		panic(fmt.Sprintf("alloctest: Env of %d strings: want pairs", len(kv)))
+	}
+	m := map[string]string{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}

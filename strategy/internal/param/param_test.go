@@ -1,0 +1,49 @@
+package param_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
+	_ "github.com/gpualloc/gpualloc/strategy/round"
+)
+
+func resolve(t *testing.T, spec string) *gpualloc.Params {
+	sp, err := gpualloc.ParseSpec(spec)
+	require.NoError(t, err)
+	p, err := gpualloc.Resolve(sp, nil)
+	require.NoError(t, err)
+	return p
+}
+
+func TestReaderKeepsTheFirstError(t *testing.T) {
+	r := param.NewReader(resolve(t, "round:page=big,cutoff=99999999999999999999,reserve=3"))
+	assert.Zero(t, r.Size("page"))
+	assert.Zero(t, r.Int("cutoff", "too large"))
+	assert.Zero(t, r.Int("reserve", "too large"), "no read after an error")
+	assert.EqualError(t, r.Err(), `round: page=big: not a size: want bytes or a number with a unit such as MiB`)
+
+	r = param.NewReader(resolve(t, "round:page=8KiB,reserve=3"))
+	assert.Equal(t, int64(8192), r.Size("page"))
+	assert.Equal(t, 3, r.Int("reserve", "too large"))
+	assert.Equal(t, 0, param.Enum(r, "cutoff", func(string) (int, bool) { return 0, false }, "must be a cutoff"))
+	assert.Zero(t, param.Enum(r, "cutoff", func(string) (int, bool) { return 7, true }, ""), "no read after an error")
+	assert.EqualError(t, r.Err(), "round: cutoff=24: must be a cutoff")
+}
+
+func TestOpenReturnsNilOnError(t *testing.T) {
+	var p *nilPool
+	a, err := param.Open(p, assert.AnError)
+	assert.Nil(t, a, "a nil Allocator, not a nil *nilPool in one")
+	assert.Equal(t, assert.AnError, err)
+
+	q := &nilPool{}
+	a, err = param.Open(q, nil)
+	require.NoError(t, err)
+	assert.Same(t, q, a)
+}
+
+type nilPool struct{ gpualloc.Allocator }
