@@ -143,7 +143,7 @@ func TestSnapshotShared(t *testing.T) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			data, err := os.ReadFile(file)
 			require.NoError(t, err)
-			r, err := NewSnapshotReader(bytes.NewReader(data), filepath.Base(file), Options{})
+			r, err := newSnapshotReader(bytes.NewReader(data), filepath.Base(file), Options{})
 			require.NoError(t, err)
 			evs, peak := replaySnap(t, r)
 			wantEvents, wantInitial, wantPeak := expectedPeak(t, data)
@@ -389,7 +389,7 @@ func testSnapshot(withTime bool) pkDict {
 }
 
 func TestSnapshotSmall(t *testing.T) {
-	id := func(a uint64) uint64 { k, _ := IDKey(hexAddr(a)); return k }
+	id := func(a uint64) uint64 { k, _ := idKeyOf(hexAddr(a)); return k }
 	// a0 and a3 are live at the start, with the time of the first entry.
 	want := []Event{
 		{Op: OpAlloc, ID: id(a0), Slot: 0, Device: 0, Size: 1000, Stream: 7, TimeUS: 10},
@@ -407,7 +407,7 @@ func TestSnapshotSmall(t *testing.T) {
 			if memo {
 				require.Equal(t, 1, strings.Count(string(data), "free_completed"), "no memo reference written")
 			}
-			r, err := NewSnapshotReader(bytes.NewReader(data), "t.pickle", Options{})
+			r, err := newSnapshotReader(bytes.NewReader(data), "t.pickle", Options{})
 			require.NoError(t, err, "protocol %d, memo %v", proto, memo)
 			evs, peak := replaySnap(t, r)
 			require.Equal(t, want, evs, "protocol %d, memo %v", proto, memo)
@@ -435,7 +435,7 @@ func TestSnapshotOld(t *testing.T) {
 	p.value(testSnapshot(false))
 	p.buf.WriteByte('.')
 	data := append([]byte{0x80, 2}, p.buf.Bytes()...)
-	r, err := NewSnapshotReader(bytes.NewReader(data), "old.pickle", Options{})
+	r, err := newSnapshotReader(bytes.NewReader(data), "old.pickle", Options{})
 	require.NoError(t, err)
 	evs, peak := replaySnap(t, r)
 	require.Nil(t, r.Snapshot().AllocatorSettings)
@@ -443,7 +443,7 @@ func TestSnapshotOld(t *testing.T) {
 	var ops []string
 	for _, ev := range evs {
 		require.Equal(t, NoTime, ev.TimeUS)
-		ops = append(ops, ev.Op.String()+" "+FormatID(ev.ID)+" "+string(rune('0'+ev.Device)))
+		ops = append(ops, ev.Op.String()+" "+formatID(ev.ID)+" "+string(rune('0'+ev.Device)))
 	}
 	require.Equal(t, []string{
 		"alloc 0x7f3a00000000 0", "alloc 0x7f3a00600000 1", // live at the start
@@ -480,7 +480,7 @@ func TestSnapshotErrors(t *testing.T) {
 			"x.pickle: device_traces[0][0]: address 0x8000000000000000 too large for an id", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := NewSnapshotReader(strings.NewReader(tc.in), "x.pickle", Options{})
+			r, err := newSnapshotReader(strings.NewReader(tc.in), "x.pickle", Options{})
 			if err == nil {
 				drainSnap(r)
 				err = r.Err()
@@ -507,7 +507,7 @@ func drainSnap(r Reader) int {
 func TestSnapshotLenient(t *testing.T) {
 	data := pkSnap(pkEntry("alloc", a0, 5, 0, 1), pkEntry("free_completed", a0, 5, 0, 2),
 		pkEntry("free_completed", a0, 5, 0, 3), pkEntry("alloc", a1, 6, 0, 4))
-	r, err := NewSnapshotReader(bytes.NewReader(data), "x.pickle", Options{Lenient: true})
+	r, err := newSnapshotReader(bytes.NewReader(data), "x.pickle", Options{Lenient: true})
 	require.NoError(t, err)
 	evs, _ := replaySnap(t, r)
 	require.Len(t, evs, 3)
@@ -516,7 +516,7 @@ func TestSnapshotLenient(t *testing.T) {
 }
 
 func TestSnapshotDetected(t *testing.T) {
-	r, err := NewAutoReader(bytes.NewReader(pkPickle(testSnapshot(true), 4, true)), "t.pickle", Options{})
+	r, err := NewReader(bytes.NewReader(pkPickle(testSnapshot(true), 4, true)), "t.pickle", Options{})
 	require.NoError(t, err)
 	defer r.Close()
 	require.Equal(t, "PyTorch snapshot", r.Format())
@@ -540,7 +540,7 @@ func FuzzSnapshot(f *testing.F) {
 	}
 	f.Add(pkSnap(pkEntry("alloc", a0, 5, 0, 1), pkEntry("free_completed", a0, 5, 0, 2), pkEntry("free_completed", a0, 5, 0, 3)))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := NewSnapshotReader(bytes.NewReader(data), "f.pickle", Options{})
+		r, err := newSnapshotReader(bytes.NewReader(data), "f.pickle", Options{})
 		if err != nil {
 			var pe *ParseError
 			require.ErrorAs(t, err, &pe)

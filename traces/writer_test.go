@@ -116,24 +116,6 @@ func TestWriterOutputError(t *testing.T) {
 	assert.ErrorIs(t, w.Close(), errDiskFull)
 }
 
-// roundTrip writes evs with the columns cols and reads them back.
-func roundTrip(t testing.TB, evs []Event, cols []Column) []Event {
-	t.Helper()
-	var b bytes.Buffer
-	w := NewWriter(&b, cols...)
-	for _, ev := range evs {
-		require.NoError(t, w.Write(ev))
-	}
-	require.NoError(t, w.Close())
-	got, r, err := readAll(t, b.String(), Options{})
-	require.NoError(t, err, b.String())
-	if cols == nil {
-		cols = allColumns
-	}
-	assert.Equal(t, cols, r.Columns())
-	return got
-}
-
 func TestRoundTrip(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.csv")
 	require.NoError(t, err)
