@@ -1,7 +1,6 @@
 package traces
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -140,16 +139,7 @@ func TestRMM(t *testing.T) {
 		{"1,10:00:00,free,0x1,6,0x0", "free of pointer 0x1 with size 6, allocated with size 5"},
 		{"1,1634567890,free,0x1,5,0x0", `bad time "1634567890": not in the form of the first event's`},
 	} {
-		input := head + "1,10:00:00,allocate,0x1,5,0x0\n" + tc.line + "\n1,10:00:01,free,0x1,5,0x0\n"
-		_, _, err := autoRead(t, input, Options{})
-		var pe *ParseError
-		require.True(t, errors.As(err, &pe), "%q: %v", tc.line, err)
-		assert.EqualError(t, err, "t:3: "+tc.msg)
-		r, evs, err := autoRead(t, input, Options{Lenient: true})
-		require.NoError(t, err, tc.line)
-		assert.Len(t, evs, 2, tc.line)
-		assert.Equal(t, int64(1), r.Skipped())
-		assert.EqualError(t, r.FirstSkipped(), "t:3: "+tc.msg)
+		checkBadLine(t, head+"1,10:00:00,allocate,0x1,5,0x0\n"+tc.line+"\n1,10:00:01,free,0x1,5,0x0\n", tc.msg, 2)
 	}
 	_, err = newRMMReader(strings.NewReader("op,id\n"), "t", Options{})
 	assert.ErrorIs(t, err, ErrNotTrace)
@@ -184,16 +174,7 @@ func TestMiniMalloc(t *testing.T) {
 		{"b,0,1,0", "bad size 0: must be > 0"},
 		{"a,0,1,5", `buffer id "a" appears twice (first on line 2)`},
 	} {
-		input := head + "a,0,2,7\n" + tc.line + "\nc,1,3,4\n"
-		_, _, err := autoRead(t, input, Options{})
-		var pe *ParseError
-		require.True(t, errors.As(err, &pe), "%q: %v", tc.line, err)
-		assert.EqualError(t, err, "t:3: "+tc.msg)
-		r, evs, err := autoRead(t, input, Options{Lenient: true})
-		require.NoError(t, err, tc.line)
-		assert.Len(t, evs, 4, tc.line)
-		assert.Equal(t, int64(1), r.Skipped())
-		assert.EqualError(t, r.FirstSkipped(), "t:3: "+tc.msg)
+		checkBadLine(t, head+"a,0,2,7\n"+tc.line+"\nc,1,3,4\n", tc.msg, 4)
 	}
 	_, _, err = autoRead(t, "id,lower,upper,size,gaps\nb,0,9,5,2-3\n", Options{})
 	assert.EqualError(t, err, `t:2: gaps are not supported (buffer "b")`)

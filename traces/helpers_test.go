@@ -32,14 +32,15 @@ func openerOf(t testing.TB, name string) opener {
 }
 
 // scanAll reads r through and checks that its events are consistent: each
-// alloc has a size and a slot that no live allocation has, below the
-// reader's slot count; each free ends a live allocation and carries its ID,
-// size, stream and device; times do not go backwards; what is live at the
-// end is what the reader says.
+// alloc has a size, and an ID and a slot that no live allocation has, the
+// slot below the reader's slot count; each free ends a live allocation and
+// carries its ID, size, stream and device; times do not go backwards; what
+// is live at the end is what the reader says.
 func scanAll(t testing.TB, r Reader) ([]Event, error) {
 	t.Helper()
 	var evs []Event
 	live := map[int32]Event{}
+	ids := map[uint64]bool{}
 	c, _ := r.(formatReader)
 	for r.Scan() {
 		ev := r.Event()
@@ -50,7 +51,8 @@ func scanAll(t testing.TB, r Reader) ([]Event, error) {
 			require.Positive(t, ev.Size)
 			_, taken := live[ev.Slot]
 			require.False(t, taken, "slot %d of a live allocation given again", ev.Slot)
-			live[ev.Slot] = ev
+			require.False(t, ids[ev.ID], "ID %#x of a live allocation given again", ev.ID)
+			live[ev.Slot], ids[ev.ID] = ev, true
 		} else {
 			a, ok := live[ev.Slot]
 			require.True(t, ok, "free of slot %d that is not live", ev.Slot)
@@ -59,6 +61,7 @@ func scanAll(t testing.TB, r Reader) ([]Event, error) {
 			require.Equal(t, a.Stream, ev.Stream)
 			require.Equal(t, a.Device, ev.Device)
 			delete(live, ev.Slot)
+			delete(ids, ev.ID)
 		}
 		if n := len(evs); n > 0 && ev.TimeUS != NoTime {
 			require.GreaterOrEqual(t, ev.TimeUS, evs[n-1].TimeUS, "time goes backwards")
@@ -143,15 +146,16 @@ func gz(t testing.TB, text string) []byte {
 }
 
 // fastSlow reads data, a native trace, with the fast path and with the slow
-// one only, and checks that they give the same events, errors and skips.
-func fastSlow(t testing.TB, name string, data []byte, opts Options) {
+// one only, and checks that they give the same events, errors and skips. It
+// reports false if data is not a native trace.
+func fastSlow(t testing.TB, name string, data []byte, opts Options) bool {
 	t.Helper()
 	var evs [2][]Event
 	var rs [2]*csvReader
 	for i := range rs {
 		r, err := newCSVReader(bytes.NewReader(data), name, opts)
 		if err != nil {
-			return
+			return false
 		}
 		r.slowOnly = i == 1
 		for r.Scan() {
@@ -163,6 +167,23 @@ func fastSlow(t testing.TB, name string, data []byte, opts Options) {
 	require.Equal(t, rs[0].Err(), rs[1].Err(), name)
 	require.Equal(t, rs[0].Skipped(), rs[1].Skipped(), name)
 	require.Equal(t, rs[0].FirstSkipped(), rs[1].FirstSkipped(), name)
+	return true
+}
+
+// checkBadLine reads input, whose third line is bad, strictly and
+// leniently: strictly it stops there with the error msg, leniently it
+// skips that line alone and yields events events.
+func checkBadLine(t *testing.T, input, msg string, events int) {
+	t.Helper()
+	_, _, err := autoRead(t, input, Options{})
+	var pe *ParseError
+	require.True(t, errors.As(err, &pe), "%q: %v", input, err)
+	assert.EqualError(t, err, "t:3: "+msg)
+	r, evs, err := autoRead(t, input, Options{Lenient: true})
+	require.NoError(t, err, input)
+	assert.Len(t, evs, events, input)
+	assert.Equal(t, int64(1), r.Skipped())
+	assert.EqualError(t, r.FirstSkipped(), "t:3: "+msg)
 }
 
 // fuzzSeeds adds the files that match the patterns to f.

@@ -123,11 +123,8 @@ func TestRoundTrip(t *testing.T) {
 	for _, f := range files {
 		r, err := openCSV(f, Options{Lenient: true})
 		require.NoError(t, err, f)
-		var evs []Event
-		for r.Scan() {
-			evs = append(evs, r.Event())
-		}
-		require.NoError(t, r.Err(), f)
+		evs, err := scanAll(t, r)
+		require.NoError(t, err, f)
 		require.NoError(t, r.Close())
 		assert.Equal(t, evs, roundTrip(t, evs, r.Columns()), f)
 		if r.HasTime() {
@@ -157,11 +154,8 @@ func TestCreateOpen(t *testing.T) {
 
 		r, err := Open(path, Options{})
 		require.NoError(t, err)
-		var got []Event
-		for r.Scan() {
-			got = append(got, r.Event())
-		}
-		require.NoError(t, r.Err())
+		got, err := scanAll(t, r)
+		require.NoError(t, err)
 		require.NoError(t, r.Close())
 		assert.Equal(t, evs, got)
 		assert.Equal(t, path, r.Name())
