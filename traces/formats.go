@@ -98,12 +98,12 @@ func Formats() []string {
 }
 
 // NewReader returns a reader of the trace that src holds, in whichever
-// format its content matches, named name in errors. Input
-// compressed with gzip (recognised by its first bytes) is decompressed
-// first; each format then looks at the first 4 KiB of the text, in the order
-// of [Formats], and the first that recognises them reads the trace. Input
-// that no format recognises gives a [*ParseError] wrapping [ErrNotTrace]
-// that lists the formats tried. The reader does not close src.
+// format its content matches, named name in errors. Input compressed with
+// gzip (recognised by its first bytes) is decompressed first; each format
+// then looks at the first 4 KiB of the text, in the order of [Formats], and
+// the first that recognises them reads the trace. Input that no format
+// recognises gives a [*ParseError] wrapping [ErrNotTrace] that lists the
+// formats tried. The reader does not close src.
 func NewReader(src io.Reader, name string, opts Options) (FileReader, error) {
 	return newReader(src, name, opts)
 }

@@ -14,8 +14,8 @@ import (
 // comment, a header naming its columns, then a line per event. Ids are
 // written as the text a reader made the ID from (see [Event].ID), and an
 // interned token as "t" and a number, so the trace reads back with the same
-// pairing of allocs and frees and the same IDs. A free's size is left empty, as the
-// reader knows it; its stream and device are written.
+// pairing of allocs and frees and the same IDs. A free's size is left empty,
+// as the reader knows it; its stream and device are written.
 //
 // Writes are buffered: call Flush or Close at the end. A Writer checks each
 // event on its own (an alloc needs a size > 0, a trace with a time_us column
