@@ -30,7 +30,7 @@ type input struct {
 // "-".
 func openTrace(e *env, path string, opts traces.Options) (traces.FileReader, error) {
 	if path == "-" {
-		return traces.NewAutoReader(e.stdin, "stdin", opts)
+		return traces.NewReader(e.stdin, "stdin", opts)
 	}
 	return traces.Open(path, opts)
 }
@@ -60,7 +60,7 @@ func traceInputs(args []string, stdin io.Reader, opts traces.Options) ([]*input,
 		}
 		in.open = func() (traces.Reader, io.Closer, error) {
 			if path == "-" {
-				r, err := traces.NewAutoReader(stdin, "stdin", opts)
+				r, err := traces.NewReader(stdin, "stdin", opts)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -75,7 +75,7 @@ func traceInputs(args []string, stdin io.Reader, opts traces.Options) ([]*input,
 				}
 				return nil, nil, err
 			}
-			r, err := traces.NewAutoReader(&countingReader{r: f, n: &in.read}, path, opts)
+			r, err := traces.NewReader(&countingReader{r: f, n: &in.read}, path, opts)
 			if err != nil {
 				f.Close()
 				return nil, nil, err

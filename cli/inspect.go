@@ -138,11 +138,9 @@ func inspect(in *input) (traceInfo, error) {
 	if err := r.Err(); err != nil {
 		return traceInfo{}, err
 	}
-	if s, ok := r.(interface{ Skipped() int64 }); ok {
-		info.Skipped = s.Skipped()
-	}
-	if c, ok := r.(traces.AllocFailureCounter); ok {
-		info.AllocFailures = c.AllocFailures()
+	if f, ok := r.(traces.FileReader); ok {
+		info.Skipped = f.Skipped()
+		info.AllocFailures = f.AllocFailures()
 	}
 	info.LiveAtEnd = live
 	info.DistinctSizes = int64(len(sizes))

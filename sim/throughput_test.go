@@ -28,7 +28,7 @@ var throughputTrace = sync.OnceValues(func() ([]byte, error) {
 	return buf.Bytes(), nil
 })
 
-func throughputReader(b *testing.B) *traces.CSVReader {
+func throughputReader(b *testing.B) traces.FileReader {
 	data, err := throughputTrace()
 	if err != nil {
 		b.Fatal(err)

@@ -47,7 +47,7 @@ type Bundle struct {
 }
 
 // Open returns a reader of the trace, named b.Name in errors.
-func (b Bundle) Open() (*CSVReader, error) {
+func (b Bundle) Open() (FileReader, error) {
 	return NewReader(bytes.NewReader(b.data), b.Name, Options{})
 }
 

@@ -1,7 +1,8 @@
 // Package traces reads and writes allocation traces: the sequences of
 // allocations and frees that the simulator replays against a strategy. It
-// holds the native trace format, and sample traces embedded in the package
-// ([Bundled]).
+// reads traces in the native format and in the formats of other tools
+// ([Open], [NewReader]), writes the native format ([Writer]), and holds
+// sample traces embedded in the package ([Bundled]).
 //
 // # The native format
 //
@@ -30,19 +31,27 @@
 // Column names are matched without regard to case, and so are the ops;
 // spaces and tabs around fields are ignored; lines may end in "\r\n". Fields
 // are not quoted. On a free, stream and device, like size, may be empty or
-// must match the allocation's. A line may be at most [MaxLineBytes] long.
+// must match the allocation's. A line may be at most 64 KiB long.
 // Ids are compared as bytes, so an id need not be valid UTF-8; everything
 // else is ASCII.
 //
 // # Reading
 //
-// [NewReader] returns a [CSVReader], which implements [Reader]: it
-// streams, like bufio.Scanner, and checks the trace as it goes, so that every
-// [Event] it yields is consistent (a free refers to a live allocation and
-// carries its size, stream and device). Input compressed with gzip is
-// recognised by its first bytes. Input that is not a trace in this format
-// gives an error wrapping [ErrNotTrace], for callers that try several formats
-// in turn. A bad event is a [*ParseError] "NAME:LINE: message":
+// [Open] reads a file, and [NewReader] any io.Reader, in whichever format
+// its content matches. Input compressed with gzip is recognised by its first
+// bytes and decompressed; then each format looks at the first 4 KiB of the
+// text in turn, the native format first, like pprof's parsers, and the first
+// that recognises it reads the trace. Input that no format recognises gives
+// an error wrapping [ErrNotTrace] that lists the formats tried ([Formats]):
+//
+//	x.bin: not a trace in any known format (native CSV, ...)
+//
+// The reader is a [FileReader]: a [Reader] that streams, like
+// bufio.Scanner, and also names its format and the native columns that hold
+// what the trace records. Whatever the format, the reader checks the trace
+// as it goes, so that every [Event] it yields is consistent: a free refers
+// to a live allocation and carries its size, stream and device, and times
+// do not go backwards. A bad event is a [*ParseError] "NAME:LINE: message":
 //
 //	train.csv:12: free of unknown id 7
 //
@@ -52,62 +61,55 @@
 //
 // # Other formats
 //
-// [Open] and [NewAutoReader] read a trace in any format registered in the
-// package, detected from its content: each format looks at the first 4 KiB
-// of the input (decompressed, if it is gzip) in turn, the native format
-// first, like pprof's parsers, and the first that recognises it reads the
-// trace. They return a [FileReader], which names its format; input that no
-// format recognises gives an error wrapping [ErrNotTrace] that lists the
-// formats tried ([Formats]):
-//
-//	x.bin: not a trace in any known format (native CSV, ...)
-//
-// RMM logs ([NewRMMReader]) are the CSV that RAPIDS Memory Manager's
-// logging_resource_adaptor writes: a header
-// "Thread,Time,Action,Pointer,Size,Stream", then a line per allocate,
-// allocate failure or free. An allocate is an alloc whose id is the pointer
-// (0x-hexadecimal), so that a pointer used again after its free is a new
-// allocation; a free must name a live pointer and its size, and may name
-// another stream (RMM frees are stream-ordered): the event keeps the
+// RMM logs are the CSV that RAPIDS Memory Manager's logging_resource_adaptor
+// writes: a header "Thread,Time,Action,Pointer,Size,Stream", then a line per
+// allocate, allocate failure or free. An allocate is an alloc whose id is
+// the pointer (0x-hexadecimal), so that a pointer used again after its free
+// is a new allocation; a free must name a live pointer and its size, and may
+// name another stream (RMM frees are stream-ordered): the event keeps the
 // allocation's. An "allocate failure" is not an event; the reader counts it
-// ([AllocFailureCounter]). Times are clock times, "HH:MM:SS.ffffff" (or
+// ([FileReader].AllocFailures). Times are clock times, "HH:MM:SS.ffffff" (or
 // seconds, "1634567890.234567"); TimeUS counts from the first line, a clock
 // time more than 12 hours before the previous one is on the next day, and a
 // time slightly before the previous one (threads write their lines a little
 // out of order) is taken as the previous one. A free of a pointer that is
-// not live, as in a log started while allocations were live, is a bad
-// event like any other: an error, or skipped and counted with
-// [Options].Lenient. The reader streams, in memory proportional to the live
-// allocations.
+// not live, as in a log started while allocations were live, is a bad event
+// like any other: an error, or skipped and counted with [Options].Lenient.
+// The reader streams, in memory proportional to the live allocations.
 //
-// MiniMalloc CSV ([NewMiniMallocReader]) is the input of Google's
-// MiniMalloc, static buffers with lifetimes: "id,lower,upper,size", the
-// columns in any order, with MiniMalloc's aliases (begin and start for
-// lower, end for an inclusive upper, buffer and buffer_id for id) and its
-// optional alignment and offset columns, which are ignored; a gaps column
-// with gaps is refused. Each buffer is live over [lower, upper): an alloc at
-// lower and a free at upper, in the order of their times, frees before
-// allocs at the same time and otherwise in the order of the file. TimeUS is
-// MiniMalloc's time unit, whatever it stands for. Every buffer must have
-// 0 <= lower < upper, a size > 0 and an id of its own. Events come in time
-// order, which the file does not follow, so the reader reads all the buffers
-// first: its memory is about 80 bytes a buffer (and, while it reads, a set
-// of the ids seen), and it reports bad buffers when it is created.
+// MiniMalloc CSV is the input of Google's MiniMalloc, static buffers with
+// lifetimes: "id,lower,upper,size", the columns in any order, with
+// MiniMalloc's aliases (begin and start for lower, end for an inclusive
+// upper, buffer and buffer_id for id) and its optional alignment and offset
+// columns, which are ignored; a gaps column with gaps is refused. Each
+// buffer is live over [lower, upper): an alloc at lower and a free at upper,
+// in the order of their times, frees before allocs at the same time and
+// otherwise in the order of the file. TimeUS is MiniMalloc's time unit,
+// whatever it stands for. Every buffer must have 0 <= lower < upper, a size
+// > 0 and an id of its own. Events come in time order, which the file does
+// not follow, so the reader reads all the buffers first: its memory is about
+// 80 bytes a buffer (and, while it reads, a set of the ids seen), and it
+// reports bad buffers when it is created.
+//
+// PyTorch memory snapshots (the pickles of torch.cuda.memory._dump_snapshot)
+// yield the allocations and frees of their trace, after the blocks that were
+// live before its first entry; errors name the entry ("x.pickle:
+// device_traces[0][2]: ...").
 //
 // # Ids
 //
-// An Event's ID is a uint64 made from the id's text (see [IDKey]): canonical
-// decimal and 0x-hexadecimal numbers below 2^62 map to their value, tagged so
-// that "10" and "0xa" stay distinct; any other token is interned while its
-// allocation is live. Two ids are the same exactly when their texts are. An
+// An Event's ID is a uint64 made from the id's text: canonical decimal and
+// 0x-hexadecimal numbers below 2^62 map to their value (hexadecimal ones
+// with bit 62 set, so that "10" and "0xa" stay distinct); any other token is
+// interned while its allocation is live, and gets an ID with bit 63 set. Two ids are the same exactly when their texts are. An
 // Event's Slot is a small number, unique among live allocations and below
 // their peak count, for consumers that keep per-allocation state in a slice.
 //
 // # Cost
 //
-// A CSVReader keeps a 64 KiB buffer and a hash table of the live allocations;
-// its memory depends on the peak number of live allocations, not on the
-// trace's length. Each event costs O(1) and allocates nothing, except that an
+// A reader of the native format keeps a 64 KiB buffer and a hash table of
+// the live allocations; its memory depends on the peak number of live
+// allocations, not on the trace's length. Each event costs O(1) and allocates nothing, except that an
 // id which is not a number is copied while live. Plain text decodes at tens of
 // millions of events per second on one core; gzip input is bound by
 // compress/gzip's speed.

@@ -29,8 +29,10 @@ const NoTime int64 = -1
 // device.
 type Event struct {
 	Op Op
-	// ID identifies the allocation within the trace (see [IDKey] for how
-	// ids in text become numbers).
+	// ID identifies the allocation within the trace: the number an id
+	// such as "7" or "0x7f3a00000000" stands for, or a number the reader
+	// gives an id that is no number while it is live (see the package
+	// documentation). Two allocations live together have distinct IDs.
 	ID uint64
 	// Slot is a small dense number the reader gives each live allocation,
 	// reused after its free; the highest Slot is below the peak count of live

@@ -20,19 +20,53 @@ free,1,,0,9
 		fmt.Println(err)
 		return
 	}
+	fmt.Println(r.Format(), r.Columns())
+	live := 0
 	for r.Scan() {
 		ev := r.Event()
-		fmt.Printf("%-5s id %s slot %d size %d at %dus\n", ev.Op, traces.FormatID(ev.ID), ev.Slot, ev.Size, ev.TimeUS)
+		fmt.Printf("%-5s slot %d size %d at %dus\n", ev.Op, ev.Slot, ev.Size, ev.TimeUS)
+		if ev.Op == traces.OpAlloc {
+			live++
+		} else {
+			live--
+		}
 	}
 	if err := r.Err(); err != nil {
 		fmt.Println(err)
 	}
-	fmt.Println("live at the end:", r.Live())
+	fmt.Println("live at the end:", live)
 	// Output:
-	// alloc id 1 slot 0 size 4096 at 0us
-	// alloc id 0x7f3a00000000 slot 1 size 1048576 at 5us
-	// free  id 1 slot 0 size 4096 at 9us
+	// native CSV [op id size stream time_us]
+	// alloc slot 0 size 4096 at 0us
+	// alloc slot 1 size 1048576 at 5us
+	// free  slot 0 size 4096 at 9us
 	// live at the end: 1
+}
+
+// A trace in another format reads the same way: here an RMM log, whose
+// failed allocations are counted rather than yielded.
+func ExampleNewReader_formats() {
+	const log = `Thread,Time,Action,Pointer,Size,Stream
+140573312345856,11:38:44.503370,allocate,0x7f8a40000000,1024,0x0
+140573312345856,11:38:44.503390,allocate failure,0x0,1099511627776,0x0
+140573312345856,11:38:44.503411,free,0x7f8a40000000,1024,0x0
+`
+	r, err := traces.NewReader(strings.NewReader(log), "rmm.log", traces.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(r.Format(), r.Columns())
+	for r.Scan() {
+		ev := r.Event()
+		fmt.Printf("%-5s slot %d size %d at %dus\n", ev.Op, ev.Slot, ev.Size, ev.TimeUS)
+	}
+	fmt.Println("error:", r.Err(), "failed allocations:", r.AllocFailures())
+	// Output:
+	// RMM log [op id size stream time_us]
+	// alloc slot 0 size 1024 at 0us
+	// free  slot 0 size 1024 at 41us
+	// error: <nil> failed allocations: 1
 }
 
 func ExampleNewReader_errors() {

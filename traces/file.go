@@ -9,7 +9,7 @@ import (
 )
 
 // Open opens the trace file at path for reading, in whichever format its
-// content matches (see [NewAutoReader] and [Formats]); "-" reads the
+// content matches (see [NewReader] and [Formats]); "-" reads the
 // standard input, named "stdin" in errors. Errors name the file by path. The
 // file may be gzip-compressed, whatever its name. Close the reader to close
 // the file.
@@ -27,17 +27,17 @@ func Open(path string, opts Options) (FileReader, error) {
 		}
 		name = path
 	}
-	r, err := NewAutoReader(f, name, opts)
+	r, err := newReader(f, name, opts)
 	if err != nil {
 		if f != os.Stdin {
 			f.Close()
 		}
 		return nil, err
 	}
-	if f == os.Stdin {
-		return r, nil
+	if f != os.Stdin {
+		r.core().file = f
 	}
-	return &fileReader{FileReader: r, file: f}, nil
+	return r, nil
 }
 
 // Create creates the trace file at path, or truncates it, and returns a

@@ -11,7 +11,7 @@ import (
 )
 
 // A FileReader is a [Reader] of a trace file in any format that [Open] and
-// [NewAutoReader] detect. Besides the events, it tells which format it read
+// [NewReader] detect. Besides the events, it tells which format it read
 // and what it skipped, and it describes the trace as native columns, so that
 // a trace converted to the native format keeps what its format records.
 type FileReader interface {
@@ -19,33 +19,40 @@ type FileReader interface {
 	// Name returns the trace's name, as used in errors.
 	Name() string
 	// Format returns the name of the trace's format: "native CSV",
-	// "RMM log", "MiniMalloc CSV", ...
+	// "RMM log", "MiniMalloc CSV", ... (see [Formats]).
 	Format() string
 	// Columns returns the native columns that hold what the trace records,
 	// op and id first among them: the columns of a conversion to the
 	// native format.
 	Columns() []Column
+	// HasTime reports whether the events have times; without them, every
+	// event's TimeUS is [NoTime].
+	HasTime() bool
 	// Skipped returns the number of bad events skipped so far in lenient
 	// mode, and FirstSkipped the error of the first of them, or nil.
 	Skipped() int64
 	FirstSkipped() error
+	// AllocFailures returns the number of failed allocations read so far,
+	// in the formats that record them (RMM's "allocate failure"); they are
+	// not events.
+	AllocFailures() int64
 	// Close releases the reader's resources, and closes the file if the
 	// reader came from Open.
 	Close() error
 }
 
-// An AllocFailureCounter is a [FileReader] of a format that records
-// allocations that failed (RMM's "allocate failure"). Such records are not
-// events: a reader counts them instead.
-type AllocFailureCounter interface {
-	AllocFailures() int64
+// A formatReader is a FileReader that a format makes: a decoder of the
+// format on a checker.
+type formatReader interface {
+	FileReader
+	core() *checker
 }
 
 // A format is a trace format that Open detects from content.
 type format struct {
-	name  string                                                             // "native CSV", "PyTorch snapshot", "RMM log", "MiniMalloc CSV"
-	sniff func(head []byte) bool                                             // true if head (the first up to 4 KiB, decompressed) looks like this format
-	open  func(src io.Reader, name string, opts Options) (FileReader, error) // src starts at the beginning of the input
+	name  string                                                               // "native CSV", "PyTorch snapshot", "RMM log", "MiniMalloc CSV"
+	sniff func(head []byte) bool                                               // true if head (the first up to 4 KiB, decompressed) looks like this format
+	open  func(src io.Reader, name string, opts Options) (formatReader, error) // src is the text, from its beginning
 }
 
 // sniffLen is the length of the head of the input that formats sniff.
@@ -72,7 +79,9 @@ func registerFormat(f format) {
 // The native format is registered when the package's variables are
 // initialised, before any init function runs, so that it comes first.
 var _ = func() bool {
-	registerFormat(format{name: nativeFormat, sniff: sniffNative, open: openNative})
+	registerFormat(format{name: nativeFormat, sniff: sniffNative, open: func(src io.Reader, name string, opts Options) (formatReader, error) {
+		return newCSVReader(src, name, opts)
+	}})
 	return true
 }()
 
@@ -88,14 +97,18 @@ func Formats() []string {
 	return names
 }
 
-// NewAutoReader returns a reader of the trace that src holds, in whichever
-// registered format its content matches, named name in errors. Input
-// compressed with gzip (recognised by its first bytes) is decompressed
-// first; each format then looks at the first 4 KiB of the text, in the order
-// of [Formats], and the first that recognises them reads the trace. Input
-// that no format recognises gives a [*ParseError] wrapping [ErrNotTrace]
-// that lists the formats tried. The reader does not close src.
-func NewAutoReader(src io.Reader, name string, opts Options) (FileReader, error) {
+// NewReader returns a reader of the trace that src holds, in whichever
+// format its content matches, named name in errors. Input compressed with
+// gzip (recognised by its first bytes) is decompressed first; each format
+// then looks at the first 4 KiB of the text, in the order of [Formats], and
+// the first that recognises them reads the trace. Input that no format
+// recognises gives a [*ParseError] wrapping [ErrNotTrace] that lists the
+// formats tried. The reader does not close src.
+func NewReader(src io.Reader, name string, opts Options) (FileReader, error) {
+	return newReader(src, name, opts)
+}
+
+func newReader(src io.Reader, name string, opts Options) (formatReader, error) {
 	head := make([]byte, sniffLen)
 	n, err := io.ReadFull(src, head)
 	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
@@ -133,37 +146,6 @@ func NewAutoReader(src io.Reader, name string, opts Options) (FileReader, error)
 	}
 	return nil, &ParseError{Name: name, Msg: msg, Err: ErrNotTrace}
 }
-
-// A fileReader adds the closing of the file that Open opened to a format's
-// reader. (Closing a gzip.Reader releases nothing: it only returns the error
-// of the stream, which the format's reader has reported already.)
-type fileReader struct {
-	FileReader
-	file io.Closer
-}
-
-func (r *fileReader) Close() error {
-	err := r.FileReader.Close()
-	if r.file != nil {
-		if cerr := r.file.Close(); err == nil {
-			err = cerr
-		}
-		r.file = nil
-	}
-	return err
-}
-
-// AllocFailures returns the failed allocations the trace records, if its
-// format records them.
-func (r *fileReader) AllocFailures() int64 {
-	if c, ok := r.FileReader.(AllocFailureCounter); ok {
-		return c.AllocFailures()
-	}
-	return 0
-}
-
-// Unwrap returns the format's reader.
-func (r *fileReader) Unwrap() FileReader { return r.FileReader }
 
 // gzipText is the text of a gzip stream. It counts the bytes of text it has
 // given, and turns the errors of the stream into a *textError that says
@@ -260,8 +242,4 @@ func sniffNative(head []byte) bool {
 		}
 	}
 	return false
-}
-
-func openNative(src io.Reader, name string, opts Options) (FileReader, error) {
-	return NewReader(src, name, opts)
 }

@@ -1,11 +1,6 @@
 package traces
 
 import (
-	"bytes"
-	"compress/gzip"
-	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,72 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// scanAll reads r through and checks that its events are consistent: each
-// free ends a live allocation with its ID, size and slot, and no slot of a
-// live allocation is given again.
-func scanAll(t testing.TB, r Reader) ([]Event, error) {
-	t.Helper()
-	var evs []Event
-	live := map[int32]Event{}
-	for r.Scan() {
-		ev := r.Event()
-		if ev.Op == OpAlloc {
-			require.Positive(t, ev.Size)
-			_, taken := live[ev.Slot]
-			require.False(t, taken, "slot %d of a live allocation given again", ev.Slot)
-			live[ev.Slot] = ev
-		} else {
-			a, ok := live[ev.Slot]
-			require.True(t, ok, "free of slot %d that is not live", ev.Slot)
-			require.Equal(t, a.ID, ev.ID)
-			require.Equal(t, a.Size, ev.Size)
-			require.Equal(t, a.Stream, ev.Stream)
-			delete(live, ev.Slot)
-		}
-		if n := len(evs); n > 0 && ev.TimeUS != NoTime {
-			require.GreaterOrEqual(t, ev.TimeUS, evs[n-1].TimeUS, "time goes backwards")
-		}
-		evs = append(evs, ev)
-	}
-	return evs, r.Err()
-}
-
-// nativeRoundTrip writes evs in the native format with the given columns
-// and reads them back.
-func nativeRoundTrip(t testing.TB, evs []Event, cols []Column) []Event {
-	t.Helper()
-	var b bytes.Buffer
-	w := NewWriter(&b, cols...)
-	for _, ev := range evs {
-		require.NoError(t, w.Write(ev))
-	}
-	require.NoError(t, w.Close())
-	r, err := NewReader(&b, "native", Options{})
-	require.NoError(t, err)
-	got, err := scanAll(t, r)
-	require.NoError(t, err)
-	return got
-}
-
-func autoRead(t testing.TB, input string, opts Options) (FileReader, []Event, error) {
-	t.Helper()
-	r, err := NewAutoReader(strings.NewReader(input), "t", opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	evs, err := scanAll(t, r)
-	require.NoError(t, r.Close())
-	return r, evs, err
-}
-
-func gzipped(t testing.TB, s string) string {
-	var b bytes.Buffer
-	zw := gzip.NewWriter(&b)
-	_, err := zw.Write([]byte(s))
-	require.NoError(t, err)
-	require.NoError(t, zw.Close())
-	return b.String()
-}
+// gzs compresses text with gzip.
+func gzs(t testing.TB, text string) string { return string(gz(t, text)) }
 
 func TestFormatsOrder(t *testing.T) {
 	names := Formats()
@@ -86,7 +17,9 @@ func TestFormatsOrder(t *testing.T) {
 	assert.Equal(t, "native CSV", names[0])
 	assert.Contains(t, names, "RMM log")
 	assert.Contains(t, names, "MiniMalloc CSV")
-	assert.Panics(t, func() { registerFormat(format{name: "native CSV", sniff: sniffNative, open: openNative}) })
+	assert.Panics(t, func() {
+		registerFormat(format{name: "native CSV", sniff: sniffNative, open: openerOf(t, nativeFormat)})
+	})
 	assert.Panics(t, func() { registerFormat(format{name: "x"}) })
 }
 
@@ -100,7 +33,7 @@ func TestDetect(t *testing.T) {
 		{"size,upper,lower,id,offset\n5,1,0,b,0\n", "MiniMalloc CSV"},
 		{"# " + strings.Repeat("x", 5000) + "\nop,id,size\n", "native CSV"},
 	} {
-		for _, input := range []string{tc.input, gzipped(t, tc.input)} {
+		for _, input := range []string{tc.input, gzs(t, tc.input)} {
 			r, _, err := autoRead(t, input, Options{})
 			require.NoError(t, err, "%q", tc.input)
 			assert.Equal(t, tc.format, r.Format(), "%q", tc.input)
@@ -115,14 +48,15 @@ func TestDetect(t *testing.T) {
 		"Thread,Time,Action\n":    "t: not a trace in any known format " + known,
 		"id,lower,upper\n":        "t: not a trace in any known format " + known,
 		"id,lower,upper,size,x\n": "t: not a trace in any known format " + known,
-		gzipped(t, "x,y\n"):       "t: not a trace in any known format " + known,
+		gzs(t, "x,y\n"):           "t: not a trace in any known format " + known,
+		gzs(t, "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"): "t: not a trace in any known format " + known,
 	} {
 		_, _, err := autoRead(t, input, Options{})
 		assert.ErrorIs(t, err, ErrNotTrace, "%q", input)
 		assert.EqualError(t, err, msg, "%q", input)
 	}
 	// A broken gzip stream says where it broke.
-	z := gzipped(t, "op,id,size\n"+strings.Repeat("alloc,1,5\nfree,1,\n", 1000))
+	z := gzs(t, "op,id,size\n"+strings.Repeat("alloc,1,5\nfree,1,\n", 1000))
 	_, _, err := autoRead(t, z[:len(z)-10], Options{})
 	assert.Regexp(t, `^t:\d+: truncated gzip stream \(it ends after \d+ bytes of text\)$`, err.Error())
 	_, _, err = autoRead(t, "\x1f\x8b\x08", Options{})
@@ -143,7 +77,7 @@ func TestOpenFormats(t *testing.T) {
 		require.NoError(t, err, path)
 		assert.NotEmpty(t, evs)
 		require.NoError(t, r.Close())
-		assert.Equal(t, evs, nativeRoundTrip(t, evs, r.Columns()), path)
+		assert.Equal(t, evs, roundTrip(t, evs, r.Columns()), path)
 	}
 }
 
@@ -163,7 +97,7 @@ func TestRMM(t *testing.T) {
 		{Op: OpFree, ID: q, Slot: 1, Size: 4096, TimeUS: 3000},       // freed on another stream than its own
 		{Op: OpFree, ID: p, Size: 2097152, Stream: s, TimeUS: 5000},
 	}, evs)
-	assert.Equal(t, int64(1), r.(AllocFailureCounter).AllocFailures())
+	assert.Equal(t, int64(1), r.AllocFailures())
 	assert.Equal(t, int64(0), r.Skipped())
 	require.NoError(t, r.Close())
 
@@ -205,18 +139,9 @@ func TestRMM(t *testing.T) {
 		{"1,10:00:00,free,0x1,6,0x0", "free of pointer 0x1 with size 6, allocated with size 5"},
 		{"1,1634567890,free,0x1,5,0x0", `bad time "1634567890": not in the form of the first event's`},
 	} {
-		input := head + "1,10:00:00,allocate,0x1,5,0x0\n" + tc.line + "\n1,10:00:01,free,0x1,5,0x0\n"
-		_, _, err := autoRead(t, input, Options{})
-		var pe *ParseError
-		require.True(t, errors.As(err, &pe), "%q: %v", tc.line, err)
-		assert.EqualError(t, err, "t:3: "+tc.msg)
-		r, evs, err := autoRead(t, input, Options{Lenient: true})
-		require.NoError(t, err, tc.line)
-		assert.Len(t, evs, 2, tc.line)
-		assert.Equal(t, int64(1), r.Skipped())
-		assert.EqualError(t, r.FirstSkipped(), "t:3: "+tc.msg)
+		checkBadLine(t, head+"1,10:00:00,allocate,0x1,5,0x0\n"+tc.line+"\n1,10:00:01,free,0x1,5,0x0\n", tc.msg, 2)
 	}
-	_, err = NewRMMReader(strings.NewReader("op,id\n"), "t", Options{})
+	_, err = newRMMReader(strings.NewReader("op,id\n"), "t", Options{})
 	assert.ErrorIs(t, err, ErrNotTrace)
 }
 
@@ -234,7 +159,7 @@ func TestMiniMalloc(t *testing.T) {
 		{Op: OpFree, ID: 7, Size: 100, TimeUS: 3},
 		{Op: OpFree, ID: tok | 1, Slot: 1, Size: 25, TimeUS: 5},
 	}, evs)
-	assert.Equal(t, evs, nativeRoundTrip(t, evs, r.Columns()))
+	assert.Equal(t, evs, roundTrip(t, evs, r.Columns()))
 	require.NoError(t, r.Close())
 
 	const head = "id,lower,upper,size\n"
@@ -249,101 +174,12 @@ func TestMiniMalloc(t *testing.T) {
 		{"b,0,1,0", "bad size 0: must be > 0"},
 		{"a,0,1,5", `buffer id "a" appears twice (first on line 2)`},
 	} {
-		input := head + "a,0,2,7\n" + tc.line + "\nc,1,3,4\n"
-		_, _, err := autoRead(t, input, Options{})
-		var pe *ParseError
-		require.True(t, errors.As(err, &pe), "%q: %v", tc.line, err)
-		assert.EqualError(t, err, "t:3: "+tc.msg)
-		r, evs, err := autoRead(t, input, Options{Lenient: true})
-		require.NoError(t, err, tc.line)
-		assert.Len(t, evs, 4, tc.line)
-		assert.Equal(t, int64(1), r.Skipped())
-		assert.EqualError(t, r.FirstSkipped(), "t:3: "+tc.msg)
+		checkBadLine(t, head+"a,0,2,7\n"+tc.line+"\nc,1,3,4\n", tc.msg, 4)
 	}
 	_, _, err = autoRead(t, "id,lower,upper,size,gaps\nb,0,9,5,2-3\n", Options{})
 	assert.EqualError(t, err, `t:2: gaps are not supported (buffer "b")`)
 	_, _, err = autoRead(t, "id,lower,upper,size,begin\n", Options{})
 	assert.EqualError(t, err, `t:1: column "begin" appears twice in header`)
-	_, err = NewMiniMallocReader(strings.NewReader("op,id\n"), "t", Options{})
+	_, err = newMiniMallocReader(strings.NewReader("op,id\n"), "t", Options{})
 	assert.ErrorIs(t, err, ErrNotTrace)
-}
-
-// fuzzSeeds adds the files of the testdata directories to f.
-func fuzzSeeds(f *testing.F, patterns ...string) {
-	for _, p := range patterns {
-		files, err := filepath.Glob(p)
-		require.NoError(f, err)
-		for _, file := range files {
-			data, err := os.ReadFile(file)
-			require.NoError(f, err)
-			f.Add(data)
-		}
-	}
-}
-
-// checkDecode reads data with newReader, strictly and leniently, and checks
-// that no input makes it panic, that every error is a *ParseError, that the
-// events are consistent and that they read back the same from the native
-// format.
-func checkDecode(t *testing.T, data []byte, newReader func(src []byte, opts Options) (FileReader, error)) {
-	for _, lenient := range []bool{false, true} {
-		r, err := newReader(data, Options{Lenient: lenient})
-		if err != nil {
-			var pe *ParseError
-			require.True(t, errors.As(err, &pe), "%T %v", err, err)
-			continue
-		}
-		evs, err := scanAll(t, r)
-		if err != nil {
-			var pe *ParseError
-			require.True(t, errors.As(err, &pe), "%T %v", err, err)
-		}
-		require.Equal(t, evs, nativeRoundTrip(t, evs, r.Columns()))
-		require.NoError(t, r.Close())
-	}
-}
-
-func FuzzRMMReader(f *testing.F) {
-	fuzzSeeds(f, "testdata/rmm/*.log")
-	f.Add([]byte("Thread,Time,Action,Pointer,Size,Stream\n1,23:59:59.9,allocate,0x10,5,0x0\n1,00:00:00,free,0x10,5,7\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		checkDecode(t, data, func(src []byte, opts Options) (FileReader, error) {
-			return NewRMMReader(bytes.NewReader(src), "fuzz", opts)
-		})
-	})
-}
-
-func FuzzMiniMallocReader(f *testing.F) {
-	fuzzSeeds(f, "testdata/minimalloc/*.csv")
-	f.Add([]byte("size,end,start,buffer\n5,3,0,x\n5,0,0,y\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		checkDecode(t, data, func(src []byte, opts Options) (FileReader, error) {
-			return NewMiniMallocReader(bytes.NewReader(src), "fuzz", opts)
-		})
-	})
-}
-
-// FuzzDetect checks detection: any input gives a reader, an error wrapping
-// ErrNotTrace or a *ParseError, never a panic; plain and gzip input give the
-// same format.
-func FuzzDetect(f *testing.F) {
-	fuzzSeeds(f, "testdata/*.csv", "testdata/rmm/*.log", "testdata/minimalloc/*.csv")
-	f.Add([]byte(""))
-	f.Add([]byte("\x1f\x8b"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var format string
-		for i, input := range [][]byte{data, []byte(gzipped(t, string(data)))} {
-			checkDecode(t, input, func(src []byte, opts Options) (FileReader, error) {
-				r, err := NewAutoReader(bytes.NewReader(src), "fuzz", opts)
-				if err == nil && !opts.Lenient {
-					if i == 0 {
-						format = r.Format()
-					} else if format != "" {
-						require.Equal(t, format, r.Format())
-					}
-				}
-				return r, err
-			})
-		}
-	})
 }

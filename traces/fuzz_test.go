@@ -3,27 +3,23 @@ package traces
 import (
 	"bytes"
 	"compress/gzip"
-	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// FuzzReader checks that no input makes a reader panic, that every error is
-// a *ParseError, that the events are consistent, and that decoding, encoding
-// and decoding again gives the same events. It is seeded with the files of
-// testdata and the first lines of each bundled trace, plain and compressed.
+// The fuzz targets check that no input makes a reader panic, that every
+// error is a *ParseError, that the events are consistent, and that
+// decoding, encoding and decoding again gives the same events (see
+// checkDecode).
+
+// FuzzReader fuzzes the native format, through detection, as NewReader
+// reads it, and checks that its fast path agrees with the slow one. It is
+// seeded with the files of testdata and the first lines of each bundled
+// trace, plain and compressed.
 func FuzzReader(f *testing.F) {
-	files, err := filepath.Glob("testdata/*.csv")
-	require.NoError(f, err)
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		require.NoError(f, err)
-		f.Add(data)
-	}
+	fuzzSeeds(f, "testdata/*.csv")
 	for _, b := range Bundled() {
 		zr, err := gzip.NewReader(bytes.NewReader(b.data))
 		require.NoError(f, err)
@@ -44,51 +40,38 @@ func FuzzReader(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkDecode(t, data, newReader)
 		for _, lenient := range []bool{false, true} {
-			r, err := NewReader(bytes.NewReader(data), "fuzz", Options{Lenient: lenient})
-			if err != nil {
-				var pe *ParseError
-				require.True(t, errors.As(err, &pe), "%T %v", err, err)
-				continue
-			}
-			var evs []Event
-			live := map[int32]Event{}
-			for r.Scan() {
-				ev := r.Event()
-				require.Less(t, int(ev.Slot), r.Slots())
-				if ev.Op == OpAlloc {
-					require.Positive(t, ev.Size)
-					_, taken := live[ev.Slot]
-					require.False(t, taken, "slot %d of a live allocation given again", ev.Slot)
-					live[ev.Slot] = ev
-				} else {
-					a, ok := live[ev.Slot]
-					require.True(t, ok)
-					require.Equal(t, a.ID, ev.ID)
-					require.Equal(t, a.Size, ev.Size)
-					delete(live, ev.Slot)
-				}
-				evs = append(evs, ev)
-			}
-			if err := r.Err(); err != nil {
-				var pe *ParseError
-				require.True(t, errors.As(err, &pe), "%T %v", err, err)
-			}
-			require.Equal(t, len(live), r.Live())
-			require.Equal(t, evs, roundTrip(t, evs, r.Columns()))
+			fastSlow(t, "fuzz", data, Options{Lenient: lenient})
+		}
+	})
+}
 
-			// The fast path agrees with the slow one.
-			slow, err := NewReader(bytes.NewReader(data), "fuzz", Options{Lenient: lenient})
-			require.NoError(t, err)
-			slow.slowOnly = true
-			var slowEvs []Event
-			for slow.Scan() {
-				slowEvs = append(slowEvs, slow.Event())
-			}
-			require.Equal(t, evs, slowEvs)
-			require.Equal(t, r.Err(), slow.Err())
-			require.Equal(t, r.Skipped(), slow.Skipped())
-			require.Equal(t, r.FirstSkipped(), slow.FirstSkipped())
+func FuzzRMMReader(f *testing.F) {
+	fuzzSeeds(f, "testdata/rmm/*.log")
+	f.Add([]byte("Thread,Time,Action,Pointer,Size,Stream\n1,23:59:59.9,allocate,0x10,5,0x0\n1,00:00:00,free,0x10,5,7\n"))
+	open := openerOf(f, rmmFormat)
+	f.Fuzz(func(t *testing.T, data []byte) { checkDecode(t, data, open) })
+}
+
+func FuzzMiniMallocReader(f *testing.F) {
+	fuzzSeeds(f, "testdata/minimalloc/*.csv")
+	f.Add([]byte("size,end,start,buffer\n5,3,0,x\n5,0,0,y\n"))
+	open := openerOf(f, miniMallocFormat)
+	f.Fuzz(func(t *testing.T, data []byte) { checkDecode(t, data, open) })
+}
+
+// FuzzDetect checks detection: any input gives a reader, an error wrapping
+// ErrNotTrace or a *ParseError, never a panic; plain and gzip input give the
+// same format.
+func FuzzDetect(f *testing.F) {
+	fuzzSeeds(f, "testdata/*.csv", "testdata/rmm/*.log", "testdata/minimalloc/*.csv")
+	f.Add([]byte(""))
+	f.Add([]byte("\x1f\x8b"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		plain := checkDecode(t, data, newReader)
+		if compressed := checkDecode(t, gz(t, string(data)), newReader); plain != "" {
+			require.Equal(t, plain, compressed)
 		}
 	})
 }

@@ -11,7 +11,7 @@ const (
 	idTokenTag  = 1 << 63 // the id was another token, interned by the reader
 )
 
-// IDKey returns the [Event] ID of an id written as tok, if tok is the
+// idKeyOf returns the [Event] ID of an id written as tok, if tok is the
 // canonical text of a number below 2^62:
 //
 //   - decimal without leading zeros ("0", "7", "140737488355328"): the ID is
@@ -21,18 +21,13 @@ const (
 //     and "0xa" stay distinct ids, as their texts are.
 //
 // Any other token ("007", "0X7F", "buf-3", "-1") is not a number and ok is
-// false. A reader interns such a token while its allocation is live: the
+// false. The checker interns such a token while its allocation is live: the
 // allocation gets the ID 1<<63 | n, where n counts the allocations of such
 // ids the reader has yielded before. Either way, two ids of a trace are the
 // same id exactly when their texts are equal.
 //
 // Numbers are the fast path: a reader handles them without allocating, while
 // it keeps a copy of each interned token for as long as its allocation is live.
-func IDKey(tok string) (key uint64, ok bool) {
-	return idKeyOf(tok)
-}
-
-// idKeyOf is IDKey on a token's string or bytes.
 func idKeyOf[T string | []byte](tok T) (uint64, bool) {
 	if len(tok) == 0 {
 		return 0, false
@@ -82,17 +77,17 @@ func parseHexID[T string | []byte](h T) (uint64, bool) {
 	return v | idHexTag, true
 }
 
-// FormatID returns the text a [Writer] writes for an Event's ID: the decimal
-// or hexadecimal number of an ID from [IDKey], and "t" followed by a decimal
-// number for any other ID (interned tokens). Distinct IDs give distinct
-// texts, and a text read back gives the same pairing of allocs and frees;
-// a trace decoded, written and decoded again yields the same IDs.
-func FormatID(id uint64) string {
-	return string(AppendID(nil, id))
+// formatID returns the text a [Writer] writes for an Event's ID: the
+// decimal or hexadecimal number of an ID from idKeyOf, and "t" followed by a
+// decimal number for any other ID (interned tokens). Distinct IDs give
+// distinct texts, and a text read back gives the same pairing of allocs and
+// frees; a trace decoded, written and decoded again yields the same IDs.
+func formatID(id uint64) string {
+	return string(appendID(nil, id))
 }
 
-// AppendID appends [FormatID](id) to dst and returns the extended slice.
-func AppendID(dst []byte, id uint64) []byte {
+// appendID appends formatID(id) to dst and returns the extended slice.
+func appendID(dst []byte, id uint64) []byte {
 	switch {
 	case id&idTokenTag != 0:
 		dst = append(dst, 't')

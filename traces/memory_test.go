@@ -34,7 +34,7 @@ func TestSliceReader(t *testing.T) {
 	assert.EqualError(t, err, "t:3: free of unknown id 2")
 }
 
-func mustReader(t *testing.T, text string) *CSVReader {
+func mustReader(t *testing.T, text string) FileReader {
 	r, err := NewReader(strings.NewReader(text), "t", Options{})
 	require.NoError(t, err)
 	return r

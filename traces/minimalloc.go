@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"cmp"
 	"errors"
-	"fmt"
 	"io"
 	"slices"
 	"strconv"
@@ -63,8 +62,8 @@ func mmColumn(name []byte) (col int, inclusive, ok bool) {
 }
 
 func init() {
-	registerFormat(format{name: miniMallocFormat, sniff: sniffMiniMalloc, open: func(src io.Reader, name string, opts Options) (FileReader, error) {
-		return NewMiniMallocReader(src, name, opts)
+	registerFormat(format{name: miniMallocFormat, sniff: sniffMiniMalloc, open: func(src io.Reader, name string, opts Options) (formatReader, error) {
+		return newMiniMallocReader(src, name, opts)
 	}})
 }
 
@@ -89,89 +88,65 @@ func sniffMiniMalloc(head []byte) bool {
 // A mmBuffer is a buffer of a MiniMalloc problem.
 type mmBuffer struct {
 	lower, upper, size int64
-	id                 uint64 // its ID if the id is a number (see IDKey)
-	tok                string // else the id's text
+	id                 uint64 // its ID if the id is a number (see idKey)
+	tok                []byte // else the id's text
 	line               int64
 }
 
-// A MiniMallocReader reads a MiniMalloc CSV (see the package documentation).
-// It implements [FileReader]. It cannot stream: buffers become events in
-// the order of their times, which the file does not follow, so the reader
-// reads every buffer first. Its memory is about 80 bytes a buffer, and
-// while it reads, a set of the ids seen.
-type MiniMallocReader struct {
-	name string
+// A miniMallocReader reads a MiniMalloc CSV (see the package
+// documentation). It cannot stream: buffers become events in the order of
+// their times, which the file does not follow, so the reader reads every
+// buffer first. Its memory is about 80 bytes a buffer, and while it reads,
+// a set of the ids seen.
+type miniMallocReader struct {
+	checker
 	bufs []mmBuffer
 	// allocs and frees are the indexes of bufs in the order of their
 	// allocations (by lower, then line) and frees (by upper, then line).
 	allocs, frees []int32
 	ai, fi        int
-
-	ev Event
-	*pairing
-	ids       []uint64 // the ID given to each buffer's allocation
-	nextToken uint64
-
-	skipped   int64
-	firstSkip error
 }
 
-var _ FileReader = (*MiniMallocReader)(nil)
+var miniMallocWords = vocab{alloc: "alloc", free: "free", id: "buffer ", unknown: "free of unknown buffer %s"}
 
-// NewMiniMallocReader returns a reader of the MiniMalloc problem that src
-// holds, named name in errors. It reads the whole input and checks it: each
-// line must hold a buffer with lower >= 0, upper > lower and size > 0, and
-// no id may appear twice. A bad buffer is an error, or with
+// newMiniMallocReader returns a reader of the MiniMalloc problem that src
+// holds, as text, named name in errors. It reads the whole input and checks
+// it: each line must hold a buffer with lower >= 0, upper > lower and
+// size > 0, and no id may appear twice. A bad buffer is an error, or with
 // [Options].Lenient is skipped and counted. Input whose first line is not a
-// MiniMalloc header gives an error wrapping [ErrNotTrace]. It does not
-// decompress src (see [NewAutoReader]) and does not close it.
-func NewMiniMallocReader(src io.Reader, name string, opts Options) (*MiniMallocReader, error) {
-	r := &MiniMallocReader{name: name, pairing: newPairing()}
-	br := bufio.NewReaderSize(src, MaxLineBytes)
-	var cols []int
-	var inclusive bool
-	var lineNo int64
+// MiniMalloc header gives an error wrapping [ErrNotTrace].
+func newMiniMallocReader(src io.Reader, name string, opts Options) (*miniMallocReader, error) {
+	r := &miniMallocReader{}
+	r.init(name, miniMallocFormat, []Column{ColOp, ColID, ColSize, ColTime}, opts, &miniMallocWords)
+	br := bufio.NewReaderSize(src, maxLineBytes)
+	line, ok := r.readLine(br)
+	if !ok {
+		if r.err != nil {
+			return nil, r.err
+		}
+		return nil, r.notTrace("no MiniMalloc header")
+	}
+	cols, inclusive, err := r.parseHeader(line)
+	if err != nil {
+		return nil, err
+	}
 	seen := map[string]int64{} // the line of each id
 	for {
-		line, err := br.ReadSlice('\n')
-		if len(line) == 0 && err == io.EOF {
+		line, ok := r.readLine(br)
+		if !ok {
 			break
 		}
-		lineNo++
-		switch {
-		case err == bufio.ErrBufferFull:
-			return nil, &ParseError{Name: name, Line: lineNo, Msg: fmt.Sprintf("line too long (more than %d bytes)", MaxLineBytes)}
-		case err != nil && err != io.EOF:
-			return nil, sourceError(name, lineNo, err)
-		}
-		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
-		if lineNo == 1 {
-			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
-		}
-		if len(trimSpace(line)) == 0 {
-			continue
-		}
-		if cols == nil {
-			if cols, inclusive, err = mmHeader(name, lineNo, line); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		b, err := r.parse(name, lineNo, line, cols, inclusive, seen)
+		b, err := r.parse(line, cols, inclusive, seen)
 		if err != nil {
-			if !opts.Lenient {
+			if err := r.reject(err); err != nil {
 				return nil, err
-			}
-			r.skipped++
-			if r.firstSkip == nil {
-				r.firstSkip = err
 			}
 			continue
 		}
 		r.bufs = append(r.bufs, b)
 	}
-	if cols == nil {
-		return nil, &ParseError{Name: name, Msg: ErrNotTrace.Error() + " (no MiniMalloc header)", Err: ErrNotTrace}
+	if r.err != nil {
+		return nil, r.err
 	}
 	if len(r.bufs) > 1<<31-1 {
 		return nil, &ParseError{Name: name, Msg: "too many buffers"}
@@ -184,12 +159,11 @@ func NewMiniMallocReader(src io.Reader, name string, opts Options) (*MiniMallocR
 	// Buffers are in line order: a stable sort keeps it among equal times.
 	slices.SortStableFunc(r.allocs, func(a, b int32) int { return cmp.Compare(r.bufs[a].lower, r.bufs[b].lower) })
 	slices.SortStableFunc(r.frees, func(a, b int32) int { return cmp.Compare(r.bufs[a].upper, r.bufs[b].upper) })
-	r.ids = make([]uint64, len(r.bufs))
 	return r, nil
 }
 
-// mmHeader parses a header line into the column of each field.
-func mmHeader(name string, line int64, text []byte) ([]int, bool, error) {
+// parseHeader parses a header line into the column of each field.
+func (r *miniMallocReader) parseHeader(text []byte) ([]int, bool, error) {
 	var cols []int
 	var seen [mmColumns]bool
 	inclusive := false
@@ -198,9 +172,11 @@ func mmHeader(name string, line int64, text []byte) ([]int, bool, error) {
 		c, incl, ok := mmColumn(f)
 		switch {
 		case !ok:
-			return nil, false, &ParseError{Name: name, Line: line, Msg: ErrNotTrace.Error() + " (first line is not a MiniMalloc header: unknown column " + quote(f) + ")", Err: ErrNotTrace}
+			err := r.notTrace("first line is not a MiniMalloc header: unknown column " + quote(f))
+			err.Line = r.line
+			return nil, false, err
 		case seen[c]:
-			return nil, false, &ParseError{Name: name, Line: line, Msg: fmt.Sprintf("column %s appears twice in header", quote(f))}
+			return nil, false, r.fatalf("column %s appears twice in header", quote(f))
 		}
 		seen[c] = true
 		inclusive = inclusive || incl
@@ -208,17 +184,17 @@ func mmHeader(name string, line int64, text []byte) ([]int, bool, error) {
 	}
 	for _, c := range []int{mmID, mmLower, mmUpper, mmSize} {
 		if !seen[c] {
-			return nil, false, &ParseError{Name: name, Line: line, Msg: "header has no " + mmNames[c] + " column", Err: ErrNotTrace}
+			err := r.fatalf("header has no %s column", mmNames[c])
+			err.Err = ErrNotTrace
+			return nil, false, err
 		}
 	}
 	return cols, inclusive, nil
 }
 
 // parse parses the buffer of a line.
-func (r *MiniMallocReader) parse(name string, lineNo int64, line []byte, cols []int, inclusive bool, seen map[string]int64) (mmBuffer, error) {
-	errorf := func(format string, args ...any) error {
-		return &ParseError{Name: name, Line: lineNo, Msg: fmt.Sprintf(format, args...)}
-	}
+func (r *miniMallocReader) parse(line []byte, cols []int, inclusive bool, seen map[string]int64) (mmBuffer, error) {
+	errorf := r.errorf
 	var f [mmColumns][]byte
 	n := 0
 	for field := range bytes.SplitSeq(line, []byte(",")) {
@@ -230,7 +206,7 @@ func (r *MiniMallocReader) parse(name string, lineNo int64, line []byte, cols []
 	if n != len(cols) {
 		return mmBuffer{}, errorf("got %d fields, want %d", n, len(cols))
 	}
-	b := mmBuffer{line: lineNo}
+	b := mmBuffer{line: r.line}
 	if len(f[mmID]) == 0 {
 		return b, errorf("missing id")
 	}
@@ -265,75 +241,53 @@ func (r *MiniMallocReader) parse(name string, lineNo int64, line []byte, cols []
 	if prev, dup := seen[string(f[mmID])]; dup {
 		return b, errorf("buffer id %s appears twice (first on line %d)", quote(f[mmID]), prev)
 	}
-	seen[string(f[mmID])] = lineNo
+	seen[string(f[mmID])] = r.line
 	if id, ok := idKeyOf(f[mmID]); ok {
 		b.id = id
 	} else {
-		b.tok = string(f[mmID])
+		b.tok = bytes.Clone(f[mmID])
 	}
 	return b, nil
 }
 
 // Scan advances to the next event, which Event then returns. It returns
 // false at the end of the trace.
-func (r *MiniMallocReader) Scan() bool {
-	// At equal times frees come first: a buffer whose interval ends at t
-	// and one whose interval begins at t are never live together.
-	switch {
-	case r.fi < len(r.frees) && (r.ai == len(r.allocs) || r.bufs[r.frees[r.fi]].upper <= r.bufs[r.allocs[r.ai]].lower):
-		i := r.frees[r.fi]
-		r.fi++
-		ev := Event{Op: OpFree, ID: r.ids[i], TimeUS: r.bufs[i].upper}
-		r.free(&ev)
-		r.ev = ev
-		return true
-	case r.ai < len(r.allocs):
-		i := r.allocs[r.ai]
-		r.ai++
-		b := &r.bufs[i]
-		id := b.id
-		if b.tok != "" {
-			id = idTokenTag | r.nextToken
-			r.nextToken++
+func (r *miniMallocReader) Scan() bool {
+	for r.err == nil {
+		// At equal times frees come first: a buffer whose interval ends
+		// at t and one whose interval begins at t are never live together.
+		var b *mmBuffer
+		switch {
+		case r.fi < len(r.frees) && (r.ai == len(r.allocs) || r.bufs[r.frees[r.fi]].upper <= r.bufs[r.allocs[r.ai]].lower):
+			b = &r.bufs[r.frees[r.fi]]
+			r.fi++
+			r.ev = Event{Op: OpFree, ID: b.id, TimeUS: b.upper}
+		case r.ai < len(r.allocs):
+			b = &r.bufs[r.allocs[r.ai]]
+			r.ai++
+			r.ev = Event{Op: OpAlloc, ID: b.id, Size: b.size, TimeUS: b.lower}
+		default:
+			return false
 		}
-		r.ids[i] = id
-		ev := Event{Op: OpAlloc, ID: id, Size: b.size, TimeUS: b.lower}
-		r.alloc(&ev) // ids are distinct: it cannot be live
-		r.ev = ev
-		return true
+		// Buffers were checked as they were read: an error here would be
+		// a bug, reported as a bad event.
+		r.line = b.line
+		err := r.event(&record{tok: b.tok, hasSize: r.ev.Op == OpAlloc})
+		if err == nil {
+			return true
+		}
+		r.err = r.reject(err)
 	}
 	return false
 }
 
-// Event returns the event that the last call to Scan found.
-func (r *MiniMallocReader) Event() Event { return r.ev }
-
-// Err returns nil: the reader checks its input when it is created.
-func (r *MiniMallocReader) Err() error { return nil }
-
-// Name returns the trace's name, as used in errors.
-func (r *MiniMallocReader) Name() string { return r.name }
-
-// Format returns "MiniMalloc CSV".
-func (r *MiniMallocReader) Format() string { return miniMallocFormat }
-
-// Columns returns the native columns of the problem's events: op, id,
-// size and time_us.
-func (r *MiniMallocReader) Columns() []Column { return []Column{ColOp, ColID, ColSize, ColTime} }
-
 // Buffers returns the number of buffers read.
-func (r *MiniMallocReader) Buffers() int { return len(r.bufs) }
+func (r *miniMallocReader) Buffers() int { return len(r.bufs) }
 
-// Skipped returns the number of bad buffers skipped in lenient mode.
-func (r *MiniMallocReader) Skipped() int64 { return r.skipped }
-
-// FirstSkipped returns the error of the first bad buffer skipped in lenient
-// mode, or nil.
-func (r *MiniMallocReader) FirstSkipped() error { return r.firstSkip }
-
-// Close releases the buffers.
-func (r *MiniMallocReader) Close() error {
-	r.bufs, r.allocs, r.frees, r.ids = nil, nil, nil, nil
+// Close releases the buffers, and closes the file the reader was opened
+// from, if it owns one.
+func (r *miniMallocReader) Close() error {
+	r.bufs, r.allocs, r.frees = nil, nil, nil
 	r.ai, r.fi = 0, 0
-	return nil
+	return r.checker.Close()
 }

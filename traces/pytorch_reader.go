@@ -8,24 +8,24 @@ import (
 	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
-// A SnapshotReader yields the allocations and frees of a PyTorch memory
-// snapshot as Events. It implements [Reader].
+// A snapshotReader yields the allocations and frees of a PyTorch memory
+// snapshot as Events, and its checker checks them.
 //
 // An "alloc" entry of the snapshot's trace is an OpAlloc of its requested
 // size, a "free_completed" an OpFree; the other actions are not events (the
 // snapshot package models them all). The Event's ID is the block's address, tagged
-// as a hexadecimal id (see [IDKey]), so that a trace converted to the native
+// as a hexadecimal id (see idKeyOf), so that a trace converted to the native
 // format and read back pairs allocations and frees the same way. Stream and
 // device are the entry's.
 //
 // The trace is the tail of a ring buffer: blocks may be live before its
 // first entry. The reader rebuilds them by walking each device's trace
-// backwards from the segments at dump time (see
-// [snapshot.Snapshot.InitialState]; a snapshot whose trace does not fit its
-// segments is still read, from the best state rebuilt). The blocks live at
-// the start are yielded first, as OpAlloc events of their requested size
-// ordered by device and address, with the time of the trace's first entry;
-// then the trace follows, so that no free refers to an unknown block.
+// backwards from the blocks live at dump time (the "active_allocated" and
+// "active_pending_free" blocks of the segments): undoing an alloc makes its
+// block not live, undoing a free_completed makes its block live with the
+// size the free gives. The blocks left live are yielded first, as OpAlloc
+// events ordered by device and address, with the time of the trace's first
+// entry; then the trace follows, so that no free refers to an unknown block.
 //
 // Devices' traces are merged by time when every entry has a time, and
 // concatenated in device order otherwise (old files have no times). Times
@@ -34,31 +34,20 @@ import (
 //
 // The whole snapshot is in memory (see [snapshot.Read]); yielding events
 // costs O(1) each and allocates nothing.
-type SnapshotReader struct {
-	name   string
-	opts   Options
-	snap   *snapshot.Snapshot
-	closer io.Closer
+type snapshotReader struct {
+	checker
+	snap *snapshot.Snapshot
 
 	start   []initialBlock // blocks live before the trace
 	refs    []entryRef     // alloc and free_completed entries, in order
 	next    int            // index in start, then len(start)+index in refs
 	hasTime bool
 	time0   int64 // time of the start events
-	last    int64 // time of the previous event
-
-	ev  Event
-	err error
-
-	live      liveTable
-	freeSlots []int32
-	nslots    int32
-
-	skipped   int64
-	firstSkip error
 }
 
-var _ Reader = (*SnapshotReader)(nil)
+const pytorchFormatName = "PyTorch snapshot"
+
+var snapshotWords = vocab{alloc: "alloc", free: "free_completed", unknown: "free_completed of %s never allocated"}
 
 // initialBlock is a block live before the first entry of the trace.
 type initialBlock struct {
@@ -74,16 +63,16 @@ type entryRef struct {
 	index  int32
 }
 
-// NewSnapshotReader returns a reader of the snapshot that src holds, named
+// newSnapshotReader returns a reader of the snapshot that src holds, named
 // name in errors. It reads src whole with [snapshot.Read], whose errors it
 // returns as a [*ParseError] (wrapping [ErrNotTrace] when src is not a
 // snapshot); it does not close src.
-func NewSnapshotReader(src io.Reader, name string, opts Options) (*SnapshotReader, error) {
+func newSnapshotReader(src io.Reader, name string, opts Options) (*snapshotReader, error) {
 	s, err := snapshot.Read(src, name)
 	if err != nil {
 		return nil, snapshotError(err)
 	}
-	return newSnapshotReader(s, name, opts), nil
+	return snapshotReaderOf(s, name, opts), nil
 }
 
 // snapshotError returns an error of snapshot.Read as a *ParseError.
@@ -99,14 +88,19 @@ func snapshotError(err error) error {
 	return pe
 }
 
-// newSnapshotReader returns a reader of the snapshot's allocations and
+// snapshotReaderOf returns a reader of the snapshot's allocations and
 // frees, named name in errors.
-func newSnapshotReader(s *snapshot.Snapshot, name string, opts Options) *SnapshotReader {
-	r := &SnapshotReader{name: name, opts: opts, snap: s, time0: NoTime, last: NoTime}
-	r.live.init(10)
+func snapshotReaderOf(s *snapshot.Snapshot, name string, opts Options) *snapshotReader {
+	r := &snapshotReader{snap: s, time0: NoTime}
 	r.start = initialBlocks(s)
 	r.hasTime = hasTime(s)
 	r.refs = mergedRefs(s, r.hasTime)
+	cols := []Column{ColOp, ColID, ColSize, ColStream, ColDevice}
+	if r.hasTime {
+		cols = append(cols, ColTime)
+	}
+	r.init(name, pytorchFormatName, cols, opts, &snapshotWords)
+	r.clamp, r.where = true, r.position
 	if r.hasTime {
 		for _, t := range s.DeviceTraces {
 			if len(t) > 0 && (r.time0 == NoTime || t[0].TimeUS < r.time0) {
@@ -185,156 +179,72 @@ func mergedRefs(s *snapshot.Snapshot, byTime bool) []entryRef {
 
 // Scan advances to the next event, which Event then returns. It returns
 // false at the end of the trace or at an error, which Err then returns.
-func (r *SnapshotReader) Scan() bool {
+func (r *snapshotReader) Scan() bool {
 	for r.err == nil {
-		var err error
+		var addr uint64
 		switch i := r.next; {
 		case i < len(r.start):
 			b := r.start[i]
 			r.ev = Event{Op: OpAlloc, Size: b.size, Stream: b.stream, Device: int32(b.device), TimeUS: r.time0}
-			err = r.alloc(b.addr, "segments")
+			addr = b.addr
 		case i-len(r.start) < len(r.refs):
 			ref := r.refs[i-len(r.start)]
 			e := &r.snap.DeviceTraces[ref.device][ref.index]
 			t := e.TimeUS
 			if !r.hasTime {
 				t = NoTime
-			} else if t < r.last {
-				t = r.last
 			}
-			r.ev = Event{Size: e.Size, Stream: e.Stream, Device: int32(ref.device), TimeUS: t}
-			where := "device_traces[" + strconv.Itoa(int(ref.device)) + "][" + strconv.Itoa(int(ref.index)) + "]"
+			r.ev = Event{Op: OpFree, Size: e.Size, Stream: e.Stream, Device: int32(ref.device), TimeUS: t}
 			if e.Action == snapshot.Alloc {
 				r.ev.Op = OpAlloc
-				err = r.alloc(e.Addr, where)
-			} else {
-				r.ev.Op = OpFree
-				err = r.free(e.Addr, where)
 			}
+			addr = e.Addr
 		default:
 			return false
 		}
+		err := r.decode(addr)
+		if err == nil {
+			// A free takes its allocation's size and stream, and must be
+			// on its device.
+			err = r.event(&record{hasSize: r.ev.Op == OpAlloc, hasDevice: true})
+		}
 		r.next++
 		if err == nil {
-			r.last = r.ev.TimeUS
 			return true
 		}
-		if !r.opts.Lenient {
-			r.err = err
-			return false
-		}
-		r.skipped++
-		if r.firstSkip == nil {
-			r.firstSkip = err
-		}
+		r.err = r.reject(err)
 	}
 	return false
 }
 
-func (r *SnapshotReader) errorf(where string, msg string) error {
-	return &ParseError{Name: r.name, Msg: where + ": " + msg}
+// position returns where the current entry is, for errors.
+func (r *snapshotReader) position() string {
+	if i := r.next - len(r.start); i >= 0 && i < len(r.refs) {
+		return "device_traces[" + strconv.Itoa(int(r.refs[i].device)) + "][" + strconv.Itoa(int(r.refs[i].index)) + "]"
+	}
+	return "segments"
 }
 
 func hexAddr(a uint64) string { return "0x" + strconv.FormatUint(a, 16) }
 
-// alloc completes r.ev, an allocation of addr, and makes it live.
-func (r *SnapshotReader) alloc(addr uint64, where string) error {
-	if addr > idValueMask {
-		return r.errorf(where, "address "+hexAddr(addr)+" too large for an id")
-	}
-	if r.ev.Size <= 0 {
-		return r.errorf(where, "alloc of "+hexAddr(addr)+" with size "+strconv.FormatInt(r.ev.Size, 10))
+// decode sets the ID of r.ev, an event of addr, checking what the checker
+// does not: that the address fits an ID, and that an alloc has a size.
+func (r *snapshotReader) decode(addr uint64) error {
+	switch {
+	case addr > idValueMask && r.ev.Op == OpFree:
+		return r.errorf(r.words.unknown, hexAddr(addr))
+	case addr > idValueMask:
+		return r.errorf("address %s too large for an id", hexAddr(addr))
+	case r.ev.Op == OpAlloc && r.ev.Size <= 0:
+		return r.errorf("alloc of %s with size %d", hexAddr(addr), r.ev.Size)
 	}
 	r.ev.ID = addr | idHexTag
-	r.ev.Slot = r.nslots
-	if n := len(r.freeSlots); n > 0 {
-		r.ev.Slot = r.freeSlots[n-1]
-	}
-	if !r.live.insert(liveInfo{key: r.ev.ID, size: r.ev.Size, stream: r.ev.Stream, slot: r.ev.Slot, device: r.ev.Device}) {
-		return r.errorf(where, "alloc of "+hexAddr(addr)+" that is already live")
-	}
-	if n := len(r.freeSlots); n > 0 {
-		r.freeSlots = r.freeSlots[:n-1]
-	} else {
-		r.nslots++
-	}
 	return nil
 }
-
-// free completes r.ev, the free of addr, and makes it not live.
-func (r *SnapshotReader) free(addr uint64, where string) error {
-	r.ev.ID = addr&idValueMask | idHexTag
-	i := -1
-	if addr <= idValueMask {
-		i = r.live.find(r.ev.ID)
-	}
-	if i < 0 {
-		return r.errorf(where, "free_completed of "+hexAddr(addr)+" never allocated")
-	}
-	a := &r.live.e[i]
-	if a.device != r.ev.Device {
-		return r.errorf(where, "free_completed of "+hexAddr(addr)+" on device "+strconv.Itoa(int(r.ev.Device))+
-			", allocated on device "+strconv.Itoa(int(a.device)))
-	}
-	r.ev.Slot, r.ev.Size, r.ev.Stream = a.slot, a.size, a.stream
-	r.live.removeAt(i)
-	r.freeSlots = append(r.freeSlots, r.ev.Slot)
-	return nil
-}
-
-// Event returns the event found by the last call to Scan.
-func (r *SnapshotReader) Event() Event { return r.ev }
-
-// Err returns the error that ended the trace, or nil at its clean end.
-func (r *SnapshotReader) Err() error { return r.err }
-
-// Name returns the trace's name, as given to NewSnapshotReader.
-func (r *SnapshotReader) Name() string { return r.name }
-
-// Format returns "PyTorch snapshot".
-func (r *SnapshotReader) Format() string { return pytorchFormatName }
-
-const pytorchFormatName = "PyTorch snapshot"
-
-// Columns returns the native columns the events fill: op, id, size,
-// stream, device, and time_us when the snapshot has times.
-func (r *SnapshotReader) Columns() []Column {
-	cols := []Column{ColOp, ColID, ColSize, ColStream, ColDevice}
-	if r.hasTime {
-		cols = append(cols, ColTime)
-	}
-	return cols
-}
-
-// HasTime reports whether the events have times.
-func (r *SnapshotReader) HasTime() bool { return r.hasTime }
 
 // Initial returns the number of blocks live before the trace's first
 // entry: the reader's first events.
-func (r *SnapshotReader) Initial() int { return len(r.start) }
-
-// Skipped returns the number of bad events skipped in lenient mode.
-func (r *SnapshotReader) Skipped() int64 { return r.skipped }
-
-// FirstSkipped returns the error of the first event skipped, or nil.
-func (r *SnapshotReader) FirstSkipped() error { return r.firstSkip }
-
-// Live returns the number of live allocations after the last event found.
-func (r *SnapshotReader) Live() int { return r.live.n }
-
-// Slots returns the number of distinct slots handed out so far, the peak
-// number of live allocations.
-func (r *SnapshotReader) Slots() int { return int(r.nslots) }
-
-// Close closes the file the reader came from, if it owns one.
-func (r *SnapshotReader) Close() error {
-	if r.closer == nil {
-		return nil
-	}
-	err := r.closer.Close()
-	r.closer = nil
-	return err
-}
+func (r *snapshotReader) Initial() int { return len(r.start) }
 
 // sniffPyTorch reports whether head may start a PyTorch snapshot: a pickle
 // of protocol 2 to 5. The reader answers ErrNotTrace for other pickles.
@@ -346,10 +256,6 @@ func init() {
 	registerFormat(format{name: pytorchFormatName, sniff: sniffPyTorch, open: openPyTorch})
 }
 
-func openPyTorch(src io.Reader, name string, opts Options) (FileReader, error) {
-	r, err := NewSnapshotReader(src, name, opts)
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
+func openPyTorch(src io.Reader, name string, opts Options) (formatReader, error) {
+	return newSnapshotReader(src, name, opts)
 }

@@ -3,7 +3,6 @@ package traces
 import (
 	"bytes"
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,39 +19,21 @@ const snapshotDir = "../../shared/traces/pytorch"
 
 func sharedSnapshots(t testing.TB) []string { return pk.SharedSnapshots(t, snapshotDir) }
 
-// readAll replays a reader, checking that its events are consistent, and
-// returns them with the peak of live requested bytes.
+// replaySnap replays a reader, checking that its events are consistent,
+// and returns them with the peak of live requested bytes.
 func replaySnap(t testing.TB, r Reader) ([]Event, int64) {
 	t.Helper()
-	var evs []Event
-	live := map[uint64]Event{}
-	slots := map[int32]bool{}
+	evs, err := scanAll(t, r)
+	require.NoError(t, err)
 	var sum, peak int64
-	last := int64(math.MinInt64)
-	for r.Scan() {
-		ev := r.Event()
-		require.GreaterOrEqual(t, ev.TimeUS, last, "time goes backwards at event %d", len(evs))
-		last = ev.TimeUS
+	for _, ev := range evs {
 		if ev.Op == OpAlloc {
-			require.NotContains(t, live, ev.ID)
-			require.False(t, slots[ev.Slot], "slot %d in use", ev.Slot)
-			live[ev.ID], slots[ev.Slot] = ev, true
 			sum += ev.Size
 		} else {
-			a, ok := live[ev.ID]
-			require.True(t, ok, "free of unknown id")
-			require.Equal(t, a.Size, ev.Size)
-			require.Equal(t, a.Slot, ev.Slot)
-			require.Equal(t, a.Stream, ev.Stream)
-			require.Equal(t, a.Device, ev.Device)
-			delete(live, ev.ID)
-			delete(slots, ev.Slot)
 			sum -= ev.Size
 		}
 		peak = max(peak, sum)
-		evs = append(evs, ev)
 	}
-	require.NoError(t, r.Err())
 	return evs, peak
 }
 
@@ -138,7 +119,7 @@ func TestSnapshotShared(t *testing.T) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			data, err := os.ReadFile(file)
 			require.NoError(t, err)
-			r, err := NewSnapshotReader(bytes.NewReader(data), filepath.Base(file), Options{})
+			r, err := newSnapshotReader(bytes.NewReader(data), filepath.Base(file), Options{})
 			require.NoError(t, err)
 			evs, peak := replaySnap(t, r)
 			wantEvents, wantInitial, wantPeak := expectedPeak(t, data)
@@ -184,7 +165,7 @@ const (
 func testSnapshot(withTime bool) pk.Dict { return pk.TwoDevices(withTime) }
 
 func TestSnapshotSmall(t *testing.T) {
-	id := func(a uint64) uint64 { k, _ := IDKey(hexAddr(a)); return k }
+	id := func(a uint64) uint64 { k, _ := idKeyOf(hexAddr(a)); return k }
 	// a0 and a3 are live at the start, with the time of the first entry.
 	want := []Event{
 		{Op: OpAlloc, ID: id(a0), Slot: 0, Device: 0, Size: 1000, Stream: 7, TimeUS: 10},
@@ -202,7 +183,7 @@ func TestSnapshotSmall(t *testing.T) {
 			if memo {
 				require.Equal(t, 1, strings.Count(string(data), "free_completed"), "no memo reference written")
 			}
-			r, err := NewSnapshotReader(bytes.NewReader(data), "t.pickle", Options{})
+			r, err := newSnapshotReader(bytes.NewReader(data), "t.pickle", Options{})
 			require.NoError(t, err, "protocol %d, memo %v", proto, memo)
 			evs, peak := replaySnap(t, r)
 			require.Equal(t, want, evs, "protocol %d, memo %v", proto, memo)
@@ -217,14 +198,14 @@ func TestSnapshotOld(t *testing.T) {
 	// No time_us, no allocator_settings, every integer as LONG1: devices
 	// are concatenated in order.
 	data := pk.Encode(testSnapshot(false), pk.Options{Proto: 2, AllLong: true})
-	r, err := NewSnapshotReader(bytes.NewReader(data), "old.pickle", Options{})
+	r, err := newSnapshotReader(bytes.NewReader(data), "old.pickle", Options{})
 	require.NoError(t, err)
 	evs, peak := replaySnap(t, r)
 	require.Equal(t, []Column{ColOp, ColID, ColSize, ColStream, ColDevice}, r.Columns())
 	var ops []string
 	for _, ev := range evs {
 		require.Equal(t, NoTime, ev.TimeUS)
-		ops = append(ops, ev.Op.String()+" "+FormatID(ev.ID)+" "+string(rune('0'+ev.Device)))
+		ops = append(ops, ev.Op.String()+" "+formatID(ev.ID)+" "+string(rune('0'+ev.Device)))
 	}
 	require.Equal(t, []string{
 		"alloc 0x7f3a00000000 0", "alloc 0x7f3a00600000 1", // live at the start
@@ -261,7 +242,7 @@ func TestSnapshotErrors(t *testing.T) {
 			"x.pickle: device_traces[0][0]: address 0x8000000000000000 too large for an id", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := NewSnapshotReader(strings.NewReader(tc.in), "x.pickle", Options{})
+			r, err := newSnapshotReader(strings.NewReader(tc.in), "x.pickle", Options{})
 			if err == nil {
 				drainSnap(r)
 				err = r.Err()
@@ -288,7 +269,7 @@ func drainSnap(r Reader) int {
 func TestSnapshotLenient(t *testing.T) {
 	data := pkSnap(pk.Entry("alloc", a0, 5, 0, 1), pk.Entry("free_completed", a0, 5, 0, 2),
 		pk.Entry("free_completed", a0, 5, 0, 3), pk.Entry("alloc", a1, 6, 0, 4))
-	r, err := NewSnapshotReader(bytes.NewReader(data), "x.pickle", Options{Lenient: true})
+	r, err := newSnapshotReader(bytes.NewReader(data), "x.pickle", Options{Lenient: true})
 	require.NoError(t, err)
 	evs, _ := replaySnap(t, r)
 	require.Len(t, evs, 3)
@@ -297,7 +278,7 @@ func TestSnapshotLenient(t *testing.T) {
 }
 
 func TestSnapshotDetected(t *testing.T) {
-	r, err := NewAutoReader(bytes.NewReader(pkPickle(testSnapshot(true), 4, true)), "t.pickle", Options{})
+	r, err := NewReader(bytes.NewReader(pkPickle(testSnapshot(true), 4, true)), "t.pickle", Options{})
 	require.NoError(t, err)
 	defer r.Close()
 	require.Equal(t, "PyTorch snapshot", r.Format())
@@ -321,7 +302,7 @@ func FuzzSnapshot(f *testing.F) {
 	}
 	f.Add(pkSnap(pk.Entry("alloc", a0, 5, 0, 1), pk.Entry("free_completed", a0, 5, 0, 2), pk.Entry("free_completed", a0, 5, 0, 3)))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := NewSnapshotReader(bytes.NewReader(data), "f.pickle", Options{})
+		r, err := newSnapshotReader(bytes.NewReader(data), "f.pickle", Options{})
 		if err != nil {
 			var pe *ParseError
 			require.ErrorAs(t, err, &pe)

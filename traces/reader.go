@@ -2,28 +2,25 @@ package traces
 
 import (
 	"bytes"
-	"compress/flate"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"math/bits"
 	"strconv"
 	"strings"
 )
 
-// MaxLineBytes is the length of the longest line a [CSVReader] accepts,
-// line ending included; a longer line is an error.
-const MaxLineBytes = 64 << 10
+// maxLineBytes is the length of the longest line a reader accepts, line
+// ending included; a longer line is an error.
+const maxLineBytes = 64 << 10
 
-// Sizes of a CSVReader's buffer. It starts small, for short traces and
+// Sizes of a csvReader's buffer. It starts small, for short traces and
 // readers that only look at the header, and grows to maxBuf, room for the
 // longest line and a byte for the newline a reader adds to a last line that
 // has none, as soon as the input turns out to be longer.
 const (
 	minBuf = 4<<10 + 1
-	maxBuf = MaxLineBytes + 1
+	maxBuf = maxLineBytes + 1
 )
 
 // pad is the number of bytes at the end of a reader's buffer that hold no
@@ -31,12 +28,11 @@ const (
 // the 17th byte of a number) without checking where the line ends.
 const pad = 16
 
-// ErrNotTrace reports input that is not a trace in the format a reader
-// reads: for [NewReader], input whose first line that is not a comment is
-// not a header naming an op column (an empty file, an image, another tool's
-// CSV); for [Open] and [NewAutoReader], input that no known format
-// recognises. Errors wrap it, so that a caller trying several formats in
-// turn can tell "not mine" from a broken trace with errors.Is.
+// ErrNotTrace reports input that is not a trace in any format that [Open]
+// and [NewReader] know, or, for a format that recognised the input at first
+// sight, input that turns out not to be in that format (a CSV file whose
+// first line names an op column but is no header). Errors wrap it, so that
+// a caller can tell "not a trace" from a broken trace with errors.Is.
 var ErrNotTrace = errors.New("not a gpualloc trace")
 
 // A ParseError reports bad input at a position of a trace. Its message has
@@ -57,127 +53,56 @@ func (e *ParseError) Error() string {
 
 func (e *ParseError) Unwrap() error { return e.Err }
 
-// Options control a [CSVReader].
+// Options control a reader of any format.
 type Options struct {
 	// Lenient skips a bad event instead of stopping at it: the reader counts
-	// it (see [CSVReader.Skipped]) and goes on with the next line, as if the
-	// line were not there. Errors in the structure of the input (a bad
+	// it (see [FileReader].Skipped) and goes on with the next record, as if
+	// the record were not there. Errors in the structure of the input (a bad
 	// header, a truncated or corrupt gzip stream, a line too long, an I/O
 	// error) still end the trace.
 	Lenient bool
 }
 
-// errQuiet stands for the errors of events skipped after the first in
-// lenient mode, which nobody reads: formatting them would only cost time.
-var errQuiet = errors.New("bad event")
-
-// A CSVReader reads a trace in the native format (see the package
-// documentation), plain or gzip-compressed, and checks it as it goes. It
-// implements [Reader].
+// A csvReader reads a trace in the native format (see the package
+// documentation), and its checker checks it as it goes.
 //
-// A CSVReader reads its input in blocks and parses each line in place. Its
+// A csvReader reads its input in blocks and parses each line in place. Its
 // memory is a buffer of at most 64 KiB plus a table of the live allocations,
 // so it depends on the peak number of live allocations, never on the length
 // of the trace. Reading an event allocates nothing, except for the copy it
-// keeps of an id that is not a number (see [IDKey]) while that id is live.
-type CSVReader struct {
-	name string
-	opts Options
+// keeps of an id that is not a number (see idKey) while that id is live.
+type csvReader struct {
+	checker
 
-	src    io.Reader       // the text: the input, or its decompressed form
-	gz     *gzip.Reader    // non-nil for gzip input
+	src    io.Reader       // the text
 	buf    []byte          // input buffer
 	pos    int             // start of the next line in buf
 	end    int             // end of the last complete line in buf
 	w      int             // end of the data in buf
 	off    int64           // offset in the text of buf[0]
 	srcErr error           // error from src, after which it gives nothing more
-	err    error           // the error that ended the trace, or nil
-	line   int64           // lines read so far
-	cols   []Column        // the columns, in header order
 	fields [maxCols][]byte // scratch for splitting a line, slow path
-
-	hasTime  bool
-	lastTime int64
-
-	rec record
-	ev  Event
-
-	live      liveTable
-	tokens    map[string]uint64 // interned ids of live allocations
-	nextToken uint64            // counts allocations of interned ids
-	freeSlots []int32           // released slots, reused last in, first out
-	nslots    int32
-
-	skipped   int64
-	firstSkip error
+	rec    record
 
 	slowOnly bool // parse every line with parseSlow, for tests
 }
 
-var _ FileReader = (*CSVReader)(nil)
+var nativeWords = vocab{alloc: "alloc", free: "free", id: "id ", unknown: "free of unknown id %s"}
 
-// record is what a parsed line adds to its fields, which are in r.ev,
-// before its checks against the trace's state.
-type record struct {
-	tok       []byte // the id, when it is not a number; points into buf
-	hasSize   bool   // the fields were not empty
-	hasStream bool
-	hasDevice bool
-}
-
-// NewReader returns a reader of the trace that src holds, named name in
-// errors. It reads up to the header: src compressed with gzip (recognised by
-// its first bytes, whatever its name) is decompressed; input that is not a
-// trace in the native format gives an error wrapping [ErrNotTrace]. The
-// reader does not close src.
-func NewReader(src io.Reader, name string, opts Options) (*CSVReader, error) {
-	r := &CSVReader{
-		name:     name,
-		opts:     opts,
-		src:      src,
-		buf:      make([]byte, minBuf+pad),
-		lastTime: NoTime,
-		tokens:   map[string]uint64{},
-	}
-	r.live.init(10)
-	n, err := io.ReadAtLeast(src, r.buf[:minBuf-1], 2)
-	switch {
-	case err == io.ErrUnexpectedEOF:
-		err = io.EOF
-	case err != nil && err != io.EOF:
-		return nil, sourceError(name, 0, err)
-	}
-	if n >= 2 && r.buf[0] == 0x1f && r.buf[1] == 0x8b {
-		head := bytes.Clone(r.buf[:n])
-		rest := src
-		if err != nil {
-			rest = eofReader{}
-		}
-		gz, gerr := gzip.NewReader(io.MultiReader(bytes.NewReader(head), rest))
-		if gerr != nil {
-			return nil, r.gzipError(gerr, 0)
-		}
-		r.gz, r.src = gz, gz
-	} else {
-		r.w = n
-		if i := bytes.LastIndexByte(r.buf[:n], '\n'); i >= 0 {
-			r.end = i + 1
-		}
-		r.srcErr = err
-	}
+// newCSVReader returns a reader of the native trace that src holds, as
+// text, named name in errors. It reads up to the header: input that is not
+// a trace in the native format gives an error wrapping [ErrNotTrace].
+func newCSVReader(src io.Reader, name string, opts Options) (*csvReader, error) {
+	r := &csvReader{src: src, buf: make([]byte, minBuf+pad)}
+	r.init(name, nativeFormat, nil, opts, &nativeWords)
 	if err := r.readHeader(); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-type eofReader struct{}
-
-func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
-
 // readHeader reads up to the header and parses it.
-func (r *CSVReader) readHeader() error {
+func (r *csvReader) readHeader() error {
 	for {
 		if r.pos >= r.end && !r.fill() {
 			if r.err != nil {
@@ -193,7 +118,7 @@ func (r *CSVReader) readHeader() error {
 		line := b[r.pos:i]
 		r.pos = i + 1
 		r.line++
-		if len(line) >= MaxLineBytes {
+		if len(line) >= maxLineBytes {
 			return r.notTrace(tooLongForHeader)
 		}
 		if r.line == 1 {
@@ -209,11 +134,7 @@ func (r *CSVReader) readHeader() error {
 
 const tooLongForHeader = "a line longer than 65536 bytes before any header"
 
-func (r *CSVReader) notTrace(why string) error {
-	return &ParseError{Name: r.name, Msg: ErrNotTrace.Error() + " (" + why + ")", Err: ErrNotTrace}
-}
-
-func (r *CSVReader) parseHeader(line []byte) error {
+func (r *csvReader) parseHeader(line []byte) error {
 	var names []string
 	hasOp := false
 	for f := range bytes.SplitSeq(line, []byte(",")) {
@@ -229,19 +150,18 @@ func (r *CSVReader) parseHeader(line []byte) error {
 		c := columnByName(s)
 		switch {
 		case s == "":
-			return r.errorAt(r.line, "empty column name in header")
+			return r.fatalf("empty column name in header")
 		case c == 0:
-			return r.errorAt(r.line, "unknown column %q in header (known: %s)", s, knownColumns)
+			return r.fatalf("unknown column %q in header (known: %s)", s, knownColumns)
 		case seen[c]:
-			return r.errorAt(r.line, "column %q appears twice in header", s)
+			return r.fatalf("column %q appears twice in header", s)
 		}
 		seen[c] = true
 		r.cols = append(r.cols, c)
 	}
 	if !seen[ColID] {
-		return r.errorAt(r.line, "header has no id column")
+		return r.fatalf("header has no id column")
 	}
-	r.hasTime = seen[ColTime]
 	return nil
 }
 
@@ -250,26 +170,28 @@ func (r *CSVReader) parseHeader(line []byte) error {
 // the input it adds the missing newline of a last line that has none. It
 // returns false at the end of the input or on an error, which it stores in
 // r.err.
-func (r *CSVReader) fill() bool {
+func (r *csvReader) fill() bool {
 	if r.pos > 0 {
 		r.w = copy(r.buf, r.buf[r.pos:r.w])
 		r.off += int64(r.pos)
 		r.pos, r.end = 0, 0
 	}
-	for empty, grow := 0, true; ; grow = false {
-		if r.w >= MaxLineBytes {
+	// The buffer grows at once if it was filled before: the input is
+	// longer than its first block.
+	for empty, grow := 0, r.off+int64(r.w) > 0; ; grow = false {
+		if r.w >= maxLineBytes {
 			if r.cols == nil {
 				r.err = r.notTrace(tooLongForHeader)
 			} else {
 				r.line++
-				r.err = r.errorAt(r.line, "line too long (more than %d bytes)", MaxLineBytes)
+				r.err = r.fatalf("line too long (more than %d bytes)", maxLineBytes)
 			}
 			return false
 		}
 		if r.srcErr != nil {
 			if r.srcErr != io.EOF {
 				r.line++ // the line being read
-				r.err = r.readError(r.srcErr)
+				r.err = sourceError(r.name, r.line, r.srcErr)
 				return false
 			}
 			if r.w == 0 {
@@ -306,31 +228,9 @@ func (r *CSVReader) fill() bool {
 	}
 }
 
-// readError describes an error from the input, at line r.line.
-func (r *CSVReader) readError(err error) error {
-	if r.gz != nil {
-		return r.gzipError(err, r.line)
-	}
-	return sourceError(r.name, r.line, err)
-}
-
-func (r *CSVReader) gzipError(err error, line int64) error {
-	var corrupt flate.CorruptInputError
-	var msg string
-	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-		msg = fmt.Sprintf("truncated gzip stream (it ends after %d bytes of text)", r.off+int64(r.w))
-	case errors.Is(err, gzip.ErrHeader), errors.Is(err, gzip.ErrChecksum), errors.As(err, &corrupt):
-		msg = fmt.Sprintf("corrupt gzip stream after %d bytes of text: %v", r.off+int64(r.w), err)
-	default:
-		msg = "read: " + err.Error()
-	}
-	return &ParseError{Name: r.name, Line: line, Msg: msg, Err: err}
-}
-
 // Scan advances to the next event, which Event then returns. It returns
 // false at the end of the trace or at an error, which Err then returns.
-func (r *CSVReader) Scan() bool {
+func (r *csvReader) Scan() bool {
 	if r.err != nil {
 		return false
 	}
@@ -344,13 +244,13 @@ func (r *CSVReader) Scan() bool {
 		// b ends with '\n', so a byte at p that is not '\n' has a byte after it.
 		if c := b[p]; c == '#' || c == '\n' || c == '\r' && b[p+1] == '\n' {
 			r.pos = p + 1 + bytes.IndexByte(b[p:], '\n')
-			if r.pos-p > MaxLineBytes {
-				r.err = r.errorAt(r.line, "line too long (more than %d bytes)", MaxLineBytes)
+			if r.pos-p > maxLineBytes {
+				r.err = r.fatalf("line too long (more than %d bytes)", maxLineBytes)
 				return false
 			}
 			continue
 		}
-		// The fast path takes only lines far shorter than MaxLineBytes.
+		// The fast path takes only lines far shorter than maxLineBytes.
 		next, ok := 0, false
 		if !r.slowOnly {
 			next, ok = r.parseFast(r.buf, p)
@@ -358,8 +258,8 @@ func (r *CSVReader) Scan() bool {
 		var err error
 		if !ok {
 			e := p + bytes.IndexByte(b[p:], '\n')
-			if e+1-p > MaxLineBytes {
-				r.err = r.errorAt(r.line, "line too long (more than %d bytes)", MaxLineBytes)
+			if e+1-p > maxLineBytes {
+				r.err = r.fatalf("line too long (more than %d bytes)", maxLineBytes)
 				return false
 			}
 			var blank bool
@@ -372,18 +272,13 @@ func (r *CSVReader) Scan() bool {
 		}
 		r.pos = next
 		if err == nil {
-			err = r.apply()
+			err = r.event(&r.rec)
 		}
 		if err == nil {
 			return true
 		}
-		if !r.opts.Lenient {
-			r.err = err
+		if r.err = r.reject(err); r.err != nil {
 			return false
-		}
-		r.skipped++
-		if r.firstSkip == nil {
-			r.firstSkip = err
 		}
 	}
 }
@@ -395,7 +290,7 @@ func (r *CSVReader) Scan() bool {
 //
 // The line ends with the '\n' at buf[r.end-1], and buf has pad bytes after
 // r.end, so that reading 8 bytes at any position of the line stays in buf.
-func (r *CSVReader) parseFast(buf []byte, p int) (int, bool) {
+func (r *csvReader) parseFast(buf []byte, p int) (int, bool) {
 	ev, rec := &r.ev, &r.rec
 	rec.tok = nil
 	rec.hasSize, rec.hasStream, rec.hasDevice = false, false, false
@@ -529,7 +424,7 @@ func hexDigits(buf []byte, p int) (uint64, int) {
 // parseSlow parses line, without its '\n', into r.rec, accepting space
 // around fields and reporting what is wrong. It reports whether the line is
 // blank.
-func (r *CSVReader) parseSlow(line []byte) (blank bool, err error) {
+func (r *csvReader) parseSlow(line []byte) (blank bool, err error) {
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
 	}
@@ -625,7 +520,7 @@ func (r *CSVReader) parseSlow(line []byte) (blank bool, err error) {
 
 // parseNum parses the decimal (or, if hex, also 0x-hexadecimal) number f of
 // the column named col, which must lie in [lo, hi].
-func (r *CSVReader) parseNum(f []byte, col string, hex bool, lo, hi uint64) (uint64, error) {
+func (r *csvReader) parseNum(f []byte, col string, hex bool, lo, hi uint64) (uint64, error) {
 	s := string(f) // only on the slow path
 	var v uint64
 	var err error
@@ -665,92 +560,7 @@ func onlyDigits(s string) bool {
 	return true
 }
 
-// apply checks the event parsed into r.ev and r.rec against the live
-// allocations and the previous time, updates them and completes r.ev.
-func (r *CSVReader) apply() error {
-	ev, rec := &r.ev, &r.rec
-	if ev.TimeUS < r.lastTime {
-		return r.errorf("time_us %d is before the previous event's %d", ev.TimeUS, r.lastTime)
-	}
-	if ev.Op == OpAlloc {
-		if !rec.hasSize {
-			return r.errorf("missing size on alloc of id %s", r.idText())
-		}
-		if rec.tok != nil {
-			if _, live := r.tokens[string(rec.tok)]; live {
-				return r.errorf("alloc of id %s that is already live", r.idText())
-			}
-			ev.ID = idTokenTag | r.nextToken
-		}
-		ev.Slot = r.nslots
-		if n := len(r.freeSlots); n > 0 {
-			ev.Slot = r.freeSlots[n-1]
-		}
-		if !r.live.insert(liveInfo{key: ev.ID, size: ev.Size, stream: ev.Stream, slot: ev.Slot, device: ev.Device}) {
-			return r.errorf("alloc of id %s that is already live", r.idText())
-		}
-		if n := len(r.freeSlots); n > 0 {
-			r.freeSlots = r.freeSlots[:n-1]
-		} else {
-			r.nslots++
-		}
-		if rec.tok != nil {
-			r.tokens[string(rec.tok)] = ev.ID
-			r.nextToken++
-		}
-	} else {
-		if rec.tok != nil {
-			k, ok := r.tokens[string(rec.tok)]
-			if !ok {
-				return r.errorf("free of unknown id %s", r.idText())
-			}
-			ev.ID = k
-		}
-		i := r.live.find(ev.ID)
-		if i < 0 {
-			return r.errorf("free of unknown id %s", r.idText())
-		}
-		a := &r.live.e[i]
-		switch {
-		case rec.hasSize && ev.Size != a.size:
-			return r.errorf("free of id %s with size %d, allocated with size %d", r.idText(), ev.Size, a.size)
-		case rec.hasStream && ev.Stream != a.stream:
-			return r.errorf("free of id %s on stream %d, allocated on stream %d", r.idText(), ev.Stream, a.stream)
-		case rec.hasDevice && ev.Device != a.device:
-			return r.errorf("free of id %s on device %d, allocated on device %d", r.idText(), ev.Device, a.device)
-		}
-		ev.Slot, ev.Size, ev.Stream, ev.Device = a.slot, a.size, a.stream, a.device
-		r.live.removeAt(i)
-		r.freeSlots = append(r.freeSlots, ev.Slot)
-		if rec.tok != nil {
-			delete(r.tokens, string(rec.tok))
-		}
-	}
-	r.lastTime = ev.TimeUS
-	return nil
-}
-
-// idText returns the id of r.rec as written, for messages.
-func (r *CSVReader) idText() string {
-	if r.rec.tok != nil {
-		return quote(r.rec.tok)
-	}
-	return FormatID(r.ev.ID)
-}
-
-// errorf returns an error about the current line.
-func (r *CSVReader) errorf(format string, args ...any) error {
-	if r.opts.Lenient && r.firstSkip != nil {
-		return errQuiet
-	}
-	return r.errorAt(r.line, format, args...)
-}
-
-func (r *CSVReader) errorAt(line int64, format string, args ...any) error {
-	return &ParseError{Name: r.name, Line: line, Msg: fmt.Sprintf(format, args...)}
-}
-
-func (r *CSVReader) headerText() string {
+func (r *csvReader) headerText() string {
 	s := make([]string, len(r.cols))
 	for i, c := range r.cols {
 		s[i] = c.String()
@@ -778,51 +588,4 @@ func trimSpace(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
-}
-
-// Event returns the event that the last call to Scan found.
-func (r *CSVReader) Event() Event { return r.ev }
-
-// Err returns the error that ended the trace, or nil at its clean end.
-func (r *CSVReader) Err() error { return r.err }
-
-// Name returns the trace's name, as used in errors.
-func (r *CSVReader) Name() string { return r.name }
-
-// Format returns "native CSV", the name of the reader's format.
-func (r *CSVReader) Format() string { return nativeFormat }
-
-// Columns returns the header's columns, in their order in the trace.
-func (r *CSVReader) Columns() []Column { return append([]Column(nil), r.cols...) }
-
-// HasTime reports whether the trace has a time_us column; without one,
-// every event's TimeUS is [NoTime].
-func (r *CSVReader) HasTime() bool { return r.hasTime }
-
-// Line returns the number of the line of the last event found or, after an
-// error, of the line the error names.
-func (r *CSVReader) Line() int64 { return r.line }
-
-// Skipped returns the number of bad events skipped so far in lenient mode.
-func (r *CSVReader) Skipped() int64 { return r.skipped }
-
-// FirstSkipped returns the error of the first bad event skipped in lenient
-// mode, or nil.
-func (r *CSVReader) FirstSkipped() error { return r.firstSkip }
-
-// Live returns the number of live allocations after the last event found.
-func (r *CSVReader) Live() int { return r.live.n }
-
-// Slots returns the number of distinct slots handed out so far, which is the
-// peak number of live allocations: every Event.Slot so far is below it.
-func (r *CSVReader) Slots() int { return int(r.nslots) }
-
-// Close releases the reader's resources. It does not close the source given
-// to [NewReader].
-func (r *CSVReader) Close() error {
-	var err error
-	if r.gz != nil {
-		err = r.gz.Close()
-	}
-	return err
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"strconv"
 )
@@ -23,8 +22,8 @@ const rmmFormat = "RMM log"
 var rmmHeader = []byte("Thread,Time,Action,Pointer,Size,Stream")
 
 func init() {
-	registerFormat(format{name: rmmFormat, sniff: sniffRMM, open: func(src io.Reader, name string, opts Options) (FileReader, error) {
-		return NewRMMReader(src, name, opts)
+	registerFormat(format{name: rmmFormat, sniff: sniffRMM, open: func(src io.Reader, name string, opts Options) (formatReader, error) {
+		return newRMMReader(src, name, opts)
 	}})
 }
 
@@ -52,113 +51,78 @@ func equalFoldFields(line, want []byte) bool {
 	}
 }
 
-// An RMMReader reads an RMM log (see the package documentation) and checks
-// it as it goes. It implements [FileReader]. It streams: its memory is a
-// buffer of 64 KiB and a table of the live allocations.
-type RMMReader struct {
-	name string
-	opts Options
-	br   *bufio.Reader
-	line int64
-	err  error
-	ev   Event
-	*pairing
+// An rmmReader reads an RMM log (see the package documentation), and its
+// checker checks it as it goes. It streams: its memory is a buffer of
+// 64 KiB and a table of the live allocations.
+type rmmReader struct {
+	checker
+	br *bufio.Reader
 
-	clock    bool  // times are clock times "HH:MM:SS.ffffff", not seconds
-	started  bool  // base is set
-	base     int64 // the first event's time, in µs
-	day      int64 // µs added to clock times for the midnights passed
-	lastTime int64 // the previous event's time, in µs, day included
-
-	failures  int64
-	skipped   int64
-	firstSkip error
+	clock   bool  // times are clock times "HH:MM:SS.ffffff", not seconds
+	started bool  // base is set
+	base    int64 // the first time of the log, in µs
+	day     int64 // µs added to clock times for the midnights passed
 }
 
-var _ FileReader = (*RMMReader)(nil)
+var rmmWords = vocab{alloc: "allocate", free: "free", id: "pointer ",
+	unknown: "free of unknown pointer %s (freed twice, or allocated before the log began: reading leniently skips such frees)"}
 
-// NewRMMReader returns a reader of the RMM log that src holds, named name in
-// errors. It reads the header: input that does not start with RMM's header
-// gives an error wrapping [ErrNotTrace]. It does not decompress src (see
-// [NewAutoReader]) and does not close it.
-func NewRMMReader(src io.Reader, name string, opts Options) (*RMMReader, error) {
-	r := &RMMReader{name: name, opts: opts, br: bufio.NewReaderSize(src, MaxLineBytes), pairing: newPairing()}
-	for {
-		line, ok := r.next()
-		if !ok {
-			if r.err != nil {
-				return nil, r.err
-			}
-			return nil, &ParseError{Name: name, Msg: ErrNotTrace.Error() + " (no RMM log header)", Err: ErrNotTrace}
-		}
-		if r.line == 1 {
-			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
-		}
-		if len(trimSpace(line)) == 0 {
-			continue
-		}
-		if !equalFoldFields(line, rmmHeader) {
-			return nil, &ParseError{Name: name, Line: r.line, Msg: ErrNotTrace.Error() + " (first line is not the RMM log header " + string(rmmHeader) + ")", Err: ErrNotTrace}
-		}
-		return r, nil
-	}
-}
-
-// next returns the next line, without its line ending, or false at the end
-// of the input or on an error, which it stores in r.err.
-func (r *RMMReader) next() ([]byte, bool) {
-	if r.err != nil {
-		return nil, false
-	}
-	line, err := r.br.ReadSlice('\n')
-	if len(line) == 0 && err == io.EOF {
-		return nil, false
-	}
-	r.line++
+// newRMMReader returns a reader of the RMM log that src holds, as text,
+// named name in errors. It reads the header: input that does not start with
+// RMM's header gives an error wrapping [ErrNotTrace].
+func newRMMReader(src io.Reader, name string, opts Options) (*rmmReader, error) {
+	r := &rmmReader{br: bufio.NewReaderSize(src, maxLineBytes)}
+	r.init(name, rmmFormat, []Column{ColOp, ColID, ColSize, ColStream, ColTime}, opts, &rmmWords)
+	r.clamp = true
+	line, ok := r.readLine(r.br)
 	switch {
-	case err == bufio.ErrBufferFull:
-		r.err = &ParseError{Name: r.name, Line: r.line, Msg: fmt.Sprintf("line too long (more than %d bytes)", MaxLineBytes)}
-		return nil, false
-	case err != nil && err != io.EOF:
-		r.err = sourceError(r.name, r.line, err)
-		return nil, false
+	case r.err != nil:
+		return nil, r.err
+	case !ok:
+		return nil, r.notTrace("no RMM log header")
+	case !equalFoldFields(line, rmmHeader):
+		err := r.notTrace("first line is not the RMM log header " + string(rmmHeader))
+		err.Line = r.line
+		return nil, err
 	}
-	line = bytes.TrimSuffix(line, []byte("\n"))
-	return bytes.TrimSuffix(line, []byte("\r")), true
+	return r, nil
 }
 
 // Scan advances to the next event, which Event then returns. It returns
 // false at the end of the trace or at an error, which Err then returns.
-func (r *RMMReader) Scan() bool {
+func (r *rmmReader) Scan() bool {
 	for {
-		line, ok := r.next()
+		line, ok := r.readLine(r.br)
 		if !ok {
 			return false
 		}
-		if len(trimSpace(line)) == 0 {
+		var rec record
+		t, err := r.parse(line, &rec)
+		if err == nil && r.ev.Op == 0 {
+			// A failed allocation: not an event, but its time counts.
+			us, day := r.timeOf(t)
+			r.setTime(t, day)
+			r.observe(us)
+			r.failures++
 			continue
 		}
-		event, err := r.parse(line)
-		if err == nil && !event {
-			continue // a failed allocation
-		}
 		if err == nil {
-			return true
+			var day int64
+			r.ev.TimeUS, day = r.timeOf(t)
+			if err = r.event(&rec); err == nil {
+				r.setTime(t, day)
+				return true
+			}
 		}
-		if !r.opts.Lenient {
-			r.err = err
+		if r.err = r.reject(err); r.err != nil {
 			return false
-		}
-		r.skipped++
-		if r.firstSkip == nil {
-			r.firstSkip = err
 		}
 	}
 }
 
-// parse parses a line into r.ev and checks it against the live
-// allocations; event is false for a failed allocation, which it counts.
-func (r *RMMReader) parse(line []byte) (event bool, err error) {
+// parse parses a line into r.ev, but for its time, and rec; it returns the
+// time of the line as parseTime does. A failed allocation leaves r.ev.Op 0.
+func (r *rmmReader) parse(line []byte, rec *record) (t int64, err error) {
 	var f [6][]byte
 	n := 0
 	for rest := line; ; n++ {
@@ -176,76 +140,57 @@ func (r *RMMReader) parse(line []byte) (event bool, err error) {
 		rest = rest[i+1:]
 	}
 	if n+1 != len(f) {
-		return false, r.errorf("got %d fields, want 6 (%s)", n+1, rmmHeader)
+		return 0, r.errorf("got %d fields, want 6 (%s)", n+1, rmmHeader)
 	}
-	t, err := r.parseTime(f[1])
+	t, err = r.parseTime(f[1])
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	var op Op
+	r.ev = Event{}
 	switch action := f[2]; {
 	case bytes.Equal(action, []byte("allocate")):
-		op = OpAlloc
+		r.ev.Op = OpAlloc
 	case bytes.Equal(action, []byte("free")), bytes.Equal(action, []byte("deallocate")):
-		op = OpFree
+		r.ev.Op = OpFree
 	case bytes.Equal(action, []byte("allocate failure")):
-		r.setTime(t)
-		r.failures++
-		return false, nil
+		return t, nil
 	default:
-		return false, r.errorf("unknown action %s (want allocate, allocate failure or free)", quote(action))
+		return 0, r.errorf("unknown action %s (want allocate, allocate failure or free)", quote(action))
 	}
 	ptr, ok := parseHex(f[3])
 	if !ok || ptr > idValueMask {
-		return false, r.errorf("bad pointer %s: not a hexadecimal address such as 0x7f3a00000000", quote(f[3]))
+		return 0, r.errorf("bad pointer %s: not a hexadecimal address such as 0x7f3a00000000", quote(f[3]))
 	}
 	if ptr == 0 {
-		return false, r.errorf("%s of a null pointer", action(op))
+		action := r.words.alloc
+		if r.ev.Op == OpFree {
+			action = r.words.free
+		}
+		return 0, r.errorf("%s of a null pointer", action)
 	}
 	size, err := strconv.ParseInt(string(f[4]), 10, 64)
 	switch {
 	case err != nil && errors.Is(err, strconv.ErrRange):
-		return false, r.errorf("bad size %s: larger than %d", quote(f[4]), int64(1<<63-1))
+		return 0, r.errorf("bad size %s: larger than %d", quote(f[4]), int64(1<<63-1))
 	case err != nil:
-		return false, r.errorf("bad size %s: not a number", quote(f[4]))
+		return 0, r.errorf("bad size %s: not a number", quote(f[4]))
 	case size <= 0:
-		return false, r.errorf("bad size %s: must be > 0", quote(f[4]))
+		return 0, r.errorf("bad size %s: must be > 0", quote(f[4]))
 	}
 	stream, ok := parseHex(f[5])
 	if !ok {
 		s, err := strconv.ParseUint(string(f[5]), 10, 64)
 		if err != nil {
-			return false, r.errorf("bad stream %s: not a hexadecimal or decimal number", quote(f[5]))
+			return 0, r.errorf("bad stream %s: not a hexadecimal or decimal number", quote(f[5]))
 		}
 		stream = s
 	}
-	ev := Event{Op: op, ID: ptr | idHexTag, Size: size, Stream: stream}
-	if op == OpAlloc {
-		if !r.alloc(&ev) {
-			return false, r.errorf("allocate of pointer %s that is already live", FormatID(ev.ID))
-		}
-	} else {
-		a, live := r.lookup(ev.ID)
-		switch {
-		case !live:
-			return false, r.errorf("free of unknown pointer %s (freed twice, or allocated before the log began: reading leniently skips such frees)", FormatID(ev.ID))
-		case a.size != size:
-			return false, r.errorf("free of pointer %s with size %d, allocated with size %d", FormatID(ev.ID), size, a.size)
-		}
-		// A free may name another stream than its allocation's: RMM
-		// frees are stream-ordered. The event keeps the allocation's.
-		r.free(&ev)
-	}
-	ev.TimeUS = r.setTime(t)
-	r.ev = ev
-	return true, nil
-}
-
-func action(op Op) string {
-	if op == OpAlloc {
-		return "allocate"
-	}
-	return "free"
+	// A free must give its allocation's size, but may name another
+	// stream: RMM frees are stream-ordered. The event keeps the
+	// allocation's.
+	r.ev.ID, r.ev.Size, r.ev.Stream = ptr|idHexTag, size, stream
+	rec.hasSize = true
+	return t, nil
 }
 
 // µs in a day, and in half a day.
@@ -257,7 +202,7 @@ const (
 // parseTime parses a time: a clock time "HH:MM:SS.ffffff" (the fraction of
 // any length, at most microseconds kept), or seconds "1634567890.234567".
 // The first event decides which; every later one must be the same.
-func (r *RMMReader) parseTime(f []byte) (int64, error) {
+func (r *rmmReader) parseTime(f []byte) (int64, error) {
 	clock := bytes.IndexByte(f, ':') >= 0
 	if r.started && clock != r.clock {
 		return 0, r.errorf("bad time %s: not in the form of the first event's", quote(f))
@@ -281,28 +226,30 @@ func (r *RMMReader) parseTime(f []byte) (int64, error) {
 	return us, nil
 }
 
-// setTime makes t, a time from parseTime, the latest time, and returns it as
-// the µs since the first event. A clock time more than half a day before the
-// previous one is on the next day; a time slightly before the previous one
-// (threads write their lines in an order a little different from their
-// times) is taken as the previous one, so that times never go backwards.
-func (r *RMMReader) setTime(t int64) int64 {
+// timeOf returns t, a time from parseTime, as µs since the log's first
+// time, and the µs that the midnights passed add to it; setTime makes it
+// the latest time. A clock time more than half a day before the previous
+// event's is on the next day. (A time slightly before the previous event's,
+// as threads write their lines in an order a little different from their
+// times, is the checker's to raise.)
+func (r *rmmReader) timeOf(t int64) (us, day int64) {
 	if !r.started {
-		r.started, r.base, r.lastTime = true, t, t
-		return 0
+		return 0, 0
 	}
 	if r.clock {
-		t += r.day
-		if t < r.lastTime-halfDayUS {
-			r.day += dayUS
-			t += dayUS
+		day = r.day
+		if t+day < r.base+r.last-halfDayUS {
+			day += dayUS
 		}
 	}
-	if t < r.lastTime {
-		t = r.lastTime
+	return t + day - r.base, day
+}
+
+func (r *rmmReader) setTime(t, day int64) {
+	if !r.started {
+		r.started, r.base = true, t
 	}
-	r.lastTime = t
-	return t - r.base
+	r.day = day
 }
 
 // parseClock parses "HH:MM:SS" with an optional fraction of a second into
@@ -375,43 +322,3 @@ func parseHex(f []byte) (uint64, bool) {
 	v, err := strconv.ParseUint(string(f[2:]), 16, 64)
 	return v, err == nil
 }
-
-func (r *RMMReader) errorf(format string, args ...any) error {
-	return &ParseError{Name: r.name, Line: r.line, Msg: fmt.Sprintf(format, args...)}
-}
-
-// Event returns the event that the last call to Scan found.
-func (r *RMMReader) Event() Event { return r.ev }
-
-// Err returns the error that ended the trace, or nil at its clean end.
-func (r *RMMReader) Err() error { return r.err }
-
-// Name returns the trace's name, as used in errors.
-func (r *RMMReader) Name() string { return r.name }
-
-// Format returns "RMM log".
-func (r *RMMReader) Format() string { return rmmFormat }
-
-// Columns returns the native columns of the log's events: op, id (the
-// pointer), size, stream and time_us.
-func (r *RMMReader) Columns() []Column {
-	return []Column{ColOp, ColID, ColSize, ColStream, ColTime}
-}
-
-// Line returns the number of the line of the last event found or, after an
-// error, of the line the error names.
-func (r *RMMReader) Line() int64 { return r.line }
-
-// AllocFailures returns the number of "allocate failure" lines read so far.
-func (r *RMMReader) AllocFailures() int64 { return r.failures }
-
-// Skipped returns the number of bad events skipped so far in lenient mode.
-func (r *RMMReader) Skipped() int64 { return r.skipped }
-
-// FirstSkipped returns the error of the first bad event skipped in lenient
-// mode, or nil.
-func (r *RMMReader) FirstSkipped() error { return r.firstSkip }
-
-// Close releases nothing: a reader given to NewRMMReader does not close its
-// source.
-func (r *RMMReader) Close() error { return nil }

@@ -12,9 +12,10 @@ import (
 
 // A Writer writes events in the native format: a "# gpualloc trace v1"
 // comment, a header naming its columns, then a line per event. Ids are
-// written with [AppendID], so the trace reads back with the same pairing of
-// allocs and frees and the same IDs. A free's size is left empty, as the
-// reader knows it; its stream and device are written.
+// written as the text a reader made the ID from (see [Event].ID), and an
+// interned token as "t" and a number, so the trace reads back with the same
+// pairing of allocs and frees and the same IDs. A free's size is left empty,
+// as the reader knows it; its stream and device are written.
 //
 // Writes are buffered: call Flush or Close at the end. A Writer checks each
 // event on its own (an alloc needs a size > 0, a trace with a time_us column
@@ -113,11 +114,11 @@ func (w *Writer) Write(ev Event) error {
 	case ev.Op != OpAlloc && ev.Op != OpFree:
 		return fmt.Errorf("traces: write of an event with bad op %d", ev.Op)
 	case ev.Op == OpAlloc && ev.Size <= 0:
-		return fmt.Errorf("traces: write of an alloc of id %s with size %d: size must be > 0", FormatID(ev.ID), ev.Size)
+		return fmt.Errorf("traces: write of an alloc of id %s with size %d: size must be > 0", formatID(ev.ID), ev.Size)
 	case ev.Device < 0:
-		return fmt.Errorf("traces: write of an event of id %s with device %d: device must be >= 0", FormatID(ev.ID), ev.Device)
+		return fmt.Errorf("traces: write of an event of id %s with device %d: device must be >= 0", formatID(ev.ID), ev.Device)
 	case w.hasTime && ev.TimeUS < 0:
-		return fmt.Errorf("traces: write of an event of id %s without a time to a trace with a time_us column", FormatID(ev.ID))
+		return fmt.Errorf("traces: write of an event of id %s without a time to a trace with a time_us column", formatID(ev.ID))
 	}
 	if w.bw.Available() < maxLine {
 		if err := w.bw.Flush(); err != nil {
@@ -137,7 +138,7 @@ func (w *Writer) Write(ev Event) error {
 				b = append(b, "free"...)
 			}
 		case ColID:
-			b = AppendID(b, ev.ID)
+			b = appendID(b, ev.ID)
 		case ColSize:
 			if ev.Op == OpAlloc {
 				b = strconv.AppendInt(b, ev.Size, 10)

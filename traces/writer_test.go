@@ -116,24 +116,6 @@ func TestWriterOutputError(t *testing.T) {
 	assert.ErrorIs(t, w.Close(), errDiskFull)
 }
 
-// roundTrip writes evs with the columns cols and reads them back.
-func roundTrip(t testing.TB, evs []Event, cols []Column) []Event {
-	t.Helper()
-	var b bytes.Buffer
-	w := NewWriter(&b, cols...)
-	for _, ev := range evs {
-		require.NoError(t, w.Write(ev))
-	}
-	require.NoError(t, w.Close())
-	got, r, err := readAll(t, b.String(), Options{})
-	require.NoError(t, err, b.String())
-	if cols == nil {
-		cols = allColumns
-	}
-	assert.Equal(t, cols, r.Columns())
-	return got
-}
-
 func TestRoundTrip(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.csv")
 	require.NoError(t, err)
@@ -141,11 +123,8 @@ func TestRoundTrip(t *testing.T) {
 	for _, f := range files {
 		r, err := openCSV(f, Options{Lenient: true})
 		require.NoError(t, err, f)
-		var evs []Event
-		for r.Scan() {
-			evs = append(evs, r.Event())
-		}
-		require.NoError(t, r.Err(), f)
+		evs, err := scanAll(t, r)
+		require.NoError(t, err, f)
 		require.NoError(t, r.Close())
 		assert.Equal(t, evs, roundTrip(t, evs, r.Columns()), f)
 		if r.HasTime() {
@@ -175,11 +154,8 @@ func TestCreateOpen(t *testing.T) {
 
 		r, err := Open(path, Options{})
 		require.NoError(t, err)
-		var got []Event
-		for r.Scan() {
-			got = append(got, r.Event())
-		}
-		require.NoError(t, r.Err())
+		got, err := scanAll(t, r)
+		require.NoError(t, err)
 		require.NoError(t, r.Close())
 		assert.Equal(t, evs, got)
 		assert.Equal(t, path, r.Name())

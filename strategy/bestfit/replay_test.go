@@ -74,7 +74,7 @@ func genTrace(t testing.TB, seed uint64, n int64) []byte {
 	return buf.Bytes()
 }
 
-func reader(t testing.TB, name string, data []byte) *traces.CSVReader {
+func reader(t testing.TB, name string, data []byte) traces.FileReader {
 	r, err := traces.NewReader(bytes.NewReader(data), name, traces.Options{})
 	require.NoError(t, err)
 	return r
