@@ -3,8 +3,6 @@ package traces
 import (
 	"bytes"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,8 +14,6 @@ import (
 
 // snapshotDir holds real PyTorch snapshots, outside the repository.
 const snapshotDir = "../../shared/traces/pytorch"
-
-func sharedSnapshots(t testing.TB) []string { return pk.SharedSnapshots(t, snapshotDir) }
 
 // replaySnap replays a reader, checking that its events are consistent,
 // and returns them with the peak of live requested bytes.
@@ -115,38 +111,34 @@ func expectedPeak(t *testing.T, data []byte) (events, initial int, peak int64) {
 }
 
 func TestSnapshotShared(t *testing.T) {
-	for _, file := range sharedSnapshots(t) {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			require.NoError(t, err)
-			r, err := newSnapshotReader(bytes.NewReader(data), filepath.Base(file), Options{})
-			require.NoError(t, err)
-			evs, peak := replaySnap(t, r)
-			wantEvents, wantInitial, wantPeak := expectedPeak(t, data)
-			require.Equal(t, wantInitial, r.Initial())
-			require.Len(t, evs, wantEvents)
-			require.Equal(t, wantPeak, peak)
-			t.Logf("%s: %d events, %d live at start, peak live requested %d bytes", filepath.Base(file), len(evs), r.Initial(), peak)
-			if filepath.Base(file) == "segments_only.pickle" {
-				require.Equal(t, len(evs), r.Initial())
-				for _, ev := range evs {
-					require.Equal(t, OpAlloc, ev.Op)
-				}
-			}
-
-			// Converted to the native format and read back, the events are the same.
-			var buf bytes.Buffer
-			w := NewWriter(&buf, r.Columns()...)
+	pk.ForEachShared(t, snapshotDir, func(t *testing.T, name string, data []byte) {
+		r, err := newSnapshotReader(bytes.NewReader(data), name, Options{})
+		require.NoError(t, err)
+		evs, peak := replaySnap(t, r)
+		wantEvents, wantInitial, wantPeak := expectedPeak(t, data)
+		require.Equal(t, wantInitial, r.Initial())
+		require.Len(t, evs, wantEvents)
+		require.Equal(t, wantPeak, peak)
+		t.Logf("%s: %d events, %d live at start, peak live requested %d bytes", name, len(evs), r.Initial(), peak)
+		if name == "segments_only.pickle" {
+			require.Equal(t, len(evs), r.Initial())
 			for _, ev := range evs {
-				require.NoError(t, w.Write(ev))
+				require.Equal(t, OpAlloc, ev.Op)
 			}
-			require.NoError(t, w.Flush())
-			cr, err := NewReader(&buf, "converted.csv", Options{})
-			require.NoError(t, err)
-			back, _ := replaySnap(t, cr)
-			require.Equal(t, evs, back)
-		})
-	}
+		}
+
+		// Converted to the native format and read back, the events are the same.
+		var buf bytes.Buffer
+		w := NewWriter(&buf, r.Columns()...)
+		for _, ev := range evs {
+			require.NoError(t, w.Write(ev))
+		}
+		require.NoError(t, w.Flush())
+		cr, err := NewReader(&buf, "converted.csv", Options{})
+		require.NoError(t, err)
+		back, _ := replaySnap(t, cr)
+		require.Equal(t, evs, back)
+	})
 }
 
 // pkPickle encodes v with the given protocol, as one frame for 4 and above.
@@ -290,12 +282,7 @@ func TestSnapshotDetected(t *testing.T) {
 // every error is a *ParseError, and that the events are consistent. It is
 // seeded with the shared snapshots, when present, and the test's pickles.
 func FuzzSnapshot(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join(snapshotDir, "*.pickle"))
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		require.NoError(f, err)
-		f.Add(data)
-	}
+	fuzzSeeds(f, snapshotDir+"/*.pickle")
 	for _, proto := range []int{2, 4, 5} {
 		f.Add(pkPickle(testSnapshot(true), proto, true))
 		f.Add(pkPickle(testSnapshot(false), proto, false))

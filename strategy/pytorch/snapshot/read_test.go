@@ -3,8 +3,6 @@ package snapshot_test
 import (
 	"bytes"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,8 +16,6 @@ import (
 // sharedDir holds real PyTorch snapshots where the project's shared
 // fixtures are checked out beside the repository.
 const sharedDir = "../../../../shared/traces/pytorch"
-
-func sharedSnapshots(t testing.TB) []string { return pk.SharedSnapshots(t, sharedDir) }
 
 const (
 	a0 = pk.A0
@@ -99,25 +95,20 @@ func TestReadOld(t *testing.T) {
 }
 
 func TestReadShared(t *testing.T) {
-	for _, file := range sharedSnapshots(t) {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			f, err := os.Open(file)
+	pk.ForEachShared(t, sharedDir, func(t *testing.T, name string, data []byte) {
+		s, err := snapshot.Read(bytes.NewReader(data), name)
+		require.NoError(t, err)
+		require.NotNil(t, s.AllocatorSettings)
+		assert.True(t, s.AllocatorSettings.Effective)
+		assert.Equal(t, "", s.AllocatorSettings.AllocConf(), "the files were recorded with the defaults")
+		assert.Equal(t, []int{0}, s.Devices())
+		for _, dev := range s.Devices() {
+			st, err := s.InitialState(dev)
 			require.NoError(t, err)
-			defer f.Close()
-			s, err := snapshot.Read(f, filepath.Base(file))
-			require.NoError(t, err)
-			require.NotNil(t, s.AllocatorSettings)
-			assert.True(t, s.AllocatorSettings.Effective)
-			assert.Equal(t, "", s.AllocatorSettings.AllocConf(), "the files were recorded with the defaults")
-			assert.Equal(t, []int{0}, s.Devices())
-			for _, dev := range s.Devices() {
-				st, err := s.InitialState(dev)
-				require.NoError(t, err)
-				assert.Empty(t, st.Unplaced)
-				checkState(t, st)
-			}
-		})
-	}
+			assert.Empty(t, st.Unplaced)
+			checkState(t, st)
+		}
+	})
 }
 
 // checkState checks that the blocks of every segment of st tile it.
