@@ -153,9 +153,6 @@ const (
 	a3 = pk.A3
 )
 
-// testSnapshot is a snapshot of two devices (see pickletest.TwoDevices).
-func testSnapshot(withTime bool) pk.Dict { return pk.TwoDevices(withTime) }
-
 func TestSnapshotSmall(t *testing.T) {
 	id := func(a uint64) uint64 { k, _ := idKeyOf(hexAddr(a)); return k }
 	// a0 and a3 are live at the start, with the time of the first entry.
@@ -171,7 +168,7 @@ func TestSnapshotSmall(t *testing.T) {
 	}
 	for _, proto := range []int{2, 4, 5} {
 		for _, memo := range []bool{false, true} {
-			data := pkPickle(testSnapshot(true), proto, memo)
+			data := pkPickle(pk.TwoDevices(true), proto, memo)
 			if memo {
 				require.Equal(t, 1, strings.Count(string(data), "free_completed"), "no memo reference written")
 			}
@@ -189,7 +186,7 @@ func TestSnapshotSmall(t *testing.T) {
 func TestSnapshotOld(t *testing.T) {
 	// No time_us, no allocator_settings, every integer as LONG1: devices
 	// are concatenated in order.
-	data := pk.Encode(testSnapshot(false), pk.Options{Proto: 2, AllLong: true})
+	data := pk.Encode(pk.TwoDevices(false), pk.Options{Proto: 2, AllLong: true})
 	r, err := newSnapshotReader(bytes.NewReader(data), "old.pickle", Options{})
 	require.NoError(t, err)
 	evs, peak := replaySnap(t, r)
@@ -270,7 +267,7 @@ func TestSnapshotLenient(t *testing.T) {
 }
 
 func TestSnapshotDetected(t *testing.T) {
-	r, err := NewReader(bytes.NewReader(pkPickle(testSnapshot(true), 4, true)), "t.pickle", Options{})
+	r, err := NewReader(bytes.NewReader(pkPickle(pk.TwoDevices(true), 4, true)), "t.pickle", Options{})
 	require.NoError(t, err)
 	defer r.Close()
 	require.Equal(t, "PyTorch snapshot", r.Format())
@@ -284,8 +281,8 @@ func TestSnapshotDetected(t *testing.T) {
 func FuzzSnapshot(f *testing.F) {
 	fuzzSeeds(f, snapshotDir+"/*.pickle")
 	for _, proto := range []int{2, 4, 5} {
-		f.Add(pkPickle(testSnapshot(true), proto, true))
-		f.Add(pkPickle(testSnapshot(false), proto, false))
+		f.Add(pkPickle(pk.TwoDevices(true), proto, true))
+		f.Add(pkPickle(pk.TwoDevices(false), proto, false))
 	}
 	f.Add(pkSnap(pk.Entry("alloc", a0, 5, 0, 1), pk.Entry("free_completed", a0, 5, 0, 2), pk.Entry("free_completed", a0, 5, 0, 3)))
 	f.Fuzz(func(t *testing.T, data []byte) {

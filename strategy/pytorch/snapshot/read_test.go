@@ -24,9 +24,7 @@ const (
 	a3 = pk.A3
 )
 
-func twoDevices(withTime bool) pk.Dict { return pk.TwoDevices(withTime) }
-
-// wantTwoDevices is what Read makes of twoDevices.
+// wantTwoDevices is what Read makes of pk.TwoDevices.
 func wantTwoDevices(withTime bool) *snapshot.Snapshot {
 	tm := func(t int64) int64 {
 		if withTime {
@@ -73,7 +71,7 @@ func wantTwoDevices(withTime bool) *snapshot.Snapshot {
 func TestRead(t *testing.T) {
 	for _, proto := range []int{2, 3, 4, 5} {
 		for _, memo := range []bool{false, true} {
-			data := pk.Encode(twoDevices(true), pk.Options{Proto: proto, Memo: memo, AllLong: proto == 3})
+			data := pk.Encode(pk.TwoDevices(true), pk.Options{Proto: proto, Memo: memo, AllLong: proto == 3})
 			if memo {
 				require.Equal(t, 1, strings.Count(string(data), "free_completed"), "no memo reference written")
 			}
@@ -87,7 +85,7 @@ func TestRead(t *testing.T) {
 
 func TestReadOld(t *testing.T) {
 	// No time_us, no allocator_settings, every integer as LONG1.
-	data := pk.Encode(twoDevices(false), pk.Options{Proto: 2, AllLong: true})
+	data := pk.Encode(pk.TwoDevices(false), pk.Options{Proto: 2, AllLong: true})
 	s, err := snapshot.Read(bytes.NewReader(data), "old.pickle")
 	require.NoError(t, err)
 	require.Equal(t, wantTwoDevices(false), s)
