@@ -161,6 +161,15 @@ func randomTrace(rng *rand.Rand, n int, sh traceShape) *traceBuilder {
 	return tr
 }
 
+// failAlloc is how the test strategies fail an Alloc on err from the
+// device: counting it in m when the device is out of memory.
+func failAlloc(m *gpualloc.Meter, err error) (gpualloc.Block, error) {
+	if errors.Is(err, gpualloc.ErrOutOfMemory) {
+		m.CountOOM()
+	}
+	return gpualloc.Block{}, err
+}
+
 // exactAlloc is the simplest strategy: every Alloc is a device allocation of
 // the size asked for, every Free a device free.
 type exactAlloc struct {
@@ -173,10 +182,7 @@ func openExact(b gpualloc.Backend) (gpualloc.Allocator, error) { return &exactAl
 func (a *exactAlloc) Alloc(size int64) (gpualloc.Block, error) {
 	addr, err := a.b.Malloc(size)
 	if err != nil {
-		if errors.Is(err, gpualloc.ErrOutOfMemory) {
-			a.CountOOM()
-		}
-		return gpualloc.Block{}, err
+		return failAlloc(&a.Meter, err)
 	}
 	a.CountDeviceMalloc(size)
 	a.CountAlloc(size, size, false)
@@ -236,10 +242,7 @@ func (a *cacheAlloc) AllocStream(size int64, stream uint64) (gpualloc.Block, err
 		addr, err = a.b.Malloc(rs)
 	}
 	if err != nil {
-		if errors.Is(err, gpualloc.ErrOutOfMemory) {
-			a.CountOOM()
-		}
-		return gpualloc.Block{}, err
+		return failAlloc(&a.Meter, err)
 	}
 	a.CountDeviceMalloc(rs)
 	a.CountAlloc(size, rs, false)
