@@ -13,28 +13,8 @@ import (
 const benchEvents = 10_000_000
 
 func benchTrace() *sliceReader {
-	rng := rand.New(rand.NewPCG(1, 2))
-	tr := newTrace()
-	var live []uint64
-	id := uint64(0)
-	const base = benchEvents / 100
-	for len(tr.events)+len(live) < base {
-		if len(live) > 0 && (rng.IntN(2) == 0 || len(live) >= 1000) {
-			i := rng.IntN(len(live))
-			tr.free(live[i])
-			live[i] = live[len(live)-1]
-			live = live[:len(live)-1]
-			continue
-		}
-		id++
-		tr.alloc(id, 1+rng.Int64N(1<<20))
-		live = append(live, id)
-	}
-	for _, id := range live {
-		tr.free(id)
-	}
-	r := tr.reader()
-	r.reps = benchEvents / len(tr.events)
+	r := randomTrace(rand.New(rand.NewPCG(1, 2)), benchEvents/100, traceShape{maxSize: 1 << 20, maxLive: 1000, balanced: true}).reader()
+	r.reps = benchEvents / len(r.events)
 	return r
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"math/rand/v2"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/traces"
@@ -112,6 +113,63 @@ func (t *traceBuilder) free(id uint64) *traceBuilder {
 
 func (t *traceBuilder) reader() *sliceReader { return newSliceReader(t.events) }
 
+// A traceShape says what [randomTrace] draws.
+type traceShape struct {
+	maxSize int64 // allocations of 1 to maxSize bytes
+	maxLive int   // at most this many live allocations
+	// devices and streams, when above 1, spread the allocations over that
+	// many devices and streams at random.
+	devices, streams int
+	balanced         bool // the last events free every allocation still live
+}
+
+// randomTrace returns a trace of n events drawn from rng: allocations, and
+// frees of a random live allocation, each half the time while fewer than
+// maxLive are live.
+func randomTrace(rng *rand.Rand, n int, sh traceShape) *traceBuilder {
+	tr := newTrace()
+	var live []uint64
+	// length is how long the trace is, counting in a balanced one the frees
+	// of the allocations still live.
+	length := func() int {
+		if sh.balanced {
+			return len(tr.events) + len(live)
+		}
+		return len(tr.events)
+	}
+	id := uint64(0)
+	for length() < n {
+		if len(live) > 0 && (rng.IntN(2) == 0 || len(live) >= sh.maxLive) {
+			i := rng.IntN(len(live))
+			tr.free(live[i])
+			live[i] = live[len(live)-1]
+			live = live[:len(live)-1]
+			continue
+		}
+		id++
+		if sh.devices > 1 || sh.streams > 1 {
+			tr.on(int32(rng.IntN(max(sh.devices, 1))), uint64(rng.IntN(max(sh.streams, 1))))
+		}
+		tr.alloc(id, 1+rng.Int64N(sh.maxSize))
+		live = append(live, id)
+	}
+	if sh.balanced {
+		for _, id := range live {
+			tr.free(id)
+		}
+	}
+	return tr
+}
+
+// failAlloc is how the test strategies fail an Alloc on err from the
+// device: counting it in m when the device is out of memory.
+func failAlloc(m *gpualloc.Meter, err error) (gpualloc.Block, error) {
+	if errors.Is(err, gpualloc.ErrOutOfMemory) {
+		m.CountOOM()
+	}
+	return gpualloc.Block{}, err
+}
+
 // exactAlloc is the simplest strategy: every Alloc is a device allocation of
 // the size asked for, every Free a device free.
 type exactAlloc struct {
@@ -124,10 +182,7 @@ func openExact(b gpualloc.Backend) (gpualloc.Allocator, error) { return &exactAl
 func (a *exactAlloc) Alloc(size int64) (gpualloc.Block, error) {
 	addr, err := a.b.Malloc(size)
 	if err != nil {
-		if errors.Is(err, gpualloc.ErrOutOfMemory) {
-			a.CountOOM()
-		}
-		return gpualloc.Block{}, err
+		return failAlloc(&a.Meter, err)
 	}
 	a.CountDeviceMalloc(size)
 	a.CountAlloc(size, size, false)
@@ -187,10 +242,7 @@ func (a *cacheAlloc) AllocStream(size int64, stream uint64) (gpualloc.Block, err
 		addr, err = a.b.Malloc(rs)
 	}
 	if err != nil {
-		if errors.Is(err, gpualloc.ErrOutOfMemory) {
-			a.CountOOM()
-		}
-		return gpualloc.Block{}, err
+		return failAlloc(&a.Meter, err)
 	}
 	a.CountDeviceMalloc(rs)
 	a.CountAlloc(size, rs, false)

@@ -11,33 +11,11 @@ import (
 	"github.com/gpualloc/gpualloc/traces"
 )
 
-// randomTrace returns n events over up to three devices, with sizes up to
-// 64 KiB and up to about 40 live allocations.
-func randomTrace(rng *rand.Rand, n int) *traceBuilder {
-	tr := newTrace()
-	var live []uint64
-	id := uint64(0)
-	for len(tr.events) < n {
-		if len(live) > 0 && (rng.IntN(2) == 0 || len(live) > 40) {
-			i := rng.IntN(len(live))
-			tr.free(live[i])
-			live[i] = live[len(live)-1]
-			live = live[:len(live)-1]
-			continue
-		}
-		id++
-		tr.on(int32(rng.IntN(3)), uint64(rng.IntN(2)))
-		tr.alloc(id, 1+rng.Int64N(64<<10))
-		live = append(live, id)
-	}
-	return tr
-}
-
 func TestSeriesKeepsPeaks(t *testing.T) {
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		n := 1 + rng.IntN(5000)
-		tr := randomTrace(rng, n)
+		tr := randomTrace(rng, n, traceShape{maxSize: 64 << 10, maxLive: 41, devices: 3, streams: 2})
 		if seed%2 == 1 { // timestamps are optional
 			for i := range tr.events {
 				tr.events[i].TimeUS = traces.NoTime

@@ -186,6 +186,15 @@ func checkBadLine(t *testing.T, input, msg string, events int) {
 	assert.EqualError(t, r.FirstSkipped(), "t:3: "+msg)
 }
 
+// testdataTraces returns the test traces in the native format.
+func testdataTraces(t testing.TB) []string {
+	t.Helper()
+	files, err := filepath.Glob("testdata/*.csv")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	return files
+}
+
 // fuzzSeeds adds the files that match the patterns to f.
 func fuzzSeeds(f *testing.F, patterns ...string) {
 	for _, p := range patterns {

@@ -3,8 +3,6 @@ package traces
 import (
 	"bytes"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,8 +14,6 @@ import (
 
 // snapshotDir holds real PyTorch snapshots, outside the repository.
 const snapshotDir = "../../shared/traces/pytorch"
-
-func sharedSnapshots(t testing.TB) []string { return pk.SharedSnapshots(t, snapshotDir) }
 
 // replaySnap replays a reader, checking that its events are consistent,
 // and returns them with the peak of live requested bytes.
@@ -115,38 +111,34 @@ func expectedPeak(t *testing.T, data []byte) (events, initial int, peak int64) {
 }
 
 func TestSnapshotShared(t *testing.T) {
-	for _, file := range sharedSnapshots(t) {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			require.NoError(t, err)
-			r, err := newSnapshotReader(bytes.NewReader(data), filepath.Base(file), Options{})
-			require.NoError(t, err)
-			evs, peak := replaySnap(t, r)
-			wantEvents, wantInitial, wantPeak := expectedPeak(t, data)
-			require.Equal(t, wantInitial, r.Initial())
-			require.Len(t, evs, wantEvents)
-			require.Equal(t, wantPeak, peak)
-			t.Logf("%s: %d events, %d live at start, peak live requested %d bytes", filepath.Base(file), len(evs), r.Initial(), peak)
-			if filepath.Base(file) == "segments_only.pickle" {
-				require.Equal(t, len(evs), r.Initial())
-				for _, ev := range evs {
-					require.Equal(t, OpAlloc, ev.Op)
-				}
-			}
-
-			// Converted to the native format and read back, the events are the same.
-			var buf bytes.Buffer
-			w := NewWriter(&buf, r.Columns()...)
+	pk.ForEachShared(t, snapshotDir, func(t *testing.T, name string, data []byte) {
+		r, err := newSnapshotReader(bytes.NewReader(data), name, Options{})
+		require.NoError(t, err)
+		evs, peak := replaySnap(t, r)
+		wantEvents, wantInitial, wantPeak := expectedPeak(t, data)
+		require.Equal(t, wantInitial, r.Initial())
+		require.Len(t, evs, wantEvents)
+		require.Equal(t, wantPeak, peak)
+		t.Logf("%s: %d events, %d live at start, peak live requested %d bytes", name, len(evs), r.Initial(), peak)
+		if name == "segments_only.pickle" {
+			require.Equal(t, len(evs), r.Initial())
 			for _, ev := range evs {
-				require.NoError(t, w.Write(ev))
+				require.Equal(t, OpAlloc, ev.Op)
 			}
-			require.NoError(t, w.Flush())
-			cr, err := NewReader(&buf, "converted.csv", Options{})
-			require.NoError(t, err)
-			back, _ := replaySnap(t, cr)
-			require.Equal(t, evs, back)
-		})
-	}
+		}
+
+		// Converted to the native format and read back, the events are the same.
+		var buf bytes.Buffer
+		w := NewWriter(&buf, r.Columns()...)
+		for _, ev := range evs {
+			require.NoError(t, w.Write(ev))
+		}
+		require.NoError(t, w.Flush())
+		cr, err := NewReader(&buf, "converted.csv", Options{})
+		require.NoError(t, err)
+		back, _ := replaySnap(t, cr)
+		require.Equal(t, evs, back)
+	})
 }
 
 // pkPickle encodes v with the given protocol, as one frame for 4 and above.
@@ -160,9 +152,6 @@ const (
 	a2 = pk.A2
 	a3 = pk.A3
 )
-
-// testSnapshot is a snapshot of two devices (see pickletest.TwoDevices).
-func testSnapshot(withTime bool) pk.Dict { return pk.TwoDevices(withTime) }
 
 func TestSnapshotSmall(t *testing.T) {
 	id := func(a uint64) uint64 { k, _ := idKeyOf(hexAddr(a)); return k }
@@ -179,7 +168,7 @@ func TestSnapshotSmall(t *testing.T) {
 	}
 	for _, proto := range []int{2, 4, 5} {
 		for _, memo := range []bool{false, true} {
-			data := pkPickle(testSnapshot(true), proto, memo)
+			data := pkPickle(pk.TwoDevices(true), proto, memo)
 			if memo {
 				require.Equal(t, 1, strings.Count(string(data), "free_completed"), "no memo reference written")
 			}
@@ -197,7 +186,7 @@ func TestSnapshotSmall(t *testing.T) {
 func TestSnapshotOld(t *testing.T) {
 	// No time_us, no allocator_settings, every integer as LONG1: devices
 	// are concatenated in order.
-	data := pk.Encode(testSnapshot(false), pk.Options{Proto: 2, AllLong: true})
+	data := pk.Encode(pk.TwoDevices(false), pk.Options{Proto: 2, AllLong: true})
 	r, err := newSnapshotReader(bytes.NewReader(data), "old.pickle", Options{})
 	require.NoError(t, err)
 	evs, peak := replaySnap(t, r)
@@ -278,7 +267,7 @@ func TestSnapshotLenient(t *testing.T) {
 }
 
 func TestSnapshotDetected(t *testing.T) {
-	r, err := NewReader(bytes.NewReader(pkPickle(testSnapshot(true), 4, true)), "t.pickle", Options{})
+	r, err := NewReader(bytes.NewReader(pkPickle(pk.TwoDevices(true), 4, true)), "t.pickle", Options{})
 	require.NoError(t, err)
 	defer r.Close()
 	require.Equal(t, "PyTorch snapshot", r.Format())
@@ -294,8 +283,8 @@ func TestSnapshotDetected(t *testing.T) {
 // fuzzer barely runs.
 func FuzzSnapshot(f *testing.F) {
 	for _, proto := range []int{2, 4, 5} {
-		f.Add(pkPickle(testSnapshot(true), proto, true))
-		f.Add(pkPickle(testSnapshot(false), proto, false))
+		f.Add(pkPickle(pk.TwoDevices(true), proto, true))
+		f.Add(pkPickle(pk.TwoDevices(false), proto, false))
 	}
 	f.Add(pkSnap(pk.Entry("alloc", a0, 5, 0, 1), pk.Entry("free_completed", a0, 5, 0, 2), pk.Entry("free_completed", a0, 5, 0, 3)))
 	f.Fuzz(func(t *testing.T, data []byte) {

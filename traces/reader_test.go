@@ -6,10 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"io/fs"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -437,13 +434,6 @@ func TestLongLines(t *testing.T) {
 	assert.EqualError(t, err, "t.csv:2: line too long (more than 65536 bytes)")
 }
 
-func TestOpen(t *testing.T) {
-	_, err := Open(filepath.Join(t.TempDir(), "missing.csv"), Options{})
-	assert.ErrorIs(t, err, os.ErrNotExist)
-	_, err = Open("testdata", Options{})
-	assert.Error(t, err)
-}
-
 // TestNoAllocs checks that reading events with numeric ids allocates
 // nothing, whether they take the fast path or the slow one.
 func TestNoAllocs(t *testing.T) {
@@ -528,15 +518,7 @@ func TestDigits(t *testing.T) {
 // TestFastSlow checks that the fast path and the slow path read the test
 // traces alike.
 func TestFastSlow(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.csv")
-	require.NoError(t, err)
-	for _, f := range files {
+	for _, f := range testdataTraces(t) {
 		assert.True(t, fastSlow(t, f, []byte(mustRead(t, f)), Options{Lenient: true}), f)
 	}
-}
-
-func TestOpenMissingFileNamesIt(t *testing.T) {
-	_, err := Open("testdata/no-such-trace.csv", Options{})
-	require.EqualError(t, err, "testdata/no-such-trace.csv: no such file or directory")
-	assert.ErrorIs(t, err, fs.ErrNotExist)
 }

@@ -3,9 +3,6 @@ package traces
 import (
 	"bytes"
 	"errors"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -117,10 +114,7 @@ func TestWriterOutputError(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.csv")
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	for _, f := range files {
+	for _, f := range testdataTraces(t) {
 		r, err := openCSV(f, Options{Lenient: true})
 		require.NoError(t, err, f)
 		evs, err := scanAll(t, r)
@@ -131,44 +125,6 @@ func TestRoundTrip(t *testing.T) {
 			assert.Equal(t, evs, roundTrip(t, evs, nil), f)
 		}
 	}
-}
-
-func TestCreateOpen(t *testing.T) {
-	dir := t.TempDir()
-	evs := []Event{
-		{Op: OpAlloc, ID: 1, Size: 4096, TimeUS: 0},
-		{Op: OpAlloc, ID: 2, Slot: 1, Size: 100, TimeUS: 3},
-		{Op: OpFree, ID: 1, Size: 4096, TimeUS: 9},
-	}
-	for _, name := range []string{"t.csv", "t.csv.gz"} {
-		path := filepath.Join(dir, name)
-		w, err := Create(path, ColOp, ColID, ColSize, ColTime)
-		require.NoError(t, err)
-		for _, ev := range evs {
-			require.NoError(t, w.Write(ev))
-		}
-		require.NoError(t, w.Close())
-		raw, err := os.ReadFile(path)
-		require.NoError(t, err)
-		assert.Equal(t, strings.HasSuffix(name, ".gz"), bytes.HasPrefix(raw, []byte{0x1f, 0x8b}), name)
-
-		r, err := Open(path, Options{})
-		require.NoError(t, err)
-		got, err := scanAll(t, r)
-		require.NoError(t, err)
-		require.NoError(t, r.Close())
-		assert.Equal(t, evs, got)
-		assert.Equal(t, path, r.Name())
-	}
-	_, err := Create(filepath.Join(dir, "no", "such", "dir.csv"))
-	assert.Error(t, err)
-
-	// A file that is not a trace is closed and reported.
-	png := filepath.Join(dir, "x.png")
-	require.NoError(t, os.WriteFile(png, []byte("\x89PNG\r\n\x1a\n"), 0o644))
-	_, err = Open(png, Options{})
-	assert.ErrorIs(t, err, ErrNotTrace)
-	assert.EqualError(t, err, png+": not a trace in any known format ("+strings.Join(Formats(), ", ")+")")
 }
 
 func TestLiveTable(t *testing.T) {

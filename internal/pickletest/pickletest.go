@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -292,4 +293,20 @@ func SharedSnapshots(t testing.TB, dir string) []string {
 		t.Skipf("no PyTorch snapshots in %s (they are development fixtures, not part of the repository)", dir)
 	}
 	return files
+}
+
+// ForEachShared runs f as a subtest for each of the real PyTorch snapshots
+// of dir (see [SharedSnapshots]), named after the file, with the file's
+// base name and contents.
+func ForEachShared(t *testing.T, dir string, f func(t *testing.T, name string, data []byte)) {
+	for _, file := range SharedSnapshots(t, dir) {
+		name := filepath.Base(file)
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f(t, name, data)
+		})
+	}
 }

@@ -74,14 +74,6 @@ func (o *Options) strategyLegend(rs []sim.Result, thumb func(color.Color) func(d
 
 func lineEntry(c color.Color) func(draw.Canvas) { return lineThumb(c, dataWidth) }
 
-// seriesFigure is the frame of a figure over time: a legend, one plot.
-func (o *Options) seriesFigure(legend []legendEntry) (*Figure, *plot.Plot) {
-	lh := legendHeight(legend, o.Width-4)
-	p := newPlot()
-	p.Add(horizontalGrid())
-	return &Figure{Width: o.Width, Height: seriesHeight + lh, legend: legend, panels: []*plot.Plot{p}}, p
-}
-
 // MemoryFigure plots memory over the replays of trace: the bytes each
 // strategy reserved from the device, one line per strategy, above the
 // live requested bytes of the trace (grey, edged in black), the lower
@@ -91,28 +83,19 @@ func (o *Options) seriesFigure(legend []legendEntry) (*Figure, *plot.Plot) {
 // nil when no result of the trace has a series.
 func MemoryFigure(trace string, results []sim.Result, opts Options) *Figure {
 	o := opts.withDefaults(results)
-	rs, ss := withSeries(traceResults(trace, results), o.MaxPoints)
+	rs, ss, ax := o.strategySeries(trace, results)
 	if len(rs) == 0 {
 		return nil
 	}
-	ax := newXAxis(ss...)
 	var peak int64
 	for _, r := range rs {
 		peak = max(peak, r.PeakReservedBytes, r.PeakRequestedBytes)
 	}
-	u := byteUnit(float64(peak))
 	legend := append([]legendEntry{{name: "live bytes (lower bound)", thumb: areaThumb(liveFill, black, boundWidth)}},
 		o.strategyLegend(rs, lineEntry)...)
-	fig, p := o.seriesFigure(legend)
-	fig.Name, fig.Trace = o.stem(trace)+"-memory", trace
-	fig.Title = trace + ": memory over time"
+	fig, p := o.seriesFigure(trace, "memory", legend, ax, ss)
 	fig.Caption = fmt.Sprintf("Bytes reserved from the device by each strategy (lines) and bytes requested by the trace's live allocations (grey, edged in black: no strategy can reserve less, and its peak is the lower bound), against %s. Each line is the largest value within each of at most %d buckets of events, so that every peak shows.", ax.what(), o.MaxPoints)
-	p.X.Label.Text = ax.label
-	p.X.Min, p.X.Max = ax.bounds(ss...)
-	p.X.Tick.Marker = ax.ticker()
-	p.Y.Label.Text = "memory (" + u.Name + ")"
-	p.Y.Min, p.Y.Max = 0, math.Max(float64(peak)/u.Size*1.04, 1e-9)
-	p.Y.Tick.Marker = plainTicks{yLabels}
+	u := memoryAxis(p, "memory", peak)
 	live := ax.steps(ss[0], func(q sim.Point) float64 { return float64(q.Requested.Max) / u.Size })
 	p.Add(areaPlotter{upper: live, fill: liveFill})
 	for i, r := range rs {
@@ -138,18 +121,12 @@ func MemoryFigure(trace string, results []sim.Result, opts Options) *Figure {
 // of the trace has a series.
 func FragmentationFigure(trace string, results []sim.Result, opts Options) *Figure {
 	o := opts.withDefaults(results)
-	rs, ss := withSeries(traceResults(trace, results), o.MaxPoints)
+	rs, ss, ax := o.strategySeries(trace, results)
 	if len(rs) == 0 {
 		return nil
 	}
-	ax := newXAxis(ss...)
-	fig, p := o.seriesFigure(o.strategyLegend(rs, lineEntry))
-	fig.Name, fig.Trace = o.stem(trace)+"-fragmentation", trace
-	fig.Title = trace + ": fragmentation over time"
+	fig, p := o.seriesFigure(trace, "fragmentation", o.strategyLegend(rs, lineEntry), ax, ss)
 	fig.Caption = fmt.Sprintf("Fragmentation of each strategy against %s: 1 - requested / reserved bytes, sampled after the last event of each of at most %d buckets of events (GMLake's definition; the table's FRAG takes it at the peaks of the whole replay). 0 is ideal.", ax.what(), o.MaxPoints)
-	p.X.Label.Text = ax.label
-	p.X.Min, p.X.Max = ax.bounds(ss...)
-	p.X.Tick.Marker = ax.ticker()
 	p.Y.Label.Text = "fragmentation"
 	p.Y.Min, p.Y.Max = 0, 1
 	p.X.Padding = 1.5 // a line at 0% clear of the axis
@@ -319,15 +296,8 @@ func TraceFigure(trace string, results []sim.Result, sizes *SizeHistogram, opts 
 		for _, q := range s {
 			peak = max(peak, q.Requested.Max)
 		}
-		u := byteUnit(float64(peak))
-		p := newPlot()
-		p.Add(horizontalGrid())
-		p.X.Label.Text = ax.label
-		p.X.Min, p.X.Max = ax.bounds(s)
-		p.X.Tick.Marker = ax.ticker()
-		p.Y.Label.Text = "live memory (" + u.Name + ")"
-		p.Y.Min, p.Y.Max = 0, math.Max(float64(peak)/u.Size*1.04, 1e-9)
-		p.Y.Tick.Marker = plainTicks{yLabels}
+		p := timePlot(ax, s)
+		u := memoryAxis(p, "live memory", peak)
 		hi := ax.steps(s, func(q sim.Point) float64 { return float64(q.Requested.Max) / u.Size })
 		lo := ax.steps(s, func(q sim.Point) float64 { return float64(q.Requested.Min) / u.Size })
 		p.Add(areaPlotter{upper: hi, fill: liveFill}, areaPlotter{lower: lo, upper: hi, fill: bandFill},

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"math"
+
 	"gonum.org/v1/plot"
 
 	"github.com/gpualloc/gpualloc/sim"
@@ -45,6 +47,49 @@ func newXAxis(series ...[]sim.Point) xAxis {
 	}
 	u := timeUnit(float64(t1 - t0))
 	return xAxis{time: true, origin: t0, unit: u, label: "time (" + u.Name + ")"}
+}
+
+// strategySeries returns the results of trace that have a series, their
+// series decimated to at most o.MaxPoints points, and the x axis of them.
+func (o *Options) strategySeries(trace string, results []sim.Result) ([]sim.Result, [][]sim.Point, xAxis) {
+	rs, ss := withSeries(traceResults(trace, results), o.MaxPoints)
+	return rs, ss, newXAxis(ss...)
+}
+
+// seriesFigure is the frame of a figure of trace over time, named after
+// what it shows: a legend, and one plot of ss along ax (see [timePlot]).
+func (o *Options) seriesFigure(trace, what string, legend []legendEntry, ax xAxis, ss [][]sim.Point) (*Figure, *plot.Plot) {
+	lh := legendHeight(legend, o.Width-4)
+	p := timePlot(ax, ss...)
+	return &Figure{
+		Name: o.stem(trace) + "-" + what, Trace: trace,
+		Title:  trace + ": " + what + " over time",
+		Width:  o.Width,
+		Height: seriesHeight + lh,
+		legend: legend,
+		panels: []*plot.Plot{p},
+	}, p
+}
+
+// timePlot returns a plot with a horizontal grid and, along x, time or the
+// event index: ax, its bounds those of ss.
+func timePlot(ax xAxis, ss ...[]sim.Point) *plot.Plot {
+	p := newPlot()
+	p.Add(horizontalGrid())
+	p.X.Label.Text = ax.label
+	p.X.Min, p.X.Max = ax.bounds(ss...)
+	p.X.Tick.Marker = ax.ticker()
+	return p
+}
+
+// memoryAxis makes the y axis of p bytes from 0 to a little above peak,
+// labelled what, in the unit it returns.
+func memoryAxis(p *plot.Plot, what string, peak int64) unit {
+	u := byteUnit(float64(peak))
+	p.Y.Label.Text = what + " (" + u.Name + ")"
+	p.Y.Min, p.Y.Max = 0, math.Max(float64(peak)/u.Size*1.04, 1e-9)
+	p.Y.Tick.Marker = plainTicks{yLabels}
+	return u
 }
 
 // span returns where bucket i of s starts and ends on the axis: up to the

@@ -10,35 +10,37 @@ import (
 
 func Example() {
 	dev := strategytest.NewDevice(1 << 30) // a virtual 1 GiB GPU
-	pool, err := bestfit.New(dev, bestfit.DefaultConfig())
+	c := bestfit.DefaultConfig()
+	c.Chunk = 1 << 20 // segments of 1 MiB, so that the sizes below read easily
+	pool, err := bestfit.New(dev, c)
 	if err != nil {
 		panic(err)
 	}
 
-	a, _ := pool.Alloc(100000)
-	b, _ := pool.Alloc(3000)
-	c, _ := pool.Alloc(1 << 20)
-	fmt.Println("blocks of", a.Size, b.Size, c.Size, "bytes in a segment of", pool.Stats().Reserved)
+	a, _ := pool.Alloc(100000) // split off the front of a new segment
+	b, _ := pool.Alloc(3000)   // split off the rest after a
+	largest, total := pool.FreeSpace()
+	fmt.Println("blocks of", a.Size, "and", b.Size, "bytes; free:", total, "bytes, the largest block", largest)
 
 	_ = pool.Free(a) // leaves a hole before b
 	d, _ := pool.Alloc(2000)
-	fmt.Println("the best fit is the hole:", d.Addr == a.Addr)
-	largest, total := pool.FreeSpace()
+	fmt.Println("the best fit is the hole, split:", d.Addr == a.Addr, d.Size)
+	largest, total = pool.FreeSpace()
 	fmt.Println("free:", total, "bytes, the largest block", largest)
 
-	for _, blk := range []gpualloc.Block{b, c, d} {
+	for _, blk := range []gpualloc.Block{b, d} {
 		_ = pool.Free(blk) // merged with their free neighbours
 	}
 	largest, total = pool.FreeSpace()
 	fmt.Println("free:", total, "bytes, the largest block", largest)
-	_ = pool.ReleaseAll()
+	_ = pool.ReleaseAll() // the segment is entirely free: back to the device
 	s := pool.Stats()
 	fmt.Println("device mallocs:", s.DeviceMallocs, "frees:", s.DeviceFrees, "reserved:", s.Reserved)
 	// Output:
-	// blocks of 100352 3072 1048576 bytes in a segment of 20971520
-	// the best fit is the hole: true
-	// free: 19917824 bytes, the largest block 19819520
-	// free: 20971520 bytes, the largest block 20971520
+	// blocks of 100352 and 3072 bytes; free: 945152 bytes, the largest block 945152
+	// the best fit is the hole, split: true 2048
+	// free: 1043456 bytes, the largest block 945152
+	// free: 1048576 bytes, the largest block 1048576
 	// device mallocs: 1 frees: 1 reserved: 0
 }
 

@@ -21,14 +21,13 @@ func init() {
 			{Name: "chunk", Default: "20971520", Doc: "smallest segment in bytes with grow=chunk, first segment with grow=double (20 MiB: PyTorch's large segment)"},
 			{Name: "initial", Default: "0", Doc: "bytes of a segment taken from the device when the pool is made, as RMM's initial_pool_size (0: none)"},
 		},
-		New: open,
+		New: param.Opener(readConfig, New),
 	})
 }
 
-// open builds a Pool from resolved registry parameters.
-func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
-	r := param.NewReader(p)
-	c := Config{
+// readConfig reads a Config from resolved registry parameters.
+func readConfig(r *param.Reader) Config {
+	return Config{
 		Round:          r.Size("round"),
 		MinBlock:       r.Size("min_block"),
 		SplitThreshold: r.Size("split_threshold"),
@@ -36,8 +35,4 @@ func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
 		Chunk:          r.Size("chunk"),
 		Initial:        r.Size("initial"),
 	}
-	if err := r.Err(); err != nil {
-		return nil, err
-	}
-	return param.Open(New(b, c))
 }

@@ -21,16 +21,11 @@ func init() {
 				Doc:     "bytes taken from the device at a time (1 GiB), a power of two at least min_block; a larger request gets an arena of its own rounded size; when the device refuses an arena, halves of it are asked for instead, down to the request's rounded size",
 			},
 		},
-		New: open,
+		New: param.Opener(readConfig, New),
 	})
 }
 
-// open builds a Pool from resolved registry parameters.
-func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
-	r := param.NewReader(p)
-	c := Config{MinBlock: r.Size("min_block"), Arena: r.Size("arena")}
-	if err := r.Err(); err != nil {
-		return nil, err
-	}
-	return param.Open(New(b, c))
+// readConfig reads a Config from resolved registry parameters.
+func readConfig(r *param.Reader) Config {
+	return Config{MinBlock: r.Size("min_block"), Arena: r.Size("arena")}
 }

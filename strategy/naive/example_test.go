@@ -3,33 +3,52 @@ package naive_test
 import (
 	"fmt"
 
+	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/naive"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
 func Example() {
 	dev := strategytest.NewDevice(1 << 30) // a virtual 1 GiB GPU
-	pool, err := naive.New(dev, naive.DefaultConfig())
+	// MXNet's defaults, with the variables MXNet reads them from
+	pool, err := naive.New(dev, naive.Config{
+		Page:       4096,    // MXNET_GPU_MEM_POOL_PAGE_SIZE
+		LargeRound: 2 << 20, // MXNET_GPU_MEM_LARGE_ALLOC_ROUND_SIZE
+		Reserve:    5,       // MXNET_GPU_MEM_POOL_RESERVE
+	})
 	if err != nil {
 		panic(err)
 	}
 
-	a, _ := pool.Alloc(100000)
-	fmt.Println("block of", a.Size, "bytes")
-	_ = pool.Free(a) // cached, not returned to the device
+	// Sizes are rounded up to pages, and beyond 2 MiB to multiples of 2 MiB.
+	var blocks []gpualloc.Block
+	for _, size := range []int64{1000, 4000, 3000000} {
+		b, _ := pool.Alloc(size)
+		fmt.Println(size, "bytes take a block of", b.Size)
+		blocks = append(blocks, b)
+	}
 
-	b, _ := pool.Alloc(99000) // same rounded size: the cached block
-	fmt.Println("reused:", b.Addr == a.Addr)
-	c, _ := pool.Alloc(200000) // another size: a new device allocation
-	fmt.Println("new block of", c.Size, "bytes")
+	// A freed block waits on the free list of its size, the last freed
+	// first out: a 4096-byte request takes the second block, then the first.
+	_ = pool.Free(blocks[0])
+	_ = pool.Free(blocks[1])
+	c, _ := pool.Alloc(4096)
+	d, _ := pool.Alloc(1)
+	fmt.Println("last in, first out:", c.Addr == blocks[1].Addr && d.Addr == blocks[0].Addr)
+
+	_ = pool.Free(blocks[2])
+	e, _ := pool.Alloc(2<<20 + 1) // rounds to 4 MiB too: the cached block
+	fmt.Println("reused the 4 MiB block:", e.Addr == blocks[2].Addr)
 
 	s := pool.Stats()
 	fmt.Println("device mallocs:", s.DeviceMallocs, "cache hits:", s.CacheHits, "reserved:", s.Reserved)
 	// Output:
-	// block of 102400 bytes
-	// reused: true
-	// new block of 200704 bytes
-	// device mallocs: 2 cache hits: 1 reserved: 303104
+	// 1000 bytes take a block of 4096
+	// 4000 bytes take a block of 4096
+	// 3000000 bytes take a block of 4194304
+	// last in, first out: true
+	// reused the 4 MiB block: true
+	// device mallocs: 3 cache hits: 3 reserved: 4202496
 }
 
 func ExampleConfig_RoundSize() {

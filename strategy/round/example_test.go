@@ -9,24 +9,28 @@ import (
 
 func Example() {
 	dev := strategytest.NewDevice(1 << 30) // a virtual 1 GiB GPU
-	pool, err := round.New(dev, round.DefaultConfig())
+	// cutoff 20: powers of two up to 1 MiB, multiples of 1 MiB beyond
+	pool, err := round.New(dev, round.Config{Page: 4096, Cutoff: 20, Reserve: 5})
 	if err != nil {
 		panic(err)
 	}
 
 	a, _ := pool.Alloc(100000)
-	fmt.Println("block of", a.Size, "bytes")
-	_ = pool.Free(a) // cached, not returned to the device
-
+	fmt.Println("100000 bytes: a block of", a.Size)
+	_ = pool.Free(a)          // cached in its bucket, not returned to the device
 	b, _ := pool.Alloc(70000) // same bucket (65537 to 131072 bytes): the cached block
-	fmt.Println("reused:", b.Addr == a.Addr)
+	fmt.Println("70000 bytes reuse it:", b.Addr == a.Addr)
+
+	c, _ := pool.Alloc(2500000) // beyond the cutoff: 3 MiB, where a power of two would be 4 MiB
+	fmt.Println("2500000 bytes: a block of", c.Size)
 
 	s := pool.Stats()
 	fmt.Println("device mallocs:", s.DeviceMallocs, "cache hits:", s.CacheHits, "requested:", s.Requested, "allocated:", s.Allocated)
 	// Output:
-	// block of 131072 bytes
-	// reused: true
-	// device mallocs: 1 cache hits: 1 requested: 70000 allocated: 131072
+	// 100000 bytes: a block of 131072
+	// 70000 bytes reuse it: true
+	// 2500000 bytes: a block of 3145728
+	// device mallocs: 2 cache hits: 1 requested: 2570000 allocated: 3276800
 }
 
 func ExampleConfig_RoundSize() {

@@ -3,38 +3,48 @@ package tlsf_test
 import (
 	"fmt"
 
+	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 	"github.com/gpualloc/gpualloc/strategy/tlsf"
 )
 
 func Example() {
 	dev := strategytest.NewDevice(1 << 30) // a virtual 1 GiB GPU
-	pool, err := tlsf.New(dev, tlsf.DefaultConfig())
+	// segments of 1 MiB, so that the sizes below read easily
+	pool, err := tlsf.New(dev, tlsf.Config{Round: 512, MinBlock: 512, Chunk: 1 << 20})
 	if err != nil {
 		panic(err)
 	}
+	report := func(what string) {
+		largest, total := pool.FreeSpace()
+		fmt.Println(what+": free", total, "bytes, the largest block", largest)
+	}
 
-	a, _ := pool.Alloc(100000)
-	b, _ := pool.Alloc(3000)
-	fmt.Println("blocks of", a.Size, "and", b.Size, "bytes in a segment of", pool.Stats().Reserved)
+	var blocks []gpualloc.Block
+	for range 4 {
+		b, _ := pool.Alloc(200000) // 200192 bytes each, split off one segment
+		blocks = append(blocks, b)
+	}
+	report("four blocks")
+	_ = pool.Free(blocks[0])
+	_ = pool.Free(blocks[2])
+	report("two apart freed")
+	_ = pool.Free(blocks[1]) // merges with the free blocks on both sides
+	report("three freed")
+	_ = pool.Free(blocks[3]) // and the segment is one free block again
+	report("all freed")
 
-	_ = pool.Free(a)
-	c, _ := pool.Alloc(100000) // the list of 100352-byte blocks holds a's
-	fmt.Println("reused:", c.Addr == a.Addr)
-
-	big, _ := pool.Alloc(30 << 20) // more than a chunk: a segment of its own
-	fmt.Println("a block of", big.Size, "bytes; reserved now", pool.Stats().Reserved)
-	largest, total := pool.FreeSpace()
-	fmt.Println("free:", total, "bytes, the largest block", largest)
-
+	big, _ := pool.Alloc(3000000) // more than a chunk: a segment of its own, up to the start of a list
+	fmt.Println("a block of", big.Size, "bytes in a segment of", pool.Stats().Reserved-(1<<20))
 	_ = pool.Free(big)
-	_ = pool.ReleaseAll() // the big block's segment is entirely free
+	_ = pool.ReleaseAll() // both segments are entirely free
 	s := pool.Stats()
 	fmt.Println("device mallocs:", s.DeviceMallocs, "frees:", s.DeviceFrees, "reserved:", s.Reserved)
 	// Output:
-	// blocks of 100352 and 3072 bytes in a segment of 20971520
-	// reused: true
-	// a block of 31457280 bytes; reserved now 52428800
-	// free: 20868096 bytes, the largest block 20868096
-	// device mallocs: 2 frees: 1 reserved: 20971520
+	// four blocks: free 247808 bytes, the largest block 247808
+	// two apart freed: free 648192 bytes, the largest block 247808
+	// three freed: free 848384 bytes, the largest block 600576
+	// all freed: free 1048576 bytes, the largest block 1048576
+	// a block of 3000320 bytes in a segment of 3014656
+	// device mallocs: 2 frees: 2 reserved: 0
 }

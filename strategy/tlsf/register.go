@@ -14,16 +14,11 @@ func init() {
 			{Name: "min_block", Default: "512", Doc: "smallest block handed out in bytes, a multiple of round"},
 			{Name: "chunk", Default: "20971520", Doc: "smallest segment taken from the device in bytes (20 MiB, as bestfit's default and PyTorch's large segments)"},
 		},
-		New: open,
+		New: param.Opener(readConfig, New),
 	})
 }
 
-// open builds a Pool from resolved registry parameters.
-func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
-	r := param.NewReader(p)
-	c := Config{Round: r.Size("round"), MinBlock: r.Size("min_block"), Chunk: r.Size("chunk")}
-	if err := r.Err(); err != nil {
-		return nil, err
-	}
-	return param.Open(New(b, c))
+// readConfig reads a Config from resolved registry parameters.
+func readConfig(r *param.Reader) Config {
+	return Config{Round: r.Size("round"), MinBlock: r.Size("min_block"), Chunk: r.Size("chunk")}
 }

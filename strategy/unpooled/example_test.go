@@ -13,14 +13,19 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	b, _ := a.Alloc(100000)
-	fmt.Println("block of", b.Size, "bytes; device holds", dev.Stats().Used)
-	_ = a.Free(b)
-	fmt.Println("after Free the device holds", dev.Stats().Used)
+
+	// The same request three times, freed each time: three device
+	// allocations of the exact size, and nothing kept.
+	for range 3 {
+		b, _ := a.Alloc(100000)
+		fmt.Println("block of", b.Size, "bytes; device holds", dev.Stats().Used)
+		_ = a.Free(b)
+	}
 	s := a.Stats()
-	fmt.Println("device mallocs:", s.DeviceMallocs, "device frees:", s.DeviceFrees)
+	fmt.Println("device mallocs:", s.DeviceMallocs, "frees:", s.DeviceFrees, "cache hits:", s.CacheHits, "reserved:", s.Reserved)
 	// Output:
 	// block of 100000 bytes; device holds 100000
-	// after Free the device holds 0
-	// device mallocs: 1 device frees: 1
+	// block of 100000 bytes; device holds 100000
+	// block of 100000 bytes; device holds 100000
+	// device mallocs: 3 frees: 3 cache hits: 0 reserved: 0
 }

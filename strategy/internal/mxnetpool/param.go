@@ -28,10 +28,25 @@ func (e *paramError) Error() string {
 
 func (e *paramError) Unwrap() error { return &e.pe }
 
-// PageParam returns the registry parameter "page" of an MXNet pool, 4096
+// Register registers the MXNet pool named name, as [gpualloc.Register]
+// does, with the parameters every MXNet pool has around the one of its own
+// rounding: "page", which pageDoc says what it is to the pool, rounding,
+// and "reserve". read reads the pool's Config from them, and newPool builds
+// the pool of it (see [param.Opener]).
+func Register[C any, P gpualloc.Allocator](name, summary, pageDoc string, rounding gpualloc.Param,
+	read func(*param.Reader) C, newPool func(gpualloc.Backend, C) (P, error)) {
+	gpualloc.Register(gpualloc.Strategy{
+		Name:    name,
+		Summary: summary,
+		Params:  []gpualloc.Param{pageParam(pageDoc), rounding, reserveParam()},
+		New:     param.Opener(read, newPool),
+	})
+}
+
+// pageParam returns the registry parameter "page" of an MXNet pool, 4096
 // bytes by default, read from MXNET_GPU_MEM_POOL_PAGE_SIZE or MXNet 2's
 // MXNET_GPU_POOL_PAGE_SIZE. doc says what the page is to the pool.
-func PageParam(doc string) gpualloc.Param {
+func pageParam(doc string) gpualloc.Param {
 	return gpualloc.Param{
 		Name:    "page",
 		Default: "4096",
@@ -40,10 +55,10 @@ func PageParam(doc string) gpualloc.Param {
 	}
 }
 
-// ReserveParam returns the registry parameter "reserve" of an MXNet pool
+// reserveParam returns the registry parameter "reserve" of an MXNet pool
 // ([Options.Reserve]), 5 percent by default, read from
 // MXNET_GPU_MEM_POOL_RESERVE.
-func ReserveParam() gpualloc.Param {
+func reserveParam() gpualloc.Param {
 	return gpualloc.Param{
 		Name:    "reserve",
 		Default: "5",

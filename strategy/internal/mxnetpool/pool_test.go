@@ -13,6 +13,7 @@ import (
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/internal/mxnetpool"
 	"github.com/gpualloc/gpualloc/strategy/internal/mxnetpool/pooltest"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
@@ -105,6 +106,41 @@ func TestNew(t *testing.T) {
 		assert.Equal(t, gpualloc.ParamError{Key: "reserve", Msg: "must be a percentage from 0 to 100"}, *pe)
 	}
 	assert.EqualError(t, err, "test: reserve=101: must be a percentage from 0 to 100")
+}
+
+func TestRegister(t *testing.T) {
+	unit := gpualloc.Param{Name: "unit", Default: "512", Doc: "blocks are multiples of this many bytes"}
+	mxnetpool.Register("mxnetpooltest", "a pool of the tests", "what a page is", unit,
+		func(r *param.Reader) mxnetpool.Options {
+			o := mxnetpool.Options{Name: "mxnetpooltest", Round: roundTo512}
+			o.Spec = fmt.Sprintf("mxnetpooltest:page=%d,unit=%d", r.Size("page"), r.Size("unit"))
+			o.Reserve = mxnetpool.Reserve(r)
+			return o
+		}, mxnetpool.New)
+
+	s, err := gpualloc.Lookup("mxnetpooltest")
+	require.NoError(t, err)
+	assert.Equal(t, "a pool of the tests", s.Summary)
+	pooltest.Params(t, s)
+	require.Len(t, s.Params, 3)
+	assert.Equal(t, []string{"page", "unit", "reserve"}, []string{s.Params[0].Name, s.Params[1].Name, s.Params[2].Name})
+	assert.Equal(t, "what a page is", s.Params[0].Doc)
+	assert.Equal(t, unit, s.Params[1])
+
+	open := func(spec string) (gpualloc.Allocator, error) {
+		sp, err := gpualloc.ParseSpec(spec)
+		require.NoError(t, err)
+		p, err := gpualloc.Resolve(sp, nil)
+		require.NoError(t, err)
+		return p.Open(strategytest.NewDevice(1 << 30))
+	}
+	a, err := open("mxnetpooltest:unit=1KiB")
+	require.NoError(t, err)
+	assert.Equal(t, "mxnetpooltest:page=4096,unit=1024", a.(gpualloc.Specer).Spec())
+	_, err = open("mxnetpooltest:unit=big")
+	assert.ErrorContains(t, err, "unit=big: not a size")
+	_, err = open("mxnetpooltest:reserve=101")
+	assert.ErrorContains(t, err, "reserve=101: must be a percentage from 0 to 100")
 }
 
 func TestFreeListLIFO(t *testing.T) {

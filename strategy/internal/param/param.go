@@ -1,5 +1,6 @@
 // Package param reads a built-in strategy's resolved registry parameters
-// into its Config, and opens the pool they configure.
+// into its Config, and opens the pool they configure: [Opener] makes a
+// strategy's registry constructor of the two.
 package param
 
 import "github.com/gpualloc/gpualloc"
@@ -70,4 +71,19 @@ func Open[P gpualloc.Allocator](p P, err error) (gpualloc.Allocator, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// Opener returns a registry constructor ([gpualloc.Strategy.New]) that
+// reads a Config with read from the resolved parameters, returns the first
+// error of the reads, and otherwise opens the pool that newPool builds of
+// that Config, as [Open] does.
+func Opener[C any, P gpualloc.Allocator](read func(*Reader) C, newPool func(gpualloc.Backend, C) (P, error)) func(gpualloc.Backend, *gpualloc.Params) (gpualloc.Allocator, error) {
+	return func(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
+		r := NewReader(p)
+		c := read(r)
+		if err := r.Err(); err != nil {
+			return nil, err
+		}
+		return Open(newPool(b, c))
+	}
 }

@@ -47,3 +47,25 @@ func TestOpenReturnsNilOnError(t *testing.T) {
 }
 
 type nilPool struct{ gpualloc.Allocator }
+
+func TestOpener(t *testing.T) {
+	built := &nilPool{}
+	open := param.Opener(func(r *param.Reader) int64 { return r.Size("page") }, func(_ gpualloc.Backend, page int64) (*nilPool, error) {
+		if page != 8192 {
+			return nil, assert.AnError
+		}
+		return built, nil
+	})
+
+	a, err := open(nil, resolve(t, "round:page=8KiB"))
+	require.NoError(t, err)
+	assert.Same(t, built, a)
+
+	a, err = open(nil, resolve(t, "round:page=4KiB"))
+	assert.Nil(t, a, "a nil Allocator, not a nil *nilPool in one")
+	assert.Equal(t, assert.AnError, err, "the constructor's error")
+
+	a, err = open(nil, resolve(t, "round:page=big"))
+	assert.Nil(t, a)
+	assert.EqualError(t, err, `round: page=big: not a size: want bytes or a number with a unit such as MiB`, "the read's error, before the constructor")
+}

@@ -18,8 +18,8 @@ import (
 // (the shared real ones are large: mutating them is slow).
 func FuzzRead(f *testing.F) {
 	for _, proto := range []int{2, 4, 5} {
-		f.Add(pk.Encode(twoDevices(true), pk.Options{Proto: proto, Memo: true}))
-		f.Add(pk.Encode(twoDevices(false), pk.Options{Proto: proto, AllLong: true}))
+		f.Add(pk.Encode(pk.TwoDevices(true), pk.Options{Proto: proto, Memo: true}))
+		f.Add(pk.Encode(pk.TwoDevices(false), pk.Options{Proto: proto, AllLong: true}))
 	}
 	f.Add(snap(pk.Entry("alloc", a0, 5, 0, 1), pk.Entry("free_completed", a0, 5, 0, 2), pk.Entry("free_completed", a0, 5, 0, 3)))
 	f.Add(pk.Encode(pk.Snapshot([]any{

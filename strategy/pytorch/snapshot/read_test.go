@@ -3,8 +3,6 @@ package snapshot_test
 import (
 	"bytes"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,8 +17,6 @@ import (
 // fixtures are checked out beside the repository.
 const sharedDir = "../../../../shared/traces/pytorch"
 
-func sharedSnapshots(t testing.TB) []string { return pk.SharedSnapshots(t, sharedDir) }
-
 const (
 	a0 = pk.A0
 	a1 = pk.A1
@@ -28,9 +24,7 @@ const (
 	a3 = pk.A3
 )
 
-func twoDevices(withTime bool) pk.Dict { return pk.TwoDevices(withTime) }
-
-// wantTwoDevices is what Read makes of twoDevices.
+// wantTwoDevices is what Read makes of pk.TwoDevices.
 func wantTwoDevices(withTime bool) *snapshot.Snapshot {
 	tm := func(t int64) int64 {
 		if withTime {
@@ -77,7 +71,7 @@ func wantTwoDevices(withTime bool) *snapshot.Snapshot {
 func TestRead(t *testing.T) {
 	for _, proto := range []int{2, 3, 4, 5} {
 		for _, memo := range []bool{false, true} {
-			data := pk.Encode(twoDevices(true), pk.Options{Proto: proto, Memo: memo, AllLong: proto == 3})
+			data := pk.Encode(pk.TwoDevices(true), pk.Options{Proto: proto, Memo: memo, AllLong: proto == 3})
 			if memo {
 				require.Equal(t, 1, strings.Count(string(data), "free_completed"), "no memo reference written")
 			}
@@ -91,7 +85,7 @@ func TestRead(t *testing.T) {
 
 func TestReadOld(t *testing.T) {
 	// No time_us, no allocator_settings, every integer as LONG1.
-	data := pk.Encode(twoDevices(false), pk.Options{Proto: 2, AllLong: true})
+	data := pk.Encode(pk.TwoDevices(false), pk.Options{Proto: 2, AllLong: true})
 	s, err := snapshot.Read(bytes.NewReader(data), "old.pickle")
 	require.NoError(t, err)
 	require.Equal(t, wantTwoDevices(false), s)
@@ -99,25 +93,20 @@ func TestReadOld(t *testing.T) {
 }
 
 func TestReadShared(t *testing.T) {
-	for _, file := range sharedSnapshots(t) {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			f, err := os.Open(file)
+	pk.ForEachShared(t, sharedDir, func(t *testing.T, name string, data []byte) {
+		s, err := snapshot.Read(bytes.NewReader(data), name)
+		require.NoError(t, err)
+		require.NotNil(t, s.AllocatorSettings)
+		assert.True(t, s.AllocatorSettings.Effective)
+		assert.Equal(t, "", s.AllocatorSettings.AllocConf(), "the files were recorded with the defaults")
+		assert.Equal(t, []int{0}, s.Devices())
+		for _, dev := range s.Devices() {
+			st, err := s.InitialState(dev)
 			require.NoError(t, err)
-			defer f.Close()
-			s, err := snapshot.Read(f, filepath.Base(file))
-			require.NoError(t, err)
-			require.NotNil(t, s.AllocatorSettings)
-			assert.True(t, s.AllocatorSettings.Effective)
-			assert.Equal(t, "", s.AllocatorSettings.AllocConf(), "the files were recorded with the defaults")
-			assert.Equal(t, []int{0}, s.Devices())
-			for _, dev := range s.Devices() {
-				st, err := s.InitialState(dev)
-				require.NoError(t, err)
-				assert.Empty(t, st.Unplaced)
-				checkState(t, st)
-			}
-		})
-	}
+			assert.Empty(t, st.Unplaced)
+			checkState(t, st)
+		}
+	})
 }
 
 // checkState checks that the blocks of every segment of st tile it.

@@ -13,13 +13,52 @@ import (
 	"github.com/gpualloc/gpualloc/traces"
 )
 
+// Replays of traces written as text and read by package traces: what the
+// reader tells carried into the result, and the naive strategy on traces
+// worked out by hand.
+
+// readText returns a reader of text, a trace named name.
+func readText(t *testing.T, name, text string, opts traces.Options) traces.Reader {
+	t.Helper()
+	r, err := traces.NewReader(strings.NewReader(text), name, opts)
+	require.NoError(t, err)
+	return r
+}
+
+// replayText replays text, a trace named hand.csv, with cfg.
 func replayText(t *testing.T, text string, cfg sim.Config) sim.Result {
 	t.Helper()
-	r, err := traces.NewReader(strings.NewReader(text), "hand.csv", traces.Options{})
-	require.NoError(t, err)
-	res, err := sim.Replay(r, cfg)
+	res, err := sim.Replay(readText(t, "hand.csv", text, traces.Options{}), cfg)
 	require.NoError(t, err)
 	return res
+}
+
+const badTrace = `op,id,size,device
+alloc,1,4096,0
+free,7,,0
+alloc,2,100,1
+free,1,,0
+free,2,,1
+`
+
+func TestReplayCSVReader(t *testing.T) {
+	cfg := sim.Config{
+		Strategy: "pages",
+		Open:     func(b gpualloc.Backend) (gpualloc.Allocator, error) { return pages{b}, nil },
+	}
+
+	res, err := sim.Replay(readText(t, "bad.csv", badTrace, traces.Options{Lenient: true}), cfg)
+	require.NoError(t, err)
+	assert.Equal(t, "bad.csv", res.Trace, "the reader's name")
+	assert.Equal(t, int64(1), res.Skipped, "the lenient reader's count")
+	assert.Equal(t, int64(4), res.Events)
+	assert.Equal(t, int64(4096+4096), res.PeakReservedBytes)
+	require.Len(t, res.Devices, 2)
+
+	res, err = sim.Replay(readText(t, "bad.csv", badTrace, traces.Options{}), cfg)
+	require.Error(t, err)
+	assert.True(t, strings.HasPrefix(err.Error(), "bad.csv:3: "), "the reader's error as it is: %v", err)
+	assert.Equal(t, int64(1), res.Events)
 }
 
 func naiveParams(t *testing.T) *gpualloc.Params {
