@@ -92,3 +92,48 @@ var (
 	// ErrInvalidSize reports a request of zero or negative bytes.
 	ErrInvalidSize = errors.New("invalid size")
 )
+
+// VirtualMemory is an optional interface of a [Backend] whose device maps
+// physical memory into ranges of virtual addresses, as CUDA's virtual memory
+// management API does (CUDA 10.2 and later). A strategy that finds it by a
+// type assertion can reserve an address range once and back it with
+// physical memory piece by piece (PyTorch's expandable segments), or map the
+// same physical memory at more than one address (GMLake's stitching).
+//
+// Sizes and addresses are multiples of Granularity. Physical memory is
+// what the device holds: it counts against the device's capacity (MemInfo
+// reports it used) from Create to Release, mapped or not. A reserved range
+// holds no memory. Each call is one call of the device's driver:
+//
+//   - Granularity: cuMemGetAllocationGranularity, asked once; the size of
+//     the pages physical memory comes in (2 MiB on current NVIDIA GPUs).
+//   - Reserve: cuMemAddressReserve; a range of size bytes of address space
+//     that nothing else will be given, with nothing mapped in it.
+//   - Unreserve: cuMemAddressFree of a range Reserve returned, whole, with
+//     nothing mapped in it any more.
+//   - Create: cuMemCreate of size bytes of physical memory; a failure for
+//     want of memory wraps [ErrOutOfMemory]. The handle identifies it.
+//   - Release: cuMemRelease of physical memory that is mapped nowhere.
+//     (CUDA defers the release of mapped memory until its last unmap; the
+//     interface asks for the unmaps first, so that every backend counts
+//     the same.)
+//   - Map: cuMemMap of the whole of handle's memory at addr, inside one
+//     reserved range, over addresses where nothing is mapped, followed by
+//     cuMemSetAccess to make it readable and writable by the device. The
+//     same memory may be mapped at several addresses at once.
+//   - Unmap: cuMemUnmap of what one Map mapped at addr, size bytes (the
+//     size of its memory).
+//
+// A call that breaks these rules (an address outside a reserved range, a
+// map over a mapping, an unmap of something not mapped, a release of memory
+// still mapped) fails with an error wrapping [ErrInvalidFree] and changes
+// nothing. The calls are not safe for concurrent use.
+type VirtualMemory interface {
+	Granularity() int64
+	Reserve(size int64) (addr uint64, err error)
+	Unreserve(addr uint64, size int64) error
+	Create(size int64) (handle uint64, err error)
+	Release(handle uint64) error
+	Map(addr uint64, handle uint64) error
+	Unmap(addr uint64, size int64) error
+}

@@ -14,9 +14,15 @@ type Stats struct {
 	Allocs int64 // successful Alloc calls
 	Frees  int64 // successful Free calls
 
+	// Device allocations are Malloc calls of the backend and, on a
+	// [VirtualMemory] backend, Create calls of physical memory; device frees
+	// are Free and Release calls.
 	DeviceMallocs     int64 // successful device allocations
 	DeviceFrees       int64 // device frees
 	DeviceMallocBytes int64 // bytes of all successful device allocations
+
+	DeviceMaps   int64 // successful Map calls of a VirtualMemory backend
+	DeviceUnmaps int64 // successful Unmap calls of a VirtualMemory backend
 
 	CacheHits int64 // allocations served without a device allocation
 	OOMs      int64 // allocations that failed with ErrOutOfMemory
@@ -76,6 +82,12 @@ func (m *Meter) CountDeviceFree(size int64) {
 	m.s.DeviceFrees++
 	m.s.Reserved -= size
 }
+
+// CountMap records a successful Map of a [VirtualMemory] backend.
+func (m *Meter) CountMap() { m.s.DeviceMaps++ }
+
+// CountUnmap records a successful Unmap of a [VirtualMemory] backend.
+func (m *Meter) CountUnmap() { m.s.DeviceUnmaps++ }
 
 // CountOOM records an allocation that failed with ErrOutOfMemory.
 func (m *Meter) CountOOM() { m.s.OOMs++ }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/vmem"
 )
 
 // Address layout of the virtual device.
@@ -39,7 +40,17 @@ const DefaultCapacity int64 = 80 << 30
 // device hands out less than DeviceSpacing (1 TiB) of address space in all.
 //
 // Capacity is counted in the bytes asked for, without alignment padding, so
-// that MemInfo reports capacity minus the sum of the live regions' sizes.
+// that MemInfo reports capacity minus the sum of the live regions' sizes
+// and of the live physical memory.
+//
+// A Device is a [gpualloc.VirtualMemory]: ranges it reserves lie in a window
+// of their own (from VirtualBase + index*VirtualSpacing, first fit, so freed
+// ranges are reused), physical memory comes in multiples of [Granularity]
+// (2 MiB) and counts against the capacity as Malloc's regions do, and it
+// refuses a map over a mapping, an unmap of what is not mapped, a release
+// of mapped memory and an unreserve of a range with mappings, with errors
+// wrapping [gpualloc.ErrInvalidFree]; Create beyond capacity fails with an
+// error wrapping [gpualloc.ErrOutOfMemory].
 //
 // Malloc beyond capacity fails with an error wrapping
 // [gpualloc.ErrOutOfMemory]; Free of an address that is not a live region,
@@ -47,14 +58,16 @@ const DefaultCapacity int64 = 80 << 30
 // error wrapping [gpualloc.ErrInvalidFree], which catches strategies that
 // lose track of their memory.
 //
-// Each call is O(1). The device remembers only its live regions, so its
-// memory is proportional to them, not to the number of calls. A Device is
+// Malloc, Free and MemInfo are O(1). The device remembers only its live
+// regions, ranges, physical memory and mappings, so its memory is
+// proportional to them, not to the number of calls. A Device is
 // not safe for concurrent use.
 type Device struct {
 	index    int
 	capacity int64
 	next     uint64           // lowest address the next region may take
 	live     map[uint64]int64 // live regions: address -> size
+	vm       *vmem.Space      // virtual memory, nil until first used
 	st       DeviceStats
 }
 
@@ -63,10 +76,21 @@ type DeviceStats struct {
 	Mallocs       int64 // successful Malloc calls
 	Frees         int64 // successful Free calls
 	MallocBytes   int64 // bytes of all successful Malloc calls
-	FailedMallocs int64 // Malloc calls that failed (out of memory or a bad size)
-	Used          int64 // bytes of live regions
+	FailedMallocs int64 // Malloc and Create calls that failed (out of memory or a bad size)
+	Used          int64 // bytes of live regions and live physical memory
 	PeakUsed      int64 // largest Used seen
 	Live          int64 // number of live regions
+
+	// Virtual memory (see [gpualloc.VirtualMemory]).
+	Creates      int64 // successful Create calls
+	Releases     int64 // successful Release calls
+	CreateBytes  int64 // bytes of all successful Create calls
+	Physical     int64 // bytes of live physical memory (part of Used)
+	Maps         int64 // successful Map calls
+	Unmaps       int64 // successful Unmap calls
+	Reserves     int64 // successful Reserve calls
+	Unreserves   int64 // successful Unreserve calls
+	AddressSpace int64 // bytes of reserved ranges
 }
 
 // NewDevice returns virtual device number index (which chooses its address

@@ -105,9 +105,16 @@ type Result struct {
 	Overhead      float64 `json:"overhead"`
 	Fragmentation float64 `json:"fragmentation"`
 
+	// Device allocations are the backend's Malloc calls and, on a
+	// gpualloc.VirtualMemory backend, its Create calls of physical memory;
+	// device frees its Free and Release calls. DeviceMaps and DeviceUnmaps
+	// count the Map and Unmap calls of a VirtualMemory backend (0 for the
+	// strategies that do not use it).
 	DeviceMallocs     int64 `json:"device_mallocs"`      // successful device allocations
 	DeviceFrees       int64 `json:"device_frees"`        // successful device frees
 	DeviceMallocBytes int64 `json:"device_malloc_bytes"` // bytes of all successful device allocations
+	DeviceMaps        int64 `json:"device_maps"`         // successful Map calls
+	DeviceUnmaps      int64 `json:"device_unmaps"`       // successful Unmap calls
 
 	CacheHits int64 `json:"cache_hits"` // successful allocs during which no device allocation succeeded
 	OOMs      int64 `json:"ooms"`       // allocs that failed with gpualloc.ErrOutOfMemory
@@ -135,7 +142,8 @@ type Result struct {
 	// allocation during it: the CacheHits), the mean time of a successful
 	// alloc during which the device allocated (its device calls included),
 	// each 0 when there was no such alloc, and the total time spent in the
-	// backend's Malloc and Free calls, failed ones included.
+	// backend's calls (Malloc and Free, and those of a
+	// gpualloc.VirtualMemory), failed ones included.
 	AllocHitNSMean    *float64 `json:"alloc_hit_ns_mean"`
 	AllocDeviceNSMean *float64 `json:"alloc_device_ns_mean"`
 	DeviceCallNSTotal *int64   `json:"device_call_ns_total"`
@@ -170,6 +178,8 @@ type DeviceResult struct {
 	DeviceMallocs     int64
 	DeviceFrees       int64
 	DeviceMallocBytes int64
+	DeviceMaps        int64
+	DeviceUnmaps      int64
 
 	// Live figures at the end of the replay.
 	RequestedBytes int64
@@ -294,6 +304,7 @@ type device struct {
 	okAllocs, okFrees              int64 // successful calls
 	hits, ooms                     int64
 	mallocs, mfrees, mallocBytes   int64
+	maps, unmaps                   int64
 	callNS                         int64 // time in backend calls, with Config.MeasureTime
 }
 
@@ -344,15 +355,89 @@ func (d *device) Free(addr uint64, size int64) error {
 	if err != nil {
 		return err
 	}
+	d.freed(size)
+	return nil
+}
+
+// freed counts a device free of size bytes.
+func (d *device) freed(size int64) {
 	d.mfrees++
 	d.reserved -= size
 	e := d.e
 	e.reserved -= size
 	e.resLo = min(e.resLo, e.reserved)
-	return nil
 }
 
 func (d *device) MemInfo() (free, total int64) { return d.backend.MemInfo() }
+
+// A vmDevice is the counting wrapper of a backend that is a
+// gpualloc.VirtualMemory: the allocator is given one in place of the
+// device, so that it finds the interface only when the backend has it.
+// Physical memory counts as reserved memory from Create to Release, a
+// Create as a device allocation and a Release as a device free; Map and
+// Unmap are counted apart. Reserve and Unreserve hold no memory and are
+// not counted.
+type vmDevice struct {
+	*device
+	vm    gpualloc.VirtualMemory
+	sizes map[uint64]int64 // live physical memory: handle -> bytes
+}
+
+func (v *vmDevice) Granularity() int64 { return v.vm.Granularity() }
+
+// timed runs f, timing it with Config.MeasureTime.
+func (v *vmDevice) timed(f func() error) error {
+	if !v.e.measure {
+		return f()
+	}
+	t0 := time.Now()
+	err := f()
+	v.callNS += int64(time.Since(t0))
+	return err
+}
+
+func (v *vmDevice) Reserve(size int64) (addr uint64, err error) {
+	err = v.timed(func() (err error) { addr, err = v.vm.Reserve(size); return err })
+	return addr, err
+}
+
+func (v *vmDevice) Unreserve(addr uint64, size int64) error {
+	return v.timed(func() error { return v.vm.Unreserve(addr, size) })
+}
+
+func (v *vmDevice) Create(size int64) (h uint64, err error) {
+	err = v.timed(func() (err error) { h, err = v.vm.Create(size); return err })
+	if err == nil {
+		v.sizes[h] = size
+	}
+	_, err = v.malloced(0, size, err)
+	return h, err
+}
+
+func (v *vmDevice) Release(h uint64) error {
+	if err := v.timed(func() error { return v.vm.Release(h) }); err != nil {
+		return err
+	}
+	v.freed(v.sizes[h])
+	delete(v.sizes, h)
+	return nil
+}
+
+func (v *vmDevice) Map(addr uint64, h uint64) error {
+	err := v.timed(func() error { return v.vm.Map(addr, h) })
+	if err == nil {
+		v.maps++
+	}
+	return err
+}
+
+func (v *vmDevice) Unmap(addr uint64, size int64) error {
+	err := v.timed(func() error { return v.vm.Unmap(addr, size) })
+	if err == nil {
+		v.unmaps++
+	}
+	return err
+}
 
 func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	if cfg.Params == nil && cfg.Open == nil {
@@ -601,10 +686,14 @@ func (e *engine) device(i int32) (*device, error) {
 	if e.res.CapacityBytes == 0 {
 		_, e.res.CapacityBytes = d.backend.MemInfo()
 	}
+	var b gpualloc.Backend = d
+	if vm, ok := d.backend.(gpualloc.VirtualMemory); ok {
+		b = &vmDevice{device: d, vm: vm, sizes: make(map[uint64]int64)}
+	}
 	if e.cfg.Open != nil {
-		d.alloc, err = e.cfg.Open(d)
+		d.alloc, err = e.cfg.Open(b)
 	} else {
-		d.alloc, err = e.cfg.Params.Open(d)
+		d.alloc, err = e.cfg.Params.Open(b)
 	}
 	if err == nil && d.alloc == nil {
 		err = errors.New("no allocator")
@@ -690,11 +779,14 @@ func (e *engine) finish(r traces.Reader) {
 		res.DeviceMallocs += d.mallocs
 		res.DeviceFrees += d.mfrees
 		res.DeviceMallocBytes += d.mallocBytes
+		res.DeviceMaps += d.maps
+		res.DeviceUnmaps += d.unmaps
 		dr := DeviceResult{
 			Device: d.index,
 			Allocs: d.allocs, Frees: d.frees, CacheHits: d.hits, OOMs: d.ooms,
 			PeakRequestedBytes: d.peakLower, PeakAllocatedBytes: d.peakAlloc, PeakReservedBytes: d.peakRes,
 			DeviceMallocs: d.mallocs, DeviceFrees: d.mfrees, DeviceMallocBytes: d.mallocBytes,
+			DeviceMaps: d.maps, DeviceUnmaps: d.unmaps,
 			RequestedBytes: d.lower, AllocatedBytes: d.allocated, ReservedBytes: d.reserved,
 		}
 		if d.stats != nil {
@@ -765,6 +857,8 @@ func (d *device) verify() error {
 		{"DeviceMallocs", s.DeviceMallocs, d.mallocs},
 		{"DeviceFrees", s.DeviceFrees, d.mfrees},
 		{"DeviceMallocBytes", s.DeviceMallocBytes, d.mallocBytes},
+		{"DeviceMaps", s.DeviceMaps, d.maps},
+		{"DeviceUnmaps", s.DeviceUnmaps, d.unmaps},
 		{"CacheHits", s.CacheHits, d.hits},
 		{"OOMs", s.OOMs, d.ooms},
 	} {

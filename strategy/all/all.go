@@ -7,6 +7,7 @@ package all
 import (
 	_ "github.com/gpualloc/gpualloc/strategy/bestfit"  // best fit with splitting and coalescing (TensorFlow BFC, RMM, Paddle, CuPy)
 	_ "github.com/gpualloc/gpualloc/strategy/buddy"    // binary buddy over arenas
+	_ "github.com/gpualloc/gpualloc/strategy/gmlake"   // GMLake's virtual memory stitching
 	_ "github.com/gpualloc/gpualloc/strategy/naive"    // MXNet's Naive pool
 	_ "github.com/gpualloc/gpualloc/strategy/pytorch"  // PyTorch's CUDA caching allocator
 	_ "github.com/gpualloc/gpualloc/strategy/round"    // MXNet's Round pool

@@ -75,7 +75,7 @@ func (h *harness) begin(format string, args ...any) {
 // alloc calls Alloc (or AllocStream when stream is not 0) and checks the
 // result. ok is false when the allocator reported ErrOutOfMemory.
 func (h *harness) alloc(size int64, stream uint64) (b gpualloc.Block, ok bool, err error) {
-	mallocs := h.dev.Stats().Mallocs
+	mallocs := h.dev.Stats().allocations()
 	if stream != 0 {
 		h.begin("AllocStream(%d, %d)", size, stream)
 		b, err = h.streams.AllocStream(size, stream)
@@ -112,7 +112,7 @@ func (h *harness) alloc(size int64, stream uint64) (b gpualloc.Block, ok bool, e
 		return b, false, h.errorf("block overlaps live block %s", fmtBlock(h.live[i]))
 	}
 	h.live = slices.Insert(h.live, i, b)
-	if h.dev.Stats().Mallocs == mallocs {
+	if h.dev.Stats().allocations() == mallocs {
 		h.hits++
 	}
 	h.allocs++
@@ -252,8 +252,12 @@ func (h *harness) drain() error {
 // deviceEmpty checks that the allocator holds nothing from the device.
 func (h *harness) deviceEmpty() error {
 	if ds := h.dev.Stats(); ds.Used != 0 || ds.Regions != 0 {
-		return h.errorf("no block is live and the cache was released, yet the device holds %d bytes in %d regions %s; want 0",
-			ds.Used, ds.Regions, fmtRegions(h.dev.Regions()))
+		return h.errorf("no block is live and the cache was released, yet the device holds %d bytes in %d regions %s and %d bytes of physical memory; want 0",
+			ds.Used, ds.Regions, fmtRegions(h.dev.Regions()), ds.Physical)
+	}
+	if ds := h.dev.Stats(); ds.Ranges != 0 {
+		return h.errorf("no block is live and the cache was released, yet %d address ranges (%d bytes) are still reserved; want 0",
+			ds.Ranges, ds.AddressSpace)
 	}
 	return nil
 }
@@ -334,9 +338,11 @@ func (h *harness) verify() error {
 	eq("Allocs", s.Allocs, h.allocs, "successful Alloc calls")
 	eq("Frees", s.Frees, h.frees, "successful Free calls")
 	eq("Allocs-Frees", s.Allocs-s.Frees, int64(n), "live blocks")
-	eq("DeviceMallocs", s.DeviceMallocs, ds.Mallocs, "successful device mallocs")
-	eq("DeviceFrees", s.DeviceFrees, ds.Frees, "device frees")
-	eq("DeviceMallocBytes", s.DeviceMallocBytes, ds.MallocBytes, "bytes of successful device mallocs")
+	eq("DeviceMallocs", s.DeviceMallocs, ds.allocations(), "successful device mallocs and creates")
+	eq("DeviceFrees", s.DeviceFrees, ds.Frees+ds.Releases, "device frees and releases")
+	eq("DeviceMallocBytes", s.DeviceMallocBytes, ds.MallocBytes+ds.CreateBytes, "bytes of successful device mallocs and creates")
+	eq("DeviceMaps", s.DeviceMaps, ds.Maps, "successful device maps")
+	eq("DeviceUnmaps", s.DeviceUnmaps, ds.Unmaps, "successful device unmaps")
 	eq("CacheHits", s.CacheHits, h.hits, "successful Alloc calls that made no device malloc")
 	eq("OOMs", s.OOMs, h.ooms, "Alloc calls that failed with ErrOutOfMemory")
 	eq("PeakRequested", s.PeakRequested, h.peakRequested, "largest Requested so far")
@@ -401,6 +407,8 @@ func diffStats(was, now gpualloc.Stats) string {
 		{"DeviceMallocs", was.DeviceMallocs, now.DeviceMallocs},
 		{"DeviceFrees", was.DeviceFrees, now.DeviceFrees},
 		{"DeviceMallocBytes", was.DeviceMallocBytes, now.DeviceMallocBytes},
+		{"DeviceMaps", was.DeviceMaps, now.DeviceMaps},
+		{"DeviceUnmaps", was.DeviceUnmaps, now.DeviceUnmaps},
 		{"CacheHits", was.CacheHits, now.CacheHits},
 		{"OOMs", was.OOMs, now.OOMs},
 		{"Retries", was.Retries, now.Retries},
@@ -413,3 +421,6 @@ func diffStats(was, now gpualloc.Stats) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// allocations returns the device allocations: Malloc and Create calls.
+func (s DeviceStats) allocations() int64 { return s.Mallocs + s.Creates }

@@ -77,14 +77,18 @@ func (o *Options) withDefaults() Options {
 // after every operation it checks that
 //
 //   - every live block lies inside one region the allocator holds from the
-//     device, overlaps no other live block, is aligned to Options.Align, and
+//     device (or, for a strategy that uses the [Device]'s
+//     [gpualloc.VirtualMemory], in mapped memory of one reserved range),
+//     overlaps no other live block, is aligned to Options.Align, and
 //     has Size >= Requested and Requested equal to the size asked for;
 //   - the device saw no invalid call (a free of an address it did not hand
 //     out or with the wrong size, a malloc of less than one byte);
 //   - if the allocator is a [gpualloc.StatsReporter], its Stats add up
 //     exactly: Requested and Allocated are the sums over the live blocks,
 //     Reserved is what the device holds, DeviceMallocs, DeviceFrees and
-//     DeviceMallocBytes are the device's counts, Allocs and Frees the
+//     DeviceMallocBytes are the device's counts (Create and Release of
+//     physical memory counted with Malloc and Free), DeviceMaps and
+//     DeviceUnmaps its Map and Unmap calls, Allocs and Frees the
 //     successful calls, CacheHits the allocations that made no device
 //     malloc, OOMs the allocations that failed with ErrOutOfMemory;
 //     PeakRequested and PeakAllocated are the largest values seen,
@@ -103,7 +107,8 @@ func (o *Options) withDefaults() Options {
 //     the same size makes no device malloc, and the cached block is handed
 //     out only once.
 //   - ReleaseAll (for a [gpualloc.Releaser]): live blocks survive it, and
-//     once every block is freed it leaves the device holding 0 bytes.
+//     once every block is freed it leaves the device holding 0 bytes and
+//     no reserved address range.
 //   - OutOfMemory: a request larger than the device and requests that
 //     exhaust it fail with ErrOutOfMemory; the allocator stays usable.
 //   - InvalidFree: a double free, a free of a block never allocated, of an

@@ -1,0 +1,254 @@
+// Package vmem keeps the books of a device's virtual memory for the
+// virtual devices of the simulator and of the conformance suite: reserved
+// address ranges, physical memory and the mappings between them, with the
+// checks that gpualloc.VirtualMemory's rules call for. The device counts
+// physical memory against its capacity itself.
+package vmem
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/gpualloc/gpualloc"
+)
+
+// Stats are a Space's counters.
+type Stats struct {
+	Creates      int64 // successful Create calls
+	Releases     int64 // successful Release calls
+	CreateBytes  int64 // bytes of all successful Create calls
+	Physical     int64 // bytes of live physical memory
+	Maps         int64 // successful Map calls
+	Unmaps       int64 // successful Unmap calls
+	Reserves     int64 // successful Reserve calls
+	Unreserves   int64 // successful Unreserve calls
+	AddressSpace int64 // bytes of reserved ranges
+	Ranges       int   // reserved ranges
+	Mappings     int   // live mappings
+	Handles      int   // live physical memory allocations
+}
+
+// A Space is the virtual memory of one device: ranges reserved first fit in
+// the window [Base, Base+Size), physical memory in multiples of Gran. The
+// zero Space is not usable; set Base, Size, Gran and Prefix (the start of
+// its errors).
+type Space struct {
+	Base   uint64
+	Size   uint64
+	Gran   int64
+	Prefix string
+
+	ranges []*vrange          // reserved ranges, sorted by base
+	phys   map[uint64]*phys   // live physical memory by handle
+	maps   map[uint64]mapping // live mappings by address
+	handle uint64             // last handle given
+	st     Stats
+}
+
+// A vrange is a reserved range; pages[i] is the handle mapped at its page
+// i, 0 for none (pages beyond len(pages) have none).
+type vrange struct {
+	base  uint64
+	size  int64
+	pages []uint64
+	live  int // mappings in the range
+}
+
+type phys struct {
+	size int64
+	maps int // mappings of it
+}
+
+type mapping struct {
+	handle uint64
+	size   int64
+	r      *vrange
+}
+
+// Stats returns the counters.
+func (s *Space) Stats() Stats {
+	st := s.st
+	st.Ranges, st.Mappings, st.Handles = len(s.ranges), len(s.maps), len(s.phys)
+	return st
+}
+
+func (s *Space) errorf(err error, format string, args ...any) error {
+	return fmt.Errorf("%s: %s: %w", s.Prefix, fmt.Sprintf(format, args...), err)
+}
+
+func (s *Space) init() {
+	if s.phys == nil {
+		s.phys = make(map[uint64]*phys)
+		s.maps = make(map[uint64]mapping)
+	}
+}
+
+// CheckSize returns an error wrapping gpualloc.ErrInvalidSize unless size
+// is a positive multiple of Gran.
+func (s *Space) CheckSize(what string, size int64) error {
+	if size <= 0 || size%s.Gran != 0 {
+		return s.errorf(gpualloc.ErrInvalidSize, "%s of %d bytes, not a positive multiple of %d", what, size, s.Gran)
+	}
+	return nil
+}
+
+// Reserve reserves size bytes at the lowest address of the window where
+// they fit. O(ranges).
+func (s *Space) Reserve(size int64) (uint64, error) {
+	if err := s.CheckSize("reserve", size); err != nil {
+		return 0, err
+	}
+	s.init()
+	addr, i := s.Base, 0
+	for ; i < len(s.ranges); i++ {
+		r := s.ranges[i]
+		if r.base-addr >= uint64(size) {
+			break
+		}
+		addr = r.base + uint64(r.size)
+	}
+	if s.Base+s.Size-addr < uint64(size) {
+		return 0, s.errorf(gpualloc.ErrOutOfMemory, "reserve of %d bytes: address space exhausted", size)
+	}
+	s.ranges = slices.Insert(s.ranges, i, &vrange{base: addr, size: size})
+	s.st.Reserves++
+	s.st.AddressSpace += size
+	return addr, nil
+}
+
+// rangeAt returns the index of the reserved range that holds addr.
+func (s *Space) rangeAt(addr uint64) (int, bool) {
+	i := sort.Search(len(s.ranges), func(i int) bool { return s.ranges[i].base > addr }) - 1
+	if i < 0 || addr-s.ranges[i].base >= uint64(s.ranges[i].size) {
+		return 0, false
+	}
+	return i, true
+}
+
+// Unreserve frees the range Reserve returned at addr, of size bytes, which
+// must have nothing mapped.
+func (s *Space) Unreserve(addr uint64, size int64) error {
+	i, ok := s.rangeAt(addr)
+	if !ok || s.ranges[i].base != addr || s.ranges[i].size != size {
+		return s.errorf(gpualloc.ErrInvalidFree, "unreserve of %#x (%d bytes), not a reserved range", addr, size)
+	}
+	if n := s.ranges[i].live; n > 0 {
+		return s.errorf(gpualloc.ErrInvalidFree, "unreserve of %#x (%d bytes) with %d mappings in it", addr, size, n)
+	}
+	s.ranges = slices.Delete(s.ranges, i, i+1)
+	s.st.Unreserves++
+	s.st.AddressSpace -= size
+	return nil
+}
+
+// Create records size bytes of physical memory, which the caller has
+// checked with CheckSize and against its capacity, and returns its handle
+// (never 0).
+func (s *Space) Create(size int64) uint64 {
+	s.init()
+	s.handle++
+	s.phys[s.handle] = &phys{size: size}
+	s.st.Creates++
+	s.st.CreateBytes += size
+	s.st.Physical += size
+	return s.handle
+}
+
+// Release frees the physical memory of handle, which must be mapped
+// nowhere, and returns its size.
+func (s *Space) Release(handle uint64) (int64, error) {
+	p, ok := s.phys[handle]
+	if !ok {
+		return 0, s.errorf(gpualloc.ErrInvalidFree, "release of handle %d, not live physical memory", handle)
+	}
+	if p.maps > 0 {
+		return 0, s.errorf(gpualloc.ErrInvalidFree, "release of handle %d (%d bytes), still mapped %d times", handle, p.size, p.maps)
+	}
+	delete(s.phys, handle)
+	s.st.Releases++
+	s.st.Physical -= p.size
+	return p.size, nil
+}
+
+// Map maps the physical memory of handle at addr, inside one reserved
+// range, where nothing is mapped. O(pages mapped).
+func (s *Space) Map(addr uint64, handle uint64) error {
+	p, ok := s.phys[handle]
+	if !ok {
+		return s.errorf(gpualloc.ErrInvalidFree, "map of handle %d at %#x, not live physical memory", handle, addr)
+	}
+	i, ok := s.rangeAt(addr)
+	if !ok {
+		return s.errorf(gpualloc.ErrInvalidFree, "map of handle %d at %#x, outside every reserved range", handle, addr)
+	}
+	r := s.ranges[i]
+	off := addr - r.base
+	if off%uint64(s.Gran) != 0 || uint64(r.size)-off < uint64(p.size) {
+		return s.errorf(gpualloc.ErrInvalidFree, "map of %d bytes at %#x: not aligned to %d or past the end of the range %#x+%d",
+			p.size, addr, s.Gran, r.base, r.size)
+	}
+	first, n := int(off/uint64(s.Gran)), int(p.size/s.Gran)
+	if len(r.pages) < first+n {
+		r.pages = append(r.pages, make([]uint64, first+n-len(r.pages))...)
+	}
+	for _, h := range r.pages[first : first+n] {
+		if h != 0 {
+			return s.errorf(gpualloc.ErrInvalidFree, "map of %d bytes at %#x over memory mapped there already", p.size, addr)
+		}
+	}
+	for j := first; j < first+n; j++ {
+		r.pages[j] = handle
+	}
+	r.live++
+	p.maps++
+	s.maps[addr] = mapping{handle: handle, size: p.size, r: r}
+	s.st.Maps++
+	return nil
+}
+
+// Unmap unmaps what one Map mapped at addr, size bytes.
+func (s *Space) Unmap(addr uint64, size int64) error {
+	m, ok := s.maps[addr]
+	if !ok {
+		return s.errorf(gpualloc.ErrInvalidFree, "unmap of %#x (%d bytes), where no mapping begins", addr, size)
+	}
+	if m.size != size {
+		return s.errorf(gpualloc.ErrInvalidFree, "unmap of %#x with size %d, mapped with size %d", addr, size, m.size)
+	}
+	first := int((addr - m.r.base) / uint64(s.Gran))
+	clear(m.r.pages[first : first+int(size/s.Gran)])
+	m.r.live--
+	s.phys[m.handle].maps--
+	delete(s.maps, addr)
+	s.st.Unmaps++
+	return nil
+}
+
+// Mapped reports whether the size bytes at addr lie in mapped memory of one
+// reserved range. O(pages).
+func (s *Space) Mapped(addr uint64, size int64) bool {
+	if size < 0 {
+		return false
+	}
+	i, ok := s.rangeAt(addr)
+	if !ok {
+		return false
+	}
+	r := s.ranges[i]
+	off := addr - r.base
+	if uint64(r.size)-off < uint64(size) {
+		return false
+	}
+	g := uint64(s.Gran)
+	first, last := int(off/g), int((off+uint64(size)+g-1)/g)
+	if last > len(r.pages) {
+		return false
+	}
+	for _, h := range r.pages[first:last] {
+		if h == 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,43 @@
+package gmlake_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/strategy/gmlake"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
+	"github.com/gpualloc/gpualloc/strategy/strategytest"
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+// BenchmarkAllocFree measures an Alloc served from a free block and the
+// Free that merges it back, for four sizes in turn.
+func BenchmarkAllocFree(b *testing.B) {
+	a, err := gmlake.New(strategytest.NewDevice(GiB), gmlake.DefaultConfig())
+	require.NoError(b, err)
+	alloctest.AllocFree(b, a, [4]int64{1, 4097, 100000, 5000000})
+}
+
+// BenchmarkReplay replays each bundled trace, held in memory, through
+// sim.Replay on the virtual device (which has virtual memory), with
+// glake's defaults and with every large request stitched (frag_limit=0).
+func BenchmarkReplay(b *testing.B) {
+	stitchAll := gmlake.DefaultConfig()
+	stitchAll.FragLimit = 0
+	for _, bd := range traces.Bundled() {
+		r, err := bd.Open()
+		require.NoError(b, err)
+		events, err := traces.ReadAll(r)
+		require.NoError(b, err)
+		for name, c := range map[string]gmlake.Config{"default": gmlake.DefaultConfig(), "frag_limit=0": stitchAll} {
+			b.Run(bd.Name+"/"+name, func(b *testing.B) {
+				alloctest.ReplaySim(b, sim.Config{Open: func(be gpualloc.Backend) (gpualloc.Allocator, error) {
+					return gmlake.New(be, c)
+				}}, bd.Name, events)
+			})
+		}
+	}
+}
