@@ -6,6 +6,7 @@ package all
 
 import (
 	_ "github.com/gpualloc/gpualloc/strategy/bestfit"  // best fit with splitting and coalescing (TensorFlow BFC, RMM, Paddle, CuPy)
+	_ "github.com/gpualloc/gpualloc/strategy/bfc"      // TensorFlow's (and XLA/JAX's) BFC allocator
 	_ "github.com/gpualloc/gpualloc/strategy/buddy"    // binary buddy over arenas
 	_ "github.com/gpualloc/gpualloc/strategy/gmlake"   // GMLake's virtual memory stitching
 	_ "github.com/gpualloc/gpualloc/strategy/naive"    // MXNet's Naive pool

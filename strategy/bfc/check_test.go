@@ -1,0 +1,177 @@
+package bfc
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/segment"
+	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
+	"github.com/gpualloc/gpualloc/strategy/strategytest"
+)
+
+const (
+	KiB = 1 << 10
+	MiB = 1 << 20
+	GiB = 1 << 30
+)
+
+// check verifies every invariant of p: its regions are sorted, disjoint
+// and tiled by linked chunks of multiples of 256 bytes, no two free chunks
+// neighbours; the bins hold exactly the free chunks, each in its bin; the
+// byte counts agree with the chunks, the stats and the limit; FreeSpace
+// agrees with a brute-force computation.
+func (p *Pool) check() error {
+	var free []int32
+	var regionBytes, freeBytes, largest int64
+	inUse := 0
+	used := map[int32]bool{}
+	for i, r := range p.regs {
+		if i > 0 && p.regs[i-1].addr+uint64(p.regs[i-1].size) > r.addr {
+			return fmt.Errorf("region %#x overlaps the one before", r.addr)
+		}
+		if r.size <= 0 || r.size%MinAllocationSize != 0 {
+			return fmt.Errorf("region %#x has %d bytes", r.addr, r.size)
+		}
+		regionBytes += r.size
+		addr, prev := r.addr, int32(0)
+		for n := r.first; n != 0; n = p.ch[n].next {
+			c := &p.ch[n]
+			switch {
+			case used[n]:
+				return fmt.Errorf("chunk %d is reached twice", n)
+			case c.addr != addr:
+				return fmt.Errorf("chunk %d at %#x, want %#x", n, c.addr, addr)
+			case c.prev != prev:
+				return fmt.Errorf("chunk %d has prev %d, want %d", n, c.prev, prev)
+			case c.size <= 0 || c.size%MinAllocationSize != 0:
+				return fmt.Errorf("chunk %d has %d bytes", n, c.size)
+			case !c.inUse && prev != 0 && !p.ch[prev].inUse:
+				return fmt.Errorf("free chunks %d and %d are neighbours", prev, n)
+			case c.inUse && c.bin != -1:
+				return fmt.Errorf("chunk %d in use is marked for bin %d", n, c.bin)
+			}
+			used[n] = true
+			if c.inUse {
+				inUse++
+			} else {
+				free = append(free, n)
+				freeBytes += c.size
+				largest = max(largest, c.size)
+			}
+			addr += uint64(c.size)
+			prev = n
+		}
+		if addr != r.addr+uint64(r.size) {
+			return fmt.Errorf("region %#x of %d bytes: its chunks end at %#x", r.addr, r.size, addr)
+		}
+	}
+	if len(used)+len(p.spare) != len(p.ch)-1 {
+		return fmt.Errorf("%d chunks in regions and %d spare of %d", len(used), len(p.spare), len(p.ch)-1)
+	}
+	inBins, err := p.bins.check(p.ch)
+	if err != nil {
+		return err
+	}
+	slices.Sort(free)
+	slices.Sort(inBins)
+	if !slices.Equal(free, inBins) {
+		return fmt.Errorf("the bins hold chunks %v, the free chunks are %v", inBins, free)
+	}
+	st := p.Stats()
+	switch {
+	case regionBytes != p.total || p.total != st.Reserved:
+		return fmt.Errorf("regions hold %d bytes, total %d, Reserved %d", regionBytes, p.total, st.Reserved)
+	case p.total > p.limit:
+		return fmt.Errorf("%d bytes held over the limit of %d", p.total, p.limit)
+	case freeBytes != p.freeBytes:
+		return fmt.Errorf("free chunks hold %d bytes, freeBytes says %d", freeBytes, p.freeBytes)
+	case p.total-freeBytes != st.Allocated:
+		return fmt.Errorf("chunks in use hold %d bytes, Allocated says %d", p.total-freeBytes, st.Allocated)
+	case inUse != p.live.Len():
+		return fmt.Errorf("%d chunks in use, %d live blocks", inUse, p.live.Len())
+	}
+	if l, t := p.FreeSpace(); l != largest || t != freeBytes {
+		return fmt.Errorf("FreeSpace() = %d, %d; brute force says %d, %d", l, t, largest, freeBytes)
+	}
+	return nil
+}
+
+// layout returns the pool's regions in the notation of
+// segmenttest.ParseLayout: "U512 F1K | F2M".
+func (p *Pool) layout() string {
+	var segs []segment.LayoutSegment
+	for _, r := range p.regs {
+		s := segment.LayoutSegment{Addr: r.addr}
+		for n := r.first; n != 0; n = p.ch[n].next {
+			s.Blocks = append(s.Blocks, segment.LayoutBlock{Size: p.ch[n].size, Free: !p.ch[n].inUse})
+		}
+		segs = append(segs, s)
+	}
+	return segmenttest.FormatLayout(segs)
+}
+
+// build returns a pool of configuration c on dev (a test device, or a
+// recorder of one) in the state layout
+// describes (regions separated by "|", in address order), and its live
+// blocks in layout order. Each region is a device allocation. The pool's
+// next region size is left as New sets it.
+func build(t *testing.T, c Config, dev gpualloc.Backend, layout string) (*Pool, []gpualloc.Block) {
+	t.Helper()
+	p, err := New(dev, c)
+	require.NoError(t, err)
+	segs, err := segmenttest.ParseLayout(layout)
+	require.NoError(t, err)
+	var live []gpualloc.Block
+	for _, blocks := range segs {
+		var size int64
+		for _, b := range blocks {
+			size += b.Size
+		}
+		addr, err := dev.Malloc(size)
+		require.NoError(t, err)
+		p.total += size
+		p.m.CountDeviceMalloc(size)
+		r := region{addr: addr, size: size}
+		prev := int32(0)
+		for _, b := range blocks {
+			n := p.newChunk()
+			p.ch[n] = chunk{addr: addr, size: b.Size, prev: prev, bin: -1}
+			if prev == 0 {
+				r.first = n
+			} else {
+				p.ch[prev].next = n
+			}
+			if b.Free {
+				p.freeBytes += b.Size
+				p.bins.insert(p.ch, n)
+			} else {
+				p.ch[n].inUse, p.ch[n].requested = true, b.Size
+				h := p.live.Put(addr, n)
+				p.m.CountAlloc(b.Size, b.Size, true)
+				live = append(live, gpualloc.Block{Addr: addr, Size: b.Size, Requested: b.Size, Handle: h})
+			}
+			addr += uint64(b.Size)
+			prev = n
+		}
+		p.regs = append(p.regs, r)
+	}
+	require.NoError(t, p.check(), layout)
+	require.Equal(t, layout, p.layout())
+	return p, live
+}
+
+// recorder is a device that records the size of every Malloc, refused or
+// not.
+type recorder struct {
+	*strategytest.Device
+	asked []int64
+}
+
+func (r *recorder) Malloc(size int64) (uint64, error) {
+	r.asked = append(r.asked, size)
+	return r.Device.Malloc(size)
+}
