@@ -205,7 +205,7 @@ func TestReplayMatchesSim(t *testing.T) {
 	require.NoError(t, err)
 	for _, capacity := range []int64{8 << 30, 150 << 20} {
 		for _, name := range gpualloc.Names() {
-			addressOrdered := name == "bestfit" || name == "pytorch"
+			addressOrdered := name == "bestfit" || name == "pytorch" || name == "dualcursor"
 			if capacity < 1<<30 && addressOrdered {
 				continue
 			}
