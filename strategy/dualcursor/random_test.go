@@ -175,7 +175,7 @@ func FuzzOps(f *testing.F) {
 		}
 		c := randomConfigs[int(data[0])%len(randomConfigs)]
 		src := &byteSource{data: data[1:]}
-		if err := randomRun(c, 48*MiB, 1<<20, src, src.done); err != nil {
+		if err := randomRun(c, 48*MiB, 2000, src, src.done); err != nil {
 			t.Fatal(err)
 		}
 	})
