@@ -146,7 +146,8 @@ func (s CategorySet) String() string {
 	return strings.Join(names, "+")
 }
 
-// parseCategorySet parses "parameter+optimizer_state" or "none".
+// parseCategorySet parses "parameter+optimizer_state" or "none"; unknown is
+// refused, as the unknown rule places it.
 func parseCategorySet(v string) (CategorySet, bool) {
 	if strings.EqualFold(v, "none") {
 		return 0, true
@@ -154,7 +155,7 @@ func parseCategorySet(v string) (CategorySet, bool) {
 	var s CategorySet
 	for name := range strings.SplitSeq(v, "+") {
 		c, ok := gpualloc.ParseCategory(strings.TrimSpace(name))
-		if !ok {
+		if !ok || c == gpualloc.CategoryUnknown {
 			return 0, false
 		}
 		s |= 1 << c
@@ -163,7 +164,7 @@ func parseCategorySet(v string) (CategorySet, bool) {
 }
 
 // staticWant is what a bad static set is told.
-const staticWant = "must be categories joined by + (" + gpualloc.CategoryNames + ") or none"
+const staticWant = "must be categories joined by + (parameter, optimizer_state, input, activation, gradient, temporary, autograd_detail) or none; unknown follows the unknown rule"
 
 // Config are the parameters of a dual-cursor pool. Every size is in bytes.
 type Config struct {
@@ -188,7 +189,8 @@ type Config struct {
 	Grow Growth
 
 	// Static are the categories placed as static memory, from the static
-	// end of a block; every other known category is dynamic.
+	// end of a block; every other known category is dynamic. It never
+	// holds CategoryUnknown, which Unknown decides.
 	Static CategorySet
 
 	// Unknown is the rule for allocations of unknown category.
@@ -255,7 +257,7 @@ func (c Config) validate() error {
 		return paramErr("block", fmt.Sprint(c.Block), "must not be negative (0: the device's free memory)")
 	case c.Grow > GrowNone:
 		return paramErr("grow", c.Grow.String(), "must be block or none")
-	case c.Static>>gpualloc.NumCategories != 0:
+	case c.Static>>gpualloc.NumCategories != 0 || c.Static.Has(gpualloc.CategoryUnknown):
 		return paramErr("static", c.Static.String(), staticWant)
 	case c.Unknown > UnknownStatic:
 		return paramErr("unknown", c.Unknown.String(), "must be before_first_free, dynamic or static")

@@ -16,7 +16,7 @@ func init() {
 			{Name: "pad", Default: "32", Doc: "bytes added to every request before rounding (MindSpore's GetCommonAlignSize adds 32)"},
 			{Name: "block", Default: "1073741824", Doc: "bytes of each device block, or more for a larger request; 0: all the device's free memory, as MindSpore takes the whole device"},
 			{Name: "grow", Default: "block", Doc: "when no block has room: block (take another device block) or none (fail with out of memory, as MindSpore does when its cursors meet)"},
-			{Name: "static", Default: "parameter+optimizer_state", Doc: "categories placed as static memory, joined by + (" + gpualloc.CategoryNames + "), or none; the others are dynamic"},
+			{Name: "static", Default: "parameter+optimizer_state", Doc: "categories placed as static memory, joined by + (parameter, optimizer_state, input, activation, gradient, temporary, autograd_detail), or none; the others are dynamic, and unknown follows the unknown rule"},
 			{Name: "unknown", Default: "before_first_free", Doc: "where allocations of unknown category go (traces without categories): before_first_free (static until the pool's first free, then dynamic), dynamic or static"},
 			{Name: "static_end", Default: "high", Doc: "end of a block where static memory starts: high (MindSpore's MemoryManager: static down from the top, dynamic up from the base) or low (the mirror image)"},
 		},
