@@ -79,7 +79,7 @@ func workloadNames() string {
 
 // genStdout writes the workload to the command's standard output.
 func genStdout(e *env, name string, o gen.Options) error {
-	w := traces.NewWriter(e.stdout, gen.Columns()...)
+	w := traces.NewWriter(e.stdout, gen.ColumnsOf(name)...)
 	if err := gen.Generate(w, name, o); err != nil {
 		return err
 	}

@@ -9,8 +9,10 @@
 // for one allocator.
 //
 // What is recorded: the requested size, the stream (the one passed to
-// AllocStream, 0 for Alloc), the device index given to Wrap, and the time
-// in microseconds since the log was made. Ids are a counter of the log's
+// AllocStream or AllocCategory, 0 for Alloc), the category (the one passed
+// to AllocCategory, unknown otherwise; written when the Writer has a
+// category column), the device index given to Wrap, and the time in
+// microseconds since the log was made. Ids are a counter of the log's
 // allocations (1, 2, ...), so they stay unique across devices. Failed
 // allocations and failed frees are not recorded: the trace is what the
 // program held.
@@ -112,7 +114,9 @@ func (l *Log) Close() error {
 // An Allocator records the calls of the allocator it wraps. Besides Alloc
 // and Free it is a [gpualloc.StreamAllocator] (AllocStream calls the wrapped
 // allocator's AllocStream when it has one, else its Alloc, and records the
-// stream either way) and a [gpualloc.Specer] (the wrapped allocator's spec,
+// stream either way), a [gpualloc.CategoryAllocator] (AllocCategory calls
+// the wrapped allocator's AllocCategory when it has one, else goes on as
+// AllocStream, and records the category either way) and a [gpualloc.Specer] (the wrapped allocator's spec,
 // "" if it has none). It implements [gpualloc.StatsReporter],
 // [gpualloc.Releaser] and [gpualloc.FreeSpaceReporter] exactly when the
 // wrapped allocator does, so that a type assertion finds what the wrapped
@@ -121,6 +125,7 @@ func (l *Log) Close() error {
 type Allocator interface {
 	gpualloc.Allocator
 	gpualloc.StreamAllocator
+	gpualloc.CategoryAllocator
 	gpualloc.Specer
 	io.Closer
 	// Unwrap returns the wrapped allocator.
@@ -132,6 +137,7 @@ type recorder struct {
 	log     *Log
 	a       gpualloc.Allocator
 	stream  gpualloc.StreamAllocator
+	cat     gpualloc.CategoryAllocator
 	device  int32
 	live    map[uint64]liveBlock // live blocks by address
 	ownsLog bool
@@ -148,6 +154,7 @@ type liveBlock struct {
 func (l *Log) Wrap(a gpualloc.Allocator, device int) Allocator {
 	r := &recorder{log: l, a: a, device: int32(device), live: map[uint64]liveBlock{}}
 	r.stream, _ = a.(gpualloc.StreamAllocator)
+	r.cat, _ = a.(gpualloc.CategoryAllocator)
 	return withOptional(r)
 }
 
@@ -157,18 +164,25 @@ func New(a gpualloc.Allocator, w *traces.Writer, opts Options) Allocator {
 	l := NewLog(w, opts)
 	r := &recorder{log: l, a: a, live: map[uint64]liveBlock{}, ownsLog: true}
 	r.stream, _ = a.(gpualloc.StreamAllocator)
+	r.cat, _ = a.(gpualloc.CategoryAllocator)
 	return withOptional(r)
 }
 
 func (r *recorder) Alloc(size int64) (gpualloc.Block, error) { return r.AllocStream(size, 0) }
 
 func (r *recorder) AllocStream(size int64, stream uint64) (gpualloc.Block, error) {
+	return r.AllocCategory(size, stream, gpualloc.CategoryUnknown)
+}
+
+func (r *recorder) AllocCategory(size int64, stream uint64, cat gpualloc.Category) (gpualloc.Block, error) {
 	l := r.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var b gpualloc.Block
 	var err error
-	if r.stream != nil {
+	if r.cat != nil {
+		b, err = r.cat.AllocCategory(size, stream, cat)
+	} else if r.stream != nil {
 		b, err = r.stream.AllocStream(size, stream)
 	} else {
 		b, err = r.a.Alloc(size)
@@ -179,7 +193,7 @@ func (r *recorder) AllocStream(size int64, stream uint64) (gpualloc.Block, error
 	id := l.nextID
 	l.nextID++
 	r.live[b.Addr] = liveBlock{id, stream}
-	l.write(traces.Event{Op: traces.OpAlloc, ID: id, Size: size, Stream: stream, Device: r.device})
+	l.write(traces.Event{Op: traces.OpAlloc, Category: cat, ID: id, Size: size, Stream: stream, Device: r.device})
 	return b, nil
 }
 

@@ -44,7 +44,7 @@ func TestRecordThenReplay(t *testing.T) {
 		require.NoError(t, err)
 
 		var buf bytes.Buffer
-		log := recorder.NewLog(traces.NewWriter(&buf), recorder.Options{})
+		log := recorder.NewLog(traces.NewWriter(&buf, traces.ColOp, traces.ColID, traces.ColSize, traces.ColStream, traces.ColDevice, traces.ColTime, traces.ColCategory), recorder.Options{})
 		var device int
 		p := params(t, "bestfit") // stats, release, free space: all forwarded
 		res, err := sim.Replay(traces.NewSliceReader(name, events), sim.Config{
@@ -213,4 +213,28 @@ func TestWriteErrorKeepsAllocating(t *testing.T) {
 		require.NoError(t, rec.Free(b))
 	}
 	assert.ErrorContains(t, rec.Close(), "disk full")
+}
+
+// TestRecordsCategories checks that AllocCategory reaches a wrapped
+// CategoryAllocator and that the category is written, and that a wrapped
+// allocator without categories is served by AllocStream.
+func TestRecordsCategories(t *testing.T) {
+	cols := []traces.Column{traces.ColOp, traces.ColID, traces.ColSize, traces.ColStream, traces.ColCategory}
+	for _, name := range []string{"dualcursor", "bestfit"} {
+		var buf bytes.Buffer
+		dev, err := sim.NewDevice(0, 1<<30)
+		require.NoError(t, err)
+		a, err := gpualloc.Open(name, dev)
+		require.NoError(t, err)
+		rec := recorder.New(a, traces.NewWriter(&buf, cols...), recorder.Options{})
+		w, err := rec.AllocCategory(1000, 3, gpualloc.CategoryParameter)
+		require.NoError(t, err)
+		x, err := rec.AllocStream(2000, 4)
+		require.NoError(t, err)
+		require.NoError(t, rec.Free(x))
+		require.NoError(t, rec.Free(w))
+		require.NoError(t, rec.Close())
+		assert.Equal(t, "# gpualloc trace v1\nop,id,size,stream,category\n"+
+			"alloc,1,1000,3,parameter\nalloc,2,2000,4,unknown\nfree,2,,4,\nfree,1,,3,\n", buf.String(), name)
+	}
 }

@@ -56,16 +56,23 @@ func (r lenientReader) Name() string   { return r.name }
 // traceBuilder writes events as a trace reader would yield them: it gives
 // each live allocation the lowest free slot.
 type traceBuilder struct {
-	events []traces.Event
-	live   map[uint64]traces.Event
-	slots  []bool // in use
-	time   int64
-	device int32
-	stream uint64
+	events   []traces.Event
+	live     map[uint64]traces.Event
+	slots    []bool // in use
+	time     int64
+	device   int32
+	stream   uint64
+	category gpualloc.Category
 }
 
 func newTrace() *traceBuilder {
 	return &traceBuilder{live: map[uint64]traces.Event{}}
+}
+
+// as sets the category of the following allocs.
+func (t *traceBuilder) as(c gpualloc.Category) *traceBuilder {
+	t.category = c
+	return t
 }
 
 // on sets the device and stream of the following allocs.
@@ -90,7 +97,7 @@ func (t *traceBuilder) alloc(id uint64, size int64) *traceBuilder {
 		t.slots = append(t.slots, false)
 	}
 	t.slots[slot] = true
-	ev := traces.Event{Op: traces.OpAlloc, ID: id, Slot: int32(slot), Device: t.device,
+	ev := traces.Event{Op: traces.OpAlloc, Category: t.category, ID: id, Slot: int32(slot), Device: t.device,
 		Size: size, Stream: t.stream, TimeUS: t.time}
 	t.time += 10
 	t.live[id] = ev

@@ -196,8 +196,10 @@ type DeviceResult struct {
 //
 // Each device index in the trace gets its own backend and allocator, made
 // when the index is first seen. Allocations go through the allocator's
-// AllocStream when it is a [gpualloc.StreamAllocator], with the event's
-// stream. The engine measures everything itself, without trusting the
+// AllocCategory when it is a [gpualloc.CategoryAllocator], with the event's
+// stream and category, else through its AllocStream when it is a
+// [gpualloc.StreamAllocator], with the event's stream; which one is decided
+// once per device. The engine measures everything itself, without trusting the
 // allocator's own statistics: requested bytes from the events, allocated
 // bytes from the sizes of the blocks it gets, reserved bytes and device
 // calls from a counting wrapper around each backend.
@@ -294,6 +296,7 @@ type device struct {
 	backend gpualloc.Backend
 	alloc   gpualloc.Allocator
 	stream  gpualloc.StreamAllocator
+	cat     gpualloc.CategoryAllocator
 	stats   gpualloc.StatsReporter
 	free    gpualloc.FreeSpaceReporter
 
@@ -576,9 +579,12 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	if e.measure {
 		t0 = time.Now()
 	}
-	if d.stream != nil {
+	switch {
+	case d.cat != nil:
+		b, err = d.cat.AllocCategory(ev.Size, ev.Stream, ev.Category)
+	case d.stream != nil:
 		b, err = d.stream.AllocStream(ev.Size, ev.Stream)
-	} else {
+	default:
 		b, err = d.alloc.Alloc(ev.Size)
 	}
 	var ns int64
@@ -705,6 +711,7 @@ func (e *engine) device(i int32) (*device, error) {
 		return nil, fmt.Errorf("device %d: %w", i, err)
 	}
 	d.stream, _ = d.alloc.(gpualloc.StreamAllocator)
+	d.cat, _ = d.alloc.(gpualloc.CategoryAllocator)
 	d.stats, _ = d.alloc.(gpualloc.StatsReporter)
 	d.free, _ = d.alloc.(gpualloc.FreeSpaceReporter)
 	if e.res.Strategy == "" {

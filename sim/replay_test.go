@@ -97,6 +97,43 @@ func TestReplayUsesStreams(t *testing.T) {
 	assert.Equal(t, []uint64{7, 9}, a.streams)
 }
 
+// catAlloc is a cacheAlloc that learns categories.
+type catAlloc struct {
+	*cacheAlloc
+	cats []gpualloc.Category
+}
+
+func (a *catAlloc) AllocCategory(size int64, stream uint64, c gpualloc.Category) (gpualloc.Block, error) {
+	a.cats = append(a.cats, c)
+	return a.AllocStream(size, stream)
+}
+
+func TestReplayUsesCategories(t *testing.T) {
+	tr := newTrace().as(gpualloc.CategoryParameter).on(0, 7).alloc(1, 100).
+		as(gpualloc.CategoryActivation).on(0, 9).alloc(2, 100).free(2).
+		as(gpualloc.CategoryUnknown).alloc(3, 100).free(1).free(3)
+	var a *catAlloc
+	open := func(b gpualloc.Backend) (gpualloc.Allocator, error) {
+		c, err := openCache(b)
+		a = &catAlloc{cacheAlloc: c.(*cacheAlloc)}
+		return a, err
+	}
+	_, err := Replay(tr.reader(), Config{Open: open})
+	require.NoError(t, err)
+	assert.Equal(t, []gpualloc.Category{gpualloc.CategoryParameter, gpualloc.CategoryActivation, gpualloc.CategoryUnknown}, a.cats)
+	assert.Equal(t, []uint64{7, 9, 9}, a.streams, "the stream goes with the category")
+
+	// A strategy without categories never sees them.
+	var c *cacheAlloc
+	_, err = Replay(tr.reader(), Config{Open: func(b gpualloc.Backend) (gpualloc.Allocator, error) {
+		al, err := openCache(b)
+		c = al.(*cacheAlloc)
+		return al, err
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{7, 9, 9}, c.streams)
+}
+
 func TestReplayOOMContinues(t *testing.T) {
 	tr := newTrace().
 		alloc(1, 4096).

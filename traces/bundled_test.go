@@ -110,7 +110,7 @@ func TestBundledUpToDate(t *testing.T) {
 				return
 			}
 			var want bytes.Buffer
-			w := traces.NewWriter(&want, gen.Columns()...)
+			w := traces.NewWriter(&want, gen.ColumnsOf(g.workload)...)
 			require.NoError(t, gen.Generate(w, g.workload, g.opts))
 			require.NoError(t, w.Close())
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/gpualloc/gpualloc"
 )
 
 // Every format's reader is built the same way: the format decodes its lines
@@ -48,6 +50,13 @@ type checker struct {
 	freeSlots []int32           // released slots, reused last in, first out
 	nslots    int32
 
+	// With categories (a trace that records them), cats holds the category
+	// of the live allocation in each slot, beside the live table: a free
+	// takes its allocation's. A trace without categories leaves it nil and
+	// pays one branch an event.
+	hasCat bool
+	cats   []gpualloc.Category
+
 	failures  int64 // failed allocations the trace records (not events)
 	skipped   int64
 	firstSkip error
@@ -67,9 +76,10 @@ type vocab struct {
 // it puts in the checker's ev.
 type record struct {
 	tok []byte // the id, when it is not a number (see idKey); else ev.ID holds it
-	// On a free, whether the record gives the size, stream and device,
-	// which must then be the allocation's (an alloc must give its size).
-	hasSize, hasStream, hasDevice bool
+	// On a free, whether the record gives the size, stream, device and
+	// category, which must then be the allocation's (an alloc must give
+	// its size).
+	hasSize, hasStream, hasDevice, hasCategory bool
 }
 
 // errQuiet stands for the errors of events skipped after the first in
@@ -81,6 +91,13 @@ func (c *checker) init(name, format string, cols []Column, opts Options, words *
 	c.name, c.format, c.cols, c.lenient, c.words = name, format, cols, opts.Lenient, words
 	c.last = NoTime
 	c.live.init(10)
+	c.setColumns(cols)
+}
+
+// setColumns notes the columns of the trace, once they are known.
+func (c *checker) setColumns(cols []Column) {
+	c.cols = cols
+	c.hasCat = slices.Contains(cols, ColCategory)
 }
 
 // event checks c.ev, which the format decoded with rec, against the live
@@ -118,6 +135,12 @@ func (c *checker) event(rec *record) error {
 		} else {
 			c.nslots++
 		}
+		if c.hasCat {
+			if int(ev.Slot) >= len(c.cats) {
+				c.cats = append(c.cats, make([]gpualloc.Category, int(ev.Slot)+1-len(c.cats))...)
+			}
+			c.cats[ev.Slot] = ev.Category
+		}
 		if rec.tok != nil {
 			if c.tokens == nil {
 				c.tokens = map[string]uint64{}
@@ -145,6 +168,13 @@ func (c *checker) event(rec *record) error {
 			return c.errorf("%s of %s%s on stream %d, allocated on stream %d", c.words.free, c.words.id, c.idText(rec), ev.Stream, a.stream)
 		case rec.hasDevice && ev.Device != a.device:
 			return c.errorf("%s of %s%s on device %d, allocated on device %d", c.words.free, c.words.id, c.idText(rec), ev.Device, a.device)
+		}
+		if c.hasCat {
+			cat := c.cats[a.slot]
+			if rec.hasCategory && ev.Category != cat {
+				return c.errorf("%s of %s%s with category %s, allocated with category %s", c.words.free, c.words.id, c.idText(rec), ev.Category, cat)
+			}
+			ev.Category = cat
 		}
 		ev.Slot, ev.Size, ev.Stream, ev.Device = a.slot, a.size, a.stream, a.device
 		c.live.removeAt(i)

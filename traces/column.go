@@ -6,29 +6,31 @@ import "strings"
 type Column uint8
 
 const (
-	ColOp     Column = iota + 1 // "op": alloc or free (required)
-	ColID                       // "id": the allocation's identity (required)
-	ColSize                     // "size": requested bytes (required on allocs)
-	ColStream                   // "stream": the allocation's stream (default 0)
-	ColDevice                   // "device": the device index (default 0)
-	ColTime                     // "time_us": timestamp in microseconds
+	ColOp       Column = iota + 1 // "op": alloc or free (required)
+	ColID                         // "id": the allocation's identity (required)
+	ColSize                       // "size": requested bytes (required on allocs)
+	ColStream                     // "stream": the allocation's stream (default 0)
+	ColDevice                     // "device": the device index (default 0)
+	ColTime                       // "time_us": timestamp in microseconds
+	ColCategory                   // "category": what the allocation holds (default unknown)
 )
 
 // maxCols is the number of distinct columns.
-const maxCols = int(ColTime)
+const maxCols = int(ColCategory)
 
 var columnNames = [...]string{
-	ColOp:     "op",
-	ColID:     "id",
-	ColSize:   "size",
-	ColStream: "stream",
-	ColDevice: "device",
-	ColTime:   "time_us",
+	ColOp:       "op",
+	ColID:       "id",
+	ColSize:     "size",
+	ColStream:   "stream",
+	ColDevice:   "device",
+	ColTime:     "time_us",
+	ColCategory: "category",
 }
 
 // String returns the column's name in a header: "op", "time_us".
 func (c Column) String() string {
-	if c >= ColOp && c <= ColTime {
+	if c >= ColOp && c <= ColCategory {
 		return columnNames[c]
 	}
 	return "column?"
@@ -37,7 +39,7 @@ func (c Column) String() string {
 // columnByName returns the column named s, matched without regard to case,
 // or 0.
 func columnByName(s string) Column {
-	for c := ColOp; c <= ColTime; c++ {
+	for c := ColOp; c <= ColCategory; c++ {
 		if strings.EqualFold(s, columnNames[c]) {
 			return c
 		}
@@ -46,4 +48,4 @@ func columnByName(s string) Column {
 }
 
 // knownColumns lists the column names for error messages.
-const knownColumns = "op, id, size, stream, device, time_us"
+const knownColumns = "op, id, size, stream, device, time_us, category"

@@ -19,6 +19,10 @@
 //	stream   no        the allocation's stream, decimal or 0x-hexadecimal (default 0)
 //	device   no        device index (default 0); each device has its own pool
 //	time_us  no        timestamp in microseconds, non-decreasing
+//	category no        what the allocation holds, in the names of PyTorch's
+//	                   memory_viz: parameter, optimizer_state, input,
+//	                   activation, gradient, temporary, autograd_detail or
+//	                   unknown (empty: unknown); see [gpualloc.Category]
 //
 // For example:
 //
@@ -30,8 +34,12 @@
 //
 // Column names are matched without regard to case, and so are the ops;
 // spaces and tabs around fields are ignored; lines may end in "\r\n". Fields
-// are not quoted. On a free, stream and device, like size, may be empty or
-// must match the allocation's. A line may be at most 64 KiB long.
+// are not quoted. On a free, stream, device and category, like size, may be
+// empty or must match the allocation's: a free's Event carries its
+// allocation's. Category names, like column names, are matched without
+// regard to case; a name that is no category is an error that lists the
+// known ones. Strategies that do not place allocations by category never
+// see it (see [gpualloc.CategoryAllocator]). A line may be at most 64 KiB long.
 // Ids are compared as bytes, so an id need not be valid UTF-8; everything
 // else is ASCII.
 //

@@ -1,5 +1,7 @@
 package traces
 
+import "github.com/gpualloc/gpualloc"
+
 // Op is the kind of an [Event].
 type Op uint8
 
@@ -25,10 +27,15 @@ const NoTime int64 = -1
 //
 // Readers check a trace's consistency as they go (no free of an unknown id,
 // no alloc of an id that is live), so every Event a [Reader] yields is valid:
-// a free always refers to a live allocation and carries its size, stream and
-// device.
+// a free always refers to a live allocation and carries its size, stream,
+// device and category.
 type Event struct {
 	Op Op
+	// Category says what the allocation holds ([gpualloc.CategoryUnknown]
+	// when the trace does not record it): of the new allocation for OpAlloc,
+	// of the freed allocation for OpFree. It fits in the padding after Op,
+	// so an Event stays 48 bytes.
+	Category gpualloc.Category
 	// ID identifies the allocation within the trace: the number an id
 	// such as "7" or "0x7f3a00000000" stands for, or a number the reader
 	// gives an id that is no number while it is live (see the package

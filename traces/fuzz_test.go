@@ -16,8 +16,9 @@ import (
 
 // FuzzReader fuzzes the native format, through detection, as NewReader
 // reads it, and checks that its fast path agrees with the slow one. It is
-// seeded with the files of testdata and the first lines of each bundled
-// trace, plain and compressed.
+// seeded with the files of testdata (categories.csv among them) and the
+// first lines of each bundled trace, plain and compressed, and with lines
+// of every column, category included.
 func FuzzReader(f *testing.F) {
 	fuzzSeeds(f, "testdata/*.csv")
 	for _, b := range Bundled() {
@@ -35,6 +36,8 @@ func FuzzReader(f *testing.F) {
 		"id,op,size,time_us\n#c\nx,alloc,1,1\r\nx,free,,2\n y ,alloc, 3 ,2\n",
 		"op,id,size,stream,device\nalloc,1,1,0x7,3\nfree,1,,7,3\n",
 		"op,id,size\nalloc,1",
+		"op,id,size,category\nalloc,1,5,parameter\nalloc,2,5,Gradient\nfree,1,,parameter\nfree,2,,\nalloc,3,1,bogus\n",
+		"category,op,id\n,alloc,1\nunknown,free,1\n",
 		"",
 	} {
 		f.Add([]byte(s))

@@ -34,7 +34,7 @@ func openerOf(t testing.TB, name string) opener {
 // scanAll reads r through and checks that its events are consistent: each
 // alloc has a size, and an ID and a slot that no live allocation has, the
 // slot below the reader's slot count; each free ends a live allocation and
-// carries its ID, size, stream and device; times do not go backwards; what
+// carries its ID, size, stream, device and category; times do not go backwards; what
 // is live at the end is what the reader says.
 func scanAll(t testing.TB, r Reader) ([]Event, error) {
 	t.Helper()
@@ -60,6 +60,7 @@ func scanAll(t testing.TB, r Reader) ([]Event, error) {
 			require.Equal(t, a.Size, ev.Size)
 			require.Equal(t, a.Stream, ev.Stream)
 			require.Equal(t, a.Device, ev.Device)
+			require.Equal(t, a.Category, ev.Category)
 			delete(live, ev.Slot)
 			delete(ids, ev.ID)
 		}

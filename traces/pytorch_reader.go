@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
@@ -32,6 +33,14 @@ import (
 // are made non-decreasing by raising a time that goes backwards to the one
 // before it.
 //
+// Categories: an entry or a block may record what it holds under a
+// "category" key, in memory_viz's names; PyTorch's own snapshots do not,
+// so a snapshot usually has no category column. When one entry or block has
+// one, the trace gains the category column: an alloc entry's category is
+// its own, a block live before the trace takes the category of its first
+// free_completed, or else of the block live at dump time at its address,
+// and what records none is unknown. A name that is no category is an error.
+//
 // The whole snapshot is in memory (see [snapshot.Read]); yielding events
 // costs O(1) each and allocates nothing.
 type snapshotReader struct {
@@ -51,10 +60,11 @@ var snapshotWords = vocab{alloc: "alloc", free: "free_completed", unknown: "free
 
 // initialBlock is a block live before the first entry of the trace.
 type initialBlock struct {
-	device int
-	addr   uint64
-	size   int64
-	stream uint64
+	device   int
+	addr     uint64
+	size     int64
+	stream   uint64
+	category string
 }
 
 // entryRef locates an entry of a Snapshot's traces.
@@ -99,6 +109,10 @@ func snapshotReaderOf(s *snapshot.Snapshot, name string, opts Options) *snapshot
 	if r.hasTime {
 		cols = append(cols, ColTime)
 	}
+	if hasCategories(s) {
+		cols = append(cols, ColCategory)
+		initialCategories(s, r.start)
+	}
 	r.init(name, pytorchFormatName, cols, opts, &snapshotWords)
 	r.clamp, r.where = true, r.position
 	if r.hasTime {
@@ -126,6 +140,59 @@ func hasTime(s *snapshot.Snapshot) bool {
 	return n > 0
 }
 
+// hasCategories reports whether an entry or a block of the snapshot records
+// a category.
+func hasCategories(s *snapshot.Snapshot) bool {
+	for _, t := range s.DeviceTraces {
+		for _, e := range t {
+			if e.Category != "" {
+				return true
+			}
+		}
+	}
+	for _, sg := range s.Segments {
+		for _, b := range sg.Blocks {
+			if b.Category != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// initialCategories gives each block live before the trace the category of
+// its first free_completed entry, or else of the live block at its address
+// in the snapshot's segments.
+func initialCategories(s *snapshot.Snapshot, start []initialBlock) {
+	type key struct {
+		device int
+		addr   uint64
+	}
+	idx := make(map[key]int, len(start))
+	for i, b := range start {
+		idx[key{b.device, b.addr}] = i
+	}
+	for _, sg := range s.Segments {
+		for _, b := range sg.Blocks {
+			if i, ok := idx[key{sg.Device, b.Address}]; ok && b.Live() {
+				start[i].category = b.Category
+			}
+		}
+	}
+	for dev, t := range s.DeviceTraces {
+		seen := map[uint64]bool{}
+		for _, e := range t {
+			if !isEvent(e.Action) || seen[e.Addr] {
+				continue
+			}
+			seen[e.Addr] = true
+			if i, ok := idx[key{dev, e.Addr}]; ok && e.Action == snapshot.FreeCompleted && e.Category != "" {
+				start[i].category = e.Category
+			}
+		}
+	}
+}
+
 // isEvent reports whether a trace entry is an allocation or a free.
 func isEvent(action snapshot.Action) bool {
 	return action == snapshot.Alloc || action == snapshot.FreeCompleted
@@ -138,7 +205,7 @@ func initialBlocks(s *snapshot.Snapshot) []initialBlock {
 	for _, dev := range s.Devices() {
 		st, _ := s.InitialState(dev) // the best state, even when inconsistent
 		for _, e := range st.Allocs() {
-			blocks = append(blocks, initialBlock{dev, e.Addr, e.Size, e.Stream})
+			blocks = append(blocks, initialBlock{dev, e.Addr, e.Size, e.Stream, ""})
 		}
 	}
 	return blocks
@@ -182,11 +249,12 @@ func mergedRefs(s *snapshot.Snapshot, byTime bool) []entryRef {
 func (r *snapshotReader) Scan() bool {
 	for r.err == nil {
 		var addr uint64
+		var category string
 		switch i := r.next; {
 		case i < len(r.start):
 			b := r.start[i]
 			r.ev = Event{Op: OpAlloc, Size: b.size, Stream: b.stream, Device: int32(b.device), TimeUS: r.time0}
-			addr = b.addr
+			addr, category = b.addr, b.category
 		case i-len(r.start) < len(r.refs):
 			ref := r.refs[i-len(r.start)]
 			e := &r.snap.DeviceTraces[ref.device][ref.index]
@@ -198,15 +266,19 @@ func (r *snapshotReader) Scan() bool {
 			if e.Action == snapshot.Alloc {
 				r.ev.Op = OpAlloc
 			}
-			addr = e.Addr
+			addr, category = e.Addr, e.Category
 		default:
 			return false
 		}
 		err := r.decode(addr)
+		rec := record{hasSize: r.ev.Op == OpAlloc, hasDevice: true}
+		if err == nil && category != "" {
+			err = r.category(category, &rec)
+		}
 		if err == nil {
-			// A free takes its allocation's size and stream, and must be
-			// on its device.
-			err = r.event(&record{hasSize: r.ev.Op == OpAlloc, hasDevice: true})
+			// A free takes its allocation's size, stream and category, and
+			// must be on its device.
+			err = r.event(&rec)
 		}
 		r.next++
 		if err == nil {
@@ -215,6 +287,17 @@ func (r *snapshotReader) Scan() bool {
 		r.err = r.reject(err)
 	}
 	return false
+}
+
+// category sets the category of r.ev from a name the snapshot records; on
+// a free, the checker then checks it against the allocation's.
+func (r *snapshotReader) category(name string, rec *record) error {
+	c, ok := gpualloc.ParseCategory(name)
+	if !ok {
+		return r.errorf("unknown category %s (known: %s)", quote([]byte(name)), gpualloc.CategoryNames)
+	}
+	r.ev.Category, rec.hasCategory = c, true
+	return nil
 }
 
 // position returns where the current entry is, for errors.

@@ -287,6 +287,8 @@ func FuzzSnapshot(f *testing.F) {
 		f.Add(pkPickle(pk.TwoDevices(false), proto, false))
 	}
 	f.Add(pkSnap(pk.Entry("alloc", a0, 5, 0, 1), pk.Entry("free_completed", a0, 5, 0, 2), pk.Entry("free_completed", a0, 5, 0, 3)))
+	f.Add(pkPickle(categorized("activation"), 4, true))
+	f.Add(pkPickle(categorized("weights"), 4, true))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := newSnapshotReader(bytes.NewReader(data), "f.pickle", Options{})
 		if err != nil {
@@ -311,4 +313,62 @@ func FuzzSnapshot(f *testing.F) {
 			require.ErrorAs(t, err, &pe)
 		}
 	})
+}
+
+// withCategory returns the entry or block d with a category key.
+func withCategory(d any, name string) pk.Dict {
+	return append(d.(pk.Dict), pk.KV{K: "category", V: name})
+}
+
+// categorized returns TwoDevices with categories on some entries and
+// blocks: A0, live before the trace, has one on its free_completed; A3, live
+// throughout, on its block; A1 and device 1's block on their entries; A2
+// none.
+func categorized(freeA1 string) pk.Dict {
+	d := pk.TwoDevices(true)
+	segs := d[0].V.([]any)
+	seg1 := segs[1].(pk.Dict)
+	for i, kv := range seg1 {
+		if kv.K == "blocks" {
+			blocks := kv.V.([]any)
+			blocks[0] = withCategory(blocks[0], "optimizer_state")
+			seg1[i].V = blocks
+		}
+	}
+	dt := d[1].V.([]any)
+	dev0, dev1 := dt[0].([]any), dt[1].([]any)
+	dev0[0] = withCategory(dev0[0], "activation") // alloc A1
+	dev0[2] = withCategory(dev0[2], "parameter")  // free_completed A0
+	if freeA1 != "" {
+		dev0[4] = withCategory(dev0[4], freeA1) // free_completed A1
+	}
+	dev1[0] = withCategory(dev1[0], "temporary")
+	return d
+}
+
+func TestSnapshotCategories(t *testing.T) {
+	r, err := newSnapshotReader(bytes.NewReader(pkPickle(categorized("activation"), 4, true)), "t.pickle", Options{})
+	require.NoError(t, err)
+	evs, _ := replaySnap(t, r)
+	require.Equal(t, []Column{ColOp, ColID, ColSize, ColStream, ColDevice, ColTime, ColCategory}, r.Columns())
+	var got []string
+	for _, ev := range evs {
+		got = append(got, ev.Op.String()+" "+formatID(ev.ID)+" "+ev.Category.String())
+	}
+	require.Equal(t, []string{
+		"alloc 0x7f3a00000000 parameter", "alloc 0x7f3a00600000 optimizer_state", // live at the start
+		"alloc 0x7f3a00200000 activation", "free 0x7f3a00000000 parameter",
+		"alloc 0x7f3a00601000 temporary", "free 0x7f3a00200000 activation", "free 0x7f3a00601000 temporary",
+		"alloc 0x7f3a00400000 unknown",
+	}, got)
+
+	for _, tc := range []struct{ freeA1, msg string }{
+		{"weights", `t.pickle: device_traces[0][4]: unknown category "weights" (known: parameter, optimizer_state, input, activation, gradient, temporary, autograd_detail, unknown)`},
+		{"gradient", `t.pickle: device_traces[0][4]: free_completed of 0x7f3a00200000 with category gradient, allocated with category activation`},
+	} {
+		r, err := newSnapshotReader(bytes.NewReader(pkPickle(categorized(tc.freeA1), 4, true)), "t.pickle", Options{})
+		require.NoError(t, err)
+		_, err = scanAll(t, r)
+		require.EqualError(t, err, tc.msg)
+	}
 }

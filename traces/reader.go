@@ -8,6 +8,8 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+
+	"github.com/gpualloc/gpualloc"
 )
 
 // maxLineBytes is the length of the longest line a reader accepts, line
@@ -162,6 +164,7 @@ func (r *csvReader) parseHeader(line []byte) error {
 	if !seen[ColID] {
 		return r.fatalf("header has no id column")
 	}
+	r.setColumns(r.cols)
 	return nil
 }
 
@@ -293,6 +296,9 @@ func (r *csvReader) Scan() bool {
 func (r *csvReader) parseFast(buf []byte, p int) (int, bool) {
 	ev, rec := &r.ev, &r.rec
 	rec.tok = nil
+	// A trace with a category column sets Category and hasCategory on
+	// every line; a trace without leaves them as they are, false and
+	// unknown, at no cost.
 	rec.hasSize, rec.hasStream, rec.hasDevice = false, false, false
 	ev.Stream, ev.Device, ev.TimeUS = 0, 0, NoTime
 	last := len(r.cols) - 1
@@ -329,6 +335,17 @@ func (r *csvReader) parseFast(buf []byte, p int) (int, bool) {
 				ev.ID = v
 				p += n
 			}
+		case ColCategory:
+			n := 0
+			for c := buf[p]; c >= 'a' && c <= 'z' || c == '_'; c = buf[p+n] {
+				n++
+			}
+			cat, ok := lowerCategory(buf[p : p+n])
+			if !ok {
+				return p, false
+			}
+			ev.Category, rec.hasCategory = cat, n > 0
+			p += n
 		default:
 			v, n := digits8(binary.LittleEndian.Uint64(buf[p:]))
 			if n == 8 {
@@ -372,6 +389,33 @@ func (r *csvReader) parseFast(buf []byte, p int) (int, bool) {
 		}
 	}
 	return p, true
+}
+
+// lowerCategory returns the category named b in lower case, as writers
+// write it, or unknown for an empty b; ok is false for anything else, which
+// parseSlow then matches without regard to case or reports.
+func lowerCategory(b []byte) (gpualloc.Category, bool) {
+	switch string(b) {
+	case "":
+		return gpualloc.CategoryUnknown, true
+	case "parameter":
+		return gpualloc.CategoryParameter, true
+	case "optimizer_state":
+		return gpualloc.CategoryOptimizerState, true
+	case "input":
+		return gpualloc.CategoryInput, true
+	case "activation":
+		return gpualloc.CategoryActivation, true
+	case "gradient":
+		return gpualloc.CategoryGradient, true
+	case "temporary":
+		return gpualloc.CategoryTemporary, true
+	case "autograd_detail":
+		return gpualloc.CategoryAutogradDetail, true
+	case "unknown":
+		return gpualloc.CategoryUnknown, true
+	}
+	return gpualloc.CategoryUnknown, false
 }
 
 // digitsMore returns the value and the number of the decimal digits at
@@ -504,6 +548,16 @@ func (r *csvReader) parseSlow(line []byte) (blank bool, err error) {
 				return false, err
 			}
 			ev.Device, rec.hasDevice = int32(v), true
+		case ColCategory:
+			ev.Category, rec.hasCategory = gpualloc.CategoryUnknown, len(f) > 0
+			if len(f) == 0 {
+				break
+			}
+			cat, ok := gpualloc.ParseCategory(string(f))
+			if !ok {
+				return false, r.errorf("unknown category %s (known: %s)", quote(f), gpualloc.CategoryNames)
+			}
+			ev.Category = cat
 		case ColTime:
 			if len(f) == 0 {
 				return false, r.errorf("missing time_us")

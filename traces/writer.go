@@ -8,14 +8,17 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/gpualloc/gpualloc"
 )
 
 // A Writer writes events in the native format: a "# gpualloc trace v1"
 // comment, a header naming its columns, then a line per event. Ids are
 // written as the text a reader made the ID from (see [Event].ID), and an
 // interned token as "t" and a number, so the trace reads back with the same
-// pairing of allocs and frees and the same IDs. A free's size is left empty,
-// as the reader knows it; its stream and device are written.
+// pairing of allocs and frees and the same IDs. A free's size and category
+// are left empty, as the reader knows them from the allocation; its stream
+// and device are written.
 //
 // Writes are buffered: call Flush or Close at the end. A Writer checks each
 // event on its own (an alloc needs a size > 0, a trace with a time_us column
@@ -32,11 +35,13 @@ type Writer struct {
 	file io.Closer    // from Create
 }
 
-// allColumns are the columns a Writer writes when it is given none.
+// allColumns are the columns a Writer writes when it is given none: all but
+// category, which only a trace that records categories needs.
 var allColumns = []Column{ColOp, ColID, ColSize, ColStream, ColDevice, ColTime}
 
 // NewWriter returns a Writer of a trace with the given columns, in that order
-// (op and id are required), or every column if none is given. A bad column
+// (op and id are required), or, if none is given, op, id, size, stream,
+// device and time_us: every column but category. A bad column
 // list is reported by the first Write, Flush or Close.
 func NewWriter(w io.Writer, cols ...Column) *Writer {
 	if len(cols) == 0 {
@@ -46,7 +51,7 @@ func NewWriter(w io.Writer, cols ...Column) *Writer {
 	var seen [maxCols + 1]bool
 	for _, c := range cols {
 		switch {
-		case c < ColOp || c > ColTime:
+		case c < ColOp || c > ColCategory:
 			wr.err = fmt.Errorf("traces: bad writer column %d", c)
 		case seen[c]:
 			wr.err = fmt.Errorf("traces: writer column %s given twice", c)
@@ -96,12 +101,12 @@ func (w *Writer) writeHeader() {
 }
 
 // maxLine bounds the length of an event's line: six numbers of at most 20
-// digits and their separators.
+// digits, a category name and their separators.
 const maxLine = 160
 
 // Write writes one event. A bad event (an unknown op, an alloc without a
-// positive size, a negative device, no time in a trace with a time_us
-// column) is an error that writes nothing and leaves the Writer usable; an
+// positive size, a negative device, a category that is none, no time in a
+// trace with a time_us column) is an error that writes nothing and leaves the Writer usable; an
 // error from the output is returned by every later call.
 func (w *Writer) Write(ev Event) error {
 	if w.err != nil {
@@ -117,6 +122,8 @@ func (w *Writer) Write(ev Event) error {
 		return fmt.Errorf("traces: write of an alloc of id %s with size %d: size must be > 0", formatID(ev.ID), ev.Size)
 	case ev.Device < 0:
 		return fmt.Errorf("traces: write of an event of id %s with device %d: device must be >= 0", formatID(ev.ID), ev.Device)
+	case ev.Category >= gpualloc.NumCategories:
+		return fmt.Errorf("traces: write of an event of id %s with bad category %d", formatID(ev.ID), ev.Category)
 	case w.hasTime && ev.TimeUS < 0:
 		return fmt.Errorf("traces: write of an event of id %s without a time to a trace with a time_us column", formatID(ev.ID))
 	}
@@ -149,6 +156,10 @@ func (w *Writer) Write(ev Event) error {
 			b = strconv.AppendInt(b, int64(ev.Device), 10)
 		case ColTime:
 			b = strconv.AppendInt(b, ev.TimeUS, 10)
+		case ColCategory:
+			if ev.Op == OpAlloc {
+				b = append(b, ev.Category.String()...)
+			}
 		}
 	}
 	b = append(b, '\n')

@@ -207,7 +207,7 @@ func TestReplayMatchesSim(t *testing.T) {
 	require.NoError(t, err)
 	for _, capacity := range []int64{8 << 30, 150 << 20} {
 		for _, name := range gpualloc.Names() {
-			addressOrdered := name == "bestfit" || name == "pytorch" || name == "gmlake" || name == "bfc"
+			addressOrdered := name == "bestfit" || name == "pytorch" || name == "gmlake" || name == "bfc" || name == "dualcursor"
 			if capacity < 1<<30 && addressOrdered {
 				continue
 			}

@@ -15,3 +15,5 @@ import (
 	_ "github.com/gpualloc/gpualloc/strategy/tlsf"     // two-level segregated fit
 	_ "github.com/gpualloc/gpualloc/strategy/unpooled" // MXNet's Unpooled
 )
+
+import _ "github.com/gpualloc/gpualloc/strategy/dualcursor" // MindSpore's dual-cursor pool

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -97,6 +98,10 @@ type Workload struct {
 	Summary string  // one line
 	Doc     string  // a paragraph: what the trace is and what it shows
 	Params  []Param // the options it uses
+	// Categories reports whether the workload knows what each allocation
+	// holds (weights, optimizer state, activations, ...): its events carry
+	// a [gpualloc.Category], written when the Writer has a category column.
+	Categories bool
 }
 
 // A Param documents an option a [Workload] uses.
@@ -135,7 +140,8 @@ var workloads = []workload{
 			"step. A pool that caches blocks by exact size (MXNet's Naive) keeps " +
 			"every size it has seen and its device allocations grow step after " +
 			"step; power-of-two buckets (MXNet's Round) reuse their blocks.",
-		Params: []Param{pSteps, pSeed, pModel, pBatch, pMinSeq, pMaxSeq},
+		Params:     []Param{pSteps, pSeed, pModel, pBatch, pMinSeq, pMaxSeq},
+		Categories: true,
 	}, runDynamic},
 	{Workload{
 		Name:    "random",
@@ -157,8 +163,14 @@ var workloads = []workload{
 			"at the first step and kept. Sizes are tensor shapes times 4 bytes " +
 			"(1 for dropout masks, 8 for token ids); times come from a simple " +
 			"model of a GPU's arithmetic and memory speed. The small model at " +
-			"batch 4 and sequence 256 peaks at about 3 GiB.",
-		Params: []Param{pSteps, pSeed, pModel, pBatch, pSeq},
+			"batch 4 and sequence 256 peaks at about 3 GiB. Each allocation " +
+			"carries its category: parameter (weights), optimizer_state (Adam's " +
+			"moments), input (the batch), activation (what the forward pass keeps " +
+			"for the backward), temporary (what an operation frees at once), " +
+			"gradient (the weights' .grad) and autograd_detail (the gradients of " +
+			"activations during backward).",
+		Params:     []Param{pSteps, pSeed, pModel, pBatch, pSeq},
+		Categories: true,
 	}, runTraining},
 }
 
@@ -172,10 +184,24 @@ func Workloads() []Workload {
 	return out
 }
 
-// Columns returns the columns of the traces that [WriteFile] writes: op, id,
-// size and time_us.
+// Columns returns the columns every workload's trace has: op, id, size and
+// time_us. A Writer with these columns writes any workload without its
+// categories.
 func Columns() []traces.Column {
 	return []traces.Column{traces.ColOp, traces.ColID, traces.ColSize, traces.ColTime}
+}
+
+// ColumnsOf returns the columns of the trace of the workload called name,
+// as [WriteFile] writes it: [Columns], and category for a workload that
+// knows what its allocations hold ([Workload].Categories).
+func ColumnsOf(name string) []traces.Column {
+	cols := Columns()
+	for _, wl := range workloads {
+		if wl.Name == name && wl.Categories {
+			cols = append(cols, traces.ColCategory)
+		}
+	}
+	return cols
 }
 
 // Generate writes the events of the workload called name to w, and a comment
@@ -237,10 +263,10 @@ func commandLine(wl Workload, o Options) string {
 }
 
 // WriteFile writes the workload called name to a new trace file at path with
-// [Columns], compressed with gzip if path ends in ".gz"; "-" writes to the
+// [ColumnsOf](name), compressed with gzip if path ends in ".gz"; "-" writes to the
 // standard output.
 func WriteFile(path, name string, opts Options) (err error) {
-	w, err := traces.Create(path, Columns()...)
+	w, err := traces.Create(path, ColumnsOf(name)...)
 	if err != nil {
 		return err
 	}
@@ -259,6 +285,7 @@ type emitter struct {
 	rng    *rand.Rand
 	now    int64 // µs
 	nextID uint64
+	cat    gpualloc.Category // of the allocations alloc makes
 	err    error
 }
 
@@ -274,10 +301,19 @@ func (e *emitter) write(ev traces.Event) {
 	}
 }
 
-func (e *emitter) alloc(size int64) tensor {
+// alloc emits an allocation of size bytes of the emitter's current
+// category.
+func (e *emitter) alloc(size int64) tensor { return e.allocAs(e.cat, size) }
+
+// temp emits an allocation of a temporary: a buffer freed inside the
+// operation that makes it.
+func (e *emitter) temp(size int64) tensor { return e.allocAs(gpualloc.CategoryTemporary, size) }
+
+// allocAs emits an allocation of size bytes of category cat.
+func (e *emitter) allocAs(cat gpualloc.Category, size int64) tensor {
 	e.nextID++
 	t := tensor{e.nextID, size}
-	e.write(traces.Event{Op: traces.OpAlloc, ID: t.id, Size: size, TimeUS: e.now})
+	e.write(traces.Event{Op: traces.OpAlloc, Category: cat, ID: t.id, Size: size, TimeUS: e.now})
 	return t
 }
 

@@ -22,7 +22,7 @@ import (
 func generate(t testing.TB, workload string, o gen.Options) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	w := traces.NewWriter(&b, gen.Columns()...)
+	w := traces.NewWriter(&b, gen.ColumnsOf(workload)...)
 	require.NoError(t, gen.Generate(w, workload, o))
 	require.NoError(t, w.Close())
 	return b.Bytes()
@@ -347,4 +347,66 @@ func BenchmarkGenerate(b *testing.B) {
 			b.ReportMetric(float64(events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 		})
 	}
+}
+
+func TestColumnsOf(t *testing.T) {
+	plain := []traces.Column{traces.ColOp, traces.ColID, traces.ColSize, traces.ColTime}
+	assert.Equal(t, plain, gen.Columns())
+	assert.Equal(t, plain, gen.ColumnsOf("random"))
+	assert.Equal(t, append(plain, traces.ColCategory), gen.ColumnsOf("training"))
+	assert.Equal(t, append(plain, traces.ColCategory), gen.ColumnsOf("dynamic"))
+	for _, wl := range gen.Workloads() {
+		assert.Equal(t, wl.Name != "random", wl.Categories, wl.Name)
+	}
+}
+
+// TestCategories checks the categories of the training workloads: every
+// allocation has one; the weights are parameters and Adam's two moments per
+// weight optimizer state, all live until the teardown; the batch is input;
+// temporaries are freed before the next allocation of another category
+// would outlive them; the random workload has none.
+func TestCategories(t *testing.T) {
+	for _, name := range []string{"training", "dynamic"} {
+		o := gen.Options{Model: "tiny", Steps: 3}
+		r, err := traces.NewReader(bytes.NewReader(generate(t, name, o)), name, traces.Options{})
+		require.NoError(t, err)
+		bytesOf := map[gpualloc.Category]int64{}
+		live := map[gpualloc.Category]int64{}
+		var lastOther int // index of the last alloc that is not a parameter or optimizer state
+		firstLongFree := -1
+		var i int
+		for ; r.Scan(); i++ {
+			ev := r.Event()
+			require.NotEqual(t, gpualloc.CategoryUnknown, ev.Category, "event %d", i)
+			long := ev.Category == gpualloc.CategoryParameter || ev.Category == gpualloc.CategoryOptimizerState
+			if ev.Op == traces.OpAlloc {
+				bytesOf[ev.Category] += ev.Size
+				live[ev.Category] += ev.Size
+				if !long {
+					lastOther = i
+				}
+			} else {
+				live[ev.Category] -= ev.Size
+				if long && firstLongFree < 0 {
+					firstLongFree = i
+				}
+			}
+		}
+		require.NoError(t, r.Err())
+		assert.Greater(t, firstLongFree, lastOther, "%s: weights and optimizer state live until the teardown", name)
+		assert.Equal(t, 2*bytesOf[gpualloc.CategoryParameter], bytesOf[gpualloc.CategoryOptimizerState], name)
+		for _, c := range []gpualloc.Category{gpualloc.CategoryInput, gpualloc.CategoryActivation, gpualloc.CategoryTemporary,
+			gpualloc.CategoryGradient, gpualloc.CategoryAutogradDetail} {
+			assert.Positive(t, bytesOf[c], "%s: %s", name, c)
+		}
+		for c, n := range live {
+			assert.Zero(t, n, "%s: %s", name, c)
+		}
+	}
+	r, err := traces.NewReader(bytes.NewReader(generate(t, "random", gen.Options{Events: 1000})), "random", traces.Options{})
+	require.NoError(t, err)
+	for r.Scan() {
+		require.Equal(t, gpualloc.CategoryUnknown, r.Event().Category)
+	}
+	require.NoError(t, r.Err())
 }

@@ -3,6 +3,8 @@ package gen
 import (
 	"maps"
 	"slices"
+
+	"github.com/gpualloc/gpualloc"
 )
 
 // A model is a GPT-2 style decoder: token and position embeddings, layers
@@ -122,6 +124,7 @@ func newTrainer(e *emitter, m model, batch, positions int) *trainer {
 		)
 	}
 	shapes = append(shapes, d, d) // ln_f
+	e.cat = gpualloc.CategoryParameter
 	for _, n := range shapes {
 		p := e.alloc(n * f32)
 		e.kernel(0, 2*n*f32) // initialise
@@ -137,9 +140,9 @@ func newTrainer(e *emitter, m model, batch, positions int) *trainer {
 func (t *trainer) grad(i int) {
 	n := t.params[i].size
 	if t.grads[i].id == 0 {
-		t.grads[i] = t.e.alloc(n)
+		t.grads[i] = t.e.allocAs(gpualloc.CategoryGradient, n)
 	} else {
-		tmp := t.e.alloc(n)
+		tmp := t.e.temp(n)
 		t.e.kernel(0, 3*n)
 		t.e.free(tmp)
 	}
@@ -165,8 +168,8 @@ func (t *trainer) layerNorm(rows int64) normed {
 func (t *trainer) layerNormBackward(rows int64, wi int) tensor {
 	d := int64(t.m.hidden)
 	dx := t.e.alloc(rows * d * f32)
-	partW := t.e.alloc(32 * d * f32)
-	partB := t.e.alloc(32 * d * f32)
+	partW := t.e.temp(32 * d * f32)
+	partB := t.e.temp(32 * d * f32)
 	t.e.kernel(10*float64(rows*d), 3*rows*d*f32)
 	t.grad(wi)
 	t.grad(wi + 1)
@@ -196,27 +199,27 @@ func (t *trainer) block(x tensor, seq int64, sv *saved) tensor {
 	A := B * h * s * s * f32 // attention scores [B,h,s,s]
 	sv.x = x
 	sv.ln1 = t.layerNorm(rows)
-	qkv := e.alloc(3 * U)
+	qkv := e.temp(3 * U)
 	t.linear(rows, d, 3*d)
 	sv.qh, sv.kh, sv.vh = e.alloc(U), e.alloc(U), e.alloc(U) // heads made contiguous for bmm
 	e.kernel(0, 6*U)
 	e.free(qkv)
-	scores := e.alloc(A)
+	scores := e.temp(A)
 	t.e.kernel(2*float64(B*h*s*s*(d/h)), 2*U+A)
 	sv.probs = e.alloc(A) // softmax(scores/sqrt(dh) + causal mask)
 	e.kernel(5*float64(A/f32), 2*A)
 	e.free(scores)
 	sv.pmask, sv.pdrop = e.alloc(A/f32*mask), e.alloc(A)
 	e.kernel(0, 2*A+A/f32)
-	ctxh := e.alloc(U)
+	ctxh := e.temp(U)
 	t.e.kernel(2*float64(B*h*s*s*(d/h)), 2*U+A)
 	sv.ctx = e.alloc(U) // heads merged
 	e.kernel(0, 2*U)
 	e.free(ctxh)
-	o := e.alloc(U)
+	o := e.temp(U)
 	t.linear(rows, d, d)
 	sv.omask = e.alloc(U / f32 * mask)
-	odrop := e.alloc(U)
+	odrop := e.temp(U)
 	e.kernel(0, 2*U+U/f32)
 	e.free(o)
 	sv.x2 = e.alloc(U)
@@ -227,10 +230,10 @@ func (t *trainer) block(x tensor, seq int64, sv *saved) tensor {
 	t.linear(rows, d, 4*d)
 	sv.g = e.alloc(4 * U)
 	e.kernel(20*float64(4*U/f32), 8*U)
-	h2 := e.alloc(U)
+	h2 := e.temp(U)
 	t.linear(rows, 4*d, d)
 	sv.hmask = e.alloc(U / f32 * mask)
-	hdrop := e.alloc(U)
+	hdrop := e.temp(U)
 	e.kernel(0, 2*U+U/f32)
 	e.free(h2)
 	x3 := e.alloc(U)
@@ -324,13 +327,15 @@ func (t *trainer) step(seq int, first bool) {
 
 	// The batch arrives.
 	e.now += loaderMinUS + e.rng.Int64N(loaderRangeUS)
-	tokens, labels := e.alloc(rows*i64), e.alloc(rows*i64)
+	tokens, labels := e.allocAs(gpualloc.CategoryInput, rows*i64), e.allocAs(gpualloc.CategoryInput, rows*i64)
 	e.kernel(0, 2*rows*i64)
 
-	// Embeddings and dropout.
-	emb := e.alloc(U)
+	// Embeddings and dropout. What the forward pass keeps for the backward
+	// is an activation, what it frees at once a temporary.
+	e.cat = gpualloc.CategoryActivation
+	emb := e.temp(U)
 	e.kernel(0, 2*U)
-	x0 := e.alloc(U)
+	x0 := e.temp(U)
 	e.kernel(0, 3*U)
 	e.free(emb)
 	dmask, x := e.alloc(U/f32*mask), e.alloc(U)
@@ -345,7 +350,7 @@ func (t *trainer) step(seq int, first bool) {
 
 	// Final norm, output layer, loss.
 	lnf := t.layerNorm(rows)
-	logits := e.alloc(L)
+	logits := e.temp(L)
 	t.linear(rows, d, V)
 	lsm := e.alloc(L) // log_softmax
 	e.kernel(5*float64(L/f32), 2*L)
@@ -353,7 +358,9 @@ func (t *trainer) step(seq int, first bool) {
 	loss, weight := e.alloc(f32), e.alloc(f32) // nll_loss and its total weight
 	e.kernel(0, L/V)
 
-	// Backward through the loss and the output layer.
+	// Backward through the loss and the output layer: autograd's
+	// gradients of the activations.
+	e.cat = gpualloc.CategoryAutogradDetail
 	dloss := e.alloc(f32)
 	e.kernel(0, f32)
 	dlsm := e.alloc(L)
@@ -378,7 +385,7 @@ func (t *trainer) step(seq int, first bool) {
 	dx0 := e.alloc(U)
 	e.kernel(0, 2*U+U/f32)
 	e.free(dmask, dx)
-	dpos := e.alloc(s * d * f32) // sum over the batch
+	dpos := e.temp(s * d * f32) // sum over the batch
 	e.kernel(0, U)
 	t.grad(pWPE)
 	e.kernel(0, 2*t.params[pWPE].size)
@@ -392,10 +399,10 @@ func (t *trainer) step(seq int, first bool) {
 	}
 	for i, p := range t.params {
 		if first {
-			t.adam[i] = [2]tensor{e.alloc(p.size), e.alloc(p.size)}
+			t.adam[i] = [2]tensor{e.allocAs(gpualloc.CategoryOptimizerState, p.size), e.allocAs(gpualloc.CategoryOptimizerState, p.size)}
 			e.kernel(0, 2*p.size)
 		}
-		denom := e.alloc(p.size) // exp_avg_sq.sqrt() / bias_correction + eps
+		denom := e.temp(p.size) // exp_avg_sq.sqrt() / bias_correction + eps
 		e.kernel(0, 3*p.size)
 		e.kernel(0, 6*p.size)
 		e.free(denom)

@@ -272,9 +272,10 @@ func (p *parser) segment(v any, path string) Segment {
 				return seg
 			}
 			blk := Block{
-				Address: p.uint(bm, "address", bp),
-				Size:    p.size(bm, "size", bp, 0),
-				State:   BlockState(p.str(bm, "state", bp)),
+				Address:  p.uint(bm, "address", bp),
+				Size:     p.size(bm, "size", bp, 0),
+				State:    BlockState(p.str(bm, "state", bp)),
+				Category: p.str(bm, "category", bp),
 			}
 			blk.RequestedSize = p.size(bm, "requested_size", bp, blk.Size)
 			seg.Blocks = append(seg.Blocks, blk)
@@ -289,10 +290,11 @@ func (p *parser) entry(v any, path string) TraceEntry {
 		return TraceEntry{}
 	}
 	e := TraceEntry{
-		Action: Action(p.str(m, "action", path)),
-		Size:   p.size(m, "size", path, 0),
-		Stream: p.uint(m, "stream", path),
-		TimeUS: p.int(m, "time_us", path, NoTime),
+		Action:   Action(p.str(m, "action", path)),
+		Size:     p.size(m, "size", path, 0),
+		Stream:   p.uint(m, "stream", path),
+		TimeUS:   p.int(m, "time_us", path, NoTime),
+		Category: p.str(m, "category", path),
 	}
 	if _, ok := m["addr"]; !ok && e.Action == OutOfMemory {
 		e.Addr = p.uint(m, "device_free", path)

@@ -41,6 +41,11 @@ type Block struct {
 	// record it; 0 for a free block of a rebuilt state.
 	RequestedSize int64
 	State         BlockState
+	// Category is what the block holds, in memory_viz's names
+	// ("parameter", "activation", ...), from a "category" key of the
+	// block; "" when the file records none, as PyTorch's own snapshots
+	// do not (memory_viz computes categories in its profiler timeline).
+	Category string
 }
 
 // A BlockState is the state of a block.
@@ -92,6 +97,9 @@ type TraceEntry struct {
 	Stream uint64
 	// TimeUS is the entry's time in microseconds, or NoTime.
 	TimeUS int64
+	// Category is what the block holds, from a "category" key of the
+	// entry, as Block's; "" when the file records none.
+	Category string
 }
 
 // Devices returns the device indices that the snapshot's segments and

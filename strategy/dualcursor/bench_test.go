@@ -1,0 +1,104 @@
+package dualcursor_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/strategy/dualcursor"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
+	"github.com/gpualloc/gpualloc/strategy/strategytest"
+	"github.com/gpualloc/gpualloc/traces"
+	"github.com/gpualloc/gpualloc/traces/gen"
+)
+
+// BenchmarkAllocFree measures an Alloc served from a freed range and the
+// Free that gives it back, for four sizes in turn, with a block of 1 byte
+// kept live so that the device block stays.
+func BenchmarkAllocFree(b *testing.B) {
+	p := strategy.NewPool(b, GiB, dualcursor.DefaultConfig())
+	keep, err := p.Alloc(1)
+	require.NoError(b, err)
+	alloctest.AllocFree(b, p, alloctest.HitSizes)
+	require.NoError(b, p.Free(keep))
+}
+
+// BenchmarkWorkingSet keeps 256 blocks of mixed sizes (up to 8 MiB) live and
+// replaces one each iteration: a Free that merges with its free neighbours
+// or moves a cursor back, and a best-fit Alloc among the freed ranges.
+func BenchmarkWorkingSet(b *testing.B) {
+	alloctest.WorkingSet(b, strategy.NewPool(b, 64*GiB, dualcursor.DefaultConfig()), 97)
+}
+
+// BenchmarkReplay replays traces held in memory, so that no decoding is
+// timed: the random workload of traces/gen (1M events, no categories) and
+// the bundled training and dynamic traces (with categories). "engine" goes
+// through sim.Replay, which calls AllocCategory; "direct" is a loop that
+// only calls AllocCategory and Free, for the strategy's own share.
+func BenchmarkReplay(b *testing.B) {
+	var buf bytes.Buffer
+	w := traces.NewWriter(&buf, gen.Columns()...)
+	require.NoError(b, gen.Generate(w, "random", gen.Options{Events: 1_000_000, Seed: 1}))
+	require.NoError(b, w.Close())
+	r, err := traces.NewReader(&buf, "random", traces.Options{})
+	require.NoError(b, err)
+	random, err := traces.ReadAll(r)
+	require.NoError(b, err)
+	sets := []struct {
+		name   string
+		events []traces.Event
+	}{{"random", random}}
+	for _, name := range []string{"training", "dynamic"} {
+		bundle, ok := traces.LookupBundled(name)
+		require.True(b, ok)
+		r, err := bundle.Open()
+		require.NoError(b, err)
+		events, err := traces.ReadAll(r)
+		require.NoError(b, err)
+		sets = append(sets, struct {
+			name   string
+			events []traces.Event
+		}{name, events})
+	}
+	open := strategy.Open(dualcursor.DefaultConfig())
+	for _, set := range sets {
+		b.Run(set.name+"/engine", func(b *testing.B) { alloctest.ReplaySim(b, sim.Config{Open: open}, set.name, set.events) })
+		b.Run(set.name+"/direct", func(b *testing.B) { replayDirect(b, set.events) })
+	}
+}
+
+// replayDirect replays events on fresh pools of the default configuration,
+// calling AllocCategory with each event's category, and reports events/s.
+func replayDirect(b *testing.B, events []traces.Event) {
+	var blocks []gpualloc.Block
+	var p *dualcursor.Pool
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		p = strategy.NewPool(b, sim.DefaultCapacity, dualcursor.DefaultConfig())
+		b.StartTimer()
+		for _, ev := range events {
+			if int(ev.Slot) >= len(blocks) {
+				blocks = append(blocks, make([]gpualloc.Block, int(ev.Slot)+1-len(blocks))...)
+			}
+			if ev.Op == traces.OpAlloc {
+				blk, err := p.AllocCategory(ev.Size, ev.Stream, ev.Category)
+				if err != nil {
+					b.Fatal(err)
+				}
+				blocks[ev.Slot] = blk
+			} else if err := p.Free(blocks[ev.Slot]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	n := float64(len(events)) * float64(b.N)
+	b.ReportMetric(n/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/event")
+	b.ReportMetric(float64(p.Stats().PeakReserved), "peak-reserved-B")
+}
+
+var _ = strategytest.NewDevice
