@@ -246,7 +246,7 @@ func TestWriteTimeSeries(t *testing.T) {
 }
 
 func TestStrategyColors(t *testing.T) {
-	builtins := []string{"naive", "round", "unpooled", "bestfit", "buddy", "tlsf", "pytorch"}
+	builtins := []string{"naive", "round", "unpooled", "bestfit", "buddy", "tlsf", "pytorch", "bfc", "gmlake", "dualcursor"}
 	all := report.StrategyColors(builtins)
 	for i, s := range builtins {
 		assert.Equal(t, report.Palette[i], all[s], s)

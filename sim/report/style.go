@@ -70,7 +70,7 @@ func rgb(hex uint32) color.RGBA {
 // are Okabe and Ito's (Color Universal Design, 2008) without black, which
 // the report keeps for the lower bound, and without yellow, which is faint
 // on white; the rest are the darker colours of Paul Tol's muted scheme,
-// then the yellow. The first seven are reserved for the built-in
+// then the yellow. The first ten are reserved for the built-in
 // strategies (see StrategyColors).
 var Palette = []color.RGBA{
 	rgb(0xD55E00), // vermillion: naive
@@ -80,23 +80,28 @@ var Palette = []color.RGBA{
 	rgb(0xE69F00), // orange: buddy
 	rgb(0x56B4E9), // sky blue: tlsf
 	rgb(0x882255), // wine (Tol): pytorch
-	rgb(0x332288), // indigo (Tol)
-	rgb(0x999933), // olive (Tol)
+	rgb(0x332288), // indigo (Tol): bfc
+	rgb(0x44AA99), // teal (Tol): gmlake
+	rgb(0x999933), // olive (Tol): dualcursor
 	rgb(0xAA4499), // purple (Tol)
-	rgb(0x44AA99), // teal (Tol)
+	rgb(0xCC6677), // rose (Tol)
+	rgb(0x117733), // green (Tol)
 	rgb(0xF0E442), // yellow (Okabe–Ito)
 }
 
 // fixedColor is the colour of each built-in strategy, an index into
 // Palette: the same in every figure, every report and every paper.
 var fixedColor = map[string]int{
-	"naive":    0,
-	"round":    1,
-	"unpooled": 2,
-	"bestfit":  3,
-	"buddy":    4,
-	"tlsf":     5,
-	"pytorch":  6,
+	"naive":      0,
+	"round":      1,
+	"unpooled":   2,
+	"bestfit":    3,
+	"buddy":      4,
+	"tlsf":       5,
+	"pytorch":    6,
+	"bfc":        7,
+	"gmlake":     8,
+	"dualcursor": 9,
 }
 
 // StrategyColors gives each strategy spec its colour from [Palette], so that
@@ -105,7 +110,8 @@ var fixedColor = map[string]int{
 //
 //   - a built-in strategy at its default parameters has a fixed colour
 //     (naive vermillion, round blue, unpooled green, bestfit purple, buddy
-//     orange, tlsf sky blue, pytorch wine), whatever else is in the set;
+//     orange, tlsf sky blue, pytorch wine, bfc indigo, gmlake teal,
+//     dualcursor olive), whatever else is in the set;
 //   - any other spec (a built-in with other parameters, a strategy of your
 //     own) takes one of the colours no built-in has, chosen by a hash of
 //     its text, so that it keeps its colour from run to run;
