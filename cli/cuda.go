@@ -10,8 +10,10 @@ import (
 
 // cudaBackend opens device 0 once to fail early, with the driver's own one
 // line ("no CUDA driver found (...)"), where there is no GPU; each replay
-// then opens the GPU of each device index of its trace, reports its total
-// memory as the capacity and closes it at the end.
+// then opens the GPU of each device index of its trace, with its virtual
+// memory management where the driver and device have it (for the
+// strategies that map memory: gmlake, pytorch's expandable segments),
+// reports its total memory as the capacity and closes it at the end.
 func cudaBackend() (backendChoice, error) {
 	b, err := cuda.Open(cuda.Options{Device: 0})
 	if err != nil {
@@ -25,7 +27,20 @@ func cudaBackend() (backendChoice, error) {
 	}
 	return backendChoice{
 		newBackend: func(device int) (gpualloc.Backend, error) {
-			return cuda.Open(cuda.Options{Device: device})
+			b, err := cuda.Open(cuda.Options{Device: device})
+			if err != nil {
+				return nil, err
+			}
+			v, err := b.Virtual()
+			switch {
+			case err == nil:
+				return v, nil
+			case errors.Is(err, cuda.ErrNoVirtualMemory):
+				return b, nil
+			default:
+				b.Close()
+				return nil, err
+			}
 		},
 	}, nil
 }

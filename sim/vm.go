@@ -19,8 +19,12 @@ const (
 	// VirtualBase + (d+1)*VirtualSpacing), apart from the addresses Malloc
 	// hands out.
 	VirtualBase uint64 = 1 << 58
-	// VirtualSpacing is the address space each device can reserve: 4 TiB.
-	VirtualSpacing uint64 = 1 << 42
+	// VirtualSpacing is the address space each device can reserve: 64 TiB
+	// (the windows of devices 0 to MaxDevice end at 2^58 + 2^62). PyTorch's
+	// expandable segments reserve 1 1/8 of the device's capacity for each
+	// (stream, pool) in use: an 80 GiB device holds some 700 such ranges
+	// at once, and a device of several TiB still a few.
+	VirtualSpacing uint64 = 1 << 46
 )
 
 func (d *Device) space() *vmem.Space {

@@ -86,6 +86,7 @@ type Backend struct {
 	total  int64            // total bytes, as cuMemGetInfo_v2 reported at Open
 	live   map[uint64]int64 // allocations not freed: address -> size
 	bytes  int64            // sum of live
+	vm     *vmState         // virtual memory, nil until Virtual succeeds (vmm.go)
 }
 
 // load loads the driver once per process; every Open and Devices shares the
@@ -301,8 +302,9 @@ func (b *Backend) memInfo() (free, total int64, err error) {
 	return int64(f), int64(t), nil
 }
 
-// Close frees every allocation still held, in address order, and releases
-// the device's primary context. It returns the first failure, if any, after
+// Close unmaps, releases and frees what a [VirtualBackend] of it holds
+// (see [Backend.Virtual]), frees every allocation still held, in address
+// order, and releases the device's primary context. It returns the first failure, if any, after
 // trying everything. A second Close does nothing and returns nil; every
 // other method then fails with [ErrClosed].
 func (b *Backend) Close() error {
@@ -319,6 +321,7 @@ func (b *Backend) Close() error {
 	if err := b.setCurrent(); err != nil {
 		errs = append(errs, b.errorf("close: %w", err))
 	} else {
+		errs = append(errs, b.closeVM()...)
 		addrs := make([]uint64, 0, len(b.live))
 		for a := range b.live {
 			addrs = append(addrs, a)

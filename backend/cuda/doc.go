@@ -10,6 +10,24 @@
 //	defer b.Close()
 //	a, err := gpualloc.Open("round", b)
 //
+// # Virtual memory
+//
+// On a device with CUDA's virtual memory management (CUDA 10.2 and later,
+// CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED), [Backend.Virtual]
+// returns a [VirtualBackend]: the same device, and a [gpualloc.VirtualMemory]
+// whose calls are cuMemAddressReserve, cuMemAddressFree, cuMemCreate,
+// cuMemRelease, cuMemMap with cuMemSetAccess, and cuMemUnmap, on which
+// PyTorch's expandable segments and GMLake's stitching run as they do on the
+// simulator's device. A *Backend itself is no gpualloc.VirtualMemory, so that
+// strategies fall back to Malloc where the driver (the functions are looked
+// up at load time, and are optional) or the device lacks it:
+//
+//	v, err := b.Virtual()
+//	if errors.Is(err, cuda.ErrNoVirtualMemory) {
+//		// use b
+//	}
+//	a, err := gpualloc.Open("pytorch:expandable_segments=true", v)
+//
 // # Loading
 //
 // The package uses no cgo and needs no CUDA toolkit to build: Open loads the
@@ -43,7 +61,10 @@
 // A Backend keeps the address and size of every allocation it made and has
 // not freed: Free of an unknown address or with another size fails with
 // [gpualloc.ErrInvalidFree] without calling the driver, and Close frees what
-// is left before it releases the primary context. A failed driver call is an
+// is left before it releases the primary context. A VirtualBackend keeps
+// its ranges, physical memory and mappings likewise, refuses what breaks
+// gpualloc.VirtualMemory's rules without calling the driver, and Close
+// unmaps, releases and unreserves what is left first. A failed driver call is an
 // [*Error] whose message carries CUDA's name and description of the code
 // ("cuMemAlloc_v2: CUDA_ERROR_INVALID_VALUE: invalid argument");
 // CUDA_ERROR_OUT_OF_MEMORY wraps [gpualloc.ErrOutOfMemory], which the
@@ -66,7 +87,9 @@
 // context discipline against a fake driver everywhere, and that Open fails
 // cleanly where there is no GPU. On a machine with an NVIDIA driver and GPU
 // the same command also runs the strategy conformance suite with every
-// device call mirrored on the GPU, replays the bundled traces on the GPU, and
+// device call mirrored on the GPU, replays the bundled traces on the GPU
+// (with the virtual memory strategies too, checking their figures against
+// the simulator's), runs each virtual memory call on the device, and
 // measures cuMemAlloc/cuMemFree latency by size:
 //
 //	go test ./backend/cuda/

@@ -52,7 +52,120 @@ type driver struct {
 	getErrorName func(r result, pstr **byte) result
 	// CUresult cuGetErrorString(CUresult error, const char **pStr)
 	getErrorString func(r result, pstr **byte) result
+
+	// Virtual memory management (CUDA 10.2 and later, vmm.go): all nil, or
+	// none, when the driver lacks any of them. CUmemGenericAllocationHandle
+	// (unsigned long long) is uint64; unsigned long long flags are uint64;
+	// the enums are int32.
+
+	// CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+	deviceGetAttribute func(pi *int32, attrib int32, dev int32) result
+	// CUresult cuMemGetAllocationGranularity(size_t *granularity,
+	// const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option)
+	memGetAllocationGranularity func(granularity *uintptr, prop *memAllocationProp, option int32) result
+	// CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+	// CUdeviceptr addr, unsigned long long flags)
+	memAddressReserve func(ptr *uint64, size, alignment uintptr, addr uint64, flags uint64) result
+	// CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+	memAddressFree func(ptr uint64, size uintptr) result
+	// CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+	// const CUmemAllocationProp *prop, unsigned long long flags)
+	memCreate func(handle *uint64, size uintptr, prop *memAllocationProp, flags uint64) result
+	// CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+	memRelease func(handle uint64) result
+	// CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+	// CUmemGenericAllocationHandle handle, unsigned long long flags)
+	memMap func(ptr uint64, size, offset uintptr, handle uint64, flags uint64) result
+	// CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+	memSetAccess func(ptr uint64, size uintptr, desc *memAccessDesc, count uintptr) result
+	// CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+	memUnmap func(ptr uint64, size uintptr) result
 }
+
+// vmmMissing returns the names of the virtual memory functions the table
+// lacks.
+func (d *driver) vmmMissing() []string {
+	var missing []string
+	for _, f := range []struct {
+		name string
+		nil  bool
+	}{
+		{fnDeviceGetAttribute, d.deviceGetAttribute == nil},
+		{fnMemGetAllocationGranularity, d.memGetAllocationGranularity == nil},
+		{fnMemAddressReserve, d.memAddressReserve == nil},
+		{fnMemAddressFree, d.memAddressFree == nil},
+		{fnMemCreate, d.memCreate == nil},
+		{fnMemRelease, d.memRelease == nil},
+		{fnMemMap, d.memMap == nil},
+		{fnMemSetAccess, d.memSetAccess == nil},
+		{fnMemUnmap, d.memUnmap == nil},
+	} {
+		if f.nil {
+			missing = append(missing, f.name)
+		}
+	}
+	return missing
+}
+
+// The structs of the virtual memory calls, laid out as cuda.h lays them
+// out on the 64-bit platforms the package runs on (a test checks sizes and
+// offsets), with the values the backend sets.
+//
+//	typedef struct CUmemLocation_st {
+//	    CUmemLocationType type;  // offset 0, 4 bytes
+//	    int id;                  // offset 4, 4 bytes
+//	} CUmemLocation;             // 8 bytes
+//
+//	typedef struct CUmemAllocationProp_st {
+//	    CUmemAllocationType type;                        // offset 0
+//	    CUmemAllocationHandleType requestedHandleTypes;  // offset 4
+//	    CUmemLocation location;                          // offset 8
+//	    void *win32HandleMetaData;                       // offset 16
+//	    struct {
+//	        unsigned char compressionType;               // offset 24
+//	        unsigned char gpuDirectRDMACapable;          // offset 25
+//	        unsigned short usage;                        // offset 26
+//	        unsigned char reserved[4];                   // offset 28
+//	    } allocFlags;
+//	} CUmemAllocationProp;                               // 32 bytes
+//
+//	typedef struct CUmemAccessDesc_st {
+//	    CUmemLocation location;   // offset 0
+//	    CUmemAccess_flags flags;  // offset 8
+//	} CUmemAccessDesc;            // 12 bytes
+//
+// (Older versions of cuda.h have reserved[6] in place of usage and
+// reserved[4]: the same size and offsets, zero either way.)
+type (
+	memLocation struct {
+		typ int32 // CUmemLocationType
+		id  int32
+	}
+	memAllocationProp struct {
+		typ                  int32 // CUmemAllocationType
+		requestedHandleTypes int32 // CUmemAllocationHandleType
+		location             memLocation
+		win32HandleMetaData  uintptr
+		compressionType      uint8
+		gpuDirectRDMACapable uint8
+		usage                uint16
+		reserved             [4]uint8
+	}
+	memAccessDesc struct {
+		location memLocation
+		flags    int32 // CUmemAccess_flags
+	}
+)
+
+// Values of the virtual memory calls' enums (cuda.h).
+const (
+	memAllocationTypePinned     int32 = 0x1 // CU_MEM_ALLOCATION_TYPE_PINNED
+	memHandleTypeNone           int32 = 0x0 // CU_MEM_HANDLE_TYPE_NONE
+	memLocationTypeDevice       int32 = 0x1 // CU_MEM_LOCATION_TYPE_DEVICE
+	memAccessFlagsProtReadWrite int32 = 0x3 // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+	memAllocGranularityMinimum  int32 = 0x0 // CU_MEM_ALLOC_GRANULARITY_MINIMUM
+	attrVirtualMemoryManagement int32 = 102 // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+)
 
 // Names of the driver functions, as in errors.
 const (
@@ -66,6 +179,16 @@ const (
 	fnMemAlloc          = "cuMemAlloc_v2"
 	fnMemFree           = "cuMemFree_v2"
 	fnMemGetInfo        = "cuMemGetInfo_v2"
+
+	fnDeviceGetAttribute          = "cuDeviceGetAttribute"
+	fnMemGetAllocationGranularity = "cuMemGetAllocationGranularity"
+	fnMemAddressReserve           = "cuMemAddressReserve"
+	fnMemAddressFree              = "cuMemAddressFree"
+	fnMemCreate                   = "cuMemCreate"
+	fnMemRelease                  = "cuMemRelease"
+	fnMemMap                      = "cuMemMap"
+	fnMemSetAccess                = "cuMemSetAccess"
+	fnMemUnmap                    = "cuMemUnmap"
 )
 
 // check returns nil for CUDA_SUCCESS, and otherwise an [*Error] for the call

@@ -44,7 +44,35 @@ type fakeGPU struct {
 	// failFree makes cuMemFree_v2 of these addresses fail, every time
 	failFree map[uint64]result
 
+	// Virtual memory management. noVMM leaves its functions out of the
+	// table; vmmAttr is what cuDeviceGetAttribute reports for
+	// CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED; gran is the
+	// granularity. The fake checks every argument, the structs' contents
+	// included, and keeps reserved ranges, physical memory and mappings as
+	// the driver does: a call that breaks CUDA's rules fails with
+	// CUDA_ERROR_INVALID_VALUE.
+	noVMM      bool
+	vmmAttr    int32
+	gran       int64
+	vnext      uint64                 // next reserved range's address
+	ranges     map[uint64]int64       // reserved ranges: address -> size
+	hnext      uint64                 // last handle given
+	phys       map[uint64]int64       // physical memory: handle -> size
+	mappings   map[uint64]fakeMapping // by address
+	lastProp   memAllocationProp      // of the last cuMemCreate
+	lastAccess memAccessDesc          // of the last cuMemSetAccess
+	// failures to inject, once each
+	attrRC, granRC, reserveRC, addrFreeRC, createRC, releaseRC, mapRC, accessRC, unmapRC result
+
 	calls map[string]int
+}
+
+// A fakeMapping is a cuMemMap: handle's memory at an address, with the
+// access cuMemSetAccess gave it.
+type fakeMapping struct {
+	handle uint64
+	size   int64
+	access bool
 }
 
 const fakeCtx uintptr = 0xc7c7c7c7
@@ -59,6 +87,198 @@ func newFakeGPU(total int64) *fakeGPU {
 		current:  make(map[int]uintptr),
 		failFree: make(map[uint64]result),
 		calls:    make(map[string]int),
+		vmmAttr:  1,
+		gran:     2 * MiB,
+		vnext:    0x7e0000000000,
+		ranges:   make(map[uint64]int64),
+		hnext:    0xa000,
+		phys:     make(map[uint64]int64),
+		mappings: make(map[uint64]fakeMapping),
+	}
+}
+
+// validProp reports whether p asks for what cuMemCreate of pinned device
+// memory on one of the fake's devices needs, with the fields CUDA wants
+// zero zero.
+func (f *fakeGPU) validProp(p *memAllocationProp) bool {
+	return p != nil && p.typ == memAllocationTypePinned && p.requestedHandleTypes == memHandleTypeNone &&
+		p.location.typ == memLocationTypeDevice && p.location.id >= 0 && p.location.id < f.count &&
+		p.win32HandleMetaData == 0 && p.compressionType == 0 && p.gpuDirectRDMACapable == 0 &&
+		p.usage == 0 && p.reserved == [4]uint8{}
+}
+
+// rangeOf returns the reserved range that holds [addr, addr+size).
+func (f *fakeGPU) rangeOf(addr uint64, size int64) (uint64, bool) {
+	for b, n := range f.ranges {
+		if addr >= b && addr-b < uint64(n) && uint64(n)-(addr-b) >= uint64(size) {
+			return b, true
+		}
+	}
+	return 0, false
+}
+
+// mappedIn reports whether a mapping overlaps [addr, addr+size).
+func (f *fakeGPU) mappedIn(addr uint64, size int64) bool {
+	for a, m := range f.mappings {
+		if a < addr+uint64(size) && addr < a+uint64(m.size) {
+			return true
+		}
+	}
+	return false
+}
+
+// vmmDriver adds the virtual memory functions to d.
+func (f *fakeGPU) vmmDriver(d *driver, lock func(string) func()) {
+	d.deviceGetAttribute = func(pi *int32, attrib int32, dev int32) result {
+		defer lock(fnDeviceGetAttribute)()
+		if dev < 100 || dev >= 100+f.count {
+			return errInvalidDevice
+		}
+		if rc := take(&f.attrRC); rc != success {
+			return rc
+		}
+		if attrib != attrVirtualMemoryManagement {
+			return errInvalidValue
+		}
+		*pi = f.vmmAttr
+		return success
+	}
+	d.memGetAllocationGranularity = func(g *uintptr, prop *memAllocationProp, option int32) result {
+		defer lock(fnMemGetAllocationGranularity)()
+		if rc := take(&f.granRC); rc != success {
+			return rc
+		}
+		if !f.validProp(prop) || (option != 0 && option != 1) {
+			return errInvalidValue
+		}
+		*g = uintptr(f.gran)
+		return success
+	}
+	d.memAddressReserve = func(ptr *uint64, size, alignment uintptr, addr uint64, flags uint64) result {
+		defer lock(fnMemAddressReserve)()
+		if !f.inCtx() {
+			return 201
+		}
+		if rc := take(&f.reserveRC); rc != success {
+			return rc
+		}
+		if size == 0 || int64(size)%f.gran != 0 || alignment != 0 || addr != 0 || flags != 0 {
+			return errInvalidValue
+		}
+		*ptr = f.vnext
+		f.ranges[f.vnext] = int64(size)
+		f.vnext += uint64(size) + uint64(f.gran) // a page apart
+		return success
+	}
+	d.memAddressFree = func(ptr uint64, size uintptr) result {
+		defer lock(fnMemAddressFree)()
+		if !f.inCtx() {
+			return 201
+		}
+		if rc := take(&f.addrFreeRC); rc != success {
+			return rc
+		}
+		if n, ok := f.ranges[ptr]; !ok || n != int64(size) || f.mappedIn(ptr, n) {
+			return errInvalidValue
+		}
+		delete(f.ranges, ptr)
+		return success
+	}
+	d.memCreate = func(h *uint64, size uintptr, prop *memAllocationProp, flags uint64) result {
+		defer lock(fnMemCreate)()
+		if !f.inCtx() {
+			return 201
+		}
+		if rc := take(&f.createRC); rc != success {
+			return rc
+		}
+		if size == 0 || int64(size)%f.gran != 0 || flags != 0 || !f.validProp(prop) {
+			return errInvalidValue
+		}
+		f.lastProp = *prop
+		if int64(size) > f.total-f.used {
+			return errOutOfMemory
+		}
+		f.hnext += 0x10
+		*h = f.hnext
+		f.phys[f.hnext] = int64(size)
+		f.used += int64(size)
+		return success
+	}
+	d.memRelease = func(h uint64) result {
+		defer lock(fnMemRelease)()
+		if !f.inCtx() {
+			return 201
+		}
+		if rc := take(&f.releaseRC); rc != success {
+			return rc
+		}
+		size, ok := f.phys[h]
+		if !ok {
+			return errInvalidValue
+		}
+		for _, m := range f.mappings {
+			if m.handle == h {
+				return errInvalidValue // the backend unmaps first
+			}
+		}
+		delete(f.phys, h)
+		f.used -= size
+		return success
+	}
+	d.memMap = func(ptr uint64, size, offset uintptr, h uint64, flags uint64) result {
+		defer lock(fnMemMap)()
+		if !f.inCtx() {
+			return 201
+		}
+		if rc := take(&f.mapRC); rc != success {
+			return rc
+		}
+		n, ok := f.phys[h]
+		if !ok || offset != 0 || flags != 0 || int64(size) != n || ptr%uint64(f.gran) != 0 {
+			return errInvalidValue
+		}
+		if _, ok := f.rangeOf(ptr, n); !ok || f.mappedIn(ptr, n) {
+			return errInvalidValue
+		}
+		f.mappings[ptr] = fakeMapping{handle: h, size: n}
+		return success
+	}
+	d.memSetAccess = func(ptr uint64, size uintptr, desc *memAccessDesc, count uintptr) result {
+		defer lock(fnMemSetAccess)()
+		if !f.inCtx() {
+			return 201
+		}
+		if rc := take(&f.accessRC); rc != success {
+			return rc
+		}
+		if count != 1 || desc == nil || desc.location.typ != memLocationTypeDevice ||
+			desc.location.id < 0 || desc.location.id >= f.count || desc.flags != memAccessFlagsProtReadWrite {
+			return errInvalidValue
+		}
+		f.lastAccess = *desc
+		m, ok := f.mappings[ptr]
+		if !ok || m.size != int64(size) {
+			return errInvalidValue
+		}
+		m.access = true
+		f.mappings[ptr] = m
+		return success
+	}
+	d.memUnmap = func(ptr uint64, size uintptr) result {
+		defer lock(fnMemUnmap)()
+		if !f.inCtx() {
+			return 201
+		}
+		if rc := take(&f.unmapRC); rc != success {
+			return rc
+		}
+		m, ok := f.mappings[ptr]
+		if !ok || m.size != int64(size) {
+			return errInvalidValue
+		}
+		delete(f.mappings, ptr)
+		return success
 	}
 }
 
@@ -210,6 +430,9 @@ func (f *fakeGPU) driver() *driver {
 			*p = &e[1][0]
 			return success
 		},
+	}
+	if !f.noVMM {
+		f.vmmDriver(d, lock)
 	}
 	if f.name != "" {
 		d.deviceGetName = func(name *byte, n int32, dev int32) result {

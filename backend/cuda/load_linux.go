@@ -85,6 +85,17 @@ func loadDriver() (d *driver, err error) {
 		pMemGetInfo    = sym(true, fnMemGetInfo)
 		pErrorName     = sym(false, "cuGetErrorName")
 		pErrorString   = sym(false, "cuGetErrorString")
+
+		// Virtual memory management: optional, all or none.
+		pGetAttribute = sym(false, fnDeviceGetAttribute)
+		pGranularity  = sym(false, fnMemGetAllocationGranularity)
+		pReserve      = sym(false, fnMemAddressReserve)
+		pAddressFree  = sym(false, fnMemAddressFree)
+		pCreate       = sym(false, fnMemCreate)
+		pMemRelease   = sym(false, fnMemRelease)
+		pMap          = sym(false, fnMemMap)
+		pSetAccess    = sym(false, fnMemSetAccess)
+		pUnmap        = sym(false, fnMemUnmap)
 	)
 	if len(missing) > 0 {
 		return nil, &openError{
@@ -155,5 +166,51 @@ func loadDriver() (d *driver, err error) {
 			return result(int32(r))
 		}
 	}
+	if pGetAttribute != 0 && pGranularity != 0 && pReserve != 0 && pAddressFree != 0 && pCreate != 0 &&
+		pMemRelease != 0 && pMap != 0 && pSetAccess != 0 && pUnmap != 0 {
+		bindVMM(d, pGetAttribute, pGranularity, pReserve, pAddressFree, pCreate, pMemRelease, pMap, pSetAccess, pUnmap)
+	}
 	return d, nil
+}
+
+// bindVMM binds the virtual memory functions of the driver table, as
+// loadDriver binds the others. The structs are passed by address, and
+// hold no Go pointers.
+func bindVMM(d *driver, pGetAttribute, pGranularity, pReserve, pAddressFree, pCreate, pRelease, pMap, pSetAccess, pUnmap uintptr) {
+	d.deviceGetAttribute = func(pi *int32, attrib int32, dev int32) result {
+		r, _, _ := purego.SyscallN(pGetAttribute, uintptr(unsafe.Pointer(pi)), uintptr(attrib), uintptr(dev))
+		return result(int32(r))
+	}
+	d.memGetAllocationGranularity = func(granularity *uintptr, prop *memAllocationProp, option int32) result {
+		r, _, _ := purego.SyscallN(pGranularity, uintptr(unsafe.Pointer(granularity)), uintptr(unsafe.Pointer(prop)), uintptr(option))
+		return result(int32(r))
+	}
+	d.memAddressReserve = func(ptr *uint64, size, alignment uintptr, addr uint64, flags uint64) result {
+		r, _, _ := purego.SyscallN(pReserve, uintptr(unsafe.Pointer(ptr)), size, alignment, uintptr(addr), uintptr(flags))
+		return result(int32(r))
+	}
+	d.memAddressFree = func(ptr uint64, size uintptr) result {
+		r, _, _ := purego.SyscallN(pAddressFree, uintptr(ptr), size)
+		return result(int32(r))
+	}
+	d.memCreate = func(handle *uint64, size uintptr, prop *memAllocationProp, flags uint64) result {
+		r, _, _ := purego.SyscallN(pCreate, uintptr(unsafe.Pointer(handle)), size, uintptr(unsafe.Pointer(prop)), uintptr(flags))
+		return result(int32(r))
+	}
+	d.memRelease = func(handle uint64) result {
+		r, _, _ := purego.SyscallN(pRelease, uintptr(handle))
+		return result(int32(r))
+	}
+	d.memMap = func(ptr uint64, size, offset uintptr, handle uint64, flags uint64) result {
+		r, _, _ := purego.SyscallN(pMap, uintptr(ptr), size, offset, uintptr(handle), uintptr(flags))
+		return result(int32(r))
+	}
+	d.memSetAccess = func(ptr uint64, size uintptr, desc *memAccessDesc, count uintptr) result {
+		r, _, _ := purego.SyscallN(pSetAccess, uintptr(ptr), size, uintptr(unsafe.Pointer(desc)), count)
+		return result(int32(r))
+	}
+	d.memUnmap = func(ptr uint64, size uintptr) result {
+		r, _, _ := purego.SyscallN(pUnmap, uintptr(ptr), size)
+		return result(int32(r))
+	}
 }

@@ -19,6 +19,7 @@ const name = "pytorch"
 // [gpualloc.FreeSpaceReporter]. It is not safe for concurrent use.
 type Allocator struct {
 	b    gpualloc.Backend
+	vm   gpualloc.VirtualMemory // b's, for expandable segments; nil without
 	c    Config
 	spec string
 
@@ -43,7 +44,7 @@ type Allocator struct {
 	gcCount [2]int64 // get_free_blocks_call_count of the small (0) and large (1) pools
 
 	xr       []*xrange // expandable segments; nil marks an unused slot
-	nextBase uint64    // virtual address of the next expandable segment
+	nextBase uint64    // address of the next expandable segment without virtual memory
 	pageMaps int64     // pages mapped so far
 }
 
@@ -99,7 +100,7 @@ func New(b gpualloc.Backend, c Config) (*Allocator, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	a := &Allocator{b: b, c: c, nodes: make([]segment.Node, 1, 64), meta: make([]meta, 1, 64), nextBase: xBase}
+	a := &Allocator{b: b, vm: virtualMemory(b), c: c, nodes: make([]segment.Node, 1, 64), meta: make([]meta, 1, 64), nextBase: xBase}
 	if c.MemoryFraction > 0 {
 		_, total := b.MemInfo()
 		a.allowed = int64(c.MemoryFraction * float64(total))
@@ -551,7 +552,7 @@ func (a *Allocator) garbageCollect() error {
 // segment) to the device, as torch.cuda.empty_cache does. Live blocks and
 // the segments that hold them stay.
 func (a *Allocator) ReleaseAll() error {
-	if err := a.releaseCached(); err != nil {
+	if err := errors.Join(a.releaseCached(), a.dropEmptyRanges()); err != nil {
 		return fmt.Errorf("%s: release: %w", name, err)
 	}
 	return nil

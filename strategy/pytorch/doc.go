@@ -37,16 +37,23 @@
 //
 // Expandable segments (expandable_segments): each stream's small and large
 // pool grows one virtual address range, reserved once at 1 1/8 times the
-// device's memory, in pages of 2 MiB (small) or 20 MiB (large). A miss maps
-// pages at the lowest address that fits (extending the free block before
-// them); blocks split when 512 bytes or more remain, in both pools; release
-// unmaps the pages that lie wholly in free blocks. On a [gpualloc.Backend]
-// each mapped page is one Malloc of the page size and unmapping it the Free
-// of that allocation, so reserved memory, device calls and out-of-memory
-// follow the backend; block addresses are then virtual addresses of the
-// allocator's own ranges, not backend addresses. MemoryStats count one
-// device allocation per mapping (not per page), as PyTorch does, and no
-// inactive split bytes for expandable blocks.
+// device's memory (in whole pages), in pages of 2 MiB (small) or 20 MiB
+// (large). A miss maps pages at the lowest address that fits (extending the
+// free block before them); blocks split when 512 bytes or more remain, in
+// both pools; release unmaps the pages that lie wholly in free blocks, and
+// gives up a range left with nothing mapped. On a backend that is a
+// [gpualloc.VirtualMemory] (the simulator's device, a GPU through CUDA's
+// virtual memory management), the range is one Reserve and each page one
+// Create and one Map, unmapped with one Unmap and one Release, as
+// PyTorch's cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemUnmap and
+// cuMemRelease: block addresses are the device's. On any other
+// [gpualloc.Backend] each mapped page is one Malloc of the page size and
+// unmapping it the Free of that allocation, and block addresses are
+// virtual addresses of the allocator's own ranges, not backend addresses.
+// Either way reserved memory, device allocations and frees and
+// out-of-memory follow the backend, and the decisions are the same.
+// MemoryStats count one device allocation per mapping (not per page), as
+// PyTorch does, and no inactive split bytes for expandable blocks.
 //
 // Not implemented: CUDA graph private pools, stream events (record_stream) and the out-of-memory
 // callbacks.

@@ -2,28 +2,45 @@ package pytorch
 
 import (
 	"errors"
+	"fmt"
 	"sort"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 )
 
-// Expandable segments (expandable_segments:True). Each (stream, pool) grows
-// one virtual address range (ExpandableSegment) in pages of 2 MiB (small
-// pool) or 20 MiB (large pool). The range is reserved once, 1 1/8 times the
-// device's total memory, at addresses of the allocator's own (far above
-// those of the backend): block addresses are then virtual addresses in a
-// range, NOT backend addresses. Mapping a page is one backend Malloc of the
-// page size and unmapping it the backend Free of that allocation, so that
-// reserved memory, device calls and out-of-memory come from the backend; a
-// page table maps the range's pages to their backend allocations.
+// Expandable segments (expandable_segments:True), as PyTorch's
+// ExpandableSegment (c10/cuda/CUDACachingAllocator.cpp). Each (stream, pool)
+// grows one range of virtual addresses in pages of 2 MiB (small pool,
+// kSmallBuffer) or 20 MiB (large pool, kLargeBuffer). The range is reserved
+// once, 1 1/8 times the device's total memory rounded up to whole pages
+// (segment_size * max_handles), and given up when its last page is unmapped.
+//
+// On a backend that is a [gpualloc.VirtualMemory] whose granularity divides
+// 2 MiB, this is what PyTorch does with CUDA's virtual memory management:
+// the range is one Reserve (cuMemAddressReserve); mapping pages is one
+// Create of the page size per page (cuMemCreate), then, once every Create
+// succeeded, one Map per page (cuMemMap and cuMemSetAccess); unmapping a
+// page is its Unmap followed by its Release (unmapHandles); the range's
+// Unreserve is cuMemAddressFree. Block addresses are then addresses of the
+// device. A Create refused for want of memory gives back the pages created
+// before it, unmapped, and the request goes on as PyTorch's does after a
+// failed map.
+//
+// On any other backend the pages come from Malloc: the range lies at
+// addresses of the allocator's own (from 2^62, far above those of any
+// backend), block addresses are virtual addresses in it, NOT backend
+// addresses, and mapping a page is one Malloc of the page size, unmapping it
+// the Free of that allocation. Reserved memory, device calls and
+// out-of-memory come from the backend either way; a page table keeps the
+// page's handle or allocation.
 //
 // A range is a list of blocks covering it: live blocks, free (mapped)
 // blocks, which are in the pool's free set, and unmapped blocks, which are
 // in the pool's unmapped list, ordered by address.
 
-// xBase is the first virtual address of expandable ranges; xAlign aligns
-// the start of each.
+// xBase is the first virtual address of expandable ranges on a backend
+// without virtual memory; xAlign aligns the start of each.
 const (
 	xBase  = 1 << 62
 	xAlign = 1 << 32
@@ -39,10 +56,23 @@ type xrange struct {
 	small bool
 }
 
-// An xpage is a page table entry: the backend allocation mapped there.
+// An xpage is a page table entry: the device memory that backs the page,
+// a Create handle or a Malloc address.
 type xpage struct {
-	addr   uint64
-	mapped bool
+	id     uint64
+	held   bool // id is live device memory
+	mapped bool // with virtual memory: id is mapped at the page
+}
+
+// virtualMemory returns b's virtual memory if expandable segments can use
+// it: a granularity that divides both page sizes.
+func virtualMemory(b gpualloc.Backend) gpualloc.VirtualMemory {
+	if vm, ok := b.(gpualloc.VirtualMemory); ok {
+		if g := vm.Granularity(); g > 0 && smallBuffer%g == 0 && largeBuffer%g == 0 {
+			return vm
+		}
+	}
+	return nil
 }
 
 // expandableSize is a block's size for best fit with expandable segments:
@@ -91,7 +121,7 @@ func (a *Allocator) removeUnmapped(n int32) {
 // placed in the stream's pool, the lowest unmapped block (with the free
 // block before it) followed by enough free or unmapped space; it reserves a
 // new range when there is none (find_expandable_block).
-func (a *Allocator) findExpandable(pi int32, small bool, size int64) int32 {
+func (a *Allocator) findExpandable(pi int32, small bool, size int64) (int32, error) {
 	for _, u := range *a.unmappedList(pi, small) {
 		c := u
 		if p := a.nodes[u].Prev; p != 0 && a.nodes[p].Free {
@@ -102,7 +132,7 @@ func (a *Allocator) findExpandable(pi int32, small bool, size int64) int32 {
 			bytes += a.nodes[b].Size
 		}
 		if bytes >= size {
-			return c
+			return c, nil
 		}
 	}
 	page := int64(largeBuffer)
@@ -115,8 +145,20 @@ func (a *Allocator) findExpandable(pi int32, small bool, size int64) int32 {
 		want = 1 << 56
 	}
 	npages := (want + page - 1) / page
-	r := &xrange{base: a.nextBase, size: npages * page, page: page, pool: pi, small: small}
-	a.nextBase += (uint64(r.size) + 2*xAlign - 1) &^ (xAlign - 1)
+	r := &xrange{size: npages * page, page: page, pool: pi, small: small}
+	if a.vm != nil {
+		base, err := a.vm.Reserve(r.size)
+		if err != nil {
+			// PyTorch's C10_CUDA_DRIVER_CHECK makes any failure of
+			// cuMemAddressReserve an error, never an out-of-memory: the
+			// cause is kept as text, so that it is not taken for one.
+			return 0, fmt.Errorf("reserve of %d bytes for an expandable segment: %v", r.size, err)
+		}
+		r.base = base
+	} else {
+		r.base = a.nextBase
+		a.nextBase += (uint64(r.size) + 2*xAlign - 1) &^ (xAlign - 1)
+	}
 	ri := int32(len(a.xr))
 	for i, x := range a.xr {
 		if x == nil {
@@ -133,23 +175,24 @@ func (a *Allocator) findExpandable(pi int32, small bool, size int64) int32 {
 	a.nodes[n] = segmentNode(r.base, r.size)
 	a.meta[n] = meta{pool: pi, seg: ri, small: small, exp: true, unmapped: true}
 	a.insertUnmapped(n)
-	return n
+	return n, nil
 }
 
 // tryExpandable maps what a request of size bytes needs and returns its
 // free block, out of the pool; 0 when the device refuses a page
 // (try_allocate_expandable_block).
 func (a *Allocator) tryExpandable(pi int32, small bool, size int64) (int32, error) {
-	c := a.findExpandable(pi, small, size)
+	c, err := a.findExpandable(pi, small, size)
+	if err != nil {
+		return 0, err
+	}
 	if a.meta[c].unmapped {
-		var err error
 		if c, err = a.mapBlock(c, min(a.nodes[c].Size, size)); c == 0 || err != nil {
 			return 0, err
 		}
 	}
 	for a.nodes[c].Size < size {
 		next := a.nodes[c].Next
-		var err error
 		if c, err = a.mapBlock(next, min(size-a.nodes[c].Size, a.nodes[next].Size)); c == 0 || err != nil {
 			return 0, err
 		}
@@ -168,25 +211,8 @@ func (a *Allocator) mapBlock(n int32, size int64) (int32, error) {
 	addr := a.nodes[n].Addr
 	begin := int64(addr-r.base) / r.page
 	end := (int64(addr-r.base) + size + r.page - 1) / r.page
-	for int64(len(r.pages)) < end {
-		r.pages = append(r.pages, xpage{})
-	}
-	for i := begin; i < end; i++ {
-		p, err := a.b.Malloc(r.page)
-		if err != nil {
-			if uerr := a.unmapPages(r, begin, i); uerr != nil {
-				return 0, uerr
-			}
-			if errors.Is(err, gpualloc.ErrOutOfMemory) {
-				return 0, nil
-			}
-			return 0, err
-		}
-		r.pages[i] = xpage{addr: p, mapped: true}
-		a.pageMaps++
-		a.m.CountDeviceMalloc(r.page)
-		a.reserved += r.page
-		a.ms.ReservedBytes.add(r.page)
+	if ok, err := a.mapPages(r, begin, end); !ok || err != nil {
+		return 0, err
 	}
 	mapped := (end - begin) * r.page
 	a.removeUnmapped(n)
@@ -217,22 +243,100 @@ func (a *Allocator) mapBlock(n int32, size int64) (int32, error) {
 	return n, nil
 }
 
-// unmapPages returns pages [begin, end) of r to the backend.
-func (a *Allocator) unmapPages(r *xrange, begin, end int64) error {
-	var errs []error
-	for i := begin; i < end; i++ {
-		if err := a.b.Free(r.pages[i].addr, r.page); err != nil {
+// mapPages backs pages [begin, end) of r with device memory, as
+// ExpandableSegment::map does: with virtual memory one Create per page and,
+// once all succeeded, one Map per page; else one Malloc per page. It
+// reports false when the device refuses a page for want of memory, after
+// giving back the pages it made. The pages count as reserved memory once
+// all are mapped, as PyTorch's reserved_bytes do.
+func (a *Allocator) mapPages(r *xrange, begin, end int64) (bool, error) {
+	for int64(len(r.pages)) < end {
+		r.pages = append(r.pages, xpage{})
+	}
+	// undo gives back pages [begin, i) and returns err joined with what
+	// that fails with, or nil for an out-of-memory err.
+	undo := func(i int64, err error) (bool, error) {
+		var errs []error
+		if !errors.Is(err, gpualloc.ErrOutOfMemory) {
 			errs = append(errs, err)
 		}
-		r.pages[i] = xpage{}
-		a.m.CountDeviceFree(r.page)
-		a.reserved -= r.page
-		a.ms.ReservedBytes.add(-r.page)
+		for j := begin; j < i; j++ {
+			if ferr := a.freePage(r, j); ferr != nil {
+				errs = append(errs, ferr)
+			}
+		}
+		a.trimPages(r)
+		return false, errors.Join(errs...)
 	}
-	for len(r.pages) > 0 && !r.pages[len(r.pages)-1].mapped {
+	for i := begin; i < end; i++ {
+		var id uint64
+		var err error
+		if a.vm != nil {
+			id, err = a.vm.Create(r.page)
+		} else {
+			id, err = a.b.Malloc(r.page)
+		}
+		if err != nil {
+			return undo(i, err)
+		}
+		r.pages[i] = xpage{id: id, held: true}
+		a.m.CountDeviceMalloc(r.page)
+	}
+	if a.vm != nil {
+		for i := begin; i < end; i++ {
+			if err := a.vm.Map(r.base+uint64(i*r.page), r.pages[i].id); err != nil {
+				return undo(end, err)
+			}
+			r.pages[i].mapped = true
+			a.m.CountMap()
+		}
+	}
+	a.pageMaps += end - begin
+	bytes := (end - begin) * r.page
+	a.reserved += bytes
+	a.ms.ReservedBytes.add(bytes)
+	return true, nil
+}
+
+// freePage gives page i of r back to the device: with virtual memory its
+// Unmap, if mapped, then its Release (unmapHandles), else the Free of its
+// allocation. A page whose Release fails is mapped again, so that it stays
+// as it was. The caller counts reserved memory.
+func (a *Allocator) freePage(r *xrange, i int64) error {
+	p := &r.pages[i]
+	addr := r.base + uint64(i*r.page)
+	if a.vm == nil {
+		if err := a.b.Free(p.id, r.page); err != nil {
+			return err
+		}
+	} else {
+		if p.mapped {
+			if err := a.vm.Unmap(addr, r.page); err != nil {
+				return err
+			}
+			a.m.CountUnmap()
+		}
+		if err := a.vm.Release(p.id); err != nil {
+			if p.mapped {
+				if merr := a.vm.Map(addr, p.id); merr != nil {
+					p.mapped = false
+					return errors.Join(err, merr)
+				}
+				a.m.CountMap()
+			}
+			return err
+		}
+	}
+	*p = xpage{}
+	a.m.CountDeviceFree(r.page)
+	return nil
+}
+
+// trimPages drops the entries of unheld pages at the end of r's page table.
+func (a *Allocator) trimPages(r *xrange) {
+	for len(r.pages) > 0 && !r.pages[len(r.pages)-1].held {
 		r.pages = r.pages[:len(r.pages)-1]
 	}
-	return errors.Join(errs...)
 }
 
 // link puts block x right after block n in its segment.
@@ -258,23 +362,19 @@ func (a *Allocator) unmapBlock(n int32) error {
 	if begin >= end {
 		return nil
 	}
-	// Free the pages one by one: a page the backend refuses stays mapped,
-	// with those after it.
+	// Give the pages back one by one: a page the backend refuses stays
+	// mapped, with those after it.
 	var ferr error
 	for i := begin; i < end; i++ {
-		if err := a.b.Free(r.pages[i].addr, r.page); err != nil {
+		if err := a.freePage(r, i); err != nil {
 			ferr = err
 			end = i
 			break
 		}
-		r.pages[i] = xpage{}
-		a.m.CountDeviceFree(r.page)
-		a.reserved -= r.page
-		a.ms.ReservedBytes.add(-r.page)
 	}
-	for len(r.pages) > 0 && !r.pages[len(r.pages)-1].mapped {
-		r.pages = r.pages[:len(r.pages)-1]
-	}
+	a.trimPages(r)
+	a.reserved -= (end - begin) * r.page
+	a.ms.ReservedBytes.add(-(end - begin) * r.page)
 	if begin >= end {
 		return ferr
 	}
@@ -320,16 +420,28 @@ func (a *Allocator) unmapBlock(n int32) error {
 	}
 	if a.nodes[n].Prev == 0 && a.nodes[n].Next == 0 {
 		// The whole range is unmapped: give it up (release_expandable_segment).
-		a.xr[mt.seg] = nil
-		a.recycle(n)
-		return ferr
+		return errors.Join(ferr, a.dropRange(n))
 	}
 	a.insertUnmapped(n)
 	return ferr
 }
 
+// dropRange gives up the range whose one block, unmapped and out of the
+// unmapped list, is n: its Unreserve with virtual memory.
+func (a *Allocator) dropRange(n int32) error {
+	seg := a.meta[n].seg
+	r := a.xr[seg]
+	a.xr[seg] = nil
+	a.recycle(n)
+	if a.vm != nil {
+		return a.vm.Unreserve(r.base, r.size)
+	}
+	return nil
+}
+
 // releaseExpandable unmaps the fully free pages of every free block of
-// expandable segments (release_blocks).
+// expandable segments (release_blocks), giving up the ranges left with
+// nothing mapped.
 func (a *Allocator) releaseExpandable() error {
 	var todo []int32
 	for n := int32(1); n < int32(len(a.nodes)); n++ {
@@ -341,6 +453,32 @@ func (a *Allocator) releaseExpandable() error {
 	for _, n := range todo {
 		if err := a.unmapBlock(n); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dropEmptyRanges gives up the ranges none of whose pages is mapped: those
+// whose first map the device refused. PyTorch keeps such a range for the
+// next request of its stream and pool, and so does the allocator, but for
+// ReleaseAll, after which no range is left without a live block: the range
+// holds no memory, and the next request of its stream and pool reserves
+// one anew.
+func (a *Allocator) dropEmptyRanges() error {
+	var errs []error
+	for _, p := range a.pools {
+		for k := range p.unmapped {
+			l := p.unmapped[k][:0]
+			for _, n := range p.unmapped[k] {
+				if a.nodes[n].Prev == 0 && a.nodes[n].Next == 0 {
+					if err := a.dropRange(n); err != nil {
+						errs = append(errs, err)
+					}
+					continue
+				}
+				l = append(l, n)
+			}
+			p.unmapped[k] = l
 		}
 	}
 	return errors.Join(errs...)

@@ -25,7 +25,10 @@ func mustConf(t testing.TB, conf string) pytorch.Config {
 }
 
 func TestConformance(t *testing.T) {
-	for _, conf := range []string{"", "max_split_size_mb:128", "roundup_power2_divisions:4", "roundup_power2_divisions:[256:1,512:2,>:8]"} {
+	for _, conf := range []string{"", "max_split_size_mb:128", "roundup_power2_divisions:4", "roundup_power2_divisions:[256:1,512:2,>:8]",
+		// On the suite's device, which has virtual memory: blocks lie in
+		// mapped memory of the ranges the segments reserve.
+		"expandable_segments:True", "expandable_segments:True,max_split_size_mb:40", "expandable_segments:True,roundup_power2_divisions:4"} {
 		t.Run(conf, func(t *testing.T) {
 			c := mustConf(t, conf)
 			strategytest.Run(t, func(b gpualloc.Backend) (gpualloc.Allocator, error) {
