@@ -5,7 +5,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
 
 // GMLake's constants (GMLake/src/CUDACachingAllocator.cpp in glake), those of
@@ -95,13 +95,13 @@ func allocationSize(rounded int64) int64 {
 func (c Config) validate() error {
 	switch {
 	case c.FragLimit < 0:
-		return paramErr("frag_limit", fmt.Sprint(c.FragLimit), "must not be negative")
+		return param.Error(name, "frag_limit", fmt.Sprint(c.FragLimit), "must not be negative")
 	case !(c.ReuseLimit > 0) || math.IsInf(c.ReuseLimit, 0):
-		return paramErr("reuse_limit", fmt.Sprint(c.ReuseLimit), "must be a positive number")
+		return param.Error(name, "reuse_limit", fmt.Sprint(c.ReuseLimit), "must be a positive number")
 	case c.DefragLevel < 0 || c.DefragLevel > 2:
-		return paramErr("defrag_level", fmt.Sprint(c.DefragLevel), "must be 0, 1 or 2")
+		return param.Error(name, "defrag_level", fmt.Sprint(c.DefragLevel), "must be 0, 1 or 2")
 	case c.AutoGC <= 0:
-		return paramErr("auto_gc", fmt.Sprint(c.AutoGC), "must be positive")
+		return param.Error(name, "auto_gc", fmt.Sprint(c.AutoGC), "must be positive")
 	}
 	return nil
 }
@@ -111,18 +111,3 @@ func (c Config) spec() string {
 	return fmt.Sprintf("%s:frag_limit=%d,reuse_limit=%s,defrag_level=%d,auto_gc=%d",
 		name, c.FragLimit, strconv.FormatFloat(c.ReuseLimit, 'g', -1, 64), c.DefragLevel, c.AutoGC)
 }
-
-func paramErr(key, value, msg string) error {
-	return &paramError{value: value, pe: gpualloc.ParamError{Key: key, Msg: msg}}
-}
-
-type paramError struct {
-	value string
-	pe    gpualloc.ParamError
-}
-
-func (e *paramError) Error() string {
-	return fmt.Sprintf("%s: %s=%s: %s", name, e.pe.Key, e.value, e.pe.Msg)
-}
-
-func (e *paramError) Unwrap() error { return &e.pe }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
@@ -133,17 +134,17 @@ func segmentSize(rounded int64) int64 {
 func (c Config) validate() error {
 	switch {
 	case c.MaxSplitSize < largeBuffer:
-		return paramErr("max_split_size_mb", fmt.Sprint(c.MaxSplitSize/mib), "must be at least 20")
+		return param.Error(name, "max_split_size_mb", fmt.Sprint(c.MaxSplitSize/mib), "must be at least 20")
 	case c.GarbageCollectionThreshold < 0 || c.GarbageCollectionThreshold >= 1 || math.IsNaN(c.GarbageCollectionThreshold):
-		return paramErr("garbage_collection_threshold", fmt.Sprint(c.GarbageCollectionThreshold), "must be between 0 and 1 (exclusive)")
+		return param.Error(name, "garbage_collection_threshold", fmt.Sprint(c.GarbageCollectionThreshold), "must be between 0 and 1 (exclusive)")
 	case c.MaxNonSplitRounding < 0:
-		return paramErr("max_non_split_rounding_mb", fmt.Sprint(c.MaxNonSplitRounding/mib), "must not be negative")
+		return param.Error(name, "max_non_split_rounding_mb", fmt.Sprint(c.MaxNonSplitRounding/mib), "must not be negative")
 	case c.MemoryFraction < 0 || c.MemoryFraction > 1 || math.IsNaN(c.MemoryFraction):
-		return paramErr("memory_fraction", fmt.Sprint(c.MemoryFraction), "must be in (0, 1]")
+		return param.Error(name, "memory_fraction", fmt.Sprint(c.MemoryFraction), "must be in (0, 1]")
 	}
 	for _, d := range c.RoundupPower2Divisions {
 		if d != 0 && (d < 0 || d&(d-1) != 0) {
-			return paramErr("roundup_power2_divisions", fmt.Sprint(d), "divisions must be powers of two")
+			return param.Error(name, "roundup_power2_divisions", fmt.Sprint(d), "divisions must be powers of two")
 		}
 	}
 	return nil
@@ -311,20 +312,3 @@ func parseDivisions(v string) ([roundupBands]int64, error) {
 func formatDivisions(d [roundupBands]int64) string {
 	return strings.ReplaceAll(strings.Trim(snapshot.FormatDivisions(d), "[]"), ",", ";")
 }
-
-// paramErr returns a bad setting's error, which names the strategy, key and
-// value and wraps a *gpualloc.ParamError.
-func paramErr(key, value, msg string) error {
-	return &paramError{value: value, pe: gpualloc.ParamError{Key: key, Msg: msg}}
-}
-
-type paramError struct {
-	value string
-	pe    gpualloc.ParamError
-}
-
-func (e *paramError) Error() string {
-	return fmt.Sprintf("%s: %s=%s: %s", name, e.pe.Key, e.value, e.pe.Msg)
-}
-
-func (e *paramError) Unwrap() error { return &e.pe }
