@@ -328,14 +328,13 @@ func (p *Pool) release() (int64, error) {
 func (p *Pool) Free(b gpualloc.Block) error {
 	ref := p.live.Get(b.Handle, b.Addr)
 	if ref == nil {
-		return fmt.Errorf("%s: free of %#x (%d bytes): no live block there: %w", name, b.Addr, b.Size, gpualloc.ErrInvalidFree)
+		return blocktable.NotLive(name, b)
 	}
 	n := *ref
 	ch := p.ch
 	c := &ch[n]
 	if c.size != b.Size || c.requested != b.Requested {
-		return fmt.Errorf("%s: free of %#x with Size %d, Requested %d: the live block there has Size %d, Requested %d: %w",
-			name, b.Addr, b.Size, b.Requested, c.size, c.requested, gpualloc.ErrInvalidFree)
+		return blocktable.Mismatch(name, b, c.size, c.requested)
 	}
 	p.live.Delete(b.Handle)
 	p.m.CountFree(c.requested, c.size)

@@ -627,13 +627,13 @@ func (a *Allocator) addSegment(addr uint64, size int64, pi int32, small bool, cs
 func (a *Allocator) Free(b gpualloc.Block) error {
 	p := a.live.Get(b.Handle, b.Addr)
 	if p == nil {
-		return fmt.Errorf("%s: free of %#x (%d bytes): no live block there: %w", name, b.Addr, b.Size, gpualloc.ErrInvalidFree)
+		return blocktable.NotLive(name, b)
 	}
 	if x := *p; x < 0 {
 		o := -x
 		size, req := int64(a.sb[o].used)*ChunkSize, a.sbNodes[o].Requested
 		if size != b.Size || req != b.Requested {
-			return a.badFree(b, size, req)
+			return blocktable.Mismatch(name, b, size, req)
 		}
 		a.live.Delete(b.Handle)
 		a.m.CountFree(req, size)
@@ -642,7 +642,7 @@ func (a *Allocator) Free(b gpualloc.Block) error {
 	n := *p
 	nd := &a.nodes[n]
 	if nd.Size != b.Size || nd.Requested != b.Requested {
-		return a.badFree(b, nd.Size, nd.Requested)
+		return blocktable.Mismatch(name, b, nd.Size, nd.Requested)
 	}
 	a.live.Delete(b.Handle)
 	a.m.CountFree(nd.Requested, nd.Size)
@@ -650,11 +650,6 @@ func (a *Allocator) Free(b gpualloc.Block) error {
 	a.markChunks(n, false)
 	a.release(n)
 	return nil
-}
-
-func (a *Allocator) badFree(b gpualloc.Block, size, req int64) error {
-	return fmt.Errorf("%s: free of %#x with Size %d, Requested %d: the live block there has Size %d, Requested %d: %w",
-		name, b.Addr, b.Size, b.Requested, size, req, gpualloc.ErrInvalidFree)
 }
 
 // release makes block n free, merged with its free neighbours, in its pool
@@ -904,20 +899,16 @@ func (a *Allocator) FreeSpace() (largest, total int64) {
 }
 
 func (a *Allocator) newNode() int32 {
-	if k := len(a.spare); k > 0 {
-		n := a.spare[k-1]
-		a.spare = a.spare[:k-1]
-		return n
+	n := segment.NewNode(&a.nodes, &a.spare)
+	if int(n) == len(a.meta) {
+		a.meta = append(a.meta, meta{})
 	}
-	a.nodes = append(a.nodes, segment.Node{})
-	a.meta = append(a.meta, meta{})
-	return int32(len(a.nodes) - 1)
+	return n
 }
 
 func (a *Allocator) recycle(n int32) {
-	a.nodes[n] = segment.Node{}
 	a.meta[n] = meta{}
-	a.spare = append(a.spare, n)
+	segment.RecycleNode(a.nodes, &a.spare, n)
 }
 
 func (a *Allocator) newChunk() int32 {
@@ -936,18 +927,14 @@ func (a *Allocator) recycleChunk(c int32) {
 }
 
 func (a *Allocator) newSB() int32 {
-	if k := len(a.spareSB); k > 0 {
-		o := a.spareSB[k-1]
-		a.spareSB = a.spareSB[:k-1]
-		return o
+	o := segment.NewNode(&a.sbNodes, &a.spareSB)
+	if int(o) == len(a.sb) {
+		a.sb = append(a.sb, sblock{})
 	}
-	a.sb = append(a.sb, sblock{})
-	a.sbNodes = append(a.sbNodes, segment.Node{})
-	return int32(len(a.sb) - 1)
+	return o
 }
 
 func (a *Allocator) recycleSB(o int32) {
 	a.sb[o] = sblock{}
-	a.sbNodes[o] = segment.Node{}
-	a.spareSB = append(a.spareSB, o)
+	segment.RecycleNode(a.sbNodes, &a.spareSB, o)
 }

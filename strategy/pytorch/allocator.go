@@ -367,14 +367,13 @@ func (a *Allocator) allocFound(n int32, rounded, requested int64, hit bool, set 
 func (a *Allocator) Free(b gpualloc.Block) error {
 	p := a.live.Get(b.Handle, b.Addr)
 	if p == nil {
-		return fmt.Errorf("%s: free of %#x (%d bytes): no live block there: %w", name, b.Addr, b.Size, gpualloc.ErrInvalidFree)
+		return blocktable.NotLive(name, b)
 	}
 	n := *p
 	nodes := a.nodes
 	nd := &nodes[n]
 	if nd.Size != b.Size || nd.Requested != b.Requested {
-		return fmt.Errorf("%s: free of %#x with Size %d, Requested %d: the live block there has Size %d, Requested %d: %w",
-			name, b.Addr, b.Size, b.Requested, nd.Size, nd.Requested, gpualloc.ErrInvalidFree)
+		return blocktable.Mismatch(name, b, nd.Size, nd.Requested)
 	}
 	a.live.Delete(b.Handle)
 	size := nd.Size
@@ -572,18 +571,14 @@ func (a *Allocator) FreeSpace() (largest, total int64) {
 }
 
 func (a *Allocator) newNode() int32 {
-	if k := len(a.spare); k > 0 {
-		n := a.spare[k-1]
-		a.spare = a.spare[:k-1]
-		return n
+	n := segment.NewNode(&a.nodes, &a.spare)
+	if int(n) == len(a.meta) {
+		a.meta = append(a.meta, meta{})
 	}
-	a.nodes = append(a.nodes, segment.Node{})
-	a.meta = append(a.meta, meta{})
-	return int32(len(a.nodes) - 1)
+	return n
 }
 
 func (a *Allocator) recycle(n int32) {
-	a.nodes[n] = segment.Node{}
 	a.meta[n] = meta{}
-	a.spare = append(a.spare, n)
+	segment.RecycleNode(a.nodes, &a.spare, n)
 }

@@ -173,12 +173,11 @@ func percent(total int64, pct int) int64 {
 func (p *Pool) Free(b gpualloc.Block) error {
 	rec := p.live.Get(b.Handle, b.Addr)
 	if rec == nil {
-		return fmt.Errorf("%s: free of %#x (%d bytes): no live block there: %w", p.name, b.Addr, b.Size, gpualloc.ErrInvalidFree)
+		return blocktable.NotLive(p.name, b)
 	}
 	lb := *rec
 	if lb.size != b.Size || lb.requested != b.Requested {
-		return fmt.Errorf("%s: free of %#x with Size %d, Requested %d: the live block there has Size %d, Requested %d: %w",
-			p.name, b.Addr, b.Size, b.Requested, lb.size, lb.requested, gpualloc.ErrInvalidFree)
+		return blocktable.Mismatch(p.name, b, lb.size, lb.requested)
 	}
 	p.live.Delete(b.Handle)
 	l := lb.list

@@ -192,13 +192,12 @@ func (h *Heap) Take(n int32, rounded, requested int64, hit bool) (addr uint64, s
 func (h *Heap) Release(b gpualloc.Block) (int32, error) {
 	p := h.live.Get(b.Handle, b.Addr)
 	if p == nil {
-		return 0, fmt.Errorf("%s: free of %#x (%d bytes): no live block there: %w", h.name, b.Addr, b.Size, gpualloc.ErrInvalidFree)
+		return 0, blocktable.NotLive(h.name, b)
 	}
 	n := *p
 	nd := &h.Nodes[n]
 	if nd.Size != b.Size || nd.Requested != b.Requested {
-		return 0, fmt.Errorf("%s: free of %#x with Size %d, Requested %d: the live block there has Size %d, Requested %d: %w",
-			h.name, b.Addr, b.Size, b.Requested, nd.Size, nd.Requested, gpualloc.ErrInvalidFree)
+		return 0, blocktable.Mismatch(h.name, b, nd.Size, nd.Requested)
 	}
 	h.live.Delete(b.Handle)
 	h.m.CountFree(nd.Requested, nd.Size)
@@ -356,17 +355,6 @@ func (h *Heap) releaseFree() (released int64, err error) {
 // Segments returns the number of segments held.
 func (h *Heap) Segments() int { return len(h.segs) - len(h.spareSegs) }
 
-func (h *Heap) newNode() int32 {
-	if k := len(h.spare); k > 0 {
-		n := h.spare[k-1]
-		h.spare = h.spare[:k-1]
-		return n
-	}
-	h.Nodes = append(h.Nodes, Node{})
-	return int32(len(h.Nodes) - 1)
-}
+func (h *Heap) newNode() int32 { return NewNode(&h.Nodes, &h.spare) }
 
-func (h *Heap) recycle(n int32) {
-	h.Nodes[n] = Node{}
-	h.spare = append(h.spare, n)
-}
+func (h *Heap) recycle(n int32) { RecycleNode(h.Nodes, &h.spare, n) }
