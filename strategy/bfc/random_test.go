@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
@@ -97,15 +98,15 @@ func TestFitAndSplitByBruteForce(t *testing.T) {
 				}
 				size := int64(math.Exp(r.Float64() * math.Log(4<<20)))
 				rounded := RoundedBytes(size)
-				var best *chunk
-				for n := 1; n < len(p.ch); n++ {
-					c := &p.ch[n]
-					if c.size > 0 && !c.inUse && c.size >= rounded &&
-						(best == nil || c.size < best.size || c.size == best.size && c.addr < best.addr) {
+				var best *segment.Node
+				for n := 1; n < len(p.nodes); n++ {
+					c := &p.nodes[n]
+					if c.Size > 0 && c.Free && c.Size >= rounded &&
+						(best == nil || c.Size < best.Size || c.Size == best.Size && c.Addr < best.Addr) {
 						best = c
 					}
 				}
-				var want chunk
+				var want segment.Node
 				if best != nil {
 					want = *best
 				}
@@ -113,17 +114,17 @@ func TestFitAndSplitByBruteForce(t *testing.T) {
 				b, err := p.Alloc(size)
 				require.NoError(t, err, "op %d", i)
 				live = append(live, b)
-				if want.size == 0 {
+				if want.Size == 0 {
 					require.Equal(t, mallocs+1, p.Stats().DeviceMallocs, "op %d: no free chunk fits: a new region", i)
 					continue
 				}
 				hits++
-				require.Equal(t, want.addr, b.Addr, "op %d: Alloc(%d) takes the chunk of %d bytes at %#x", i, size, want.size, want.addr)
-				wantSize := want.size
-				if want.size >= 2*rounded || want.size-rounded >= p.maxFrag {
+				require.Equal(t, want.Addr, b.Addr, "op %d: Alloc(%d) takes the chunk of %d bytes at %#x", i, size, want.Size, want.Addr)
+				wantSize := want.Size
+				if want.Size >= 2*rounded || want.Size-rounded >= p.maxFrag {
 					wantSize = rounded
 				}
-				require.Equal(t, wantSize, b.Size, "op %d: Alloc(%d) from a chunk of %d bytes", i, size, want.size)
+				require.Equal(t, wantSize, b.Size, "op %d: Alloc(%d) from a chunk of %d bytes", i, size, want.Size)
 				require.Equal(t, mallocs, p.Stats().DeviceMallocs)
 			}
 			require.NoError(t, p.check())
