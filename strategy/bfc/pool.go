@@ -168,15 +168,8 @@ func (p *Pool) take(n int32, rounded, requested int64, hit bool) gpualloc.Block 
 // bytes, and the rest becomes a new free chunk after it, in its bin.
 func (p *Pool) split(n int32, size int64) {
 	r := segment.NewNode(&p.nodes, &p.spare)
-	nodes := p.nodes
-	c := &nodes[n]
-	nodes[r] = segment.Node{Addr: c.Addr + uint64(size), Size: c.Size - size, Prev: n, Next: c.Next, Free: true}
-	if c.Next != 0 {
-		nodes[c.Next].Prev = r
-	}
-	c.Next = r
-	c.Size = size
-	p.free.Insert(nodes, r)
+	segment.SplitAt(p.nodes, n, r, size)
+	p.free.Insert(p.nodes, r)
 }
 
 // grow serves a request that no free chunk fits from a new region, as the
@@ -349,29 +342,20 @@ func (p *Pool) Free(b gpualloc.Block) error {
 	c.Requested = 0
 	if next := c.Next; next != 0 && nodes[next].Free {
 		p.free.Remove(nodes, next)
-		p.merge(n, next)
+		p.merge(n)
 	}
 	if prev := nodes[n].Prev; prev != 0 && nodes[prev].Free {
 		p.free.Remove(nodes, prev)
-		p.merge(prev, n)
+		p.merge(prev)
 		n = prev
 	}
 	p.free.Insert(nodes, n)
 	return nil
 }
 
-// merge is BFCAllocator::Merge: the free chunk b, just after the free
-// chunk a and out of its bin, as a, joins a.
-func (p *Pool) merge(a, b int32) {
-	nodes := p.nodes
-	nodes[a].Size += nodes[b].Size
-	next := nodes[b].Next
-	nodes[a].Next = next
-	if next != 0 {
-		nodes[next].Prev = a
-	}
-	segment.RecycleNode(nodes, &p.spare, b)
-}
+// merge is BFCAllocator::Merge: the free chunk just after the free chunk a,
+// out of its bin, joins a.
+func (p *Pool) merge(a int32) { segment.RecycleNode(p.nodes, &p.spare, segment.MergeNext(p.nodes, a)) }
 
 // ReleaseAll returns every entirely free region to the device, as garbage
 // collection does when the pool cannot grow; TensorFlow has no call that

@@ -221,7 +221,6 @@ func (a *Allocator) handOut(n int32, rounded, requested int64, stream uint64, be
 	rest := a.nodes[n].Size - rounded
 	if (mt.small && rest >= minBlockSize) || (!mt.small && rest >= ChunkSize) {
 		r := a.split(n, rounded)
-		a.nodes[r].Free = true
 		a.pools[mt.pool].set(mt.small).Insert(a.nodes, r)
 	}
 	nd := &a.nodes[n]
@@ -235,20 +234,10 @@ func (a *Allocator) handOut(n int32, rounded, requested int64, stream uint64, be
 }
 
 // split cuts block n at size bytes and returns the new block after it,
-// with n's meta, neither free nor in any pool.
+// with n's meta, free and in no pool.
 func (a *Allocator) split(n int32, size int64) int32 {
 	r := a.newNode()
-	nodes := a.nodes
-	nd, rn := &nodes[n], &nodes[r]
-	rn.Addr = nd.Addr + uint64(size)
-	rn.Size = nd.Size - size
-	rn.Prev = n
-	rn.Next = nd.Next
-	if rn.Next != 0 {
-		nodes[rn.Next].Prev = r
-	}
-	nd.Next = r
-	nd.Size = size
+	segment.SplitAt(a.nodes, n, r, size)
 	a.meta[r] = a.meta[n]
 	a.setOwner(r)
 	return r
@@ -463,7 +452,6 @@ func (a *Allocator) stitch(pi int32, rounded int64, time int) (int32, error) {
 	if excess := sum - rounded; excess >= ChunkSize {
 		last := taken[len(taken)-1]
 		r := a.split(last, a.nodes[last].Size-excess)
-		a.nodes[r].Free = true
 		set.Insert(a.nodes, r)
 	}
 	o := a.newSB()
@@ -675,17 +663,7 @@ func (a *Allocator) release(n int32) {
 }
 
 // mergeNext merges into block n the free block after it.
-func (a *Allocator) mergeNext(n int32) {
-	nodes := a.nodes
-	x := nodes[n].Next
-	nodes[n].Size += nodes[x].Size
-	next := nodes[x].Next
-	nodes[n].Next = next
-	if next != 0 {
-		nodes[next].Prev = n
-	}
-	a.recycle(x)
-}
+func (a *Allocator) mergeNext(n int32) { a.recycle(segment.MergeNext(a.nodes, n)) }
 
 // freeFused frees the live sBlock o (update_block).
 func (a *Allocator) freeFused(o int32) error {

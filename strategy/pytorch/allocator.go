@@ -321,21 +321,10 @@ func (a *Allocator) allocFound(n int32, rounded, requested int64, hit bool, set 
 	}
 	if split {
 		r := a.newNode()
-		nodes := a.nodes
-		nd, rn := &nodes[n], &nodes[r]
-		rn.Addr = nd.Addr + uint64(rounded)
-		rn.Size = rest
-		rn.Prev = n
-		rn.Next = nd.Next
-		rn.Free = true
-		if rn.Next != 0 {
-			nodes[rn.Next].Prev = r
-		}
-		nd.Next = r
-		nd.Size = rounded
+		segment.SplitAt(a.nodes, n, r, rounded)
 		a.meta[r] = a.meta[n]
 		a.meta[r].gcBase = a.gcCount[k]
-		set.Insert(nodes, r)
+		set.Insert(a.nodes, r)
 		if a.meta[n].exp {
 			// PyTorch does not count expandable blocks as inactive split.
 		} else if alreadySplit {
@@ -410,17 +399,7 @@ func (a *Allocator) Free(b gpualloc.Block) error {
 }
 
 // mergeNext merges into the free block n the free block after it.
-func (a *Allocator) mergeNext(n int32) {
-	nodes := a.nodes
-	x := nodes[n].Next
-	nodes[n].Size += nodes[x].Size
-	next := nodes[x].Next
-	nodes[n].Next = next
-	if next != 0 {
-		nodes[next].Prev = n
-	}
-	a.recycle(x)
-}
+func (a *Allocator) mergeNext(n int32) { a.recycle(segment.MergeNext(a.nodes, n)) }
 
 // whole reports whether block n is free and a whole segment.
 func (a *Allocator) whole(n int32) bool {

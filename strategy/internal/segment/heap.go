@@ -158,22 +158,9 @@ func (h *Heap) ErrInvalidSize(size int64) error {
 // spilled and copied at every level, and the copy stalls on store
 // forwarding.)
 func (h *Heap) Take(n int32, rounded, requested int64, hit bool) (addr uint64, size int64, handle uint64, rem int32) {
-	if rest := h.Nodes[n].Size - rounded; rest >= h.split {
+	if h.Nodes[n].Size-rounded >= h.split {
 		rem = h.newNode()
-		nodes := h.Nodes
-		nd, r := &nodes[n], &nodes[rem]
-		// Field by field: a composite literal is built on the stack and
-		// copied, another stall. A new or recycled node is zero.
-		r.Addr = nd.Addr + uint64(rounded)
-		r.Size = rest
-		r.Prev = n
-		r.Next = nd.Next
-		r.Free = true
-		if r.Next != 0 {
-			nodes[r.Next].Prev = rem
-		}
-		nd.Next = rem
-		nd.Size = rounded
+		SplitAt(h.Nodes, n, rem, rounded)
 	}
 	nd := &h.Nodes[n]
 	nd.Free = false
@@ -210,17 +197,7 @@ func (h *Heap) Release(b gpualloc.Block) (int32, error) {
 // MergeNext merges into the free block n the free block that follows it in
 // its segment, which the caller has taken out of its index (as n, if it was
 // in it: n's size changes).
-func (h *Heap) MergeNext(n int32) {
-	nodes := h.Nodes
-	x := nodes[n].Next
-	nodes[n].Size += nodes[x].Size
-	next := nodes[x].Next
-	nodes[n].Next = next
-	if next != 0 {
-		nodes[next].Prev = n
-	}
-	h.recycle(x)
-}
+func (h *Heap) MergeNext(n int32) { h.recycle(MergeNext(h.Nodes, n)) }
 
 // Grow takes a new segment from the device for a request of request bytes,
 // rounded to rounded, and returns it as one free block, not indexed.
