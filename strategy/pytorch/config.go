@@ -8,20 +8,19 @@ import (
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/caching"
 	"github.com/gpualloc/gpualloc/strategy/internal/param"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
 // PyTorch's constants (c10/cuda/CUDACachingAllocator.cpp).
 const (
-	minBlockSize   = 512      // kMinBlockSize: every block is a multiple of this
-	smallSize      = 1 << 20  // kSmallSize: largest request of the small pool
-	smallBuffer    = 2 << 20  // kSmallBuffer: segment of the small pool
-	largeBuffer    = 20 << 20 // kLargeBuffer: segment for requests under 10 MiB
-	minLargeAlloc  = 10 << 20 // kMinLargeAlloc
-	roundLarge     = 2 << 20  // kRoundLarge: larger segments are multiples of this
-	mib            = 1 << 20  // bytes in a MiB
-	roundupBands   = 16       // kRoundUpPowerOfTwoIntervals: bands from 1 MiB to 64 GiB
+	minBlockSize   = caching.MinBlockSize // kMinBlockSize: every block is a multiple of this
+	smallSize      = caching.SmallSize    // kSmallSize: largest request of the small pool
+	smallBuffer    = caching.SmallBuffer  // kSmallBuffer: segment of the small pool
+	largeBuffer    = caching.LargeBuffer  // kLargeBuffer: segment for requests under 10 MiB
+	mib            = 1 << 20              // bytes in a MiB
+	roundupBands   = 16                   // kRoundUpPowerOfTwoIntervals: bands from 1 MiB to 64 GiB
 	unlimitedSplit = math.MaxInt64
 )
 
@@ -102,10 +101,7 @@ func (c Config) RoundSize(size int64) int64 {
 		}
 		return r + step
 	}
-	if size > math.MaxInt64-(minBlockSize-1) {
-		return 0
-	}
-	return (size + minBlockSize - 1) &^ (minBlockSize - 1)
+	return caching.RoundToBlock(size)
 }
 
 // band returns the roundup_power2_divisions band of size >= 1.
@@ -115,19 +111,8 @@ func band(size int64) int {
 }
 
 // segmentSize returns the size of the segment allocated for a block of
-// rounded bytes (get_allocation_size).
-func segmentSize(rounded int64) int64 {
-	switch {
-	case rounded <= smallSize:
-		return smallBuffer
-	case rounded < minLargeAlloc:
-		return largeBuffer
-	}
-	if rounded > math.MaxInt64-(roundLarge-1) {
-		return 0
-	}
-	return (rounded + roundLarge - 1) &^ (roundLarge - 1)
-}
+// rounded bytes (get_allocation_size), 0 if it would overflow.
+func segmentSize(rounded int64) int64 { return caching.AllocationSize(rounded) }
 
 // validate reports the first setting out of range as a *gpualloc.ParamError
 // wrapped in an error that names the strategy.
