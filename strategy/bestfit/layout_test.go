@@ -1,7 +1,6 @@
 package bestfit
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
@@ -287,21 +287,8 @@ func TestFreeSpace(t *testing.T) {
 	assert.Zero(t, total)
 }
 
-// refusing is a device whose Free fails.
-type refusing struct{ *strategytest.Device }
-
-func (refusing) Free(uint64, int64) error { return errors.New("device busy") }
-
 func TestReleaseAllDeviceError(t *testing.T) {
-	p, err := New(refusing{strategytest.NewDevice(GiB)}, testConfig)
+	p, err := New(alloctest.Refusing{Device: strategytest.NewDevice(GiB)}, testConfig)
 	require.NoError(t, err)
-	a, err := p.Alloc(1)
-	require.NoError(t, err)
-	require.NoError(t, p.Free(a))
-	assert.EqualError(t, p.ReleaseAll(), "bestfit: release: device busy")
-	require.NoError(t, p.check())
-	assert.Equal(t, "F512", p.layout(), "the segment the device refused to free stays")
-	b, err := p.Alloc(1)
-	require.NoError(t, err)
-	assert.Equal(t, a.Addr, b.Addr)
+	alloctest.ReleaseRefused(t, p, "bestfit", p.check, p.layout, "F512")
 }

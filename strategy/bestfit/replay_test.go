@@ -7,14 +7,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/bestfit"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/traces"
-	"github.com/gpualloc/gpualloc/traces/gen"
 )
 
 // randomTrace writes a trace of n events: allocations of sizes from 1 byte
@@ -65,37 +62,13 @@ func randomTrace(t testing.TB, seed uint64, n int) []byte {
 	return buf.Bytes()
 }
 
-// genTrace writes the random workload of traces/gen.
-func genTrace(t testing.TB, seed uint64, n int64) []byte {
-	var buf bytes.Buffer
-	w := traces.NewWriter(&buf, gen.Columns()...)
-	require.NoError(t, gen.Generate(w, "random", gen.Options{Events: n, Seed: seed}))
-	require.NoError(t, w.Close())
-	return buf.Bytes()
-}
-
-func reader(t testing.TB, name string, data []byte) traces.FileReader {
-	r, err := traces.NewReader(bytes.NewReader(data), name, traces.Options{})
-	require.NoError(t, err)
-	return r
-}
-
 // roundedPeak computes from the trace alone the peak over time of the sum
 // of round(size) over the live allocations.
 func roundedPeak(t testing.TB, r traces.Reader, round func(int64) int64) int64 {
-	var sum, peak int64
-	for r.Scan() {
-		ev := r.Event()
-		switch ev.Op {
-		case traces.OpAlloc:
-			sum += round(ev.Size)
-			peak = max(peak, sum)
-		case traces.OpFree:
-			sum -= round(ev.Size)
-		}
-	}
-	require.NoError(t, r.Err())
-	require.Zero(t, sum, "every allocation is freed")
+	events, err := traces.ReadAll(r)
+	require.NoError(t, err)
+	peak, end := alloctest.RoundedPeak(events, round)
+	require.Zero(t, end, "every allocation is freed")
 	return peak
 }
 
@@ -128,24 +101,14 @@ func TestPeakAllocatedIsRoundedPeak(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		trs = append(trs,
 			trace{fmt.Sprintf("rand-%d", seed), randomTrace(t, seed, n)},
-			trace{fmt.Sprintf("gen-random-%d", seed), genTrace(t, seed, int64(n))})
+			trace{fmt.Sprintf("gen-random-%d", seed), alloctest.RandomTrace(t, seed, int64(n))})
 	}
 	for _, tr := range trs {
 		for _, cfg := range configs {
 			spec := fmt.Sprintf("round=%d,grow=%s", cfg.c.Round, cfg.c.Grow)
 			t.Run(tr.name+"/"+spec, func(t *testing.T) {
-				want := roundedPeak(t, reader(t, tr.name, tr.data), cfg.round)
-				res, err := sim.Replay(reader(t, tr.name, tr.data), sim.Config{
-					Open: func(b gpualloc.Backend) (gpualloc.Allocator, error) {
-						return bestfit.New(b, cfg.c)
-					},
-					SeriesBuckets: -1,
-					Verify:        true,
-				})
-				require.NoError(t, err)
-				require.Zero(t, res.OOMs)
-				assert.Equal(t, want, res.PeakAllocatedBytes)
-				assert.GreaterOrEqual(t, res.PeakReservedBytes, res.PeakAllocatedBytes)
+				want := roundedPeak(t, alloctest.Reader(t, tr.name, tr.data), cfg.round)
+				alloctest.ReplayPeak(t, alloctest.Reader(t, tr.name, tr.data), strategy.Open(cfg.c), want)
 			})
 		}
 	}

@@ -1,17 +1,13 @@
 package bfc_test
 
 import (
-	"bytes"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/bfc"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
 	"github.com/gpualloc/gpualloc/traces"
-	"github.com/gpualloc/gpualloc/traces/gen"
 )
 
 // BenchmarkAllocFree measures an Alloc served from a free chunk and the
@@ -32,21 +28,11 @@ func BenchmarkWorkingSet(b *testing.B) {
 // live) and each bundled trace: "engine" through sim.Replay, "direct" with
 // a loop that only calls Alloc and Free, for the strategy's own share.
 func BenchmarkReplay(b *testing.B) {
-	var buf bytes.Buffer
-	w := traces.NewWriter(&buf, gen.Columns()...)
-	require.NoError(b, gen.Generate(w, "random", gen.Options{Events: 1_000_000, Seed: 1}))
-	require.NoError(b, w.Close())
-	r, err := traces.NewReader(bytes.NewReader(buf.Bytes()), "random", traces.Options{})
-	require.NoError(b, err)
-	events, err := traces.ReadAll(r)
-	require.NoError(b, err)
+	events := alloctest.RandomEvents(b, 1, 1_000_000)
 	open := strategy.Open(bfc.DefaultConfig())
 	b.Run("random", func(b *testing.B) { segmenttest.Replay(b, open, events) })
 	for _, bd := range traces.Bundled() {
-		r, err := bd.Open()
-		require.NoError(b, err)
-		events, err := traces.ReadAll(r)
-		require.NoError(b, err)
+		events := alloctest.BundledEvents(b, bd.Name)
 		b.Run(bd.Name, func(b *testing.B) {
 			alloctest.ReplaySim(b, sim.Config{Open: open}, bd.Name, events)
 		})

@@ -21,7 +21,7 @@ const (
 
 // check verifies every invariant of p: its regions are sorted, disjoint
 // and tiled by linked chunks of multiples of 256 bytes, no two free chunks
-// neighbours; the bins hold exactly the free chunks, each in its bin; the
+// neighbours; the index holds exactly the free chunks, each in its class; the
 // byte counts agree with the chunks, the stats and the limit; FreeSpace
 // agrees with a brute-force computation.
 func (p *Pool) check() error {
@@ -38,48 +38,48 @@ func (p *Pool) check() error {
 		}
 		regionBytes += r.size
 		addr, prev := r.addr, int32(0)
-		for n := r.first; n != 0; n = p.ch[n].next {
-			c := &p.ch[n]
+		for n := r.first; n != 0; n = p.nodes[n].Next {
+			c := &p.nodes[n]
 			switch {
 			case used[n]:
 				return fmt.Errorf("chunk %d is reached twice", n)
-			case c.addr != addr:
-				return fmt.Errorf("chunk %d at %#x, want %#x", n, c.addr, addr)
-			case c.prev != prev:
-				return fmt.Errorf("chunk %d has prev %d, want %d", n, c.prev, prev)
-			case c.size <= 0 || c.size%MinAllocationSize != 0:
-				return fmt.Errorf("chunk %d has %d bytes", n, c.size)
-			case !c.inUse && prev != 0 && !p.ch[prev].inUse:
+			case c.Addr != addr:
+				return fmt.Errorf("chunk %d at %#x, want %#x", n, c.Addr, addr)
+			case c.Prev != prev:
+				return fmt.Errorf("chunk %d has prev %d, want %d", n, c.Prev, prev)
+			case c.Size <= 0 || c.Size%MinAllocationSize != 0:
+				return fmt.Errorf("chunk %d has %d bytes", n, c.Size)
+			case c.Free && prev != 0 && p.nodes[prev].Free:
 				return fmt.Errorf("free chunks %d and %d are neighbours", prev, n)
-			case c.inUse && c.bin != -1:
-				return fmt.Errorf("chunk %d in use is marked for bin %d", n, c.bin)
+			case !c.Free && (c.Left != 0 || c.Right != 0):
+				return fmt.Errorf("chunk %d in use is linked in the index", n)
 			}
 			used[n] = true
-			if c.inUse {
+			if !c.Free {
 				inUse++
 			} else {
 				free = append(free, n)
-				freeBytes += c.size
-				largest = max(largest, c.size)
+				freeBytes += c.Size
+				largest = max(largest, c.Size)
 			}
-			addr += uint64(c.size)
+			addr += uint64(c.Size)
 			prev = n
 		}
 		if addr != r.addr+uint64(r.size) {
 			return fmt.Errorf("region %#x of %d bytes: its chunks end at %#x", r.addr, r.size, addr)
 		}
 	}
-	if len(used)+len(p.spare) != len(p.ch)-1 {
-		return fmt.Errorf("%d chunks in regions and %d spare of %d", len(used), len(p.spare), len(p.ch)-1)
+	if len(used)+len(p.spare) != len(p.nodes)-1 {
+		return fmt.Errorf("%d chunks in regions and %d spare of %d", len(used), len(p.spare), len(p.nodes)-1)
 	}
-	inBins, err := p.bins.check(p.ch)
+	indexed, err := p.free.Check(p.nodes)
 	if err != nil {
 		return err
 	}
 	slices.Sort(free)
-	slices.Sort(inBins)
-	if !slices.Equal(free, inBins) {
-		return fmt.Errorf("the bins hold chunks %v, the free chunks are %v", inBins, free)
+	slices.Sort(indexed)
+	if !slices.Equal(free, indexed) {
+		return fmt.Errorf("the index holds chunks %v, the free chunks are %v", indexed, free)
 	}
 	st := p.Stats()
 	switch {
@@ -106,8 +106,8 @@ func (p *Pool) layout() string {
 	var segs []segment.LayoutSegment
 	for _, r := range p.regs {
 		s := segment.LayoutSegment{Addr: r.addr}
-		for n := r.first; n != 0; n = p.ch[n].next {
-			s.Blocks = append(s.Blocks, segment.LayoutBlock{Size: p.ch[n].size, Free: !p.ch[n].inUse})
+		for n := r.first; n != 0; n = p.nodes[n].Next {
+			s.Blocks = append(s.Blocks, segment.LayoutBlock{Size: p.nodes[n].Size, Free: p.nodes[n].Free})
 		}
 		segs = append(segs, s)
 	}
@@ -138,18 +138,18 @@ func build(t *testing.T, c Config, dev gpualloc.Backend, layout string) (*Pool, 
 		r := region{addr: addr, size: size}
 		prev := int32(0)
 		for _, b := range blocks {
-			n := p.newChunk()
-			p.ch[n] = chunk{addr: addr, size: b.Size, prev: prev, bin: -1}
+			n := segment.NewNode(&p.nodes, &p.spare)
+			p.nodes[n] = segment.Node{Addr: addr, Size: b.Size, Prev: prev, Free: b.Free}
 			if prev == 0 {
 				r.first = n
 			} else {
-				p.ch[prev].next = n
+				p.nodes[prev].Next = n
 			}
 			if b.Free {
 				p.freeBytes += b.Size
-				p.bins.insert(p.ch, n)
+				p.free.Insert(p.nodes, n)
 			} else {
-				p.ch[n].inUse, p.ch[n].requested = true, b.Size
+				p.nodes[n].Requested = b.Size
 				h := p.live.Put(addr, n)
 				p.m.CountAlloc(b.Size, b.Size, true)
 				live = append(live, gpualloc.Block{Addr: addr, Size: b.Size, Requested: b.Size, Handle: h})

@@ -6,7 +6,7 @@ import (
 	"math/bits"
 	"strconv"
 
-	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
 
 // The constants of TensorFlow's BFCAllocator (bfc_allocator.h).
@@ -112,11 +112,11 @@ func DefaultConfig() Config {
 func (c Config) validate() error {
 	switch {
 	case !(c.MemoryFraction > 0 && c.MemoryFraction <= 1):
-		return paramError("memory_fraction", fmtFloat(c.MemoryFraction), "must be more than 0 and at most 1")
+		return param.Error(name, "memory_fraction", fmtFloat(c.MemoryFraction), "must be more than 0 and at most 1")
 	case c.MemoryLimit < 0:
-		return paramError("memory_limit", strconv.FormatInt(c.MemoryLimit, 10), "must not be negative")
+		return param.Error(name, "memory_limit", strconv.FormatInt(c.MemoryLimit, 10), "must not be negative")
 	case !(c.FragmentationFraction >= 0 && c.FragmentationFraction <= 1):
-		return paramError("fragmentation_fraction", fmtFloat(c.FragmentationFraction), "must be from 0 to 1")
+		return param.Error(name, "fragmentation_fraction", fmtFloat(c.FragmentationFraction), "must be from 0 to 1")
 	}
 	return nil
 }
@@ -148,23 +148,3 @@ func (c Config) spec() string {
 }
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
-
-// paramError returns the error [New] reports for a parameter out of range:
-// its text names the strategy, the parameter and the value, as in
-// "bfc: memory_fraction=2: must be more than 0 and at most 1", and it wraps
-// a [*gpualloc.ParamError], which [gpualloc.Params.Open] reports instead,
-// naming where the value came from.
-func paramError(key, value, msg string) error {
-	return &configError{value: value, pe: gpualloc.ParamError{Key: key, Msg: msg}}
-}
-
-type configError struct {
-	value string
-	pe    gpualloc.ParamError
-}
-
-func (e *configError) Error() string {
-	return fmt.Sprintf("%s: %s=%s: %s", name, e.pe.Key, e.value, e.pe.Msg)
-}
-
-func (e *configError) Unwrap() error { return &e.pe }

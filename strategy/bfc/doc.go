@@ -115,17 +115,19 @@
 // Chunks are records in one slice, linked by int32 indexes to their
 // neighbours in their region, and reused once merged away, as
 // BFCAllocator's ChunkHandles are; live chunks are found from their
-// [gpualloc.Block] Handle in O(1). Each bin is a treap, a randomized
-// balanced search tree on (size, address) where TensorFlow uses a std::set,
-// and a 21-bit bitmap marks the non-empty bins. Alloc searches the
-// request's bin in O(log k) expected for its k chunks (TensorFlow steps
-// through the bin's smaller chunks one by one, O(k)), then finds the next
-// non-empty bin in one bit scan and takes its smallest chunk in O(log k):
-// O(log n) for n free chunks. Free is O(1) to find the chunk and its
-// neighbours, and O(log k) per bin insert and removal. A region is taken
-// or returned in O(regions). [Pool.FreeSpace] is O(1) for the total and
-// O(log k) for the largest chunk. In steady state neither Alloc nor Free
-// allocates. Memory: a 48-byte record per chunk, free or in use, a 16-byte
+// [gpualloc.Block] Handle in O(1). The free chunks are kept by (size,
+// address) in the best-fit index the other strategies built on segments
+// use: size classes of 32 per power of two, finer than TensorFlow's bins,
+// each a treap (a randomized balanced search tree where TensorFlow uses a
+// std::set), with bitmaps of the non-empty classes. It finds the chunk
+// FindChunkPtr finds: Alloc searches the request's class in O(log k)
+// expected for its k chunks (TensorFlow steps through the bin's smaller
+// chunks one by one, O(k)), then finds the next non-empty class in two bit
+// scans and takes its smallest chunk in O(log k): O(log n) for n free
+// chunks. Free is O(1) to find the chunk and its neighbours, and O(log k)
+// per insert and removal in the index. A region is taken or returned in
+// O(regions). [Pool.FreeSpace] is O(1) for the total and O(log k) for the
+// largest chunk. In steady state neither Alloc nor Free allocates. Memory: a 48-byte record per chunk, free or in use, a 16-byte
 // table entry per live block, 24 bytes per region.
 //
 // # Provenance, versions and what is left out

@@ -1,6 +1,7 @@
 package bfc
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/internal/blocktable"
+	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 )
 
 // name is the strategy's registry name.
@@ -18,10 +20,10 @@ const name = "bfc"
 // [gpualloc.Specer] and [gpualloc.FreeSpaceReporter]. A Pool is not safe
 // for concurrent use.
 type Pool struct {
-	ch    []chunk // every chunk; ch[0] is unused
-	spare []int32 // unused indexes of ch
-	bins  bins
-	regs  []region // regions, by address
+	nodes []segment.Node // every chunk; nodes[0] is unused
+	spare []int32        // unused indexes of nodes
+	free  segment.Sorted // the free chunks: the bins
+	regs  []region       // regions, by address
 	live  blocktable.Table[int32]
 	m     gpualloc.Meter
 	dev   gpualloc.Backend
@@ -34,6 +36,20 @@ type Pool struct {
 	maxFrag   int64 // max_internal_fragmentation_bytes_
 	freeBytes int64 // bytes in free chunks
 }
+
+// A chunk is BFCAllocator::Chunk, a piece of a region, free or in use: a
+// [segment.Node], linked to the chunks before and after it in its region
+// and referred to by index, as BFCAllocator's ChunkHandles are; index 0
+// means none.
+//
+// The bins are BFCAllocator's kNumBins bins of free chunks, each a
+// std::set ordered by (size, address); FindChunkPtr walks them from the
+// request's bin upward and takes the first chunk that fits: the smallest
+// free chunk of at least the request, the lowest address among those of
+// its size, since every chunk of a higher bin is larger than every chunk of
+// a lower one. The pool keeps its free chunks in a [segment.Sorted], whose
+// finer size classes (32 per power of two) find that same chunk: best fit
+// on (size, address).
 
 // A region is BFCAllocator::AllocationRegion: one device allocation,
 // tiled by chunks from first on.
@@ -58,7 +74,7 @@ func New(b gpualloc.Backend, c Config) (*Pool, error) {
 		return nil, err
 	}
 	_, total := b.MemInfo()
-	p := &Pool{ch: make([]chunk, 1, 64), dev: b, c: c, spec: c.spec()}
+	p := &Pool{nodes: make([]segment.Node, 1, 64), dev: b, c: c, spec: c.spec()}
 	p.limit = c.limit(total)
 	p.maxFrag = c.maxInternalFragmentation(p.limit)
 	// The BFCAllocator constructor: curr_region_allocation_bytes_ is
@@ -122,7 +138,7 @@ func (p *Pool) Alloc(size int64) (gpualloc.Block, error) {
 		p.m.CountOOM()
 		return gpualloc.Block{}, fmt.Errorf("%s: alloc of %d bytes: rounded size overflows: %w", name, size, gpualloc.ErrOutOfMemory)
 	}
-	n := p.bins.takeBest(p.ch, rounded)
+	n := p.free.TakeBest(p.nodes, rounded)
 	hit := n != 0
 	if !hit {
 		var err error
@@ -136,31 +152,24 @@ func (p *Pool) Alloc(size int64) (gpualloc.Block, error) {
 // take hands out the free chunk n, out of its bin, for a request of
 // requested bytes rounded to rounded, splitting it by FindChunkPtr's rule.
 func (p *Pool) take(n int32, rounded, requested int64, hit bool) gpualloc.Block {
-	if sz := p.ch[n].size; sz >= rounded*2 || sz-rounded >= p.maxFrag {
+	if sz := p.nodes[n].Size; sz >= rounded*2 || sz-rounded >= p.maxFrag {
 		p.split(n, rounded)
 	}
-	c := &p.ch[n]
-	c.inUse = true
-	c.requested = requested
-	p.freeBytes -= c.size
-	handle := p.live.Put(c.addr, n)
-	p.m.CountAlloc(requested, c.size, hit)
-	return gpualloc.Block{Addr: c.addr, Size: c.size, Requested: requested, Handle: handle}
+	c := &p.nodes[n]
+	c.Free = false
+	c.Requested = requested
+	p.freeBytes -= c.Size
+	handle := p.live.Put(c.Addr, n)
+	p.m.CountAlloc(requested, c.Size, hit)
+	return gpualloc.Block{Addr: c.Addr, Size: c.Size, Requested: requested, Handle: handle}
 }
 
 // split is BFCAllocator::SplitChunk: the chunk n keeps its first size
 // bytes, and the rest becomes a new free chunk after it, in its bin.
 func (p *Pool) split(n int32, size int64) {
-	r := p.newChunk()
-	ch := p.ch
-	c := &ch[n]
-	ch[r] = chunk{addr: c.addr + uint64(size), size: c.size - size, prev: n, next: c.next, bin: -1}
-	if c.next != 0 {
-		ch[c.next].prev = r
-	}
-	c.next = r
-	c.size = size
-	p.bins.insert(ch, r)
+	r := segment.NewNode(&p.nodes, &p.spare)
+	segment.SplitAt(p.nodes, n, r, size)
+	p.free.Insert(p.nodes, r)
 }
 
 // grow serves a request that no free chunk fits from a new region, as the
@@ -180,7 +189,7 @@ func (p *Pool) grow(requested, rounded int64) (int32, error) {
 	}
 	if err == nil && ok {
 		// The new region is the only free chunk that fits.
-		return p.bins.takeBest(p.ch, rounded), nil
+		return p.free.TakeBest(p.nodes, rounded), nil
 	}
 	if err == nil {
 		p.m.CountOOM()
@@ -232,12 +241,12 @@ func (p *Pool) extend(rounded int64) (bool, error) {
 	}
 	p.total += bytes
 	p.m.CountDeviceMalloc(bytes)
-	n := p.newChunk()
-	p.ch[n] = chunk{addr: addr, size: bytes, bin: -1}
-	i, _ := slices.BinarySearchFunc(p.regs, addr, func(r region, a uint64) int { return cmpAddr(r.addr, a) })
+	n := segment.NewNode(&p.nodes, &p.spare)
+	p.nodes[n] = segment.Node{Addr: addr, Size: bytes, Free: true}
+	i, _ := slices.BinarySearchFunc(p.regs, addr, func(r region, a uint64) int { return cmp.Compare(r.addr, a) })
 	p.regs = slices.Insert(p.regs, i, region{addr: addr, size: bytes, first: n})
 	p.freeBytes += bytes
-	p.bins.insert(p.ch, n)
+	p.free.Insert(p.nodes, n)
 	return true, nil
 }
 
@@ -255,16 +264,6 @@ func double(n int64) int64 {
 		return math.MaxInt64
 	}
 	return 2 * n
-}
-
-func cmpAddr(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // deallocateFreeRegions is BFCAllocator::DeallocateFreeRegions: it returns
@@ -290,8 +289,8 @@ func (p *Pool) deallocateFreeRegions(rounded int64) (bool, error) {
 // free neighbours always merge, whether its first chunk is free and spans
 // it.
 func (p *Pool) regionFree(r region) bool {
-	c := &p.ch[r.first]
-	return !c.inUse && c.size == r.size
+	c := &p.nodes[r.first]
+	return c.Free && c.Size == r.size
 }
 
 // release returns every entirely free region to the device, as
@@ -308,8 +307,8 @@ func (p *Pool) release() (int64, error) {
 			errs = append(errs, err)
 			return false
 		}
-		p.bins.remove(p.ch, r.first)
-		p.recycle(r.first)
+		p.free.Remove(p.nodes, r.first)
+		segment.RecycleNode(p.nodes, &p.spare, r.first)
 		p.total -= r.size
 		p.freeBytes -= r.size
 		p.m.CountDeviceFree(r.size)
@@ -328,45 +327,35 @@ func (p *Pool) release() (int64, error) {
 func (p *Pool) Free(b gpualloc.Block) error {
 	ref := p.live.Get(b.Handle, b.Addr)
 	if ref == nil {
-		return fmt.Errorf("%s: free of %#x (%d bytes): no live block there: %w", name, b.Addr, b.Size, gpualloc.ErrInvalidFree)
+		return blocktable.NotLive(name, b)
 	}
 	n := *ref
-	ch := p.ch
-	c := &ch[n]
-	if c.size != b.Size || c.requested != b.Requested {
-		return fmt.Errorf("%s: free of %#x with Size %d, Requested %d: the live block there has Size %d, Requested %d: %w",
-			name, b.Addr, b.Size, b.Requested, c.size, c.requested, gpualloc.ErrInvalidFree)
+	nodes := p.nodes
+	c := &nodes[n]
+	if c.Size != b.Size || c.Requested != b.Requested {
+		return blocktable.Mismatch(name, b, c.Size, c.Requested)
 	}
 	p.live.Delete(b.Handle)
-	p.m.CountFree(c.requested, c.size)
-	p.freeBytes += c.size
-	c.inUse = false
-	c.requested = 0
-	if next := c.next; next != 0 && !ch[next].inUse {
-		p.bins.remove(ch, next)
-		p.merge(n, next)
+	p.m.CountFree(c.Requested, c.Size)
+	p.freeBytes += c.Size
+	c.Free = true
+	c.Requested = 0
+	if next := c.Next; next != 0 && nodes[next].Free {
+		p.free.Remove(nodes, next)
+		p.merge(n)
 	}
-	if prev := ch[n].prev; prev != 0 && !ch[prev].inUse {
-		p.bins.remove(ch, prev)
-		p.merge(prev, n)
+	if prev := nodes[n].Prev; prev != 0 && nodes[prev].Free {
+		p.free.Remove(nodes, prev)
+		p.merge(prev)
 		n = prev
 	}
-	p.bins.insert(ch, n)
+	p.free.Insert(nodes, n)
 	return nil
 }
 
-// merge is BFCAllocator::Merge: the free chunk b, just after the free
-// chunk a and out of its bin, as a, joins a.
-func (p *Pool) merge(a, b int32) {
-	ch := p.ch
-	ch[a].size += ch[b].size
-	next := ch[b].next
-	ch[a].next = next
-	if next != 0 {
-		ch[next].prev = a
-	}
-	p.recycle(b)
-}
+// merge is BFCAllocator::Merge: the free chunk just after the free chunk a,
+// out of its bin, joins a.
+func (p *Pool) merge(a int32) { segment.RecycleNode(p.nodes, &p.spare, segment.MergeNext(p.nodes, a)) }
 
 // ReleaseAll returns every entirely free region to the device, as garbage
 // collection does when the pool cannot grow; TensorFlow has no call that
@@ -382,25 +371,10 @@ func (p *Pool) ReleaseAll() error {
 
 // FreeSpace returns the largest free chunk and the total bytes of free
 // chunks in the regions the pool holds: the total in O(1), the largest in
-// O(log k) for the k chunks of the highest non-empty bin.
+// O(log k) for the k chunks of the highest non-empty size class.
 func (p *Pool) FreeSpace() (largest, total int64) {
-	if n := p.bins.largest(p.ch); n != 0 {
-		largest = p.ch[n].size
+	if n := p.free.Max(p.nodes); n != 0 {
+		largest = p.nodes[n].Size
 	}
 	return largest, p.freeBytes
-}
-
-func (p *Pool) newChunk() int32 {
-	if k := len(p.spare); k > 0 {
-		n := p.spare[k-1]
-		p.spare = p.spare[:k-1]
-		return n
-	}
-	p.ch = append(p.ch, chunk{})
-	return int32(len(p.ch) - 1)
-}
-
-func (p *Pool) recycle(n int32) {
-	p.ch[n] = chunk{bin: -1}
-	p.spare = append(p.spare, n)
 }

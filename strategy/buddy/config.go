@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 
-	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
 
 // maxBlock is the largest block: the largest power of two in an int64.
@@ -54,33 +54,13 @@ func (c Config) RoundSize(size int64) int64 {
 func (c Config) validate() error {
 	switch {
 	case !isPow2(c.MinBlock):
-		return paramError("min_block", c.MinBlock, "must be a power of two")
+		return param.Error(name, "min_block", c.MinBlock, "must be a power of two")
 	case !isPow2(c.Arena):
-		return paramError("arena", c.Arena, "must be a power of two")
+		return param.Error(name, "arena", c.Arena, "must be a power of two")
 	case c.Arena < c.MinBlock:
-		return paramError("arena", c.Arena, fmt.Sprintf("must be at least min_block (%d)", c.MinBlock))
+		return param.Error(name, "arena", c.Arena, fmt.Sprintf("must be at least min_block (%d)", c.MinBlock))
 	}
 	return nil
 }
 
 func isPow2(n int64) bool { return n > 0 && n&(n-1) == 0 }
-
-// paramError returns the error [New] reports for a parameter out of range:
-// its text names the strategy, the parameter and the value, as in
-// "buddy: min_block=3: must be a power of two", and it wraps a
-// [*gpualloc.ParamError], which [gpualloc.Params.Open] reports instead,
-// naming where the value came from.
-func paramError(key string, value int64, msg string) error {
-	return &configError{value: value, pe: gpualloc.ParamError{Key: key, Msg: msg}}
-}
-
-type configError struct {
-	value int64
-	pe    gpualloc.ParamError
-}
-
-func (e *configError) Error() string {
-	return fmt.Sprintf("%s: %s=%d: %s", name, e.pe.Key, e.value, e.pe.Msg)
-}
-
-func (e *configError) Unwrap() error { return &e.pe }

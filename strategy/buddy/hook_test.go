@@ -1,6 +1,7 @@
 package buddy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -376,18 +377,8 @@ func check(p *Pool) ([]gpualloc.Block, error) {
 	if gl, gt := p.FreeSpace(); gl != largest || gt != total {
 		errorf("FreeSpace() = (%d, %d), the free blocks: largest %d, total %d", gl, gt, largest, total)
 	}
-	slices.SortFunc(live, func(a, b gpualloc.Block) int { return cmpUint(a.Addr, b.Addr) })
+	slices.SortFunc(live, func(a, b gpualloc.Block) int { return cmp.Compare(a.Addr, b.Addr) })
 	return live, errors.Join(errs...)
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func TestBuildDescribeRoundTrip(t *testing.T) {

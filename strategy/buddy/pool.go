@@ -30,6 +30,7 @@ import (
 	"math/bits"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/blocktable"
 )
 
 // name is the strategy's registry name.
@@ -221,11 +222,10 @@ func (p *Pool) invalidFree(b gpualloc.Block) error {
 		n := &p.nodes[idx]
 		if n.state == stateLive && p.arenas[n.arena].base+n.off == b.Addr && uint64(n.gen) == b.Handle>>32 {
 			size := int64(1) << (uint(n.order) + p.minShift)
-			return fmt.Errorf("%s: free of %#x with Size %d, Requested %d: the live block there has Size %d, Requested %d: %w",
-				name, b.Addr, b.Size, b.Requested, size, n.req, gpualloc.ErrInvalidFree)
+			return blocktable.Mismatch(name, b, size, n.req)
 		}
 	}
-	return fmt.Errorf("%s: free of %#x (%d bytes): no live block there: %w", name, b.Addr, b.Size, gpualloc.ErrInvalidFree)
+	return blocktable.NotLive(name, b)
 }
 
 // ReleaseAll returns every entirely free arena to the device. Arenas that

@@ -1,6 +1,7 @@
 package buddy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -121,7 +122,7 @@ func (d *driver) verify() error {
 		return err
 	}
 	want := slices.Clone(d.live)
-	slices.SortFunc(want, func(a, b gpualloc.Block) int { return cmpUint(a.Addr, b.Addr) })
+	slices.SortFunc(want, func(a, b gpualloc.Block) int { return cmp.Compare(a.Addr, b.Addr) })
 	if !slices.Equal(blocks, want) {
 		return fmt.Errorf("live blocks in the pool:\n\t%v\nhanded out and not freed:\n\t%v", blocks, want)
 	}

@@ -1,7 +1,6 @@
 package dualcursor_test
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,7 +11,6 @@ import (
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 	"github.com/gpualloc/gpualloc/traces"
-	"github.com/gpualloc/gpualloc/traces/gen"
 )
 
 // BenchmarkAllocFree measures an Alloc served from a freed range and the
@@ -39,29 +37,13 @@ func BenchmarkWorkingSet(b *testing.B) {
 // through sim.Replay, which calls AllocCategory; "direct" is a loop that
 // only calls AllocCategory and Free, for the strategy's own share.
 func BenchmarkReplay(b *testing.B) {
-	var buf bytes.Buffer
-	w := traces.NewWriter(&buf, gen.Columns()...)
-	require.NoError(b, gen.Generate(w, "random", gen.Options{Events: 1_000_000, Seed: 1}))
-	require.NoError(b, w.Close())
-	r, err := traces.NewReader(&buf, "random", traces.Options{})
-	require.NoError(b, err)
-	random, err := traces.ReadAll(r)
-	require.NoError(b, err)
 	sets := []struct {
 		name   string
 		events []traces.Event
-	}{{"random", random}}
-	for _, name := range []string{"training", "dynamic"} {
-		bundle, ok := traces.LookupBundled(name)
-		require.True(b, ok)
-		r, err := bundle.Open()
-		require.NoError(b, err)
-		events, err := traces.ReadAll(r)
-		require.NoError(b, err)
-		sets = append(sets, struct {
-			name   string
-			events []traces.Event
-		}{name, events})
+	}{
+		{"random", alloctest.RandomEvents(b, 1, 1_000_000)},
+		{"training", alloctest.BundledEvents(b, "training")},
+		{"dynamic", alloctest.BundledEvents(b, "dynamic")},
 	}
 	open := strategy.Open(dualcursor.DefaultConfig())
 	for _, set := range sets {

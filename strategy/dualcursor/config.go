@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
 
 // Growth is what a [Pool] does when neither a freed range nor the gap
@@ -250,39 +251,19 @@ func (c Config) IsStatic(cat gpualloc.Category, freed bool) bool {
 func (c Config) validate() error {
 	switch {
 	case c.Align < 256 || bits.OnesCount64(uint64(c.Align)) != 1:
-		return paramErr("align", fmt.Sprint(c.Align), "must be a power of two of at least 256")
+		return param.Error(name, "align", fmt.Sprint(c.Align), "must be a power of two of at least 256")
 	case c.Pad < 0:
-		return paramErr("pad", fmt.Sprint(c.Pad), "must not be negative")
+		return param.Error(name, "pad", fmt.Sprint(c.Pad), "must not be negative")
 	case c.Block < 0:
-		return paramErr("block", fmt.Sprint(c.Block), "must not be negative (0: the device's free memory)")
+		return param.Error(name, "block", fmt.Sprint(c.Block), "must not be negative (0: the device's free memory)")
 	case c.Grow > GrowNone:
-		return paramErr("grow", c.Grow.String(), "must be block or none")
+		return param.Error(name, "grow", c.Grow.String(), "must be block or none")
 	case c.Static>>gpualloc.NumCategories != 0 || c.Static.Has(gpualloc.CategoryUnknown):
-		return paramErr("static", c.Static.String(), staticWant)
+		return param.Error(name, "static", c.Static.String(), staticWant)
 	case c.Unknown > UnknownStatic:
-		return paramErr("unknown", c.Unknown.String(), "must be before_first_free, dynamic or static")
+		return param.Error(name, "unknown", c.Unknown.String(), "must be before_first_free, dynamic or static")
 	case c.StaticEnd > EndLow:
-		return paramErr("static_end", c.StaticEnd.String(), "must be high or low")
+		return param.Error(name, "static_end", c.StaticEnd.String(), "must be high or low")
 	}
 	return nil
 }
-
-// paramErr returns the error of a parameter out of range: its text names
-// the strategy, the parameter and the value, as "dualcursor: align=300:
-// must be a power of two of at least 256", and it wraps a
-// [*gpualloc.ParamError], which [gpualloc.Params.Open] reports instead,
-// naming where the value came from.
-func paramErr(key, value, msg string) error {
-	return &paramError{value: value, pe: gpualloc.ParamError{Key: key, Msg: msg}}
-}
-
-type paramError struct {
-	value string
-	pe    gpualloc.ParamError
-}
-
-func (e *paramError) Error() string {
-	return fmt.Sprintf("%s: %s=%s: %s", name, e.pe.Key, e.value, e.pe.Msg)
-}
-
-func (e *paramError) Unwrap() error { return &e.pe }

@@ -1,7 +1,6 @@
 package dualcursor
 
 import (
-	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
@@ -345,23 +345,10 @@ func TestFreeSpaceAndRelease(t *testing.T) {
 	assert.Equal(t, "D1K F2K D1K G3K S1K", p.layout())
 }
 
-// refusing is a device whose Free fails.
-type refusing struct{ *strategytest.Device }
-
-func (refusing) Free(uint64, int64) error { return errors.New("device busy") }
-
 func TestReleaseAllDeviceError(t *testing.T) {
-	p, err := New(refusing{strategytest.NewDevice(GiB)}, small)
+	p, err := New(alloctest.Refusing{Device: strategytest.NewDevice(GiB)}, small)
 	require.NoError(t, err)
-	a, err := p.Alloc(1)
-	require.NoError(t, err)
-	require.NoError(t, p.Free(a))
-	assert.EqualError(t, p.ReleaseAll(), "dualcursor: release: device busy")
-	require.NoError(t, p.check())
-	assert.Equal(t, "G8K", p.layout(), "the block the device refused to free stays")
-	b, err := p.Alloc(1)
-	require.NoError(t, err)
-	assert.Equal(t, a.Addr, b.Addr)
+	alloctest.ReleaseRefused(t, p, "dualcursor", p.check, p.layout, "G8K")
 }
 
 func TestTooLarge(t *testing.T) {

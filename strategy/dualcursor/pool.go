@@ -278,14 +278,13 @@ func (p *Pool) addBlock(addr uint64, size int64) int32 {
 func (p *Pool) Free(b gpualloc.Block) error {
 	pn := p.live.Get(b.Handle, b.Addr)
 	if pn == nil {
-		return fmt.Errorf("%s: free of %#x (%d bytes): no live block there: %w", name, b.Addr, b.Size, gpualloc.ErrInvalidFree)
+		return blocktable.NotLive(name, b)
 	}
 	n := *pn
 	nodes := p.nodes
 	nd := &nodes[n]
 	if nd.Size != b.Size || nd.Requested != b.Requested {
-		return fmt.Errorf("%s: free of %#x with Size %d, Requested %d: the live block there has Size %d, Requested %d: %w",
-			name, b.Addr, b.Size, b.Requested, nd.Size, nd.Requested, gpualloc.ErrInvalidFree)
+		return blocktable.Mismatch(name, b, nd.Size, nd.Requested)
 	}
 	p.live.Delete(b.Handle)
 	p.m.CountFree(nd.Requested, nd.Size)
@@ -381,17 +380,12 @@ func (p *Pool) FreeSpace() (largest, total int64) {
 
 // newNode returns an unused node of side s, zeroed. It may replace p.nodes.
 func (p *Pool) newNode(s side) int32 {
-	var n int32
-	if k := len(p.spare); k > 0 {
-		n = p.spare[k-1]
-		p.spare = p.spare[:k-1]
+	n := segment.NewNode(&p.nodes, &p.spare)
+	if int(n) == len(p.sides) {
+		p.sides = append(p.sides, s)
 	} else {
-		n = int32(len(p.nodes))
-		p.nodes = append(p.nodes, segment.Node{})
-		p.sides = append(p.sides, 0)
+		p.sides[n] = s
 	}
-	p.nodes[n] = segment.Node{}
-	p.sides[n] = s
 	return n
 }
 

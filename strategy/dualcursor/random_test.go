@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
@@ -144,16 +145,12 @@ func TestRandomOps(t *testing.T) {
 	if testing.Short() {
 		ops = 1000
 	}
-	for i, c := range randomConfigs {
-		for seed := uint64(1); seed <= 3; seed++ {
-			t.Run(fmt.Sprintf("config%d/seed%d", i, seed), func(t *testing.T) {
-				r := rand.New(rand.NewPCG(seed, uint64(i)))
-				if err := randomRun(c, 96*MiB, ops, r, func() bool { return false }); err != nil {
-					t.Fatal(err)
-				}
-			})
+	alloctest.ForSeeds(t, randomConfigs, 3, func(t *testing.T, i int, c Config, seed uint64) {
+		r := rand.New(rand.NewPCG(seed, uint64(i)))
+		if err := randomRun(c, 96*MiB, ops, r, func() bool { return false }); err != nil {
+			t.Fatal(err)
 		}
-	}
+	})
 }
 
 // FuzzOps runs the operations the fuzzer makes up on a pool of one of

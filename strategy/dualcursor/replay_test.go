@@ -9,6 +9,7 @@ import (
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/dualcursor"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -19,20 +20,8 @@ import (
 // since every block has exactly its rounded size.
 func TestReplayBundled(t *testing.T) {
 	for _, b := range traces.Bundled() {
-		r, err := b.Open()
-		require.NoError(t, err)
-		events, err := traces.ReadAll(r)
-		require.NoError(t, err)
-		var sum, peak int64
-		round := dualcursor.DefaultConfig().RoundSize
-		for _, ev := range events {
-			if ev.Op == traces.OpAlloc {
-				sum += round(ev.Size)
-				peak = max(peak, sum)
-			} else {
-				sum -= round(ev.Size)
-			}
-		}
+		events := alloctest.BundledEvents(t, b.Name)
+		peak, _ := alloctest.RoundedPeak(events, dualcursor.DefaultConfig().RoundSize)
 		for _, c := range []dualcursor.Config{
 			dualcursor.DefaultConfig(),
 			func() dualcursor.Config {
@@ -42,15 +31,7 @@ func TestReplayBundled(t *testing.T) {
 			}(),
 		} {
 			t.Run(b.Name+"/block="+map[bool]string{true: "0", false: "1GiB"}[c.Block == 0], func(t *testing.T) {
-				res, err := sim.Replay(traces.NewSliceReader(b.Name, events), sim.Config{
-					Open:          strategy.Open(c),
-					SeriesBuckets: -1,
-					Verify:        true,
-				})
-				require.NoError(t, err)
-				assert.Zero(t, res.OOMs)
-				assert.Equal(t, peak, res.PeakAllocatedBytes)
-				assert.GreaterOrEqual(t, res.PeakReservedBytes, res.PeakAllocatedBytes)
+				res := alloctest.ReplayPeak(t, traces.NewSliceReader(b.Name, events), strategy.Open(c), peak)
 				if c.Block == 0 {
 					assert.Equal(t, sim.DefaultCapacity, res.PeakReservedBytes, "the whole device")
 					assert.Equal(t, int64(1), res.DeviceMallocs)
@@ -67,12 +48,7 @@ func TestReplayBundled(t *testing.T) {
 // category column (the two layouts differ) and that neither runs out of
 // memory.
 func TestCategoriesMatter(t *testing.T) {
-	b, ok := traces.LookupBundled("training")
-	require.True(t, ok)
-	r, err := b.Open()
-	require.NoError(t, err)
-	events, err := traces.ReadAll(r)
-	require.NoError(t, err)
+	events := alloctest.BundledEvents(t, "training")
 	var cats int
 	plain := make([]traces.Event, len(events))
 	for i, ev := range events {

@@ -18,7 +18,7 @@ import (
 func BenchmarkAllocFree(b *testing.B) {
 	a, err := gmlake.New(strategytest.NewDevice(GiB), gmlake.DefaultConfig())
 	require.NoError(b, err)
-	alloctest.AllocFree(b, a, [4]int64{1, 4097, 100000, 5000000})
+	alloctest.AllocFree(b, a, alloctest.HitSizes)
 }
 
 // BenchmarkReplay replays each bundled trace, held in memory, through
@@ -28,10 +28,7 @@ func BenchmarkReplay(b *testing.B) {
 	stitchAll := gmlake.DefaultConfig()
 	stitchAll.FragLimit = 0
 	for _, bd := range traces.Bundled() {
-		r, err := bd.Open()
-		require.NoError(b, err)
-		events, err := traces.ReadAll(r)
-		require.NoError(b, err)
+		events := alloctest.BundledEvents(b, bd.Name)
 		for name, c := range map[string]gmlake.Config{"default": gmlake.DefaultConfig(), "frag_limit=0": stitchAll} {
 			b.Run(bd.Name+"/"+name, func(b *testing.B) {
 				alloctest.ReplaySim(b, sim.Config{Open: func(be gpualloc.Backend) (gpualloc.Allocator, error) {

@@ -5,18 +5,13 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/caching"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
 
-// GMLake's constants (GMLake/src/CUDACachingAllocator.cpp in glake), those of
-// PyTorch's caching allocator with kGranularity added.
+// GMLake's constants (GMLake/src/CUDACachingAllocator.cpp in glake): those
+// of PyTorch's caching allocator (package caching) with kGranularity added.
 const (
-	minBlockSize  = 512      // kMinBlockSize
-	smallSize     = 1 << 20  // kSmallSize: largest request of the small pool
-	smallBuffer   = 2 << 20  // kSmallBuffer: segment of the small pool
-	largeBuffer   = 20 << 20 // kLargeBuffer: segment for requests under 10 MiB
-	minLargeAlloc = 10 << 20 // kMinLargeAlloc
-	roundLarge    = 2 << 20  // kRoundLarge
 	// ChunkSize is kGranularity: the physical chunk of GMLake's virtual
 	// memory, the unit of its pBlocks and of stitching, and the rounding of
 	// large requests.
@@ -62,32 +57,14 @@ func DefaultConfig() Config {
 // multiple of 512, and for the large pool (more than 1 MiB) a multiple of
 // 2 MiB. It returns 0 for size < 1 or when the result would overflow.
 func RoundSize(size int64) int64 {
-	switch {
-	case size < 1:
-		return 0
-	case size < minBlockSize:
-		return minBlockSize
-	case size > math.MaxInt64-(ChunkSize-1):
+	if size > math.MaxInt64-(ChunkSize-1) {
 		return 0
 	}
-	r := (size + minBlockSize - 1) &^ (minBlockSize - 1)
-	if r > smallSize {
+	r := caching.RoundToBlock(size)
+	if r > caching.SmallSize {
 		r = (size + ChunkSize - 1) &^ (ChunkSize - 1)
 	}
 	return r
-}
-
-// allocationSize returns the size of the segment made for a block of
-// rounded bytes (get_allocation_size): 2 MiB for the small pool, 20 MiB for
-// requests under 10 MiB, else the request rounded up to 2 MiB.
-func allocationSize(rounded int64) int64 {
-	switch {
-	case rounded <= smallSize:
-		return smallBuffer
-	case rounded < minLargeAlloc:
-		return largeBuffer
-	}
-	return (rounded + roundLarge - 1) &^ (roundLarge - 1)
 }
 
 // validate reports the first setting out of range as an error naming its
@@ -95,13 +72,13 @@ func allocationSize(rounded int64) int64 {
 func (c Config) validate() error {
 	switch {
 	case c.FragLimit < 0:
-		return paramErr("frag_limit", fmt.Sprint(c.FragLimit), "must not be negative")
+		return param.Error(name, "frag_limit", fmt.Sprint(c.FragLimit), "must not be negative")
 	case !(c.ReuseLimit > 0) || math.IsInf(c.ReuseLimit, 0):
-		return paramErr("reuse_limit", fmt.Sprint(c.ReuseLimit), "must be a positive number")
+		return param.Error(name, "reuse_limit", fmt.Sprint(c.ReuseLimit), "must be a positive number")
 	case c.DefragLevel < 0 || c.DefragLevel > 2:
-		return paramErr("defrag_level", fmt.Sprint(c.DefragLevel), "must be 0, 1 or 2")
+		return param.Error(name, "defrag_level", fmt.Sprint(c.DefragLevel), "must be 0, 1 or 2")
 	case c.AutoGC <= 0:
-		return paramErr("auto_gc", fmt.Sprint(c.AutoGC), "must be positive")
+		return param.Error(name, "auto_gc", fmt.Sprint(c.AutoGC), "must be positive")
 	}
 	return nil
 }
@@ -111,18 +88,3 @@ func (c Config) spec() string {
 	return fmt.Sprintf("%s:frag_limit=%d,reuse_limit=%s,defrag_level=%d,auto_gc=%d",
 		name, c.FragLimit, strconv.FormatFloat(c.ReuseLimit, 'g', -1, 64), c.DefragLevel, c.AutoGC)
 }
-
-func paramErr(key, value, msg string) error {
-	return &paramError{value: value, pe: gpualloc.ParamError{Key: key, Msg: msg}}
-}
-
-type paramError struct {
-	value string
-	pe    gpualloc.ParamError
-}
-
-func (e *paramError) Error() string {
-	return fmt.Sprintf("%s: %s=%s: %s", name, e.pe.Key, e.value, e.pe.Msg)
-}
-
-func (e *paramError) Unwrap() error { return &e.pe }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/internal/blocktable"
+	"github.com/gpualloc/gpualloc/strategy/internal/caching"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 )
 
@@ -153,7 +154,7 @@ func (a *Allocator) AllocStream(size int64, stream uint64) (gpualloc.Block, erro
 		a.m.CountOOM()
 		return gpualloc.Block{}, fmt.Errorf("%s: alloc of %d bytes: rounded size overflows: %w", name, size, gpualloc.ErrOutOfMemory)
 	}
-	small := rounded <= smallSize
+	small := rounded <= caching.SmallSize
 	pi := a.poolIndex(stream)
 	set := a.pools[pi].set(small)
 	before := a.devAlloc
@@ -188,7 +189,7 @@ func (a *Allocator) AllocStream(size int64, stream uint64) (gpualloc.Block, erro
 		default:
 			a.m.CountOOM()
 			return gpualloc.Block{}, fmt.Errorf("%s: alloc of %d bytes (%d rounded): segment of %d bytes: %w",
-				name, size, rounded, allocationSize(rounded), gpualloc.ErrOutOfMemory)
+				name, size, rounded, caching.AllocationSize(rounded), gpualloc.ErrOutOfMemory)
 		}
 		switch {
 		case err != nil:
@@ -219,9 +220,8 @@ func (a *Allocator) poolIndex(stream uint64) int32 {
 func (a *Allocator) handOut(n int32, rounded, requested int64, stream uint64, before int64) gpualloc.Block {
 	mt := a.meta[n]
 	rest := a.nodes[n].Size - rounded
-	if (mt.small && rest >= minBlockSize) || (!mt.small && rest >= ChunkSize) {
+	if (mt.small && rest >= caching.MinBlockSize) || (!mt.small && rest >= ChunkSize) {
 		r := a.split(n, rounded)
-		a.nodes[r].Free = true
 		a.pools[mt.pool].set(mt.small).Insert(a.nodes, r)
 	}
 	nd := &a.nodes[n]
@@ -235,20 +235,10 @@ func (a *Allocator) handOut(n int32, rounded, requested int64, stream uint64, be
 }
 
 // split cuts block n at size bytes and returns the new block after it,
-// with n's meta, neither free nor in any pool.
+// with n's meta, free and in no pool.
 func (a *Allocator) split(n int32, size int64) int32 {
 	r := a.newNode()
-	nodes := a.nodes
-	nd, rn := &nodes[n], &nodes[r]
-	rn.Addr = nd.Addr + uint64(size)
-	rn.Size = nd.Size - size
-	rn.Prev = n
-	rn.Next = nd.Next
-	if rn.Next != 0 {
-		nodes[rn.Next].Prev = r
-	}
-	nd.Next = r
-	nd.Size = size
+	segment.SplitAt(a.nodes, n, r, size)
 	a.meta[r] = a.meta[n]
 	a.setOwner(r)
 	return r
@@ -463,7 +453,6 @@ func (a *Allocator) stitch(pi int32, rounded int64, time int) (int32, error) {
 	if excess := sum - rounded; excess >= ChunkSize {
 		last := taken[len(taken)-1]
 		r := a.split(last, a.nodes[last].Size-excess)
-		a.nodes[r].Free = true
 		set.Insert(a.nodes, r)
 	}
 	o := a.newSB()
@@ -526,7 +515,7 @@ func (a *Allocator) stitch(pi int32, rounded int64, time int) (int32, error) {
 // refuses. With virtual memory a large segment is a reserved range with a
 // 2 MiB chunk created and mapped at each of its pages.
 func (a *Allocator) newSegment(rounded int64, pi int32, small bool) (int32, error) {
-	size := allocationSize(rounded)
+	size := caching.AllocationSize(rounded)
 	if small || a.vm == nil {
 		addr, err := a.b.Malloc(size)
 		if err != nil {
@@ -627,13 +616,13 @@ func (a *Allocator) addSegment(addr uint64, size int64, pi int32, small bool, cs
 func (a *Allocator) Free(b gpualloc.Block) error {
 	p := a.live.Get(b.Handle, b.Addr)
 	if p == nil {
-		return fmt.Errorf("%s: free of %#x (%d bytes): no live block there: %w", name, b.Addr, b.Size, gpualloc.ErrInvalidFree)
+		return blocktable.NotLive(name, b)
 	}
 	if x := *p; x < 0 {
 		o := -x
 		size, req := int64(a.sb[o].used)*ChunkSize, a.sbNodes[o].Requested
 		if size != b.Size || req != b.Requested {
-			return a.badFree(b, size, req)
+			return blocktable.Mismatch(name, b, size, req)
 		}
 		a.live.Delete(b.Handle)
 		a.m.CountFree(req, size)
@@ -642,7 +631,7 @@ func (a *Allocator) Free(b gpualloc.Block) error {
 	n := *p
 	nd := &a.nodes[n]
 	if nd.Size != b.Size || nd.Requested != b.Requested {
-		return a.badFree(b, nd.Size, nd.Requested)
+		return blocktable.Mismatch(name, b, nd.Size, nd.Requested)
 	}
 	a.live.Delete(b.Handle)
 	a.m.CountFree(nd.Requested, nd.Size)
@@ -650,11 +639,6 @@ func (a *Allocator) Free(b gpualloc.Block) error {
 	a.markChunks(n, false)
 	a.release(n)
 	return nil
-}
-
-func (a *Allocator) badFree(b gpualloc.Block, size, req int64) error {
-	return fmt.Errorf("%s: free of %#x with Size %d, Requested %d: the live block there has Size %d, Requested %d: %w",
-		name, b.Addr, b.Size, b.Requested, size, req, gpualloc.ErrInvalidFree)
 }
 
 // release makes block n free, merged with its free neighbours, in its pool
@@ -680,17 +664,7 @@ func (a *Allocator) release(n int32) {
 }
 
 // mergeNext merges into block n the free block after it.
-func (a *Allocator) mergeNext(n int32) {
-	nodes := a.nodes
-	x := nodes[n].Next
-	nodes[n].Size += nodes[x].Size
-	next := nodes[x].Next
-	nodes[n].Next = next
-	if next != 0 {
-		nodes[next].Prev = n
-	}
-	a.recycle(x)
-}
+func (a *Allocator) mergeNext(n int32) { a.recycle(segment.MergeNext(a.nodes, n)) }
 
 // freeFused frees the live sBlock o (update_block).
 func (a *Allocator) freeFused(o int32) error {
@@ -904,20 +878,16 @@ func (a *Allocator) FreeSpace() (largest, total int64) {
 }
 
 func (a *Allocator) newNode() int32 {
-	if k := len(a.spare); k > 0 {
-		n := a.spare[k-1]
-		a.spare = a.spare[:k-1]
-		return n
+	n := segment.NewNode(&a.nodes, &a.spare)
+	if int(n) == len(a.meta) {
+		a.meta = append(a.meta, meta{})
 	}
-	a.nodes = append(a.nodes, segment.Node{})
-	a.meta = append(a.meta, meta{})
-	return int32(len(a.nodes) - 1)
+	return n
 }
 
 func (a *Allocator) recycle(n int32) {
-	a.nodes[n] = segment.Node{}
 	a.meta[n] = meta{}
-	a.spare = append(a.spare, n)
+	segment.RecycleNode(a.nodes, &a.spare, n)
 }
 
 func (a *Allocator) newChunk() int32 {
@@ -936,18 +906,14 @@ func (a *Allocator) recycleChunk(c int32) {
 }
 
 func (a *Allocator) newSB() int32 {
-	if k := len(a.spareSB); k > 0 {
-		o := a.spareSB[k-1]
-		a.spareSB = a.spareSB[:k-1]
-		return o
+	o := segment.NewNode(&a.sbNodes, &a.spareSB)
+	if int(o) == len(a.sb) {
+		a.sb = append(a.sb, sblock{})
 	}
-	a.sb = append(a.sb, sblock{})
-	a.sbNodes = append(a.sbNodes, segment.Node{})
-	return int32(len(a.sb) - 1)
+	return o
 }
 
 func (a *Allocator) recycleSB(o int32) {
 	a.sb[o] = sblock{}
-	a.sbNodes[o] = segment.Node{}
-	a.spareSB = append(a.spareSB, o)
+	segment.RecycleNode(a.sbNodes, &a.spareSB, o)
 }

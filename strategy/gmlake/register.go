@@ -18,29 +18,18 @@ func init() {
 			{Name: "defrag_level", Default: "0", Doc: "0: stitch before allocating; 1: only after a device allocation failed; 2: only after it failed again once the cache was released (glake's defragLevel)"},
 			{Name: "auto_gc", Default: "1073741824000", Doc: "when stitched blocks made and not collected exceed this many bytes, collect those not live (glake's autoGC, 1000 GiB)"},
 		},
-		New: open,
+		New: param.Opener(readConfig, New),
 	})
 }
 
-// open builds an Allocator from resolved registry parameters.
-func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
-	r := param.NewReader(p)
-	c := Config{
+// readConfig reads a Config from resolved registry parameters.
+func readConfig(r *param.Reader) Config {
+	return Config{
 		FragLimit:   r.Size("frag_limit"),
 		ReuseLimit:  param.Enum(r, "reuse_limit", parseFloat, "want a positive number"),
 		DefragLevel: r.Int("defrag_level", "must be 0, 1 or 2"),
 		AutoGC:      r.Size("auto_gc"),
 	}
-	if err := r.Err(); err != nil {
-		return nil, err
-	}
-	if err := c.validate(); err != nil {
-		if pe, ok := err.(*paramError); ok {
-			return nil, p.Errorf(pe.pe.Key, "%s", pe.pe.Msg)
-		}
-		return nil, err
-	}
-	return param.Open(New(b, c))
 }
 
 func parseFloat(s string) (float64, bool) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/gmlake"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
@@ -212,4 +213,18 @@ func TestConfigErrors(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "gmlake:frag_limit=536870912,reuse_limit=10,defrag_level=0,auto_gc=1073741824000", a.Spec())
 	assert.True(t, a.Stitching())
+}
+
+// TestNewValidates checks New on configurations built directly, which the
+// registry's parsing (TestConfigErrors) cannot all reach.
+func TestNewValidates(t *testing.T) {
+	s := alloctest.Strategy[gmlake.Config, *gmlake.Allocator]{Name: "gmlake", New: gmlake.New}
+	s.NewValidates(t, gmlake.DefaultConfig(), []alloctest.ConfigCase[gmlake.Config]{
+		{Config: gmlake.DefaultConfig()},
+		{Config: gmlake.Config{ReuseLimit: 1.5, DefragLevel: 2, AutoGC: 1}},
+		{Config: gmlake.Config{FragLimit: -1, ReuseLimit: 10, AutoGC: 1}, Err: "gmlake: frag_limit=-1: must not be negative"},
+		{Config: gmlake.Config{ReuseLimit: 0, AutoGC: 1}, Err: "gmlake: reuse_limit=0: must be a positive number"},
+		{Config: gmlake.Config{ReuseLimit: 10, DefragLevel: 3, AutoGC: 1}, Err: "gmlake: defrag_level=3: must be 0, 1 or 2"},
+		{Config: gmlake.Config{ReuseLimit: 10}, Err: "gmlake: auto_gc=0: must be positive"},
+	})
 }

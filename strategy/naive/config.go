@@ -3,7 +3,7 @@ package naive
 import (
 	"math"
 
-	"github.com/gpualloc/gpualloc/strategy/internal/mxnetpool"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
 
 // Config are the parameters of a Naive pool.
@@ -68,9 +68,9 @@ func roundToMultiple(x, m uint64) uint64 { return (x + m - 1) / m * m }
 func (c Config) validate() error {
 	switch {
 	case c.Page < 32:
-		return mxnetpool.ParamError(name, "page", c.Page, "must be at least 32")
+		return param.Error(name, "page", c.Page, "must be at least 32")
 	case c.LargeRound <= 0:
-		return mxnetpool.ParamError(name, "large_round", c.LargeRound, "must be positive")
+		return param.Error(name, "large_round", c.LargeRound, "must be positive")
 	}
 	return nil
 }

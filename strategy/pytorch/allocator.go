@@ -322,21 +322,10 @@ func (a *Allocator) allocFound(n int32, rounded, requested int64, hit bool, set 
 	}
 	if split {
 		r := a.newNode()
-		nodes := a.nodes
-		nd, rn := &nodes[n], &nodes[r]
-		rn.Addr = nd.Addr + uint64(rounded)
-		rn.Size = rest
-		rn.Prev = n
-		rn.Next = nd.Next
-		rn.Free = true
-		if rn.Next != 0 {
-			nodes[rn.Next].Prev = r
-		}
-		nd.Next = r
-		nd.Size = rounded
+		segment.SplitAt(a.nodes, n, r, rounded)
 		a.meta[r] = a.meta[n]
 		a.meta[r].gcBase = a.gcCount[k]
-		set.Insert(nodes, r)
+		set.Insert(a.nodes, r)
 		if a.meta[n].exp {
 			// PyTorch does not count expandable blocks as inactive split.
 		} else if alreadySplit {
@@ -368,14 +357,13 @@ func (a *Allocator) allocFound(n int32, rounded, requested int64, hit bool, set 
 func (a *Allocator) Free(b gpualloc.Block) error {
 	p := a.live.Get(b.Handle, b.Addr)
 	if p == nil {
-		return fmt.Errorf("%s: free of %#x (%d bytes): no live block there: %w", name, b.Addr, b.Size, gpualloc.ErrInvalidFree)
+		return blocktable.NotLive(name, b)
 	}
 	n := *p
 	nodes := a.nodes
 	nd := &nodes[n]
 	if nd.Size != b.Size || nd.Requested != b.Requested {
-		return fmt.Errorf("%s: free of %#x with Size %d, Requested %d: the live block there has Size %d, Requested %d: %w",
-			name, b.Addr, b.Size, b.Requested, nd.Size, nd.Requested, gpualloc.ErrInvalidFree)
+		return blocktable.Mismatch(name, b, nd.Size, nd.Requested)
 	}
 	a.live.Delete(b.Handle)
 	size := nd.Size
@@ -412,17 +400,7 @@ func (a *Allocator) Free(b gpualloc.Block) error {
 }
 
 // mergeNext merges into the free block n the free block after it.
-func (a *Allocator) mergeNext(n int32) {
-	nodes := a.nodes
-	x := nodes[n].Next
-	nodes[n].Size += nodes[x].Size
-	next := nodes[x].Next
-	nodes[n].Next = next
-	if next != 0 {
-		nodes[next].Prev = n
-	}
-	a.recycle(x)
-}
+func (a *Allocator) mergeNext(n int32) { a.recycle(segment.MergeNext(a.nodes, n)) }
 
 // whole reports whether block n is free and a whole segment.
 func (a *Allocator) whole(n int32) bool {
@@ -573,18 +551,14 @@ func (a *Allocator) FreeSpace() (largest, total int64) {
 }
 
 func (a *Allocator) newNode() int32 {
-	if k := len(a.spare); k > 0 {
-		n := a.spare[k-1]
-		a.spare = a.spare[:k-1]
-		return n
+	n := segment.NewNode(&a.nodes, &a.spare)
+	if int(n) == len(a.meta) {
+		a.meta = append(a.meta, meta{})
 	}
-	a.nodes = append(a.nodes, segment.Node{})
-	a.meta = append(a.meta, meta{})
-	return int32(len(a.nodes) - 1)
+	return n
 }
 
 func (a *Allocator) recycle(n int32) {
-	a.nodes[n] = segment.Node{}
 	a.meta[n] = meta{}
-	a.spare = append(a.spare, n)
+	segment.RecycleNode(a.nodes, &a.spare, n)
 }

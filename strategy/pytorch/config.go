@@ -8,19 +8,19 @@ import (
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/caching"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
 // PyTorch's constants (c10/cuda/CUDACachingAllocator.cpp).
 const (
-	minBlockSize   = 512      // kMinBlockSize: every block is a multiple of this
-	smallSize      = 1 << 20  // kSmallSize: largest request of the small pool
-	smallBuffer    = 2 << 20  // kSmallBuffer: segment of the small pool
-	largeBuffer    = 20 << 20 // kLargeBuffer: segment for requests under 10 MiB
-	minLargeAlloc  = 10 << 20 // kMinLargeAlloc
-	roundLarge     = 2 << 20  // kRoundLarge: larger segments are multiples of this
-	mib            = 1 << 20  // bytes in a MiB
-	roundupBands   = 16       // kRoundUpPowerOfTwoIntervals: bands from 1 MiB to 64 GiB
+	minBlockSize   = caching.MinBlockSize // kMinBlockSize: every block is a multiple of this
+	smallSize      = caching.SmallSize    // kSmallSize: largest request of the small pool
+	smallBuffer    = caching.SmallBuffer  // kSmallBuffer: segment of the small pool
+	largeBuffer    = caching.LargeBuffer  // kLargeBuffer: segment for requests under 10 MiB
+	mib            = 1 << 20              // bytes in a MiB
+	roundupBands   = 16                   // kRoundUpPowerOfTwoIntervals: bands from 1 MiB to 64 GiB
 	unlimitedSplit = math.MaxInt64
 )
 
@@ -101,10 +101,7 @@ func (c Config) RoundSize(size int64) int64 {
 		}
 		return r + step
 	}
-	if size > math.MaxInt64-(minBlockSize-1) {
-		return 0
-	}
-	return (size + minBlockSize - 1) &^ (minBlockSize - 1)
+	return caching.RoundToBlock(size)
 }
 
 // band returns the roundup_power2_divisions band of size >= 1.
@@ -114,36 +111,25 @@ func band(size int64) int {
 }
 
 // segmentSize returns the size of the segment allocated for a block of
-// rounded bytes (get_allocation_size).
-func segmentSize(rounded int64) int64 {
-	switch {
-	case rounded <= smallSize:
-		return smallBuffer
-	case rounded < minLargeAlloc:
-		return largeBuffer
-	}
-	if rounded > math.MaxInt64-(roundLarge-1) {
-		return 0
-	}
-	return (rounded + roundLarge - 1) &^ (roundLarge - 1)
-}
+// rounded bytes (get_allocation_size), 0 if it would overflow.
+func segmentSize(rounded int64) int64 { return caching.AllocationSize(rounded) }
 
 // validate reports the first setting out of range as a *gpualloc.ParamError
 // wrapped in an error that names the strategy.
 func (c Config) validate() error {
 	switch {
 	case c.MaxSplitSize < largeBuffer:
-		return paramErr("max_split_size_mb", fmt.Sprint(c.MaxSplitSize/mib), "must be at least 20")
+		return param.Error(name, "max_split_size_mb", fmt.Sprint(c.MaxSplitSize/mib), "must be at least 20")
 	case c.GarbageCollectionThreshold < 0 || c.GarbageCollectionThreshold >= 1 || math.IsNaN(c.GarbageCollectionThreshold):
-		return paramErr("garbage_collection_threshold", fmt.Sprint(c.GarbageCollectionThreshold), "must be between 0 and 1 (exclusive)")
+		return param.Error(name, "garbage_collection_threshold", fmt.Sprint(c.GarbageCollectionThreshold), "must be between 0 and 1 (exclusive)")
 	case c.MaxNonSplitRounding < 0:
-		return paramErr("max_non_split_rounding_mb", fmt.Sprint(c.MaxNonSplitRounding/mib), "must not be negative")
+		return param.Error(name, "max_non_split_rounding_mb", fmt.Sprint(c.MaxNonSplitRounding/mib), "must not be negative")
 	case c.MemoryFraction < 0 || c.MemoryFraction > 1 || math.IsNaN(c.MemoryFraction):
-		return paramErr("memory_fraction", fmt.Sprint(c.MemoryFraction), "must be in (0, 1]")
+		return param.Error(name, "memory_fraction", fmt.Sprint(c.MemoryFraction), "must be in (0, 1]")
 	}
 	for _, d := range c.RoundupPower2Divisions {
 		if d != 0 && (d < 0 || d&(d-1) != 0) {
-			return paramErr("roundup_power2_divisions", fmt.Sprint(d), "divisions must be powers of two")
+			return param.Error(name, "roundup_power2_divisions", fmt.Sprint(d), "divisions must be powers of two")
 		}
 	}
 	return nil
@@ -311,20 +297,3 @@ func parseDivisions(v string) ([roundupBands]int64, error) {
 func formatDivisions(d [roundupBands]int64) string {
 	return strings.ReplaceAll(strings.Trim(snapshot.FormatDivisions(d), "[]"), ",", ";")
 }
-
-// paramErr returns a bad setting's error, which names the strategy, key and
-// value and wraps a *gpualloc.ParamError.
-func paramErr(key, value, msg string) error {
-	return &paramError{value: value, pe: gpualloc.ParamError{Key: key, Msg: msg}}
-}
-
-type paramError struct {
-	value string
-	pe    gpualloc.ParamError
-}
-
-func (e *paramError) Error() string {
-	return fmt.Sprintf("%s: %s=%s: %s", name, e.pe.Key, e.value, e.pe.Msg)
-}
-
-func (e *paramError) Unwrap() error { return &e.pe }

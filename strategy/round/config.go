@@ -5,7 +5,7 @@ import (
 	"math"
 	"math/bits"
 
-	"github.com/gpualloc/gpualloc/strategy/internal/mxnetpool"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
 
 // Config are the parameters of a Round pool.
@@ -92,13 +92,13 @@ func log2(page int64) int { return bits.TrailingZeros64(uint64(page)) }
 func (c Config) validate() error {
 	switch {
 	case c.Page < 32:
-		return mxnetpool.ParamError(name, "page", c.Page, "must be at least 32")
+		return param.Error(name, "page", c.Page, "must be at least 32")
 	case c.Page&(c.Page-1) != 0:
-		return mxnetpool.ParamError(name, "page", c.Page, "must be a power of two")
+		return param.Error(name, "page", c.Page, "must be a power of two")
 	case c.Cutoff < minCutoff || c.Cutoff > maxCutoff:
-		return mxnetpool.ParamError(name, "cutoff", int64(c.Cutoff), cutoffRange)
+		return param.Error(name, "cutoff", c.Cutoff, cutoffRange)
 	case c.Cutoff < log2(c.Page):
-		return mxnetpool.ParamError(name, "cutoff", int64(c.Cutoff), fmt.Sprintf("must be at least log2(page) = %d", log2(c.Page)))
+		return param.Error(name, "cutoff", c.Cutoff, fmt.Sprintf("must be at least log2(page) = %d", log2(c.Page)))
 	}
 	return nil
 }

@@ -3,12 +3,9 @@ package tlsf_test
 import (
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
 	"github.com/gpualloc/gpualloc/strategy/tlsf"
-	"github.com/gpualloc/gpualloc/traces"
 )
 
 // BenchmarkAllocFree measures an Alloc served from a free block and the
@@ -29,7 +26,6 @@ func BenchmarkWorkingSet(b *testing.B) {
 // is timed: "engine" through sim.Replay, "direct" with a loop that only
 // calls Alloc and Free, for the strategy's own share.
 func BenchmarkReplay(b *testing.B) {
-	events, err := traces.ReadAll(reader(b, "random", genTrace(b, 1, 1_000_000)))
-	require.NoError(b, err)
+	events := alloctest.RandomEvents(b, 1, 1_000_000)
 	segmenttest.Replay(b, strategy.Open(tlsf.DefaultConfig()), events)
 }

@@ -6,6 +6,7 @@
 package alloctest
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -177,4 +178,45 @@ func Env(kv ...string) func(string) (string, bool) {
 		v, ok := m[k]
 		return v, ok
 	}
+}
+
+// ForSeeds runs test in a subtest named "config=i,seed=s" for each
+// configuration, i its index, and each seed s from 1 to seeds.
+func ForSeeds[C any](t *testing.T, configs []C, seeds uint64, test func(t *testing.T, i int, c C, seed uint64)) {
+	t.Helper()
+	for i, c := range configs {
+		for seed := uint64(1); seed <= seeds; seed++ {
+			t.Run(fmt.Sprintf("config=%d,seed=%d", i, seed), func(t *testing.T) { test(t, i, c, seed) })
+		}
+	}
+}
+
+// Refusing is a test device whose Free fails with "device busy".
+type Refusing struct{ *strategytest.Device }
+
+// Free refuses.
+func (Refusing) Free(uint64, int64) error { return errors.New("device busy") }
+
+// A Releaser is a pool as [ReleaseRefused] sees it.
+type Releaser interface {
+	gpualloc.Allocator
+	gpualloc.Releaser
+}
+
+// ReleaseRefused checks a pool p, of the strategy name, on a [Refusing]
+// device, when the device refuses to take memory back: after an Alloc of 1
+// byte and its Free, ReleaseAll fails with the device's error, the pool's
+// invariants still hold (check), what it could not release stays (its
+// layout is want) and serves the next Alloc of 1 byte.
+func ReleaseRefused(t *testing.T, p Releaser, name string, check func() error, layout func() string, want string) {
+	t.Helper()
+	a, err := p.Alloc(1)
+	require.NoError(t, err)
+	require.NoError(t, p.Free(a))
+	assert.EqualError(t, p.ReleaseAll(), name+": release: device busy")
+	require.NoError(t, check())
+	assert.Equal(t, want, layout(), "what the device refused to free stays")
+	b, err := p.Alloc(1)
+	require.NoError(t, err)
+	assert.Equal(t, a.Addr, b.Addr)
 }

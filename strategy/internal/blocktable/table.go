@@ -4,6 +4,12 @@
 // live blocks.
 package blocktable
 
+import (
+	"fmt"
+
+	"github.com/gpualloc/gpualloc"
+)
+
 // A Table holds a record of type T per live block. The zero Table is empty
 // and ready to use. Handles start at 1, so a zero Handle is never live.
 type Table[T any] struct {
@@ -52,3 +58,18 @@ func (t *Table[T]) Delete(h uint64) {
 
 // Len returns the number of live blocks.
 func (t *Table[T]) Len() int { return len(t.recs) - len(t.unused) }
+
+// NotLive returns the error of a Free, by the strategy name, of b, which is
+// not a live block: its Handle was never handed out, its block was freed,
+// or it is of another address.
+func NotLive(name string, b gpualloc.Block) error {
+	return fmt.Errorf("%s: free of %#x (%d bytes): no live block there: %w", name, b.Addr, b.Size, gpualloc.ErrInvalidFree)
+}
+
+// Mismatch returns the error of a Free, by the strategy name, of b, whose
+// Size or Requested differ from size and requested, those of the live
+// block there.
+func Mismatch(name string, b gpualloc.Block, size, requested int64) error {
+	return fmt.Errorf("%s: free of %#x with Size %d, Requested %d: the live block there has Size %d, Requested %d: %w",
+		name, b.Addr, b.Size, b.Requested, size, requested, gpualloc.ErrInvalidFree)
+}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc"
 )
 
 func TestTable(t *testing.T) {
@@ -66,4 +68,14 @@ func TestTableAllocatesNothingInSteadyState(t *testing.T) {
 		tb.Delete(h)
 	})
 	assert.Zero(t, allocs)
+}
+
+func TestFreeErrors(t *testing.T) {
+	b := gpualloc.Block{Addr: 0x1000, Size: 512, Requested: 100, Handle: 7}
+	err := NotLive("bestfit", b)
+	assert.EqualError(t, err, "bestfit: free of 0x1000 (512 bytes): no live block there: invalid free")
+	assert.ErrorIs(t, err, gpualloc.ErrInvalidFree)
+	err = Mismatch("bfc", b, 1024, 1000)
+	assert.EqualError(t, err, "bfc: free of 0x1000 with Size 512, Requested 100: the live block there has Size 1024, Requested 1000: invalid free")
+	assert.ErrorIs(t, err, gpualloc.ErrInvalidFree)
 }

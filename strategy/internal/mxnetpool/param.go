@@ -1,32 +1,9 @@
 package mxnetpool
 
 import (
-	"fmt"
-
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
-
-// ParamError returns the error a pool's constructor reports for a
-// parameter out of range. Its text names the strategy, the parameter and the
-// value, as in "naive: page=31: must be at least 32", and it wraps a
-// [*gpualloc.ParamError], which [gpualloc.Params.Open] reports instead,
-// naming the spec key or the environment variable the value came from.
-func ParamError(strategy, key string, value int64, msg string) error {
-	return &paramError{strategy: strategy, value: value, pe: gpualloc.ParamError{Key: key, Msg: msg}}
-}
-
-type paramError struct {
-	strategy string
-	value    int64
-	pe       gpualloc.ParamError
-}
-
-func (e *paramError) Error() string {
-	return fmt.Sprintf("%s: %s=%d: %s", e.strategy, e.pe.Key, e.value, e.pe.Msg)
-}
-
-func (e *paramError) Unwrap() error { return &e.pe }
 
 // Register registers the MXNet pool named name, as [gpualloc.Register]
 // does, with the parameters every MXNet pool has around the one of its own

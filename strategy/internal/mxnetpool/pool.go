@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/internal/blocktable"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
 
 // Options configure a [Pool].
@@ -67,14 +68,14 @@ type freeList struct {
 }
 
 // New returns an empty pool that takes its memory from b. A nil b is an
-// error, and so is a Reserve outside 0 to 100 (see [ParamError]). o.Round
+// error, and so is a Reserve outside 0 to 100 (see [param.Error]). o.Round
 // must not be nil.
 func New(b gpualloc.Backend, o Options) (*Pool, error) {
 	if b == nil {
 		return nil, errors.New(o.Name + ": nil Backend")
 	}
 	if o.Reserve < 0 || o.Reserve > 100 {
-		return nil, ParamError(o.Name, "reserve", int64(o.Reserve), reserveRange)
+		return nil, param.Error(o.Name, "reserve", o.Reserve, reserveRange)
 	}
 	return &Pool{
 		b:       b,
@@ -172,12 +173,11 @@ func percent(total int64, pct int) int64 {
 func (p *Pool) Free(b gpualloc.Block) error {
 	rec := p.live.Get(b.Handle, b.Addr)
 	if rec == nil {
-		return fmt.Errorf("%s: free of %#x (%d bytes): no live block there: %w", p.name, b.Addr, b.Size, gpualloc.ErrInvalidFree)
+		return blocktable.NotLive(p.name, b)
 	}
 	lb := *rec
 	if lb.size != b.Size || lb.requested != b.Requested {
-		return fmt.Errorf("%s: free of %#x with Size %d, Requested %d: the live block there has Size %d, Requested %d: %w",
-			p.name, b.Addr, b.Size, b.Requested, lb.size, lb.requested, gpualloc.ErrInvalidFree)
+		return blocktable.Mismatch(p.name, b, lb.size, lb.requested)
 	}
 	p.live.Delete(b.Handle)
 	l := lb.list

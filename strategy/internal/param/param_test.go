@@ -69,3 +69,16 @@ func TestOpener(t *testing.T) {
 	assert.Nil(t, a)
 	assert.EqualError(t, err, `round: page=big: not a size: want bytes or a number with a unit such as MiB`, "the read's error, before the constructor")
 }
+
+func TestError(t *testing.T) {
+	err := param.Error("round", "page", int64(31), "must be at least 32")
+	assert.EqualError(t, err, "round: page=31: must be at least 32")
+	var pe *gpualloc.ParamError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, gpualloc.ParamError{Key: "page", Msg: "must be at least 32"}, *pe)
+	assert.EqualError(t, param.Error("gmlake", "reuse_limit", 0.5, "must be more"), "gmlake: reuse_limit=0.5: must be more")
+
+	p := resolve(t, "round:page=31")
+	_, err = p.Open(nil)
+	assert.EqualError(t, err, "round: page=31: must be at least 32", "Params.Open names where the value came from")
+}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 
-	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
 
 // Growth is how a [Heap] sizes the segments it takes from the device.
@@ -83,17 +83,17 @@ type Config struct {
 func (c Config) Validate(strategy string) error {
 	switch {
 	case c.Round < MinRound || bits.OnesCount64(uint64(c.Round)) != 1:
-		return ParamError(strategy, "round", c.Round, "must be a power of two of at least 256")
+		return param.Error(strategy, "round", c.Round, "must be a power of two of at least 256")
 	case c.MinBlock < c.Round || c.MinBlock%c.Round != 0:
-		return ParamError(strategy, "min_block", c.MinBlock, fmt.Sprintf("must be a positive multiple of round (%d)", c.Round))
+		return param.Error(strategy, "min_block", c.MinBlock, fmt.Sprintf("must be a positive multiple of round (%d)", c.Round))
 	case c.SplitThreshold < 0:
-		return ParamError(strategy, "split_threshold", c.SplitThreshold, "must not be negative")
+		return param.Error(strategy, "split_threshold", c.SplitThreshold, "must not be negative")
 	case c.Grow > GrowDouble:
-		return &paramError{strategy: strategy, value: c.Grow.String(), pe: gpualloc.ParamError{Key: "grow", Msg: GrowthNames}}
+		return param.Error(strategy, "grow", c.Grow, GrowthNames)
 	case c.Chunk < 1:
-		return ParamError(strategy, "chunk", c.Chunk, "must be positive")
+		return param.Error(strategy, "chunk", c.Chunk, "must be positive")
 	case c.Initial < 0:
-		return ParamError(strategy, "initial", c.Initial, "must not be negative")
+		return param.Error(strategy, "initial", c.Initial, "must not be negative")
 	}
 	return nil
 }
@@ -119,24 +119,3 @@ func alignUp(x, a int64) (int64, bool) {
 	s := (uint64(x) + uint64(a) - 1) &^ (uint64(a) - 1)
 	return int64(s), s <= 1<<63-1
 }
-
-// ParamError returns the error a strategy's constructor reports for a
-// parameter out of range. Its text names the strategy, the parameter and the
-// value, as in "bestfit: round=300: must be a power of two of at least 256",
-// and it wraps a [*gpualloc.ParamError], which [gpualloc.Params.Open]
-// reports instead, naming where the value came from.
-func ParamError(strategy, key string, value int64, msg string) error {
-	return &paramError{strategy: strategy, value: fmt.Sprint(value), pe: gpualloc.ParamError{Key: key, Msg: msg}}
-}
-
-type paramError struct {
-	strategy string
-	value    string
-	pe       gpualloc.ParamError
-}
-
-func (e *paramError) Error() string {
-	return fmt.Sprintf("%s: %s=%s: %s", e.strategy, e.pe.Key, e.value, e.pe.Msg)
-}
-
-func (e *paramError) Unwrap() error { return &e.pe }

@@ -158,22 +158,9 @@ func (h *Heap) ErrInvalidSize(size int64) error {
 // spilled and copied at every level, and the copy stalls on store
 // forwarding.)
 func (h *Heap) Take(n int32, rounded, requested int64, hit bool) (addr uint64, size int64, handle uint64, rem int32) {
-	if rest := h.Nodes[n].Size - rounded; rest >= h.split {
+	if h.Nodes[n].Size-rounded >= h.split {
 		rem = h.newNode()
-		nodes := h.Nodes
-		nd, r := &nodes[n], &nodes[rem]
-		// Field by field: a composite literal is built on the stack and
-		// copied, another stall. A new or recycled node is zero.
-		r.Addr = nd.Addr + uint64(rounded)
-		r.Size = rest
-		r.Prev = n
-		r.Next = nd.Next
-		r.Free = true
-		if r.Next != 0 {
-			nodes[r.Next].Prev = rem
-		}
-		nd.Next = rem
-		nd.Size = rounded
+		SplitAt(h.Nodes, n, rem, rounded)
 	}
 	nd := &h.Nodes[n]
 	nd.Free = false
@@ -192,13 +179,12 @@ func (h *Heap) Take(n int32, rounded, requested int64, hit bool) (addr uint64, s
 func (h *Heap) Release(b gpualloc.Block) (int32, error) {
 	p := h.live.Get(b.Handle, b.Addr)
 	if p == nil {
-		return 0, fmt.Errorf("%s: free of %#x (%d bytes): no live block there: %w", h.name, b.Addr, b.Size, gpualloc.ErrInvalidFree)
+		return 0, blocktable.NotLive(h.name, b)
 	}
 	n := *p
 	nd := &h.Nodes[n]
 	if nd.Size != b.Size || nd.Requested != b.Requested {
-		return 0, fmt.Errorf("%s: free of %#x with Size %d, Requested %d: the live block there has Size %d, Requested %d: %w",
-			h.name, b.Addr, b.Size, b.Requested, nd.Size, nd.Requested, gpualloc.ErrInvalidFree)
+		return 0, blocktable.Mismatch(h.name, b, nd.Size, nd.Requested)
 	}
 	h.live.Delete(b.Handle)
 	h.m.CountFree(nd.Requested, nd.Size)
@@ -211,17 +197,7 @@ func (h *Heap) Release(b gpualloc.Block) (int32, error) {
 // MergeNext merges into the free block n the free block that follows it in
 // its segment, which the caller has taken out of its index (as n, if it was
 // in it: n's size changes).
-func (h *Heap) MergeNext(n int32) {
-	nodes := h.Nodes
-	x := nodes[n].Next
-	nodes[n].Size += nodes[x].Size
-	next := nodes[x].Next
-	nodes[n].Next = next
-	if next != 0 {
-		nodes[next].Prev = n
-	}
-	h.recycle(x)
-}
+func (h *Heap) MergeNext(n int32) { h.recycle(MergeNext(h.Nodes, n)) }
 
 // Grow takes a new segment from the device for a request of request bytes,
 // rounded to rounded, and returns it as one free block, not indexed.
@@ -356,17 +332,6 @@ func (h *Heap) releaseFree() (released int64, err error) {
 // Segments returns the number of segments held.
 func (h *Heap) Segments() int { return len(h.segs) - len(h.spareSegs) }
 
-func (h *Heap) newNode() int32 {
-	if k := len(h.spare); k > 0 {
-		n := h.spare[k-1]
-		h.spare = h.spare[:k-1]
-		return n
-	}
-	h.Nodes = append(h.Nodes, Node{})
-	return int32(len(h.Nodes) - 1)
-}
+func (h *Heap) newNode() int32 { return NewNode(&h.Nodes, &h.spare) }
 
-func (h *Heap) recycle(n int32) {
-	h.Nodes[n] = Node{}
-	h.spare = append(h.spare, n)
-}
+func (h *Heap) recycle(n int32) { RecycleNode(h.Nodes, &h.spare, n) }

@@ -193,34 +193,44 @@ func (k Kit[C, P]) Drive(c C, ops []byte) error {
 }
 
 // RandomOps drives a pool of each configuration with the operations of
-// [RandomOps] for six seeds (4000 operations each, 500 with -short).
-func (k Kit[C, P]) RandomOps(t *testing.T, configs []C) {
+// [RandomOps], as [RunRandomOps] does.
+func (k Kit[C, P]) RandomOps(t *testing.T, configs []C) { RunRandomOps(t, configs, k.Drive) }
+
+// Fuzz drives a pool of one of configs with the operations the fuzzer
+// makes up, as [FuzzRandomOps] does, seeded with 300 random operations for
+// each configuration.
+func (k Kit[C, P]) Fuzz(f *testing.F, configs []C) {
+	f.Add(uint8(0), []byte{0, 22, 255, 0, 22, 255, 0, 22, 255, 200, 0, 0, 200, 0, 0, 247, 0, 0})
+	FuzzRandomOps(f, configs, 300, k.Drive)
+}
+
+// RunRandomOps runs drive, which runs operations as [Drive] reads them on a
+// pool of a configuration and checks it, on each configuration with the
+// operations of [RandomOps] for six seeds (4000 operations each, 500 with
+// -short).
+func RunRandomOps[C any](t *testing.T, configs []C, drive func(C, []byte) error) {
 	n := 4000
 	if testing.Short() {
 		n = 500
 	}
-	for i, c := range configs {
-		for seed := uint64(1); seed <= 6; seed++ {
-			t.Run(fmt.Sprintf("config=%d,seed=%d", i, seed), func(t *testing.T) {
-				if err := k.Drive(c, RandomOps(seed, n)); err != nil {
-					t.Fatalf("%+v: %v", c, err)
-				}
-			})
+	alloctest.ForSeeds(t, configs, 6, func(t *testing.T, _ int, c C, seed uint64) {
+		if err := drive(c, RandomOps(seed, n)); err != nil {
+			t.Fatalf("%+v: %v", c, err)
 		}
-	}
+	})
 }
 
-// Fuzz drives a pool of one of configs with the operations the fuzzer
-// makes up, seeded with random operations for each configuration.
-func (k Kit[C, P]) Fuzz(f *testing.F, configs []C) {
+// FuzzRandomOps runs drive (see [RunRandomOps]) on one of configs with the
+// operations the fuzzer makes up, seeded with seedOps random operations for
+// each configuration.
+func FuzzRandomOps[C any](f *testing.F, configs []C, seedOps int, drive func(C, []byte) error) {
 	for i := range configs {
-		f.Add(uint8(i), RandomOps(uint64(i), 300))
+		f.Add(uint8(i), RandomOps(uint64(i), seedOps))
 	}
-	f.Add(uint8(0), []byte{0, 22, 255, 0, 22, 255, 0, 22, 255, 200, 0, 0, 200, 0, 0, 247, 0, 0})
 	f.Fuzz(func(t *testing.T, config uint8, ops []byte) {
 		ops = ops[:min(len(ops), 3*500)] // a few hundred operations reach every state; more only slow the fuzzer
 		c := configs[int(config)%len(configs)]
-		if err := k.Drive(c, ops); err != nil {
+		if err := drive(c, ops); err != nil {
 			t.Fatalf("%+v: %v", c, err)
 		}
 	})
@@ -246,18 +256,8 @@ type Fit func(free []FreeBlock, rounded int64) (allowed []uint64, want string)
 func (k Kit[C, P]) CheckFit(t *testing.T, c C, round func(int64) int64, fit Fit) {
 	p, err := k.New(strategytest.NewDevice(256<<20), c)
 	require.NoError(t, err)
-	r := rand.New(rand.NewPCG(7, 7))
-	var live []gpualloc.Block
 	hits := 0
-	for i := range 20000 {
-		if len(live) > 0 && r.IntN(2) == 0 {
-			k := r.IntN(len(live))
-			require.NoError(t, p.Free(live[k]))
-			live[k] = live[len(live)-1]
-			live = live[:len(live)-1]
-			continue
-		}
-		size := int64(math.Exp(r.Float64() * math.Log(4<<20)))
+	RandomAllocs(t, p, func(i int, size int64) gpualloc.Block {
 		var free []FreeBlock
 		for _, s := range k.Heap(p).Layout() {
 			addr := s.Addr
@@ -272,7 +272,6 @@ func (k Kit[C, P]) CheckFit(t *testing.T, c C, round func(int64) int64, fit Fit)
 		mallocs := p.Stats().DeviceMallocs
 		b, err := p.Alloc(size)
 		require.NoError(t, err, "op %d", i)
-		live = append(live, b)
 		hit := slices.ContainsFunc(free, func(f FreeBlock) bool { return f.Addr == b.Addr })
 		switch {
 		case len(allowed) == 0 && hit:
@@ -285,9 +284,30 @@ func (k Kit[C, P]) CheckFit(t *testing.T, c C, round func(int64) int64, fit Fit)
 		if hit {
 			hits++
 		}
-	}
+		return b
+	})
 	if hits < 5000 {
 		t.Errorf("only %d allocations were served from free blocks", hits)
+	}
+}
+
+// RandomAllocs makes 20000 random operations on p: half frees of a random
+// live block (when there is one), half requests of up to 4 MiB, spread
+// evenly over the logarithm of the size, each made by alloc, which checks
+// what it must and returns the block. The operations are the same on every
+// run.
+func RandomAllocs(t *testing.T, p gpualloc.Allocator, alloc func(i int, size int64) gpualloc.Block) {
+	r := rand.New(rand.NewPCG(7, 7))
+	var live []gpualloc.Block
+	for i := range 20000 {
+		if len(live) > 0 && r.IntN(2) == 0 {
+			k := r.IntN(len(live))
+			require.NoError(t, p.Free(live[k]))
+			live[k] = live[len(live)-1]
+			live = live[:len(live)-1]
+			continue
+		}
+		live = append(live, alloc(i, int64(math.Exp(r.Float64()*math.Log(4<<20)))))
 	}
 }
 

@@ -5,6 +5,7 @@
 package segmenttest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -155,7 +156,7 @@ func Drive(p Pool, dev *strategytest.Device, ops []byte, opt Options) error {
 		if !dev.Holds(b.Addr, b.Size) {
 			return fmt.Errorf("op %d, %s: block %#x+%d lies outside the device regions", step, what, b.Addr, b.Size)
 		}
-		i, _ := slices.BinarySearchFunc(live, b.Addr, func(x gpualloc.Block, addr uint64) int { return compareAddr(x.Addr, addr) })
+		i, _ := slices.BinarySearchFunc(live, b.Addr, func(x gpualloc.Block, addr uint64) int { return cmp.Compare(x.Addr, addr) })
 		if i > 0 && live[i-1].End() > b.Addr {
 			return fmt.Errorf("op %d, %s: block overlaps live block %#x+%d", step, what, live[i-1].Addr, live[i-1].Size)
 		}
@@ -253,16 +254,6 @@ func Drive(p Pool, dev *strategytest.Device, ops []byte, opt Options) error {
 		return fmt.Errorf("everything released, yet FreeSpace() = %d, %d", largest, total)
 	}
 	return nil
-}
-
-func compareAddr(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // RandomOps returns n operations for Drive from seed. The mix of allocs and

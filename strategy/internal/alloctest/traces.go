@@ -1,0 +1,84 @@
+package alloctest
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/strategy/strategytest"
+	"github.com/gpualloc/gpualloc/traces"
+	"github.com/gpualloc/gpualloc/traces/gen"
+)
+
+// RandomTrace returns, as a trace file, the random workload of traces/gen:
+// n events from seed.
+func RandomTrace(tb testing.TB, seed uint64, n int64) []byte {
+	tb.Helper()
+	var buf bytes.Buffer
+	w := traces.NewWriter(&buf, gen.Columns()...)
+	require.NoError(tb, gen.Generate(w, "random", gen.Options{Events: n, Seed: seed}))
+	require.NoError(tb, w.Close())
+	return buf.Bytes()
+}
+
+// Reader returns a reader of data, a trace file named name.
+func Reader(tb testing.TB, name string, data []byte) traces.FileReader {
+	tb.Helper()
+	r, err := traces.NewReader(bytes.NewReader(data), name, traces.Options{})
+	require.NoError(tb, err)
+	return r
+}
+
+// RandomEvents returns the events of [RandomTrace], held in memory.
+func RandomEvents(tb testing.TB, seed uint64, n int64) []traces.Event {
+	tb.Helper()
+	events, err := traces.ReadAll(Reader(tb, "random", RandomTrace(tb, seed, n)))
+	require.NoError(tb, err)
+	return events
+}
+
+// BundledEvents returns the events of the bundled trace named name, held
+// in memory.
+func BundledEvents(tb testing.TB, name string) []traces.Event {
+	tb.Helper()
+	bd, ok := traces.LookupBundled(name)
+	require.True(tb, ok, name)
+	r, err := bd.Open()
+	require.NoError(tb, err)
+	events, err := traces.ReadAll(r)
+	require.NoError(tb, err)
+	return events
+}
+
+// RoundedPeak returns the peak over time of the sum of round(size) over the
+// live allocations of events, and that sum at the end.
+func RoundedPeak(events []traces.Event, round func(int64) int64) (peak, end int64) {
+	var sum int64
+	for _, ev := range events {
+		switch ev.Op {
+		case traces.OpAlloc:
+			sum += round(ev.Size)
+			peak = max(peak, sum)
+		case traces.OpFree:
+			sum -= round(ev.Size)
+		}
+	}
+	return peak, sum
+}
+
+// ReplayPeak replays r through [sim.Replay] on pools open opens, with the
+// engine's checks on, and checks that no allocation fails and that the peak
+// of allocated bytes is want, no more than the peak of reserved bytes. It
+// returns the result for further checks.
+func ReplayPeak(t *testing.T, r traces.Reader, open strategytest.OpenFunc, want int64) sim.Result {
+	t.Helper()
+	res, err := sim.Replay(r, sim.Config{Open: open, SeriesBuckets: -1, Verify: true})
+	require.NoError(t, err)
+	require.Zero(t, res.OOMs)
+	assert.Equal(t, want, res.PeakAllocatedBytes)
+	assert.GreaterOrEqual(t, res.PeakReservedBytes, res.PeakAllocatedBytes)
+	return res
+}
