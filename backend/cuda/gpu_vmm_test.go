@@ -141,20 +141,9 @@ func TestGPUVirtualReplay(t *testing.T) {
 				if c.OOMs != 0 || s.OOMs != 0 {
 					t.Skipf("out of memory (%d on the GPU, %d on the simulator): the figures need not agree", c.OOMs, s.OOMs)
 				}
-				for _, x := range []struct {
-					name string
-					c, s int64
-				}{
-					{"peak reserved", c.PeakReservedBytes, s.PeakReservedBytes},
-					{"device mallocs", c.DeviceMallocs, s.DeviceMallocs},
-					{"device frees", c.DeviceFrees, s.DeviceFrees},
-					{"device maps", c.DeviceMaps, s.DeviceMaps},
-					{"device unmaps", c.DeviceUnmaps, s.DeviceUnmaps},
-					{"cache hits", c.CacheHits, s.CacheHits},
-				} {
-					if x.c != x.s {
-						t.Errorf("%s: %d on the GPU, %d on the simulator", x.name, x.c, x.s)
-					}
+				for _, d := range cuda.DiffFigures(c, s, "peak reserved", "device mallocs", "device frees",
+					"device maps", "device unmaps", "cache hits") {
+					t.Error(d)
 				}
 				t.Logf("%d events, %d creates, %d maps, peak reserved %s, %.0f events/s",
 					c.Events, c.DeviceMallocs, c.DeviceMaps, gpualloc.FormatSize(c.PeakReservedBytes), c.EventsPerSec)

@@ -531,21 +531,9 @@ func TestVirtualReplay(t *testing.T) {
 			if c.DeviceMaps == 0 || c.DeviceMaps != s.DeviceMaps || c.DeviceUnmaps != s.DeviceUnmaps {
 				t.Errorf("maps and unmaps: %d, %d through the backend, %d, %d on the simulator", c.DeviceMaps, c.DeviceUnmaps, s.DeviceMaps, s.DeviceUnmaps)
 			}
-			for _, x := range []struct {
-				name string
-				c, s int64
-			}{
-				{"peak reserved", c.PeakReservedBytes, s.PeakReservedBytes},
-				{"peak allocated", c.PeakAllocatedBytes, s.PeakAllocatedBytes},
-				{"device mallocs", c.DeviceMallocs, s.DeviceMallocs},
-				{"device frees", c.DeviceFrees, s.DeviceFrees},
-				{"device malloc bytes", c.DeviceMallocBytes, s.DeviceMallocBytes},
-				{"cache hits", c.CacheHits, s.CacheHits},
-				{"ooms", c.OOMs, s.OOMs},
-			} {
-				if x.c != x.s {
-					t.Errorf("%s: %d through the backend, %d on the simulator", x.name, x.c, x.s)
-				}
+			for _, d := range DiffFigures(c, s, "peak reserved", "peak allocated", "device mallocs", "device frees",
+				"device malloc bytes", "cache hits", "ooms") {
+				t.Error(d)
 			}
 			if len(f.ranges)+len(f.phys)+len(f.mappings)+len(f.allocs) != 0 || f.retain != 0 {
 				t.Errorf("after the replay the driver holds %d ranges, %d handles, %d mappings, %d allocations",
