@@ -145,7 +145,7 @@ func (r *snapRecorder) open(dev int, a gpualloc.Allocator, spec string) {
 	if r.settings != nil {
 		return
 	}
-	var s snapshot.AllocatorSettings
+	s := snapshot.DefaultSettings()
 	if sr, ok := a.(snapshot.SettingsReporter); ok {
 		s = sr.AllocatorSettings()
 	}
