@@ -109,6 +109,10 @@ func (p *parser) settings(v any, path string) *AllocatorSettings {
 			}
 			s.ExpandableSegments = n != 0
 		default:
+			if tooLarge(v) {
+				p.fail(kp, "nested too deeply, too large, or holding itself")
+				return nil
+			}
 			if s.Other == nil {
 				s.Other = map[string]any{}
 			}

@@ -2,6 +2,9 @@ package snapshot_test
 
 import (
 	"bytes"
+	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -135,4 +138,61 @@ type countingWriter int64
 func (w *countingWriter) Write(p []byte) (int, error) {
 	*w += countingWriter(len(p))
 	return len(p), nil
+}
+
+// FuzzWriteRoundTrip decodes, writes and decodes again, as image/png's
+// fuzz test does: whatever Read accepts, Write writes so that Read gives
+// the same snapshot back.
+func FuzzWriteRoundTrip(f *testing.F) {
+	for _, proto := range []int{2, 4} {
+		f.Add(pk.Encode(pk.TwoDevices(true), pk.Options{Proto: proto, Memo: true}))
+		f.Add(pk.Encode(pk.TwoDevices(false), pk.Options{Proto: proto, AllLong: true}))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := snapshot.Read(bytes.NewReader(data), "f.pickle")
+		if err != nil || hasNaN(s) {
+			return
+		}
+		var b bytes.Buffer
+		if err := snapshot.Write(&b, s, snapshot.WriteOptions{}); err != nil {
+			if strings.Contains(err.Error(), "beyond 64 bits") {
+				return // a settings value Write cannot give the viewer
+			}
+			t.Fatal(err)
+		}
+		got, err := snapshot.Read(bytes.NewReader(b.Bytes()), "f.pickle")
+		require.NoError(t, err)
+		if !reflect.DeepEqual(emptyIsNil(s), emptyIsNil(got)) {
+			t.Fatalf("read back differs:\n%+v\n%+v", s.AllocatorSettings, got.AllocatorSettings)
+		}
+	})
+}
+
+// emptyIsNil makes the empty lists of s nil: a list the input leaves out
+// is written empty.
+func emptyIsNil(s *snapshot.Snapshot) *snapshot.Snapshot {
+	if len(s.DeviceTraces) == 0 {
+		s.DeviceTraces = nil
+	}
+	for i := range s.Segments {
+		if len(s.Segments[i].Blocks) == 0 {
+			s.Segments[i].Blocks = nil
+		}
+	}
+	return s
+}
+
+// hasNaN reports whether the settings hold a NaN, which equals nothing.
+func hasNaN(s *snapshot.Snapshot) bool {
+	if s.AllocatorSettings == nil {
+		return false
+	}
+	return strings.Contains(fmt.Sprint(s.AllocatorSettings.Other), "NaN")
+}
+
+func TestReadSettingsHoldingThemselves(t *testing.T) {
+	// allocator_settings: {"x": <the same dict>}, through the memo.
+	data := []byte("\x80\x04}\x94(\x8c\x08segments\x94]\x94\x8c\x12allocator_settings\x94}\x94(\x8c\x01x\x94h\x04uu.")
+	_, err := snapshot.Read(bytes.NewReader(data), "c.pickle")
+	require.EqualError(t, err, "c.pickle: allocator_settings.x: nested too deeply, too large, or holding itself")
 }
