@@ -204,10 +204,15 @@ func (r *snapRecorder) segmentAlloc(dev int, addr uint64, size int64) {
 }
 
 func (r *snapRecorder) segmentFree(dev int, addr uint64, size int64) {
-	d := r.devs[dev]
-	stream := d.segs[addr].stream
-	delete(d.segs, addr)
-	r.add(dev, snapEntry{action: actSegmentFree, addr: addr, size: size, stream: stream, timeUS: r.timeUS})
+	r.drop(dev, r.devs[dev].segs, actSegmentFree, addr, size)
+}
+
+// drop records the end of a device allocation or mapping at addr, kept in
+// m, with the stream it was made on.
+func (r *snapRecorder) drop(dev int, m map[uint64]region, action uint8, addr uint64, size int64) {
+	stream := m[addr].stream
+	delete(m, addr)
+	r.add(dev, snapEntry{action: action, addr: addr, size: size, stream: stream, timeUS: r.timeUS})
 }
 
 func (r *snapRecorder) reserve(dev int, addr uint64, size int64) {
@@ -220,7 +225,7 @@ func (r *snapRecorder) segmentMap(dev int, addr uint64, size int64) {
 	d := r.devs[dev]
 	d.mapped[addr] = region{size: size, stream: r.stream}
 	if size > smallSegment {
-		if v := d.rangeOf(addr); v != nil {
+		if _, v := d.rangeOf(addr); v != nil {
 			v.large = true
 		}
 	}
@@ -228,31 +233,18 @@ func (r *snapRecorder) segmentMap(dev int, addr uint64, size int64) {
 }
 
 func (r *snapRecorder) segmentUnmap(dev int, addr uint64, size int64) {
-	d := r.devs[dev]
-	stream := d.mapped[addr].stream
-	delete(d.mapped, addr)
-	r.add(dev, snapEntry{action: actSegmentUnmap, addr: addr, size: size, stream: stream, timeUS: r.timeUS})
+	r.drop(dev, r.devs[dev].mapped, actSegmentUnmap, addr, size)
 }
 
-// rangeOf returns the reserved range that holds addr, or nil. O(ranges).
-func (d *snapDevice) rangeOf(addr uint64) *vrange {
+// rangeOf returns the address of the reserved range that holds addr and
+// the range, or addr and nil when none does. O(ranges).
+func (d *snapDevice) rangeOf(addr uint64) (uint64, *vrange) {
 	for a, v := range d.reserved {
 		if a <= addr && addr < a+uint64(v.size) {
-			return v
+			return a, v
 		}
 	}
-	return nil
-}
-
-// rangeStart returns the address of the reserved range that holds addr, or
-// addr itself when none does.
-func (d *snapDevice) rangeStart(addr uint64) uint64 {
-	for a, v := range d.reserved {
-		if a <= addr && addr < a+uint64(v.size) {
-			return a
-		}
-	}
-	return addr
+	return addr, nil
 }
 
 // snapshot builds the snapshot of the replay: the trace entries kept and the
@@ -319,11 +311,11 @@ func (d *snapDevice) segments(dev int, cats bool) ([]snapshot.Segment, error) {
 	slices.Sort(pages)
 	for i := 0; i < len(pages); {
 		start := pages[i]
-		base := d.rangeStart(start)
+		base, _ := d.rangeOf(start)
 		first := d.mapped[start]
 		end := start + uint64(first.size)
 		j := i + 1
-		for ; j < len(pages) && pages[j] == end && d.rangeStart(pages[j]) == base; j++ {
+		for ; j < len(pages) && pages[j] == end && sameRange(d, pages[j], base); j++ {
 			end += uint64(d.mapped[pages[j]].size)
 		}
 		small := true
@@ -374,6 +366,12 @@ func (d *snapDevice) segments(dev int, cats bool) ([]snapshot.Segment, error) {
 		return nil, fmt.Errorf("block at %#x of %d bytes lies outside the device memory the strategy holds", a, d.live[a].size)
 	}
 	return segs, nil
+}
+
+// sameRange reports whether addr lies in the reserved range at base.
+func sameRange(d *snapDevice, addr, base uint64) bool {
+	a, _ := d.rangeOf(addr)
+	return a == base
 }
 
 func segmentType(small bool) string {
