@@ -149,11 +149,13 @@ func TestExportEveryStrategy(t *testing.T) {
 	}
 	for _, name := range gpualloc.Names() {
 		t.Run(name, func(t *testing.T) {
-			for _, sh := range shapes {
+			for i, sh := range shapes {
 				res, _, data := export(t, sh, name, 0, 0)
 				require.Zero(t, res.OOMs)
 				replayExport(t, data, name, 0, res)
-				export(t, sh, name, 0, 500)
+				if i == 1 {
+					export(t, sh, name, 0, 500)
+				}
 			}
 			// A device far too small: failed allocations and releases.
 			sh := shape{trace: "training", events: 3000, devices: 2}
@@ -190,13 +192,14 @@ var pytorchSettings = []string{
 // TestExportPyTorch exports replays of the pytorch strategy under many
 // settings, shapes and capacities, and runs the fidelity check on each
 // whole export that the check models today (one device, no expandable
-// segments, no failed allocation): it must match every decision.
+// segments, no failed allocation, no memory_fraction): it must match every
+// decision.
 func TestExportPyTorch(t *testing.T) {
 	shapes := []shape{
-		{trace: "training", events: 6000},
-		{trace: "dynamic", events: 6000, streams: 2},
-		{trace: "transformer-cpu", events: 6000, devices: 2, streams: 3},
-		{trace: "resnet18-cpu", events: 6000},
+		{trace: "training", events: 4000},
+		{trace: "dynamic", events: 4000, streams: 2},
+		{trace: "transformer-cpu", events: 4000, devices: 2, streams: 3},
+		{trace: "resnet18-cpu", events: 4000},
 	}
 	for _, spec := range pytorchSettings {
 		t.Run(spec, func(t *testing.T) {
@@ -207,10 +210,13 @@ func TestExportPyTorch(t *testing.T) {
 					if res.OOMs == 0 {
 						replayExport(t, data, spec, capacity, res)
 					}
-					for _, n := range []int{50, 1000} {
-						export(t, sh, spec, capacity, n)
+					if capacity == 0 {
+						export(t, sh, spec, capacity, 300)
 					}
-					if len(s.DeviceTraces) > 1 || s.AllocatorSettings.ExpandableSegments || res.OOMs > 0 || capacity != 0 {
+					// A memory_fraction caps the pool at a fraction of the
+					// device, whose size a snapshot does not record.
+					if len(s.DeviceTraces) > 1 || s.AllocatorSettings.ExpandableSegments || res.OOMs > 0 || capacity != 0 ||
+						strings.Contains(spec, "memory_fraction") {
 						continue
 					}
 					fr, err := fidelity.Run(s, sh.String(), fidelity.Options{New: fidelity.PyTorch})
@@ -221,7 +227,7 @@ func TestExportPyTorch(t *testing.T) {
 					compared++
 				}
 			}
-			if !strings.Contains(spec, "expandable") {
+			if !strings.Contains(spec, "expandable") && !strings.Contains(spec, "memory_fraction") {
 				require.Positive(t, compared, "fidelity ran on no export")
 			}
 		})

@@ -158,14 +158,15 @@ func (p *parser) divisions(v any, path string) [Intervals]int64 {
 // roundup_power2_divisions (one number when every interval has the same,
 // else a list "[1:4,2:8]"), garbage_collection_threshold and
 // expandable_segments:True, each only when it is not the default; and
-// max_non_split_rounding_mb from Conf, since PyTorch does not record its
-// effective value. When the file records no effective settings, every one
+// max_non_split_rounding_mb and memory_fraction (the pytorch strategy's
+// extension) from Conf, since PyTorch does not record their effective
+// values. When the file records no effective settings, every one
 // of these options comes from Conf. Default settings give "".
 func (s *AllocatorSettings) AllocConf() string {
 	if s == nil {
 		return ""
 	}
-	fromConf := map[string]bool{"max_non_split_rounding_mb": true}
+	fromConf := map[string]bool{"max_non_split_rounding_mb": true, "memory_fraction": true}
 	var opts []string
 	if s.Effective {
 		if s.MaxSplitSize >= 0 && s.MaxSplitSize < math.MaxInt64 {

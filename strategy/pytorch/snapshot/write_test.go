@@ -196,3 +196,9 @@ func TestReadSettingsHoldingThemselves(t *testing.T) {
 	_, err := snapshot.Read(bytes.NewReader(data), "c.pickle")
 	require.EqualError(t, err, "c.pickle: allocator_settings.x: nested too deeply, too large, or holding itself")
 }
+
+func TestAllocConfMemoryFraction(t *testing.T) {
+	s := &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: -1, GarbageCollectionThreshold: 0.6,
+		Conf: "garbage_collection_threshold:0.6,memory_fraction:0.5"}
+	assert.Equal(t, "garbage_collection_threshold:0.6,memory_fraction:0.5", s.AllocConf())
+}
