@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/pflag"
 
@@ -89,11 +90,14 @@ func (f *snapshotFlags) writer(trace string, p *gpualloc.Params) func(*snapshot.
 	return func(s *snapshot.Snapshot) error { return writeSnapshot(path, s) }
 }
 
-// writeSnapshot writes s into the file path.
+// writeSnapshot writes s into the file path, through a temporary file in
+// the same directory renamed at the end, so that no reader (nor a replay of
+// the same trace and spec writing at the same time) sees half a file.
 func writeSnapshot(path string, s *snapshot.Snapshot) error {
-	out, err := os.Create(path)
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.%d-%d.tmp", filepath.Base(path), os.Getpid(), tmpCount.Add(1)))
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 	if err != nil {
-		return err
+		return fmt.Errorf("writing %s: %w", path, unwrapPath(err))
 	}
 	w := bufio.NewWriterSize(out, 1<<16)
 	err = snapshot.Write(w, s, snapshot.WriteOptions{})
@@ -103,12 +107,18 @@ func writeSnapshot(path string, s *snapshot.Snapshot) error {
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
 	if err != nil {
-		os.Remove(path)
+		os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
 }
+
+// tmpCount numbers the temporary files of the snapshots being written.
+var tmpCount atomic.Int64
 
 // maxNamePart bounds the readable part of a snapshot's file name, which
 // keeps names within the 255 bytes that filesystems allow.
