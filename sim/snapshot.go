@@ -145,9 +145,12 @@ func (r *snapRecorder) device(i int) *snapDevice {
 // them; spec names the strategy.
 func (r *snapRecorder) open(d *device, spec string) {
 	r.device(d.index)
-	ra := &recAlloc{inner: d.alloc, stream: d.stream, cat: d.cat, rec: r, d: d}
 	a := d.alloc
+	ra := &recAlloc{inner: a, stream: d.stream, cat: d.cat, rec: r, d: d}
 	d.alloc, d.stream, d.cat = ra, ra, ra
+	if rel, ok := a.(gpualloc.Releaser); ok {
+		d.alloc = &recReleaser{ra, rel}
+	}
 	if r.settings != nil {
 		return
 	}

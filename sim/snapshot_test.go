@@ -156,3 +156,36 @@ func BenchmarkReplaySnapshot(b *testing.B) {
 		})
 	}
 }
+
+// TestSnapshotKeepsReleaser checks that the recording wrapper of an
+// allocator is a gpualloc.Releaser exactly when the allocator is, and that
+// a release's device frees are recorded.
+func TestSnapshotKeepsReleaser(t *testing.T) {
+	var got *snapshot.Snapshot
+	cfg := Config{Open: openCache, Snapshot: func(s *snapshot.Snapshot) error { got = s; return nil }}
+	e, err := newEngine(smallTrace().reader(), cfg)
+	require.NoError(t, err)
+	d, err := e.device(0)
+	require.NoError(t, err)
+	rel, ok := d.alloc.(gpualloc.Releaser)
+	require.True(t, ok, "cacheAlloc is a Releaser")
+	b, err := d.cat.AllocCategory(1000, 3, gpualloc.CategoryUnknown)
+	require.NoError(t, err)
+	require.NoError(t, d.alloc.Free(b))
+	require.NoError(t, rel.ReleaseAll())
+	require.NoError(t, e.snapshot())
+	var actions []snapshot.Action
+	for _, x := range got.DeviceTraces[0] {
+		actions = append(actions, x.Action)
+	}
+	assert.Equal(t, []snapshot.Action{snapshot.SegmentAlloc, snapshot.Alloc, snapshot.FreeRequested, snapshot.FreeCompleted, snapshot.SegmentFree}, actions)
+	assert.EqualValues(t, 3, got.DeviceTraces[0][4].Stream, "the segment's stream")
+	assert.Empty(t, got.Segments)
+
+	e, err = newEngine(smallTrace().reader(), Config{Open: openExact, Snapshot: cfg.Snapshot})
+	require.NoError(t, err)
+	d, err = e.device(0)
+	require.NoError(t, err)
+	_, ok = d.alloc.(gpualloc.Releaser)
+	assert.False(t, ok, "exactAlloc is no Releaser")
+}

@@ -97,6 +97,16 @@ func (a *recAlloc) Close() error {
 	return nil
 }
 
+// A recReleaser is the recAlloc of an allocator that is a
+// gpualloc.Releaser, and one too: the device frees of its ReleaseAll are
+// recorded by its backend.
+type recReleaser struct {
+	*recAlloc
+	rel gpualloc.Releaser
+}
+
+func (a *recReleaser) ReleaseAll() error { return a.rel.ReleaseAll() }
+
 // backend returns the backend to give device d's allocator: b, the counting
 // wrapper, wrapped to record the device calls.
 func (r *snapRecorder) backend(d *device, b gpualloc.Backend) gpualloc.Backend {
