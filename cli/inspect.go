@@ -25,6 +25,7 @@ type traceInfo struct {
 	Events        int64  `json:"events"`
 	Allocs        int64  `json:"allocs"`
 	Frees         int64  `json:"frees"`
+	Releases      int64  `json:"releases,omitempty"`
 	PeakLiveBytes int64  `json:"peak_live_bytes"`
 	PeakLive      int64  `json:"peak_live"` // most allocations live at once
 	LiveAtEnd     int64  `json:"live_at_end"`
@@ -114,6 +115,10 @@ func inspect(in *input) (traceInfo, error) {
 				first = ev.TimeUS
 			}
 			last = ev.TimeUS
+		}
+		if ev.Op == traces.OpRelease {
+			info.Releases++
+			continue
 		}
 		if ev.Op == traces.OpFree {
 			info.Frees++

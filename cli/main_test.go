@@ -142,6 +142,20 @@ func TestGolden(t *testing.T) {
 		{"err_convert_args", nil, []string{"convert", "testdata/tiny.csv"}, 2},
 		{"err_plot_format", nil, []string{"-o", "nosuch", "--plot-format", "png,bmp", "testdata/tiny.csv"}, 2},
 		{"err_progress", nil, []string{"--progress", "sometimes", "testdata/tiny.csv"}, 2},
+
+		{"help", nil, []string{"-h"}, 0},
+		{"bundled_by_name", nil, []string{"-s", "round", "dynamic"}, 0},
+		{"release", nil, []string{"-s", "naive", "-s", "unpooled", "-f", "json", "testdata/release.csv"}, 0},
+		{"release_table", nil, []string{"-s", "naive", "testdata/release.csv"}, 0},
+		{"release_convert", nil, []string{"convert", "testdata/release.csv", "-"}, 0},
+		{"capacity_mark", nil, []string{"--capacity", "12MiB", "-s", "naive", "-s", "round", "-s", "unpooled", "testdata/tiny.csv"}, 0},
+		{"env_pytorch_conf", map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"}, []string{"-s", "pytorch", "testdata/tiny.csv"}, 0},
+		{"err_near_noop", nil, []string{"testdata/near_noop.csv"}, 1},
+		{"err_near_semicolon", nil, []string{"testdata/near_semicolon.csv"}, 1},
+		{"err_near_quoted", nil, []string{"testdata/near_quoted.csv"}, 1},
+		{"err_near_renamed", nil, []string{"testdata/near_renamed.csv"}, 1},
+		{"err_convert_out_json", nil, []string{"convert", "testdata/tiny.csv", "out.json"}, 2},
+		{"err_pytorch_async", map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, []string{"testdata/tiny.csv"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := run(t, tc.env, tc.args...)
