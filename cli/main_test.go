@@ -155,6 +155,9 @@ func TestGolden(t *testing.T) {
 		{"err_near_quoted", nil, []string{"testdata/near_quoted.csv"}, 1},
 		{"err_near_renamed", nil, []string{"testdata/near_renamed.csv"}, 1},
 		{"err_convert_out_json", nil, []string{"convert", "testdata/tiny.csv", "out.json"}, 2},
+		{"err_width", nil, []string{"-o", "nosuch", "--width", "3.3", "testdata/tiny.csv"}, 2},
+		{"err_log_y", nil, []string{"-o", "nosuch", "--log-y=maybe", "testdata/tiny.csv"}, 2},
+		{"err_figures", nil, []string{"-o", "nosuch", "--figures", "memory,pie", "testdata/tiny.csv"}, 2},
 		{"err_pytorch_async", map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, []string{"testdata/tiny.csv"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

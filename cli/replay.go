@@ -48,8 +48,10 @@ left live at its end.
 
 With -o DIR it also writes a report into DIR: summary.csv and summary.json
 (the result schema), timeseries.csv, figures for each trace and across
-traces (memory and fragmentation over time, peak reserved, the trace, and
-overhead), and index.html, which shows them all.
+traces (memory over time, in one plot and in a panel per strategy,
+fragmentation over time, peak reserved, the trace, and overhead), and
+index.html, which shows them all. --figures, --width, --height, --title
+and --log-y shape the figures.
 
 Commands: inspect, convert, gen, fidelity, strategies ('simulate COMMAND -h').
 
@@ -65,7 +67,7 @@ type replayFlags struct {
 	jobs       int
 	lenient    bool
 	out        string
-	plotFormat string
+	figures    figureFlags
 	progress   string
 }
 
@@ -79,7 +81,7 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	fs.IntVarP(&f.jobs, "jobs", "j", 0, "replays to run at once (default: the number of cores; 1 with -b host or cuda)")
 	fs.BoolVar(&f.lenient, "lenient", false, "skip bad events of a trace, count them and go on")
 	fs.StringVarP(&f.out, "out", "o", "", "write a report (summaries, time series, figures, index.html) into `DIR`")
-	fs.StringVar(&f.plotFormat, "plot-format", "png,svg", "formats of the report's figures: png, svg, pdf, comma-separated")
+	f.figures.add(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -87,9 +89,9 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	if err := checkFormat(f.format); err != nil {
 		return err
 	}
-	plotFormats, err := report.ParseFormats(f.plotFormat)
+	opts, err := f.figures.options()
 	if err != nil {
-		return usagef("--plot-format: %v", err)
+		return err
 	}
 	if err := checkProgress(f.progress); err != nil {
 		return err
@@ -189,7 +191,7 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 				hist[inputs[k].name] = &sc.Sizes
 			}
 		}
-		if _, err := report.Write(f.out, results, report.Options{Formats: plotFormats, Sizes: hist}); err != nil {
+		if _, err := report.Write(f.out, results, withSizes(opts, hist)); err != nil {
 			return err
 		}
 	}
@@ -264,6 +266,11 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 		fmt.Fprintf(stderr, "simulate: environment: %s\n", strings.Join(notes, "; "))
 	}
 	return chosen, nil
+}
+
+func withSizes(o report.Options, sizes map[string]*report.SizeHistogram) report.Options {
+	o.Sizes = sizes
+	return o
 }
 
 func envSet(getenv func(string) (string, bool), name string) bool {

@@ -30,7 +30,7 @@ func (l linePlotter) Plot(c draw.Canvas, p *plot.Plot) {
 
 // areaPlotter fills the area between two polylines over the same x range,
 // lower from left to right and upper from left to right; a nil lower is
-// the x axis (y = 0).
+// the x axis (y = 0, or the axis's minimum when that is above 0).
 type areaPlotter struct {
 	lower, upper []xy
 	fill         color.Color
@@ -46,9 +46,10 @@ func (a areaPlotter) Plot(c draw.Canvas, p *plot.Plot) {
 		poly = append(poly, vg.Point{X: trX(q.X), Y: trY(q.Y)})
 	}
 	if a.lower == nil {
+		base := trY(max(0, p.Y.Min)) // the axis's bottom on a log scale
 		poly = append(poly,
-			vg.Point{X: trX(a.upper[len(a.upper)-1].X), Y: trY(0)},
-			vg.Point{X: trX(a.upper[0].X), Y: trY(0)})
+			vg.Point{X: trX(a.upper[len(a.upper)-1].X), Y: base},
+			vg.Point{X: trX(a.upper[0].X), Y: base})
 	} else {
 		for i := len(a.lower) - 1; i >= 0; i-- {
 			q := a.lower[i]
