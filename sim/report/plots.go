@@ -205,6 +205,8 @@ func (o *Options) panelsFigure(trace, what string, legend []legendEntry, rs []si
 		cols = 2
 	}
 	rows := (len(rs) + cols - 1) / cols
+	// A panel squeezed by Options.Height labels only its axis's ends.
+	squeezed := o.Height > 0 && (o.Height-legendHeight(legend, o.Width-4)-panelAxes)/vg.Length(rows) < panelRow*0.8
 	fig := &Figure{
 		Name: o.stem(trace) + "-" + what, Trace: trace,
 		Width:  o.Width,
@@ -214,10 +216,11 @@ func (o *Options) panelsFigure(trace, what string, legend []legendEntry, rs []si
 	}
 	for i := range rs {
 		p := timePlot(ax, ss...)
-		p.Title.Text = o.Label(rs[i].Strategy)
-		p.Title.TextStyle.Font.Size = smallPt
-		p.Title.Padding = 1
 		fill(p, i)
+		p.Add(cornerLabel{text: o.Label(rs[i].Strategy)})
+		if squeezed {
+			p.Y.Tick.Marker = endTicks{p.Y.Tick.Marker}
+		}
 		if i < len(rs)-cols {
 			p.X.Label.Text = ""
 			p.X.Tick.Marker = blankTicks{p.X.Tick.Marker}
@@ -245,6 +248,42 @@ func (decadeTicks) Ticks(min, max float64) []plot.Tick {
 	var ts []plot.Tick
 	for v := math.Pow(10, math.Ceil(math.Log10(min))); v <= max; v *= 10 {
 		ts = append(ts, plot.Tick{Value: v, Label: trimFloat(v, 4)})
+	}
+	return ts
+}
+
+// cornerLabel names a panel in the top left corner of its data area, on a
+// ground of translucent white, over what the panel draws.
+type cornerLabel struct{ text string }
+
+func (l cornerLabel) Plot(c draw.Canvas, _ *plot.Plot) {
+	sty := textStyle(smallPt)
+	sty.XAlign, sty.YAlign = draw.XLeft, draw.YTop
+	at := vg.Point{X: c.Min.X + 2, Y: c.Max.Y - 1}
+	r := sty.Rectangle(l.text)
+	c.SetColor(color.NRGBA{R: 255, G: 255, B: 255, A: 200}) // the data shows through
+	c.Fill(vg.Rectangle{Min: vg.Point{X: at.X + r.Min.X - 1, Y: at.Y + r.Min.Y}, Max: vg.Point{X: at.X + r.Max.X + 1, Y: at.Y + r.Max.Y}}.Path())
+	c.FillText(sty, at, l.text)
+}
+
+// endTicks are the ticks of t with only the first and the last label.
+type endTicks struct{ t plot.Ticker }
+
+func (e endTicks) Ticks(min, max float64) []plot.Tick {
+	ts := e.t.Ticks(min, max)
+	first, last := -1, -1
+	for i, t := range ts {
+		if t.Label != "" {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	for i := range ts {
+		if i != first && i != last {
+			ts[i].Label = ""
+		}
 	}
 	return ts
 }
@@ -277,6 +316,7 @@ func FragmentationFigure(trace string, results []sim.Result, opts Options) *Figu
 	fig := o.panelsFigure(trace, "fragmentation", nil, rs, ss, ax, func(p *plot.Plot, i int) {
 		p.Y.Label.Text = "frag."
 		p.Y.Min, p.Y.Max = 0, 1
+		p.X.Padding = 1.5 // a line at 0% clear of the axis
 		p.Y.Tick.Marker = percentTicks{3}
 		pts := ax.steps(ss[i], func(q sim.Point) float64 {
 			if q.Requested.End <= 0 || q.Reserved.End <= 0 {
