@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gonum.org/v1/plot/cmpimg"
 
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/host"
 	"github.com/gpualloc/gpualloc/sim"
 	_ "github.com/gpualloc/gpualloc/strategy/all" // the built-in strategies, as cmd/simulate has them
 	"github.com/gpualloc/gpualloc/traces"
@@ -340,8 +342,9 @@ func TestCUDAWithoutGPU(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line")
 }
 
-// TestHostWithoutCapacity checks that -b host without --capacity sets no
-// limit: the capacity reported is the system's memory, not 80 GiB.
+// TestHostWithoutCapacity checks that -b host without --capacity limits
+// the replay to the machine's memory, and reports that limit: not 80 GiB,
+// and the total the host backend gives.
 func TestHostWithoutCapacity(t *testing.T) {
 	code, stdout, stderr := run(t, nil, "-b", "host", "-s", "unpooled", "-f", "json", "testdata/tiny.csv")
 	require.Equal(t, 0, code, stderr)
@@ -351,9 +354,31 @@ func TestHostWithoutCapacity(t *testing.T) {
 	assert.Equal(t, "host", res[0].Backend)
 	assert.Positive(t, res[0].CapacityBytes)
 	assert.NotEqual(t, int64(80<<30), res[0].CapacityBytes)
+	b, err := host.Open(host.Options{})
+	require.NoError(t, err)
+	_, total := b.MemInfo()
+	require.NoError(t, b.Close())
+	assert.Equal(t, total, res[0].CapacityBytes, "the limit that held")
 	assert.Zero(t, res[0].OOMs)
 	require.NotNil(t, res[0].DeviceCallNSTotal)
 	assert.Positive(t, *res[0].DeviceCallNSTotal)
 	require.NotNil(t, res[0].AllocDeviceNSMean)
 	assert.Positive(t, *res[0].AllocDeviceNSMean)
+}
+
+// TestHostLimit checks that the host backend of a replay without
+// --capacity refuses more than the machine's memory, the capacity that the
+// results report, rather than handing out address space beyond it.
+func TestHostLimit(t *testing.T) {
+	be, err := chooseBackend("host", 80<<30, false)
+	if err != nil {
+		t.Skipf("no host backend here: %v", err)
+	}
+	b, err := be.newBackend(0)
+	require.NoError(t, err)
+	defer b.(io.Closer).Close()
+	_, total := b.MemInfo()
+	assert.Equal(t, be.capacity, total)
+	_, err = b.Malloc(total + 4096)
+	assert.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
 }
