@@ -72,6 +72,12 @@ func (o *Options) strategyLegend(rs []sim.Result, thumb func(color.Color) func(d
 	return out
 }
 
+// liveEntry is the legend entry of the live bytes, the lower bound, in the
+// figures of memory over time.
+func liveEntry() legendEntry {
+	return legendEntry{name: "live bytes (lower bound)", thumb: areaThumb(liveFill, black, boundWidth)}
+}
+
 // MemoryFigure plots memory over the replays of trace: the bytes each
 // strategy reserved from the device, one line per strategy (its colour,
 // dash pattern and marker), above the live requested bytes of the trace
@@ -88,8 +94,7 @@ func MemoryFigure(trace string, results []sim.Result, opts Options) *Figure {
 	if len(rs) == 0 {
 		return nil
 	}
-	legend := append([]legendEntry{{name: "live bytes (lower bound)", thumb: areaThumb(liveFill, black, boundWidth)}},
-		o.strategyLegend(rs, strategyThumb)...)
+	legend := append([]legendEntry{liveEntry()}, o.strategyLegend(rs, strategyThumb)...)
 	fig, p := o.seriesFigure(trace, "memory", legend, ax, ss)
 	fig.Caption = fmt.Sprintf("Bytes reserved from the device by each strategy (lines, each with its own colour, dashes and marker) and bytes requested by the trace's live allocations (grey, edged in black: no strategy can reserve less, and its peak is the lower bound), against %s. Each line is the largest value within each of at most %d buckets of events, so that every peak shows.", ax.what(), o.MaxPoints)
 	y := o.memoryScale(p, rs, ss)
@@ -171,12 +176,8 @@ func (o *Options) memoryScale(p *plot.Plot, rs []sim.Result, ss [][]sim.Point) y
 // returns nil when no result of the trace has a series.
 func MemoryPanelsFigure(trace string, results []sim.Result, opts Options) *Figure {
 	o := opts.withDefaults(results)
-	rs, ss, ax := o.strategySeries(trace, results)
-	if len(rs) == 0 {
-		return nil
-	}
-	legend := []legendEntry{{name: "live bytes (lower bound)", thumb: areaThumb(liveFill, black, boundWidth)}, {name: "reserved by the strategy", thumb: lineThumb(traceColor, dataWidth)}}
-	fig := o.panelsFigure(trace, "memory-panels", legend, rs, ss, ax, func(p *plot.Plot, i int) {
+	legend := []legendEntry{liveEntry(), {name: "reserved by the strategy", thumb: lineThumb(traceColor, dataWidth)}}
+	fig, ax := o.panelsFigure(trace, "memory-panels", results, legend, func(p *plot.Plot, i int, rs []sim.Result, ss [][]sim.Point, ax xAxis) {
 		y := o.memoryScale(p, rs, ss)
 		// A short label and few ticks: a panel is a fraction of an inch tall.
 		p.Y.Label.Text = y.u.Name
@@ -190,16 +191,26 @@ func MemoryPanelsFigure(trace string, results []sim.Result, opts Options) *Figur
 			linePlotter{pts: ax.stepsOf(ss[i], y.values(reservedPeaks(ss[i]))), sty: draw.LineStyle{Color: o.color(rs[i].Strategy), Width: dataWidth}},
 			linePlotter{pts: live, sty: draw.LineStyle{Color: black, Width: boundWidth}})
 	})
+	if fig == nil {
+		return nil
+	}
 	fig.Title = trace + ": memory over time, by strategy"
 	fig.Caption = fmt.Sprintf("Memory over time as in the figure above, one panel per strategy on the same axes: the bytes the strategy reserved (line) above the trace's live requested bytes (grey, edged in black: the lower bound), against %s.", ax.what())
 	return o.finish(fig)
 }
 
-// panelsFigure is the frame of a figure of trace in small multiples: one
-// panel per result, in two columns when there are more than three, each
-// titled with its strategy and given its plotters by fill; tick labels only
-// on the outer panels.
-func (o *Options) panelsFigure(trace, what string, legend []legendEntry, rs []sim.Result, ss [][]sim.Point, ax xAxis, fill func(p *plot.Plot, i int)) *Figure {
+// panelsFigure is a figure of trace in small multiples: one panel per
+// result of trace that has a series, in two columns when there are more
+// than three, each named after its strategy and given its plotters by fill
+// (of panel i, with the results, their decimated series and the x axis);
+// tick labels only on the outer panels. It returns nil when no result of
+// trace has a series, and the x axis.
+func (o *Options) panelsFigure(trace, what string, results []sim.Result, legend []legendEntry,
+	fill func(p *plot.Plot, i int, rs []sim.Result, ss [][]sim.Point, ax xAxis)) (*Figure, xAxis) {
+	rs, ss, ax := o.strategySeries(trace, results)
+	if len(rs) == 0 {
+		return nil, ax
+	}
 	cols := 1
 	if len(rs) > 3 {
 		cols = 2
@@ -216,7 +227,7 @@ func (o *Options) panelsFigure(trace, what string, legend []legendEntry, rs []si
 	}
 	for i := range rs {
 		p := timePlot(ax, ss...)
-		fill(p, i)
+		fill(p, i, rs, ss, ax)
 		p.Add(cornerLabel{text: o.Label(rs[i].Strategy)})
 		if squeezed {
 			p.Y.Tick.Marker = endTicks{p.Y.Tick.Marker}
@@ -231,7 +242,7 @@ func (o *Options) panelsFigure(trace, what string, legend []legendEntry, rs []si
 		}
 		fig.panels = append(fig.panels, p)
 	}
-	return fig
+	return fig, ax
 }
 
 // Heights of a figure in small multiples: a row of panels, and the x axis
@@ -309,11 +320,7 @@ func (b blankTicks) Ticks(min, max float64) []plot.Tick {
 // It returns nil when no result of the trace has a series.
 func FragmentationFigure(trace string, results []sim.Result, opts Options) *Figure {
 	o := opts.withDefaults(results)
-	rs, ss, ax := o.strategySeries(trace, results)
-	if len(rs) == 0 {
-		return nil
-	}
-	fig := o.panelsFigure(trace, "fragmentation", nil, rs, ss, ax, func(p *plot.Plot, i int) {
+	fig, ax := o.panelsFigure(trace, "fragmentation", results, nil, func(p *plot.Plot, i int, rs []sim.Result, ss [][]sim.Point, ax xAxis) {
 		p.Y.Label.Text = "frag."
 		p.Y.Min, p.Y.Max = 0, 1
 		p.X.Padding = 1.5 // a line at 0% clear of the axis
@@ -332,6 +339,9 @@ func FragmentationFigure(trace string, results []sim.Result, opts Options) *Figu
 			p.Add(linePlotter{pts: run, sty: draw.LineStyle{Color: c, Width: boundWidth}})
 		}
 	})
+	if fig == nil {
+		return nil
+	}
 	fig.Title = trace + ": fragmentation over time"
 	fig.Caption = fmt.Sprintf("Fragmentation of each strategy against %s, one panel per strategy: 1 - requested / reserved bytes, sampled after the last event of each of at most %d buckets of events (GMLake's definition; the table's FRAG takes it at the peaks of the whole replay). 0 is ideal. Where nothing is live the ratio is undefined and nothing is drawn.", ax.what(), o.MaxPoints)
 	return o.finish(fig)
