@@ -188,7 +188,7 @@ func MemoryPanelsFigure(trace string, results []sim.Result, opts Options) *Figur
 		}
 		live := ax.steps(ss[i], func(q sim.Point) float64 { return y.at(q.Requested.Max) })
 		p.Add(areaPlotter{upper: live, fill: liveFill},
-			linePlotter{pts: ax.stepsOf(ss[i], y.values(reservedPeaks(ss[i]))), sty: draw.LineStyle{Color: o.color(rs[i].Strategy), Width: dataWidth}},
+			linePlotter{pts: ax.stepsOf(ss[i], y.values(reservedPeaks(ss[i]))), sty: draw.LineStyle{Color: shade(o.color(rs[i].Strategy)), Width: 1.25 * dataWidth}},
 			linePlotter{pts: live, sty: draw.LineStyle{Color: black, Width: boundWidth}})
 	})
 	if fig == nil {
@@ -345,6 +345,12 @@ func FragmentationFigure(trace string, results []sim.Result, opts Options) *Figu
 	fig.Title = trace + ": fragmentation over time"
 	fig.Caption = fmt.Sprintf("Fragmentation of each strategy against %s, one panel per strategy: 1 - requested / reserved bytes, sampled after the last event of each of at most %d buckets of events (GMLake's definition; the table's FRAG takes it at the peaks of the whole replay). 0 is ideal. Where nothing is live the ratio is undefined and nothing is drawn.", ax.what(), o.MaxPoints)
 	return o.finish(fig)
+}
+
+// shade is c made darker, for a line alone in its panel that must stand
+// out from the live bytes' grey when printed in greyscale.
+func shade(c color.RGBA) color.RGBA {
+	return color.RGBA{R: uint8(int(c.R) * 65 / 100), G: uint8(int(c.G) * 65 / 100), B: uint8(int(c.B) * 65 / 100), A: 255}
 }
 
 // tint is c made light, for an area under a line of colour c.
