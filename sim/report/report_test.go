@@ -109,6 +109,9 @@ func TestGoldenFigures(t *testing.T) {
 	}{
 		{"memory", report.MemoryFigure(tr, results, opts)},
 		{"memory_events", report.MemoryFigure("notime.csv", noTime, opts)},
+		{"memory_log", report.MemoryFigure(tr, results, report.Options{LogY: report.ScaleLog})},
+		{"memory_panels", report.MemoryPanelsFigure(tr, results, opts)},
+		{"titled", report.PeakFigure(tr, results, report.Options{Title: true, Width: 4 * vg.Inch})},
 		{"fragmentation", report.FragmentationFigure(tr, results, opts)},
 		{"peak", report.PeakFigure(tr, results, opts)},
 		{"trace", report.TraceFigure(tr, results, sizes, opts)},
