@@ -181,6 +181,7 @@ func TestHelp(t *testing.T) {
 		code, stdout, stderr := run(t, nil, args...)
 		assert.Equal(t, 0, code, "%v", args)
 		assert.Contains(t, stdout, "usage: simulate", "%v", args)
+		assert.Equal(t, 1, strings.Count(stdout, "usage:"), "%v: the help once", args)
 		assert.Empty(t, stderr, "%v", args)
 	}
 }

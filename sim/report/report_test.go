@@ -185,6 +185,38 @@ func TestIndexPreviewWithPDF(t *testing.T) {
 	assert.Contains(t, string(idx), "overflow-x: auto", "a wide table scrolls within the page")
 }
 
+// TestTableMarks checks the marks and notes of the summary table: the
+// overhead as a ratio, a capacity mark, the allocation tiny leaves live, "oom";
+// and the overhead figure's mark of a strategy that ran out of memory.
+func TestTableMarks(t *testing.T) {
+	results, _ := replay(t, "testdata/tiny.csv", tinyTrace(t, false), strategies...)
+	results[0].DeviceFullAllocs = 3
+	results[2].OOMs = 1
+	tab := report.SummaryTable(results)
+	col := slices.Index(tab.Head, "PEAK RESERVED")
+	over := slices.Index(tab.Head, "OVERHEAD")
+	assert.True(t, strings.HasSuffix(tab.Rows[0][col], report.CapacityMark), tab.Rows[0][col])
+	assert.False(t, strings.HasSuffix(tab.Rows[1][col], report.CapacityMark), tab.Rows[1][col])
+	assert.Regexp(t, `^[0-9.]+×$`, tab.Rows[1][over])
+	assert.Equal(t, "oom", tab.Rows[2][over])
+	require.Len(t, tab.Notes, 2)
+	assert.Contains(t, tab.Notes[0], "met the device's capacity")
+	// tiny ends with one allocation live, the same for every strategy.
+	assert.Equal(t, int64(1), results[1].LiveAtEnd)
+	assert.Equal(t, "testdata/tiny.csv: 1 allocation (3.81 MiB) still live at the end of the trace (a leak, or a trace that ended mid-step)", tab.Notes[1])
+
+	var b bytes.Buffer
+	require.NoError(t, report.OverheadFigure(results, report.Options{}).Write(&b, report.SVG, 0))
+	assert.Contains(t, b.String(), results[2].Strategy[:strings.IndexByte(results[2].Strategy+":", ':')]+"†")
+
+	dir := t.TempDir()
+	_, err := report.Write(dir, results, report.Options{Formats: []report.Format{report.SVG}})
+	require.NoError(t, err)
+	idx, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	require.NoError(t, err)
+	assert.Contains(t, string(idx), "still live at the end of the trace")
+}
+
 // TestWrite writes a report in every format and checks each file.
 func TestWrite(t *testing.T) {
 	results, sizes := replay(t, "testdata/tiny.csv", tinyTrace(t, false), strategies...)
