@@ -13,7 +13,9 @@ const inspectUsage = `usage: simulate inspect [flags] TRACE...
 
 Describes each trace: its events, the peak of live requested bytes (the
 lower bound any strategy needs), its sizes, streams and devices. With no
-TRACE it describes the bundled sample traces.
+TRACE it describes the bundled sample traces. A TRACE is read as simulate
+reads it (simulate -h): a file in any of the four formats, - for standard
+input, or the name of a bundled trace (a file of that name wins).
 
 Flags:
 `
