@@ -177,7 +177,7 @@ func (o *Options) memoryScale(p *plot.Plot, rs []sim.Result, ss [][]sim.Point) y
 func MemoryPanelsFigure(trace string, results []sim.Result, opts Options) *Figure {
 	o := opts.withDefaults(results)
 	legend := []legendEntry{liveEntry(), {name: "reserved by the strategy", thumb: lineThumb(traceColor, dataWidth)}}
-	fig, ax := o.panelsFigure(trace, "memory-panels", results, legend, func(p *plot.Plot, i int, rs []sim.Result, ss [][]sim.Point, ax xAxis) {
+	fig, ax := o.panelsFigure(trace, "memory-panels", results, legend, func(p *plot.Plot, i int, rs []sim.Result, ss [][]sim.Point, ax xAxis) string {
 		y := o.memoryScale(p, rs, ss)
 		// A short label and few ticks: a panel is a fraction of an inch tall.
 		p.Y.Label.Text = y.u.Name
@@ -190,6 +190,7 @@ func MemoryPanelsFigure(trace string, results []sim.Result, opts Options) *Figur
 		p.Add(areaPlotter{upper: live, fill: liveFill},
 			linePlotter{pts: ax.stepsOf(ss[i], y.values(reservedPeaks(ss[i]))), sty: draw.LineStyle{Color: shade(o.color(rs[i].Strategy)), Width: 1.25 * dataWidth}},
 			linePlotter{pts: live, sty: draw.LineStyle{Color: black, Width: boundWidth}})
+		return o.Label(rs[i].Strategy)
 	})
 	if fig == nil {
 		return nil
@@ -201,12 +202,12 @@ func MemoryPanelsFigure(trace string, results []sim.Result, opts Options) *Figur
 
 // panelsFigure is a figure of trace in small multiples: one panel per
 // result of trace that has a series, in two columns when there are more
-// than three, each named after its strategy and given its plotters by fill
-// (of panel i, with the results, their decimated series and the x axis);
-// tick labels only on the outer panels. It returns nil when no result of
+// than three, each given its plotters by fill (of panel i, with the
+// results, their decimated series and the x axis), which returns the
+// panel's name; tick labels only on the outer panels. It returns nil when no result of
 // trace has a series, and the x axis.
 func (o *Options) panelsFigure(trace, what string, results []sim.Result, legend []legendEntry,
-	fill func(p *plot.Plot, i int, rs []sim.Result, ss [][]sim.Point, ax xAxis)) (*Figure, xAxis) {
+	fill func(p *plot.Plot, i int, rs []sim.Result, ss [][]sim.Point, ax xAxis) string) (*Figure, xAxis) {
 	rs, ss, ax := o.strategySeries(trace, results)
 	if len(rs) == 0 {
 		return nil, ax
@@ -227,8 +228,7 @@ func (o *Options) panelsFigure(trace, what string, results []sim.Result, legend 
 	}
 	for i := range rs {
 		p := timePlot(ax, ss...)
-		fill(p, i, rs, ss, ax)
-		p.Add(cornerLabel{text: o.Label(rs[i].Strategy)})
+		p.Add(cornerLabel{text: fill(p, i, rs, ss, ax)})
 		if squeezed {
 			p.Y.Tick.Marker = endTicks{p.Y.Tick.Marker}
 		}
@@ -314,13 +314,15 @@ func (b blankTicks) Ticks(min, max float64) []plot.Tick {
 // FragmentationFigure plots fragmentation over the replays of trace in
 // small multiples, one panel per strategy on the same axes: 1 - requested
 // / reserved bytes after the last event of each bucket of the series
-// (GMLake's definition taken at that moment; at the peaks of the whole
-// replay it is the result's Fragmentation), as a step line over a light
-// area. Where nothing is live the ratio is undefined and nothing is drawn.
+// (GMLake's definition taken at that moment), as a step line over a light
+// area, and the result's Fragmentation (taken at the peaks of the whole
+// replay, the table's FRAG) as a dashed line and a figure after the
+// strategy's name. Where nothing is live the ratio is undefined and
+// nothing is drawn.
 // It returns nil when no result of the trace has a series.
 func FragmentationFigure(trace string, results []sim.Result, opts Options) *Figure {
 	o := opts.withDefaults(results)
-	fig, ax := o.panelsFigure(trace, "fragmentation", results, nil, func(p *plot.Plot, i int, rs []sim.Result, ss [][]sim.Point, ax xAxis) {
+	fig, ax := o.panelsFigure(trace, "fragmentation", results, nil, func(p *plot.Plot, i int, rs []sim.Result, ss [][]sim.Point, ax xAxis) string {
 		p.Y.Label.Text = "frag."
 		p.Y.Min, p.Y.Max = 0, 1
 		p.X.Padding = 1.5 // a line at 0% clear of the axis
@@ -338,12 +340,17 @@ func FragmentationFigure(trace string, results []sim.Result, opts Options) *Figu
 		for _, run := range runs(pts) {
 			p.Add(linePlotter{pts: run, sty: draw.LineStyle{Color: c, Width: boundWidth}})
 		}
+		if r := rs[i]; r.OOMs == 0 && r.PeakReservedBytes > 0 {
+			f := min(max(r.Fragmentation, 0), 1)
+			p.Add(refLine{at: f, horizontal: true})
+		}
+		return o.Label(rs[i].Strategy) + ": " + fragmentation(rs[i])
 	})
 	if fig == nil {
 		return nil
 	}
 	fig.Title = trace + ": fragmentation over time"
-	fig.Caption = fmt.Sprintf("Fragmentation of each strategy against %s, one panel per strategy: 1 - requested / reserved bytes, sampled after the last event of each of at most %d buckets of events (GMLake's definition; the table's FRAG takes it at the peaks of the whole replay). 0 is ideal. Where nothing is live the ratio is undefined and nothing is drawn.", ax.what(), o.MaxPoints)
+	fig.Caption = fmt.Sprintf("Fragmentation of each strategy against %s, one panel per strategy: 1 - requested / reserved bytes, sampled after the last event of each of at most %d buckets of events (GMLake's definition). 0 is ideal. Where nothing is live the ratio is undefined and nothing is drawn. The dashed line and the figure after the strategy's name are the table's FRAG, taken at the peaks of the whole replay.", ax.what(), o.MaxPoints)
 	return o.finish(fig)
 }
 
@@ -406,7 +413,7 @@ func PeakFigure(trace string, results []sim.Result, opts Options) *Figure {
 	nominalY(p, names)
 	h := hbarPlotter{bars: bars, thickness: barFill, labelSty: textStyle(smallPt)}
 	p.Add(h.only(barsOnly),
-		vlinePlotter{x: float64(lower) / u.Size, sty: draw.LineStyle{Color: black, Width: refWidth, Dashes: []vg.Length{2, 1.5}}},
+		refLine{at: float64(lower) / u.Size},
 		h.only(labelsOnly))
 	p.X.Min = 0
 	fitLabels(p, fig, h, false)

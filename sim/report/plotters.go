@@ -80,19 +80,25 @@ func (r rectPlotter) Plot(c draw.Canvas, p *plot.Plot) {
 	}
 }
 
-// vlinePlotter draws a vertical line across the data area at x.
-type vlinePlotter struct {
-	x   float64
-	sty draw.LineStyle
+// refLine draws a reference line across the data area: vertical at x =
+// at, or horizontal at y = at, dashed.
+type refLine struct {
+	at         float64
+	horizontal bool
 }
 
-func (v vlinePlotter) Plot(c draw.Canvas, p *plot.Plot) {
-	trX, _ := p.Transforms(&c)
-	x := trX(v.x)
-	if x < c.Min.X-0.01 || x > c.Max.X+0.01 {
+func (r refLine) Plot(c draw.Canvas, p *plot.Plot) {
+	sty := draw.LineStyle{Color: black, Width: refWidth, Dashes: []vg.Length{2, 1.5}}
+	trX, trY := p.Transforms(&c)
+	if r.horizontal {
+		if y := trY(r.at); y >= c.Min.Y-0.01 && y <= c.Max.Y+0.01 {
+			c.StrokeLine2(sty, c.Min.X, y, c.Max.X, y)
+		}
 		return
 	}
-	c.StrokeLine2(v.sty, x, c.Min.Y, x, c.Max.Y)
+	if x := trX(r.at); x >= c.Min.X-0.01 && x <= c.Max.X+0.01 {
+		c.StrokeLine2(sty, x, c.Min.Y, x, c.Max.Y)
+	}
 }
 
 // hbar is one horizontal bar, from the plotter's base to value, centred on
