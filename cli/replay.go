@@ -57,7 +57,7 @@ type replayFlags struct {
 func replayCmd(ctx context.Context, e *env, args []string) error {
 	var f replayFlags
 	fs := newFlagSet(e, "simulate", replayUsage)
-	fs.StringArrayVarP(&f.strategies, "strategy", "s", nil, "strategy `SPEC`, as round or round:cutoff=20 (repeatable; all = every registered strategy)")
+	fs.StringArrayVarP(&f.strategies, "strategy", "s", nil, "strategy `SPEC`, as round or round:cutoff=20; a..b, a..b/STEP and x|y|z in values sweep them (repeatable; all = every registered strategy)")
 	fs.StringVarP(&f.backend, "backend", "b", "sim", "backend: sim (the virtual device), host (host memory) or cuda (NVIDIA GPUs)")
 	fs.StringVar(&f.capacity, "capacity", "80GiB", "virtual device `SIZE` (bytes, or units KiB, MiB, GiB, ... KB, MB, GB, ...); with -b host, a limit (default: none)")
 	fs.StringVarP(&f.format, "format", "f", "table", "output format: table, csv or json")
@@ -229,8 +229,14 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 		if err != nil {
 			return nil, usagef("%v", err)
 		}
-		if err := add(sel.Params); err != nil {
-			return nil, err
+		variants, err := sel.Params.Expand()
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		for _, p := range variants {
+			if err := add(p); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return chosen, nil

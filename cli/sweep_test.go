@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestSweepGolden runs sweeps (ranges, lists and their products in specs
+// and in the environment) and their errors against golden files.
+func TestSweepGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		code int
+	}{
+		{"sweep_range", nil, []string{"-s", "round:cutoff=20..24/2", "-s", "pytorch:max_split_size_mb=64|inf", "testdata/tiny.csv"}, 0},
+		{"sweep_product", nil, []string{"-f", "csv", "-s", "round:cutoff=20|22,page=4096|8KiB", "testdata/tiny.csv"}, 0},
+		{"sweep_env", map[string]string{"GPUALLOC_POOL_TYPE": "round:cutoff=20|34"}, []string{"testdata/tiny.csv"}, 0},
+		{"sweep_conf", map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:20|inf,expandable_segments:True|False"}, []string{"-f", "json", "-s", "pytorch", "testdata/tiny.csv"}, 0},
+		{"err_sweep_range", nil, []string{"-s", "round:cutoff=24..20", "testdata/tiny.csv"}, 2},
+		{"err_sweep_step", nil, []string{"-s", "round:cutoff=20..24/0", "testdata/tiny.csv"}, 2},
+		{"err_sweep_env", map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64..x"}, []string{"-s", "pytorch", "testdata/tiny.csv"}, 2},
+		{"err_sweep_value", nil, []string{"-s", "round:cutoff=30..40/5", "testdata/tiny.csv"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, tc.env, tc.args...)
+			assert.Equal(t, tc.code, code, "exit status; stderr: %s", stderr)
+			golden(t, tc.name+".stdout", normalize(stdout))
+			golden(t, tc.name+".stderr", stderr)
+			if code != 0 {
+				assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+				assert.True(t, strings.HasPrefix(stderr, "simulate: "), "error line %q", stderr)
+			}
+		})
+	}
+}
