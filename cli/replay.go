@@ -31,6 +31,10 @@ trace, through the CUDA driver. On host and cuda the replays also time the
 allocations and device calls (alloc_hit_ns_mean, alloc_device_ns_mean,
 device_call_ns_total), and run one at a time unless -j says otherwise.
 
+A trace that several strategies replay (a sweep: -s round:cutoff=20..24,
+or several -s) is decoded once and held in memory, 48 bytes an event, while
+its replays run from memory, in parallel.
+
 With -o DIR it also writes a report into DIR: summary.csv and summary.json
 (the result schema), timeseries.csv, figures for each trace and across
 traces (memory and fragmentation over time, peak reserved, the trace, and
@@ -111,11 +115,19 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 		series = 0
 	}
 	sizes := make([]*report.SizeCounter, len(inputs))
+	shared := len(strategies) > 1
 	var jobs []sim.Job
 	for k, in := range inputs {
+		var d *decoded
+		if shared {
+			d = in.decodeOnce(len(strategies), f.out != "")
+			sizes[k] = d.sizes
+		}
 		for i, p := range strategies {
 			open := in.open
-			if f.out != "" && i == 0 {
+			if shared {
+				open = d.open
+			} else if f.out != "" && i == 0 {
 				open = func() (traces.Reader, io.Closer, error) {
 					r, c, err := in.open()
 					if err != nil {
@@ -141,7 +153,16 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	}
 	var pr *progress
 	if showProgress(f.progress, e.stderr) {
-		pr = newProgress(e.stderr, inputs, len(strategies))
+		byBytes := inputs
+		if shared {
+			// Replays from memory read no bytes: inputs of unknown
+			// size make the bar count events.
+			byBytes = make([]*input, len(inputs))
+			for i := range byBytes {
+				byBytes[i] = &input{size: -1}
+			}
+		}
+		pr = newProgress(e.stderr, byBytes, len(strategies))
 		for i := range jobs {
 			jobs[i].Config.Progress = pr.job()
 		}

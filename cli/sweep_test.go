@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSweepGolden runs sweeps (ranges, lists and their products in specs
@@ -36,4 +37,24 @@ func TestSweepGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSweepFromMemory checks that replays sharing one decoding of each
+// trace measure what a replay of its own measures, with -o's report and
+// with --lenient's skipped events.
+func TestSweepFromMemory(t *testing.T) {
+	specs := []string{"round:cutoff=20", "round:cutoff=22", "naive", "pytorch"}
+	args := []string{"-f", "csv", "--lenient", "-s", "round:cutoff=20|22", "-s", "naive", "-s", "pytorch", "testdata/tiny.csv", "testdata/badfree.csv"}
+	code, together, stderr := run(t, nil, append(args, "-o", t.TempDir())...)
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(normalize(together)), "\n")
+	require.Len(t, lines, 1+2*len(specs))
+	for i, trace := range []string{"testdata/tiny.csv", "testdata/badfree.csv"} {
+		for j, s := range specs {
+			code, alone, stderr := run(t, nil, "-f", "csv", "--lenient", "-s", s, trace)
+			require.Equal(t, 0, code, stderr)
+			assert.Equal(t, strings.Split(strings.TrimSpace(normalize(alone)), "\n")[1], lines[1+i*len(specs)+j], "%s %s", trace, s)
+		}
+	}
+	assert.Contains(t, stderr, "testdata/badfree.csv: skipped 1 bad event")
 }
