@@ -17,6 +17,7 @@
 //	simulate gen [flags] WORKLOAD        write a synthetic trace
 //	simulate fidelity [flags] SNAPSHOT...  replay PyTorch snapshots with the pytorch strategy and compare its decisions with the recorded ones
 //	simulate strategies                  list strategies with their parameters and defaults
+//	simulate tune [flags] TRACE          search PYTORCH_CUDA_ALLOC_CONF for the lowest peak reserved without OOM
 //
 // Run "simulate -h" or "simulate COMMAND -h" for the flags. Errors go to
 // standard error as one line, "simulate: FILE:LINE: ..." where a trace is at
@@ -131,6 +132,8 @@ func dispatch(ctx context.Context, e *env, args []string) error {
 			return strategiesCmd(e, args[1:])
 		case "fidelity":
 			return fidelityCmd(ctx, e, args[1:])
+		case "tune":
+			return tuneCmd(ctx, e, args[1:])
 		case "help":
 			return replayCmd(ctx, e, []string{"-h"})
 		}
