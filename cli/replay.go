@@ -40,7 +40,13 @@ With -o DIR it also writes a report into DIR: summary.csv and summary.json
 traces (memory and fragmentation over time, peak reserved, the trace, and
 overhead), and index.html, which shows them all.
 
-Commands: inspect, convert, gen, fidelity, strategies, tune ('simulate COMMAND -h').
+With --shard k/n it runs the k-th of n parts of the replays, the traces
+through the strategies taken trace by trace in a fixed order, so that the n
+shards of the same command line share the work out exactly; with -o DIR a
+shard writes its summaries and what 'simulate merge -o OUT DIR...' needs
+to make the report of the whole run.
+
+Commands: inspect, convert, gen, fidelity, strategies, tune, merge ('simulate COMMAND -h').
 
 Flags:
 `
@@ -56,6 +62,7 @@ type replayFlags struct {
 	out        string
 	plotFormat string
 	progress   string
+	shard      string
 }
 
 func replayCmd(ctx context.Context, e *env, args []string) error {
@@ -70,6 +77,7 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVarP(&f.out, "out", "o", "", "write a report (summaries, time series, figures, index.html) into `DIR`")
 	fs.StringVar(&f.plotFormat, "plot-format", "png,svg", "formats of the report's figures: png, svg, pdf, comma-separated")
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
+	fs.StringVar(&f.shard, "shard", "", "run only the `k/n`-th part of the replays (traces x strategies), 1 <= k <= n; with -o, write it for 'simulate merge'")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -107,6 +115,11 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	sh, err := parseShard(f.shard)
+	if err != nil {
+		return err
+	}
+	run := runID(f, be.capacity, inputs, strategies)
 
 	// A report needs the series of each replay and the request sizes of
 	// each trace, which the first replay of the trace counts.
@@ -115,19 +128,30 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 		series = 0
 	}
 	sizes := make([]*report.SizeCounter, len(inputs))
-	shared := len(strategies) > 1
+	// The jobs are every trace through every strategy, trace by trace;
+	// a shard runs a contiguous part of them.
+	lo, hi := 0, len(inputs)*len(strategies)
+	if sh.n > 0 {
+		lo, hi = sh.jobs(hi)
+	}
+	shared := false
 	var jobs []sim.Job
 	for k, in := range inputs {
+		first, last := max(lo-k*len(strategies), 0), min(hi-k*len(strategies), len(strategies))
+		if first >= last {
+			continue
+		}
 		var d *decoded
-		if shared {
-			d = in.decodeOnce(len(strategies), f.out != "")
+		if last-first > 1 {
+			shared = true
+			d = in.decodeOnce(last-first, f.out != "")
 			sizes[k] = d.sizes
 		}
-		for i, p := range strategies {
+		for i := first; i < last; i++ {
 			open := in.open
-			if shared {
+			if d != nil {
 				open = d.open
-			} else if f.out != "" && i == 0 {
+			} else if f.out != "" && i == first {
 				open = func() (traces.Reader, io.Closer, error) {
 					r, c, err := in.open()
 					if err != nil {
@@ -141,7 +165,7 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 				Open: open,
 				Config: sim.Config{
 					Trace:         in.name,
-					Params:        p,
+					Params:        strategies[i],
 					Backend:       f.backend,
 					Capacity:      be.capacity,
 					NewBackend:    be.newBackend,
@@ -154,9 +178,10 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	var pr *progress
 	if showProgress(f.progress, e.stderr) {
 		byBytes := inputs
-		if shared {
-			// Replays from memory read no bytes: inputs of unknown
-			// size make the bar count events.
+		if shared || sh.n > 0 {
+			// Replays from memory read no bytes, and a shard reads
+			// part of them: inputs of unknown size make the bar count
+			// events.
 			byBytes = make([]*input, len(inputs))
 			for i := range byBytes {
 				byBytes[i] = &input{size: -1}
@@ -188,13 +213,17 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	if f.out != "" && len(results) > 0 {
-		hist := map[string]*report.SizeHistogram{}
-		for k, sc := range sizes {
-			if sc != nil {
-				hist[inputs[k].name] = &sc.Sizes
-			}
+	hist := map[string]*report.SizeHistogram{}
+	for k, sc := range sizes {
+		if sc != nil {
+			hist[inputs[k].name] = &sc.Sizes
 		}
+	}
+	if f.out != "" && sh.n > 0 {
+		if err := writeShard(f.out, sh, run, lo, len(inputs)*len(strategies), out, hist); err != nil {
+			return err
+		}
+	} else if f.out != "" && len(results) > 0 {
 		if _, err := report.Write(f.out, results, report.Options{Formats: plotFormats, Sizes: hist}); err != nil {
 			return err
 		}
