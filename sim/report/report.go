@@ -63,15 +63,19 @@ func (o Options) withDefaults(results []sim.Result) Options {
 	if o.MaxPoints <= 0 {
 		o.MaxPoints = DefaultMaxPoints
 	}
+	specs := strategySpecs(results)
 	if o.Label == nil {
-		o.Label = ShortSpec
+		labels := SweepLabels(specs)
+		o.Label = func(spec string) string {
+			if l, ok := labels[spec]; ok {
+				return l
+			}
+			return ShortSpec(spec)
+		}
 	}
 	if o.colors == nil {
-		var specs []string
-		for _, r := range results {
-			specs = append(specs, r.Strategy)
-		}
 		o.colors = StrategyColors(specs)
+		sweepColors(o.colors, Sweeps(specs))
 		for s, c := range o.Colors {
 			o.colors[s] = c
 		}
@@ -199,9 +203,11 @@ func sanitize(name string) string {
 }
 
 // Figures returns every figure of a report on results, in the order of
-// the index: the overhead across traces, then for each trace (in order of
+// the index: the overhead across traces and, for each sweep (see [Sweeps]),
+// its figures against its parameter; then for each trace (in order of
 // first appearance) memory over time, fragmentation over time, peak
-// reserved and the trace itself. Figures over time need the results'
+// reserved, the trace itself and, when there is a sweep, peak reserved
+// against device allocations. Figures over time need the results'
 // series; they are left out for traces without one.
 func Figures(results []sim.Result, opts Options) []*Figure {
 	o := opts.withDefaults(results)
@@ -212,11 +218,18 @@ func Figures(results []sim.Result, opts Options) []*Figure {
 		}
 	}
 	add(OverheadFigure(results, o))
+	sweeps := Sweeps(strategySpecs(results))
+	for _, sw := range sweeps {
+		add(SweepFigure(sw, results, o))
+	}
 	for _, t := range traceNames(results) {
 		add(MemoryFigure(t, results, o))
 		add(FragmentationFigure(t, results, o))
 		add(PeakFigure(t, results, o))
 		add(TraceFigure(t, results, o.Sizes[t], o))
+		if len(sweeps) > 0 {
+			add(ParetoFigure(t, results, o))
+		}
 	}
 	return figs
 }

@@ -87,7 +87,7 @@ type Table struct {
 func (t Table) Write(w io.Writer) error { return tabular.Layout(w, t.Head, t.Right, t.Rows) }
 
 // SummaryTable formats results as the table simulate prints: trace,
-// strategy (its [ShortSpec]), events, lower bound, peaks, overhead and
+// strategy (its [ShortSpec], or its label in a sweep: see [SweepLabels]), events, lower bound, peaks, overhead and
 // fragmentation as percentages, device calls, cache hits and OOMs; and,
 // when a result was timed (see sim.Config.MeasureTime), the mean time of an
 // alloc served from the cache and of one that called the device, and the
@@ -98,8 +98,9 @@ func SummaryTable(results []sim.Result) Table {
 			"OVERHEAD", "FRAG", "FREE FRAG", "DEVICE MALLOCS", "DEVICE MALLOC BYTES", "CACHE HITS", "OOMS"},
 		Right: []bool{false, false, true, true, true, true, true, true, true, true, true, true, true},
 	}
+	labels := SweepLabels(strategySpecs(results))
 	for _, r := range results {
-		t.Rows = append(t.Rows, []string{r.Trace, ShortSpec(r.Strategy), tabular.Count(r.Events),
+		t.Rows = append(t.Rows, []string{r.Trace, labels[r.Strategy], tabular.Count(r.Events),
 			gpualloc.FormatSize(r.PeakRequestedBytes), gpualloc.FormatSize(r.PeakAllocatedBytes), gpualloc.FormatSize(r.PeakReservedBytes),
 			overheadPercent(r), fragmentation(r), freeFragmentation(r), tabular.Count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
 			share(r.CacheHits, r.Allocs), tabular.Count(r.OOMs)})
