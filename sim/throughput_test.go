@@ -2,6 +2,8 @@ package sim_test
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"sync"
 	"testing"
 
@@ -146,4 +148,51 @@ func BenchmarkStrategies(b *testing.B) {
 			})
 		}
 	}
+}
+
+// sweepVariants are the 64 variants of BenchmarkSweep: max_split_size_mb
+// from 20 to 1280 MiB in steps of 20.
+const sweepVariants = "pytorch:max_split_size_mb=20..1280/20"
+
+// BenchmarkSweep measures a 64-variant sweep of the pytorch strategy over
+// the bundled training trace, as simulate runs one: the trace decoded once
+// (untimed), then every variant replayed from memory, on as many
+// goroutines as GOMAXPROCS (-cpu 1,2 for how it scales with cores). One op
+// is the whole sweep; events/s is the aggregate over the variants.
+func BenchmarkSweep(b *testing.B) {
+	events, err := decodeTrace("training")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sel, err := gpualloc.Select(sweepVariants, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	variants, err := sel.Params.Expand()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(variants) != 64 {
+		b.Fatalf("%d variants", len(variants))
+	}
+	jobs := make([]sim.Job, len(variants))
+	for i, p := range variants {
+		jobs[i] = sim.Job{
+			Open: func() (traces.Reader, io.Closer, error) {
+				return traces.NewSliceReader("training", events), nil, nil
+			},
+			Config: sim.Config{Params: p, SeriesBuckets: -1},
+		}
+	}
+	b.ReportAllocs()
+	var n int64
+	for b.Loop() {
+		for _, out := range sim.RunAll(context.Background(), jobs, 0) {
+			if out.Err != nil {
+				b.Fatal(out.Err)
+			}
+			n += out.Result.Events
+		}
+	}
+	report(b, n)
 }
