@@ -196,3 +196,37 @@ func BenchmarkSweep(b *testing.B) {
 	}
 	report(b, n)
 }
+
+// BenchmarkBundledPyTorch replays the bundled training and dynamic traces
+// through the pytorch strategy, decoding (gzip included) in the replay, as
+// strategy/pytorch/testdata/pysim.py, the pure-Python simulator of the same
+// rules, replays them: the two are compared in BENCHMARKS.md.
+func BenchmarkBundledPyTorch(b *testing.B) {
+	p, err := gpualloc.Resolve(gpualloc.Spec{Name: "pytorch"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, trace := range []string{"training", "dynamic"} {
+		bt, ok := traces.LookupBundled(trace)
+		if !ok {
+			b.Fatalf("no bundled trace %s", trace)
+		}
+		b.Run(trace, func(b *testing.B) {
+			b.ReportAllocs()
+			var n int64
+			var res sim.Result
+			for b.Loop() {
+				r, err := bt.Open()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res, err = sim.Replay(r, sim.Config{Params: p, SeriesBuckets: -1}); err != nil {
+					b.Fatal(err)
+				}
+				n += res.Events
+			}
+			report(b, n)
+			b.ReportMetric(float64(res.PeakReservedBytes), "peak-reserved-B")
+		})
+	}
+}
