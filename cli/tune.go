@@ -162,7 +162,7 @@ func writeTune(w io.Writer, r tuneResult) {
 	}
 	layoutIndented(w, []string{"", "PEAK RESERVED", "DEVICE MALLOCS", "OOMS"}, []bool{false, true, true, true}, rows)
 	if r.DefaultOOMs == 0 && r.PeakReservedBytes < r.DefaultPeakReservedBytes {
-		fmt.Fprintf(w, "  peak reserved %.1f%% below PyTorch's defaults'\n", 100*(1-float64(r.PeakReservedBytes)/float64(r.DefaultPeakReservedBytes)))
+		fmt.Fprintf(w, "  peak reserved: %.1f%% less than with PyTorch's defaults\n", 100*(1-float64(r.PeakReservedBytes)/float64(r.DefaultPeakReservedBytes)))
 	}
 	fmt.Fprintf(w, "\nPareto front, peak reserved against device mallocs (no OOM):\n")
 	rows = rows[:0]
@@ -182,6 +182,6 @@ func layoutIndented(w io.Writer, head []string, right []bool, rows [][]string) {
 	var b strings.Builder
 	tabular.Layout(&b, head, right, rows)
 	for line := range strings.Lines(b.String()) {
-		fmt.Fprint(w, "  "+line)
+		fmt.Fprintln(w, "  "+strings.TrimRight(line, " \n"))
 	}
 }
