@@ -107,7 +107,7 @@ func expandSettings(v string) ([]string, error) {
 		return []string{v}, nil
 	}
 	out := []string{""}
-	for i, item := range splitTopLevel(v) {
+	for i, item := range SplitSettings(v) {
 		k, val, ok := strings.Cut(item, ":")
 		alts := []string{item}
 		if ok && IsSweep(val) {
@@ -137,8 +137,14 @@ func expandSettings(v string) ([]string, error) {
 	return out, nil
 }
 
-// splitTopLevel splits s at the commas outside brackets.
-func splitTopLevel(s string) []string {
+// SplitSettings splits a value in PYTORCH_CUDA_ALLOC_CONF syntax into its
+// settings ("key:value") at the commas outside brackets, as PyTorch's parser
+// reads it (c10/core/AllocatorConfig.cpp): one trailing comma after the last
+// setting is allowed and gives no setting, so that "a:1," and "a:1" are the
+// same and a blank string has none; any other empty setting ("a:1,,b:2",
+// ",a:1") is kept, as "", for the caller to reject as PyTorch does.
+// Settings are not trimmed.
+func SplitSettings(s string) []string {
 	var out []string
 	depth, start := 0, 0
 	for i := 0; i < len(s); i++ {
@@ -154,7 +160,10 @@ func splitTopLevel(s string) []string {
 			}
 		}
 	}
-	return append(out, s[start:])
+	if strings.TrimSpace(s[start:]) != "" {
+		out = append(out, s[start:])
+	}
+	return out
 }
 
 // Expand returns the variants that p stands for: p itself when no value

@@ -100,11 +100,6 @@ func TestShardGolden(t *testing.T) {
 		{"err_merge_no_out", []string{"merge", "testdata"}, 2},
 		{"err_merge_no_dir", []string{"merge", "-o", "x"}, 2},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := run(t, nil, tc.args...)
-			assert.Equal(t, tc.code, code, "exit status; stderr: %s", stderr)
-			golden(t, tc.name+".stdout", normalize(stdout))
-			golden(t, tc.name+".stderr", stderr)
-		})
+		t.Run(tc.name, func(t *testing.T) { goldenRun(t, tc.name, nil, tc.code, tc.args...) })
 	}
 }

@@ -26,16 +26,7 @@ func TestSweepGolden(t *testing.T) {
 		{"err_sweep_env", map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64..x"}, []string{"-s", "pytorch", "testdata/tiny.csv"}, 2},
 		{"err_sweep_value", nil, []string{"-s", "round:cutoff=30..40/5", "testdata/tiny.csv"}, 2},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := run(t, tc.env, tc.args...)
-			assert.Equal(t, tc.code, code, "exit status; stderr: %s", stderr)
-			golden(t, tc.name+".stdout", normalize(stdout))
-			golden(t, tc.name+".stderr", stderr)
-			if code != 0 {
-				assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
-				assert.True(t, strings.HasPrefix(stderr, "simulate: "), "error line %q", stderr)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { goldenRun(t, tc.name, tc.env, tc.code, tc.args...) })
 	}
 }
 

@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,15 +24,7 @@ func TestTuneGolden(t *testing.T) {
 		{"err_tune_fraction", []string{"tune", "--memory-fraction", "1.5", "testdata/tiny.csv"}, 2},
 		{"err_tune_trace", []string{"tune", "testdata/badfree.csv"}, 1},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := run(t, nil, tc.args...)
-			assert.Equal(t, tc.code, code, "exit status; stderr: %s", stderr)
-			golden(t, tc.name+".stdout", stdout)
-			golden(t, tc.name+".stderr", stderr)
-			if code != 0 {
-				assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { goldenRun(t, tc.name, nil, tc.code, tc.args...) })
 	}
 }
 
