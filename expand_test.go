@@ -185,3 +185,35 @@ func FuzzExpandValue(f *testing.F) {
 		}
 	})
 }
+
+// FuzzExpandSettings checks that any value in PYTORCH_CUDA_ALLOC_CONF
+// syntax expands or fails cleanly, within the bound, each variant with as
+// many settings as the value (when no brackets hold commas of their own).
+func FuzzExpandSettings(f *testing.F) {
+	for _, s := range []string{"max_split_size_mb:64|128,expandable_segments:True|False", "a:1..3,b:[1,2]", "a:1,,b:2|3", "a:3..1", ",", "a:1|2,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		vals, err := expandSettings(v)
+		if err != nil {
+			return
+		}
+		require.NotEmpty(t, vals)
+		require.LessOrEqual(t, len(vals), MaxVariants)
+		if !IsSweep(v) {
+			require.Equal(t, []string{v}, vals)
+			return
+		}
+		if strings.ContainsAny(v, "[]") {
+			return // a list in brackets may hold commas of its own
+		}
+		for _, item := range SplitSettings(v) {
+			if !strings.Contains(item, ":") {
+				return // not a setting: PyTorch's parser rejects it
+			}
+		}
+		for _, x := range vals {
+			require.Len(t, SplitSettings(x), len(SplitSettings(v)), "%q from %q", x, v)
+		}
+	})
+}
