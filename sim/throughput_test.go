@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/sim"
@@ -227,6 +229,43 @@ func BenchmarkBundledPyTorch(b *testing.B) {
 			}
 			report(b, n)
 			b.ReportMetric(float64(res.PeakReservedBytes), "peak-reserved-B")
+		})
+	}
+}
+
+// BenchmarkReplayOverDecode measures the aim of a replay at most 1.5 times
+// the time of decoding alone, on the 10M-event random workload: each
+// iteration decodes the trace, then replays it (decoding included), one
+// right after the other, and the metric replay/decode is the median of
+// their ratios, so that a machine whose load varies over minutes compares
+// the two under the same load.
+func BenchmarkReplayOverDecode(b *testing.B) {
+	if _, err := throughputTrace(); err != nil { // generated once, untimed
+		b.Fatal(err)
+	}
+	for _, name := range []string{"naive", "round", "pytorch"} {
+		b.Run(name, func(b *testing.B) {
+			p, err := gpualloc.Resolve(gpualloc.Spec{Name: name}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var ratios []float64
+			for b.Loop() {
+				t0 := time.Now()
+				r := throughputReader(b)
+				for r.Scan() {
+				}
+				if err := r.Err(); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				if _, err := sim.Replay(throughputReader(b), sim.Config{Params: p}); err != nil {
+					b.Fatal(err)
+				}
+				ratios = append(ratios, float64(time.Since(t1))/float64(t1.Sub(t0)))
+			}
+			slices.Sort(ratios)
+			b.ReportMetric(ratios[len(ratios)/2], "replay/decode")
 		})
 	}
 }
