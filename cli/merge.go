@@ -18,7 +18,8 @@ const mergeUsage = `usage: simulate merge [flags] -o OUT DIR...
 Merges the outputs of the shards of one run (simulate --shard k/n -o DIR,
 for k from 1 to n) into the report of the whole run in OUT: the report that
 the run without --shard writes, file for file, but for the timings, and
-the same table (or -f csv or json) on standard output. It refuses
+the same table (or -f csv or json) on standard output; the flags that
+shape the figures are those of a run's report. It refuses
 directories that are not shard outputs, shards of different runs (other
 traces, strategies, backend, capacity or --lenient), a shard given twice, a
 missing shard, and a shard whose replays failed.
@@ -27,20 +28,21 @@ Flags:
 `
 
 func mergeCmd(e *env, args []string) error {
-	var out, format, plotFormat string
+	var out, format string
+	var figures figureFlags
 	fs := newFlagSet(e, "simulate merge", mergeUsage)
 	fs.StringVarP(&out, "out", "o", "", "write the merged report into `DIR`")
 	fs.StringVarP(&format, "format", "f", "table", "output format: table, csv or json")
-	fs.StringVar(&plotFormat, "plot-format", "png,svg", "formats of the report's figures: png, svg, pdf, comma-separated")
+	figures.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := checkFormat(format); err != nil {
 		return err
 	}
-	formats, err := report.ParseFormats(plotFormat)
+	opts, err := figures.options()
 	if err != nil {
-		return usagef("--plot-format: %v", err)
+		return err
 	}
 	if out == "" {
 		return usagef("merge: no -o OUT")
@@ -55,7 +57,7 @@ func mergeCmd(e *env, args []string) error {
 	if err := writeResults(e.stdout, format, results); err != nil {
 		return err
 	}
-	_, err = report.Write(out, results, report.Options{Formats: formats, Sizes: sizes})
+	_, err = report.Write(out, results, withSizes(opts, sizes))
 	return err
 }
 

@@ -418,7 +418,7 @@ func SweepFigure(sw Sweep, results []sim.Result, opts Options) *Figure {
 		case k != 1 && lo > 0 && hi/lo > 10:
 			// Traces of different scales: a log axis shows each.
 			p.Y.Scale = plot.LogScale{}
-			p.Y.Tick.Marker = decadeTicks{}
+			p.Y.Tick.Marker = decade125Ticks{}
 			p.Y.Min, p.Y.Max = lo/1.3, hi*1.3
 		case k == 1:
 			p.Y.Min, p.Y.Max = 1, max(hi*1.04, 1.1)
@@ -428,7 +428,7 @@ func SweepFigure(sw Sweep, results []sim.Result, opts Options) *Figure {
 		fig.panels = append(fig.panels, p)
 	}
 	fig.Height = legendHeight(legend, o.Width-4) + 3*sweepHeight
-	return fig
+	return o.finish(fig)
 }
 
 // traceColors are the colours of n lines that stand for traces: greys
@@ -509,7 +509,7 @@ func ParetoFigure(trace string, results []sim.Result, opts Options) *Figure {
 	p.Add(horizontalGrid(), verticalGrid())
 	p.X.Label.Text = "device mallocs"
 	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = decadeTicks{}
+	p.X.Tick.Marker = decade125Ticks{}
 	p.Y.Label.Text = "peak reserved (" + u.Name + ")"
 	p.Y.Tick.Marker = plainTicks{yLabels}
 	p.X.Max = hiX * 1.5
@@ -525,15 +525,18 @@ func ParetoFigure(trace string, results []sim.Result, opts Options) *Figure {
 	var dots []dot
 	lo := hiX
 	for _, r := range rs {
-		dots = append(dots, dot{at: pt(r), fill: o.color(r.Strategy), shape: shape[r.Strategy]})
-		lo = min(lo, pt(r).X)
+		q := pt(r)
+		sty := draw.GlyphStyle{Color: o.color(r.Strategy), Radius: markerRadius, Shape: markerShapes[shape[r.Strategy]%len(markerShapes)]}
+		dots = append(dots, dot{x: q.X, y: q.Y, sty: sty})
+		lo = min(lo, q.X)
 	}
 	p.X.Min = lo / 1.5
 	for _, r := range front {
-		dots = append(dots, dot{at: pt(r), ring: true})
+		q := pt(r)
+		dots = append(dots, dot{x: q.X, y: q.Y, sty: ring})
 	}
 	p.Add(dotPlotter{dots: dots})
-	return fig
+	return o.finish(fig)
 }
 
 // ParetoFront returns the results without OOM that no other result without
@@ -569,26 +572,9 @@ func sweepRange(sw Sweep) string {
 	return sw.Strategy + ": " + strings.Join(parts, ", ")
 }
 
-// Shapes of markers, so that lines differ without colour: circle, square,
-// triangle, diamond, in turn.
-const shapes = 4
-
-const markerRadius = vg.Length(1.8)
-
-// drawMarker draws marker number shape at pt.
+// drawMarker draws marker number shape (of markerShapes) at pt.
 func drawMarker(c draw.Canvas, pt vg.Point, shape int, fill color.Color) {
-	var sh draw.GlyphDrawer
-	switch shape % shapes {
-	case 0:
-		sh = draw.CircleGlyph{}
-	case 1:
-		sh = draw.SquareGlyph{}
-	case 2:
-		sh = draw.TriangleGlyph{}
-	default:
-		sh = draw.PyramidGlyph{}
-	}
-	c.DrawGlyph(draw.GlyphStyle{Color: fill, Radius: markerRadius, Shape: sh}, pt)
+	c.DrawGlyph(draw.GlyphStyle{Color: fill, Radius: markerRadius, Shape: markerShapes[shape%len(markerShapes)]}, pt)
 }
 
 // markerLinePlotter draws a line through points with a marker at each; a
@@ -634,31 +620,8 @@ func markerLineThumb(col color.RGBA, shape int) func(draw.Canvas) {
 	}
 }
 
-// A dot is a point of a scatter plot: a marker of a shape (see
-// drawMarker), or a ring around a point.
-type dot struct {
-	at    xy
-	fill  color.Color
-	shape int
-	ring  bool
-}
-
-type dotPlotter struct{ dots []dot }
-
-func (d dotPlotter) Plot(c draw.Canvas, p *plot.Plot) {
-	trX, trY := p.Transforms(&c)
-	for _, q := range d.dots {
-		pt := vg.Point{X: trX(q.at.X), Y: trY(q.at.Y)}
-		if !c.Contains(pt) {
-			continue
-		}
-		if q.ring {
-			c.DrawGlyph(draw.GlyphStyle{Color: black, Radius: markerRadius + 1.2, Shape: draw.RingGlyph{}}, pt)
-			continue
-		}
-		drawMarker(c, pt, q.shape, q.fill)
-	}
-}
+// ring is the mark of a point of the Pareto front: a black ring around it.
+var ring = draw.GlyphStyle{Color: black, Radius: markerRadius + 1.2, Shape: draw.RingGlyph{}}
 
 func dotThumb(col color.Color, shape int) func(draw.Canvas) {
 	return func(cv draw.Canvas) {
@@ -684,8 +647,7 @@ func rampThumb(cs []color.RGBA, shape int) func(draw.Canvas) {
 
 func frontThumb(cv draw.Canvas) {
 	lineThumb(black, refWidth, 2, 1.5)(cv)
-	cv.DrawGlyph(draw.GlyphStyle{Color: black, Radius: markerRadius + 1.2, Shape: draw.RingGlyph{}},
-		vg.Point{X: (cv.Min.X + cv.Max.X) / 2, Y: (cv.Min.Y + cv.Max.Y) / 2})
+	cv.DrawGlyph(ring, vg.Point{X: (cv.Min.X + cv.Max.X) / 2, Y: (cv.Min.Y + cv.Max.Y) / 2})
 }
 
 // strategySpecs returns the strategy of each result.
@@ -697,12 +659,13 @@ func strategySpecs(results []sim.Result) []string {
 	return specs
 }
 
-// decadeTicks mark a log axis at 1, 2 and 5 times the powers of ten in
+// decade125Ticks mark a log axis at 1, 2 and 5 times the powers of ten in
 // range, labelled (in SI units) at the powers of ten when the range spans
-// three or more of them, else at each mark.
-type decadeTicks struct{}
+// three or more of them, else at each mark: a range of one or two decades
+// still has several labels.
+type decade125Ticks struct{}
 
-func (decadeTicks) Ticks(min, max float64) []plot.Tick {
+func (decade125Ticks) Ticks(min, max float64) []plot.Tick {
 	var ticks []plot.Tick
 	decades := 0
 	for mag := math.Pow10(int(math.Floor(math.Log10(min)))); mag <= max; mag *= 10 {

@@ -93,8 +93,8 @@ func TestSweepFigures(t *testing.T) {
 		assert.NotEmpty(t, f.Caption, f.Name)
 	}
 	assert.Equal(t, []string{"overhead", "sweep-round-cutoff", "sweep-pytorch-max_split_size_mb",
-		"tiny-memory", "tiny-fragmentation", "tiny-peak", "tiny-trace", "tiny-pareto",
-		"notime-memory", "notime-fragmentation", "notime-peak", "notime-trace", "notime-pareto"}, names)
+		"tiny-memory", "tiny-memory-panels", "tiny-fragmentation", "tiny-peak", "tiny-trace", "tiny-pareto",
+		"notime-memory", "notime-memory-panels", "notime-fragmentation", "notime-peak", "notime-trace", "notime-pareto"}, names)
 }
 
 func TestParetoFront(t *testing.T) {
