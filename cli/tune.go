@@ -31,6 +31,7 @@ more device allocations. Replaying TRACE with that value
 (PYTORCH_CUDA_ALLOC_CONF=... simulate -s pytorch TRACE) gives exactly the
 same figures.
 
+TRACE is a file, or the name of a bundled trace (dynamic, training, ...).
 No trace format records its device's size: --capacity is 80GiB unless
 given.
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -70,4 +71,13 @@ func TestTuneHelp(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Contains(t, stdout, "usage: simulate tune [flags] TRACE")
 	assert.Empty(t, stderr)
+}
+
+// TestReadmeShowsTune keeps the README's example of tune true.
+func TestReadmeShowsTune(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	code, stdout, stderr := run(t, nil, "tune", "dynamic")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, string(readme), "$ go run ./cmd/simulate tune dynamic\n"+stdout+"```\n", "README.md's tune example differs from the output of simulate tune dynamic")
 }
