@@ -144,6 +144,23 @@ func TestExpandErrorsNameTheParameter(t *testing.T) {
 	assert.EqualError(t, err, `fakepool: cutoff=20|30: a range or list of values names several allocators: open each of Params.Expand`)
 }
 
+// expandedSweep checks what any expansion of v gives, unless it failed: at
+// least one value and at most MaxVariants, and v itself when v is no sweep.
+// It reports whether v is a sweep that expanded.
+func expandedSweep(t *testing.T, v string, vals []string, err error) bool {
+	t.Helper()
+	if err != nil {
+		return false
+	}
+	require.NotEmpty(t, vals)
+	require.LessOrEqual(t, len(vals), MaxVariants)
+	if !IsSweep(v) {
+		require.Equal(t, []string{v}, vals)
+		return false
+	}
+	return true
+}
+
 // FuzzExpandValue checks that any value expands or fails cleanly, within
 // the bound, and that a range's values are its integers in steps.
 func FuzzExpandValue(f *testing.F) {
@@ -153,13 +170,7 @@ func FuzzExpandValue(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, v string) {
 		vals, err := ExpandValue(v)
-		if err != nil {
-			return
-		}
-		require.NotEmpty(t, vals)
-		require.LessOrEqual(t, len(vals), MaxVariants)
-		if !IsSweep(v) {
-			require.Equal(t, []string{v}, vals)
+		if !expandedSweep(t, v, vals, err) {
 			return
 		}
 		for _, x := range vals {
@@ -195,13 +206,7 @@ func FuzzExpandSettings(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, v string) {
 		vals, err := expandSettings(v)
-		if err != nil {
-			return
-		}
-		require.NotEmpty(t, vals)
-		require.LessOrEqual(t, len(vals), MaxVariants)
-		if !IsSweep(v) {
-			require.Equal(t, []string{v}, vals)
+		if !expandedSweep(t, v, vals, err) {
 			return
 		}
 		if strings.ContainsAny(v, "[]") {
