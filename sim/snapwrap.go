@@ -17,26 +17,51 @@ func (e *engine) recording(r traces.Reader) traces.Reader {
 	if e.rec == nil {
 		return r
 	}
-	return &recReader{Reader: r, rec: e.rec}
+	rr := &recReader{Reader: r, rec: e.rec}
+	rr.batch, _ = r.(traces.BatchReader)
+	return rr
 }
 
-// A recReader notes the time of each event it yields, or its index in the
-// trace when the trace has no times, so that a reader that merges the
-// devices' traces by time finds the replay's order.
+// A recReader hands the replay loop its events one at a time, as batches
+// of one, and notes the time of each as it does, or its index in the trace
+// when the trace has no times (so that a reader that merges the devices'
+// traces by time finds the replay's order): the loop replays a batch
+// before it asks for the next, so the time noted is the event's being
+// replayed. It reads a BatchReader a batch at a time and hands that out, and
+// any other reader with Scan, never ahead of the replay.
 type recReader struct {
 	traces.Reader
-	rec *snapRecorder
-	n   int64 // events yielded
+	batch   traces.BatchReader // the reader, when it is one
+	pending []traces.Event     // of the batch read last, those not yet handed out
+	one     [1]traces.Event
+	rec     *snapRecorder
+	n       int64 // events handed out
 }
 
-func (r *recReader) Event() traces.Event {
-	ev := r.Reader.Event()
-	r.rec.timeUS = ev.TimeUS
-	if ev.TimeUS == traces.NoTime {
+// Batch returns the next event alone.
+func (r *recReader) Batch() []traces.Event {
+	var b []traces.Event
+	switch {
+	case len(r.pending) > 0:
+		b, r.pending = r.pending[:1], r.pending[1:]
+	case r.batch != nil:
+		r.pending = r.batch.Batch()
+		if len(r.pending) == 0 {
+			return nil
+		}
+		b, r.pending = r.pending[:1], r.pending[1:]
+	case r.Reader.Scan():
+		r.one[0] = r.Reader.Event()
+		b = r.one[:]
+	default:
+		return nil
+	}
+	r.rec.timeUS = b[0].TimeUS
+	if b[0].TimeUS == traces.NoTime {
 		r.rec.timeUS = r.n
 	}
 	r.n++
-	return ev
+	return b
 }
 
 // A recAlloc records the blocks a device's allocator hands out and takes
