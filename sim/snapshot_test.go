@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+	"github.com/gpualloc/gpualloc/traces"
 )
 
 // replaySnapshot replays tb with cfg and returns the snapshot it records.
@@ -188,4 +189,28 @@ func TestSnapshotKeepsReleaser(t *testing.T) {
 	require.NoError(t, err)
 	_, ok = d.alloc.(gpualloc.Releaser)
 	assert.False(t, ok, "exactAlloc is no Releaser")
+}
+
+// TestSnapshotBatchReader records a replay of a reader that hands out its
+// events in batches: each entry has the time of its own event, and the
+// replay the same result as without a snapshot.
+func TestSnapshotBatchReader(t *testing.T) {
+	tb := newTrace().alloc(1, 1000).alloc(2, 3000).free(1).alloc(3, 600).free(2).free(3)
+	r := traces.NewSliceReader("batch", tb.events)
+	var _ traces.BatchReader = r
+	var s *snapshot.Snapshot
+	res, err := Replay(r, Config{Open: openExact, SeriesBuckets: -1, Snapshot: func(x *snapshot.Snapshot) error { s = x; return nil }})
+	require.NoError(t, err)
+	var times []int64
+	for _, e := range s.DeviceTraces[0] {
+		if e.Action == snapshot.Alloc || e.Action == snapshot.FreeCompleted {
+			times = append(times, e.TimeUS)
+		}
+	}
+	assert.Equal(t, []int64{0, 10, 20, 30, 40, 50}, times)
+	r.Reset()
+	plain, err := Replay(r, Config{Open: openExact, SeriesBuckets: -1})
+	require.NoError(t, err)
+	res.ElapsedNS, res.EventsPerSec = plain.ElapsedNS, plain.EventsPerSec
+	assert.Equal(t, plain, res)
 }
