@@ -265,6 +265,15 @@ func TestRegistry(t *testing.T) {
 	_, err = open("pytorch")
 	assert.ErrorContains(t, err, "PYTORCH_CUDA_ALLOC_CONF")
 	assert.ErrorContains(t, err, "max_split_size_mb")
+
+	// PYTORCH_ALLOC_CONF, PyTorch's current name, wins over the old one.
+	env["PYTORCH_ALLOC_CONF"] = "max_split_size_mb:256"
+	a, err = open("pytorch")
+	require.NoError(t, err)
+	assert.Equal(t, int64(256*MiB), a.(*pytorch.Allocator).Config().MaxSplitSize)
+	env["PYTORCH_ALLOC_CONF"] = "max_split_size_mb:6"
+	_, err = open("pytorch")
+	assert.ErrorContains(t, err, "PYTORCH_ALLOC_CONF")
 }
 
 func TestRestore(t *testing.T) {
