@@ -30,6 +30,8 @@ func FuzzRead(f *testing.F) {
 		pk.Entry("free_completed", a0+512, 100, 0, 4), pk.Entry("segment_free", a2, 2<<20, 0, 5),
 	}}, pk.Dict{{K: "PYTORCH_CUDA_ALLOC_CONF", V: "max_split_size_mb:64,"}, {K: "max_split_size", V: uint64(1<<64 - 1)},
 		{K: "roundup_power2_divisions", V: pk.Dict{{K: "1", V: 4}}}}), pk.Options{Proto: 4, Memo: true}))
+	legacy := pk.Dict{{K: "device", V: 0}, {K: "address", V: a0}, {K: "total_size", V: int64(2 << 20)}, {K: "blocks", V: oldBlocks()}}
+	f.Add(pk.Encode([]any{legacy}, pk.Options{Proto: 2}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := snapshot.Read(bytes.NewReader(data), "f.pickle")
 		if err != nil {
