@@ -311,7 +311,7 @@ func TestRestore(t *testing.T) {
 		{snapshot.Segment{Address: base, TotalSize: 2 * MiB, Blocks: []snapshot.Block{
 			{Address: base, Size: 2 * MiB, RequestedSize: 3 * MiB, State: snapshot.ActiveAllocated}}}, "more than its"},
 		{snapshot.Segment{Address: base, TotalSize: 2 * MiB}, "empty segment"},
-		{snapshot.Segment{Address: base, TotalSize: 2 * MiB, IsExpandable: true}, "expandable segments are not supported"},
+		{snapshot.Segment{Address: base, TotalSize: 2 * MiB, IsExpandable: true}, "expandable_segments is off"},
 	} {
 		_, err = a.Restore(tc.s)
 		assert.ErrorContains(t, err, tc.err)

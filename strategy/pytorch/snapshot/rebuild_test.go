@@ -66,8 +66,8 @@ func rebuilt() *snapshot.Snapshot {
 		}, {
 			// 19.5 MiB leave 0.5 MiB: too little to split from a large block.
 			entry(snapshot.FreeCompleted, mA, 39*mib/2),
-			entry(snapshot.SegmentMap, mA, 20*mib),
-			entry(snapshot.SegmentUnmap, mA, 20*mib),
+			entry(snapshot.SegmentMap, mA+64*mib, 20*mib), // pages of an expandable segment, given back
+			entry(snapshot.SegmentUnmap, mA+64*mib, 20*mib),
 		}},
 	}
 }
