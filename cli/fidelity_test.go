@@ -90,7 +90,8 @@ func TestFidelityGolden(t *testing.T) {
 		{"err_fidelity_bad", []string{"fidelity", p("match.pickle"), p("bad.pickle")}, 1},
 		{"err_fidelity_not_snapshot", []string{"fidelity", "testdata/tiny.csv"}, 1},
 		{"err_fidelity_no_args", []string{"fidelity"}, 2},
-		{"err_fidelity_format", []string{"fidelity", "-f", "csv", p("match.pickle")}, 2},
+		{"fidelity_csv", []string{"fidelity", "-f", "csv", p("match.pickle"), p("mismatch.pickle")}, 0},
+		{"err_fidelity_format", []string{"fidelity", "-f", "xml", p("match.pickle")}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := run(t, nil, tc.args...)
@@ -116,18 +117,31 @@ func TestFidelityShared(t *testing.T) {
 	code, stdout, stderr := run(t, nil, append([]string{"fidelity", "-f", "json"}, files...)...)
 	require.Equal(t, 0, code, stderr)
 	var res []struct {
-		File           string  `json:"file"`
-		Allocs         int64   `json:"allocs"`
-		AddressMatches int64   `json:"address_matches"`
-		SegmentAllocs  int64   `json:"segment_allocs"`
-		SegmentMatches int64   `json:"segment_matches"`
-		MatchRate      float64 `json:"match_rate"`
+		File            string   `json:"file"`
+		Device          int      `json:"device"`
+		Allocs          int64    `json:"allocs"`
+		AddressMatches  int64    `json:"address_matches"`
+		DecisionMatches int64    `json:"decision_matches"`
+		SegmentAllocs   int64    `json:"segment_allocs"`
+		SegmentMatches  int64    `json:"segment_matches"`
+		MatchRate       *float64 `json:"match_rate"`
+		DecisionRate    *float64 `json:"decision_rate"`
+		Note            string   `json:"note"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
 	require.Len(t, res, len(files))
 	for _, r := range res {
-		t.Logf("%s: %d/%d addresses, %d/%d segments, match rate %.4f", filepath.Base(r.File),
-			r.AddressMatches, r.Allocs, r.SegmentMatches, r.SegmentAllocs, r.MatchRate)
-		assert.Equal(t, 1.0, r.MatchRate, "%s", r.File)
+		t.Logf("%s device %d: %d/%d addresses, %d/%d decisions, %d/%d segments", filepath.Base(r.File), r.Device,
+			r.AddressMatches, r.Allocs, r.DecisionMatches, r.Allocs, r.SegmentMatches, r.SegmentAllocs)
+		if filepath.Base(r.File) == "segments_only.pickle" {
+			assert.Nil(t, r.MatchRate, "no trace: no claim")
+			assert.Nil(t, r.DecisionRate, "no trace: no claim")
+			assert.Equal(t, "no allocation history: nothing to compare", r.Note)
+			continue
+		}
+		require.NotNil(t, r.MatchRate, "%s", r.File)
+		assert.Equal(t, 1.0, *r.MatchRate, "%s", r.File)
+		assert.Equal(t, 1.0, *r.DecisionRate, "%s", r.File)
+		assert.Equal(t, r.SegmentAllocs, r.SegmentMatches, "%s", r.File)
 	}
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
-// FuzzRead checks that no input makes Read or InitialState panic, that
-// every error of Read is one line naming the file, and that every rebuilt
-// segment is tiled by its blocks. It is seeded with the tests' snapshots
+// FuzzRead checks that no input makes Read, InitialState or a Tracker
+// panic, that every error of Read is one line naming the file, and that
+// every rebuilt or tracked segment is tiled by its blocks. It is seeded with the tests' snapshots
 // (the shared real ones are large: mutating them is slow).
 func FuzzRead(f *testing.F) {
 	for _, proto := range []int{2, 4, 5} {
@@ -42,10 +42,20 @@ func FuzzRead(f *testing.F) {
 			return
 		}
 		_ = s.AllocatorSettings.AllocConf()
+		rules, err := s.AllocatorSettings.Rules()
+		if err != nil {
+			rules = snapshot.DefaultRules()
+		}
 		for _, dev := range s.Devices() {
-			st, _ := s.InitialState(dev)
+			st, _ := s.InitialStateWith(dev, rules)
 			checkState(t, st)
 			_ = st.Allocs()
+			// Following the trace forward keeps every segment tiled.
+			tr := snapshot.NewTracker(st, rules)
+			for i := range s.Trace(dev) {
+				_ = tr.Apply(&s.Trace(dev)[i])
+			}
+			checkState(t, tr.State(dev))
 		}
 	})
 }

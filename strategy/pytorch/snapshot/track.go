@@ -30,7 +30,9 @@ func NewTracker(st *State, rules Rules) *Tracker {
 //
 //   - alloc at A of n bytes: the free block that starts at A becomes live,
 //     its size n rounded as the rules round; the rest is split off as
-//     PyTorch's should_split says, else it stays with the block;
+//     PyTorch's should_split says, else it stays with the block (a record
+//     that allocates inside a free block, which PyTorch does not do, splits
+//     off the free bytes before A);
 //   - free_completed at A: the live block at A becomes free and merges with
 //     its free neighbours;
 //   - segment_alloc and segment_map at A of n bytes: a segment, or mapped
@@ -79,8 +81,15 @@ func (r *rebuild) alloc(a uint64, requested int64) string {
 	s := r.segs[si]
 	i := s.blockAt(a)
 	f := s.blocks[i]
-	if f.live || f.addr != a {
-		return " where no free block starts"
+	if f.live {
+		return " inside a live block"
+	}
+	var nb []rblock
+	if a > f.addr {
+		// PyTorch carves from the front of a free block; a record that
+		// does not is followed all the same.
+		nb = append(nb, rblock{addr: f.addr, size: int64(a - f.addr)})
+		f.size -= int64(a - f.addr)
 	}
 	size := r.rules.RoundSize(requested)
 	rest := f.size - size
@@ -90,7 +99,7 @@ func (r *rebuild) alloc(a uint64, requested int64) string {
 	if !r.rules.split(s.small, size, rest) {
 		size, rest = f.size, 0
 	}
-	nb := []rblock{{addr: a, size: size, requested: requested, live: true}}
+	nb = append(nb, rblock{addr: a, size: size, requested: requested, live: true})
 	if rest > 0 {
 		nb = append(nb, rblock{addr: a + uint64(size), size: rest})
 	}
