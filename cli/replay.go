@@ -35,7 +35,7 @@ With -o DIR it also writes a report into DIR: summary.csv and summary.json
 (the result schema), timeseries.csv, figures for each trace and across
 traces (memory and fragmentation over time, peak reserved, the trace, and
 overhead), and index.html, which shows them all.
-
+` + snapshotUsage + `
 Commands: inspect, convert, gen, fidelity, strategies ('simulate COMMAND -h').
 
 Flags:
@@ -52,6 +52,7 @@ type replayFlags struct {
 	out        string
 	plotFormat string
 	progress   string
+	snapshot   snapshotFlags
 }
 
 func replayCmd(ctx context.Context, e *env, args []string) error {
@@ -66,6 +67,7 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVarP(&f.out, "out", "o", "", "write a report (summaries, time series, figures, index.html) into `DIR`")
 	fs.StringVar(&f.plotFormat, "plot-format", "png,svg", "formats of the report's figures: png, svg, pdf, comma-separated")
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
+	f.snapshot.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -85,6 +87,9 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	}
 	if f.jobs < 0 {
 		return usagef("--jobs %d: want a positive number", f.jobs)
+	}
+	if err := f.snapshot.check(fs); err != nil {
+		return err
 	}
 	be, err := chooseBackend(f.backend, capacity, fs.Changed("capacity"))
 	if err != nil {
@@ -135,6 +140,9 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 					NewBackend:    be.newBackend,
 					MeasureTime:   be.newBackend != nil,
 					SeriesBuckets: series,
+
+					Snapshot:        f.snapshot.writer(in.name, p),
+					SnapshotEntries: f.snapshot.entries,
 				},
 			})
 		}

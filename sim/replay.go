@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -67,6 +68,19 @@ type Config struct {
 	// far every ProgressInterval events and once at the end, from the
 	// goroutine running the replay.
 	Progress func(events int64)
+
+	// Snapshot, if not nil, records what the strategy did as a PyTorch
+	// memory snapshot, which it is given at the end of a replay that
+	// succeeded (from the goroutine running the replay); its error becomes
+	// the replay's. What the snapshot holds is described at
+	// [snapshot.Write] and in this package's documentation of recording;
+	// off, it costs nothing per event but a test.
+	Snapshot func(*snapshot.Snapshot) error
+	// SnapshotEntries, if positive, keeps only the last SnapshotEntries
+	// trace entries of each device in the snapshot, as PyTorch's
+	// _record_memory_history(max_entries=N) does; the segments are still
+	// those after the last event.
+	SnapshotEntries int
 }
 
 // ProgressInterval is how many events pass between calls of
@@ -239,6 +253,9 @@ func ReplayContext(ctx context.Context, r traces.Reader, cfg Config) (res Result
 		}
 	}
 	e.finish(r)
+	if err == nil && e.rec != nil {
+		err = e.snapshot()
+	}
 	return e.res, err
 }
 
@@ -285,6 +302,8 @@ type engine struct {
 	hitNS, deviceNS int64
 	deviceAllocs    int64
 
+	rec *snapRecorder // with Config.Snapshot, else nil
+
 	res Result
 }
 
@@ -319,6 +338,9 @@ func (d *device) Malloc(size int64) (uint64, error) {
 		return d.timedMalloc(size)
 	}
 	addr, err := d.backend.Malloc(size)
+	if d.e.rec != nil && err == nil {
+		d.e.rec.segmentAlloc(d.index, addr, size)
+	}
 	return d.malloced(addr, size, err)
 }
 
@@ -326,6 +348,9 @@ func (d *device) timedMalloc(size int64) (uint64, error) {
 	t0 := time.Now()
 	addr, err := d.backend.Malloc(size)
 	d.callNS += int64(time.Since(t0))
+	if d.e.rec != nil && err == nil {
+		d.e.rec.segmentAlloc(d.index, addr, size)
+	}
 	return d.malloced(addr, size, err)
 }
 
@@ -357,6 +382,9 @@ func (d *device) Free(addr uint64, size int64) error {
 	}
 	if err != nil {
 		return err
+	}
+	if d.e.rec != nil {
+		d.e.rec.segmentFree(d.index, addr, size)
 	}
 	d.freed(size)
 	return nil
@@ -401,11 +429,18 @@ func (v *vmDevice) timed(f func() error) error {
 
 func (v *vmDevice) Reserve(size int64) (addr uint64, err error) {
 	err = v.timed(func() (err error) { addr, err = v.vm.Reserve(size); return err })
+	if v.e.rec != nil && err == nil {
+		v.e.rec.reserve(v.index, addr, size)
+	}
 	return addr, err
 }
 
 func (v *vmDevice) Unreserve(addr uint64, size int64) error {
-	return v.timed(func() error { return v.vm.Unreserve(addr, size) })
+	err := v.timed(func() error { return v.vm.Unreserve(addr, size) })
+	if v.e.rec != nil && err == nil {
+		v.e.rec.unreserve(v.index, addr)
+	}
+	return err
 }
 
 func (v *vmDevice) Create(size int64) (h uint64, err error) {
@@ -430,6 +465,9 @@ func (v *vmDevice) Map(addr uint64, h uint64) error {
 	err := v.timed(func() error { return v.vm.Map(addr, h) })
 	if err == nil {
 		v.maps++
+		if v.e.rec != nil {
+			v.e.rec.segmentMap(v.index, addr, v.sizes[h])
+		}
 	}
 	return err
 }
@@ -438,6 +476,9 @@ func (v *vmDevice) Unmap(addr uint64, size int64) error {
 	err := v.timed(func() error { return v.vm.Unmap(addr, size) })
 	if err == nil {
 		v.unmaps++
+		if v.e.rec != nil {
+			v.e.rec.segmentUnmap(v.index, addr, size)
+		}
 	}
 	return err
 }
@@ -478,6 +519,9 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 		}
 		e.series = newSeries(n)
 		e.res.Series = e.series
+	}
+	if cfg.Snapshot != nil {
+		e.rec = newSnapRecorder(cfg.SnapshotEntries)
 	}
 	return e, nil
 }
@@ -575,6 +619,9 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	d.peakLower = max(d.peakLower, d.lower)
 	before := e.mallocs
 	var b gpualloc.Block
+	if e.rec != nil {
+		e.rec.begin(ev.Stream, e.entryTime(ev), ev.Category)
+	}
 	var t0 time.Time
 	if e.measure {
 		t0 = time.Now()
@@ -593,6 +640,9 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	}
 	if err != nil {
 		if errors.Is(err, gpualloc.ErrOutOfMemory) {
+			if e.rec != nil {
+				e.recordOOM(d, ev.Size)
+			}
 			e.res.OOMs++
 			d.ooms++
 			*s = slot{size: ev.Size, dev: ev.Device, state: slotFailed}
@@ -606,6 +656,9 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	// Field by field: a composite literal would build the slot aside and
 	// copy it, on the hottest line of the replay.
 	s.block, s.size, s.dev, s.state = b, ev.Size, ev.Device, slotLive
+	if e.rec != nil {
+		e.rec.alloc(d.index, b, ev.Size)
+	}
 	d.okAllocs++
 	if e.mallocs == before {
 		e.res.CacheHits++
@@ -647,6 +700,9 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	}
 	e.res.Frees++
 	d.frees++
+	if e.rec != nil {
+		e.rec.free(d.index, s.block, e.entryTime(ev))
+	}
 	if err := d.alloc.Free(s.block); err != nil {
 		return d, err
 	}
@@ -721,6 +777,9 @@ func (e *engine) device(i int32) (*device, error) {
 				e.strategy, _, _ = strings.Cut(e.res.Strategy, ":")
 			}
 		}
+	}
+	if e.rec != nil {
+		e.rec.open(int(i), d.alloc, e.res.Strategy)
 	}
 	e.devs[i] = d
 	return d, nil
