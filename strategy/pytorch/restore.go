@@ -145,22 +145,19 @@ func (a *Allocator) restoreExpandable(s snapshot.Segment) ([]gpualloc.Block, err
 	ri := int32(-1)
 	for i, x := range a.xr {
 		if x != nil && x.pool == pi && x.small == small && x.base <= s.Address && s.Address-x.base < uint64(x.size) {
-			r, ri = x, int32(i)
+			if (s.Address-x.base)%uint64(page) == 0 {
+				r, ri = x, int32(i)
+				break
+			}
+			// Not on a page of x: the start of the next range, reserved
+			// when x was full, where x ends.
+			if err := a.capRange(x, s.Address); err != nil {
+				return fail("%v", err)
+			}
 		}
 	}
 	if r == nil {
-		_, total := a.b.MemInfo()
-		want := total + total/8
-		if want <= 0 || want > 1<<56 {
-			want = 1 << 56
-		}
-		r = &xrange{base: s.Address, size: (want + page - 1) / page * page, page: page, pool: pi, small: small}
-		ri = int32(len(a.xr))
-		a.xr = append(a.xr, r)
-		n := a.newNode()
-		a.nodes[n] = segmentNode(r.base, r.size)
-		a.meta[n] = meta{pool: pi, seg: ri, small: small, exp: true, unmapped: true}
-		a.insertUnmapped(n)
+		r, ri = a.restoreRange(pi, small, s.Address)
 	}
 	off := int64(s.Address - r.base)
 	end := s.Address + uint64(s.TotalSize)
@@ -251,4 +248,75 @@ func (a *Allocator) restoreExpandable(s snapshot.Segment) ([]gpualloc.Block, err
 		}
 	}
 	return live, nil
+}
+
+// RestoreRange makes the allocator hold a range of an expandable segment of
+// stream's small or large pool that starts at base, nothing mapped, as if
+// it had reserved it from its backend, without calling the backend: for
+// [Allocator.Restore] of the range's mapped parts, when the range starts
+// below the first of them. Ranges restored one after the other end where
+// the next begins, when that is before their size.
+func (a *Allocator) RestoreRange(stream uint64, small bool, base uint64) error {
+	if !a.c.ExpandableSegments {
+		return fmt.Errorf("%s: restore of an expandable range at %#x: expandable_segments is off", name, base)
+	}
+	pi := a.poolIndex(stream)
+	for _, x := range a.xr {
+		if x != nil && x.pool == pi && x.small == small && x.base <= base && base-x.base < uint64(x.size) {
+			if err := a.capRange(x, base); err != nil {
+				return fmt.Errorf("%s: restore of an expandable range at %#x: %v", name, base, err)
+			}
+		}
+	}
+	a.restoreRange(pi, small, base)
+	return nil
+}
+
+// restoreRange adds a range of the pool at base, nothing mapped.
+func (a *Allocator) restoreRange(pi int32, small bool, base uint64) (*xrange, int32) {
+	page := int64(largeBuffer)
+	if small {
+		page = smallBuffer
+	}
+	_, total := a.b.MemInfo()
+	want := total + total/8
+	if want <= 0 || want > 1<<56 {
+		want = 1 << 56
+	}
+	r := &xrange{base: base, size: (want + page - 1) / page * page, page: page, pool: pi, small: small}
+	ri := int32(len(a.xr))
+	a.xr = append(a.xr, r)
+	n := a.newNode()
+	a.nodes[n] = segmentNode(r.base, r.size)
+	a.meta[n] = meta{pool: pi, seg: ri, small: small, exp: true, unmapped: true}
+	a.insertUnmapped(n)
+	return r, ri
+}
+
+// capRange makes range x end at end, a range reserved after it: its
+// unmapped tail past end goes.
+func (a *Allocator) capRange(x *xrange, end uint64) error {
+	size := int64(end-x.base) / x.page * x.page
+	for _, n := range *a.unmappedList(x.pool, x.small) {
+		nd := &a.nodes[n]
+		if nd.Addr+uint64(nd.Size) != x.base+uint64(x.size) {
+			continue
+		}
+		if nd.Addr > x.base+uint64(size) {
+			return fmt.Errorf("the range at %#x is mapped past %#x", x.base, end)
+		}
+		x.size = size
+		if nd.Addr == x.base+uint64(size) {
+			// Mapped up to the next range: the tail goes.
+			a.removeUnmapped(n)
+			if p := nd.Prev; p != 0 {
+				a.nodes[p].Next = 0
+			}
+			a.recycle(n)
+			return nil
+		}
+		nd.Size = int64(x.base + uint64(size) - nd.Addr)
+		return nil
+	}
+	return fmt.Errorf("the range at %#x is mapped to its end", x.base)
 }

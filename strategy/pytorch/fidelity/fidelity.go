@@ -239,17 +239,157 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 			}
 		}
 	}
-	free := &replay{res: res, dev: dev, trace: t, conf: conf, newAlloc: newAlloc}
+	total := deviceTotal(st, t, rules)
+	free := &replay{res: res, dev: dev, trace: t, conf: conf, newAlloc: newAlloc, total: total, releaseInAlloc: releaseInAlloc(rules)}
 	if err := free.run(st, top, nil); err != nil {
 		return err
 	}
-	follow := &replay{res: &Result{mismatchesMx: -1}, dev: dev, trace: t, conf: conf, newAlloc: newAlloc}
+	follow := &replay{res: &Result{mismatchesMx: -1}, dev: dev, trace: t, conf: conf, newAlloc: newAlloc, total: total,
+		releaseInAlloc: releaseInAlloc(rules)}
 	if err := follow.run(st, top, snapshot.NewTracker(st, rules)); err != nil {
 		return fmt.Errorf("following the record: %w", err)
 	}
 	res.DecisionMatches = follow.decisions
 	res.OOMs, res.OOMMatches = follow.res.OOMs, follow.res.OOMMatches
 	return nil
+}
+
+// deviceTotal returns the device's memory as the trace's oom entries tell
+// it: at each, the free bytes it records plus the bytes of the segments
+// then held; the largest of them, or 2^62 when there is no oom entry. The
+// allocator sizes the ranges of expandable segments from it, as PyTorch
+// does from the device's memory.
+func deviceTotal(st *snapshot.State, t []snapshot.TraceEntry, rules snapshot.Rules) int64 {
+	var total int64
+	var tr *snapshot.Tracker
+	for i := range t {
+		if t[i].Action == snapshot.OutOfMemory {
+			if tr == nil {
+				// Walk again from the start, up to here.
+				tr = snapshot.NewTracker(st, rules)
+				for j := range i {
+					if tr.Apply(&t[j]) != nil {
+						return 1 << 62
+					}
+				}
+			}
+			held := int64(t[i].Addr)
+			for _, sg := range tr.State(0).Segments {
+				held += sg.TotalSize
+			}
+			total = max(total, held)
+		}
+		if tr != nil && tr.Apply(&t[i]) != nil {
+			return 1 << 62
+		}
+	}
+	if total <= 0 {
+		return rangeTotal(st, t)
+	}
+	return total
+}
+
+// rangeTotal returns the device's memory as the ranges of expandable
+// segments tell it, 2^62 when they do not. PyTorch reserves a range of 1
+// 1/8 times the device's memory, in whole pages, for each stream and pool
+// (and another when it is full), and CUDA reserves ranges one after the
+// other: a range ends at the latest where the next one starts (see
+// ranges). The bound of a range of the large pool is taken first.
+func rangeTotal(st *snapshot.State, t []snapshot.TraceEntry) int64 {
+	rs := ranges(st, t)
+	var best int64
+	bestSmall := true
+	for _, r := range rs {
+		var next uint64
+		for _, o := range rs {
+			if o.base > r.base && (next == 0 || o.base < next) {
+				next = o.base
+			}
+		}
+		if next == 0 {
+			continue
+		}
+		size := int64(next-r.base) / r.page() * r.page()
+		if best == 0 || (bestSmall && !r.small) || (bestSmall == r.small && size < best) {
+			best, bestSmall = size, r.small
+		}
+	}
+	if best == 0 {
+		return 1 << 62
+	}
+	return best / 9 * 8
+}
+
+// A xrange is a range of an expandable segment, as the snapshot shows it:
+// the lowest address it names, and whether the state at the trace's start
+// has mapped memory in it.
+type xrange struct {
+	stream  uint64
+	small   bool
+	base    uint64
+	initial bool
+}
+
+func (r xrange) page() int64 {
+	if r.small {
+		return smallBuffer
+	}
+	return largeBuffer
+}
+
+// ranges returns the ranges of expandable segments that the state at the
+// trace's start and the trace's segment_map and segment_unmap entries show,
+// by stream, pool and address. Two addresses of a stream's pool that are
+// not a whole number of pages apart lie in two ranges.
+func ranges(st *snapshot.State, t []snapshot.TraceEntry) []xrange {
+	var seen []xrange
+	for _, sg := range st.Segments {
+		if sg.IsExpandable {
+			seen = append(seen, xrange{sg.Stream, sg.SegmentType == "small", sg.Address, true})
+		}
+	}
+	for i := range t {
+		if e := &t[i]; e.Action == snapshot.SegmentMap || e.Action == snapshot.SegmentUnmap {
+			seen = append(seen, xrange{e.Stream, e.Size%largeBuffer != 0, e.Addr, false})
+		}
+	}
+	sort.Slice(seen, func(i, j int) bool {
+		a, b := seen[i], seen[j]
+		if a.stream != b.stream {
+			return a.stream < b.stream
+		}
+		if a.small != b.small {
+			return a.small
+		}
+		return a.base < b.base
+	})
+	var out []xrange
+	for _, r := range seen {
+		if n := len(out); n > 0 {
+			if p := &out[n-1]; p.stream == r.stream && p.small == r.small && (r.base-p.base)%uint64(r.page()) == 0 {
+				p.initial = p.initial || r.initial
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// A RangeRestorer is an allocator with expandable segments that can hold a
+// range before its mapped parts are restored, so that its start is where
+// the snapshot shows it (see the pytorch strategy's RestoreRange).
+type RangeRestorer interface {
+	RestoreRange(stream uint64, small bool, base uint64) error
+}
+
+// releaseInAlloc reports whether an allocation may free some cached
+// segments and not others before it allocates one (PyTorch's
+// release_available_cached_blocks, with a max_split_size and without
+// expandable segments), so that the segment_free entries recorded just
+// before an alloc are its own, not an empty_cache's.
+func releaseInAlloc(r snapshot.Rules) bool {
+	return r.MaxSplitSize != snapshot.NoMaxSplitSize && !r.Expandable
 }
 
 // replay is one replay of a device's trace.
@@ -259,6 +399,9 @@ type replay struct {
 	trace    []snapshot.TraceEntry
 	conf     string
 	newAlloc NewFunc
+	total    int64 // the device's memory
+	// releaseInAlloc: see the function of that name.
+	releaseInAlloc bool
 
 	a    Allocator
 	be   *backend
@@ -271,12 +414,21 @@ type replay struct {
 
 // start makes a new allocator that holds the segments of st.
 func (r *replay) start(st *snapshot.State, top uint64) error {
-	r.be = newBackend(r.res, r.dev, top)
+	r.be = newBackend(r.res, r.dev, top, r.total)
 	a, err := r.newAlloc(r.be, r.conf)
 	if err != nil {
 		return err
 	}
 	r.a, r.live, r.failed, r.released = a, map[uint64]gpualloc.Block{}, map[uint64]bool{}, false
+	if rr, ok := a.(RangeRestorer); ok {
+		for _, x := range ranges(st, r.trace) {
+			if x.initial {
+				if err := rr.RestoreRange(x.stream, x.small, x.base); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	for _, sg := range st.Segments {
 		blocks, err := a.Restore(sg)
 		if err != nil {
@@ -347,6 +499,7 @@ func (r *replay) entry(e *snapshot.TraceEntry, i int) (bool, error) {
 		r.released = false
 		b, err := r.a.AllocStream(e.Size, e.Stream)
 		be.endAlloc()
+		be.endReleases()
 		if err != nil {
 			res.AllocErrors++
 			r.failed[e.Addr] = true
@@ -377,6 +530,11 @@ func (r *replay) entry(e *snapshot.TraceEntry, i int) (bool, error) {
 	case snapshot.SegmentFree, snapshot.SegmentUnmap:
 		be.endAlloc()
 		res.SegmentFrees++
+		if e.Action == snapshot.SegmentFree && r.releaseInAlloc && r.allocFollows(i) {
+			// Freed by the next alloc, which its device refuses until then.
+			be.releases = append(be.releases, e)
+			return true, nil
+		}
 		if !be.gaveBack(e) && !r.released {
 			if rel, ok := r.a.(gpualloc.Releaser); ok {
 				r.released = true
@@ -397,6 +555,7 @@ func (r *replay) entry(e *snapshot.TraceEntry, i int) (bool, error) {
 		be.full = true
 		b, err := r.a.AllocStream(e.Size, e.Stream)
 		be.full = false
+		be.endReleases()
 		if err != nil {
 			if !errors.Is(err, gpualloc.ErrOutOfMemory) {
 				return false, fmt.Errorf("device_traces[%d][%d]: oom of %d bytes: %w", dev, i, e.Size, err)
@@ -413,6 +572,21 @@ func (r *replay) entry(e *snapshot.TraceEntry, i int) (bool, error) {
 	return true, nil
 }
 
+// allocFollows reports whether the segment_free entries from the i-th on
+// lead to an alloc or oom, with only segment_alloc entries between.
+func (r *replay) allocFollows(i int) bool {
+	for _, e := range r.trace[i+1:] {
+		switch e.Action {
+		case snapshot.SegmentFree, snapshot.SegmentAlloc:
+		case snapshot.Alloc, snapshot.OutOfMemory:
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
 func isSegmentGrowth(a snapshot.Action) bool {
 	return a == snapshot.SegmentAlloc || a == snapshot.SegmentMap
 }
@@ -427,6 +601,10 @@ type backend struct {
 	taken   bool                   // a segment_alloc of pending was taken by a Malloc
 	mapped  []uint64               // pages mapped for the current alloc, by address
 	full    bool                   // every allocation fails
+	total   int64                  // the device's memory
+	// releases are the segment_free entries recorded just before the
+	// current alloc, which it must free before it gets memory.
+	releases []*snapshot.TraceEntry
 	next    uint64                 // address of the next segment not in the trace
 	dirty   int                    // index of the last entry with a mismatch of the backend, or -1
 	freed   map[uint64]bool        // segments freed and pages unmapped, by address
@@ -434,8 +612,8 @@ type backend struct {
 	hid     uint64
 }
 
-func newBackend(res *Result, dev int, top uint64) *backend {
-	return &backend{res: res, dev: dev, next: top, dirty: -1, freed: map[uint64]bool{}, handles: map[uint64]int64{}}
+func newBackend(res *Result, dev int, top uint64, total int64) *backend {
+	return &backend{res: res, dev: dev, next: top, total: total, dirty: -1, freed: map[uint64]bool{}, handles: map[uint64]int64{}}
 }
 
 // clean reports whether the backend saw no mismatch at entry i.
@@ -450,7 +628,7 @@ func (b *backend) Malloc(size int64) (uint64, error) {
 	if size <= 0 {
 		return 0, gpualloc.ErrInvalidSize
 	}
-	if b.full {
+	if b.full || b.releasing() {
 		return 0, gpualloc.ErrOutOfMemory
 	}
 	for _, p := range b.pending {
@@ -471,6 +649,17 @@ func (b *backend) Malloc(size int64) (uint64, error) {
 	return b.fresh(size), nil
 }
 
+// releasing reports whether a segment that the current alloc must free
+// first is still held.
+func (b *backend) releasing() bool {
+	for _, e := range b.releases {
+		if !b.freed[e.Addr] {
+			return true
+		}
+	}
+	return false
+}
+
 // fresh returns an address for size bytes that no recorded segment uses.
 func (b *backend) fresh(size int64) uint64 {
 	a := b.next
@@ -484,7 +673,7 @@ func (b *backend) Free(addr uint64, size int64) error {
 	return nil
 }
 
-func (b *backend) MemInfo() (free, total int64) { return 1 << 62, 1 << 62 }
+func (b *backend) MemInfo() (free, total int64) { return b.total, b.total }
 
 // Granularity is that of CUDA's virtual memory on current GPUs, 2 MiB.
 func (b *backend) Granularity() int64 { return smallBuffer }
@@ -610,6 +799,20 @@ func (b *backend) endAlloc() {
 		b.mismatch(Mismatch{b.dev, b.index, "segment_map", 0, "none", fmt.Sprintf("%d pages from %s", len(extra), hex(extra[0]))})
 	}
 	b.pending, b.taken, b.mapped = b.pending[:0], false, b.mapped[:0]
+}
+
+// endReleases closes the segment_free entries recorded before the alloc or
+// oom just replayed: a segment that the allocator kept is a mismatch.
+func (b *backend) endReleases() {
+	for _, e := range b.releases {
+		if b.freed[e.Addr] {
+			b.res.SegmentFreeMatches++
+			delete(b.freed, e.Addr)
+		} else {
+			b.mismatch(Mismatch{b.dev, b.index, string(e.Action), e.Size, hex(e.Addr), "kept"})
+		}
+	}
+	b.releases = b.releases[:0]
 }
 
 // PyTorch's segment and page sizes: addresses made up for unrecorded

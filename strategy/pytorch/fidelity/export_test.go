@@ -1,0 +1,152 @@
+package fidelity_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/strategy/pytorch"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/fidelity"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+// exportEvents is how much of each bundled trace the self-test replays:
+// enough for segments to be freed, reused and split many times over.
+const exportEvents = 3000
+
+// bundledHead returns the first n events of each bundled trace.
+func bundledHead(t *testing.T, n int) map[string][]traces.Event {
+	t.Helper()
+	out := map[string][]traces.Event{}
+	for _, b := range traces.Bundled() {
+		r, err := b.Open()
+		require.NoError(t, err)
+		var evs []traces.Event
+		for len(evs) < n && r.Scan() {
+			evs = append(evs, r.Event())
+		}
+		require.NoError(t, r.Err())
+		out[b.Name] = evs
+	}
+	return out
+}
+
+// spread gives each allocation a stream (of streams) and a device (of
+// devices) drawn from its ID, and its free the same.
+func spread(evs []traces.Event, streams, devices int) []traces.Event {
+	out := make([]traces.Event, len(evs))
+	for i, ev := range evs {
+		h := ev.ID * 0x9e3779b97f4a7c15
+		ev.Stream = (h >> 32) % uint64(streams)
+		ev.Device = int32((h >> 40) % uint64(devices))
+		out[i] = ev
+	}
+	return out
+}
+
+// export replays evs with the pytorch strategy configured by conf on
+// devices of capacity bytes and returns the snapshot it records, keeping
+// the last entries of each device (all for 0), written as a pickle and
+// read back.
+func export(t *testing.T, evs []traces.Event, conf string, capacity int64, entries int) (*snapshot.Snapshot, sim.Result) {
+	t.Helper()
+	c, err := pytorch.ParseConf(conf)
+	require.NoError(t, err)
+	var got *snapshot.Snapshot
+	res, err := sim.Replay(traces.NewSliceReader("t", evs), sim.Config{
+		Open:            func(b gpualloc.Backend) (gpualloc.Allocator, error) { return pytorch.New(b, c) },
+		Capacity:        capacity,
+		SnapshotEntries: entries,
+		Snapshot:        func(s *snapshot.Snapshot) error { got = s; return nil },
+	})
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, snapshot.Write(&buf, got, snapshot.WriteOptions{}))
+	s, err := snapshot.Read(&buf, "export.pickle")
+	require.NoError(t, err)
+	return s, res
+}
+
+// TestExports replays the bundled traces with the pytorch strategy under
+// many settings, exports each replay as a snapshot, whole and as ring-buffer
+// windows of several sizes, and checks that fidelity takes every recorded
+// decision: each address, each segment allocated, mapped, freed and
+// unmapped, each recorded OOM.
+func TestExports(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays the bundled traces")
+	}
+	heads := bundledHead(t, exportEvents)
+	for _, tc := range []struct {
+		name             string
+		conf             string
+		streams, devices int
+		oom              bool // devices of 3/4 of the trace's peak of live bytes
+	}{
+		{name: "default", conf: ""},
+		{name: "max_split", conf: "max_split_size_mb:40"},
+		{name: "max_split_rounding", conf: "max_split_size_mb:20,max_non_split_rounding_mb:40"},
+		{name: "divisions", conf: "roundup_power2_divisions:4"},
+		{name: "divisions_list", conf: "roundup_power2_divisions:[1:2,64:8,>:4]"},
+		{name: "gc", conf: "garbage_collection_threshold:0.6"},
+		{name: "expandable", conf: "expandable_segments:True"},
+		{name: "streams", conf: "", streams: 3},
+		{name: "devices", conf: "max_split_size_mb:64", streams: 2, devices: 3},
+		{name: "expandable_streams", conf: "expandable_segments:True", streams: 2, devices: 2},
+		{name: "oom", conf: "", oom: true},
+		{name: "oom_max_split", conf: "max_split_size_mb:24", oom: true},
+		{name: "oom_expandable", conf: "expandable_segments:True", oom: true},
+	} {
+		for name, evs := range heads {
+			evs := spread(evs, max(tc.streams, 1), max(tc.devices, 1))
+			var capacity int64
+			if tc.oom {
+				capacity = peakLive(evs) * 3 / 4
+			}
+			for _, entries := range []int{0, 3000, 700, 60} {
+				t.Run(fmt.Sprintf("%s/%s/%d", tc.name, name, entries), func(t *testing.T) {
+					s, rep := export(t, evs, tc.conf, capacity, entries)
+					res, err := fidelity.Run(s, "export.pickle", fidelity.Options{New: fidelity.PyTorch, MaxMismatches: 3})
+					require.NoError(t, err)
+					var ooms int64
+					for _, r := range res {
+						t.Logf("device %d: %d allocs, %d segment allocs, %d segment frees, %d ooms, %d live and %d segments at the start",
+							r.Device, r.Allocs, r.SegmentAllocs, r.SegmentFrees, r.OOMs, r.InitialLive, r.InitialSegs)
+						require.Empty(t, r.Mismatches, "device %d", r.Device)
+						assert.Equal(t, r.Allocs, r.AddressMatches, "device %d", r.Device)
+						assert.Equal(t, r.Allocs, r.DecisionMatches, "device %d", r.Device)
+						assert.Equal(t, r.SegmentAllocs, r.SegmentMatches, "device %d", r.Device)
+						assert.Equal(t, r.SegmentFrees, r.SegmentFreeMatches, "device %d", r.Device)
+						assert.Equal(t, r.OOMs, r.OOMMatches, "device %d", r.Device)
+						assert.Zero(t, r.ExtraMallocs, "device %d", r.Device)
+						ooms += r.OOMs
+					}
+					if tc.oom && entries == 0 {
+						assert.Equal(t, rep.OOMs, ooms, "every failed allocation is a recorded oom")
+						assert.Positive(t, ooms, "the capacity forces out of memory")
+					}
+				})
+			}
+		}
+	}
+}
+
+// peakLive returns the peak of live requested bytes of evs on one device.
+func peakLive(evs []traces.Event) int64 {
+	var live, peak int64
+	for _, ev := range evs {
+		if ev.Op == traces.OpAlloc {
+			live += ev.Size
+		} else {
+			live -= ev.Size
+		}
+		peak = max(peak, live)
+	}
+	return peak
+}
