@@ -605,11 +605,11 @@ type backend struct {
 	// releases are the segment_free entries recorded just before the
 	// current alloc, which it must free before it gets memory.
 	releases []*snapshot.TraceEntry
-	next    uint64                 // address of the next segment not in the trace
-	dirty   int                    // index of the last entry with a mismatch of the backend, or -1
-	freed   map[uint64]bool        // segments freed and pages unmapped, by address
-	handles map[uint64]int64       // sizes of created handles
-	hid     uint64
+	next     uint64           // address of the next segment not in the trace
+	dirty    int              // index of the last entry with a mismatch of the backend, or -1
+	freed    map[uint64]bool  // segments freed and pages unmapped, by address
+	handles  map[uint64]int64 // sizes of created handles
+	hid      uint64
 }
 
 func newBackend(res *Result, dev int, top uint64, total int64) *backend {
