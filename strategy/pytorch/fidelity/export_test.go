@@ -150,3 +150,45 @@ func peakLive(evs []traces.Event) int64 {
 	}
 	return peak
 }
+
+// TestWindowRebuild checks the start-state rebuild on windows of exports:
+// the segments and blocks that InitialState rebuilds for a window are those
+// that following the whole record up to the window's start gives, hidden
+// tails included (blocks larger than their rounded request, which the
+// window's entries do not record).
+func TestWindowRebuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays the bundled traces")
+	}
+	tails := 0
+	for name, evs := range bundledHead(t, exportEvents) {
+		for _, conf := range []string{"", "max_split_size_mb:40", "expandable_segments:True", "roundup_power2_divisions:4"} {
+			full, _ := export(t, evs, conf, 0, 0)
+			rules, err := full.AllocatorSettings.Rules()
+			require.NoError(t, err)
+			tr := full.DeviceTraces[0]
+			for _, n := range []int{60, 300, 700, 1500, 2500} {
+				start := len(tr) - n
+				w := *full
+				w.DeviceTraces = [][]snapshot.TraceEntry{tr[start:]}
+				got, err := w.InitialState(0)
+				require.NoError(t, err)
+				k := snapshot.NewTracker(&snapshot.State{}, rules)
+				for i := range tr[:start] {
+					require.NoError(t, k.Apply(&tr[i]))
+				}
+				want := k.State(0)
+				require.Equal(t, want, got, "%s %q, the last %d entries", name, conf, n)
+				for _, sg := range want.Segments {
+					for _, b := range sg.Blocks {
+						if b.Live() && b.Size > rules.RoundSize(b.RequestedSize) {
+							tails++
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d hidden tails rebuilt", tails)
+	assert.Positive(t, tails, "the windows start with hidden tails")
+}
