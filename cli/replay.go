@@ -250,6 +250,7 @@ func envSet(getenv func(string) (string, bool), name string) bool {
 }
 
 func writeResults(w io.Writer, format string, results []sim.Result) error {
+	results = perDevice(results)
 	switch format {
 	case "json":
 		return report.WriteJSON(w, results)

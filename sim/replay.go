@@ -98,6 +98,10 @@ type Result struct {
 	Strategy      string `json:"strategy"` // full spec, every parameter's effective value
 	Backend       string `json:"backend"`
 	CapacityBytes int64  `json:"capacity_bytes"`
+	// Device, when not nil, is the index of the one device whose figures
+	// the Result holds (see [Result.PerDevice]); nil, the figures are the
+	// trace's, summed over its devices.
+	Device *int `json:"device,omitempty"`
 
 	Events int64 `json:"events"`
 	Allocs int64 `json:"allocs"`

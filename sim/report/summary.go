@@ -87,7 +87,8 @@ type Table struct {
 func (t Table) Write(w io.Writer) error { return tabular.Layout(w, t.Head, t.Right, t.Rows) }
 
 // SummaryTable formats results as the table simulate prints: trace,
-// strategy (its [ShortSpec]), events, lower bound, peaks, overhead and
+// strategy (its [ShortSpec]), the device when some result is one device's
+// ("all" on the rows of sums), events, lower bound, peaks, overhead and
 // fragmentation as percentages, device calls, cache hits and OOMs; and,
 // when a result was timed (see sim.Config.MeasureTime), the mean time of an
 // alloc served from the cache and of one that called the device, and the
@@ -103,6 +104,19 @@ func SummaryTable(results []sim.Result) Table {
 			gpualloc.FormatSize(r.PeakRequestedBytes), gpualloc.FormatSize(r.PeakAllocatedBytes), gpualloc.FormatSize(r.PeakReservedBytes),
 			overheadPercent(r), fragmentation(r), freeFragmentation(r), tabular.Count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
 			share(r.CacheHits, r.Allocs), tabular.Count(r.OOMs)})
+	}
+	if slices.ContainsFunc(results, func(r sim.Result) bool { return r.Device != nil }) {
+		// Rows of single devices (sim.Result.PerDevice): which device, or
+		// "all" for the sums.
+		t.Head = slices.Insert(t.Head, 2, "DEVICE")
+		t.Right = slices.Insert(t.Right, 2, true)
+		for i, r := range results {
+			d := "all"
+			if r.Device != nil {
+				d = strconv.Itoa(*r.Device)
+			}
+			t.Rows[i] = slices.Insert(t.Rows[i], 2, d)
+		}
 	}
 	if slices.ContainsFunc(results, func(r sim.Result) bool { return r.DeviceCallNSTotal != nil }) {
 		t.Head = append(t.Head, "ALLOC HIT", "ALLOC DEVICE", "DEVICE TIME")

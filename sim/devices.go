@@ -1,0 +1,40 @@
+package sim
+
+// PerDevice returns r followed, for a trace of several devices, by one
+// Result per device (r.Devices), its Device set: the figures of that device
+// alone, the lower bound first (PeakRequestedBytes is the peak of the
+// device's live requested bytes). Overhead and Fragmentation are the
+// device's; ElapsedNS is the whole replay's, which the devices shared, and
+// EventsPerSec the device's events over it. What the replay measures only
+// for all devices together is left out of a device's Result: the free
+// space at peak, the timings and the skipped events (nil or 0). A trace of
+// one device gives r alone: its figures are that device's.
+func (r Result) PerDevice() []Result {
+	out := []Result{r}
+	if len(r.Devices) < 2 {
+		return out
+	}
+	for _, d := range r.Devices {
+		dr := Result{
+			Trace: r.Trace, Strategy: r.Strategy, Backend: r.Backend, CapacityBytes: r.CapacityBytes,
+			Events: d.Allocs + d.Frees, Allocs: d.Allocs, Frees: d.Frees,
+			PeakRequestedBytes: d.PeakRequestedBytes, PeakAllocatedBytes: d.PeakAllocatedBytes, PeakReservedBytes: d.PeakReservedBytes,
+			Overhead:      ratio(d.PeakReservedBytes, d.PeakRequestedBytes),
+			DeviceMallocs: d.DeviceMallocs, DeviceFrees: d.DeviceFrees, DeviceMallocBytes: d.DeviceMallocBytes,
+			DeviceMaps: d.DeviceMaps, DeviceUnmaps: d.DeviceUnmaps,
+			CacheHits: d.CacheHits, OOMs: d.OOMs,
+			ElapsedNS: r.ElapsedNS,
+			Devices:   []DeviceResult{d},
+		}
+		index := d.Device
+		dr.Device = &index
+		if d.PeakReservedBytes > 0 {
+			dr.Fragmentation = 1 - ratio(d.PeakRequestedBytes, d.PeakReservedBytes)
+		}
+		if r.ElapsedNS > 0 {
+			dr.EventsPerSec = float64(dr.Events) / (float64(r.ElapsedNS) / 1e9)
+		}
+		out = append(out, dr)
+	}
+	return out
+}
