@@ -14,12 +14,18 @@ type backendChoice struct {
 	newBackend func(device int) (gpualloc.Backend, error)
 }
 
-// chooseBackend resolves -b: sim is a virtual device of capacity bytes; host
-// is host memory, limited to capacity only when --capacity was given
-// (capacitySet); cuda is the GPU of each device index, of its own size.
+// chooseBackend resolves -b: sim is a virtual device of capacity bytes, or,
+// when --capacity was not given (capacitySet), of the device's memory as
+// the trace tells it (a PyTorch snapshot that records an out-of-memory
+// error) and else of the default 80 GiB; host is host memory, limited to
+// capacity only when --capacity was given; cuda is the GPU of each device
+// index, of its own size.
 func chooseBackend(name string, capacity int64, capacitySet bool) (backendChoice, error) {
 	switch name {
 	case "sim":
+		if !capacitySet {
+			return backendChoice{}, nil // sim.DefaultCapacity, or the trace's
+		}
 		return backendChoice{capacity: capacity}, nil
 	case "host":
 		var limit int64

@@ -23,7 +23,10 @@ Strategies: every -s spec; else the one the environment chooses
 (GPUALLOC_POOL_TYPE, then MXNET_GPU_MEM_POOL_TYPE); else every built-in
 strategy. 'simulate strategies' lists them with their parameters.
 
-Backends (-b): sim, a virtual device of --capacity bytes (the default);
+Backends (-b): sim, a virtual device of --capacity bytes (the default; a
+PyTorch snapshot that records an out-of-memory error, replayed without
+--capacity, gives each device the memory the error tells: its free bytes
+then plus the segments PyTorch held);
 host, real host memory, each device allocation an mmap and each free a
 munmap, limited to --capacity only when the flag is given (without it, no
 limit beyond the system's); cuda, the NVIDIA GPU of each device index of the

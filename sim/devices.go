@@ -38,3 +38,23 @@ func (r Result) PerDevice() []Result {
 	}
 	return out
 }
+
+// deviceCapacity returns the capacity of the virtual device of index i:
+// Config.Capacity; without it, the device's memory as the trace tells it
+// (a PyTorch snapshot that records an out-of-memory error, see
+// traces.CapacityReporter), which the Result then reports (the largest, for
+// several devices), else DefaultCapacity.
+func (e *engine) deviceCapacity(i int) int64 {
+	if e.memory == nil {
+		return e.cfg.Capacity
+	}
+	c := e.memory.DeviceCapacity(i)
+	if c <= 0 {
+		return e.cfg.Capacity
+	}
+	if !e.hinted || c > e.res.CapacityBytes {
+		e.res.CapacityBytes = c
+	}
+	e.hinted = true
+	return c
+}

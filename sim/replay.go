@@ -37,7 +37,8 @@ type Config struct {
 	// "sim".
 	Backend string
 	// Capacity is the size of each virtual device, and the capacity
-	// reported; 0 means [DefaultCapacity] (80 GiB). With NewBackend and
+	// reported; 0 means the device's memory where the reader knows it (a
+	// traces.CapacityReporter), else [DefaultCapacity] (80 GiB). With NewBackend and
 	// Capacity 0, the capacity reported is the total that the first
 	// device's MemInfo gives.
 	Capacity int64
@@ -283,7 +284,9 @@ type slot struct {
 // An engine is the state of one replay.
 type engine struct {
 	cfg      Config
-	devs     []*device // by device index; nil where not used yet
+	memory   traces.CapacityReporter // the trace's devices' memory, with no Config.Capacity
+	hinted   bool                    // a device took its capacity from memory
+	devs     []*device               // by device index; nil where not used yet
 	slots    []slot
 	series   *Series
 	strategy string // short name for errors
@@ -515,6 +518,7 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	e.res.CapacityBytes = cfg.Capacity
 	if cfg.NewBackend == nil && cfg.Capacity == 0 {
 		e.res.CapacityBytes = DefaultCapacity
+		e.memory, _ = r.(traces.CapacityReporter)
 	}
 	if cfg.SeriesBuckets >= 0 {
 		n := cfg.SeriesBuckets
@@ -741,7 +745,7 @@ func (e *engine) device(i int32) (*device, error) {
 	if e.cfg.NewBackend != nil {
 		d.backend, err = e.cfg.NewBackend(int(i))
 	} else {
-		d.backend, err = NewDevice(int(i), e.cfg.Capacity)
+		d.backend, err = NewDevice(int(i), e.deviceCapacity(int(i)))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("device %d: %w", i, err)

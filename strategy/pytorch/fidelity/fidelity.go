@@ -255,38 +255,14 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 }
 
 // deviceTotal returns the device's memory as the trace's oom entries tell
-// it: at each, the free bytes it records plus the bytes of the segments
-// then held; the largest of them, or 2^62 when there is no oom entry. The
-// allocator sizes the ranges of expandable segments from it, as PyTorch
-// does from the device's memory.
+// it (see [snapshot.DeviceMemory]), else as the ranges of expandable
+// segments do, else 2^62. The allocator sizes the ranges of expandable
+// segments from it, as PyTorch does from the device's memory.
 func deviceTotal(st *snapshot.State, t []snapshot.TraceEntry, rules snapshot.Rules) int64 {
-	var total int64
-	var tr *snapshot.Tracker
-	for i := range t {
-		if t[i].Action == snapshot.OutOfMemory {
-			if tr == nil {
-				// Walk again from the start, up to here.
-				tr = snapshot.NewTracker(st, rules)
-				for j := range i {
-					if tr.Apply(&t[j]) != nil {
-						return 1 << 62
-					}
-				}
-			}
-			held := int64(t[i].Addr)
-			for _, sg := range tr.State(0).Segments {
-				held += sg.TotalSize
-			}
-			total = max(total, held)
-		}
-		if tr != nil && tr.Apply(&t[i]) != nil {
-			return 1 << 62
-		}
+	if total := snapshot.DeviceMemory(st, t, rules); total > 0 {
+		return total
 	}
-	if total <= 0 {
-		return rangeTotal(st, t)
-	}
-	return total
+	return rangeTotal(st, t)
 }
 
 // rangeTotal returns the device's memory as the ranges of expandable

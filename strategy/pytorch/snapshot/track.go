@@ -106,3 +106,40 @@ func (r *rebuild) alloc(a uint64, requested int64) string {
 	s.blocks = append(s.blocks[:i], append(nb, s.blocks[i+1:]...)...)
 	return ""
 }
+
+// Held returns the bytes of the segments held now.
+func (t *Tracker) Held() int64 {
+	var n int64
+	for _, s := range t.r.segs {
+		n += s.size
+	}
+	return n
+}
+
+// DeviceMemory returns the memory of a device as the oom entries of its
+// trace t tell it, PyTorch's memory snapshots recording no total: at each
+// oom entry, the device's free bytes that it records ("device_free") plus
+// the bytes of the segments held then, following t from st; the largest of
+// these. It returns 0 when t has no oom entry or does not fit st. The
+// memory that other processes and the CUDA context hold is not in it.
+func DeviceMemory(st *State, t []TraceEntry, rules Rules) int64 {
+	var total int64
+	var tr *Tracker
+	for i := range t {
+		if t[i].Action == OutOfMemory {
+			if tr == nil {
+				tr = NewTracker(st, rules)
+				for j := range i {
+					if tr.Apply(&t[j]) != nil {
+						return 0
+					}
+				}
+			}
+			total = max(total, int64(t[i].Addr)+tr.Held())
+		}
+		if tr != nil && tr.Apply(&t[i]) != nil {
+			return 0
+		}
+	}
+	return total
+}
