@@ -38,9 +38,9 @@ type Config struct {
 	Backend string
 	// Capacity is the size of each virtual device, and the capacity
 	// reported; 0 means the device's memory where the reader knows it (a
-	// traces.CapacityReporter), else [DefaultCapacity] (80 GiB). With NewBackend and
-	// Capacity 0, the capacity reported is the total that the first
-	// device's MemInfo gives.
+	// traces.CapacityReporter), else [DefaultCapacity] (80 GiB). With
+	// NewBackend and Capacity 0, the capacity reported is the total that
+	// the first device's MemInfo gives.
 	Capacity int64
 	// NewBackend, if not nil, makes the backend of each device index that
 	// the trace uses, when the device is first used. The default makes a
@@ -284,12 +284,13 @@ type slot struct {
 // An engine is the state of one replay.
 type engine struct {
 	cfg      Config
-	memory   traces.CapacityReporter // the trace's devices' memory, with no Config.Capacity
-	hinted   bool                    // a device took its capacity from memory
-	devs     []*device               // by device index; nil where not used yet
+	devs     []*device // by device index; nil where not used yet
 	slots    []slot
 	series   *Series
 	strategy string // short name for errors
+
+	memory traces.CapacityReporter // the trace's devices' memory, with no Config.Capacity
+	hinted bool                    // a device took its capacity from memory
 
 	// Sums over devices.
 	requested, allocated, reserved int64
