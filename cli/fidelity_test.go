@@ -61,7 +61,18 @@ func fidelitySnapshot(lastAddr uint64) []byte {
 // rewrites them, and the test checks that they are what the encoder writes.
 func fidelityFiles() map[string][]byte {
 	bad := pkPickle(pk.Snapshot(nil, [][]any{{pkEntry("free_completed", fA0, 100)}}, nil))
+	// torch.cuda.memory_snapshot(): a bare list of segments, one of them
+	// expandable, with no history.
+	exp := pk.Segment(0, fL0, 0, "large", pk.Block(fL0, 5<<20, 5<<20, "active_allocated"), pk.Block(fL0+5<<20, 15<<20, 0, "inactive"))
+	for i, kv := range exp {
+		if kv.K == "is_expandable" {
+			exp[i].V = true
+		}
+	}
+	legacy := pk.Encode([]any{pk.Segment(0, fA0, 0, "small", pk.Block(fA0, 512, 300, "active_allocated"), pk.Block(fA0+512, 2<<20-512, 0, "inactive")), exp},
+		pk.Options{Proto: 2})
 	return map[string][]byte{
+		"fidelity_legacy.pickle":   legacy,
 		"fidelity_match.pickle":    fidelitySnapshot(fA0),
 		"fidelity_mismatch.pickle": fidelitySnapshot(fA0 + 2048),
 		"fidelity_bad.pickle":      bad,
@@ -91,6 +102,7 @@ func TestFidelityGolden(t *testing.T) {
 		{"err_fidelity_not_snapshot", []string{"fidelity", "testdata/tiny.csv"}, 1},
 		{"err_fidelity_no_args", []string{"fidelity"}, 2},
 		{"fidelity_csv", []string{"fidelity", "-f", "csv", p("match.pickle"), p("mismatch.pickle")}, 0},
+		{"fidelity_legacy", []string{"fidelity", p("legacy.pickle"), p("match.pickle")}, 0},
 		{"err_fidelity_format", []string{"fidelity", "-f", "xml", p("match.pickle")}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
