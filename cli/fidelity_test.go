@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	pk "github.com/gpualloc/gpualloc/internal/pickletest"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/fidelity"
 )
 
 var pkSettings = pk.Dict{{K: "PYTORCH_CUDA_ALLOC_CONF", V: ""}, {K: "max_split_size", V: -1}, {K: "garbage_collection_threshold", V: 0.0},
@@ -128,18 +129,7 @@ func TestFidelityShared(t *testing.T) {
 	files := pk.SharedSnapshots(t, sharedSnapshotDir)
 	code, stdout, stderr := run(t, nil, append([]string{"fidelity", "-f", "json"}, files...)...)
 	require.Equal(t, 0, code, stderr)
-	var res []struct {
-		File            string   `json:"file"`
-		Device          int      `json:"device"`
-		Allocs          int64    `json:"allocs"`
-		AddressMatches  int64    `json:"address_matches"`
-		DecisionMatches int64    `json:"decision_matches"`
-		SegmentAllocs   int64    `json:"segment_allocs"`
-		SegmentMatches  int64    `json:"segment_matches"`
-		MatchRate       *float64 `json:"match_rate"`
-		DecisionRate    *float64 `json:"decision_rate"`
-		Note            string   `json:"note"`
-	}
+	var res []fidelity.Result
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
 	require.Len(t, res, len(files))
 	for _, r := range res {

@@ -274,22 +274,9 @@ func (a *Allocator) RestoreRange(stream uint64, small bool, base uint64) error {
 
 // restoreRange adds a range of the pool at base, nothing mapped.
 func (a *Allocator) restoreRange(pi int32, small bool, base uint64) (*xrange, int32) {
-	page := int64(largeBuffer)
-	if small {
-		page = smallBuffer
-	}
-	_, total := a.b.MemInfo()
-	want := total + total/8
-	if want <= 0 || want > 1<<56 {
-		want = 1 << 56
-	}
-	r := &xrange{base: base, size: (want + page - 1) / page * page, page: page, pool: pi, small: small}
-	ri := int32(len(a.xr))
-	a.xr = append(a.xr, r)
-	n := a.newNode()
-	a.nodes[n] = segmentNode(r.base, r.size)
-	a.meta[n] = meta{pool: pi, seg: ri, small: small, exp: true, unmapped: true}
-	a.insertUnmapped(n)
+	r := a.newRange(pi, small)
+	r.base = base
+	ri, _ := a.addRange(r)
 	return r, ri
 }
 
