@@ -1,5 +1,10 @@
 package sim
 
+import (
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+)
+
 // PerDevice returns r followed, for a trace of several devices, by one
 // Result per device (r.Devices), its Device set: the figures of that device
 // alone, the lower bound first (PeakRequestedBytes is the peak of the
@@ -57,4 +62,25 @@ func (e *engine) deviceCapacity(i int) int64 {
 	}
 	e.hinted = true
 	return c
+}
+
+// deviceMemory notes the memory of device dev, the total its backend
+// reports, in the snapshot's allocator_settings, as "device_memory": a list
+// indexed by device (0 for an index the trace does not use). PyTorch's
+// snapshots do not record it; a replay of the snapshot takes its devices'
+// capacity from it (see snapshot.AllocatorSettings.DeviceMemory).
+func (r *snapRecorder) deviceMemory(dev int, b gpualloc.Backend) {
+	if r.settings == nil {
+		return
+	}
+	_, total := b.MemInfo()
+	mem, _ := r.settings.Other[snapshot.DeviceMemoryKey].([]any)
+	for len(mem) <= dev {
+		mem = append(mem, int64(0))
+	}
+	mem[dev] = total
+	if r.settings.Other == nil {
+		r.settings.Other = map[string]any{}
+	}
+	r.settings.Other[snapshot.DeviceMemoryKey] = mem
 }

@@ -789,6 +789,7 @@ func (e *engine) device(i int32) (*device, error) {
 	}
 	if e.rec != nil {
 		e.rec.open(int(i), d.alloc, e.res.Strategy)
+		e.rec.deviceMemory(int(i), d.backend)
 	}
 	e.devs[i] = d
 	return d, nil

@@ -44,7 +44,8 @@ func TestSnapshotRecordsDeviceCalls(t *testing.T) {
 		{Device: 1, Address: d1, TotalSize: 3000, AllocatedSize: 3000, ActiveSize: 3000, RequestedSize: 3000, Stream: 9, SegmentType: "small",
 			Blocks: []snapshot.Block{{Address: d1, Size: 3000, RequestedSize: 3000, State: snapshot.ActiveAllocated}}},
 	}, s.Segments)
-	assert.Equal(t, &snapshot.AllocatorSettings{Other: map[string]any{"strategy": "exact"}}, s.AllocatorSettings)
+	assert.Equal(t, &snapshot.AllocatorSettings{Other: map[string]any{"strategy": "exact",
+		"device_memory": []any{int64(DefaultCapacity), int64(DefaultCapacity)}}}, s.AllocatorSettings)
 }
 
 func TestSnapshotCacheOOMAndRelease(t *testing.T) {

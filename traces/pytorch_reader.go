@@ -21,10 +21,11 @@ import (
 // entries also count in AllocFailures. The other actions are not events
 // (the snapshot package models them all).
 //
-// The reader knows the memory of a device whose trace records an oom
-// (DeviceCapacity): PyTorch's snapshots do not record the device's total,
-// so it is what the oom entry tells, the device's free bytes then plus the
-// segments PyTorch held (see [snapshot.DeviceMemory]); a replay with no
+// The reader knows the memory of a device (DeviceCapacity) that the
+// snapshot records (the "device_memory" that a replay's snapshot writes in
+// its allocator_settings) or, since PyTorch's snapshots do not record it,
+// whose trace records an oom: the device's free bytes then plus the
+// segments PyTorch held (see [snapshot.DeviceMemory]). A replay with no
 // capacity of its own takes it, so that the device is as full as the record
 // says. The Event's ID is the block's address, tagged
 // as a hexadecimal id (see idKeyOf), so that a trace converted to the native
@@ -230,7 +231,11 @@ func initialBlocks(s *snapshot.Snapshot) ([]initialBlock, []int64) {
 		for _, e := range st.Allocs() {
 			blocks = append(blocks, initialBlock{dev, e.Addr, e.Size, e.Stream, ""})
 		}
-		if m := snapshot.DeviceMemory(st, s.Trace(dev), rules); m > 0 {
+		m := s.AllocatorSettings.DeviceMemory(dev)
+		if m == 0 {
+			m = snapshot.DeviceMemory(st, s.Trace(dev), rules)
+		}
+		if m > 0 {
 			for len(memory) <= dev {
 				memory = append(memory, 0)
 			}

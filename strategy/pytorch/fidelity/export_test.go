@@ -83,38 +83,46 @@ func TestExports(t *testing.T) {
 		t.Skip("replays the bundled traces")
 	}
 	heads := bundledHead(t, exportEvents)
+	gcFrees := map[string]int64{}
 	for _, tc := range []struct {
 		name             string
 		conf             string
 		streams, devices int
-		oom              bool // devices of 3/4 of the trace's peak of live bytes
+		capacity         int64 // percent of the trace's peak of live bytes; 0: 80 GiB
+		oom              bool  // the capacity forces out of memory
+		// gc: garbage collection frees segments. The ages that it goes by
+		// (lookups since a block was freed) are not in a snapshot, so that
+		// only whole traces are replayed: a window starts with ages unknown.
+		gc bool
 	}{
 		{name: "default", conf: ""},
 		{name: "max_split", conf: "max_split_size_mb:40"},
 		{name: "max_split_rounding", conf: "max_split_size_mb:20,max_non_split_rounding_mb:40"},
 		{name: "divisions", conf: "roundup_power2_divisions:4"},
 		{name: "divisions_list", conf: "roundup_power2_divisions:[1:2,64:8,>:4]"},
-		{name: "gc", conf: "garbage_collection_threshold:0.6"},
+		{name: "gc", conf: "garbage_collection_threshold:0.6"}, // inert without a memory fraction, as in PyTorch
+		{name: "gc_fraction", conf: "garbage_collection_threshold:0.4,memory_fraction:0.8", capacity: 150, gc: true},
+		{name: "gc_max_split", conf: "garbage_collection_threshold:0.5,memory_fraction:0.9,max_split_size_mb:30", capacity: 140, gc: true},
 		{name: "expandable", conf: "expandable_segments:True"},
 		{name: "streams", conf: "", streams: 3},
 		{name: "devices", conf: "max_split_size_mb:64", streams: 2, devices: 3},
 		{name: "expandable_streams", conf: "expandable_segments:True", streams: 2, devices: 2},
-		{name: "oom", conf: "", oom: true},
-		{name: "oom_max_split", conf: "max_split_size_mb:24", oom: true},
-		{name: "oom_expandable", conf: "expandable_segments:True", oom: true},
+		{name: "oom", conf: "", capacity: 75, oom: true},
+		{name: "oom_max_split", conf: "max_split_size_mb:24", capacity: 75, oom: true},
+		{name: "oom_expandable", conf: "expandable_segments:True", capacity: 75, oom: true},
 	} {
 		for name, evs := range heads {
 			evs := spread(evs, max(tc.streams, 1), max(tc.devices, 1))
-			var capacity int64
-			if tc.oom {
-				capacity = peakLive(evs) * 3 / 4
-			}
+			capacity := peakLive(evs) * tc.capacity / 100
 			for _, entries := range []int{0, 3000, 700, 60} {
+				if tc.gc && entries > 0 {
+					continue
+				}
 				t.Run(fmt.Sprintf("%s/%s/%d", tc.name, name, entries), func(t *testing.T) {
 					s, rep := export(t, evs, tc.conf, capacity, entries)
 					res, err := fidelity.Run(s, "export.pickle", fidelity.Options{New: fidelity.PyTorch, MaxMismatches: 3})
 					require.NoError(t, err)
-					var ooms int64
+					var ooms, frees int64
 					for _, r := range res {
 						t.Logf("device %d: %d allocs, %d segment allocs, %d segment frees, %d ooms, %d live and %d segments at the start",
 							r.Device, r.Allocs, r.SegmentAllocs, r.SegmentFrees, r.OOMs, r.InitialLive, r.InitialSegs)
@@ -126,6 +134,10 @@ func TestExports(t *testing.T) {
 						assert.Equal(t, r.OOMs, r.OOMMatches, "device %d", r.Device)
 						assert.Zero(t, r.ExtraMallocs, "device %d", r.Device)
 						ooms += r.OOMs
+						frees += r.SegmentFrees
+					}
+					if tc.gc {
+						gcFrees[tc.name] += frees
 					}
 					if tc.oom && entries == 0 {
 						assert.Equal(t, rep.OOMs, ooms, "every failed allocation is a recorded oom")
@@ -134,6 +146,9 @@ func TestExports(t *testing.T) {
 				})
 			}
 		}
+	}
+	for name, n := range gcFrees {
+		assert.Positive(t, n, "%s: garbage collection frees segments", name)
 	}
 }
 

@@ -8,7 +8,8 @@
 // For each device of a snapshot, [Run] configures the allocator from the
 // snapshot's allocator settings (see [snapshot.AllocatorSettings.AllocConf];
 // expandable_segments is added when the snapshot shows expandable
-// segments), rebuilds the segments and blocks as they were when the
+// segments) on a device of the memory that the settings record, or that
+// the oom entries or the ranges of expandable segments tell, rebuilds the segments and blocks as they were when the
 // device's trace began (see [snapshot.Snapshot.InitialStateWith]), hands
 // them to the allocator, and replays the trace's entries in order:
 //
@@ -239,13 +240,17 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 			}
 		}
 	}
-	total := deviceTotal(st, t, rules)
-	free := &replay{res: res, dev: dev, trace: t, conf: conf, newAlloc: newAlloc, total: total, releaseInAlloc: releaseInAlloc(rules)}
+	total := s.AllocatorSettings.DeviceMemory(dev)
+	if total == 0 {
+		total = deviceTotal(st, t, rules)
+	}
+	release := releaseInAlloc(s.AllocatorSettings, rules)
+	free := &replay{res: res, dev: dev, trace: t, conf: conf, newAlloc: newAlloc, total: total, releaseInAlloc: release}
 	if err := free.run(st, top, nil); err != nil {
 		return err
 	}
 	follow := &replay{res: &Result{mismatchesMx: -1}, dev: dev, trace: t, conf: conf, newAlloc: newAlloc, total: total,
-		releaseInAlloc: releaseInAlloc(rules)}
+		releaseInAlloc: release}
 	if err := follow.run(st, top, snapshot.NewTracker(st, rules)); err != nil {
 		return fmt.Errorf("following the record: %w", err)
 	}
@@ -360,11 +365,16 @@ type RangeRestorer interface {
 }
 
 // releaseInAlloc reports whether an allocation may free some cached
-// segments and not others before it allocates one (PyTorch's
-// release_available_cached_blocks, with a max_split_size and without
-// expandable segments), so that the segment_free entries recorded just
-// before an alloc are its own, not an empty_cache's.
-func releaseInAlloc(r snapshot.Rules) bool {
+// segments and not others before it allocates one, so that the
+// segment_free entries recorded just before an alloc are its own, not an
+// empty_cache's: PyTorch's release_available_cached_blocks, with a
+// max_split_size and without expandable segments, and its
+// garbage_collect_cached_blocks, with a garbage_collection_threshold and a
+// memory fraction.
+func releaseInAlloc(s *snapshot.AllocatorSettings, r snapshot.Rules) bool {
+	if s != nil && s.GarbageCollectionThreshold > 0 && s.MemoryFraction() > 0 {
+		return true
+	}
 	return r.MaxSplitSize != snapshot.NoMaxSplitSize && !r.Expandable
 }
 

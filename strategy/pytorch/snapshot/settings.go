@@ -149,14 +149,49 @@ func (p *parser) divisions(v any, path string) [Intervals]int64 {
 	return d
 }
 
+// DeviceMemoryKey is the key of Other under which a snapshot written by a
+// replay (simulate --snapshot) records the memory of each device, a list
+// indexed by device; PyTorch's own snapshots do not record it.
+const DeviceMemoryKey = "device_memory"
+
+// DeviceMemory returns the memory of device dev that the settings record
+// (Other["device_memory"]), or 0.
+func (s *AllocatorSettings) DeviceMemory(dev int) int64 {
+	if s == nil {
+		return 0
+	}
+	mem, _ := s.Other[DeviceMemoryKey].([]any)
+	if dev < 0 || dev >= len(mem) {
+		return 0
+	}
+	n, _ := mem[dev].(int64)
+	return max(n, 0)
+}
+
+// MemoryFraction returns the per-process memory fraction that the settings
+// record (Other["memory_fraction"], which a replay's snapshot writes and
+// PyTorch's do not), or 0.
+func (s *AllocatorSettings) MemoryFraction() float64 {
+	if s == nil {
+		return 0
+	}
+	f, _ := s.Other["memory_fraction"].(float64)
+	if f > 0 && f <= 1 {
+		return f
+	}
+	return 0
+}
+
 // AllocConf returns the settings that decide where blocks go, in
 // PYTORCH_CUDA_ALLOC_CONF syntax, for the pytorch strategy: max_split_size_mb,
 // roundup_power2_divisions (one number when every interval has the same,
 // else a list "[1:4,2:8]"), garbage_collection_threshold and
 // expandable_segments:True, each only when it is not the default; and
 // max_non_split_rounding_mb from Conf, since PyTorch does not record its
-// effective value. When the file records no effective settings, every one
-// of these options comes from Conf. Default settings give "".
+// effective value; and memory_fraction, the pytorch strategy's extension,
+// when Other records it (see MemoryFraction). When the file records no
+// effective settings, every one of these options comes from Conf. Default
+// settings give "".
 func (s *AllocatorSettings) AllocConf() string {
 	if s == nil {
 		return ""
@@ -186,6 +221,9 @@ func (s *AllocatorSettings) AllocConf() string {
 		if fromConf[strings.TrimSpace(k)] {
 			opts = append(opts, strings.TrimSpace(o))
 		}
+	}
+	if f := s.MemoryFraction(); f > 0 {
+		opts = append(opts, "memory_fraction:"+strconv.FormatFloat(f, 'g', -1, 64))
 	}
 	return strings.Join(opts, ",")
 }
