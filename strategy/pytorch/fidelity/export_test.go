@@ -124,8 +124,9 @@ func TestExports(t *testing.T) {
 					require.NoError(t, err)
 					var ooms, frees int64
 					for _, r := range res {
-						t.Logf("device %d: %d allocs, %d segment allocs, %d segment frees, %d ooms, %d live and %d segments at the start",
-							r.Device, r.Allocs, r.SegmentAllocs, r.SegmentFrees, r.OOMs, r.InitialLive, r.InitialSegs)
+						t.Logf("device %d: addresses %d/%d decisions %d/%d segments %d/%d segment frees %d/%d ooms %d/%d; %d live and %d segments at the start",
+							r.Device, r.AddressMatches, r.Allocs, r.DecisionMatches, r.Allocs, r.SegmentMatches, r.SegmentAllocs,
+							r.SegmentFreeMatches, r.SegmentFrees, r.OOMMatches, r.OOMs, r.InitialLive, r.InitialSegs)
 						require.Empty(t, r.Mismatches, "device %d", r.Device)
 						assert.Equal(t, r.Allocs, r.AddressMatches, "device %d", r.Device)
 						assert.Equal(t, r.Allocs, r.DecisionMatches, "device %d", r.Device)
