@@ -17,17 +17,17 @@ import (
 
 const snapshotUsage = `
 With --snapshot DIR it also writes, for every replay, a PyTorch memory
-snapshot of what the strategy did into DIR, which PyTorch's memory viewer
-(pytorch.org/memory_viz) opens: the trace of allocs, frees, device
-allocations and frees, maps and unmaps and failed allocations, per device and
-stream, the segments and blocks after the last event, and the strategy's
-settings. Each file is named TRACE.STRATEGY[.KEY-VALUE...].HASH.pickle: the
-trace's file name without its extensions, the strategy, the parameters that
-differ from their defaults, and 8 hex digits of a hash of the trace's name and
-the full spec, so that no two replays share a name; characters other than
-letters, digits, '.', '_', '+' and '-' become '_'. --snapshot-entries N
-keeps only the last N entries of each device's trace, as PyTorch's
-_record_memory_history(max_entries=N) does.
+snapshot of what the strategy did into DIR (made if missing), which PyTorch's
+memory viewer (pytorch.org/memory_viz) opens: the trace of allocs, frees,
+device allocations and frees, maps and unmaps and failed allocations, per
+device and stream, the segments and blocks after the last event, and the
+strategy's settings. Each file is named TRACE.STRATEGY[.KEY-VALUE...].HASH.pickle:
+the trace's file name without its extensions, the strategy, the parameters
+that differ from their defaults, and 8 hex digits of a hash of the trace's
+name and the full spec, so that no two replays share a name; characters
+other than letters, digits, '.', '_', '+' and '-' become '_'.
+--snapshot-entries N keeps only the last N entries of each device's trace,
+as PyTorch's _record_memory_history(max_entries=N) does.
 `
 
 // snapshotFlags are the flags that export replays as PyTorch snapshots.

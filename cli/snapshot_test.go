@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/viewercheck"
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -53,6 +56,9 @@ func TestSnapshotExport(t *testing.T) {
 		p, err := gpualloc.Resolve(spec, nil)
 		require.NoError(t, err)
 		path := filepath.Join(dir, snapshotName(want.Trace, p))
+		data, err := os.ReadFile(path)
+		require.NoError(t, err, "no snapshot of %s with %s", want.Trace, want.Strategy)
+		require.NoError(t, viewercheck.Check(data, viewercheck.Options{Complete: true}), path)
 		r, err := traces.Open(path, traces.Options{})
 		require.NoError(t, err, "no snapshot of %s with %s", want.Trace, want.Strategy)
 		got, err := sim.Replay(r, sim.Config{Params: p, Trace: want.Trace, SeriesBuckets: -1})
@@ -60,6 +66,30 @@ func TestSnapshotExport(t *testing.T) {
 		got.ElapsedNS, got.EventsPerSec, got.Devices = want.ElapsedNS, want.EventsPerSec, nil
 		assert.Equal(t, want, got, "replay of %s", path)
 	}
+}
+
+func TestSnapshotEntries(t *testing.T) {
+	dir := t.TempDir()
+	code, _, stderr := run(t, nil, "--snapshot", dir, "--snapshot-entries", "5", "-s", "naive", "testdata/tiny.csv", "testdata/twodev.csv")
+	require.Equal(t, 0, code, stderr)
+	files, err := filepath.Glob(filepath.Join(dir, "*.pickle"))
+	require.NoError(t, err)
+	require.Len(t, files, 2)
+	full := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NoError(t, viewercheck.Check(data, viewercheck.Options{}), f)
+		s, err := snapshot.Read(bytes.NewReader(data), f)
+		require.NoError(t, err)
+		for dev, tr := range s.DeviceTraces {
+			assert.LessOrEqual(t, len(tr), 5, "%s device %d", f, dev)
+			if len(tr) == 5 {
+				full++
+			}
+		}
+	}
+	assert.Positive(t, full, "a device with more than 5 entries keeps 5")
 }
 
 func TestSnapshotNames(t *testing.T) {

@@ -73,9 +73,9 @@ type Config struct {
 	// Snapshot, if not nil, records what the strategy did as a PyTorch
 	// memory snapshot, which it is given at the end of a replay that
 	// succeeded (from the goroutine running the replay); its error becomes
-	// the replay's. What the snapshot holds is described at
-	// [snapshot.Write] and in this package's documentation of recording;
-	// off, it costs nothing per event but a test.
+	// the replay's. The recording wraps the trace's reader, each device's
+	// allocator and the backend the allocator is given: off, the replay
+	// runs exactly as without it.
 	Snapshot func(*snapshot.Snapshot) error
 	// SnapshotEntries, if positive, keeps only the last SnapshotEntries
 	// trace entries of each device in the snapshot, as PyTorch's
@@ -245,7 +245,7 @@ func ReplayContext(ctx context.Context, r traces.Reader, cfg Config) (res Result
 			err = cerr
 		}
 	}()
-	err = e.run(ctx, r)
+	err = e.run(ctx, e.recording(r))
 	if err == nil && cfg.Verify {
 		for _, d := range e.devs {
 			if d == nil {
@@ -346,9 +346,6 @@ func (d *device) Malloc(size int64) (uint64, error) {
 		return d.timedMalloc(size)
 	}
 	addr, err := d.backend.Malloc(size)
-	if d.e.rec != nil && err == nil {
-		d.e.rec.segmentAlloc(d.index, addr, size)
-	}
 	return d.malloced(addr, size, err)
 }
 
@@ -356,9 +353,6 @@ func (d *device) timedMalloc(size int64) (uint64, error) {
 	t0 := time.Now()
 	addr, err := d.backend.Malloc(size)
 	d.callNS += int64(time.Since(t0))
-	if d.e.rec != nil && err == nil {
-		d.e.rec.segmentAlloc(d.index, addr, size)
-	}
 	return d.malloced(addr, size, err)
 }
 
@@ -390,9 +384,6 @@ func (d *device) Free(addr uint64, size int64) error {
 	}
 	if err != nil {
 		return err
-	}
-	if d.e.rec != nil {
-		d.e.rec.segmentFree(d.index, addr, size)
 	}
 	d.freed(size)
 	return nil
@@ -437,18 +428,11 @@ func (v *vmDevice) timed(f func() error) error {
 
 func (v *vmDevice) Reserve(size int64) (addr uint64, err error) {
 	err = v.timed(func() (err error) { addr, err = v.vm.Reserve(size); return err })
-	if v.e.rec != nil && err == nil {
-		v.e.rec.reserve(v.index, addr, size)
-	}
 	return addr, err
 }
 
 func (v *vmDevice) Unreserve(addr uint64, size int64) error {
-	err := v.timed(func() error { return v.vm.Unreserve(addr, size) })
-	if v.e.rec != nil && err == nil {
-		v.e.rec.unreserve(v.index, addr)
-	}
-	return err
+	return v.timed(func() error { return v.vm.Unreserve(addr, size) })
 }
 
 func (v *vmDevice) Create(size int64) (h uint64, err error) {
@@ -473,9 +457,6 @@ func (v *vmDevice) Map(addr uint64, h uint64) error {
 	err := v.timed(func() error { return v.vm.Map(addr, h) })
 	if err == nil {
 		v.maps++
-		if v.e.rec != nil {
-			v.e.rec.segmentMap(v.index, addr, v.sizes[h])
-		}
 	}
 	return err
 }
@@ -484,9 +465,6 @@ func (v *vmDevice) Unmap(addr uint64, size int64) error {
 	err := v.timed(func() error { return v.vm.Unmap(addr, size) })
 	if err == nil {
 		v.unmaps++
-		if v.e.rec != nil {
-			v.e.rec.segmentUnmap(v.index, addr, size)
-		}
 	}
 	return err
 }
@@ -628,9 +606,6 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	d.peakLower = max(d.peakLower, d.lower)
 	before := e.mallocs
 	var b gpualloc.Block
-	if e.rec != nil {
-		e.rec.begin(ev.Stream, e.entryTime(ev), ev.Category)
-	}
 	var t0 time.Time
 	if e.measure {
 		t0 = time.Now()
@@ -649,9 +624,6 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	}
 	if err != nil {
 		if errors.Is(err, gpualloc.ErrOutOfMemory) {
-			if e.rec != nil {
-				e.recordOOM(d, ev.Size)
-			}
 			e.res.OOMs++
 			d.ooms++
 			*s = slot{size: ev.Size, dev: ev.Device, state: slotFailed}
@@ -665,9 +637,6 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	// Field by field: a composite literal would build the slot aside and
 	// copy it, on the hottest line of the replay.
 	s.block, s.size, s.dev, s.state = b, ev.Size, ev.Device, slotLive
-	if e.rec != nil {
-		e.rec.alloc(d.index, b, ev.Size)
-	}
 	d.okAllocs++
 	if e.mallocs == before {
 		e.res.CacheHits++
@@ -709,9 +678,6 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	}
 	e.res.Frees++
 	d.frees++
-	if e.rec != nil {
-		e.rec.free(d.index, s.block, e.entryTime(ev))
-	}
 	if err := d.alloc.Free(s.block); err != nil {
 		return d, err
 	}
@@ -761,6 +727,9 @@ func (e *engine) device(i int32) (*device, error) {
 	if vm, ok := d.backend.(gpualloc.VirtualMemory); ok {
 		b = &vmDevice{device: d, vm: vm, sizes: make(map[uint64]int64)}
 	}
+	if e.rec != nil {
+		b = e.rec.backend(d, b)
+	}
 	if e.cfg.Open != nil {
 		d.alloc, err = e.cfg.Open(b)
 	} else {
@@ -788,7 +757,7 @@ func (e *engine) device(i int32) (*device, error) {
 		}
 	}
 	if e.rec != nil {
-		e.rec.open(int(i), d.alloc, e.res.Strategy)
+		e.rec.open(d, e.res.Strategy)
 		e.rec.deviceMemory(int(i), d.backend)
 	}
 	e.devs[i] = d

@@ -7,15 +7,14 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
-	"github.com/gpualloc/gpualloc/traces"
 )
 
 // Recording a replay as a PyTorch memory snapshot (Config.Snapshot).
 //
-// The engine tells the recorder what it sees, whatever the strategy: each
-// block handed out and freed, each failed allocation, and each call of the
-// device that the strategy makes through the engine's counting wrapper.
-// From that alone it writes the trace entries PyTorch's allocator writes
+// The recorder sees what the engine sees, whatever the strategy: each block
+// handed out and freed, each failed allocation, and each call of the device
+// that the strategy makes through the engine's counting wrapper. From that
+// alone it writes the trace entries PyTorch's allocator writes
 // (torch.cuda.memory._record_memory_history) and, at the end, the
 // segments and blocks PyTorch's _snapshot() reports:
 //
@@ -50,17 +49,20 @@ import (
 // viewer needs at least one "unknown" once any entry has a category: when
 // the kept entries have none, a last "snapshot" entry has it).
 //
-// Off, the recorder costs the engine one nil test per event and per device
-// call. On, it keeps one entry (40 bytes) per action, or the last
-// SnapshotEntries per device, and a map of the live blocks and device
-// memory; the snapshot is built once, at the end.
+// The recorder sees the replay through wrappers that the engine puts, only
+// when it records, around the trace's reader (for the events' times), each
+// device's allocator (for its blocks and failures) and the backend the
+// allocator is given (for its device calls): off, the replay loop runs
+// exactly as without it. On, it keeps one entry (40 bytes) per action, or
+// the last SnapshotEntries per device, and maps of the live blocks and
+// device memory; the snapshot is built once, at the end.
 type snapRecorder struct {
 	max  int // entries kept per device; 0: all
 	devs []*snapDevice
 
 	// The event being replayed.
 	stream uint64
-	timeUS int64
+	timeUS int64 // its time, or its index in the trace when it has none
 	cat    gpualloc.Category
 	cats   bool // some event had a category
 
@@ -138,14 +140,18 @@ func (r *snapRecorder) device(i int) *snapDevice {
 	return d
 }
 
-// open notes a device's allocator: the first one that reports its settings
-// gives the snapshot's; spec names the strategy.
-func (r *snapRecorder) open(dev int, a gpualloc.Allocator, spec string) {
-	r.device(dev)
+// open notes a device's allocator, which it wraps to record its blocks: the
+// first allocator gives the snapshot's settings, its own when it reports
+// them; spec names the strategy.
+func (r *snapRecorder) open(d *device, spec string) {
+	r.device(d.index)
+	ra := &recAlloc{inner: d.alloc, stream: d.stream, cat: d.cat, rec: r, d: d}
+	a := d.alloc
+	d.alloc, d.stream, d.cat = ra, ra, ra
 	if r.settings != nil {
 		return
 	}
-	var s snapshot.AllocatorSettings
+	s := snapshot.DefaultSettings()
 	if sr, ok := a.(snapshot.SettingsReporter); ok {
 		s = sr.AllocatorSettings()
 	}
@@ -169,9 +175,9 @@ func (r *snapRecorder) add(dev int, e snapEntry) {
 	d.next = (d.next + 1) % r.max
 }
 
-// begin notes the event about to be replayed.
-func (r *snapRecorder) begin(stream uint64, timeUS int64, cat gpualloc.Category) {
-	r.stream, r.timeUS, r.cat = stream, timeUS, cat
+// begin notes the allocation about to be made.
+func (r *snapRecorder) begin(stream uint64, cat gpualloc.Category) {
+	r.stream, r.cat = stream, cat
 	if cat != gpualloc.CategoryUnknown {
 		r.cats = true
 	}
@@ -183,12 +189,12 @@ func (r *snapRecorder) alloc(dev int, b gpualloc.Block, requested int64) {
 }
 
 // free records the free of b, before the strategy frees it.
-func (r *snapRecorder) free(dev int, b gpualloc.Block, timeUS int64) {
+func (r *snapRecorder) free(dev int, b gpualloc.Block) {
 	d := r.devs[dev]
 	lb := d.live[b.Addr]
 	delete(d.live, b.Addr)
-	r.stream, r.timeUS, r.cat = lb.stream, timeUS, lb.cat
-	e := snapEntry{action: actFreeRequested, addr: b.Addr, size: lb.requested, stream: lb.stream, timeUS: timeUS, cat: lb.cat}
+	r.stream, r.cat = lb.stream, lb.cat
+	e := snapEntry{action: actFreeRequested, addr: b.Addr, size: lb.requested, stream: lb.stream, timeUS: r.timeUS, cat: lb.cat}
 	r.add(dev, e)
 	e.action = actFreeCompleted
 	r.add(dev, e)
@@ -204,10 +210,15 @@ func (r *snapRecorder) segmentAlloc(dev int, addr uint64, size int64) {
 }
 
 func (r *snapRecorder) segmentFree(dev int, addr uint64, size int64) {
-	d := r.devs[dev]
-	stream := d.segs[addr].stream
-	delete(d.segs, addr)
-	r.add(dev, snapEntry{action: actSegmentFree, addr: addr, size: size, stream: stream, timeUS: r.timeUS})
+	r.drop(dev, r.devs[dev].segs, actSegmentFree, addr, size)
+}
+
+// drop records the end of a device allocation or mapping at addr, kept in
+// m, with the stream it was made on.
+func (r *snapRecorder) drop(dev int, m map[uint64]region, action uint8, addr uint64, size int64) {
+	stream := m[addr].stream
+	delete(m, addr)
+	r.add(dev, snapEntry{action: action, addr: addr, size: size, stream: stream, timeUS: r.timeUS})
 }
 
 func (r *snapRecorder) reserve(dev int, addr uint64, size int64) {
@@ -220,7 +231,7 @@ func (r *snapRecorder) segmentMap(dev int, addr uint64, size int64) {
 	d := r.devs[dev]
 	d.mapped[addr] = region{size: size, stream: r.stream}
 	if size > smallSegment {
-		if v := d.rangeOf(addr); v != nil {
+		if _, v := d.rangeOf(addr); v != nil {
 			v.large = true
 		}
 	}
@@ -228,31 +239,18 @@ func (r *snapRecorder) segmentMap(dev int, addr uint64, size int64) {
 }
 
 func (r *snapRecorder) segmentUnmap(dev int, addr uint64, size int64) {
-	d := r.devs[dev]
-	stream := d.mapped[addr].stream
-	delete(d.mapped, addr)
-	r.add(dev, snapEntry{action: actSegmentUnmap, addr: addr, size: size, stream: stream, timeUS: r.timeUS})
+	r.drop(dev, r.devs[dev].mapped, actSegmentUnmap, addr, size)
 }
 
-// rangeOf returns the reserved range that holds addr, or nil. O(ranges).
-func (d *snapDevice) rangeOf(addr uint64) *vrange {
+// rangeOf returns the address of the reserved range that holds addr and
+// the range, or addr and nil when none does. O(ranges).
+func (d *snapDevice) rangeOf(addr uint64) (uint64, *vrange) {
 	for a, v := range d.reserved {
 		if a <= addr && addr < a+uint64(v.size) {
-			return v
+			return a, v
 		}
 	}
-	return nil
-}
-
-// rangeStart returns the address of the reserved range that holds addr, or
-// addr itself when none does.
-func (d *snapDevice) rangeStart(addr uint64) uint64 {
-	for a, v := range d.reserved {
-		if a <= addr && addr < a+uint64(v.size) {
-			return a
-		}
-	}
-	return addr
+	return addr, nil
 }
 
 // snapshot builds the snapshot of the replay: the trace entries kept and the
@@ -319,11 +317,11 @@ func (d *snapDevice) segments(dev int, cats bool) ([]snapshot.Segment, error) {
 	slices.Sort(pages)
 	for i := 0; i < len(pages); {
 		start := pages[i]
-		base := d.rangeStart(start)
+		base, _ := d.rangeOf(start)
 		first := d.mapped[start]
 		end := start + uint64(first.size)
 		j := i + 1
-		for ; j < len(pages) && pages[j] == end && d.rangeStart(pages[j]) == base; j++ {
+		for ; j < len(pages) && pages[j] == end && sameRange(d, pages[j], base); j++ {
 			end += uint64(d.mapped[pages[j]].size)
 		}
 		small := true
@@ -376,22 +374,17 @@ func (d *snapDevice) segments(dev int, cats bool) ([]snapshot.Segment, error) {
 	return segs, nil
 }
 
+// sameRange reports whether addr lies in the reserved range at base.
+func sameRange(d *snapDevice, addr, base uint64) bool {
+	a, _ := d.rangeOf(addr)
+	return a == base
+}
+
 func segmentType(small bool) string {
 	if small {
 		return "small"
 	}
 	return "large"
-}
-
-// recordOOM records a failed allocation of size bytes on d.
-func (e *engine) recordOOM(d *device, size int64) {
-	if r, ok := d.alloc.(interface{ RoundSize(int64) int64 }); ok {
-		if n := r.RoundSize(size); n > 0 {
-			size = n
-		}
-	}
-	free, _ := d.backend.MemInfo()
-	e.rec.oom(d.index, size, free)
 }
 
 // snapshot builds the replay's snapshot, hands it to Config.Snapshot and
@@ -407,13 +400,4 @@ func (e *engine) snapshot() error {
 		return fmt.Errorf("%ssnapshot: %w", e.prefix(), err)
 	}
 	return nil
-}
-
-// entryTime returns the time of ev's entries: its time, or else its index
-// in the trace (ev is counted in Allocs or Frees already).
-func (e *engine) entryTime(ev *traces.Event) int64 {
-	if ev.TimeUS != traces.NoTime {
-		return ev.TimeUS
-	}
-	return e.res.Allocs + e.res.Frees - 1
 }

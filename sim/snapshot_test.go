@@ -44,8 +44,9 @@ func TestSnapshotRecordsDeviceCalls(t *testing.T) {
 		{Device: 1, Address: d1, TotalSize: 3000, AllocatedSize: 3000, ActiveSize: 3000, RequestedSize: 3000, Stream: 9, SegmentType: "small",
 			Blocks: []snapshot.Block{{Address: d1, Size: 3000, RequestedSize: 3000, State: snapshot.ActiveAllocated}}},
 	}, s.Segments)
-	assert.Equal(t, &snapshot.AllocatorSettings{Other: map[string]any{"strategy": "exact",
-		"device_memory": []any{int64(DefaultCapacity), int64(DefaultCapacity)}}}, s.AllocatorSettings)
+	want := snapshot.DefaultSettings()
+	want.Other = map[string]any{"strategy": "exact", "device_memory": []any{int64(DefaultCapacity), int64(DefaultCapacity)}}
+	assert.Equal(t, &want, s.AllocatorSettings)
 }
 
 func TestSnapshotCacheOOMAndRelease(t *testing.T) {
@@ -114,4 +115,44 @@ func TestSnapshotOffByDefault(t *testing.T) {
 	e, err := newEngine(smallTrace().reader(), Config{Open: openExact})
 	require.NoError(t, err)
 	assert.Nil(t, e.rec)
+}
+
+// BenchmarkReplaySnapshot measures what recording a snapshot costs the
+// replay of BenchmarkReplay's trace cut to 1M events, with exactAlloc
+// (every event a device call, so three to four entries an event pair):
+// "off" records nothing, "ring" keeps the last 100,000 entries, "all"
+// every entry. One op is a replay with the snapshot built.
+func BenchmarkReplaySnapshot(b *testing.B) {
+	base := benchTrace()
+	base.reps = 10 // 1M events
+	for _, bc := range []struct {
+		name    string
+		on      bool
+		entries int
+	}{{"off", false, 0}, {"ring", true, 100_000}, {"all", true, 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var events, entries int64
+			cfg := Config{Open: openExact, SeriesBuckets: -1, SnapshotEntries: bc.entries}
+			if bc.on {
+				cfg.Snapshot = func(s *snapshot.Snapshot) error {
+					for _, t := range s.DeviceTraces {
+						entries += int64(len(t))
+					}
+					return nil
+				}
+			}
+			for b.Loop() {
+				r := *base
+				res, err := Replay(&r, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				events += res.Events
+			}
+			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
+			b.ReportMetric(float64(entries)/float64(b.N), "entries")
+		})
+	}
 }

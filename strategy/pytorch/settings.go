@@ -12,9 +12,9 @@ import (
 // max_split_size, roundup_power2_divisions, garbage_collection_threshold and
 // expandable_segments, and in Conf the PYTORCH_CUDA_ALLOC_CONF string that
 // sets every setting that differs from PyTorch's default
-// (max_non_split_rounding_mb included, which PyTorch records only there).
-// A memory_fraction, which PyTorch sets by a call and does not record, is
-// in Other["memory_fraction"]. It makes the allocator a
+// (max_non_split_rounding_mb included, which PyTorch records only there,
+// and memory_fraction, which PyTorch sets by a call and does not record at
+// all: the strategy reads it in its conf). It makes the allocator a
 // [snapshot.SettingsReporter].
 func (a *Allocator) AllocatorSettings() snapshot.AllocatorSettings {
 	c := a.c
@@ -40,10 +40,10 @@ func (a *Allocator) AllocatorSettings() snapshot.AllocatorSettings {
 	if c.MaxNonSplitRounding != largeBuffer {
 		conf = append(conf, "max_non_split_rounding_mb:"+strconv.FormatInt(c.MaxNonSplitRounding/mib, 10))
 	}
-	s.Conf = strings.Join(conf, ",")
 	if c.MemoryFraction > 0 {
-		s.Other = map[string]any{"memory_fraction": c.MemoryFraction}
+		conf = append(conf, "memory_fraction:"+strconv.FormatFloat(c.MemoryFraction, 'g', -1, 64))
 	}
+	s.Conf = strings.Join(conf, ",")
 	return s
 }
 

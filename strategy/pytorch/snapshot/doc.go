@@ -32,6 +32,9 @@
 // memory, several times the file's size, after which the [Snapshot] keeps
 // about 100 bytes per trace entry and block.
 //
+// [Write] writes a Snapshot as such a pickle again, with only the opcodes
+// PyTorch's memory viewer reads: the simulator exports its replays so.
+//
 // [Snapshot.InitialState] rebuilds a device's segments and blocks as they
 // were before the first entry of its trace, by walking the trace backwards
 // from the segments. The traces package replays a snapshot's allocations

@@ -109,6 +109,10 @@ func (p *parser) settings(v any, path string) *AllocatorSettings {
 			}
 			s.ExpandableSegments = n != 0
 		default:
+			if tooLarge(v) {
+				p.fail(kp, "nested too deeply, too large, or holding itself")
+				return nil
+			}
 			if s.Other == nil {
 				s.Other = map[string]any{}
 			}
@@ -168,16 +172,21 @@ func (s *AllocatorSettings) DeviceMemory(dev int) int64 {
 	return max(n, 0)
 }
 
-// MemoryFraction returns the per-process memory fraction that the settings
-// record (Other["memory_fraction"], which a replay's snapshot writes and
-// PyTorch's do not), or 0.
+// MemoryFraction returns the per-process memory fraction that Conf sets
+// (memory_fraction, the pytorch strategy's extension, which a replay's
+// snapshot writes; PyTorch's own snapshots do not record it), or 0.
 func (s *AllocatorSettings) MemoryFraction() float64 {
 	if s == nil {
 		return 0
 	}
-	f, _ := s.Other["memory_fraction"].(float64)
-	if f > 0 && f <= 1 {
-		return f
+	for _, o := range SplitConf(s.Conf) {
+		k, v, _ := strings.Cut(o, ":")
+		if strings.TrimSpace(k) == "memory_fraction" {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil && f > 0 && f <= 1 {
+				return f
+			}
+		}
 	}
 	return 0
 }
@@ -187,16 +196,15 @@ func (s *AllocatorSettings) MemoryFraction() float64 {
 // roundup_power2_divisions (one number when every interval has the same,
 // else a list "[1:4,2:8]"), garbage_collection_threshold and
 // expandable_segments:True, each only when it is not the default; and
-// max_non_split_rounding_mb from Conf, since PyTorch does not record its
-// effective value; and memory_fraction, the pytorch strategy's extension,
-// when Other records it (see MemoryFraction). When the file records no
-// effective settings, every one of these options comes from Conf. Default
-// settings give "".
+// max_non_split_rounding_mb and memory_fraction (the pytorch strategy's
+// extension) from Conf, since PyTorch does not record their effective
+// values. When the file records no effective settings, every one
+// of these options comes from Conf. Default settings give "".
 func (s *AllocatorSettings) AllocConf() string {
 	if s == nil {
 		return ""
 	}
-	fromConf := map[string]bool{"max_non_split_rounding_mb": true}
+	fromConf := map[string]bool{"max_non_split_rounding_mb": true, "memory_fraction": true}
 	var opts []string
 	if s.Effective {
 		if s.MaxSplitSize >= 0 && s.MaxSplitSize < math.MaxInt64 {
@@ -221,9 +229,6 @@ func (s *AllocatorSettings) AllocConf() string {
 		if fromConf[strings.TrimSpace(k)] {
 			opts = append(opts, strings.TrimSpace(o))
 		}
-	}
-	if f := s.MemoryFraction(); f > 0 {
-		opts = append(opts, "memory_fraction:"+strconv.FormatFloat(f, 'g', -1, 64))
 	}
 	return strings.Join(opts, ",")
 }

@@ -38,8 +38,7 @@ func TestAllocConf(t *testing.T) {
 			Conf: "max_split_size_mb:128,max_non_split_rounding_mb:40"},
 			"max_split_size_mb:64,max_non_split_rounding_mb:40"},
 		{"memory fraction of a replay's snapshot", &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: -1, GarbageCollectionThreshold: 0.5,
-			Other: map[string]any{"memory_fraction": 0.75, "device_memory": []any{int64(1 << 30)}}},
-			"garbage_collection_threshold:0.5,memory_fraction:0.75"},
+			Conf: "garbage_collection_threshold:0.5,memory_fraction:0.75"}, "garbage_collection_threshold:0.5,memory_fraction:0.75"},
 	} {
 		assert.Equal(t, tc.want, tc.s.AllocConf(), tc.name)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/big"
 	"slices"
@@ -279,6 +280,13 @@ func (p *pickler) bool(b bool) {
 	p.end()
 }
 
+// intItem, uintItem, strItem and boolItem write a key of a dict and its
+// value.
+func (p *pickler) intItem(k string, v int64)   { p.str(k); p.int(v) }
+func (p *pickler) uintItem(k string, v uint64) { p.str(k); p.uint(v) }
+func (p *pickler) strItem(k, v string)         { p.str(k); p.str(v) }
+func (p *pickler) boolItem(k string, v bool)   { p.str(k); p.bool(v) }
+
 func (p *pickler) noFrames() {
 	p.str("frames")
 	p.op(opEmptyList)
@@ -287,26 +295,17 @@ func (p *pickler) noFrames() {
 
 func (p *pickler) segment(s *Segment) {
 	p.dict(func() {
-		p.str("device")
-		p.int(int64(s.Device))
-		p.str("address")
-		p.uint(s.Address)
-		p.str("total_size")
-		p.int(s.TotalSize)
-		p.str("allocated_size")
-		p.int(s.AllocatedSize)
-		p.str("active_size")
-		p.int(s.ActiveSize)
-		p.str("requested_size")
-		p.int(s.RequestedSize)
-		p.str("stream")
-		p.uint(s.Stream)
+		p.intItem("device", int64(s.Device))
+		p.uintItem("address", s.Address)
+		p.intItem("total_size", s.TotalSize)
+		p.intItem("allocated_size", s.AllocatedSize)
+		p.intItem("active_size", s.ActiveSize)
+		p.intItem("requested_size", s.RequestedSize)
+		p.uintItem("stream", s.Stream)
 		if s.SegmentType != "" {
-			p.str("segment_type")
-			p.str(s.SegmentType)
+			p.strItem("segment_type", s.SegmentType)
 		}
-		p.str("is_expandable")
-		p.bool(s.IsExpandable)
+		p.boolItem("is_expandable", s.IsExpandable)
 		p.noFrames()
 		p.str("blocks")
 		p.list(len(s.Blocks), func(i int) { p.block(&s.Blocks[i]) })
@@ -315,44 +314,34 @@ func (p *pickler) segment(s *Segment) {
 
 func (p *pickler) block(b *Block) {
 	p.dict(func() {
-		p.str("address")
-		p.uint(b.Address)
-		p.str("size")
-		p.int(b.Size)
-		p.str("requested_size")
-		p.int(b.RequestedSize)
-		p.str("state")
-		p.str(string(b.State))
+		p.uintItem("address", b.Address)
+		p.intItem("size", b.Size)
+		p.intItem("requested_size", b.RequestedSize)
+		p.strItem("state", string(b.State))
 		p.noFrames()
 		if b.Category != "" {
-			p.str("category")
-			p.str(b.Category)
+			p.strItem("category", b.Category)
 		}
 	})
 }
 
 func (p *pickler) entry(e *TraceEntry) {
 	p.dict(func() {
-		p.str("action")
-		p.str(string(e.Action))
+		p.strItem("action", string(e.Action))
 		if e.Action == OutOfMemory {
 			p.str("device_free")
 		} else {
 			p.str("addr")
 		}
 		p.uint(e.Addr)
-		p.str("size")
-		p.int(e.Size)
-		p.str("stream")
-		p.uint(e.Stream)
+		p.intItem("size", e.Size)
+		p.uintItem("stream", e.Stream)
 		if e.TimeUS != NoTime {
-			p.str("time_us")
-			p.int(e.TimeUS)
+			p.intItem("time_us", e.TimeUS)
 		}
 		p.noFrames()
 		if e.Category != "" {
-			p.str("category")
-			p.str(e.Category)
+			p.strItem("category", e.Category)
 		}
 	})
 }
@@ -361,30 +350,21 @@ func (p *pickler) entry(e *TraceEntry) {
 func (p *pickler) settings(s *AllocatorSettings) {
 	p.dict(func() {
 		if s.Conf != "" || s.Effective {
-			p.str("PYTORCH_CUDA_ALLOC_CONF")
-			p.str(s.Conf)
+			p.strItem("PYTORCH_CUDA_ALLOC_CONF", s.Conf)
 		}
 		if s.Effective {
-			p.str("max_split_size")
-			p.int(s.MaxSplitSize)
+			p.intItem("max_split_size", s.MaxSplitSize)
 			p.str("garbage_collection_threshold")
 			p.float(s.GarbageCollectionThreshold)
-			p.str("expandable_segments")
-			p.bool(s.ExpandableSegments)
+			p.boolItem("expandable_segments", s.ExpandableSegments)
 			p.str("roundup_power2_divisions")
 			p.dict(func() {
 				for i, d := range s.RoundupPower2Divisions {
-					p.str(strconv.Itoa(1 << i))
-					p.int(d)
+					p.intItem(strconv.Itoa(1<<i), d)
 				}
 			})
 		}
-		keys := make([]string, 0, len(s.Other))
-		for k := range s.Other {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(s.Other)) {
 			p.str(k)
 			p.value(s.Other[k], k)
 		}
@@ -418,13 +398,8 @@ func (p *pickler) value(v any, path string) {
 	case []any:
 		p.list(len(x), func(i int) { p.value(x[i], path) })
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
 		p.dict(func() {
-			for _, k := range keys {
+			for _, k := range slices.Sorted(maps.Keys(x)) {
 				p.str(k)
 				p.value(x[k], path+"."+k)
 			}
