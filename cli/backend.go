@@ -18,7 +18,10 @@ type backendChoice struct {
 // when --capacity was not given (capacitySet), of the device's memory as
 // the trace tells it (a PyTorch snapshot that records an out-of-memory
 // error) and else of the default 80 GiB; host is host memory, limited to
-// capacity only when --capacity was given; cuda is the GPU of each device
+// capacity when --capacity was given, else to the machine's total memory,
+// so that the capacity reported is the limit that held (mmap alone would
+// hand out address space far beyond it that is never touched); cuda is the
+// GPU of each device
 // index, of its own size.
 func chooseBackend(name string, capacity int64, capacitySet bool) (backendChoice, error) {
 	switch name {
@@ -28,16 +31,16 @@ func chooseBackend(name string, capacity int64, capacitySet bool) (backendChoice
 		}
 		return backendChoice{capacity: capacity}, nil
 	case "host":
-		var limit int64
-		if capacitySet {
-			limit = capacity
-		}
 		// Fail before any replay if the host backend cannot be had here.
-		b, err := host.Open(host.Options{Capacity: limit})
+		b, err := host.Open(host.Options{})
 		if err != nil {
 			return backendChoice{}, err
 		}
+		_, limit := b.MemInfo()
 		b.Close()
+		if capacitySet {
+			limit = capacity
+		}
 		return backendChoice{
 			capacity: limit,
 			newBackend: func(int) (gpualloc.Backend, error) {

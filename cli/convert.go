@@ -5,14 +5,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gpualloc/gpualloc/traces"
 )
 
 const convertUsage = `usage: simulate convert [flags] IN OUT
 
-Converts a trace to the native CSV format, gzip-compressed when OUT ends in
-.gz ("-" for standard output). OUT is replaced only once the whole trace has
+Converts a trace in any format simulate reads (or a bundled trace, by
+name) to the native CSV format: OUT ends in .csv, or in .csv.gz for gzip,
+or is "-" for standard output; any other name is refused. OUT is replaced only once the whole trace has
 been read without error.
 
 Flags:
@@ -29,6 +31,9 @@ func convertCmd(e *env, args []string) error {
 		return usagef("convert: want IN and OUT")
 	}
 	in, out := fs.Arg(0), fs.Arg(1)
+	if lo := strings.ToLower(out); out != "-" && !strings.HasSuffix(lo, ".csv") && !strings.HasSuffix(lo, ".csv.gz") {
+		return usagef("convert: %s: convert writes native CSV: want an OUT ending in .csv or .csv.gz, or - for standard output", out)
+	}
 	r, err := openTrace(e, in, traces.Options{Lenient: lenient})
 	if err != nil {
 		return err

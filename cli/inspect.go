@@ -18,7 +18,9 @@ Describes each trace: its events, the peak of live requested bytes (the
 lower bound any strategy needs), its sizes, streams and devices. A trace of
 several devices is described whole (DEVICE all) and then device by device,
 each with its own lower bound. With no TRACE it describes the bundled sample
-traces.
+traces. A TRACE is read as simulate reads it (simulate -h): a file in any of
+the four formats, - for standard input, or the name of a bundled trace (a
+file of that name wins).
 
 Flags:
 `
@@ -36,6 +38,7 @@ type traceInfo struct {
 	Events        int64  `json:"events"`
 	Allocs        int64  `json:"allocs"`
 	Frees         int64  `json:"frees"`
+	Releases      int64  `json:"releases,omitempty"`
 	PeakLiveBytes int64  `json:"peak_live_bytes"`
 	PeakLive      int64  `json:"peak_live"` // most allocations live at once
 	LiveAtEnd     int64  `json:"live_at_end"`
@@ -183,6 +186,10 @@ func (a *infoAcc) add(ev *traces.Event) {
 			a.first = ev.TimeUS
 		}
 		a.last = ev.TimeUS
+	}
+	if ev.Op == traces.OpRelease {
+		info.Releases++
+		return
 	}
 	if ev.Op == traces.OpFree {
 		info.Frees++

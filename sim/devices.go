@@ -22,12 +22,13 @@ func (r Result) PerDevice() []Result {
 	for _, d := range r.Devices {
 		dr := Result{
 			Trace: r.Trace, Strategy: r.Strategy, Backend: r.Backend, CapacityBytes: r.CapacityBytes,
-			Events: d.Allocs + d.Frees, Allocs: d.Allocs, Frees: d.Frees,
+			Events: d.Allocs + d.Frees + d.Releases, Allocs: d.Allocs, Frees: d.Frees, Releases: d.Releases,
 			PeakRequestedBytes: d.PeakRequestedBytes, PeakAllocatedBytes: d.PeakAllocatedBytes, PeakReservedBytes: d.PeakReservedBytes,
 			Overhead:      ratio(d.PeakReservedBytes, d.PeakRequestedBytes),
 			DeviceMallocs: d.DeviceMallocs, DeviceFrees: d.DeviceFrees, DeviceMallocBytes: d.DeviceMallocBytes,
 			DeviceMaps: d.DeviceMaps, DeviceUnmaps: d.DeviceUnmaps,
-			CacheHits: d.CacheHits, OOMs: d.OOMs,
+			CacheHits: d.CacheHits, OOMs: d.OOMs, DeviceFullAllocs: d.DeviceFullAllocs,
+			LiveAtEnd: d.LiveAtEnd, LiveBytesAtEnd: d.RequestedBytes,
 			ElapsedNS: r.ElapsedNS,
 			Devices:   []DeviceResult{d},
 		}

@@ -120,12 +120,16 @@ func replayExport(t *testing.T, data []byte, spec string, capacity int64, want s
 		Mallocs, Frees_, MallocBytes, Maps, Unmaps, Hits, OOMs            int64
 		Devices                                                           []sim.DeviceResult
 	}
+	// A strategy that gives a segment back on a free (unpooled) writes
+	// segment_free entries that no malloc follows, which the reader takes
+	// for cache releases, as PyTorch would have made them; the strategy
+	// has nothing cached to release then. Releases are left out.
 	fig := func(r sim.Result) figures {
 		devs := append([]sim.DeviceResult(nil), r.Devices...)
 		for i := range devs {
-			devs[i].Stats = nil
+			devs[i].Stats, devs[i].Releases = nil, 0
 		}
-		return figures{r.Events, r.Allocs, r.Frees, r.PeakRequestedBytes, r.PeakAllocatedBytes, r.PeakReservedBytes,
+		return figures{r.Events - r.Releases, r.Allocs, r.Frees, r.PeakRequestedBytes, r.PeakAllocatedBytes, r.PeakReservedBytes,
 			r.DeviceMallocs, r.DeviceFrees, r.DeviceMallocBytes, r.DeviceMaps, r.DeviceUnmaps, r.CacheHits, r.OOMs, devs}
 	}
 	w, g := fig(want), fig(got)
