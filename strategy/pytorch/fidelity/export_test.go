@@ -208,3 +208,24 @@ func TestWindowRebuild(t *testing.T) {
 	t.Logf("%d hidden tails rebuilt", tails)
 	assert.Positive(t, tails, "the windows start with hidden tails")
 }
+
+// BenchmarkRun measures fidelity on an export of the first 3,000 events of
+// the bundled dynamic trace (both replays, free-running and following the
+// record), whole and as a window of its last 700 entries, whose start state
+// is rebuilt: entries/s counts the trace entries compared.
+func BenchmarkRun(b *testing.B) {
+	t := &testing.T{}
+	evs := bundledHead(t, exportEvents)["dynamic"]
+	for _, entries := range []int{0, 700} {
+		s, _ := export(t, evs, "", 0, entries)
+		n := len(s.DeviceTraces[0])
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := fidelity.Run(s, "b.pickle", fidelity.Options{New: fidelity.PyTorch}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+		})
+	}
+}
