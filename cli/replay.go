@@ -290,7 +290,7 @@ func envSet(getenv func(string) (string, bool), name string) bool {
 }
 
 func writeResults(w io.Writer, format string, results []sim.Result) error {
-	results = perDevice(results)
+	results = sim.WithDevices(results)
 	switch format {
 	case "json":
 		return report.WriteJSON(w, results)

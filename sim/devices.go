@@ -85,3 +85,14 @@ func (r *snapRecorder) deviceMemory(dev int, b gpualloc.Backend) {
 	}
 	r.settings.Other[snapshot.DeviceMemoryKey] = mem
 }
+
+// WithDevices returns results with, after each result of a trace of several
+// devices, one Result per device ([Result.PerDevice]): the rows simulate
+// and a report's summaries show. A trace of one device keeps its one row.
+func WithDevices(results []Result) []Result {
+	var out []Result
+	for _, r := range results {
+		out = append(out, r.PerDevice()...)
+	}
+	return out
+}
