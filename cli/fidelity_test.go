@@ -156,3 +156,30 @@ func TestHelpOnce(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(stdout, "usage:"), "%v: %s", args, stdout)
 	}
 }
+
+// TestFidelityOfExports exports pytorch replays, whole and as windows, with
+// simulate --snapshot and checks them with simulate fidelity: every
+// decision is the recorded one.
+func TestFidelityOfExports(t *testing.T) {
+	for _, args := range [][]string{
+		{"-s", "pytorch", "-s", "pytorch:expandable_segments=true", "-s", "pytorch:max_split_size_mb=20,roundup_power2_divisions=4"},
+		{"-s", "pytorch", "-s", "pytorch:expandable_segments=true", "-s", "pytorch:max_split_size_mb=20", "--snapshot-entries", "3"},
+	} {
+		dir := t.TempDir()
+		code, _, stderr := run(t, nil, append(append([]string{"--snapshot", dir}, args...), "testdata/tiny.csv", "testdata/twodev.csv")...)
+		require.Equal(t, 0, code, stderr)
+		files, err := filepath.Glob(filepath.Join(dir, "*.pickle"))
+		require.NoError(t, err)
+		require.Len(t, files, 6)
+		code, stdout, stderr := run(t, nil, append([]string{"fidelity", "-f", "json"}, files...)...)
+		require.Equal(t, 0, code, stderr)
+		var res []fidelity.Result
+		require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+		require.Len(t, res, 3*(1+2), "one row per file and device")
+		for _, r := range res {
+			assert.Empty(t, r.Mismatches, "%s device %d", r.File, r.Device)
+			assert.Equal(t, r.Allocs, r.DecisionMatches, "%s device %d", r.File, r.Device)
+			assert.Equal(t, r.SegmentAllocs, r.SegmentMatches, "%s device %d", r.File, r.Device)
+		}
+	}
+}

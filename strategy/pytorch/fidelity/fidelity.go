@@ -42,6 +42,7 @@ package fidelity
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -220,7 +221,10 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 	if err != nil {
 		return err
 	}
-	t := s.Trace(dev)
+	// The segment_alloc entries that the window cut off come first; entry
+	// indexes stay those of the file.
+	t := append(append([]snapshot.TraceEntry(nil), st.Fresh...), s.Trace(dev)...)
+	offset := len(st.Fresh)
 	var top uint64
 	for _, sg := range append(st.Segments, s.Segments...) {
 		top = max(top, sg.Address+uint64(sg.TotalSize))
@@ -245,11 +249,11 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 		total = deviceTotal(st, t, rules)
 	}
 	release := releaseInAlloc(s.AllocatorSettings, rules)
-	free := &replay{res: res, dev: dev, trace: t, conf: conf, newAlloc: newAlloc, total: total, releaseInAlloc: release}
+	free := &replay{res: res, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total, releaseInAlloc: release}
 	if err := free.run(st, top, nil); err != nil {
 		return err
 	}
-	follow := &replay{res: &Result{mismatchesMx: -1}, dev: dev, trace: t, conf: conf, newAlloc: newAlloc, total: total,
+	follow := &replay{res: &Result{mismatchesMx: -1}, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total,
 		releaseInAlloc: release}
 	if err := follow.run(st, top, snapshot.NewTracker(st, rules)); err != nil {
 		return fmt.Errorf("following the record: %w", err)
@@ -383,6 +387,7 @@ type replay struct {
 	res      *Result
 	dev      int
 	trace    []snapshot.TraceEntry
+	offset   int // entries of trace before the file's first (State.Fresh)
 	conf     string
 	newAlloc NewFunc
 	total    int64 // the device's memory
@@ -443,8 +448,9 @@ func (r *replay) run(st *snapshot.State, top uint64, tr *snapshot.Tracker) error
 	for i := range r.trace {
 		e := &r.trace[i]
 		be := r.be
-		be.index = i
-		ok, err := r.entry(e, i)
+		at := i - r.offset // the entry's index in the file
+		be.index = at
+		ok, err := r.entry(e, i, at)
 		if err != nil {
 			return err
 		}
@@ -452,16 +458,16 @@ func (r *replay) run(st *snapshot.State, top uint64, tr *snapshot.Tracker) error
 			continue
 		}
 		if err := tr.Apply(e); err != nil {
-			return fmt.Errorf("device_traces[%d][%d]: %w", r.dev, i, err)
+			return fmt.Errorf("device_traces[%d][%d]: %w", r.dev, at, err)
 		}
-		ok = ok && be.clean(i)
+		ok = ok && be.clean(at)
 		if e.Action == snapshot.Alloc && ok {
 			r.decisions++
 		}
 		if !ok {
 			// Hold the recorded state again.
 			if err := r.start(tr.State(r.dev), top); err != nil {
-				return fmt.Errorf("device_traces[%d][%d]: %w", r.dev, i, err)
+				return fmt.Errorf("device_traces[%d][%d]: %w", r.dev, at, err)
 			}
 		}
 	}
@@ -469,9 +475,10 @@ func (r *replay) run(st *snapshot.State, top uint64, tr *snapshot.Tracker) error
 	return nil
 }
 
-// entry replays entry e, the i-th, and reports whether the model took the
-// recorded decision, as far as the entry itself shows.
-func (r *replay) entry(e *snapshot.TraceEntry, i int) (bool, error) {
+// entry replays entry e, the i-th of r.trace and the at-th of the file, and
+// reports whether the model took the recorded decision, as far as the entry
+// itself shows.
+func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 	res, be, dev := r.res, r.be, r.dev
 	switch e.Action {
 	case snapshot.SegmentAlloc, snapshot.SegmentMap:
@@ -489,13 +496,13 @@ func (r *replay) entry(e *snapshot.TraceEntry, i int) (bool, error) {
 		if err != nil {
 			res.AllocErrors++
 			r.failed[e.Addr] = true
-			res.mismatch(Mismatch{dev, i, "alloc", e.Size, hex(e.Addr), "error: " + err.Error()})
+			res.mismatch(Mismatch{dev, at, "alloc", e.Size, hex(e.Addr), "error: " + err.Error()})
 			return false, nil
 		}
 		delete(r.failed, e.Addr)
 		r.live[e.Addr] = b
 		if b.Addr != e.Addr {
-			res.mismatch(Mismatch{dev, i, "alloc", e.Size, hex(e.Addr), hex(b.Addr)})
+			res.mismatch(Mismatch{dev, at, "alloc", e.Size, hex(e.Addr), hex(b.Addr)})
 			return false, nil
 		}
 		res.AddressMatches++
@@ -507,11 +514,11 @@ func (r *replay) entry(e *snapshot.TraceEntry, i int) (bool, error) {
 				delete(r.failed, e.Addr)
 				return true, nil
 			}
-			return false, fmt.Errorf("device_traces[%d][%d]: free_completed of %s never allocated", dev, i, hex(e.Addr))
+			return false, fmt.Errorf("device_traces[%d][%d]: free_completed of %s never allocated", dev, at, hex(e.Addr))
 		}
 		delete(r.live, e.Addr)
 		if err := r.a.Free(b); err != nil {
-			return false, fmt.Errorf("device_traces[%d][%d]: free_completed of %s: %w", dev, i, hex(e.Addr), err)
+			return false, fmt.Errorf("device_traces[%d][%d]: free_completed of %s: %w", dev, at, hex(e.Addr), err)
 		}
 	case snapshot.SegmentFree, snapshot.SegmentUnmap:
 		be.endAlloc()
@@ -525,7 +532,7 @@ func (r *replay) entry(e *snapshot.TraceEntry, i int) (bool, error) {
 			if rel, ok := r.a.(gpualloc.Releaser); ok {
 				r.released = true
 				if err := rel.ReleaseAll(); err != nil {
-					return false, fmt.Errorf("device_traces[%d][%d]: releasing cached segments: %w", dev, i, err)
+					return false, fmt.Errorf("device_traces[%d][%d]: releasing cached segments: %w", dev, at, err)
 				}
 			}
 		}
@@ -533,7 +540,7 @@ func (r *replay) entry(e *snapshot.TraceEntry, i int) (bool, error) {
 			res.SegmentFreeMatches++
 			return true, nil
 		}
-		res.mismatch(Mismatch{dev, i, string(e.Action), e.Size, hex(e.Addr), "kept"})
+		res.mismatch(Mismatch{dev, at, string(e.Action), e.Size, hex(e.Addr), "kept"})
 		return false, nil
 	case snapshot.OutOfMemory:
 		be.endAlloc()
@@ -544,14 +551,14 @@ func (r *replay) entry(e *snapshot.TraceEntry, i int) (bool, error) {
 		be.endReleases()
 		if err != nil {
 			if !errors.Is(err, gpualloc.ErrOutOfMemory) {
-				return false, fmt.Errorf("device_traces[%d][%d]: oom of %d bytes: %w", dev, i, e.Size, err)
+				return false, fmt.Errorf("device_traces[%d][%d]: oom of %d bytes: %w", dev, at, e.Size, err)
 			}
 			res.OOMMatches++
 			return true, nil
 		}
-		res.mismatch(Mismatch{dev, i, "oom", e.Size, "out of memory", hex(b.Addr)})
+		res.mismatch(Mismatch{dev, at, "oom", e.Size, "out of memory", hex(b.Addr)})
 		if err := r.a.Free(b); err != nil {
-			return false, fmt.Errorf("device_traces[%d][%d]: oom of %d bytes: %w", dev, i, e.Size, err)
+			return false, fmt.Errorf("device_traces[%d][%d]: oom of %d bytes: %w", dev, at, e.Size, err)
 		}
 		return false, nil
 	}
@@ -592,14 +599,18 @@ type backend struct {
 	// current alloc, which it must free before it gets memory.
 	releases []*snapshot.TraceEntry
 	next     uint64          // address of the next segment not in the trace
-	dirty    int             // index of the last entry with a mismatch of the backend, or -1
+	dirty    int             // index of the last entry with a mismatch of the backend, or noEntry
 	freed    map[uint64]bool // segments freed and pages unmapped, by address
 	handles  uint64          // handles created
 }
 
 func newBackend(res *Result, dev int, top uint64, total int64) *backend {
-	return &backend{res: res, dev: dev, next: top, total: total, dirty: -1, freed: map[uint64]bool{}}
+	return &backend{res: res, dev: dev, next: top, total: total, dirty: noEntry, freed: map[uint64]bool{}}
 }
+
+// noEntry is no entry's index: the implied entries of State.Fresh have
+// negative ones.
+const noEntry = math.MinInt
 
 // clean reports whether the backend saw no mismatch at entry i.
 func (b *backend) clean(i int) bool { return b.dirty != i }

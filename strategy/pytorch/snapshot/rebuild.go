@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/gpualloc/gpualloc/strategy/internal/caching"
 )
 
 // Sizes of PyTorch's CUDA caching allocator that the rebuild relies on
@@ -25,6 +27,12 @@ type State struct {
 	// the alloc entries that would have made them. Only a snapshot whose
 	// trace does not fit its segments has some.
 	Unplaced []TraceEntry
+	// Fresh are the segment_alloc entries that PyTorch recorded just
+	// before the trace's first entry, an alloc, and that a ring buffer cut
+	// off: the alloc took a new segment (see InitialStateWith), which is
+	// not in Segments. A replay of the trace from the state replays them
+	// first.
+	Fresh []TraceEntry
 }
 
 // Allocs returns the blocks live in st, of its segments and unplaced, as
@@ -100,6 +108,11 @@ func (s *Snapshot) InitialState(dev int) (*State, error) {
 // A constraint that no tail satisfies (such a fragment with no live block
 // before it) is reported as an error, as below, not guessed away.
 //
+// A window may also start between a segment_alloc and the alloc it served:
+// when the first entry is an alloc that took a segment PyTorch's pool could
+// not have served it from, the segment is new, and goes to State.Fresh (see
+// freshSegment).
+//
 // An entry that the segments cannot explain (an alloc where no live block
 // starts, a free inside a live block, an address outside every segment),
 // and a segment whose blocks do not cover it, make the snapshot
@@ -128,6 +141,7 @@ func (s *Snapshot) InitialStateWith(dev int, rules Rules) (*State, error) {
 		r.undo(&t[i], dev, i)
 	}
 	st := r.state(dev)
+	st.Fresh = r.fresh
 	for _, e := range r.unplaced {
 		st.Unplaced = append(st.Unplaced, e)
 	}
@@ -164,6 +178,7 @@ type rebuild struct {
 	named    *named                // addresses of the entries not undone yet
 	segs     []*rseg               // in address order
 	unplaced map[uint64]TraceEntry // live blocks that no segment holds, by address
+	fresh    []TraceEntry          // see State.Fresh
 	err      error                 // the first problem
 }
 
@@ -274,6 +289,10 @@ func (r *rebuild) undo(e *TraceEntry, dev, i int) {
 		}
 		if !r.segs[si].unalloc(e.Addr) {
 			r.fail("%s where no live block starts", where())
+			return
+		}
+		if i == 0 {
+			r.freshSegment(si, e)
 		}
 	case FreeCompleted:
 		if u, ok := r.unplaced[e.Addr]; ok {
@@ -314,6 +333,26 @@ func (r *rebuild) undo(e *TraceEntry, dev, i int) {
 			r.fail("%s%s", where(), msg)
 		}
 	}
+}
+
+// freshSegment decides whether the trace's first entry, alloc e in segment
+// si, took a new segment, whose segment_alloc a ring buffer cut off: when
+// the segment is then one free block of the size that PyTorch allocates for
+// the request (get_allocation_size), and that block is one its pool could
+// not have served the request from (a request under max_split_size, a
+// block of at least it: get_free_block refuses it). The segment then goes
+// from the state, into fresh. When the pool could have served it, the
+// segment stays: either way the alloc lands at its start.
+func (r *rebuild) freshSegment(si int, e *TraceEntry) {
+	sg := r.segs[si]
+	rounded := r.rules.RoundSize(e.Size)
+	if sg.small || sg.expandable || r.rules.Expandable || len(sg.blocks) != 1 || sg.blocks[0].live ||
+		sg.addr != e.Addr || sg.size != caching.AllocationSize(rounded) ||
+		r.rules.oversize(rounded) || !r.rules.oversize(sg.size) {
+		return
+	}
+	r.fresh = append(r.fresh, TraceEntry{Action: SegmentAlloc, Addr: sg.addr, Size: sg.size, Stream: e.Stream, TimeUS: e.TimeUS})
+	r.segs = append(r.segs[:si], r.segs[si+1:]...)
 }
 
 // dropSegment removes the segment at a, one free block; it returns what

@@ -307,3 +307,32 @@ func TestRebuildExpandable(t *testing.T) {
 		assert.EqualError(t, err, tc.err)
 	}
 }
+
+// TestFreshSegment: a window that starts at an alloc whose segment_alloc it
+// cut off. With max_split_size 20 MiB, the free 20 MiB segment could not
+// have served a 3 MB request from PyTorch's pool: it was new, and the
+// rebuild says so. Without max_split_size it could have: it stays.
+func TestFreshSegment(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Segments:     []snapshot.Segment{seg(0, lA, "large", free(lA, 20*mib))},
+		DeviceTraces: [][]snapshot.TraceEntry{{entry(snapshot.Alloc, lA, 3000000), entry(snapshot.FreeCompleted, lA, 3000000)}},
+	}
+	rules := snapshot.DefaultRules()
+	rules.MaxSplitSize = 20 * mib
+	st, err := s.InitialStateWith(0, rules)
+	require.NoError(t, err)
+	assert.Empty(t, st.Segments)
+	assert.Equal(t, []snapshot.TraceEntry{entry(snapshot.SegmentAlloc, lA, 20*mib)}, st.Fresh)
+	// Following the implied segment_alloc, then the trace, gives the
+	// snapshot's segments.
+	tr := snapshot.NewTracker(st, rules)
+	for _, e := range append(st.Fresh, s.DeviceTraces[0]...) {
+		require.NoError(t, tr.Apply(&e))
+	}
+	assert.Equal(t, s.Segments, tr.State(0).Segments)
+
+	st, err = s.InitialState(0)
+	require.NoError(t, err)
+	assert.Equal(t, s.Segments, st.Segments)
+	assert.Empty(t, st.Fresh)
+}
