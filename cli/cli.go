@@ -17,6 +17,8 @@
 //	simulate gen [flags] WORKLOAD        write a synthetic trace
 //	simulate fidelity [flags] SNAPSHOT...  replay PyTorch snapshots with the pytorch strategy and compare its decisions with the recorded ones
 //	simulate strategies                  list strategies with their parameters and defaults
+//	simulate tune [flags] TRACE          search PYTORCH_CUDA_ALLOC_CONF for the lowest peak reserved without OOM
+//	simulate merge -o OUT DIR...         merge the outputs of --shard k/n runs into one report
 //
 // Run "simulate -h" or "simulate COMMAND -h" for the flags. Errors go to
 // standard error as one line, "simulate: FILE:LINE: ..." where a trace is at
@@ -131,6 +133,10 @@ func dispatch(ctx context.Context, e *env, args []string) error {
 			return strategiesCmd(e, args[1:])
 		case "fidelity":
 			return fidelityCmd(ctx, e, args[1:])
+		case "tune":
+			return tuneCmd(ctx, e, args[1:])
+		case "merge":
+			return mergeCmd(e, args[1:])
 		case "help":
 			return replayCmd(ctx, e, []string{"-h"})
 		}

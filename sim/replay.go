@@ -73,9 +73,9 @@ type Config struct {
 	// Snapshot, if not nil, records what the strategy did as a PyTorch
 	// memory snapshot, which it is given at the end of a replay that
 	// succeeded (from the goroutine running the replay); its error becomes
-	// the replay's. The recording wraps the trace's reader, each device's
-	// allocator and the backend the allocator is given: off, the replay
-	// runs exactly as without it.
+	// the replay's. The recording wraps each device's allocator and the
+	// backend the allocator is given, and notes each event's time: off,
+	// the replay runs as without it, but for one test per event.
 	Snapshot func(*snapshot.Snapshot) error
 	// SnapshotEntries, if positive, keeps only the last SnapshotEntries
 	// trace entries of each device in the snapshot, as PyTorch's
@@ -272,7 +272,7 @@ func ReplayContext(ctx context.Context, r traces.Reader, cfg Config) (res Result
 			err = cerr
 		}
 	}()
-	err = e.run(ctx, e.recording(r))
+	err = e.run(ctx, r)
 	if err == nil && cfg.Verify {
 		for _, d := range e.devs {
 			if d == nil {
@@ -548,8 +548,11 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 }
 
 // run is the replay loop. It allocates nothing per event once the slots and
-// devices it needs exist.
-func (e *engine) run(ctx context.Context, r traces.Reader) error {
+// devices it needs exist. A reader that is a [traces.BatchReader] (events
+// in memory) is read a batch at a time, in place; any other is read ahead
+// on a goroutine of its own (see prefetch), which the loop then reads the
+// same way.
+func (e *engine) run(ctx context.Context, r traces.Reader) (err error) {
 	done := ctx.Done()
 	progress := e.cfg.Progress
 	var n int64
@@ -565,46 +568,73 @@ func (e *engine) run(ctx context.Context, r traces.Reader) error {
 			progress(n)
 		}
 	}()
-	for r.Scan() {
-		ev := r.Event()
-		e.resLo, e.resHi = e.reserved, e.reserved
-		var d *device
-		var err error
-		switch ev.Op {
-		case traces.OpAlloc:
-			d, err = e.alloc(&ev)
-		case traces.OpFree:
-			d, err = e.free(&ev)
-		case traces.OpRelease:
-			d, err = e.release(&ev)
-		default:
-			err = fmt.Errorf("unknown op %d", ev.Op)
+	var br interface {
+		Batch() []traces.Event
+		Err() error
+	}
+	if b, ok := r.(traces.BatchReader); ok {
+		br = b
+	} else {
+		p := prefetch(r)
+		defer p.stop()
+		br = p
+	}
+	for {
+		batch := br.Batch()
+		if len(batch) == 0 {
+			break
 		}
-		if err == nil && e.cfg.Verify && d != nil {
-			err = d.verify()
-		}
-		if err != nil {
-			return e.eventError(n, ev, err)
-		}
-		if e.series != nil {
-			e.series.add(n, ev.TimeUS, e.requested, e.allocated, e.resLo, e.resHi, e.reserved)
-		}
-		if e.peakRes != e.peakSeen {
-			e.takeFreeSpace()
-		}
-		n++
-		if n%ProgressInterval == 0 {
-			select {
-			case <-done:
-				return ctx.Err()
-			default:
+		for i := range batch {
+			if err := e.step(&batch[i], n); err != nil {
+				return err
 			}
-			if progress != nil {
-				progress(n)
+			n++
+			if n%ProgressInterval == 0 {
+				select {
+				case <-done:
+					return ctx.Err()
+				default:
+				}
+				if progress != nil {
+					progress(n)
+				}
 			}
 		}
 	}
-	return r.Err()
+	return br.Err()
+}
+
+// step replays event n.
+func (e *engine) step(ev *traces.Event, n int64) error {
+	e.resLo, e.resHi = e.reserved, e.reserved
+	if e.rec != nil {
+		e.rec.at(ev, n)
+	}
+	var d *device
+	var err error
+	switch ev.Op {
+	case traces.OpAlloc:
+		d, err = e.alloc(ev)
+	case traces.OpFree:
+		d, err = e.free(ev)
+	case traces.OpRelease:
+		d, err = e.release(ev)
+	default:
+		err = fmt.Errorf("unknown op %d", ev.Op)
+	}
+	if err == nil && e.cfg.Verify && d != nil {
+		err = d.verify()
+	}
+	if err != nil {
+		return e.eventError(n, *ev, err)
+	}
+	if e.series != nil {
+		e.series.add(n, ev.TimeUS, e.requested, e.allocated, e.resLo, e.resHi, e.reserved)
+	}
+	if e.peakRes != e.peakSeen {
+		e.takeFreeSpace()
+	}
+	return nil
 }
 
 func (e *engine) alloc(ev *traces.Event) (*device, error) {

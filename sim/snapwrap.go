@@ -11,32 +11,15 @@ import (
 // The wrappers through which the recorder of a snapshot sees a replay (see
 // snapRecorder); the engine puts them in place only when it records.
 
-// recording returns the reader the replay loop reads: r itself, or with a
-// snapshot, r wrapped to note each event's time.
-func (e *engine) recording(r traces.Reader) traces.Reader {
-	if e.rec == nil {
-		return r
-	}
-	return &recReader{Reader: r, rec: e.rec}
-}
-
-// A recReader notes the time of each event it yields, or its index in the
-// trace when the trace has no times, so that a reader that merges the
-// devices' traces by time finds the replay's order.
-type recReader struct {
-	traces.Reader
-	rec *snapRecorder
-	n   int64 // events yielded
-}
-
-func (r *recReader) Event() traces.Event {
-	ev := r.Reader.Event()
-	r.rec.timeUS = ev.TimeUS
+// at notes event n, ev, about to be replayed: its time or, when the trace
+// has none, its index in the trace, so that a reader that merges the
+// devices' traces by time finds the replay's order. The engine calls it as
+// it replays the event, not as it reads it: the replay loop reads ahead.
+func (r *snapRecorder) at(ev *traces.Event, n int64) {
+	r.timeUS = ev.TimeUS
 	if ev.TimeUS == traces.NoTime {
-		r.rec.timeUS = r.n
+		r.timeUS = n
 	}
-	r.n++
-	return ev
 }
 
 // A recAlloc records the blocks a device's allocator hands out and takes

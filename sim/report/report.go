@@ -74,15 +74,19 @@ func (o Options) withDefaults(results []sim.Result) Options {
 	if o.MaxPoints <= 0 {
 		o.MaxPoints = DefaultMaxPoints
 	}
+	specs := strategySpecs(results)
 	if o.Label == nil {
-		o.Label = ShortSpec
+		labels := SweepLabels(specs)
+		o.Label = func(spec string) string {
+			if l, ok := labels[spec]; ok {
+				return l
+			}
+			return ShortSpec(spec)
+		}
 	}
 	if o.colors == nil {
-		var specs []string
-		for _, r := range results {
-			specs = append(specs, r.Strategy)
-		}
 		o.colors = StrategyColors(specs)
+		sweepColors(o.colors, Sweeps(specs))
 		for s, c := range o.Colors {
 			o.colors[s] = c
 		}
@@ -220,10 +224,12 @@ const (
 
 // FigureKinds are the kinds of figure of a report, as Options.Figures and
 // simulate's --figures name them, in the order of the index: the overhead
-// across traces, then for each trace memory over time (all strategies in
-// one plot), memory over time in small multiples (one panel per strategy),
-// fragmentation over time, peak reserved and the trace itself.
-var FigureKinds = []string{"overhead", "memory", "panels", "fragmentation", "peak", "trace"}
+// across traces, and for each sweep (see [Sweeps]) its figures against its
+// parameter; then for each trace memory over time (all strategies in one
+// plot), memory over time in small multiples (one panel per strategy),
+// fragmentation over time, peak reserved, the trace itself and, when there
+// is a sweep, peak reserved against device allocations (the Pareto figure).
+var FigureKinds = []string{"overhead", "sweep", "memory", "panels", "fragmentation", "peak", "trace", "pareto"}
 
 // ParseFigureKinds parses a comma-separated list of FigureKinds ("all" for
 // every kind).
@@ -260,6 +266,12 @@ func Figures(results []sim.Result, opts Options) []*Figure {
 	if want("overhead") {
 		add(OverheadFigure(results, o))
 	}
+	sweeps := Sweeps(strategySpecs(results))
+	if want("sweep") {
+		for _, sw := range sweeps {
+			add(SweepFigure(sw, results, o))
+		}
+	}
 	for _, t := range traceNames(results) {
 		if want("memory") {
 			add(MemoryFigure(t, results, o))
@@ -275,6 +287,9 @@ func Figures(results []sim.Result, opts Options) []*Figure {
 		}
 		if want("trace") {
 			add(TraceFigure(t, results, o.Sizes[t], o))
+		}
+		if want("pareto") && len(sweeps) > 0 {
+			add(ParetoFigure(t, results, o))
 		}
 	}
 	return figs

@@ -149,7 +149,7 @@ func TestFigureOptions(t *testing.T) {
 	}
 	assert.Equal(t, []string{"tiny-memory", "tiny-peak"}, names)
 	_, err = report.ParseFigureKinds("memory,pie")
-	assert.EqualError(t, err, `unknown figure "pie" (known: all, overhead, memory, panels, fragmentation, peak, trace)`)
+	assert.EqualError(t, err, `unknown figure "pie" (known: all, overhead, sweep, memory, panels, fragmentation, peak, trace, pareto)`)
 
 	plain := report.PeakFigure("testdata/tiny.csv", results, report.Options{})
 	titled := report.PeakFigure("testdata/tiny.csv", results, report.Options{Title: true})

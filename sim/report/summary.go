@@ -104,11 +104,11 @@ func (t Table) Write(w io.Writer) error {
 const CapacityMark = "*"
 
 // SummaryTable formats results as the table simulate prints: trace,
-// strategy (its [ShortSpec]), the device when some result is one device's
-// ("all" on the rows of sums), events, lower bound, peaks, overhead as a
-// ratio (peak reserved / lower bound, "1.47×", as in JSON and the
-// figures), fragmentation as a percentage, device calls, cache hits and
-// OOMs; and,
+// strategy (its [ShortSpec], or its label in a sweep: see [SweepLabels]),
+// the device when some result is one device's ("all" on the rows of sums),
+// events, lower bound, peaks, overhead as a ratio (peak reserved / lower
+// bound, "1.47×", as in JSON and the figures), fragmentation as a
+// percentage, device calls, cache hits and OOMs; and,
 // when a result was timed (see sim.Config.MeasureTime), the mean time of an
 // alloc served from the cache and of one that called the device, and the
 // total time of device calls. A peak reserved that depends on the
@@ -120,6 +120,7 @@ func SummaryTable(results []sim.Result) Table {
 			"OVERHEAD", "FRAG", "FREE FRAG", "DEVICE MALLOCS", "DEVICE MALLOC BYTES", "CACHE HITS", "OOMS"},
 		Right: []bool{false, false, true, true, true, true, true, true, true, true, true, true, true},
 	}
+	labels := SweepLabels(strategySpecs(results))
 	marked := false
 	var leaks []string
 	seen := map[string]bool{}
@@ -134,7 +135,7 @@ func SummaryTable(results []sim.Result) Table {
 			leaks = append(leaks, fmt.Sprintf("%s: %s (%s) still live at the end of the trace (a leak, or a trace that ended mid-step)",
 				r.Trace, plural(r.LiveAtEnd, "allocation"), gpualloc.FormatSize(r.LiveBytesAtEnd)))
 		}
-		t.Rows = append(t.Rows, []string{r.Trace, ShortSpec(r.Strategy), tabular.Count(r.Events),
+		t.Rows = append(t.Rows, []string{r.Trace, labels[r.Strategy], tabular.Count(r.Events),
 			gpualloc.FormatSize(r.PeakRequestedBytes), gpualloc.FormatSize(r.PeakAllocatedBytes), reserved,
 			overheadCell(r), fragmentation(r), freeFragmentation(r), tabular.Count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
 			share(r.CacheHits, r.Allocs), tabular.Count(r.OOMs)})

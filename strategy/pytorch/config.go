@@ -144,7 +144,7 @@ func (c *Config) set(k, v string) error {
 	bad := func(msg string) error { return &gpualloc.ParamError{Key: k, Msg: fmt.Sprintf("%q: %s", v, msg)} }
 	switch k {
 	case "max_split_size_mb":
-		if v == "unlimited" || v == "auto" {
+		if v == "unlimited" || v == "inf" || v == "auto" {
 			c.MaxSplitSize = unlimitedSplit
 			return nil
 		}

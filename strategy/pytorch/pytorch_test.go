@@ -225,6 +225,11 @@ func TestParseConf(t *testing.T) {
 	assert.Equal(t, int64(128*MiB), c.MaxSplitSize)
 	assert.Equal(t, 0.6, c.GarbageCollectionThreshold)
 	assert.Equal(t, int64(30*MiB), c.MaxNonSplitRounding)
+	for _, unlimited := range []string{"unlimited", "inf"} {
+		c, err := pytorch.ParseConf("max_split_size_mb:128,max_split_size_mb:" + unlimited)
+		require.NoError(t, err)
+		assert.Equal(t, pytorch.DefaultConfig().MaxSplitSize, c.MaxSplitSize, unlimited)
+	}
 	for _, tt := range []struct{ conf, key string }{
 		{"max_split_size_mb:10", "max_split_size_mb"},
 		{"max_split_size_mb:x", "max_split_size_mb"},

@@ -29,9 +29,9 @@ func init() {
 		Name:    name,
 		Summary: "PyTorch's CUDA caching allocator, rule for rule: per-stream small and large pools, best fit on (size, address), PyTorch's rounding, splitting, segment sizes and release-and-retry",
 		Params: []gpualloc.Param{
-			{Name: "conf", Default: "none", Env: confEnv,
+			{Name: "conf", Default: "none", Env: confEnv, Settings: true,
 				Doc: "settings in the syntax of PYTORCH_ALLOC_CONF (max_split_size_mb:128,...), read first; the parameters below override them"},
-			{Name: "max_split_size_mb", Default: auto, Doc: "blocks this large (MiB, at least 20) are never split (auto: from conf, else unlimited)"},
+			{Name: "max_split_size_mb", Default: auto, Doc: "blocks this large (MiB, at least 20) are never split (unlimited or inf: no limit; auto: from conf, else unlimited)"},
 			{Name: "roundup_power2_divisions", Default: auto, Doc: "divisions per power of two when rounding: one number, or MiB:divisions entries separated by ';' as 256:1;512:2;>:8 (auto: from conf, else none)"},
 			{Name: "garbage_collection_threshold", Default: auto, Doc: "with memory_fraction, free old cached segments when reserved memory exceeds this fraction of the cap (auto: from conf, else off)"},
 			{Name: "expandable_segments", Default: auto, Doc: "one growing virtual range per stream and pool, mapped in 2 MiB or 20 MiB pages (auto: from conf, else false)"},

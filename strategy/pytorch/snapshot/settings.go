@@ -7,6 +7,8 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+
+	"github.com/gpualloc/gpualloc"
 )
 
 // Intervals is the number of intervals of roundup_power2_divisions: [1, 2)
@@ -258,29 +260,5 @@ func FormatDivisions(d [Intervals]int64) string {
 
 // SplitConf splits a PYTORCH_CUDA_ALLOC_CONF string into its items
 // ("key:value") at the commas outside brackets, as PyTorch's parser reads
-// it (c10/core/AllocatorConfig.cpp): one trailing comma after the last
-// item is allowed and gives no item, so that "a:1," and "a:1" are the same
-// and a blank string has no items; any other empty item ("a:1,,b:2",
-// ",a:1") is kept, as "", for the caller to reject as PyTorch does. Items
-// are not trimmed.
-func SplitConf(s string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '[':
-			depth++
-		case ']':
-			depth--
-		case ',':
-			if depth == 0 {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	if strings.TrimSpace(s[start:]) != "" {
-		out = append(out, s[start:])
-	}
-	return out
-}
+// it; see [gpualloc.SplitSettings].
+func SplitConf(s string) []string { return gpualloc.SplitSettings(s) }
