@@ -31,7 +31,10 @@ Strategies: every -s spec; else the one the environment chooses
 (GPUALLOC_POOL_TYPE, then MXNET_GPU_MEM_POOL_TYPE); else every built-in
 strategy. 'simulate strategies' lists them with their parameters.
 
-Backends (-b): sim, a virtual device of --capacity bytes (the default);
+Backends (-b): sim, a virtual device of --capacity bytes (the default; a
+PyTorch snapshot that records an out-of-memory error, replayed without
+--capacity, gives each device the memory the error tells: its free bytes
+then plus the segments PyTorch held);
 host, real host memory, each device allocation an mmap and each free a
 munmap, limited to --capacity when the flag is given, else to the
 machine's total memory (capacity_bytes reports the limit that held); cuda,
@@ -56,7 +59,7 @@ traces (memory over time, in one plot and in a panel per strategy,
 fragmentation over time, peak reserved, the trace, and overhead), and
 index.html, which shows them all. --figures, --width, --height, --title
 and --log-y shape the figures.
-
+` + snapshotUsage + `
 With --shard k/n it runs the k-th of n parts of the replays, the traces
 through the strategies taken trace by trace in a fixed order, so that the n
 shards of the same command line share the work out exactly; with -o DIR a
@@ -79,6 +82,7 @@ type replayFlags struct {
 	out        string
 	figures    figureFlags
 	progress   string
+	snapshot   snapshotFlags
 	shard      string
 }
 
@@ -94,6 +98,7 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVarP(&f.out, "out", "o", "", "write a report (summaries, time series, figures, index.html) into `DIR`")
 	f.figures.add(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
+	f.snapshot.register(fs)
 	fs.StringVar(&f.shard, "shard", "", "run only the `k/n`-th part of the replays (traces x strategies), 1 <= k <= n; with -o, write it for 'simulate merge'")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -114,6 +119,9 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	}
 	if f.jobs < 0 {
 		return usagef("--jobs %d: want a positive number", f.jobs)
+	}
+	if err := f.snapshot.check(fs); err != nil {
+		return err
 	}
 	be, err := chooseBackend(f.backend, capacity, fs.Changed("capacity"))
 	if err != nil {
@@ -188,6 +196,9 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 					NewBackend:    be.newBackend,
 					MeasureTime:   be.newBackend != nil,
 					SeriesBuckets: series,
+
+					Snapshot:        f.snapshot.writer(in.name, strategies[i]),
+					SnapshotEntries: f.snapshot.entries,
 				},
 			})
 		}
@@ -335,6 +346,7 @@ func envSet(getenv func(string) (string, bool), name string) bool {
 }
 
 func writeResults(w io.Writer, format string, results []sim.Result) error {
+	results = sim.WithDevices(results)
 	switch format {
 	case "json":
 		return report.WriteJSON(w, results)
