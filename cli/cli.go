@@ -61,7 +61,7 @@ type Command struct {
 	// bar (shown only when Stderr is a terminal); nil discards.
 	Stdout, Stderr io.Writer
 	// LookupEnv looks up an environment variable (GPUALLOC_POOL_TYPE,
-	// MXNET_GPU_MEM_POOL_TYPE, PYTORCH_CUDA_ALLOC_CONF...); nil sees none.
+	// MXNET_GPU_MEM_POOL_TYPE, PYTORCH_ALLOC_CONF...); nil sees none.
 	LookupEnv func(key string) (string, bool)
 }
 

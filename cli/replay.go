@@ -31,7 +31,10 @@ Strategies: every -s spec; else the one the environment chooses
 (GPUALLOC_POOL_TYPE, then MXNET_GPU_MEM_POOL_TYPE); else every built-in
 strategy. 'simulate strategies' lists them with their parameters.
 
-Backends (-b): sim, a virtual device of --capacity bytes (the default);
+Backends (-b): sim, a virtual device of --capacity bytes (the default; a
+PyTorch snapshot that records an out-of-memory error, replayed without
+--capacity, gives each device the memory the error tells: its free bytes
+then plus the segments PyTorch held);
 host, real host memory, each device allocation an mmap and each free a
 munmap, limited to --capacity when the flag is given, else to the
 machine's total memory (capacity_bytes reports the limit that held); cuda,
@@ -56,13 +59,13 @@ traces (memory over time, in one plot and in a panel per strategy,
 fragmentation over time, peak reserved, the trace, and overhead), and
 index.html, which shows them all. --figures, --width, --height, --title
 and --log-y shape the figures.
-
+` + snapshotUsage + `
 With --shard k/n it runs the k-th of n parts of the replays, the traces
 through the strategies taken trace by trace in a fixed order, so that the n
 shards of the same command line share the work out exactly; with -o DIR a
 shard writes its summaries and what 'simulate merge -o OUT DIR...' needs
 to make the report of the whole run.
-` + snapshotUsage + `
+
 Commands: inspect, convert, gen, fidelity, strategies, tune, merge ('simulate COMMAND -h').
 
 Flags:
@@ -79,8 +82,8 @@ type replayFlags struct {
 	out        string
 	figures    figureFlags
 	progress   string
-	shard      string
 	snapshot   snapshotFlags
+	shard      string
 }
 
 func replayCmd(ctx context.Context, e *env, args []string) error {
@@ -95,8 +98,8 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVarP(&f.out, "out", "o", "", "write a report (summaries, time series, figures, index.html) into `DIR`")
 	f.figures.add(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
-	fs.StringVar(&f.shard, "shard", "", "run only the `k/n`-th part of the replays (traces x strategies), 1 <= k <= n; with -o, write it for 'simulate merge'")
 	f.snapshot.register(fs)
+	fs.StringVar(&f.shard, "shard", "", "run only the `k/n`-th part of the replays (traces x strategies), 1 <= k <= n; with -o, write it for 'simulate merge'")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -343,6 +346,7 @@ func envSet(getenv func(string) (string, bool), name string) bool {
 }
 
 func writeResults(w io.Writer, format string, results []sim.Result) error {
+	results = sim.WithDevices(results)
 	switch format {
 	case "json":
 		return report.WriteJSON(w, results)

@@ -23,6 +23,7 @@ type decoded struct {
 	events  []traces.Event
 	skipped int64
 	err     error
+	memory  traces.CapacityReporter // the devices' memory, when the reader knows it
 }
 
 // decodeOnce returns the trace of in, to be decoded once for users
@@ -48,6 +49,7 @@ func (d *decoded) load() {
 		d.sizes.Reader = r
 		r = d.sizes
 	}
+	d.memory, _ = r.(traces.CapacityReporter)
 	d.events, d.err = traces.ReadAll(r)
 	if c != nil {
 		if err := c.Close(); d.err == nil {
@@ -67,7 +69,7 @@ func (d *decoded) open() (traces.Reader, io.Closer, error) {
 		d.release()
 		return nil, nil, d.err
 	}
-	r := &memoryReader{SliceReader: traces.NewSliceReader(d.in.name, d.events), skipped: d.skipped}
+	r := &memoryReader{SliceReader: traces.NewSliceReader(d.in.name, d.events), skipped: d.skipped, memory: d.memory}
 	return r, closeFunc(func() error { d.release(); return nil }), nil
 }
 
@@ -84,6 +86,15 @@ func (d *decoded) release() {
 type memoryReader struct {
 	*traces.SliceReader
 	skipped int64
+	memory  traces.CapacityReporter
 }
 
 func (r *memoryReader) Skipped() int64 { return r.skipped }
+
+// DeviceCapacity is the decoded reader's (see traces.CapacityReporter).
+func (r *memoryReader) DeviceCapacity(device int) int64 {
+	if r.memory == nil {
+		return 0
+	}
+	return r.memory.DeviceCapacity(device)
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -126,10 +125,14 @@ func replayExport(t *testing.T, data []byte, spec string, capacity int64, want s
 		Mallocs, Frees_, MallocBytes, Maps, Unmaps, Hits, OOMs            int64
 		Devices                                                           []sim.DeviceResult
 	}
+	// A strategy that gives a segment back on a free (unpooled) writes
+	// segment_free entries that no malloc follows, which the reader takes
+	// for cache releases, as PyTorch would have made them; the strategy
+	// has nothing cached to release then. Releases are left out.
 	fig := func(r sim.Result) figures {
 		devs := append([]sim.DeviceResult(nil), r.Devices...)
 		for i := range devs {
-			devs[i].Stats = nil
+			devs[i].Stats, devs[i].Releases = nil, 0
 		}
 		return figures{r.Events - r.Releases, r.Allocs, r.Frees, r.PeakRequestedBytes, r.PeakAllocatedBytes, r.PeakReservedBytes,
 			r.DeviceMallocs, r.DeviceFrees, r.DeviceMallocBytes, r.DeviceMaps, r.DeviceUnmaps, r.CacheHits, r.OOMs, devs}
@@ -218,23 +221,20 @@ func TestExportPyTorch(t *testing.T) {
 					if capacity == 0 {
 						export(t, sh, spec, capacity, 300)
 					}
-					// A memory_fraction caps the pool at a fraction of the
-					// device, whose size a snapshot does not record.
-					if len(s.DeviceTraces) > 1 || s.AllocatorSettings.ExpandableSegments || res.OOMs > 0 || capacity != 0 ||
-						strings.Contains(spec, "memory_fraction") {
-						continue
-					}
 					fr, err := fidelity.Run(s, sh.String(), fidelity.Options{New: fidelity.PyTorch})
 					require.NoError(t, err, "%s with %s", sh, spec)
-					assert.Equal(t, fr.Allocs, fr.AddressMatches, "%s with %s: %+v", sh, spec, fr.Mismatches)
-					assert.Equal(t, fr.SegmentAllocs, fr.SegmentMatches, "%s with %s", sh, spec)
-					assert.Positive(t, fr.Allocs)
+					for _, r := range fr {
+						assert.Equal(t, r.Allocs, r.AddressMatches, "%s with %s: %+v", sh, spec, r.Mismatches)
+						assert.Equal(t, r.Allocs, r.DecisionMatches, "%s with %s", sh, spec)
+						assert.Equal(t, r.SegmentAllocs, r.SegmentMatches, "%s with %s", sh, spec)
+						assert.Equal(t, r.SegmentFrees, r.SegmentFreeMatches, "%s with %s", sh, spec)
+						assert.Equal(t, r.OOMs, r.OOMMatches, "%s with %s", sh, spec)
+						assert.Positive(t, r.Allocs)
+					}
 					compared++
 				}
 			}
-			if !strings.Contains(spec, "expandable") && !strings.Contains(spec, "memory_fraction") {
-				require.Positive(t, compared, "fidelity ran on no export")
-			}
+			require.Positive(t, compared, "fidelity ran on no export")
 		})
 	}
 }

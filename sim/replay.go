@@ -37,9 +37,10 @@ type Config struct {
 	// "sim".
 	Backend string
 	// Capacity is the size of each virtual device, and the capacity
-	// reported; 0 means [DefaultCapacity] (80 GiB). With NewBackend and
-	// Capacity 0, the capacity reported is the total that the first
-	// device's MemInfo gives.
+	// reported; 0 means the device's memory where the reader knows it (a
+	// traces.CapacityReporter), else [DefaultCapacity] (80 GiB). With
+	// NewBackend and Capacity 0, the capacity reported is the total that
+	// the first device's MemInfo gives.
 	Capacity int64
 	// NewBackend, if not nil, makes the backend of each device index that
 	// the trace uses, when the device is first used. The default makes a
@@ -72,9 +73,10 @@ type Config struct {
 	// Snapshot, if not nil, records what the strategy did as a PyTorch
 	// memory snapshot, which it is given at the end of a replay that
 	// succeeded (from the goroutine running the replay); its error becomes
-	// the replay's. The recording wraps the trace's reader, each device's
-	// allocator and the backend the allocator is given: off, the replay
-	// runs exactly as without it.
+	// the replay's. The recording wraps the trace's reader (which then
+	// hands the replay its events one at a time, noting each one's time),
+	// each device's allocator and the backend the allocator is given: off,
+	// the replay runs exactly as without it.
 	Snapshot func(*snapshot.Snapshot) error
 	// SnapshotEntries, if positive, keeps only the last SnapshotEntries
 	// trace entries of each device in the snapshot, as PyTorch's
@@ -98,6 +100,10 @@ type Result struct {
 	Strategy      string `json:"strategy"` // full spec, every parameter's effective value
 	Backend       string `json:"backend"`
 	CapacityBytes int64  `json:"capacity_bytes"`
+	// Device, when not nil, is the index of the one device whose figures
+	// the Result holds (see [Result.PerDevice]); nil, the figures are the
+	// trace's, summed over its devices.
+	Device *int `json:"device,omitempty"`
 
 	Events int64 `json:"events"`
 	Allocs int64 `json:"allocs"`
@@ -215,7 +221,14 @@ type DeviceResult struct {
 	DeviceMaps        int64
 	DeviceUnmaps      int64
 
-	// Live figures at the end of the replay.
+	// DeviceFullAllocs and Releases count the device's allocs that met its
+	// capacity and the releases of its cache (see Result's).
+	DeviceFullAllocs int64
+	Releases         int64
+
+	// Live figures at the end of the replay: LiveAtEnd allocations of the
+	// trace not freed (failed ones included, as in RequestedBytes).
+	LiveAtEnd      int64
 	RequestedBytes int64
 	AllocatedBytes int64
 	ReservedBytes  int64
@@ -304,6 +317,9 @@ type engine struct {
 	series   *Series
 	strategy string // short name for errors
 
+	memory traces.CapacityReporter // the trace's devices' memory, with no Config.Capacity
+	hinted bool                    // a device took its capacity from memory
+
 	// Sums over devices.
 	requested, allocated, reserved int64
 	peakReq, peakAlloc, peakRes    int64
@@ -347,6 +363,7 @@ type device struct {
 	allocs, frees                  int64 // events
 	okAllocs, okFrees              int64 // successful calls
 	hits, ooms                     int64
+	fullAllocs, releases           int64
 	mallocs, mfrees, mallocBytes   int64
 	maps, unmaps                   int64
 	callNS                         int64 // time in backend calls, with Config.MeasureTime
@@ -515,6 +532,7 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	e.res.CapacityBytes = cfg.Capacity
 	if cfg.NewBackend == nil && cfg.Capacity == 0 {
 		e.res.CapacityBytes = DefaultCapacity
+		e.memory, _ = r.(traces.CapacityReporter)
 	}
 	if cfg.SeriesBuckets >= 0 {
 		n := cfg.SeriesBuckets
@@ -672,6 +690,7 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	}
 	if e.refused || e.frees != freesBefore {
 		e.res.DeviceFullAllocs++
+		d.fullAllocs++
 	}
 	if err != nil {
 		if errors.Is(err, gpualloc.ErrOutOfMemory) {
@@ -754,6 +773,7 @@ func (e *engine) release(ev *traces.Event) (*device, error) {
 		return nil, nil
 	}
 	d := e.devs[i]
+	d.releases++
 	if r, ok := d.alloc.(gpualloc.Releaser); ok {
 		return d, r.ReleaseAll()
 	}
@@ -781,7 +801,7 @@ func (e *engine) device(i int32) (*device, error) {
 	if e.cfg.NewBackend != nil {
 		d.backend, err = e.cfg.NewBackend(int(i))
 	} else {
-		d.backend, err = NewDevice(int(i), e.cfg.Capacity)
+		d.backend, err = NewDevice(int(i), e.deviceCapacity(int(i)))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("device %d: %w", i, err)
@@ -827,6 +847,7 @@ func (e *engine) device(i int32) (*device, error) {
 	}
 	if e.rec != nil {
 		e.rec.open(d, e.res.Strategy)
+		e.rec.deviceMemory(int(i), d.backend)
 	}
 	e.devs[i] = d
 	return d, nil
@@ -901,6 +922,7 @@ func (e *engine) finish(r traces.Reader) {
 			PeakRequestedBytes: d.peakLower, PeakAllocatedBytes: d.peakAlloc, PeakReservedBytes: d.peakRes,
 			DeviceMallocs: d.mallocs, DeviceFrees: d.mfrees, DeviceMallocBytes: d.mallocBytes,
 			DeviceMaps: d.maps, DeviceUnmaps: d.unmaps,
+			DeviceFullAllocs: d.fullAllocs, Releases: d.releases, LiveAtEnd: d.allocs - d.frees,
 			RequestedBytes: d.lower, AllocatedBytes: d.allocated, ReservedBytes: d.reserved,
 		}
 		if d.stats != nil {

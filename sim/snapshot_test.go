@@ -46,7 +46,7 @@ func TestSnapshotRecordsDeviceCalls(t *testing.T) {
 			Blocks: []snapshot.Block{{Address: d1, Size: 3000, RequestedSize: 3000, State: snapshot.ActiveAllocated}}},
 	}, s.Segments)
 	want := snapshot.DefaultSettings()
-	want.Other = map[string]any{"strategy": "exact"}
+	want.Other = map[string]any{"strategy": "exact", "device_memory": []any{int64(DefaultCapacity), int64(DefaultCapacity)}}
 	assert.Equal(t, &want, s.AllocatorSettings)
 }
 

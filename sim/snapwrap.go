@@ -56,12 +56,21 @@ func (r *recReader) Batch() []traces.Event {
 	default:
 		return nil
 	}
-	r.rec.timeUS = b[0].TimeUS
-	if b[0].TimeUS == traces.NoTime {
-		r.rec.timeUS = r.n
-	}
+	r.rec.at(&b[0], r.n)
 	r.n++
 	return b
+}
+
+// at notes event n, ev, about to be replayed: its time or, when the trace
+// has none, its index in the trace, so that a reader that merges the
+// devices' traces by time finds the replay's order. The recording reader
+// calls it as it hands the event to the replay loop, alone: the loop would
+// read ahead otherwise.
+func (r *snapRecorder) at(ev *traces.Event, n int64) {
+	r.timeUS = ev.TimeUS
+	if ev.TimeUS == traces.NoTime {
+		r.timeUS = n
+	}
 }
 
 // A recAlloc records the blocks a device's allocator hands out and takes

@@ -318,7 +318,8 @@ const (
 )
 
 // Write writes a report on results into dir, which it creates if need be:
-// summary.csv and summary.json (the result schema), timeseries.csv (see
+// summary.csv and summary.json (the result schema, with the rows of each
+// device of a trace of several devices: see sim.WithDevices), timeseries.csv (see
 // TimeSeriesHeader), every figure of Figures in each format of
 // opts.Formats (NAME.png, NAME.svg, NAME.pdf), and index.html, which shows
 // the summary table and every figure in one page. It returns the names of
@@ -345,8 +346,8 @@ func Write(dir string, results []sim.Result, opts Options) ([]string, error) {
 		name string
 		fn   func(*bytes.Buffer) error
 	}{
-		{SummaryCSV, func(b *bytes.Buffer) error { return WriteCSV(b, results) }},
-		{SummaryJSON, func(b *bytes.Buffer) error { return WriteJSON(b, results) }},
+		{SummaryCSV, func(b *bytes.Buffer) error { return WriteCSV(b, sim.WithDevices(results)) }},
+		{SummaryJSON, func(b *bytes.Buffer) error { return WriteJSON(b, sim.WithDevices(results)) }},
 		{TimeSeriesCSV, func(b *bytes.Buffer) error { return WriteTimeSeries(b, results) }},
 	} {
 		var b bytes.Buffer

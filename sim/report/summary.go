@@ -105,6 +105,7 @@ const CapacityMark = "*"
 
 // SummaryTable formats results as the table simulate prints: trace,
 // strategy (its [ShortSpec], or its label in a sweep: see [SweepLabels]),
+// the device when some result is one device's ("all" on the rows of sums),
 // events, lower bound, peaks, overhead as a ratio (peak reserved / lower
 // bound, "1.47×", as in JSON and the figures), fragmentation as a
 // percentage, device calls, cache hits and OOMs; and,
@@ -138,6 +139,19 @@ func SummaryTable(results []sim.Result) Table {
 			gpualloc.FormatSize(r.PeakRequestedBytes), gpualloc.FormatSize(r.PeakAllocatedBytes), reserved,
 			overheadCell(r), fragmentation(r), freeFragmentation(r), tabular.Count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
 			share(r.CacheHits, r.Allocs), tabular.Count(r.OOMs)})
+	}
+	if slices.ContainsFunc(results, func(r sim.Result) bool { return r.Device != nil }) {
+		// Rows of single devices (sim.Result.PerDevice): which device, or
+		// "all" for the sums.
+		t.Head = slices.Insert(t.Head, 2, "DEVICE")
+		t.Right = slices.Insert(t.Right, 2, true)
+		for i, r := range results {
+			d := "all"
+			if r.Device != nil {
+				d = strconv.Itoa(*r.Device)
+			}
+			t.Rows[i] = slices.Insert(t.Rows[i], 2, d)
+		}
 	}
 	if marked {
 		t.Notes = append(t.Notes, CapacityMark+" the strategy met the device's capacity (it released its cache or retried because the device was full): its figures change with --capacity")

@@ -22,6 +22,9 @@
 //     "garbage_collection_threshold", "expandable_segments") and the
 //     PYTORCH_CUDA_ALLOC_CONF string it parsed.
 //
+// A legacy snapshot, a bare list of segments, is read as a snapshot with no
+// trace; blocks without an "address" key are placed one after the other.
+//
 // Only dicts, lists, strings, integers, floats, booleans, None and tuples
 // occur in a snapshot; addresses are LONG1 integers; lists and strings are
 // shared through the pickle's memo. A pickle cannot be decoded in pieces,

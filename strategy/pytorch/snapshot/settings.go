@@ -155,6 +155,44 @@ func (p *parser) divisions(v any, path string) [Intervals]int64 {
 	return d
 }
 
+// DeviceMemoryKey is the key of Other under which a snapshot written by a
+// replay (simulate --snapshot) records the memory of each device, a list
+// indexed by device; PyTorch's own snapshots do not record it.
+const DeviceMemoryKey = "device_memory"
+
+// DeviceMemory returns the memory of device dev that the settings record
+// (Other["device_memory"]), or 0.
+func (s *AllocatorSettings) DeviceMemory(dev int) int64 {
+	if s == nil {
+		return 0
+	}
+	mem, _ := s.Other[DeviceMemoryKey].([]any)
+	if dev < 0 || dev >= len(mem) {
+		return 0
+	}
+	n, _ := mem[dev].(int64)
+	return max(n, 0)
+}
+
+// MemoryFraction returns the per-process memory fraction that Conf sets
+// (memory_fraction, the pytorch strategy's extension, which a replay's
+// snapshot writes; PyTorch's own snapshots do not record it), or 0.
+func (s *AllocatorSettings) MemoryFraction() float64 {
+	if s == nil {
+		return 0
+	}
+	for _, o := range SplitConf(s.Conf) {
+		k, v, _ := strings.Cut(o, ":")
+		if strings.TrimSpace(k) == "memory_fraction" {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil && f > 0 && f <= 1 {
+				return f
+			}
+		}
+	}
+	return 0
+}
+
 // AllocConf returns the settings that decide where blocks go, in
 // PYTORCH_CUDA_ALLOC_CONF syntax, for the pytorch strategy: max_split_size_mb,
 // roundup_power2_divisions (one number when every interval has the same,
