@@ -199,9 +199,8 @@ var pytorchSettings = []string{
 
 // TestExportPyTorch exports replays of the pytorch strategy under many
 // settings, shapes and capacities, and runs the fidelity check on each
-// whole export that the check models today (one device, no expandable
-// segments, no failed allocation, no memory_fraction): it must match every
-// decision.
+// whole export: it must match every address and decision, every segment
+// allocated and freed, and every failed allocation.
 func TestExportPyTorch(t *testing.T) {
 	shapes := []shape{
 		{trace: "training", events: 4000},
