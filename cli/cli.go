@@ -16,6 +16,7 @@
 //	simulate convert IN OUT              any supported format to native CSV (.csv or .csv.gz)
 //	simulate gen [flags] WORKLOAD        write a synthetic trace
 //	simulate fidelity [flags] SNAPSHOT...  replay PyTorch snapshots with the pytorch strategy and compare its decisions with the recorded ones
+//	simulate plan [flags] TRACE...       place every allocation offline, knowing its lifetime: the offline optimum
 //	simulate strategies                  list strategies with their parameters and defaults
 //
 // Run "simulate -h" or "simulate COMMAND -h" for the flags. Errors go to
@@ -131,6 +132,8 @@ func dispatch(ctx context.Context, e *env, args []string) error {
 			return strategiesCmd(e, args[1:])
 		case "fidelity":
 			return fidelityCmd(ctx, e, args[1:])
+		case "plan":
+			return planCmd(ctx, e, args[1:])
 		case "help":
 			return replayCmd(ctx, e, []string{"-h"})
 		}

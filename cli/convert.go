@@ -15,13 +15,22 @@ Converts a trace to the native CSV format, gzip-compressed when OUT ends in
 .gz ("-" for standard output). OUT is replaced only once the whole trace has
 been read without error.
 
+With --to minimalloc it writes a MiniMalloc CSV instead (id,lower,upper,size,
+the input of Google's MiniMalloc), the buffers as 'simulate plan' reads them:
+a MiniMalloc input keeps its ids and times; any other trace's allocations
+get the trace's id (".k" added on the k-th reuse of an id) and the event
+indexes of their alloc and free. MiniMalloc CSV has no devices: a trace that
+uses several is refused.
+
 Flags:
 `
 
 func convertCmd(e *env, args []string) error {
 	var lenient bool
+	var to string
 	fs := newFlagSet(e, "simulate convert", convertUsage)
 	fs.BoolVar(&lenient, "lenient", false, "skip bad events, count them and go on")
+	fs.StringVarP(&to, "to", "t", "native", "output format: native (trace CSV) or minimalloc (MiniMalloc CSV)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -29,6 +38,13 @@ func convertCmd(e *env, args []string) error {
 		return usagef("convert: want IN and OUT")
 	}
 	in, out := fs.Arg(0), fs.Arg(1)
+	switch to {
+	case "native":
+	case "minimalloc":
+		return convertMiniMalloc(e, in, out, traces.Options{Lenient: lenient})
+	default:
+		return usagef("convert: --to %q: want native or minimalloc", to)
+	}
 	r, err := openTrace(e, in, traces.Options{Lenient: lenient})
 	if err != nil {
 		return err

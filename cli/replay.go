@@ -36,7 +36,7 @@ With -o DIR it also writes a report into DIR: summary.csv and summary.json
 traces (memory and fragmentation over time, peak reserved, the trace, and
 overhead), and index.html, which shows them all.
 
-Commands: inspect, convert, gen, fidelity, strategies ('simulate COMMAND -h').
+Commands: inspect, convert, gen, fidelity, plan, strategies ('simulate COMMAND -h').
 
 Flags:
 `

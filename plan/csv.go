@@ -19,12 +19,27 @@ var PlacementHeader = []string{"id", "lower", "upper", "size", "offset"}
 // WritePlacements writes placed as CSV with [PlacementHeader], one row a
 // buffer in the order of placed.
 func WritePlacements(w io.Writer, placed []Placement) error {
+	return writeRows(w, PlacementHeader, len(placed), func(i int) (*Buffer, int64) { return &placed[i].Buffer, placed[i].Offset })
+}
+
+// WriteProblem writes the buffers of p as a MiniMalloc CSV, the input of
+// MiniMalloc's command: the header id,lower,upper,size and a row a buffer,
+// in the order of p.
+func WriteProblem(w io.Writer, p Problem) error {
+	return writeRows(w, PlacementHeader[:4], len(p.Buffers), func(i int) (*Buffer, int64) { return &p.Buffers[i], -1 })
+}
+
+// writeRows writes head and n rows of the columns of head, each the buffer
+// and offset that row(i) gives.
+func writeRows(w io.Writer, head []string, n int, row func(i int) (*Buffer, int64)) error {
 	bw := bufio.NewWriter(w)
-	bw.WriteString(strings.Join(PlacementHeader, ",") + "\n")
+	bw.WriteString(strings.Join(head, ",") + "\n")
 	var line []byte
-	for _, q := range placed {
-		line = append(line[:0], q.ID...)
-		for _, v := range [...]int64{q.Lower, q.Upper, q.Size, q.Offset} {
+	for i := range n {
+		b, off := row(i)
+		line = append(line[:0], b.ID...)
+		vals := [...]int64{b.Lower, b.Upper, b.Size, off}
+		for _, v := range vals[:len(head)-1] {
 			line = append(line, ',')
 			line = strconv.AppendInt(line, v, 10)
 		}

@@ -301,3 +301,14 @@ func FuzzReadPlacements(f *testing.F) {
 		require.Equal(t, got, again)
 	})
 }
+
+func TestWriteProblemReadsBack(t *testing.T) {
+	p := Problem{Buffers: []Buffer{buf("b0", 0, 3, 4096), buf("x", 2, 9, 1)}}
+	var b bytes.Buffer
+	require.NoError(t, WriteProblem(&b, p))
+	assert.Equal(t, "id,lower,upper,size\nb0,0,3,4096\nx,2,9,1\n", b.String())
+	r, err := traces.NewReader(&b, "mm.csv", traces.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, "MiniMalloc CSV", r.Format())
+	assert.Equal(t, p, FromMiniMalloc(r.(traces.MiniMallocReader).MiniMallocBuffers()))
+}
