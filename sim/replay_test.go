@@ -295,7 +295,8 @@ func TestResultJSON(t *testing.T) {
 		"alloc_device_ns_mean", "alloc_hit_ns_mean",
 		"allocs", "backend", "cache_hits", "capacity_bytes", "device_call_ns_total", "device_frees",
 		"device_malloc_bytes", "device_mallocs", "device_maps", "device_unmaps", "elapsed_ns", "events",
-		"events_per_sec", "fragmentation", "free_fragmentation", "frees", "largest_free_bytes", "ooms", "overhead",
+		"events_per_sec", "fragmentation", "free_fragmentation", "frees", "largest_free_bytes",
+		"min_capacity_bytes", "offline_bytes", "ooms", "overhead",
 		"peak_allocated_bytes", "peak_requested_bytes", "peak_reserved_bytes",
 		"skipped", "strategy", "trace",
 	}

@@ -161,6 +161,12 @@ func PeakFigure(trace string, results []sim.Result, opts Options) *Figure {
 	}
 	u := byteUnit(float64(top))
 	legend := []legendEntry{{name: "lower bound: peak live requested, " + gpualloc.FormatSize(lower), thumb: lineThumb(black, refWidth, 2, 1.5)}}
+	offline, hasOffline := offlineOf(rs)
+	if hasOffline {
+		legend = append(legend, legendEntry{name: "offline plan, " + gpualloc.FormatSize(offline), thumb: offlineLegend.thumb})
+		top = max(top, offline)
+		u = byteUnit(float64(top))
+	}
 	n := len(rs)
 	fig := &Figure{
 		Name: o.stem(trace) + "-peak", Trace: trace,
@@ -190,8 +196,12 @@ func PeakFigure(trace string, results []sim.Result, opts Options) *Figure {
 	nominalY(p, names)
 	h := hbarPlotter{bars: bars, thickness: barFill, labelSty: textStyle(smallPt)}
 	p.Add(h.only(barsOnly),
-		vlinePlotter{x: float64(lower) / u.Size, sty: draw.LineStyle{Color: black, Width: refWidth, Dashes: []vg.Length{2, 1.5}}},
-		h.only(labelsOnly))
+		vlinePlotter{x: float64(lower) / u.Size, sty: draw.LineStyle{Color: black, Width: refWidth, Dashes: []vg.Length{2, 1.5}}})
+	if hasOffline {
+		fig.Caption += " The dotted line is the offline plan: every allocation placed knowing when it is freed."
+		p.Add(vlinePlotter{x: float64(offline) / u.Size, sty: offlineStyle()})
+	}
+	p.Add(h.only(labelsOnly))
 	p.X.Min = 0
 	fitLabels(p, fig, h, false)
 	return fig
@@ -224,6 +234,9 @@ func OverheadFigure(results []sim.Result, opts Options) *Figure {
 		}
 	}
 	legend := o.strategyLegend(results, boxThumb)
+	if slices.ContainsFunc(results, func(r sim.Result) bool { return r.OfflineBytes != nil }) {
+		legend = append(legend, offlineLegend)
+	}
 	lh := legendHeight(legend, o.Width-4)
 	ng := len(tracesInOrder)
 	fig := &Figure{
@@ -264,7 +277,9 @@ func OverheadFigure(results []sim.Result, opts Options) *Figure {
 	nominalY(p, names)
 	p.Y.Min, p.Y.Max = -groupFill/2-slot/4, float64(ng-1)+groupFill/2+slot/4
 	h := hbarPlotter{bars: bars, base: 1, thickness: slot * barFill, labelSty: textStyle(smallPt)}
-	p.Add(h)
+	p.Add(h.only(barsOnly))
+	addOfflineMarks(p, fig, tracesInOrder, results, slot)
+	p.Add(h.only(labelsOnly))
 	p.X.Min = 1
 	fitLabels(p, fig, h, logScale)
 	return fig

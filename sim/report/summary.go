@@ -91,7 +91,8 @@ func (t Table) Write(w io.Writer) error { return tabular.Layout(w, t.Head, t.Rig
 // fragmentation as percentages, device calls, cache hits and OOMs; and,
 // when a result was timed (see sim.Config.MeasureTime), the mean time of an
 // alloc served from the cache and of one that called the device, and the
-// total time of device calls.
+// total time of device calls; and the offline plan's bytes and the minimum
+// capacity when results have them.
 func SummaryTable(results []sim.Result) Table {
 	t := Table{
 		Head: []string{"TRACE", "STRATEGY", "EVENTS", "LOWER BOUND", "PEAK ALLOCATED", "PEAK RESERVED",
@@ -112,6 +113,7 @@ func SummaryTable(results []sim.Result) Table {
 				meanNS(r.AllocDeviceNSMean, r.Allocs-r.CacheHits-r.OOMs), totalNS(r.DeviceCallNSTotal))
 		}
 	}
+	addReferenceColumns(&t, results)
 	return t
 }
 
