@@ -17,8 +17,8 @@ import (
 // occupied memory, so they give the same placements.
 func TestPlacerMatchesSimple(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	for i := range 200 {
-		n := 1 + rng.IntN(300)
+	for i := range 80 {
+		n := 1 + rng.IntN(200)
 		p := randomProblem(rng, n, 2+rng.Int64N(int64(4*n)), 1+rng.Int64N(1000))
 		fast, simple := newPlacer(p.Buffers), newSimplePlacer(p.Buffers)
 		a, b := make([]int64, n), make([]int64, n)

@@ -53,6 +53,7 @@ type searcher struct {
 	stamp     []int64  // per section: the node that last marked it
 	affected  []int32  // scratch
 
+	po    [3]func(s *searcher, a, b int32) int // the preorder of this round
 	ctx   context.Context
 	nodes int64 // nodes left for this preorder
 	ticks int
@@ -156,15 +157,15 @@ func (s *searcher) solve(height int64) outcome {
 		for j := range idx {
 			idx[j] = int32(j)
 		}
-		slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Or(po[0](s, a, b), po[1](s, a, b), po[2](s, a, b)) })
+		sortIdx(s, idx, po)
 		ranks[i] = make([]int32, n)
 		for r, b := range idx {
 			ranks[i][b] = int32(r)
 		}
 	}
 	for limit := int64(max(n, 64)); ; limit *= 2 {
-		for _, r := range ranks {
-			s.rank = r
+		for i, r := range ranks {
+			s.rank, s.po = r, preorders[i]
 			s.nodes = limit
 			switch out := s.solveAll(); out {
 			case found, infeasible, stopped:
@@ -172,6 +173,11 @@ func (s *searcher) solve(height int64) outcome {
 			}
 		}
 	}
+}
+
+// sortIdx sorts buffers by the preorder po.
+func sortIdx(s *searcher, idx []int32, po [3]func(s *searcher, a, b int32) int) {
+	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Or(po[0](s, a, b), po[1](s, a, b), po[2](s, a, b)) })
 }
 
 // solveAll searches the whole problem: each part of time that no buffer
@@ -215,7 +221,22 @@ func (s *searcher) decompose(bufs []int32, lo, hi int32, cutAt []int32) outcome 
 		if len(part) == 0 {
 			continue
 		}
-		if out := s.search(part, plo, phi, -1, -1); out != found {
+		// As MiniMalloc's SubSolve does, order the part's buffers by the
+		// preorder again, from the totals of now.
+		old := make([]int32, len(part))
+		for i, b := range part {
+			old[i] = s.rank[b]
+		}
+		sorted := slices.Clone(part)
+		sortIdx(s, sorted, s.po)
+		for r, b := range sorted {
+			s.rank[b] = int32(r)
+		}
+		out := s.search(part, plo, phi, -1, -1)
+		for i, b := range part {
+			s.rank[b] = old[i]
+		}
+		if out != found {
 			return out
 		}
 	}
@@ -265,8 +286,24 @@ func (s *searcher) search(bufs []int32, lo, hi int32, lastOff int64, lastRank in
 		if out != infeasible {
 			return out
 		}
+		// MiniMalloc's hatless pruning: when no unplaced buffer lives
+		// with b, b bears on nothing left, and every other choice here
+		// fails as this one did.
+		if s.hatless(b) {
+			return infeasible
+		}
 	}
 	return infeasible
+}
+
+// hatless reports whether every buffer that lives with b is placed.
+func (s *searcher) hatless(b int32) bool {
+	for _, o := range s.overlaps[b] {
+		if s.off[o] < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // place puts b at off, goes on with the search and undoes the placement.
