@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
-
 )
 
 // tightCapacity and tightHorizon are the rectangle of the tight
