@@ -1,11 +1,16 @@
 package plan
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
+
+	"github.com/gpualloc/gpualloc/traces"
+	"github.com/gpualloc/gpualloc/traces/gen"
 )
 
 // tightCapacity and tightHorizon are the rectangle of the tight
@@ -43,4 +48,45 @@ func BenchmarkTight(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkPlan1M plans the allocations of a generated training trace of
+// about a million allocations (simulate gen --steps 1103 training): the
+// heuristics only, one placement of the portfolio's first order and fit
+// (size, first fit), which reaches the lower bound on this trace. It
+// reports the time per buffer and the heap in use after the plan.
+func BenchmarkPlan1M(b *testing.B) {
+	var text bytes.Buffer
+	w := traces.NewWriter(&text, gen.ColumnsOf("training")...)
+	o := gen.DefaultOptions()
+	o.Steps = 1103
+	if err := gen.Generate(w, "training", o); err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	r, err := traces.NewReader(&text, "train1m", traces.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	probs, err := FromTrace(r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	text = bytes.Buffer{}
+	p := probs[0].Problem
+	b.ResetTimer()
+	var s Solution
+	for b.Loop() {
+		if s, err = Solve(context.Background(), p, Options{NoSearch: true, TimeLimit: time.Minute}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(len(p.Buffers)), "buffers")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(p.Buffers)), "ns/buffer")
+	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
+	b.ReportMetric(100*float64(s.Height-s.LowerBound)/float64(s.LowerBound), "gap-%")
 }
