@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 	"github.com/gpualloc/gpualloc/plan"
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -150,4 +151,27 @@ func TestPlanHelp(t *testing.T) {
 	}
 	_, stdout, _ = run(t, nil, "convert", "-h")
 	assert.Contains(t, stdout, "--to minimalloc")
+}
+
+// TestPlanSharedSnapshots plans the shared real PyTorch snapshots and checks
+// each placement written against the snapshot's allocations.
+func TestPlanSharedSnapshots(t *testing.T) {
+	for _, file := range pk.SharedSnapshots(t, sharedSnapshotDir) {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			r, err := traces.Open(file, traces.Options{})
+			require.NoError(t, err)
+			probs, err := plan.FromTrace(r)
+			r.Close()
+			require.NoError(t, err)
+			if len(probs) != 1 {
+				t.Skipf("%d devices: a placement file holds one", len(probs))
+			}
+			placed := planOut(t, file, probs[0].Problem, 0)
+			var top int64
+			for _, q := range placed {
+				top = max(top, q.Offset+q.Size)
+			}
+			assert.Equal(t, plan.LowerBound(probs[0].Buffers), top, "the snapshots are planned at their lower bound")
+		})
+	}
 }
