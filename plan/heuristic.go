@@ -52,6 +52,15 @@ const (
 
 var fitNames = [...]string{firstFit: "firstfit", bestFit: "bestfit"}
 
+// inOrder sets idx to the indexes 0, 1, ... sorted by cmp, equal ones in
+// the order of their indexes.
+func inOrder(idx []int32, cmp func(a, b int32) int) {
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortStableFunc(idx, cmp)
+}
+
 // A placer runs greedy placements of one problem. The question it answers
 // for each buffer is which memory the buffers placed before it and live at
 // some time of its lifetime occupy; the answer is a union of intervals of
@@ -121,10 +130,7 @@ func newPlacer(bufs []Buffer) *placer {
 // error when it is done.
 func (p *placer) run(ctx context.Context, o order, f int, offsets []int64) (int64, error) {
 	p.off = offsets
-	for i := range p.order {
-		p.order[i] = int32(i)
-	}
-	slices.SortStableFunc(p.order, func(a, b int32) int { return o.cmp(&p.bufs[a], &p.bufs[b]) })
+	inOrder(p.order, func(a, b int32) int { return o.cmp(&p.bufs[a], &p.bufs[b]) })
 	for i := range p.full {
 		p.full[i] = p.full[i][:0]
 		p.all[i] = p.all[i][:0]

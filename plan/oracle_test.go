@@ -77,10 +77,7 @@ func newSimplePlacer(bufs []Buffer) *simplePlacer {
 // error when it is done.
 func (p *simplePlacer) run(ctx context.Context, o order, f int, offsets []int64) (int64, error) {
 	p.off = offsets
-	for i := range p.order {
-		p.order[i] = int32(i)
-	}
-	slices.SortStableFunc(p.order, func(a, b int32) int { return o.cmp(&p.bufs[a], &p.bufs[b]) })
+	inOrder(p.order, func(a, b int32) int { return o.cmp(&p.bufs[a], &p.bufs[b]) })
 	for i := range p.tree {
 		p.tree[i] = math.MinInt64
 	}

@@ -73,10 +73,7 @@ func newSearcher(ctx context.Context, bufs []Buffer) *searcher {
 	// Pairs that overlap in time: sweep in the order of Lower, keeping the
 	// buffers still live.
 	byLower := make([]int32, n)
-	for i := range byLower {
-		byLower[i] = int32(i)
-	}
-	slices.SortFunc(byLower, func(a, b int32) int { return cmp.Compare(bufs[a].Lower, bufs[b].Lower) })
+	inOrder(byLower, func(a, b int32) int { return cmp.Compare(bufs[a].Lower, bufs[b].Lower) })
 	var live []int32
 	pairs := 0
 	for _, b := range byLower {
@@ -154,10 +151,7 @@ func (s *searcher) solve(height int64) outcome {
 	ranks := make([][]int32, len(preorders))
 	for i, po := range preorders {
 		idx := make([]int32, n)
-		for j := range idx {
-			idx[j] = int32(j)
-		}
-		sortIdx(s, idx, po)
+		inOrder(idx, func(a, b int32) int { return s.preorder(po, a, b) })
 		ranks[i] = make([]int32, n)
 		for r, b := range idx {
 			ranks[i][b] = int32(r)
@@ -175,9 +169,9 @@ func (s *searcher) solve(height int64) outcome {
 	}
 }
 
-// sortIdx sorts buffers by the preorder po.
-func sortIdx(s *searcher, idx []int32, po [3]func(s *searcher, a, b int32) int) {
-	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Or(po[0](s, a, b), po[1](s, a, b), po[2](s, a, b)) })
+// preorder compares buffers a and b by the keys of po.
+func (s *searcher) preorder(po [3]func(s *searcher, a, b int32) int, a, b int32) int {
+	return cmp.Or(po[0](s, a, b), po[1](s, a, b), po[2](s, a, b))
 }
 
 // solveAll searches the whole problem: each part of time that no buffer
@@ -228,7 +222,7 @@ func (s *searcher) decompose(bufs []int32, lo, hi int32, cutAt []int32) outcome 
 			old[i] = s.rank[b]
 		}
 		sorted := slices.Clone(part)
-		sortIdx(s, sorted, s.po)
+		slices.SortStableFunc(sorted, func(a, b int32) int { return s.preorder(s.po, a, b) })
 		for r, b := range sorted {
 			s.rank[b] = int32(r)
 		}
