@@ -66,6 +66,18 @@ func Resolve(spec Spec, getenv func(string) (string, bool)) (*Params, error) {
 	return p, nil
 }
 
+// FromEnv returns the parameters whose values came from the environment,
+// each as "VARIABLE=value", in the strategy's order of parameters.
+func (p *Params) FromEnv() []string {
+	var out []string
+	for _, v := range p.vals {
+		if v.source != "" && v.source != "spec" {
+			out = append(out, v.source+"="+v.value)
+		}
+	}
+	return out
+}
+
 // Strategy returns the name of the strategy the parameters belong to.
 func (p *Params) Strategy() string { return p.strategy }
 

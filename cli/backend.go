@@ -15,23 +15,26 @@ type backendChoice struct {
 }
 
 // chooseBackend resolves -b: sim is a virtual device of capacity bytes; host
-// is host memory, limited to capacity only when --capacity was given
-// (capacitySet); cuda is the GPU of each device index, of its own size.
+// is host memory, limited to capacity when --capacity was given
+// (capacitySet), else to the machine's total memory, so that the capacity
+// reported is the limit that held (mmap alone would hand out address space
+// far beyond it that is never touched); cuda is the GPU of each device
+// index, of its own size.
 func chooseBackend(name string, capacity int64, capacitySet bool) (backendChoice, error) {
 	switch name {
 	case "sim":
 		return backendChoice{capacity: capacity}, nil
 	case "host":
-		var limit int64
-		if capacitySet {
-			limit = capacity
-		}
 		// Fail before any replay if the host backend cannot be had here.
-		b, err := host.Open(host.Options{Capacity: limit})
+		b, err := host.Open(host.Options{})
 		if err != nil {
 			return backendChoice{}, err
 		}
+		_, limit := b.MemInfo()
 		b.Close()
+		if capacitySet {
+			limit = capacity
+		}
 		return backendChoice{
 			capacity: limit,
 			newBackend: func(int) (gpualloc.Backend, error) {

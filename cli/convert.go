@@ -5,18 +5,21 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gpualloc/gpualloc/traces"
 )
 
 const convertUsage = `usage: simulate convert [flags] IN OUT
 
-Converts a trace to the native CSV format, gzip-compressed when OUT ends in
-.gz ("-" for standard output). OUT is replaced only once the whole trace has
+Converts a trace in any format simulate reads (or a bundled trace, by
+name) to the native CSV format: OUT ends in .csv, or in .csv.gz for gzip,
+or is "-" for standard output; any other name is refused. OUT is replaced only once the whole trace has
 been read without error.
 
-With --to minimalloc it writes a MiniMalloc CSV instead (id,lower,upper,size,
-the input of Google's MiniMalloc), the buffers as 'simulate plan' reads them:
+With --to minimalloc it writes a MiniMalloc CSV instead (OUT ending in .csv,
+or "-"): id,lower,upper,size, the input of Google's MiniMalloc, the buffers
+as 'simulate plan' reads them:
 a MiniMalloc input keeps its ids and times; any other trace's allocations
 get the trace's id (".k" added on the k-th reuse of an id) and the event
 indexes of their alloc and free. MiniMalloc CSV has no devices: a trace that
@@ -40,7 +43,13 @@ func convertCmd(e *env, args []string) error {
 	in, out := fs.Arg(0), fs.Arg(1)
 	switch to {
 	case "native":
+		if lo := strings.ToLower(out); out != "-" && !strings.HasSuffix(lo, ".csv") && !strings.HasSuffix(lo, ".csv.gz") {
+			return usagef("convert: %s: convert writes native CSV: want an OUT ending in .csv or .csv.gz, or - for standard output", out)
+		}
 	case "minimalloc":
+		if lo := strings.ToLower(out); out != "-" && !strings.HasSuffix(lo, ".csv") {
+			return usagef("convert: %s: --to minimalloc writes MiniMalloc CSV: want an OUT ending in .csv, or - for standard output", out)
+		}
 		return convertMiniMalloc(e, in, out, traces.Options{Lenient: lenient})
 	default:
 		return usagef("convert: --to %q: want native or minimalloc", to)

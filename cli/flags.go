@@ -21,12 +21,11 @@ func newFlagSet(e *env, name, usage string) *pflag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args; -h prints the usage and gives errHelp, a bad flag
-// gives a usage error.
+// parseFlags parses args; -h prints the usage (pflag calls fs.Usage) and
+// gives errHelp, a bad flag gives a usage error.
 func parseFlags(fs *pflag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	if errors.Is(err, pflag.ErrHelp) {
-		fs.Usage()
 		return errHelp
 	}
 	if err != nil {

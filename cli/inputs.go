@@ -26,34 +26,60 @@ type input struct {
 	firstSkip string // the first of them
 }
 
-// openTrace opens the trace at path, or the command's standard input for
-// "-".
+// openTrace opens the trace at path, the command's standard input for
+// "-", or the bundled trace of that name when no file has it.
 func openTrace(e *env, path string, opts traces.Options) (traces.FileReader, error) {
 	if path == "-" {
 		return traces.NewReader(e.stdin, "stdin", opts)
 	}
+	if b, ok := bundledByName(path); ok {
+		return b.Open()
+	}
 	return traces.Open(path, opts)
 }
 
-// traceInputs returns the traces the arguments name ("-" reads stdin), or
-// the bundled traces when there are none.
+// bundledByName returns the bundled trace called name ("training"), when
+// no file of that name exists: a file always wins.
+func bundledByName(name string) (traces.Bundle, bool) {
+	b, ok := traces.LookupBundled(name)
+	if !ok {
+		return b, false
+	}
+	if _, err := os.Lstat(name); err == nil {
+		return b, false
+	}
+	return b, true
+}
+
+// bundledInput is the input of a bundled trace.
+func bundledInput(b traces.Bundle) *input {
+	in := &input{name: b.Name, size: -1}
+	in.open = func() (traces.Reader, io.Closer, error) {
+		r, err := b.Open()
+		if err != nil {
+			return nil, nil, err
+		}
+		return r, in.closer(r, nil), nil
+	}
+	return in
+}
+
+// traceInputs returns the traces the arguments name ("-" reads stdin, the
+// name of a bundled trace that is no file reads that trace), or the bundled
+// traces when there are none.
 func traceInputs(args []string, stdin io.Reader, opts traces.Options) ([]*input, error) {
 	var ins []*input
 	if len(args) == 0 {
 		for _, b := range traces.Bundled() {
-			in := &input{name: b.Name, size: -1}
-			in.open = func() (traces.Reader, io.Closer, error) {
-				r, err := b.Open()
-				if err != nil {
-					return nil, nil, err
-				}
-				return r, in.closer(r, nil), nil
-			}
-			ins = append(ins, in)
+			ins = append(ins, bundledInput(b))
 		}
 		return ins, nil
 	}
 	for _, path := range args {
+		if b, ok := bundledByName(path); ok {
+			ins = append(ins, bundledInput(b))
+			continue
+		}
 		in := &input{name: path, size: -1}
 		if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && path != "-" {
 			in.size = fi.Size()

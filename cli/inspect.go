@@ -13,7 +13,9 @@ const inspectUsage = `usage: simulate inspect [flags] TRACE...
 
 Describes each trace: its events, the peak of live requested bytes (the
 lower bound any strategy needs), its sizes, streams and devices. With no
-TRACE it describes the bundled sample traces.
+TRACE it describes the bundled sample traces. A TRACE is read as simulate
+reads it (simulate -h): a file in any of the four formats, - for standard
+input, or the name of a bundled trace (a file of that name wins).
 
 Flags:
 `
@@ -25,6 +27,7 @@ type traceInfo struct {
 	Events        int64  `json:"events"`
 	Allocs        int64  `json:"allocs"`
 	Frees         int64  `json:"frees"`
+	Releases      int64  `json:"releases,omitempty"`
 	PeakLiveBytes int64  `json:"peak_live_bytes"`
 	PeakLive      int64  `json:"peak_live"` // most allocations live at once
 	LiveAtEnd     int64  `json:"live_at_end"`
@@ -114,6 +117,10 @@ func inspect(in *input) (traceInfo, error) {
 				first = ev.TimeUS
 			}
 			last = ev.TimeUS
+		}
+		if ev.Op == traces.OpRelease {
+			info.Releases++
+			continue
 		}
 		if ev.Op == traces.OpFree {
 			info.Frees++

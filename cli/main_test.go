@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gonum.org/v1/plot/cmpimg"
 
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/host"
 	"github.com/gpualloc/gpualloc/sim"
 	_ "github.com/gpualloc/gpualloc/strategy/all" // the built-in strategies, as cmd/simulate has them
 	"github.com/gpualloc/gpualloc/traces"
@@ -142,6 +144,23 @@ func TestGolden(t *testing.T) {
 		{"err_convert_args", nil, []string{"convert", "testdata/tiny.csv"}, 2},
 		{"err_plot_format", nil, []string{"-o", "nosuch", "--plot-format", "png,bmp", "testdata/tiny.csv"}, 2},
 		{"err_progress", nil, []string{"--progress", "sometimes", "testdata/tiny.csv"}, 2},
+
+		{"help", nil, []string{"-h"}, 0},
+		{"bundled_by_name", nil, []string{"-s", "round", "dynamic"}, 0},
+		{"release", nil, []string{"-s", "naive", "-s", "unpooled", "-f", "json", "testdata/release.csv"}, 0},
+		{"release_table", nil, []string{"-s", "naive", "testdata/release.csv"}, 0},
+		{"release_convert", nil, []string{"convert", "testdata/release.csv", "-"}, 0},
+		{"capacity_mark", nil, []string{"--capacity", "12MiB", "-s", "naive", "-s", "round", "-s", "unpooled", "testdata/tiny.csv"}, 0},
+		{"env_pytorch_conf", map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"}, []string{"-s", "pytorch", "testdata/tiny.csv"}, 0},
+		{"err_near_noop", nil, []string{"testdata/near_noop.csv"}, 1},
+		{"err_near_semicolon", nil, []string{"testdata/near_semicolon.csv"}, 1},
+		{"err_near_quoted", nil, []string{"testdata/near_quoted.csv"}, 1},
+		{"err_near_renamed", nil, []string{"testdata/near_renamed.csv"}, 1},
+		{"err_convert_out_json", nil, []string{"convert", "testdata/tiny.csv", "out.json"}, 2},
+		{"err_width", nil, []string{"-o", "nosuch", "--width", "3.3", "testdata/tiny.csv"}, 2},
+		{"err_log_y", nil, []string{"-o", "nosuch", "--log-y=maybe", "testdata/tiny.csv"}, 2},
+		{"err_figures", nil, []string{"-o", "nosuch", "--figures", "memory,pie", "testdata/tiny.csv"}, 2},
+		{"err_pytorch_async", map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, []string{"testdata/tiny.csv"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := run(t, tc.env, tc.args...)
@@ -162,6 +181,7 @@ func TestHelp(t *testing.T) {
 		code, stdout, stderr := run(t, nil, args...)
 		assert.Equal(t, 0, code, "%v", args)
 		assert.Contains(t, stdout, "usage: simulate", "%v", args)
+		assert.Equal(t, 1, strings.Count(stdout, "usage:"), "%v: the help once", args)
 		assert.Empty(t, stderr, "%v", args)
 	}
 }
@@ -323,8 +343,9 @@ func TestCUDAWithoutGPU(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line")
 }
 
-// TestHostWithoutCapacity checks that -b host without --capacity sets no
-// limit: the capacity reported is the system's memory, not 80 GiB.
+// TestHostWithoutCapacity checks that -b host without --capacity limits
+// the replay to the machine's memory, and reports that limit: not 80 GiB,
+// and the total the host backend gives.
 func TestHostWithoutCapacity(t *testing.T) {
 	code, stdout, stderr := run(t, nil, "-b", "host", "-s", "unpooled", "-f", "json", "testdata/tiny.csv")
 	require.Equal(t, 0, code, stderr)
@@ -334,9 +355,31 @@ func TestHostWithoutCapacity(t *testing.T) {
 	assert.Equal(t, "host", res[0].Backend)
 	assert.Positive(t, res[0].CapacityBytes)
 	assert.NotEqual(t, int64(80<<30), res[0].CapacityBytes)
+	b, err := host.Open(host.Options{})
+	require.NoError(t, err)
+	_, total := b.MemInfo()
+	require.NoError(t, b.Close())
+	assert.Equal(t, total, res[0].CapacityBytes, "the limit that held")
 	assert.Zero(t, res[0].OOMs)
 	require.NotNil(t, res[0].DeviceCallNSTotal)
 	assert.Positive(t, *res[0].DeviceCallNSTotal)
 	require.NotNil(t, res[0].AllocDeviceNSMean)
 	assert.Positive(t, *res[0].AllocDeviceNSMean)
+}
+
+// TestHostLimit checks that the host backend of a replay without
+// --capacity refuses more than the machine's memory, the capacity that the
+// results report, rather than handing out address space beyond it.
+func TestHostLimit(t *testing.T) {
+	be, err := chooseBackend("host", 80<<30, false)
+	if err != nil {
+		t.Skipf("no host backend here: %v", err)
+	}
+	b, err := be.newBackend(0)
+	require.NoError(t, err)
+	defer b.(io.Closer).Close()
+	_, total := b.MemInfo()
+	assert.Equal(t, be.capacity, total)
+	_, err = b.Malloc(total + 4096)
+	assert.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
 }

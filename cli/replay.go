@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,10 +17,17 @@ import (
 
 const replayUsage = `usage: simulate [flags] [TRACE...]
 
-Replays each trace (native CSV, plain or gzip) through each strategy on a
-backend and reports peak live, allocated and reserved bytes, overhead
-against the lower bound (the peak of live requested bytes), fragmentation and
-device calls. With no TRACE it replays the bundled sample traces.
+Replays each trace through each strategy on a backend and reports peak
+live, allocated and reserved bytes, overhead (peak reserved / lower bound,
+the lower bound being the peak of live requested bytes: 1.00x is ideal),
+fragmentation and device calls. With no TRACE it replays the bundled sample
+traces.
+
+A TRACE is a file in one of four formats, told apart by content: native CSV
+(plain or gzip), PyTorch memory snapshots (.pickle), RMM
+logging_resource_adaptor logs, MiniMalloc CSV; or - for standard input; or
+the name of a bundled trace (dynamic, training, ...; 'simulate inspect'
+lists them), unless a file of that name exists: the file wins.
 
 Strategies: every -s spec; else the one the environment chooses
 (GPUALLOC_POOL_TYPE, then MXNET_GPU_MEM_POOL_TYPE); else every built-in
@@ -27,21 +35,30 @@ strategy. 'simulate strategies' lists them with their parameters.
 
 Backends (-b): sim, a virtual device of --capacity bytes (the default);
 host, real host memory, each device allocation an mmap and each free a
-munmap, limited to --capacity only when the flag is given (without it, no
-limit beyond the system's); cuda, the NVIDIA GPU of each device index of the
-trace, through the CUDA driver. On host and cuda the replays also time the
-allocations and device calls (alloc_hit_ns_mean, alloc_device_ns_mean,
-device_call_ns_total), and run one at a time unless -j says otherwise.
+munmap, limited to --capacity when the flag is given, else to the
+machine's total memory (capacity_bytes reports the limit that held); cuda,
+the NVIDIA GPU of each device index of the trace, through the CUDA driver.
+On host and cuda the replays also time the allocations and device calls
+(alloc_hit_ns_mean, alloc_device_ns_mean, device_call_ns_total), and run
+one at a time unless -j says otherwise.
+
+A peak reserved marked * in the table (device_full_allocs > 0 in JSON and
+CSV) met the device's capacity: the strategy released its cache or retried
+because the device was full, and its figures change with --capacity. The
+table's notes, and live_at_end and live_bytes_at_end, say what a trace
+left live at its end.
 
 With -o DIR it also writes a report into DIR: summary.csv and summary.json
 (the result schema), timeseries.csv, figures for each trace and across
-traces (memory and fragmentation over time, peak reserved, the trace, and
-overhead), and index.html, which shows them all.
+traces (memory over time, in one plot and in a panel per strategy,
+fragmentation over time, peak reserved, the trace, and overhead), and
+index.html, which shows them all. --figures, --width, --height, --title
+and --log-y shape the figures.
 
 With --offline each result also gives offline_bytes, the memory of the
 offline plan of its trace ('simulate plan': each allocation placed knowing
 when it is freed; one plan per device, summed), the same for every strategy
-on a trace; the table adds it and the peak reserved above it, and the
+on a trace; the table adds it and VS OFFLINE (peak reserved over it), and the
 report's peak and overhead figures draw it beside the lower bound. With
 --min-capacity each result gives min_capacity_bytes, the smallest capacity of
 each device, a multiple of 1 MiB, on which the strategy replays the trace
@@ -65,7 +82,7 @@ type replayFlags struct {
 	jobs       int
 	lenient    bool
 	out        string
-	plotFormat string
+	figures    figureFlags
 	progress   string
 
 	offline     bool
@@ -78,12 +95,12 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "simulate", replayUsage)
 	fs.StringArrayVarP(&f.strategies, "strategy", "s", nil, "strategy `SPEC`, as round or round:cutoff=20 (repeatable; all = every registered strategy)")
 	fs.StringVarP(&f.backend, "backend", "b", "sim", "backend: sim (the virtual device), host (host memory) or cuda (NVIDIA GPUs)")
-	fs.StringVar(&f.capacity, "capacity", "80GiB", "virtual device `SIZE` (bytes, or units KiB, MiB, GiB, ... KB, MB, GB, ...); with -b host, a limit (default: none)")
+	fs.StringVar(&f.capacity, "capacity", "80GiB", "virtual device `SIZE` (bytes, or units KiB, MiB, GiB, ... KB, MB, GB, ...); for -b sim; with -b host, a limit, the machine's memory when not given")
 	fs.StringVarP(&f.format, "format", "f", "table", "output format: table, csv or json")
 	fs.IntVarP(&f.jobs, "jobs", "j", 0, "replays to run at once (default: the number of cores; 1 with -b host or cuda)")
 	fs.BoolVar(&f.lenient, "lenient", false, "skip bad events of a trace, count them and go on")
 	fs.StringVarP(&f.out, "out", "o", "", "write a report (summaries, time series, figures, index.html) into `DIR`")
-	fs.StringVar(&f.plotFormat, "plot-format", "png,svg", "formats of the report's figures: png, svg, pdf, comma-separated")
+	f.figures.add(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
 	fs.BoolVar(&f.offline, "offline", false, "add offline_bytes: the memory of the offline plan of each trace (simulate plan)")
 	fs.BoolVar(&f.minCapacity, "min-capacity", false, "add min_capacity_bytes: the smallest device, in MiB, on which each strategy has no OOM (-b sim)")
@@ -100,9 +117,9 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	if err := checkFormat(f.format); err != nil {
 		return err
 	}
-	plotFormats, err := report.ParseFormats(f.plotFormat)
+	opts, err := f.figures.options()
 	if err != nil {
-		return usagef("--plot-format: %v", err)
+		return err
 	}
 	if err := checkProgress(f.progress); err != nil {
 		return err
@@ -123,7 +140,7 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 		// time.
 		f.jobs = 1
 	}
-	strategies, err := chooseStrategies(f.strategies, e.getenv, capacity)
+	strategies, err := chooseStrategies(f.strategies, e.getenv, capacity, e.stderr)
 	if err != nil {
 		return err
 	}
@@ -207,7 +224,7 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 				hist[inputs[k].name] = &sc.Sizes
 			}
 		}
-		if _, err := report.Write(f.out, results, report.Options{Formats: plotFormats, Sizes: hist}); err != nil {
+		if _, err := report.Write(f.out, results, withSizes(opts, hist)); err != nil {
 			return err
 		}
 	}
@@ -225,8 +242,10 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 }
 
 // chooseStrategies resolves the -s specs, or the environment's choice, or
-// every registered strategy, and checks that each opens.
-func chooseStrategies(specs []string, getenv func(string) (string, bool), capacity int64) ([]*gpualloc.Params, error) {
+// every registered strategy, and checks that each opens. When the
+// environment chose the strategy or set parameters, it says so in one line
+// on stderr, since a variable exported long ago changes what is compared.
+func chooseStrategies(specs []string, getenv func(string) (string, bool), capacity int64, stderr io.Writer) ([]*gpualloc.Params, error) {
 	var chosen []*gpualloc.Params
 	seen := map[string]bool{}
 	add := func(p *gpualloc.Params) error {
@@ -257,6 +276,7 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 			names = []string{""} // Select("") takes the environment's strategy
 		}
 	}
+	var notes []string
 	for _, s := range names {
 		sel, err := gpualloc.Select(s, getenv)
 		if err != nil {
@@ -265,8 +285,25 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 		if err := add(sel.Params); err != nil {
 			return nil, err
 		}
+		if v, ok := getenv(sel.Source); ok && sel.Source != "spec" && sel.Source != "default" {
+			notes = append(notes, fmt.Sprintf("%s=%s chose %s (-s all compares every strategy)", sel.Source, strings.TrimSpace(v), sel.Params.Strategy()))
+		}
+		for _, kv := range sel.Params.FromEnv() {
+			note := kv + " set " + sel.Params.Strategy() + "'s parameters"
+			if !slices.Contains(notes, note) {
+				notes = append(notes, note)
+			}
+		}
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(stderr, "simulate: environment: %s\n", strings.Join(notes, "; "))
 	}
 	return chosen, nil
+}
+
+func withSizes(o report.Options, sizes map[string]*report.SizeHistogram) report.Options {
+	o.Sizes = sizes
+	return o
 }
 
 func envSet(getenv func(string) (string, bool), name string) bool {

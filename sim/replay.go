@@ -76,9 +76,9 @@ const ProgressInterval = 1 << 16
 // Result is what a replay measured: one row of the simulator's output. The
 // JSON field names are those of the result schema of the command line tool.
 //
-// Counts: Events = Allocs + Frees, the trace's events by kind. An alloc that
-// failed with out of memory counts in Allocs and OOMs; the free of that
-// allocation is skipped but still counts in Frees.
+// Counts: Events = Allocs + Frees + Releases, the trace's events by kind.
+// An alloc that failed with out of memory counts in Allocs and OOMs; the
+// free of that allocation is skipped but still counts in Frees.
 type Result struct {
 	Trace         string `json:"trace"`
 	Strategy      string `json:"strategy"` // full spec, every parameter's effective value
@@ -88,6 +88,10 @@ type Result struct {
 	Events int64 `json:"events"`
 	Allocs int64 `json:"allocs"`
 	Frees  int64 `json:"frees"`
+	// Releases counts the trace's release events (the program emptied
+	// the allocator's cache); each calls the device's allocator's
+	// ReleaseAll when it is a gpualloc.Releaser.
+	Releases int64 `json:"releases"`
 
 	// Peaks, over the replay, of the sums across devices of: the bytes
 	// asked for by live allocations (the lower bound any strategy needs);
@@ -118,6 +122,22 @@ type Result struct {
 
 	CacheHits int64 `json:"cache_hits"` // successful allocs during which no device allocation succeeded
 	OOMs      int64 `json:"ooms"`       // allocs that failed with gpualloc.ErrOutOfMemory
+
+	// DeviceFullAllocs counts the allocs during which the device refused
+	// memory (a Malloc or Create failed with out of memory) or the
+	// strategy gave memory back to the device (MXNet's reserve rule, a
+	// release and retry, PyTorch's garbage collection): the strategy met
+	// the device's capacity, and its figures change with it. When it is 0
+	// the replay never touched the capacity (a strategy that sizes its
+	// blocks from the device's free memory, as dualcursor with block=0
+	// does, depends on it all the same).
+	DeviceFullAllocs int64 `json:"device_full_allocs"`
+
+	// LiveAtEnd and LiveBytesAtEnd are the allocations of the trace still
+	// live after its last event, and their requested bytes: a leak, or a
+	// trace that ended in the middle of a step.
+	LiveAtEnd      int64 `json:"live_at_end"`
+	LiveBytesAtEnd int64 `json:"live_bytes_at_end"`
 
 	ElapsedNS    int64   `json:"elapsed_ns"`     // time of the replay loop, reading the trace included
 	EventsPerSec float64 `json:"events_per_sec"` // Events per second of ElapsedNS
@@ -283,7 +303,9 @@ type engine struct {
 	requested, allocated, reserved int64
 	peakReq, peakAlloc, peakRes    int64
 	resLo, resHi                   int64 // extremes of reserved during the current event
-	mallocs                        int64
+	mallocs, frees                 int64 // device allocations and frees
+	refused                        bool  // a device allocation failed with out of memory
+	live                           int64 // the trace's live allocations
 
 	// Free space just after the event at which reserved memory reached
 	// its peak (see Result.LargestFreeBytes).
@@ -344,6 +366,9 @@ func (d *device) timedMalloc(size int64) (uint64, error) {
 // malloced counts a Malloc of the backend.
 func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 	if err != nil {
+		if errors.Is(err, gpualloc.ErrOutOfMemory) {
+			d.e.refused = true
+		}
 		return addr, err
 	}
 	d.mallocs++
@@ -379,6 +404,7 @@ func (d *device) freed(size int64) {
 	d.mfrees++
 	d.reserved -= size
 	e := d.e
+	e.frees++
 	e.reserved -= size
 	e.resLo = min(e.resLo, e.reserved)
 }
@@ -522,6 +548,8 @@ func (e *engine) run(ctx context.Context, r traces.Reader) error {
 			d, err = e.alloc(&ev)
 		case traces.OpFree:
 			d, err = e.free(&ev)
+		case traces.OpRelease:
+			d, err = e.release(&ev)
 		default:
 			err = fmt.Errorf("unknown op %d", ev.Op)
 		}
@@ -577,6 +605,7 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	}
 	var err error
 	e.res.Allocs++
+	e.live++
 	d.allocs++
 	// The lower bound is the trace's: an allocation the strategy could not
 	// serve still counts, so that every strategy is measured against the
@@ -585,7 +614,8 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	e.peakReq = max(e.peakReq, e.requested)
 	d.lower += ev.Size
 	d.peakLower = max(d.peakLower, d.lower)
-	before := e.mallocs
+	before, freesBefore := e.mallocs, e.frees
+	e.refused = false
 	var b gpualloc.Block
 	var t0 time.Time
 	if e.measure {
@@ -602,6 +632,9 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	var ns int64
 	if e.measure {
 		ns = int64(time.Since(t0))
+	}
+	if e.refused || e.frees != freesBefore {
+		e.res.DeviceFullAllocs++
 	}
 	if err != nil {
 		if errors.Is(err, gpualloc.ErrOutOfMemory) {
@@ -647,6 +680,7 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	case slotFailed:
 		d := e.devs[s.dev]
 		e.requested -= s.size
+		e.live--
 		e.res.Frees++
 		d.frees++
 		d.lower -= s.size
@@ -658,6 +692,7 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 		return d, fmt.Errorf("free of %d bytes, allocated with %d", ev.Size, s.size)
 	}
 	e.res.Frees++
+	e.live--
 	d.frees++
 	if err := d.alloc.Free(s.block); err != nil {
 		return d, err
@@ -669,6 +704,22 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	d.requested -= s.size
 	d.allocated -= s.block.Size
 	s.state = slotFree // the rest is overwritten by the next alloc of the slot
+	return d, nil
+}
+
+// release empties the cache of the allocator of the event's device, when
+// it is a gpualloc.Releaser; a device the trace has not used yet holds
+// nothing to release.
+func (e *engine) release(ev *traces.Event) (*device, error) {
+	e.res.Releases++
+	i := int(ev.Device)
+	if uint(i) >= uint(len(e.devs)) || e.devs[i] == nil {
+		return nil, nil
+	}
+	d := e.devs[i]
+	if r, ok := d.alloc.(gpualloc.Releaser); ok {
+		return d, r.ReleaseAll()
+	}
 	return d, nil
 }
 
@@ -775,6 +826,7 @@ func (e *engine) finish(r traces.Reader) {
 	res.PeakRequestedBytes = e.peakReq
 	res.PeakAllocatedBytes = e.peakAlloc
 	res.PeakReservedBytes = e.peakRes
+	res.LiveAtEnd, res.LiveBytesAtEnd = e.live, e.requested
 	res.Overhead = ratio(e.peakRes, e.peakReq)
 	if e.peakRes > 0 {
 		res.Fragmentation = 1 - ratio(e.peakReq, e.peakRes)

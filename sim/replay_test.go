@@ -294,11 +294,11 @@ func TestResultJSON(t *testing.T) {
 	want := []string{
 		"alloc_device_ns_mean", "alloc_hit_ns_mean",
 		"allocs", "backend", "cache_hits", "capacity_bytes", "device_call_ns_total", "device_frees",
-		"device_malloc_bytes", "device_mallocs", "device_maps", "device_unmaps", "elapsed_ns", "events",
+		"device_full_allocs", "device_malloc_bytes", "device_mallocs", "device_maps", "device_unmaps", "elapsed_ns", "events",
 		"events_per_sec", "fragmentation", "free_fragmentation", "frees", "largest_free_bytes",
-		"min_capacity_bytes", "offline_bytes", "ooms", "overhead",
+		"live_at_end", "live_bytes_at_end", "min_capacity_bytes", "offline_bytes", "ooms", "overhead",
 		"peak_allocated_bytes", "peak_requested_bytes", "peak_reserved_bytes",
-		"skipped", "strategy", "trace",
+		"releases", "skipped", "strategy", "trace",
 	}
 	assert.Equal(t, want, keys)
 	assert.Equal(t, 13312.0, m["peak_reserved_bytes"])

@@ -113,6 +113,11 @@ func (c *checker) event(rec *record) error {
 		}
 		ev.TimeUS = c.last
 	}
+	if ev.Op == OpRelease {
+		ev.ID, ev.Size, ev.Slot, ev.Stream = 0, 0, 0, 0
+		c.last = ev.TimeUS
+		return nil
+	}
 	if ev.Op == OpAlloc {
 		if !rec.hasSize {
 			return c.errorf("missing size on %s of %s%s", c.words.alloc, c.words.id, c.idText(rec))

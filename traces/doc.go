@@ -11,9 +11,9 @@
 // line is a header naming the columns, in any order:
 //
 //	column   required  meaning
-//	op       yes       alloc or free
+//	op       yes       alloc, free or release
 //	id       yes       the allocation's identity, any token without commas;
-//	                   an id may be used again once freed
+//	                   an id may be used again once freed; empty on a release
 //	size     on alloc  requested bytes, decimal, > 0; on a free it may be
 //	                   empty, or must match the allocation's
 //	stream   no        the allocation's stream, decimal or 0x-hexadecimal (default 0)
@@ -31,6 +31,18 @@
 //	alloc,1,4096,0,0
 //	alloc,2,1048576,0,5
 //	free,1,,0,9
+//
+// A release names no allocation: the allocator of its device returns its
+// cached memory to the device, as torch.cuda.empty_cache() and MXNet's
+// empty_cache do (see [OpRelease]); its id and size are empty (an id is
+// ignored, a size is an error).
+//
+// A column the format does not know (a tag a researcher added) is read
+// past and ignored, unless the header also lacks a column the format needs:
+// a header without size and with an unknown column is an error that names
+// both, as a renamed column is the likely cause. Input that is nearly a
+// header (no op column among known names, fields separated by ';' or tabs,
+// quoted names) is reported as what it lacks, at its line.
 //
 // Column names are matched without regard to case, and so are the ops;
 // spaces and tabs around fields are ignored; lines may end in "\r\n". Fields

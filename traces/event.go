@@ -8,6 +8,10 @@ type Op uint8
 const (
 	OpAlloc Op = iota + 1 // an allocation becomes live
 	OpFree                // a live allocation is freed
+	// OpRelease: the allocator of the event's device returns its cached
+	// memory to the device, as torch.cuda.empty_cache() and MXNet's
+	// empty_cache do. It names no allocation: its ID, Size and Slot are 0.
+	OpRelease
 )
 
 func (o Op) String() string {
@@ -16,6 +20,8 @@ func (o Op) String() string {
 		return "alloc"
 	case OpFree:
 		return "free"
+	case OpRelease:
+		return "release"
 	}
 	return "op?"
 }
@@ -23,7 +29,7 @@ func (o Op) String() string {
 // NoTime is the TimeUS of an event whose trace has no timestamps.
 const NoTime int64 = -1
 
-// An Event is one allocation or free of a trace.
+// An Event is one allocation, free or cache release of a trace.
 //
 // Readers check a trace's consistency as they go (no free of an unknown id,
 // no alloc of an id that is live), so every Event a [Reader] yields is valid:

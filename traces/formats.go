@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -140,11 +141,76 @@ func newReader(src io.Reader, name string, opts Options) (formatReader, error) {
 		}
 		return r, nil
 	}
+	if line, n, why := nearNative(head); why != "" {
+		return nil, &ParseError{Name: name, Line: n, Msg: nativeFormat + ": " + why + "; the header: " + printable(line), Err: ErrNotTrace}
+	}
 	msg := "not a trace in any known format (" + strings.Join(Formats(), ", ") + ")"
 	if len(head) == 0 {
 		msg = "empty input: " + msg
 	}
 	return nil, &ParseError{Name: name, Msg: msg, Err: ErrNotTrace}
+}
+
+// nearNative looks at input that no format recognised for a first line that
+// is nearly a native header, and says what keeps it from being one: fields
+// separated by ';' or tabs, names in quotes, or no op column among names the
+// format knows (a renamed column). It returns the line, its number and the
+// reason, or no reason.
+func nearNative(head []byte) (line []byte, n int64, why string) {
+	line, n = firstLineAt(head)
+	if line == nil {
+		return nil, 0, ""
+	}
+	for _, sep := range []string{";", "\t"} {
+		for f := range strings.SplitSeq(string(line), sep) {
+			if strings.EqualFold(strings.Trim(strings.TrimSpace(f), `"'`), "op") && strings.Contains(string(line), sep) {
+				name := map[string]string{";": "';'", "\t": "tabs"}[sep]
+				return line, n, "fields separated by " + name + ", want ','"
+			}
+		}
+	}
+	known, quoted := 0, false
+	for f := range strings.SplitSeq(string(line), ",") {
+		f = strings.TrimSpace(f)
+		if u := strings.Trim(f, `"'`); u != f {
+			quoted = true
+			f = u
+		}
+		if strings.EqualFold(f, "op") && quoted {
+			return line, n, "quoted names and fields are not read: write them without quotes"
+		}
+		switch {
+		case columnByName(f) != 0:
+			known++
+		case strings.EqualFold(f, "lower"), strings.EqualFold(f, "upper"):
+			return nil, 0, "" // nearer MiniMalloc's buffers than events
+		}
+	}
+	if known >= 2 || known >= 1 && strings.Contains(string(line), ",") {
+		return line, n, "header has no op column (known columns: " + knownColumns + ")"
+	}
+	return nil, 0, ""
+}
+
+// printable returns b as it is when it is printable ASCII, else quoted.
+func printable(b []byte) string {
+	for _, c := range b {
+		if c < ' ' || c > '~' {
+			return strconv.Quote(string(b))
+		}
+	}
+	return string(b)
+}
+
+// firstLineAt is firstLine, skipping comments, with the line's number.
+func firstLineAt(head []byte) ([]byte, int64) {
+	l, ok := firstLine(head, true)
+	if !ok {
+		return nil, 0
+	}
+	// The line's number: the lines before it, each ending in '\n'.
+	i := bytes.Index(head, l)
+	return l, int64(bytes.Count(head[:i], []byte("\n"))) + 1
 }
 
 // gzipText is the text of a gzip stream. It counts the bytes of text it has

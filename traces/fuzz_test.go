@@ -38,6 +38,8 @@ func FuzzReader(f *testing.F) {
 		"op,id,size\nalloc,1",
 		"op,id,size,category\nalloc,1,5,parameter\nalloc,2,5,Gradient\nfree,1,,parameter\nfree,2,,\nalloc,3,1,bogus\n",
 		"category,op,id\n,alloc,1\nunknown,free,1\n",
+		"op,id,size,tag,device\nalloc,1,5,warm up,1\nrelease,,,x,1\nfree,1,,\"q\",1\nrelease,7,,,0\nrelease,,5,,0\n",
+		"tag,op,id,size\n,alloc,1,5\n,release,,\n,free,1,\n",
 		"",
 	} {
 		f.Add([]byte(s))
@@ -71,6 +73,9 @@ func FuzzDetect(f *testing.F) {
 	fuzzSeeds(f, "testdata/*.csv", "testdata/rmm/*.log", "testdata/minimalloc/*.csv")
 	f.Add([]byte(""))
 	f.Add([]byte("\x1f\x8b"))
+	for _, s := range []string{"id,size\n1,5\n", "op;id;size\nalloc;1;5\n", "\"op\",\"id\"\n", "# c\nevent\tid\top\n", "operation,id,size\n"} {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		plain := checkDecode(t, data, newReader)
 		if compressed := checkDecode(t, gz(t, string(data)), newReader); plain != "" {

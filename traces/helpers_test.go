@@ -34,7 +34,8 @@ func openerOf(t testing.TB, name string) opener {
 // scanAll reads r through and checks that its events are consistent: each
 // alloc has a size, and an ID and a slot that no live allocation has, the
 // slot below the reader's slot count; each free ends a live allocation and
-// carries its ID, size, stream, device and category; times do not go backwards; what
+// carries its ID, size, stream, device and category; a release names no
+// allocation; times do not go backwards; what
 // is live at the end is what the reader says.
 func scanAll(t testing.TB, r Reader) ([]Event, error) {
 	t.Helper()
@@ -44,10 +45,14 @@ func scanAll(t testing.TB, r Reader) ([]Event, error) {
 	c, _ := r.(formatReader)
 	for r.Scan() {
 		ev := r.Event()
-		if c != nil {
+		if c != nil && ev.Op != OpRelease {
 			require.Less(t, int(ev.Slot), c.core().Slots())
 		}
-		if ev.Op == OpAlloc {
+		if ev.Op == OpRelease {
+			require.Zero(t, ev.ID)
+			require.Zero(t, ev.Size)
+			require.Zero(t, ev.Slot)
+		} else if ev.Op == OpAlloc {
 			require.Positive(t, ev.Size)
 			_, taken := live[ev.Slot]
 			require.False(t, taken, "slot %d of a live allocation given again", ev.Slot)

@@ -13,8 +13,10 @@ import (
 // snapshot as Events, and its checker checks them.
 //
 // An "alloc" entry of the snapshot's trace is an OpAlloc of its requested
-// size, a "free_completed" an OpFree; the other actions are not events (the
-// snapshot package models them all). The Event's ID is the block's address, tagged
+// size, a "free_completed" an OpFree, and a cache release that
+// torch.cuda.empty_cache() made an OpRelease of its device (see
+// isCacheRelease); the other actions are not events (the snapshot package
+// models them all). The Event's ID is the block's address, tagged
 // as a hexadecimal id (see idKeyOf), so that a trace converted to the native
 // format and read back pairs allocations and frees the same way. Stream and
 // device are the entry's.
@@ -198,6 +200,44 @@ func isEvent(action snapshot.Action) bool {
 	return action == snapshot.Alloc || action == snapshot.FreeCompleted
 }
 
+// isEventAt reports whether entry i of a device's trace is an event: an
+// allocation, a free, or the first entry of a cache release.
+func isEventAt(t []snapshot.TraceEntry, i int) bool {
+	return isEvent(t[i].Action) || isCacheRelease(t, i)
+}
+
+// isCacheRelease reports whether entry i of a device's trace starts a
+// release of the cache that the program asked for (torch.cuda.empty_cache).
+// PyTorch records no entry of its own for it: emptyCache calls
+// release_cached_blocks, whose release_block records a segment_free (a
+// segment_unmap for expandable segments) per segment it gives back
+// (c10/cuda/CUDACachingAllocator.cpp). The allocator also releases segments
+// inside malloc, to make room (garbage collection, or the retry after a
+// failed cudaMalloc); those releases are followed by the segment_alloc (or
+// segment_map) of the room they made, or by the oom that it failed with.
+// So a run of segment_free and segment_unmap entries is a cache release
+// when what follows it is none of those; the release is yielded at the
+// run's first entry. An empty_cache followed at once by an allocation that
+// takes a new segment reads as a malloc's own release, and is not yielded.
+func isCacheRelease(t []snapshot.TraceEntry, i int) bool {
+	released := func(a snapshot.Action) bool { return a == snapshot.SegmentFree || a == snapshot.SegmentUnmap }
+	if !released(t[i].Action) || i > 0 && released(t[i-1].Action) {
+		return false
+	}
+	j := i
+	for j < len(t) && released(t[j].Action) {
+		j++
+	}
+	if j == len(t) {
+		return true
+	}
+	switch t[j].Action {
+	case snapshot.SegmentAlloc, snapshot.SegmentMap, snapshot.OutOfMemory:
+		return false
+	}
+	return true
+}
+
 // initialBlocks returns the blocks live before the first entry of the
 // trace, ordered by device and address.
 func initialBlocks(s *snapshot.Snapshot) []initialBlock {
@@ -218,7 +258,7 @@ func mergedRefs(s *snapshot.Snapshot, byTime bool) []entryRef {
 	if !byTime {
 		for dev, t := range s.DeviceTraces {
 			for i := range t {
-				if isEvent(t[i].Action) {
+				if isEventAt(t, i) {
 					refs = append(refs, entryRef{int32(dev), int32(i)})
 				}
 			}
@@ -229,7 +269,7 @@ func mergedRefs(s *snapshot.Snapshot, byTime bool) []entryRef {
 	for {
 		best := -1
 		for dev, t := range s.DeviceTraces {
-			for pos[dev] < len(t) && !isEvent(t[pos[dev]].Action) {
+			for pos[dev] < len(t) && !isEventAt(t, pos[dev]) {
 				pos[dev]++
 			}
 			if pos[dev] < len(t) && (best < 0 || t[pos[dev]].TimeUS < s.DeviceTraces[best][pos[best]].TimeUS) {
@@ -266,13 +306,19 @@ func (r *snapshotReader) Scan() bool {
 			if e.Action == snapshot.Alloc {
 				r.ev.Op = OpAlloc
 			}
+			if e.Action != snapshot.Alloc && e.Action != snapshot.FreeCompleted {
+				r.ev = Event{Op: OpRelease, Device: int32(ref.device), TimeUS: t}
+			}
 			addr, category = e.Addr, e.Category
 		default:
 			return false
 		}
-		err := r.decode(addr)
+		var err error
+		if r.ev.Op != OpRelease {
+			err = r.decode(addr)
+		}
 		rec := record{hasSize: r.ev.Op == OpAlloc, hasDevice: true}
-		if err == nil && category != "" {
+		if err == nil && category != "" && r.ev.Op != OpRelease {
 			err = r.category(category, &rec)
 		}
 		if err == nil {

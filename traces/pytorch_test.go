@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	ogórek "github.com/kisielk/og-rek"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	pk "github.com/gpualloc/gpualloc/internal/pickletest"
@@ -165,6 +166,10 @@ func TestSnapshotSmall(t *testing.T) {
 		{Op: OpFree, ID: id(a1), Slot: 2, Device: 0, Size: 2000, Stream: 7, TimeUS: 20},
 		{Op: OpFree, ID: id(a3 + 0x1000), Slot: 0, Device: 1, Size: 500, Stream: 9, TimeUS: 25},
 		{Op: OpAlloc, ID: id(a2), Slot: 0, Device: 0, Size: 3000, Stream: 5, TimeUS: 31},
+		// segment_unmap, then segment_free after the snapshot entry: each
+		// followed by no allocation of its own, two cache releases.
+		{Op: OpRelease, Device: 0, TimeUS: 33},
+		{Op: OpRelease, Device: 0, TimeUS: 35},
 	}
 	for _, proto := range []int{2, 4, 5} {
 		for _, memo := range []bool{false, true} {
@@ -199,6 +204,7 @@ func TestSnapshotOld(t *testing.T) {
 	require.Equal(t, []string{
 		"alloc 0x7f3a00000000 0", "alloc 0x7f3a00600000 1", // live at the start
 		"alloc 0x7f3a00200000 0", "free 0x7f3a00000000 0", "free 0x7f3a00200000 0", "alloc 0x7f3a00400000 0",
+		"release 0 0", "release 0 0",
 		"alloc 0x7f3a00601000 1", "free 0x7f3a00601000 1",
 	}, ops)
 	require.Equal(t, int64(4000+2000+3000-2000+500), peak)
@@ -272,7 +278,39 @@ func TestSnapshotDetected(t *testing.T) {
 	defer r.Close()
 	require.Equal(t, "PyTorch snapshot", r.Format())
 	evs, _ := replaySnap(t, r)
-	require.Len(t, evs, 8)
+	require.Len(t, evs, 10)
+}
+
+// TestSnapshotCacheRelease checks which runs of segment_free entries are
+// cache releases (torch.cuda.empty_cache) and which belong to a malloc
+// that made room for itself.
+func TestSnapshotCacheRelease(t *testing.T) {
+	const seg = 2 << 20
+	for _, tc := range []struct {
+		name    string
+		entries []any
+		ops     []string
+	}{
+		{"empty_cache", []any{pk.Entry("alloc", a0, 5, 0, 1), pk.Entry("segment_free", a1, seg, 0, 2), pk.Entry("segment_free", a2, seg, 0, 3), pk.Entry("free_completed", a0, 5, 0, 4)},
+			[]string{"alloc", "release", "free"}},
+		{"at the end", []any{pk.Entry("alloc", a0, 5, 0, 1), pk.Entry("segment_free", a1, seg, 0, 2)},
+			[]string{"alloc", "release"}},
+		{"then a cached block", []any{pk.Entry("segment_free", a1, seg, 0, 2), pk.Entry("alloc", a0, 5, 0, 3)},
+			[]string{"release", "alloc"}},
+		{"malloc's retry", []any{pk.Entry("segment_free", a1, seg, 0, 2), pk.Entry("segment_alloc", a2, seg, 0, 3), pk.Entry("alloc", a2, 5, 0, 3)},
+			[]string{"alloc"}},
+		{"malloc's oom", []any{pk.Entry("segment_free", a1, seg, 0, 2), pk.Entry("oom", 0, 1<<40, 0, 3)},
+			nil},
+	} {
+		r, err := newSnapshotReader(bytes.NewReader(pkSnap(tc.entries...)), "t.pickle", Options{})
+		require.NoError(t, err, tc.name)
+		evs, _ := replaySnap(t, r)
+		var ops []string
+		for _, ev := range evs {
+			ops = append(ops, ev.Op.String())
+		}
+		assert.Equal(t, tc.ops, ops, tc.name)
+	}
 }
 
 // FuzzSnapshot checks that no input makes the snapshot reader panic, that
@@ -359,7 +397,7 @@ func TestSnapshotCategories(t *testing.T) {
 		"alloc 0x7f3a00000000 parameter", "alloc 0x7f3a00600000 optimizer_state", // live at the start
 		"alloc 0x7f3a00200000 activation", "free 0x7f3a00000000 parameter",
 		"alloc 0x7f3a00601000 temporary", "free 0x7f3a00200000 activation", "free 0x7f3a00601000 temporary",
-		"alloc 0x7f3a00400000 unknown",
+		"alloc 0x7f3a00400000 unknown", "release 0 unknown", "release 0 unknown",
 	}, got)
 
 	for _, tc := range []struct{ freeA1, msg string }{

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/bits"
 	"strconv"
@@ -76,15 +77,20 @@ type Options struct {
 type csvReader struct {
 	checker
 
-	src    io.Reader       // the text
-	buf    []byte          // input buffer
-	pos    int             // start of the next line in buf
-	end    int             // end of the last complete line in buf
-	w      int             // end of the data in buf
-	off    int64           // offset in the text of buf[0]
-	srcErr error           // error from src, after which it gives nothing more
-	fields [maxCols][]byte // scratch for splitting a line, slow path
-	rec    record
+	src    io.Reader // the text
+	buf    []byte    // input buffer
+	pos    int       // start of the next line in buf
+	end    int       // end of the last complete line in buf
+	w      int       // end of the data in buf
+	off    int64     // offset in the text of buf[0]
+	srcErr error     // error from src, after which it gives nothing more
+	fields [][]byte  // scratch for splitting a line, slow path
+	// fieldCols are the columns of a line in order, 0 for a column the
+	// header names that is not one of the format's (carried and
+	// ignored); names are the header's names.
+	fieldCols []Column
+	names     []string
+	rec       record
 
 	slowOnly bool // parse every line with parseSlow, for tests
 }
@@ -148,21 +154,38 @@ func (r *csvReader) parseHeader(line []byte) error {
 		return r.notTrace("first line is not a header naming an op column")
 	}
 	var seen [maxCols + 1]bool
+	var extra []string
 	for _, s := range names {
 		c := columnByName(s)
 		switch {
 		case s == "":
 			return r.fatalf("empty column name in header")
 		case c == 0:
-			return r.fatalf("unknown column %q in header (known: %s)", s, knownColumns)
+			// A column of the researcher's own (a tag, a note) is
+			// read past and ignored.
+			extra = append(extra, s)
 		case seen[c]:
 			return r.fatalf("column %q appears twice in header", s)
 		}
-		seen[c] = true
-		r.cols = append(r.cols, c)
+		if c != 0 {
+			seen[c] = true
+			r.cols = append(r.cols, c)
+		}
+		r.fieldCols = append(r.fieldCols, c)
 	}
-	if !seen[ColID] {
-		return r.fatalf("header has no id column")
+	r.names = names
+	r.fields = make([][]byte, len(names))
+	// Without an id column there is no trace; without a size column and
+	// with a column not known, a column was likely renamed.
+	for _, c := range [...]Column{ColID, ColSize} {
+		if seen[c] || c == ColSize && len(extra) == 0 {
+			continue
+		}
+		msg := "header has no " + c.String() + " column"
+		if len(extra) > 0 {
+			msg += fmt.Sprintf(" (not known, and ignored: %s; known: %s)", strings.Join(extra, ", "), knownColumns)
+		}
+		return r.fatalf("%s", msg)
 	}
 	r.setColumns(r.cols)
 	return nil
@@ -301,9 +324,16 @@ func (r *csvReader) parseFast(buf []byte, p int) (int, bool) {
 	// unknown, at no cost.
 	rec.hasSize, rec.hasStream, rec.hasDevice = false, false, false
 	ev.Stream, ev.Device, ev.TimeUS = 0, 0, NoTime
-	last := len(r.cols) - 1
-	for i, col := range r.cols {
+	last := len(r.fieldCols) - 1
+	for i, col := range r.fieldCols {
 		switch col {
+		case 0:
+			for c := buf[p]; c != ',' && c != '\n' && c != '\r' && c != '"'; c = buf[p] {
+				p++
+			}
+			if buf[p] == '"' {
+				return p, false
+			}
 		case ColOp:
 			x := binary.LittleEndian.Uint64(buf[p:])
 			if x&0xff_ffff_ffff == 'a'|'l'<<8|'l'<<16|'o'<<24|'c'<<32 {
@@ -491,14 +521,15 @@ func (r *csvReader) parseSlow(line []byte) (blank bool, err error) {
 		}
 		rest = rest[i+1:]
 	}
-	if nf != len(r.cols) {
-		return false, r.errorf("got %d fields, want %d (%s)", nf, len(r.cols), r.headerText())
+	if nf != len(r.fieldCols) {
+		return false, r.errorf("got %d fields, want %d (%s)", nf, len(r.fieldCols), r.headerText())
 	}
 	ev, rec := &r.ev, &r.rec
 	rec.tok = nil
 	rec.hasSize, rec.hasStream, rec.hasDevice = false, false, false
 	ev.Stream, ev.Device, ev.TimeUS = 0, 0, NoTime
-	for i, col := range r.cols {
+	noID := false
+	for i, col := range r.fieldCols {
 		f := r.fields[i]
 		switch col {
 		case ColOp:
@@ -507,14 +538,17 @@ func (r *csvReader) parseSlow(line []byte) (blank bool, err error) {
 				ev.Op = OpAlloc
 			case bytes.EqualFold(f, []byte("free")):
 				ev.Op = OpFree
+			case bytes.EqualFold(f, []byte("release")):
+				ev.Op = OpRelease
 			case len(f) == 0:
 				return false, r.errorf("missing op")
 			default:
-				return false, r.errorf("unknown op %s (want alloc or free)", quote(f))
+				return false, r.errorf("unknown op %s (want alloc, free or release)", quote(f))
 			}
 		case ColID:
 			if len(f) == 0 {
-				return false, r.errorf("missing id")
+				noID = true
+				break
 			}
 			if k, ok := idKeyOf(f); ok {
 				ev.ID = k
@@ -569,6 +603,14 @@ func (r *csvReader) parseSlow(line []byte) (blank bool, err error) {
 			ev.TimeUS = int64(v)
 		}
 	}
+	switch {
+	case ev.Op == OpRelease && rec.hasSize:
+		return false, r.errorf("size on a release (a release names no allocation)")
+	case ev.Op == OpRelease:
+		rec.tok = nil
+	case noID:
+		return false, r.errorf("missing id")
+	}
 	return false, nil
 }
 
@@ -615,11 +657,7 @@ func onlyDigits(s string) bool {
 }
 
 func (r *csvReader) headerText() string {
-	s := make([]string, len(r.cols))
-	for i, c := range r.cols {
-		s[i] = c.String()
-	}
-	return strings.Join(s, ",")
+	return strings.Join(r.names, ",")
 }
 
 // quote returns a token for a message: as it is if it is plain printable

@@ -47,7 +47,7 @@ const (
 
 func TestReadErrors(t *testing.T) {
 	for _, tc := range []struct{ in, err string }{
-		{hdr + "alloc,1,100,0\nallocate,2,5,1\n", `t.csv:3: unknown op "allocate" (want alloc or free)`},
+		{hdr + "alloc,1,100,0\nallocate,2,5,1\n", `t.csv:3: unknown op "allocate" (want alloc, free or release)`},
 		{hdr + ",1,100,0\n", `t.csv:2: missing op`},
 		{hdr + "alloc,,100,0\n", `t.csv:2: missing id`},
 		{hdr + "alloc,1,,0\n", `t.csv:2: missing size on alloc of id 1`},
@@ -85,8 +85,9 @@ func TestReadErrors(t *testing.T) {
 		{hdrS + "alloc,1,10,3,0\nfree,1,,4,\n", `t.csv:3: free of id 1 on stream 4, allocated on stream 3`},
 		{hdrS + "alloc,1,10,3,1\nfree,1,,,0\n", `t.csv:3: free of id 1 on device 0, allocated on device 1`},
 		{hdr + " # not a comment\n", `t.csv:2: got 1 fields, want 4 (op,id,size,time_us)`},
-		{"op,id,foo\n", `t.csv:1: unknown column "foo" in header (known: op, id, size, stream, device, time_us, category)`},
-		{"# c\n\nop,id,bogus\n", `t.csv:3: unknown column "bogus" in header (known: op, id, size, stream, device, time_us, category)`},
+		{"op,id,foo\n", `t.csv:1: header has no size column (not known, and ignored: foo; known: op, id, size, stream, device, time_us, category)`},
+		{"# c\n\nop,id,bytes\n", `t.csv:3: header has no size column (not known, and ignored: bytes; known: op, id, size, stream, device, time_us, category)`},
+		{"op,size,tag\n", `t.csv:1: header has no id column (not known, and ignored: tag; known: op, id, size, stream, device, time_us, category)`},
 		{"op,id,ID\n", `t.csv:1: column "ID" appears twice in header`},
 		{"op,size\n", `t.csv:1: header has no id column`},
 		{"op,,id\n", `t.csv:1: empty column name in header`},
@@ -317,7 +318,7 @@ func TestLenient(t *testing.T) {
 
 	// Structural errors still end the trace.
 	_, err = NewReader(strings.NewReader("op,id,foo\n"), "t.csv", Options{Lenient: true})
-	assert.EqualError(t, err, `t.csv:1: unknown column "foo" in header (known: op, id, size, stream, device, time_us, category)`)
+	assert.EqualError(t, err, `t.csv:1: header has no size column (not known, and ignored: foo; known: op, id, size, stream, device, time_us, category)`)
 	evs, r, err := readAll(t, "op,id,size\nalloc,1,1\nalloc,"+strings.Repeat("x", maxLineBytes)+",1\nfree,1,\n", Options{Lenient: true})
 	assert.EqualError(t, err, "t.csv:3: line too long (more than 65536 bytes)")
 	assert.Len(t, evs, 1)

@@ -116,7 +116,7 @@ func (w *Writer) Write(ev Event) error {
 		w.writeHeader()
 	}
 	switch {
-	case ev.Op != OpAlloc && ev.Op != OpFree:
+	case ev.Op != OpAlloc && ev.Op != OpFree && ev.Op != OpRelease:
 		return fmt.Errorf("traces: write of an event with bad op %d", ev.Op)
 	case ev.Op == OpAlloc && ev.Size <= 0:
 		return fmt.Errorf("traces: write of an alloc of id %s with size %d: size must be > 0", formatID(ev.ID), ev.Size)
@@ -139,13 +139,11 @@ func (w *Writer) Write(ev Event) error {
 		}
 		switch c {
 		case ColOp:
-			if ev.Op == OpAlloc {
-				b = append(b, "alloc"...)
-			} else {
-				b = append(b, "free"...)
-			}
+			b = append(b, ev.Op.String()...)
 		case ColID:
-			b = appendID(b, ev.ID)
+			if ev.Op != OpRelease {
+				b = appendID(b, ev.ID)
+			}
 		case ColSize:
 			if ev.Op == OpAlloc {
 				b = strconv.AppendInt(b, ev.Size, 10)

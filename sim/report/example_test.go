@@ -64,6 +64,7 @@ free,3,,50
 	// index.html
 	// overhead.svg
 	// step-fragmentation.svg
+	// step-memory-panels.svg
 	// step-memory.svg
 	// step-peak.svg
 	// step-trace.svg

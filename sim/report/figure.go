@@ -79,6 +79,13 @@ type Figure struct {
 
 	legend []legendEntry
 	panels []*plot.Plot // stacked top to bottom, their data areas aligned
+	cols   int          // panels in a grid of cols columns, row by row (0: one)
+	title  bool         // draw Title above the figure
+}
+
+// titleHeight is the room a figure's title takes.
+func titleHeight() vg.Length {
+	return textStyle(labelPt).Height("Hg") + 3
 }
 
 // Write writes the figure in format f; dpi is the resolution of PNG (0
@@ -190,15 +197,6 @@ func lineThumb(c color.Color, width vg.Length, dashes ...vg.Length) func(draw.Ca
 	}
 }
 
-func boxThumb(c color.Color) func(draw.Canvas) {
-	return func(cv draw.Canvas) {
-		h := cv.Max.Y - cv.Min.Y
-		r := vg.Rectangle{Min: vg.Point{X: cv.Min.X + 2, Y: cv.Min.Y + h*0.15}, Max: vg.Point{X: cv.Max.X - 2, Y: cv.Max.Y - h*0.15}}
-		cv.SetColor(c)
-		cv.Fill(r.Path())
-	}
-}
-
 // areaThumb is a filled area with its top edge drawn.
 func areaThumb(fill, edge color.Color, width vg.Length) func(draw.Canvas) {
 	return func(cv draw.Canvas) {
@@ -288,17 +286,35 @@ func (fig *Figure) draw(c draw.Canvas) {
 	c.Fill(c.Rectangle.Path())
 	const margin = vg.Length(2)
 	c = draw.Crop(c, margin, -margin, margin, -margin)
+	if fig.title {
+		sty := textStyle(labelPt)
+		sty.XAlign, sty.YAlign = draw.XCenter, draw.YTop
+		c.FillText(sty, vg.Point{X: (c.Min.X + c.Max.X) / 2, Y: c.Max.Y}, fig.Title)
+		c.Max.Y -= titleHeight()
+	}
 	c = drawLegend(c, fig.legend)
 	if len(fig.panels) == 1 {
 		fig.panels[0].Draw(c)
 		return
 	}
-	grid := make([][]*plot.Plot, len(fig.panels))
-	for i, p := range fig.panels {
-		grid[i] = []*plot.Plot{p}
+	cols := max(fig.cols, 1)
+	rows := (len(fig.panels) + cols - 1) / cols
+	grid := make([][]*plot.Plot, rows)
+	for r := range grid {
+		grid[r] = make([]*plot.Plot, cols)
 	}
-	tiles := draw.Tiles{Rows: len(fig.panels), Cols: 1, PadY: 8}
-	for i, tc := range plot.Align(grid, tiles, c) {
-		fig.panels[i].Draw(tc[0])
+	for i, p := range fig.panels {
+		grid[i/cols][i%cols] = p
+	}
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadY: 8, PadX: 6}
+	if cols > 1 {
+		tiles.PadY = 3
+	}
+	for r, row := range plot.Align(grid, tiles, c) {
+		for k, tc := range row {
+			if p := grid[r][k]; p != nil {
+				p.Draw(tc)
+			}
+		}
 	}
 }

@@ -95,8 +95,9 @@ var indexTemplate = template.Must(template.New("index").Parse(`<!DOCTYPE html>
 <style>
 body { font-family: 'Liberation Sans', Arial, Helvetica, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
-table { border-collapse: collapse; font-size: 0.85em; }
-th, td { padding: 0.2em 0.6em; border-bottom: 1px solid #e4e4e4; white-space: nowrap; }
+.table { overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; font-size: 0.78em; }
+th, td { padding: 0.2em 0.4em; border-bottom: 1px solid #e4e4e4; white-space: nowrap; }
 th { text-align: left; } .num { text-align: right; font-variant-numeric: tabular-nums; }
 .figs { display: flex; flex-wrap: wrap; gap: 1.5em; }
 figure { margin: 0; width: 30em; max-width: 100%; }
@@ -111,12 +112,14 @@ dt { font-weight: bold; margin-top: 0.5em; }
 <p>{{.Traces}} trace{{if ne .Traces 1}}s{{end}} × {{.Strategies}} strateg{{if eq .Strategies 1}}y{{else}}ies{{end}}.
 Data: {{range $i, $f := .Data}}{{if $i}}, {{end}}<a href="{{$f}}">{{$f}}</a>{{end}}.
 Traces: {{range $i, $s := .Sections}}{{if $i}}, {{end}}<a href="#{{$s.Stem}}">{{$s.Trace}}</a>{{end}}.</p>
-<table>
+<div class="table"><table>
 <thead><tr>{{range $i, $h := .Table.Head}}<th{{if index $.Table.Right $i}} class="num"{{end}}>{{$h}}</th>{{end}}</tr></thead>
 <tbody>
 {{range .Table.Rows}}<tr>{{range $i, $c := .}}<td{{if index $.Table.Right $i}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
 {{end}}</tbody>
-</table>
+</table></div>
+{{range .Table.Notes}}<p class="note">{{.}}</p>
+{{end}}
 {{define "figure"}}<figure id="{{.Name}}">
 {{if .SVG}}{{.SVG}}{{else if .Img}}<img class="fig" src="{{.Img}}" alt="{{.Title}}" style="max-width: {{.Width}}px">{{end}}
 <figcaption><b>{{.Title}}.</b> {{.Caption}} <span class="files">{{range $i, $f := .Files}}{{if $i}} · {{end}}<a href="{{$f}}">{{$f}}</a>{{end}}</span></figcaption>
@@ -133,7 +136,7 @@ Traces: {{range $i, $s := .Sections}}{{if $i}}, {{end}}<a href="#{{$s.Stem}}">{{
 <dl>
 <dt>lower bound</dt><dd>The peak of the bytes requested by live allocations: what any strategy needs at least.</dd>
 <dt>peak reserved</dt><dd>The peak of the bytes held from the device, in blocks handed out and in the strategy's cache.</dd>
-<dt>overhead</dt><dd>Peak reserved / lower bound (1× is ideal); the table shows it as the percentage above the lower bound.</dd>
+<dt>overhead</dt><dd>Peak reserved / lower bound (1× is ideal): the same ratio in the table, in summary.json and summary.csv (overhead) and in the figures.</dd>
 <dt>fragmentation</dt><dd>1 − lower bound / peak reserved (GMLake's definition; 0 is ideal). Over time, the same within each bucket of events.</dd>
 <dt>free fragmentation</dt><dd>1 − largest free block / free bytes, just after reserved memory peaked (RMM's and TensorFlow's).</dd>
 <dt>series</dt><dd>Figures over time and timeseries.csv show buckets of consecutive events: the largest value within each bucket, so that no peak is lost (timeseries.csv also has the smallest).</dd>

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"fmt"
 	"slices"
 
 	"gonum.org/v1/plot"
@@ -13,8 +12,9 @@ import (
 )
 
 // addReferenceColumns adds to t the columns of the references that some
-// results have: OFFLINE (the offline plan's bytes, and the peak reserved
-// above it) and MIN CAPACITY; "-" where a result has none.
+// results have: OFFLINE (the offline plan's bytes), VS OFFLINE (peak
+// reserved / the offline plan, as OVERHEAD is over the lower bound) and MIN
+// CAPACITY; "-" where a result has none.
 func addReferenceColumns(t *Table, results []sim.Result) {
 	if slices.ContainsFunc(results, func(r sim.Result) bool { return r.OfflineBytes != nil }) {
 		t.Head = append(t.Head, "OFFLINE", "VS OFFLINE")
@@ -23,8 +23,11 @@ func addReferenceColumns(t *Table, results []sim.Result) {
 			off, vs := "-", "-"
 			if r.OfflineBytes != nil {
 				off = gpualloc.FormatSize(*r.OfflineBytes)
-				if *r.OfflineBytes > 0 && r.OOMs == 0 {
-					vs = fmt.Sprintf("%+.1f%%", 100*(float64(r.PeakReservedBytes)/float64(*r.OfflineBytes)-1))
+				switch {
+				case r.OOMs > 0:
+					vs = "oom"
+				case *r.OfflineBytes > 0:
+					vs = formatRatio(float64(r.PeakReservedBytes) / float64(*r.OfflineBytes))
 				}
 			}
 			t.Rows[i] = append(t.Rows[i], off, vs)
@@ -60,46 +63,31 @@ var offlineDashes = []vg.Length{0.6, 1.4}
 
 const offlineWidth = vg.Length(1.2)
 
-func offlineStyle() draw.LineStyle {
-	return draw.LineStyle{Color: black, Width: offlineWidth, Dashes: offlineDashes}
+var offlineThumb = lineThumb(black, offlineWidth, offlineDashes...)
+
+// offlineLine is a vertical dotted line across the data area at the
+// offline plan.
+type offlineLine struct{ at float64 }
+
+func (l offlineLine) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	if x := trX(l.at); x >= c.Min.X-0.01 && x <= c.Max.X+0.01 {
+		c.StrokeLine2(draw.LineStyle{Color: black, Width: offlineWidth, Dashes: offlineDashes}, x, c.Min.Y, x, c.Max.Y)
+	}
 }
 
-var offlineLegend = legendEntry{name: "offline plan", thumb: lineThumb(black, offlineWidth, offlineDashes...)}
-
-// addOfflineMarks draws, across the group of each trace of the overhead
-// figure, a dotted mark at the offline plan over the lower bound, and says
-// so in the caption.
-func addOfflineMarks(p *plot.Plot, fig *Figure, tracesInOrder []string, results []sim.Result, slot float64) {
-	ng := len(tracesInOrder)
-	var marks segPlotter
+// offlineDots returns the markers of the overhead figure's offline row, at
+// y: each trace's offline plan over its lower bound, in the trace's marker.
+func offlineDots(tracesInOrder []string, results []sim.Result, y float64) []dot {
+	var dots []dot
 	for g, t := range tracesInOrder {
 		rs := traceResults(t, results)
 		off, ok := offlineOf(rs)
-		if !ok || len(rs) == 0 || rs[0].PeakRequestedBytes == 0 {
+		if !ok || rs[0].PeakRequestedBytes == 0 {
 			continue
 		}
-		centre := float64(ng - 1 - g)
-		x := max(float64(off)/float64(rs[0].PeakRequestedBytes), 1)
-		marks.segs = append(marks.segs, [3]float64{x, centre - groupFill/2 - slot/4, centre + groupFill/2 + slot/4})
+		x := float64(off) / float64(rs[0].PeakRequestedBytes)
+		dots = append(dots, dot{x: x, y: y + traceOffset(g, len(tracesInOrder)), sty: traceGlyph(g)})
 	}
-	if len(marks.segs) == 0 {
-		return
-	}
-	marks.sty = offlineStyle()
-	p.Add(marks)
-	fig.Caption += " The dotted mark on each trace is its offline plan over the lower bound: every allocation placed knowing when it is freed."
-}
-
-// segPlotter draws vertical segments: x, and y from and to, in data
-// coordinates.
-type segPlotter struct {
-	segs [][3]float64
-	sty  draw.LineStyle
-}
-
-func (s segPlotter) Plot(c draw.Canvas, p *plot.Plot) {
-	trX, trY := p.Transforms(&c)
-	for _, sg := range s.segs {
-		c.StrokeLine2(s.sty, trX(sg[0]), trY(sg[1]), trX(sg[0]), trY(sg[2]))
-	}
+	return dots
 }

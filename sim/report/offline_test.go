@@ -37,7 +37,7 @@ func TestOfflineFigures(t *testing.T) {
 	assert.Contains(t, peak.Caption, "offline plan")
 	checkGolden(t, "peak_offline", peak)
 	over := report.OverheadFigure(rs, report.Options{})
-	assert.Contains(t, over.Caption, "offline plan over the lower bound")
+	assert.Contains(t, over.Caption, "offline plan of each trace over its lower bound")
 	checkGolden(t, "overhead_offline", over)
 	// Without the offline plan the captions say nothing of it.
 	assert.NotContains(t, report.PeakFigure("testdata/tiny.csv", results, report.Options{}).Caption, "offline")
@@ -58,7 +58,7 @@ func TestReferenceColumns(t *testing.T) {
 		assert.Equal(t, gpualloc.FormatSize(r.PeakRequestedBytes), row[n-3], r.Strategy)
 		assert.Equal(t, []string{"10.0 MiB", "11.0 MiB", "12.0 MiB"}[i], row[n-1])
 		if r.OOMs == 0 {
-			assert.True(t, strings.HasPrefix(row[n-2], "+"), row[n-2])
+			assert.True(t, strings.HasSuffix(row[n-2], "×"), row[n-2])
 		}
 	}
 	b.Reset()

@@ -30,7 +30,7 @@ func (l linePlotter) Plot(c draw.Canvas, p *plot.Plot) {
 
 // areaPlotter fills the area between two polylines over the same x range,
 // lower from left to right and upper from left to right; a nil lower is
-// the x axis (y = 0).
+// the x axis (y = 0, or the axis's minimum when that is above 0).
 type areaPlotter struct {
 	lower, upper []xy
 	fill         color.Color
@@ -46,9 +46,10 @@ func (a areaPlotter) Plot(c draw.Canvas, p *plot.Plot) {
 		poly = append(poly, vg.Point{X: trX(q.X), Y: trY(q.Y)})
 	}
 	if a.lower == nil {
+		base := trY(max(0, p.Y.Min)) // the axis's bottom on a log scale
 		poly = append(poly,
-			vg.Point{X: trX(a.upper[len(a.upper)-1].X), Y: trY(0)},
-			vg.Point{X: trX(a.upper[0].X), Y: trY(0)})
+			vg.Point{X: trX(a.upper[len(a.upper)-1].X), Y: base},
+			vg.Point{X: trX(a.upper[0].X), Y: base})
 	} else {
 		for i := len(a.lower) - 1; i >= 0; i-- {
 			q := a.lower[i]
@@ -79,19 +80,25 @@ func (r rectPlotter) Plot(c draw.Canvas, p *plot.Plot) {
 	}
 }
 
-// vlinePlotter draws a vertical line across the data area at x.
-type vlinePlotter struct {
-	x   float64
-	sty draw.LineStyle
+// refLine draws a reference line across the data area: vertical at x =
+// at, or horizontal at y = at, dashed.
+type refLine struct {
+	at         float64
+	horizontal bool
 }
 
-func (v vlinePlotter) Plot(c draw.Canvas, p *plot.Plot) {
-	trX, _ := p.Transforms(&c)
-	x := trX(v.x)
-	if x < c.Min.X-0.01 || x > c.Max.X+0.01 {
+func (r refLine) Plot(c draw.Canvas, p *plot.Plot) {
+	sty := draw.LineStyle{Color: black, Width: refWidth, Dashes: []vg.Length{2, 1.5}}
+	trX, trY := p.Transforms(&c)
+	if r.horizontal {
+		if y := trY(r.at); y >= c.Min.Y-0.01 && y <= c.Max.Y+0.01 {
+			c.StrokeLine2(sty, c.Min.X, y, c.Max.X, y)
+		}
 		return
 	}
-	c.StrokeLine2(v.sty, x, c.Min.Y, x, c.Max.Y)
+	if x := trX(r.at); x >= c.Min.X-0.01 && x <= c.Max.X+0.01 {
+		c.StrokeLine2(sty, x, c.Min.Y, x, c.Max.Y)
+	}
 }
 
 // hbar is one horizontal bar, from the plotter's base to value, centred on

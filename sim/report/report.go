@@ -27,6 +27,17 @@ type Options struct {
 	// Width is the width of every figure; 0 means ColumnWidth (3.3 in).
 	// Fonts keep their size in points whatever the width.
 	Width vg.Length
+	// Height, if > 0, is the height of every figure; 0 sizes each figure
+	// to what it holds (bar charts grow with their bars).
+	Height vg.Length
+	// Title draws each figure's Title above it; by default a figure has
+	// none, so that a paper gives its own caption.
+	Title bool
+	// LogY is the scale of the memory axes of the figures over time.
+	LogY Scale
+	// Figures are the kinds of figure to make, from FigureKinds; empty
+	// means every kind.
+	Figures []string
 	// MaxPoints is the most buckets of a series a figure draws (see
 	// sim.Decimate); 0 means DefaultMaxPoints.
 	MaxPoints int
@@ -198,11 +209,45 @@ func sanitize(name string) string {
 	return s
 }
 
-// Figures returns every figure of a report on results, in the order of
-// the index: the overhead across traces, then for each trace (in order of
-// first appearance) memory over time, fragmentation over time, peak
-// reserved and the trace itself. Figures over time need the results'
-// series; they are left out for traces without one.
+// A Scale is the scale of an axis.
+type Scale int
+
+const (
+	ScaleAuto   Scale = iota // logarithmic when the values span a wide range
+	ScaleLinear              // linear from 0
+	ScaleLog                 // logarithmic
+)
+
+// FigureKinds are the kinds of figure of a report, as Options.Figures and
+// simulate's --figures name them, in the order of the index: the overhead
+// across traces, then for each trace memory over time (all strategies in
+// one plot), memory over time in small multiples (one panel per strategy),
+// fragmentation over time, peak reserved and the trace itself.
+var FigureKinds = []string{"overhead", "memory", "panels", "fragmentation", "peak", "trace"}
+
+// ParseFigureKinds parses a comma-separated list of FigureKinds ("all" for
+// every kind).
+func ParseFigureKinds(s string) ([]string, error) {
+	var out []string
+	for _, k := range strings.Split(s, ",") {
+		k = strings.ToLower(strings.TrimSpace(k))
+		switch {
+		case k == "all":
+			out = append(out, FigureKinds...)
+		case slices.Contains(FigureKinds, k):
+			out = append(out, k)
+		default:
+			return nil, fmt.Errorf("unknown figure %q (known: all, %s)", k, strings.Join(FigureKinds, ", "))
+		}
+	}
+	return out, nil
+}
+
+// Figures returns the figures of a report on results that opts.Figures
+// asks for (every kind by default), in the order of the index: the
+// overhead across traces, then for each trace (in order of first
+// appearance) the kinds of FigureKinds in their order. Figures over time
+// need the results' series; they are left out for traces without one.
 func Figures(results []sim.Result, opts Options) []*Figure {
 	o := opts.withDefaults(results)
 	var figs []*Figure
@@ -211,14 +256,42 @@ func Figures(results []sim.Result, opts Options) []*Figure {
 			figs = append(figs, f)
 		}
 	}
-	add(OverheadFigure(results, o))
+	want := func(kind string) bool { return len(o.Figures) == 0 || slices.Contains(o.Figures, kind) }
+	if want("overhead") {
+		add(OverheadFigure(results, o))
+	}
 	for _, t := range traceNames(results) {
-		add(MemoryFigure(t, results, o))
-		add(FragmentationFigure(t, results, o))
-		add(PeakFigure(t, results, o))
-		add(TraceFigure(t, results, o.Sizes[t], o))
+		if want("memory") {
+			add(MemoryFigure(t, results, o))
+		}
+		if want("panels") {
+			add(MemoryPanelsFigure(t, results, o))
+		}
+		if want("fragmentation") {
+			add(FragmentationFigure(t, results, o))
+		}
+		if want("peak") {
+			add(PeakFigure(t, results, o))
+		}
+		if want("trace") {
+			add(TraceFigure(t, results, o.Sizes[t], o))
+		}
 	}
 	return figs
+}
+
+// finish gives fig the height and title that o asks for.
+func (o *Options) finish(fig *Figure) *Figure {
+	if fig == nil {
+		return nil
+	}
+	if o.Height > 0 {
+		fig.Height = o.Height
+	} else if o.Title {
+		fig.Height += titleHeight()
+	}
+	fig.title = o.Title
+	return fig
 }
 
 // The data files of a report.
@@ -282,10 +355,22 @@ func Write(dir string, results []sim.Result, opts Options) ([]string, error) {
 			}
 		}
 	}
+	// The index shows every figure as SVG, made for it when the report
+	// has no SVG files (--plot-format pdf alone).
 	var svgs [][]byte
 	if k := slices.Index(o.Formats, SVG); k >= 0 {
 		for i := range figs {
 			svgs = append(svgs, rendered[i][k])
+		}
+	} else {
+		only := o
+		only.Formats = []Format{SVG}
+		previews, err := render(figs, only)
+		if err != nil {
+			return nil, err
+		}
+		for i := range figs {
+			svgs = append(svgs, previews[i][0])
 		}
 	}
 	var idx bytes.Buffer

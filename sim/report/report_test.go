@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gonum.org/v1/plot/cmpimg"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/sim"
@@ -108,6 +109,9 @@ func TestGoldenFigures(t *testing.T) {
 	}{
 		{"memory", report.MemoryFigure(tr, results, opts)},
 		{"memory_events", report.MemoryFigure("notime.csv", noTime, opts)},
+		{"memory_log", report.MemoryFigure(tr, results, report.Options{LogY: report.ScaleLog})},
+		{"memory_panels", report.MemoryPanelsFigure(tr, results, opts)},
+		{"titled", report.PeakFigure(tr, results, report.Options{Title: true, Width: 4 * vg.Inch})},
 		{"fragmentation", report.FragmentationFigure(tr, results, opts)},
 		{"peak", report.PeakFigure(tr, results, opts)},
 		{"trace", report.TraceFigure(tr, results, sizes, opts)},
@@ -127,7 +131,90 @@ func TestFigureNames(t *testing.T) {
 		assert.Equal(t, report.ColumnWidth, f.Width, f.Name)
 		assert.Greater(t, f.Height, f.Width/4, f.Name)
 	}
-	assert.Equal(t, []string{"overhead", "tiny-memory", "tiny-fragmentation", "tiny-peak", "tiny-trace"}, names)
+	assert.Equal(t, []string{"overhead", "tiny-memory", "tiny-memory-panels", "tiny-fragmentation", "tiny-peak", "tiny-trace"}, names)
+}
+
+// TestFigureOptions checks the options authors change: which figures, the
+// height, the title, the memory axis's scale.
+func TestFigureOptions(t *testing.T) {
+	results, _ := replay(t, "testdata/tiny.csv", tinyTrace(t, false), strategies...)
+	kinds, err := report.ParseFigureKinds("memory, peak")
+	require.NoError(t, err)
+	figs := report.Figures(results, report.Options{Figures: kinds, Height: 2 * vg.Inch, Width: report.PageWidth})
+	var names []string
+	for _, f := range figs {
+		names = append(names, f.Name)
+		assert.Equal(t, 2*vg.Inch, f.Height, f.Name)
+		assert.Equal(t, report.PageWidth, f.Width, f.Name)
+	}
+	assert.Equal(t, []string{"tiny-memory", "tiny-peak"}, names)
+	_, err = report.ParseFigureKinds("memory,pie")
+	assert.EqualError(t, err, `unknown figure "pie" (known: all, overhead, memory, panels, fragmentation, peak, trace)`)
+
+	plain := report.PeakFigure("testdata/tiny.csv", results, report.Options{})
+	titled := report.PeakFigure("testdata/tiny.csv", results, report.Options{Title: true})
+	assert.Greater(t, titled.Height, plain.Height, "a title takes room")
+
+	// The naive and unpooled peaks of tiny lie within 10× of each other:
+	// linear by default, logarithmic when asked.
+	var lin, log bytes.Buffer
+	require.NoError(t, report.MemoryFigure("testdata/tiny.csv", results, report.Options{}).Write(&lin, report.SVG, 0))
+	require.NoError(t, report.MemoryFigure("testdata/tiny.csv", results, report.Options{LogY: report.ScaleLog}).Write(&log, report.SVG, 0))
+	assert.NotEqual(t, lin.String(), log.String())
+	assert.Contains(t, report.MemoryFigure("testdata/tiny.csv", results, report.Options{LogY: report.ScaleLog}).Caption, "logarithmic")
+	assert.NotContains(t, report.MemoryFigure("testdata/tiny.csv", results, report.Options{}).Caption, "logarithmic")
+}
+
+// TestIndexPreviewWithPDF checks that index.html shows every figure when
+// the figures are written as PDF alone.
+func TestIndexPreviewWithPDF(t *testing.T) {
+	results, _ := replay(t, "testdata/tiny.csv", tinyTrace(t, false), strategies...)
+	dir := t.TempDir()
+	files, err := report.Write(dir, results, report.Options{Formats: []report.Format{report.PDF}})
+	require.NoError(t, err)
+	idx, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	require.NoError(t, err)
+	pdfs := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, ".pdf") {
+			pdfs++
+		}
+		assert.False(t, strings.HasSuffix(f, ".svg"), "no SVG file: %s", f)
+	}
+	assert.Equal(t, pdfs, strings.Count(string(idx), "<svg "), "every figure shown inline")
+	assert.Contains(t, string(idx), "overflow-x: auto", "a wide table scrolls within the page")
+}
+
+// TestTableMarks checks the marks and notes of the summary table: the
+// overhead as a ratio, a capacity mark, the allocation tiny leaves live, "oom";
+// and the overhead figure's mark of a strategy that ran out of memory.
+func TestTableMarks(t *testing.T) {
+	results, _ := replay(t, "testdata/tiny.csv", tinyTrace(t, false), strategies...)
+	results[0].DeviceFullAllocs = 3
+	results[2].OOMs = 1
+	tab := report.SummaryTable(results)
+	col := slices.Index(tab.Head, "PEAK RESERVED")
+	over := slices.Index(tab.Head, "OVERHEAD")
+	assert.True(t, strings.HasSuffix(tab.Rows[0][col], report.CapacityMark), tab.Rows[0][col])
+	assert.False(t, strings.HasSuffix(tab.Rows[1][col], report.CapacityMark), tab.Rows[1][col])
+	assert.Regexp(t, `^[0-9.]+×$`, tab.Rows[1][over])
+	assert.Equal(t, "oom", tab.Rows[2][over])
+	require.Len(t, tab.Notes, 2)
+	assert.Contains(t, tab.Notes[0], "met the device's capacity")
+	// tiny ends with one allocation live, the same for every strategy.
+	assert.Equal(t, int64(1), results[1].LiveAtEnd)
+	assert.Equal(t, "testdata/tiny.csv: 1 allocation (3.81 MiB) still live at the end of the trace (a leak, or a trace that ended mid-step)", tab.Notes[1])
+
+	var b bytes.Buffer
+	require.NoError(t, report.OverheadFigure(results, report.Options{}).Write(&b, report.SVG, 0))
+	assert.Contains(t, b.String(), results[2].Strategy[:strings.IndexByte(results[2].Strategy+":", ':')]+"†")
+
+	dir := t.TempDir()
+	_, err := report.Write(dir, results, report.Options{Formats: []report.Format{report.SVG}})
+	require.NoError(t, err)
+	idx, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	require.NoError(t, err)
+	assert.Contains(t, string(idx), "still live at the end of the trace")
 }
 
 // TestWrite writes a report in every format and checks each file.
@@ -140,7 +227,7 @@ func TestWrite(t *testing.T) {
 	})
 	require.NoError(t, err)
 	var want []string
-	for _, fig := range []string{"overhead", "tiny-fragmentation", "tiny-memory", "tiny-peak", "tiny-trace"} {
+	for _, fig := range []string{"overhead", "tiny-fragmentation", "tiny-memory", "tiny-memory-panels", "tiny-peak", "tiny-trace"} {
 		for _, ext := range []string{"pdf", "png", "svg"} {
 			want = append(want, fig+"."+ext)
 		}
@@ -167,7 +254,7 @@ func TestWrite(t *testing.T) {
 	idx, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	require.NoError(t, err)
 	assert.NoError(t, wellFormed(bytes.TrimPrefix(idx, []byte("<!DOCTYPE html>"))), "index.html")
-	assert.Equal(t, 5, strings.Count(string(idx), "<svg "), "every figure inline")
+	assert.Equal(t, 6, strings.Count(string(idx), "<svg "), "every figure inline")
 	for _, s := range strategies {
 		assert.Contains(t, string(idx), "<td>"+s+"</td>")
 	}
@@ -226,7 +313,7 @@ func TestWriteWithoutSeries(t *testing.T) {
 	assert.Equal(t, []string{"index.html", "overhead.png", "summary.csv", "summary.json", "timeseries.csv", "tiny-peak.png"}, files)
 	idx, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	require.NoError(t, err)
-	assert.Contains(t, string(idx), `<img class="fig" src="tiny-peak.png"`)
+	assert.Contains(t, string(idx), `id="tiny-peak"`)
 }
 
 func TestWriteTimeSeries(t *testing.T) {

@@ -76,35 +76,73 @@ func WriteTimeSeries(w io.Writer, results []sim.Result) error {
 }
 
 // A Table is a summary of results for people: column heads, which columns
-// are numbers (aligned right), and rows of formatted cells.
+// are numbers (aligned right), rows of formatted cells, and notes that
+// explain marks in the cells and what the rows cannot say.
 type Table struct {
 	Head  []string
 	Right []bool
 	Rows  [][]string
+	Notes []string
 }
 
-// Write lays the table out in aligned columns, as simulate prints it.
-func (t Table) Write(w io.Writer) error { return tabular.Layout(w, t.Head, t.Right, t.Rows) }
+// Write lays the table out in aligned columns, as simulate prints it,
+// and its notes below it, one a line.
+func (t Table) Write(w io.Writer) error {
+	if err := tabular.Layout(w, t.Head, t.Right, t.Rows); err != nil {
+		return err
+	}
+	for _, n := range t.Notes {
+		if _, err := fmt.Fprintln(w, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CapacityMark follows the peak reserved bytes of a result whose strategy
+// met the device's capacity (see sim.Result.DeviceFullAllocs).
+const CapacityMark = "*"
 
 // SummaryTable formats results as the table simulate prints: trace,
-// strategy (its [ShortSpec]), events, lower bound, peaks, overhead and
-// fragmentation as percentages, device calls, cache hits and OOMs; and,
+// strategy (its [ShortSpec]), events, lower bound, peaks, overhead as a
+// ratio (peak reserved / lower bound, "1.47×", as in JSON and the
+// figures), fragmentation as a percentage, device calls, cache hits and
+// OOMs; and,
 // when a result was timed (see sim.Config.MeasureTime), the mean time of an
 // alloc served from the cache and of one that called the device, and the
-// total time of device calls; and the offline plan's bytes and the minimum
-// capacity when results have them.
+// total time of device calls; the offline plan's bytes and the minimum
+// capacity when results have them. A peak reserved that depends on the
+// capacity carries [CapacityMark]; the notes say what the mark means, and
+// which traces end with allocations still live.
 func SummaryTable(results []sim.Result) Table {
 	t := Table{
 		Head: []string{"TRACE", "STRATEGY", "EVENTS", "LOWER BOUND", "PEAK ALLOCATED", "PEAK RESERVED",
 			"OVERHEAD", "FRAG", "FREE FRAG", "DEVICE MALLOCS", "DEVICE MALLOC BYTES", "CACHE HITS", "OOMS"},
 		Right: []bool{false, false, true, true, true, true, true, true, true, true, true, true, true},
 	}
+	marked := false
+	var leaks []string
+	seen := map[string]bool{}
 	for _, r := range results {
+		reserved := gpualloc.FormatSize(r.PeakReservedBytes)
+		if r.DeviceFullAllocs > 0 {
+			reserved += CapacityMark
+			marked = true
+		}
+		if r.LiveAtEnd > 0 && !seen[r.Trace] {
+			seen[r.Trace] = true
+			leaks = append(leaks, fmt.Sprintf("%s: %s (%s) still live at the end of the trace (a leak, or a trace that ended mid-step)",
+				r.Trace, plural(r.LiveAtEnd, "allocation"), gpualloc.FormatSize(r.LiveBytesAtEnd)))
+		}
 		t.Rows = append(t.Rows, []string{r.Trace, ShortSpec(r.Strategy), tabular.Count(r.Events),
-			gpualloc.FormatSize(r.PeakRequestedBytes), gpualloc.FormatSize(r.PeakAllocatedBytes), gpualloc.FormatSize(r.PeakReservedBytes),
-			overheadPercent(r), fragmentation(r), freeFragmentation(r), tabular.Count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
+			gpualloc.FormatSize(r.PeakRequestedBytes), gpualloc.FormatSize(r.PeakAllocatedBytes), reserved,
+			overheadCell(r), fragmentation(r), freeFragmentation(r), tabular.Count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
 			share(r.CacheHits, r.Allocs), tabular.Count(r.OOMs)})
 	}
+	if marked {
+		t.Notes = append(t.Notes, CapacityMark+" the strategy met the device's capacity (it released its cache or retried because the device was full): its figures change with --capacity")
+	}
+	t.Notes = append(t.Notes, leaks...)
 	if slices.ContainsFunc(results, func(r sim.Result) bool { return r.DeviceCallNSTotal != nil }) {
 		t.Head = append(t.Head, "ALLOC HIT", "ALLOC DEVICE", "DEVICE TIME")
 		t.Right = append(t.Right, true, true, true)
@@ -134,18 +172,23 @@ func totalNS(ns *int64) string {
 	return time.Duration(*ns).Round(time.Microsecond).String()
 }
 
-// overheadPercent is the reserved memory above the lower bound, as a
-// percentage. A strategy that ran out of memory did not hold what the trace
-// needed: its figure says nothing of its efficiency, and the table says
-// "oom".
-func overheadPercent(r sim.Result) string {
-	switch {
-	case r.OOMs > 0:
+// overheadCell is the overhead as the figures write it (see
+// overheadRatio). A strategy that ran out of memory did not hold what the
+// trace needed: its figure says nothing of its efficiency, and the table
+// says "oom".
+func overheadCell(r sim.Result) string {
+	if r.OOMs > 0 {
 		return "oom"
-	case r.PeakRequestedBytes == 0:
-		return "-"
 	}
-	return fmt.Sprintf("%+.1f%%", (r.Overhead-1)*100)
+	return overheadRatio(r)
+}
+
+// plural formats a count of things: "1 allocation", "2 allocations".
+func plural(n int64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return tabular.Count(n) + " " + thing + "s"
 }
 
 // fragmentation is as overheadPercent is, for GMLake's fragmentation.

@@ -178,6 +178,18 @@ func (t ratioTicks) Ticks(min, max float64) []plot.Tick {
 	if !t.log {
 		return niceTicks(min, max, xLabels, label)
 	}
+	return logTicks(min, max, label)
+}
+
+// plainLogTicks mark a logarithmic axis of plain numbers.
+type plainLogTicks struct{}
+
+func (plainLogTicks) Ticks(min, max float64) []plot.Tick {
+	return logTicks(min, max, func(v float64) string { return trimFloat(v, 4) })
+}
+
+// logTicks marks a logarithmic axis from min to max (both > 0).
+func logTicks(min, max float64, label func(float64) string) []plot.Tick {
 	// Every multiple of a power of ten in range, labelled at 1, 2 and 5,
 	// or at each one when that would give fewer than three labels.
 	var ticks []plot.Tick

@@ -142,7 +142,9 @@ func (c Config) validate() error {
 // expandable_segments, max_non_split_rounding_mb, and (an extension)
 // memory_fraction. Keys PyTorch knows that do not affect where blocks go
 // (release_lock_on_cudamalloc, pinned_use_cuda_host_register,
-// pinned_num_register_threads, backend) are accepted and ignored. As in
+// pinned_num_register_threads, backend:native) are accepted and ignored;
+// backend:cudaMallocAsync, which PyTorch serves with CUDA's own
+// stream-ordered allocator, is an error. As in
 // PyTorch, one trailing comma is allowed but an empty setting is not (see
 // [snapshot.SplitConf]). An unknown key or a bad value is a
 // *gpualloc.ParamError naming the key.
@@ -228,8 +230,15 @@ func (c *Config) set(k, v string) error {
 			return bad(err.Error())
 		}
 		c.RoundupPower2Divisions = d
+	case "backend":
+		// PyTorch's c10/cuda/CUDAAllocatorConfig.cpp takes native or
+		// cudaMallocAsync; the second replaces the caching allocator
+		// with CUDA's stream-ordered one, which is not modelled here.
+		if v != "native" {
+			return bad("only native, PyTorch's caching allocator, is modelled (cudaMallocAsync hands allocation to the CUDA driver's own pool)")
+		}
 	case "release_lock_on_cudamalloc", "pinned_use_cuda_host_register", "pinned_num_register_threads",
-		"pinned_use_background_threads", "backend", "graph_capture_record_stream_reuse":
+		"pinned_use_background_threads", "graph_capture_record_stream_reuse":
 	default:
 		return &gpualloc.ParamError{Key: k, Msg: "unknown setting (known: max_split_size_mb, roundup_power2_divisions, " +
 			"garbage_collection_threshold, expandable_segments, max_non_split_rounding_mb, memory_fraction)"}

@@ -232,6 +232,7 @@ func TestParseConf(t *testing.T) {
 		{"roundup_power2_divisions:3", "roundup_power2_divisions"},
 		{"roundup_power2_divisions:[100:2]", "roundup_power2_divisions"},
 		{"expandable_segments:maybe", "expandable_segments"},
+		{"backend:cudaMallocAsync", "backend"},
 		{"bogus:1", "bogus"},
 	} {
 		_, err := pytorch.ParseConf(tt.conf)
@@ -312,7 +313,7 @@ func TestRestore(t *testing.T) {
 // TestConfSyntax checks the commas of PYTORCH_CUDA_ALLOC_CONF as PyTorch's
 // parser reads them: one trailing comma is allowed, an empty setting is not.
 func TestConfSyntax(t *testing.T) {
-	for _, conf := range []string{"", " ", "max_split_size_mb:128,", "max_split_size_mb:128 , expandable_segments:False, "} {
+	for _, conf := range []string{"", " ", "max_split_size_mb:128,", "max_split_size_mb:128 , expandable_segments:False, ", "backend:native"} {
 		_, err := pytorch.ParseConf(conf)
 		assert.NoError(t, err, "%q", conf)
 	}
