@@ -31,7 +31,8 @@ time x first fit and best fit) and, while the best is above the lower bound
 the search proved that no lower one exists; method names the heuristic
 (ORDER/FIT) or "search".
 
-A MiniMalloc CSV (id,lower,upper,size) keeps its ids and times. Any other
+A TRACE is a file in any format simulate reads, or a bundled trace by
+name. A MiniMalloc CSV (id,lower,upper,size) keeps its ids and times. Any other
 trace's buffers are its allocations: the id of the trace (".k" added on the
 k-th reuse of an id), and the event indexes of the alloc and the free
 (lower, upper: half-open; never freed: the number of events).

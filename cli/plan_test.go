@@ -35,6 +35,8 @@ func TestPlanGolden(t *testing.T) {
 		{"err_plan_out_devices", []string{"plan", "-o", "x.csv", "testdata/twodev.csv"}, 1},
 		{"err_plan_bad_trace", []string{"plan", "testdata/badfree.csv"}, 1},
 		{"err_convert_to", []string{"convert", "-t", "xla", "testdata/tiny.csv", "-"}, 2},
+		{"err_convert_minimalloc_gz", []string{"convert", "-t", "minimalloc", "testdata/tiny.csv", "out.csv.gz"}, 2},
+		{"plan_bundled_by_name", []string{"plan", "-f", "json", "--no-search", "transformer-cpu"}, 0},
 		{"err_convert_minimalloc_devices", []string{"convert", "-t", "minimalloc", "testdata/twodev.csv", "-"}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

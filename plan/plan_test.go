@@ -215,6 +215,7 @@ func TestFromTrace(t *testing.T) {
 alloc,7,100,0
 alloc,8,50,1
 free,7,,0
+release,,,0
 alloc,7,30,0
 free,8,,1
 `
@@ -224,9 +225,10 @@ free,8,,1
 	require.NoError(t, err)
 	require.Len(t, probs, 2)
 	assert.Equal(t, 0, probs[0].Device)
-	assert.Equal(t, []Buffer{buf("7", 0, 2, 100), buf("7.1", 3, 5, 30)}, probs[0].Buffers)
+	// The release is an event of the trace, and no buffer.
+	assert.Equal(t, []Buffer{buf("7", 0, 2, 100), buf("7.1", 4, 6, 30)}, probs[0].Buffers)
 	assert.Equal(t, 1, probs[1].Device)
-	assert.Equal(t, []Buffer{buf("8", 1, 4, 50)}, probs[1].Buffers)
+	assert.Equal(t, []Buffer{buf("8", 1, 5, 50)}, probs[1].Buffers)
 }
 
 func TestFromMiniMalloc(t *testing.T) {
