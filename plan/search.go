@@ -3,6 +3,7 @@ package plan
 import (
 	"cmp"
 	"context"
+	"math"
 	"slices"
 )
 
@@ -50,6 +51,8 @@ type searcher struct {
 
 	undoOff   []change // minOff changes
 	undoFloor []change // floor changes
+	undoMin   []change // secMin changes
+	secMin    []int64  // per section: the lowest offset of its unplaced buffers; MaxInt64 for none
 	stamp     []int64  // per section: the node that last marked it
 	affected  []int32  // scratch
 
@@ -100,6 +103,7 @@ func newSearcher(ctx context.Context, bufs []Buffer) *searcher {
 	s.cuts = make([]int32, max(nsec-1, 0))
 	s.secBufs = make([][]int32, nsec)
 	s.stamp = make([]int64, nsec)
+	s.secMin = make([]int64, nsec)
 	for i, b := range bufs {
 		lo, _ := slices.BinarySearch(times, b.Lower)
 		hi, _ := slices.BinarySearch(times, b.Upper)
@@ -184,6 +188,12 @@ func (s *searcher) solveAll() outcome {
 	// The sections' floors are 0 again; totals and cuts are restored by the
 	// undoing of every placement.
 	clear(s.floor)
+	for k := range s.secMin {
+		s.secMin[k] = math.MaxInt64
+		if len(s.secBufs[k]) > 0 {
+			s.secMin[k] = 0
+		}
+	}
 	all := make([]int32, len(s.bufs))
 	for i := range all {
 		all[i] = int32(i)
@@ -306,21 +316,19 @@ func (s *searcher) place(bufs []int32, lo, hi int32, b int32, off int64) outcome
 	top := off + buf.Size
 	s.off[b] = off
 	s.sol[b] = off
-	uo, uf := len(s.undoOff), len(s.undoFloor)
+	uo, uf, um := len(s.undoOff), len(s.undoFloor), len(s.undoMin)
+	// The sections whose lowest unplaced offset may have risen: those
+	// where a buffer raised here or b itself held it.
 	s.ticks++
 	s.affected = s.affected[:0]
 	for _, o := range s.overlaps[b] {
-		if s.off[o] < 0 && s.minOff[o] < top {
-			s.undoOff = append(s.undoOff, change{o, s.minOff[o]})
+		if old := s.minOff[o]; s.off[o] < 0 && old < top {
+			s.undoOff = append(s.undoOff, change{o, old})
 			s.minOff[o] = top
-			for k := s.secLo[o]; k < s.secHi[o]; k++ {
-				if s.stamp[k] != int64(s.ticks) {
-					s.stamp[k] = int64(s.ticks)
-					s.affected = append(s.affected, k)
-				}
-			}
+			s.affect(o, old)
 		}
 	}
+	s.affect(b, off)
 	for k := s.secLo[b]; k < s.secHi[b]; k++ {
 		s.undoFloor = append(s.undoFloor, change{k, s.floor[k]})
 		s.floor[k] = max(s.floor[k], top)
@@ -330,13 +338,18 @@ func (s *searcher) place(bufs []int32, lo, hi int32, b int32, off int64) outcome
 	// below the lowest of their lowest offsets, so neither does the
 	// section's floor.
 	for _, k := range s.affected {
-		m := int64(-1)
+		m := int64(math.MaxInt64)
 		for _, o := range s.secBufs[k] {
-			if s.off[o] < 0 && (m < 0 || s.minOff[o] < m) {
+			if s.off[o] < 0 && s.minOff[o] < m {
 				m = s.minOff[o]
 			}
 		}
-		if m > s.floor[k] {
+		if m == s.secMin[k] {
+			continue
+		}
+		s.undoMin = append(s.undoMin, change{k, s.secMin[k]})
+		s.secMin[k] = m
+		if m != math.MaxInt64 && m > s.floor[k] {
 			s.undoFloor = append(s.undoFloor, change{k, s.floor[k]})
 			s.floor[k] = m
 		}
@@ -371,9 +384,23 @@ func (s *searcher) place(bufs []int32, lo, hi int32, b int32, off int64) outcome
 	for i := len(s.undoOff) - 1; i >= uo; i-- {
 		s.minOff[s.undoOff[i].i] = s.undoOff[i].old
 	}
-	s.undoOff, s.undoFloor = s.undoOff[:uo], s.undoFloor[:uf]
+	for i := len(s.undoMin) - 1; i >= um; i-- {
+		s.secMin[s.undoMin[i].i] = s.undoMin[i].old
+	}
+	s.undoOff, s.undoFloor, s.undoMin = s.undoOff[:uo], s.undoFloor[:uf], s.undoMin[:um]
 	s.off[b] = -1
 	return out
+}
+
+// affect marks the sections of buffer o whose lowest unplaced offset was
+// o's old one, for place to compute again.
+func (s *searcher) affect(o int32, old int64) {
+	for k := s.secLo[o]; k < s.secHi[o]; k++ {
+		if s.secMin[k] == old && s.stamp[k] != int64(s.ticks) {
+			s.stamp[k] = int64(s.ticks)
+			s.affected = append(s.affected, k)
+		}
+	}
 }
 
 // fits is the cross-section bound: in every section of [lo, hi), the
