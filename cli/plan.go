@@ -119,27 +119,24 @@ func planCmd(ctx context.Context, e *env, args []string) error {
 	return writePlanRows(e, format, rows)
 }
 
-// A deviceProblem is the planning problem of one device of a trace.
-type deviceProblem = plan.DeviceProblem
-
 // readProblems reads the trace at path into one problem per device: a
 // MiniMalloc CSV with its ids and times, any other trace as plan.FromTrace
 // makes it. A trace without allocations is one empty problem of device 0.
-func readProblems(e *env, path string, opts traces.Options) ([]deviceProblem, error) {
+func readProblems(e *env, path string, opts traces.Options) ([]plan.DeviceProblem, error) {
 	r, err := openTrace(e, path, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	var probs []deviceProblem
+	var probs []plan.DeviceProblem
 	if mr, ok := r.(traces.MiniMallocReader); ok {
-		probs = []deviceProblem{{Problem: plan.FromMiniMalloc(mr.MiniMallocBuffers())}}
+		probs = []plan.DeviceProblem{{Problem: plan.FromMiniMalloc(mr.MiniMallocBuffers())}}
 	} else if probs, err = plan.FromTrace(r); err != nil {
 		return nil, err
 	}
 	reportSkipped(e, path, r)
 	if len(probs) == 0 {
-		probs = []deviceProblem{{}}
+		probs = []plan.DeviceProblem{{}}
 	}
 	return probs, nil
 }
@@ -153,6 +150,9 @@ func writeFileVia(path string, write func(w io.Writer) error) error {
 	}
 	defer os.Remove(tmp.Name())
 	err = write(tmp)
+	if err == nil {
+		err = tmp.Chmod(0o644) // as a file os.Create makes, not the temporary's 0600
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
