@@ -102,6 +102,11 @@ func (p *Params) Open(b Backend) (Allocator, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, v := range p.vals {
+		if v.source != "" && IsSweep(v.value) {
+			return nil, p.Errorf(v.Name, "a range or list of values names several allocators: open each of Params.Expand")
+		}
+	}
 	a, err := s.New(b, p)
 	if pe := (*ParamError)(nil); errors.As(err, &pe) && p.find(pe.Key) != nil {
 		return nil, p.Errorf(pe.Key, "%s", pe.Msg)

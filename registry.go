@@ -25,6 +25,10 @@ type Param struct {
 	Default string   // value when neither the spec nor the environment gives one
 	Doc     string   // one line
 	Env     []string // environment variables that supply the default, first set wins
+	// Settings says that the value is a list of key:value settings in
+	// PYTORCH_CUDA_ALLOC_CONF syntax, so that a sweep varies each setting's
+	// value (see [Params.Expand]).
+	Settings bool
 }
 
 var (

@@ -14,15 +14,21 @@ type backendChoice struct {
 	newBackend func(device int) (gpualloc.Backend, error)
 }
 
-// chooseBackend resolves -b: sim is a virtual device of capacity bytes; host
-// is host memory, limited to capacity when --capacity was given
-// (capacitySet), else to the machine's total memory, so that the capacity
-// reported is the limit that held (mmap alone would hand out address space
-// far beyond it that is never touched); cuda is the GPU of each device
+// chooseBackend resolves -b: sim is a virtual device of capacity bytes, or,
+// when --capacity was not given (capacitySet), of the device's memory as
+// the trace tells it (a PyTorch snapshot that records an out-of-memory
+// error) and else of the default 80 GiB; host is host memory, limited to
+// capacity when --capacity was given, else to the machine's total memory,
+// so that the capacity reported is the limit that held (mmap alone would
+// hand out address space far beyond it that is never touched); cuda is the
+// GPU of each device
 // index, of its own size.
 func chooseBackend(name string, capacity int64, capacitySet bool) (backendChoice, error) {
 	switch name {
 	case "sim":
+		if !capacitySet {
+			return backendChoice{}, nil // sim.DefaultCapacity, or the trace's
+		}
 		return backendChoice{capacity: capacity}, nil
 	case "host":
 		// Fail before any replay if the host backend cannot be had here.

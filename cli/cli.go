@@ -18,6 +18,8 @@
 //	simulate fidelity [flags] SNAPSHOT...  replay PyTorch snapshots with the pytorch strategy and compare its decisions with the recorded ones
 //	simulate plan [flags] TRACE...       place every allocation offline, knowing its lifetime: the offline optimum
 //	simulate strategies                  list strategies with their parameters and defaults
+//	simulate tune [flags] TRACE          search PYTORCH_CUDA_ALLOC_CONF for the lowest peak reserved without OOM
+//	simulate merge -o OUT DIR...         merge the outputs of --shard k/n runs into one report
 //
 // Run "simulate -h" or "simulate COMMAND -h" for the flags. Errors go to
 // standard error as one line, "simulate: FILE:LINE: ..." where a trace is at
@@ -60,7 +62,7 @@ type Command struct {
 	// bar (shown only when Stderr is a terminal); nil discards.
 	Stdout, Stderr io.Writer
 	// LookupEnv looks up an environment variable (GPUALLOC_POOL_TYPE,
-	// MXNET_GPU_MEM_POOL_TYPE, PYTORCH_CUDA_ALLOC_CONF...); nil sees none.
+	// MXNET_GPU_MEM_POOL_TYPE, PYTORCH_ALLOC_CONF...); nil sees none.
 	LookupEnv func(key string) (string, bool)
 }
 
@@ -134,6 +136,10 @@ func dispatch(ctx context.Context, e *env, args []string) error {
 			return fidelityCmd(ctx, e, args[1:])
 		case "plan":
 			return planCmd(ctx, e, args[1:])
+		case "tune":
+			return tuneCmd(ctx, e, args[1:])
+		case "merge":
+			return mergeCmd(e, args[1:])
 		case "help":
 			return replayCmd(ctx, e, []string{"-h"})
 		}

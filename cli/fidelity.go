@@ -17,8 +17,18 @@ Replays PyTorch memory snapshots (torch.cuda.memory._dump_snapshot files)
 with the pytorch strategy, configured from each snapshot's
 allocator_settings and started from the segments and blocks rebuilt for the
 start of its trace, and compares its decisions with the recorded ones: the
-address of each alloc and the size of each segment_alloc. The match rate is
-(address matches + segment matches) / (allocs + segment allocs).
+address of each alloc, the segments allocated (segment_alloc, or
+segment_map with expandable segments) and freed, and the recorded out of
+memory errors (oom). One row per file and device.
+
+MATCH RATE is (address matches + segment matches) / (allocs + segment
+allocs) when the strategy goes on from its own decisions, so that an early
+divergence moves every later address. DECISION RATE is decision matches /
+allocs when the strategy is made to hold the recorded state before each
+alloc, so that each divergence counts once. A device with no alloc in its
+trace (a state-only or legacy snapshot) has nothing to compare: its rates
+are - (null in JSON, empty in CSV). The OOMS columns show only when a
+snapshot records one. Rates are rounded down, so that 100.00% means all.
 
 Flags:
 `
@@ -31,13 +41,13 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 	var format string
 	var mismatches int
 	fs := newFlagSet(e, "simulate fidelity", fidelityUsage)
-	fs.StringVarP(&format, "format", "f", "table", "output format: table or json")
-	fs.IntVar(&mismatches, "mismatches", fidelity.DefaultMaxMismatches, "mismatches to list per snapshot")
+	fs.StringVarP(&format, "format", "f", "table", "output format: table, csv or json")
+	fs.IntVar(&mismatches, "mismatches", fidelity.DefaultMaxMismatches, "mismatches to list per snapshot and device")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if format != "table" && format != "json" {
-		return usagef("-f %s: the format is table or json", format)
+	if format != "table" && format != "json" && format != "csv" {
+		return usagef("-f %s: the format is table, csv or json", format)
 	}
 	if fs.NArg() == 0 {
 		return usagef("fidelity: no SNAPSHOT")
@@ -54,27 +64,72 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		results = append(results, r)
+		results = append(results, r...)
 	}
-	if format == "json" {
+	switch format {
+	case "json":
 		return tabular.WriteJSON(e.stdout, results)
+	case "csv":
+		rows := make([]fidelity.Result, len(results))
+		for i, r := range results {
+			rows[i] = *r
+		}
+		return tabular.WriteCSV(e.stdout, rows)
 	}
-	head := []string{"FILE", "ALLOCS", "ADDRESS MATCHES", "SEGMENT ALLOCS", "SEGMENT MATCHES", "MATCH RATE"}
-	right := []bool{false, true, true, true, true, true}
+	return fidelityTable(e, results)
+}
+
+// fidelityTable writes results as a table, then their notes and first
+// mismatches.
+func fidelityTable(e *env, results []*fidelity.Result) error {
+	ooms := false
+	for _, r := range results {
+		ooms = ooms || r.OOMs > 0
+	}
+	head := []string{"FILE", "DEVICE", "ALLOCS", "ADDRESS MATCHES", "DECISION MATCHES", "SEGMENT ALLOCS", "SEGMENT MATCHES"}
+	if ooms {
+		head = append(head, "OOMS", "OOM MATCHES")
+	}
+	head = append(head, "MATCH RATE", "DECISION RATE")
+	right := make([]bool, len(head))
+	for i := 1; i < len(right); i++ {
+		right[i] = true
+	}
 	count := tabular.Count
 	var rows [][]string
 	for _, r := range results {
-		rows = append(rows, []string{r.File, count(r.Allocs), count(r.AddressMatches), count(r.SegmentAllocs),
-			count(r.SegmentMatches), strconv.FormatFloat(100*r.MatchRate, 'f', 2, 64) + "%"})
+		row := []string{r.File, strconv.Itoa(r.Device), count(r.Allocs), count(r.AddressMatches), count(r.DecisionMatches),
+			count(r.SegmentAllocs), count(r.SegmentMatches)}
+		if ooms {
+			row = append(row, count(r.OOMs), count(r.OOMMatches))
+		}
+		match, decision := "-", "-"
+		if r.MatchRate != nil {
+			match = percentDown(r.AddressMatches+r.SegmentMatches, r.Allocs+r.SegmentAllocs)
+		}
+		if r.DecisionRate != nil {
+			decision = percentDown(r.DecisionMatches, r.Allocs)
+		}
+		rows = append(rows, append(row, match, decision))
 	}
 	if err := tabular.Layout(e.stdout, head, right, rows); err != nil {
 		return err
+	}
+	notes := false
+	for _, r := range results {
+		if r.Note != "" {
+			if !notes {
+				fmt.Fprintln(e.stdout)
+				notes = true
+			}
+			fmt.Fprintf(e.stdout, "%s device %d: %s\n", r.File, r.Device, r.Note)
+		}
 	}
 	for _, r := range results {
 		if len(r.Mismatches) == 0 {
 			continue
 		}
-		fmt.Fprintf(e.stdout, "\n%s: first mismatches\n", r.File)
+		fmt.Fprintf(e.stdout, "\n%s device %d: first mismatches\n", r.File, r.Device)
 		for _, m := range r.Mismatches {
 			fmt.Fprintf(e.stdout, "  %s\n", m)
 		}
@@ -82,8 +137,15 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// percentDown writes n/d as a percentage with two decimals, rounded down,
+// so that only n == d shows 100.00%.
+func percentDown(n, d int64) string {
+	h := n * 10000 / d
+	return fmt.Sprintf("%d.%02d%%", h/100, h%100)
+}
+
 // fidelityFile reads and replays one snapshot; its errors name the file.
-func fidelityFile(path string, mismatches int) (*fidelity.Result, error) {
+func fidelityFile(path string, mismatches int) ([]*fidelity.Result, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	pk "github.com/gpualloc/gpualloc/internal/pickletest"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/fidelity"
 )
 
 var pkSettings = pk.Dict{{K: "PYTORCH_CUDA_ALLOC_CONF", V: ""}, {K: "max_split_size", V: -1}, {K: "garbage_collection_threshold", V: 0.0},
@@ -61,7 +62,18 @@ func fidelitySnapshot(lastAddr uint64) []byte {
 // rewrites them, and the test checks that they are what the encoder writes.
 func fidelityFiles() map[string][]byte {
 	bad := pkPickle(pk.Snapshot(nil, [][]any{{pkEntry("free_completed", fA0, 100)}}, nil))
+	// torch.cuda.memory_snapshot(): a bare list of segments, one of them
+	// expandable, with no history.
+	exp := pk.Segment(0, fL0, 0, "large", pk.Block(fL0, 5<<20, 5<<20, "active_allocated"), pk.Block(fL0+5<<20, 15<<20, 0, "inactive"))
+	for i, kv := range exp {
+		if kv.K == "is_expandable" {
+			exp[i].V = true
+		}
+	}
+	legacy := pk.Encode([]any{pk.Segment(0, fA0, 0, "small", pk.Block(fA0, 512, 300, "active_allocated"), pk.Block(fA0+512, 2<<20-512, 0, "inactive")), exp},
+		pk.Options{Proto: 2})
 	return map[string][]byte{
+		"fidelity_legacy.pickle":   legacy,
 		"fidelity_match.pickle":    fidelitySnapshot(fA0),
 		"fidelity_mismatch.pickle": fidelitySnapshot(fA0 + 2048),
 		"fidelity_bad.pickle":      bad,
@@ -90,7 +102,9 @@ func TestFidelityGolden(t *testing.T) {
 		{"err_fidelity_bad", []string{"fidelity", p("match.pickle"), p("bad.pickle")}, 1},
 		{"err_fidelity_not_snapshot", []string{"fidelity", "testdata/tiny.csv"}, 1},
 		{"err_fidelity_no_args", []string{"fidelity"}, 2},
-		{"err_fidelity_format", []string{"fidelity", "-f", "csv", p("match.pickle")}, 2},
+		{"fidelity_csv", []string{"fidelity", "-f", "csv", p("match.pickle"), p("mismatch.pickle")}, 0},
+		{"fidelity_legacy", []string{"fidelity", p("legacy.pickle"), p("match.pickle")}, 0},
+		{"err_fidelity_format", []string{"fidelity", "-f", "xml", p("match.pickle")}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := run(t, nil, tc.args...)
@@ -115,19 +129,57 @@ func TestFidelityShared(t *testing.T) {
 	files := pk.SharedSnapshots(t, sharedSnapshotDir)
 	code, stdout, stderr := run(t, nil, append([]string{"fidelity", "-f", "json"}, files...)...)
 	require.Equal(t, 0, code, stderr)
-	var res []struct {
-		File           string  `json:"file"`
-		Allocs         int64   `json:"allocs"`
-		AddressMatches int64   `json:"address_matches"`
-		SegmentAllocs  int64   `json:"segment_allocs"`
-		SegmentMatches int64   `json:"segment_matches"`
-		MatchRate      float64 `json:"match_rate"`
-	}
+	var res []fidelity.Result
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
 	require.Len(t, res, len(files))
 	for _, r := range res {
-		t.Logf("%s: %d/%d addresses, %d/%d segments, match rate %.4f", filepath.Base(r.File),
-			r.AddressMatches, r.Allocs, r.SegmentMatches, r.SegmentAllocs, r.MatchRate)
-		assert.Equal(t, 1.0, r.MatchRate, "%s", r.File)
+		t.Logf("%s device %d: %d/%d addresses, %d/%d decisions, %d/%d segments", filepath.Base(r.File), r.Device,
+			r.AddressMatches, r.Allocs, r.DecisionMatches, r.Allocs, r.SegmentMatches, r.SegmentAllocs)
+		if filepath.Base(r.File) == "segments_only.pickle" {
+			assert.Nil(t, r.MatchRate, "no trace: no claim")
+			assert.Nil(t, r.DecisionRate, "no trace: no claim")
+			assert.Equal(t, "no allocation history: nothing to compare", r.Note)
+			continue
+		}
+		require.NotNil(t, r.MatchRate, "%s", r.File)
+		assert.Equal(t, 1.0, *r.MatchRate, "%s", r.File)
+		assert.Equal(t, 1.0, *r.DecisionRate, "%s", r.File)
+		assert.Equal(t, r.SegmentAllocs, r.SegmentMatches, "%s", r.File)
+	}
+}
+
+// TestHelpOnce checks that -h and --help print each command's usage once.
+func TestHelpOnce(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"fidelity", "-h"}, {"inspect", "--help"}, {"convert", "-h"}} {
+		code, stdout, _ := run(t, nil, args...)
+		assert.Equal(t, 0, code, "%v", args)
+		assert.Equal(t, 1, strings.Count(stdout, "usage:"), "%v: %s", args, stdout)
+	}
+}
+
+// TestFidelityOfExports exports pytorch replays, whole and as windows, with
+// simulate --snapshot and checks them with simulate fidelity: every
+// decision is the recorded one.
+func TestFidelityOfExports(t *testing.T) {
+	for _, args := range [][]string{
+		{"-s", "pytorch", "-s", "pytorch:expandable_segments=true", "-s", "pytorch:max_split_size_mb=20,roundup_power2_divisions=4"},
+		{"-s", "pytorch", "-s", "pytorch:expandable_segments=true", "-s", "pytorch:max_split_size_mb=20", "--snapshot-entries", "3"},
+	} {
+		dir := t.TempDir()
+		code, _, stderr := run(t, nil, append(append([]string{"--snapshot", dir}, args...), "testdata/tiny.csv", "testdata/twodev.csv")...)
+		require.Equal(t, 0, code, stderr)
+		files, err := filepath.Glob(filepath.Join(dir, "*.pickle"))
+		require.NoError(t, err)
+		require.Len(t, files, 6)
+		code, stdout, stderr := run(t, nil, append([]string{"fidelity", "-f", "json"}, files...)...)
+		require.Equal(t, 0, code, stderr)
+		var res []fidelity.Result
+		require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+		require.Len(t, res, 3*(1+2), "one row per file and device")
+		for _, r := range res {
+			assert.Empty(t, r.Mismatches, "%s device %d", r.File, r.Device)
+			assert.Equal(t, r.Allocs, r.DecisionMatches, "%s device %d", r.File, r.Device)
+			assert.Equal(t, r.SegmentAllocs, r.SegmentMatches, "%s device %d", r.File, r.Device)
+		}
 	}
 }

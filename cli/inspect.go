@@ -3,6 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+
 	"github.com/gpualloc/gpualloc/internal/tabular"
 
 	"github.com/gpualloc/gpualloc"
@@ -12,17 +15,25 @@ import (
 const inspectUsage = `usage: simulate inspect [flags] TRACE...
 
 Describes each trace: its events, the peak of live requested bytes (the
-lower bound any strategy needs), its sizes, streams and devices. With no
-TRACE it describes the bundled sample traces. A TRACE is read as simulate
-reads it (simulate -h): a file in any of the four formats, - for standard
-input, or the name of a bundled trace (a file of that name wins).
+lower bound any strategy needs), its sizes, streams and devices. A trace of
+several devices is described whole (DEVICE all) and then device by device,
+each with its own lower bound. With no TRACE it describes the bundled sample
+traces. A TRACE is read as simulate reads it (simulate -h): a file in any of
+the four formats, - for standard input, or the name of a bundled trace (a
+file of that name wins).
 
 Flags:
 `
 
 // traceInfo describes a trace, for inspect.
+//
+// A trace of several devices is described whole and then device by device:
+// Device is nil on the first, the index of the device on the others (left
+// out of JSON when nil), whose figures are that device's alone (Skipped and
+// AllocFailures, counted for the whole trace, are 0 there).
 type traceInfo struct {
 	Trace         string `json:"trace"`
+	Device        *int   `json:"device,omitempty"`
 	Format        string `json:"format"`
 	Events        int64  `json:"events"`
 	Allocs        int64  `json:"allocs"`
@@ -67,7 +78,7 @@ func inspectCmd(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		infos = append(infos, info)
+		infos = append(infos, info...)
 	}
 	switch format {
 	case "json":
@@ -78,6 +89,11 @@ func inspectCmd(ctx context.Context, e *env, args []string) error {
 	head := []string{"TRACE", "FORMAT", "EVENTS", "ALLOCS", "FREES", "PEAK LIVE", "PEAK LIVE ALLOCS",
 		"DISTINCT SIZES", "MIN SIZE", "MAX SIZE", "STREAMS", "DEVICES", "DURATION"}
 	right := []bool{false, false, true, true, true, true, true, true, true, true, true, true, true}
+	perDevice := slices.ContainsFunc(infos, func(i traceInfo) bool { return i.Device != nil })
+	if perDevice {
+		head = slices.Insert(head, 1, "DEVICE")
+		right = slices.Insert(right, 1, true)
+	}
 	count := tabular.Count
 	var rows [][]string
 	for _, i := range infos {
@@ -85,81 +101,130 @@ func inspectCmd(ctx context.Context, e *env, args []string) error {
 		if i.DurationUS > 0 {
 			dur = duration(i.DurationUS)
 		}
-		rows = append(rows, []string{i.Trace, i.Format, count(i.Events), count(i.Allocs), count(i.Frees),
+		row := []string{i.Trace, i.Format, count(i.Events), count(i.Allocs), count(i.Frees),
 			gpualloc.FormatSize(i.PeakLiveBytes), count(i.PeakLive), count(i.DistinctSizes),
-			gpualloc.FormatSize(i.MinSize), gpualloc.FormatSize(i.MaxSize), count(i.Streams), count(i.Devices), dur})
+			gpualloc.FormatSize(i.MinSize), gpualloc.FormatSize(i.MaxSize), count(i.Streams), count(i.Devices), dur}
+		if perDevice {
+			d := "all"
+			if i.Device != nil {
+				d = strconv.Itoa(*i.Device)
+			}
+			row = slices.Insert(row, 1, d)
+		}
+		rows = append(rows, row)
 	}
 	return tabular.Layout(e.stdout, head, right, rows)
 }
 
-// inspect reads a trace through and describes it. Its memory grows with the
-// distinct sizes, streams and devices, not with the trace's length.
-func inspect(in *input) (traceInfo, error) {
+// inspect reads a trace through and describes it, and, for a trace of
+// several devices, each device alone (see infoRows). Its memory grows with
+// the distinct sizes, streams and devices, not with the trace's length.
+func inspect(in *input) ([]traceInfo, error) {
 	r, c, err := in.open()
 	if err != nil {
-		return traceInfo{}, err
+		return nil, err
 	}
 	defer c.Close()
-	info := traceInfo{Trace: in.name}
+	all := newInfoAcc(in.name, nil)
 	if f, ok := r.(traces.FileReader); ok {
-		info.Format = f.Format()
+		all.info.Format = f.Format()
 	}
-	sizes := map[int64]struct{}{}
-	streams := map[uint64]struct{}{}
-	devices := map[int32]struct{}{}
-	var live, liveBytes, total int64
-	first, last := traces.NoTime, traces.NoTime
+	var devs []*infoAcc // by device index
 	for r.Scan() {
 		ev := r.Event()
-		info.Events++
-		if ev.TimeUS != traces.NoTime {
-			if first == traces.NoTime {
-				first = ev.TimeUS
-			}
-			last = ev.TimeUS
+		all.add(&ev)
+		d := int(ev.Device)
+		if d >= len(devs) {
+			devs = append(devs, make([]*infoAcc, d+1-len(devs))...)
 		}
-		if ev.Op == traces.OpRelease {
-			info.Releases++
-			continue
+		if devs[d] == nil {
+			index := d
+			devs[d] = newInfoAcc(in.name, &index)
+			devs[d].info.Format = all.info.Format
 		}
-		if ev.Op == traces.OpFree {
-			info.Frees++
-			live--
-			liveBytes -= ev.Size
-			continue
-		}
-		info.Allocs++
-		live++
-		liveBytes += ev.Size
-		total += ev.Size
-		info.PeakLive = max(info.PeakLive, live)
-		info.PeakLiveBytes = max(info.PeakLiveBytes, liveBytes)
-		sizes[ev.Size] = struct{}{}
-		streams[ev.Stream] = struct{}{}
-		devices[ev.Device] = struct{}{}
-		if info.MinSize == 0 || ev.Size < info.MinSize {
-			info.MinSize = ev.Size
-		}
-		info.MaxSize = max(info.MaxSize, ev.Size)
+		devs[d].add(&ev)
 	}
 	if err := r.Err(); err != nil {
-		return traceInfo{}, err
+		return nil, err
 	}
 	if f, ok := r.(traces.FileReader); ok {
-		info.Skipped = f.Skipped()
-		info.AllocFailures = f.AllocFailures()
+		all.info.Skipped = f.Skipped()
+		all.info.AllocFailures = f.AllocFailures()
 	}
-	info.LiveAtEnd = live
-	info.DistinctSizes = int64(len(sizes))
-	info.Streams = int64(len(streams))
-	info.Devices = int64(len(devices))
+	out := []traceInfo{all.done()}
+	if out[0].Devices > 1 {
+		for _, d := range devs {
+			if d != nil {
+				out = append(out, d.done())
+			}
+		}
+	}
+	return out, nil
+}
+
+// infoAcc gathers the description of a trace, or of one of its devices.
+type infoAcc struct {
+	info            traceInfo
+	sizes           map[int64]struct{}
+	streams         map[uint64]struct{}
+	devices         map[int32]struct{}
+	live, liveBytes int64
+	total           int64
+	first, last     int64
+}
+
+func newInfoAcc(name string, device *int) *infoAcc {
+	return &infoAcc{info: traceInfo{Trace: name, Device: device}, sizes: map[int64]struct{}{}, streams: map[uint64]struct{}{},
+		devices: map[int32]struct{}{}, first: traces.NoTime, last: traces.NoTime}
+}
+
+func (a *infoAcc) add(ev *traces.Event) {
+	info := &a.info
+	info.Events++
+	if ev.TimeUS != traces.NoTime {
+		if a.first == traces.NoTime {
+			a.first = ev.TimeUS
+		}
+		a.last = ev.TimeUS
+	}
+	if ev.Op == traces.OpRelease {
+		info.Releases++
+		return
+	}
+	if ev.Op == traces.OpFree {
+		info.Frees++
+		a.live--
+		a.liveBytes -= ev.Size
+		return
+	}
+	info.Allocs++
+	a.live++
+	a.liveBytes += ev.Size
+	a.total += ev.Size
+	info.PeakLive = max(info.PeakLive, a.live)
+	info.PeakLiveBytes = max(info.PeakLiveBytes, a.liveBytes)
+	a.sizes[ev.Size] = struct{}{}
+	a.streams[ev.Stream] = struct{}{}
+	a.devices[ev.Device] = struct{}{}
+	if info.MinSize == 0 || ev.Size < info.MinSize {
+		info.MinSize = ev.Size
+	}
+	info.MaxSize = max(info.MaxSize, ev.Size)
+}
+
+func (a *infoAcc) done() traceInfo {
+	info := a.info
+	info.LiveAtEnd = a.live
+	info.DistinctSizes = int64(len(a.sizes))
+	info.Streams = int64(len(a.streams))
+	info.Devices = int64(len(a.devices))
 	if info.Allocs > 0 {
-		info.MeanSize = total / info.Allocs
+		info.MeanSize = a.total / info.Allocs
 	}
-	if first != traces.NoTime {
-		info.DurationUS = last - first
+	if a.first != traces.NoTime {
+		info.DurationUS = a.last - a.first
 	}
-	return info, nil
+	return info
 }
 
 // duration formats microseconds for people: "90 µs", "12.5 ms", "2.84 s".

@@ -162,17 +162,23 @@ func TestGolden(t *testing.T) {
 		{"err_figures", nil, []string{"-o", "nosuch", "--figures", "memory,pie", "testdata/tiny.csv"}, 2},
 		{"err_pytorch_async", map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, []string{"testdata/tiny.csv"}, 2},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := run(t, tc.env, tc.args...)
-			assert.Equal(t, tc.code, code, "exit status; stderr: %s", stderr)
-			golden(t, tc.name+".stdout", normalize(stdout))
-			golden(t, tc.name+".stderr", stderr)
-			if code != 0 {
-				lines := strings.Split(strings.TrimSpace(stderr), "\n")
-				assert.True(t, strings.HasPrefix(lines[0], "simulate: "), "error line %q", lines[0])
-				assert.NotContains(t, stderr, "goroutine", "no stack traces")
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { goldenRun(t, tc.name, tc.env, tc.code, tc.args...) })
+	}
+}
+
+// goldenRun runs the command and checks its exit status, and its output
+// against the golden files NAME.stdout (timings zeroed) and NAME.stderr; an
+// error is one line, "simulate: ...", without a stack trace.
+func goldenRun(t *testing.T, name string, env map[string]string, wantCode int, args ...string) {
+	t.Helper()
+	code, stdout, stderr := run(t, env, args...)
+	assert.Equal(t, wantCode, code, "exit status; stderr: %s", stderr)
+	golden(t, name+".stdout", normalize(stdout))
+	golden(t, name+".stderr", stderr)
+	if code != 0 {
+		assert.True(t, strings.HasPrefix(stderr, "simulate: "), "error line %q", stderr)
+		assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+		assert.NotContains(t, stderr, "goroutine", "no stack traces")
 	}
 }
 

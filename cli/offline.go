@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,45 +17,60 @@ import (
 const mib = 1 << 20
 
 // offlineBytes plans the allocations of a trace offline (see simulate
-// plan), one problem per device, and returns the sum of the heights.
-func offlineBytes(ctx context.Context, in *input, limit time.Duration) (int64, error) {
+// plan), one problem per device, and returns the height of each device's
+// plan, by device index.
+func offlineBytes(ctx context.Context, in *input, limit time.Duration) (map[int]int64, error) {
 	r, c, err := in.open()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer c.Close()
 	probs, err := plan.FromTrace(r)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var sum int64
+	heights := map[int]int64{}
 	for _, p := range probs {
 		sol, err := plan.Solve(ctx, p.Problem, plan.Options{TimeLimit: limit})
 		if err != nil {
-			return 0, fmt.Errorf("%s: offline plan: %w", in.name, err)
+			return nil, fmt.Errorf("%s: offline plan: %w", in.name, err)
 		}
-		sum += sol.Height
+		heights[p.Device] = sol.Height
 	}
-	return sum, nil
+	return heights, nil
 }
 
-// addReferences fills the OfflineBytes (offline) and MinCapacityBytes
-// (minCap) of the successful results of out, which are those of jobs, on
-// up to workers goroutines.
+// addReferences fills the OfflineBytes (offline: the sum over devices, and
+// each device's in Devices) and MinCapacityBytes (minCap) of the successful
+// results of out, which are those of jobs, on up to workers goroutines.
 func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []sim.JobResult, offline, minCap bool, limit time.Duration, workers int) error {
-	byTrace := map[string]*input{}
+	// The traces of the jobs (a shard runs some of them).
+	var used []*input
 	for _, in := range inputs {
-		byTrace[in.name] = in
+		if slices.ContainsFunc(jobs, func(j sim.Job) bool { return j.Config.Trace == in.name }) {
+			used = append(used, in)
+		}
 	}
 	if offline {
-		for _, in := range inputs {
-			h, err := offlineBytes(ctx, in, limit)
+		for _, in := range used {
+			heights, err := offlineBytes(ctx, in, limit)
 			if err != nil {
 				return err
 			}
+			var sum int64
+			for _, h := range heights {
+				sum += h
+			}
 			for i := range out {
-				if out[i].Err == nil && jobs[i].Config.Trace == in.name {
-					out[i].Result.OfflineBytes = &h
+				if out[i].Err != nil || jobs[i].Config.Trace != in.name {
+					continue
+				}
+				out[i].Result.OfflineBytes = &sum
+				for j := range out[i].Result.Devices {
+					d := &out[i].Result.Devices[j]
+					if h, ok := heights[d.Device]; ok {
+						d.OfflineBytes = &h
+					}
 				}
 			}
 		}
@@ -64,7 +80,7 @@ func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []s
 	}
 	// Each trace decoded once, replayed from memory.
 	events := map[string][]traces.Event{}
-	for _, in := range inputs {
+	for _, in := range used {
 		r, c, err := in.open()
 		if err != nil {
 			return err

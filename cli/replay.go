@@ -33,7 +33,10 @@ Strategies: every -s spec; else the one the environment chooses
 (GPUALLOC_POOL_TYPE, then MXNET_GPU_MEM_POOL_TYPE); else every built-in
 strategy. 'simulate strategies' lists them with their parameters.
 
-Backends (-b): sim, a virtual device of --capacity bytes (the default);
+Backends (-b): sim, a virtual device of --capacity bytes (the default; a
+PyTorch snapshot that records an out-of-memory error, replayed without
+--capacity, gives each device the memory the error tells: its free bytes
+then plus the segments PyTorch held);
 host, real host memory, each device allocation an mmap and each free a
 munmap, limited to --capacity when the flag is given, else to the
 machine's total memory (capacity_bytes reports the limit that held); cuda,
@@ -48,12 +51,22 @@ because the device was full, and its figures change with --capacity. The
 table's notes, and live_at_end and live_bytes_at_end, say what a trace
 left live at its end.
 
+A trace that several strategies replay (a sweep: -s round:cutoff=20..24,
+or several -s) is decoded once and held in memory, 48 bytes an event, while
+its replays run from memory, in parallel.
+
 With -o DIR it also writes a report into DIR: summary.csv and summary.json
 (the result schema), timeseries.csv, figures for each trace and across
 traces (memory over time, in one plot and in a panel per strategy,
 fragmentation over time, peak reserved, the trace, and overhead), and
 index.html, which shows them all. --figures, --width, --height, --title
 and --log-y shape the figures.
+` + snapshotUsage + `
+With --shard k/n it runs the k-th of n parts of the replays, the traces
+through the strategies taken trace by trace in a fixed order, so that the n
+shards of the same command line share the work out exactly; with -o DIR a
+shard writes its summaries and what 'simulate merge -o OUT DIR...' needs
+to make the report of the whole run.
 
 With --offline each result also gives offline_bytes, the memory of the
 offline plan of its trace ('simulate plan': each allocation placed knowing
@@ -68,7 +81,7 @@ trying eight capacities spread below the answer, for strategies whose OOMs do
 not follow the capacity (MXNet's reserve, pools sized from the device): for
 those, a smaller capacity without OOM may lie between the points tried.
 
-Commands: inspect, convert, gen, fidelity, plan, strategies ('simulate COMMAND -h').
+Commands: inspect, convert, gen, fidelity, plan, strategies, tune, merge ('simulate COMMAND -h').
 
 Flags:
 `
@@ -84,6 +97,8 @@ type replayFlags struct {
 	out        string
 	figures    figureFlags
 	progress   string
+	snapshot   snapshotFlags
+	shard      string
 
 	offline     bool
 	minCapacity bool
@@ -93,7 +108,7 @@ type replayFlags struct {
 func replayCmd(ctx context.Context, e *env, args []string) error {
 	var f replayFlags
 	fs := newFlagSet(e, "simulate", replayUsage)
-	fs.StringArrayVarP(&f.strategies, "strategy", "s", nil, "strategy `SPEC`, as round or round:cutoff=20 (repeatable; all = every registered strategy)")
+	fs.StringArrayVarP(&f.strategies, "strategy", "s", nil, "strategy `SPEC`, as round or round:cutoff=20; a..b, a..b/STEP and x|y|z in values sweep them (repeatable; all = every registered strategy)")
 	fs.StringVarP(&f.backend, "backend", "b", "sim", "backend: sim (the virtual device), host (host memory) or cuda (NVIDIA GPUs)")
 	fs.StringVar(&f.capacity, "capacity", "80GiB", "virtual device `SIZE` (bytes, or units KiB, MiB, GiB, ... KB, MB, GB, ...); for -b sim; with -b host, a limit, the machine's memory when not given")
 	fs.StringVarP(&f.format, "format", "f", "table", "output format: table, csv or json")
@@ -102,6 +117,8 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVarP(&f.out, "out", "o", "", "write a report (summaries, time series, figures, index.html) into `DIR`")
 	f.figures.add(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
+	f.snapshot.register(fs)
+	fs.StringVar(&f.shard, "shard", "", "run only the `k/n`-th part of the replays (traces x strategies), 1 <= k <= n; with -o, write it for 'simulate merge'")
 	fs.BoolVar(&f.offline, "offline", false, "add offline_bytes: the memory of the offline plan of each trace (simulate plan)")
 	fs.BoolVar(&f.minCapacity, "min-capacity", false, "add min_capacity_bytes: the smallest device, in MiB, on which each strategy has no OOM (-b sim)")
 	fs.DurationVar(&f.timeLimit, "time-limit", plan.DefaultTimeLimit, "`DURATION` of the offline plan of each trace and device, with --offline")
@@ -131,6 +148,9 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	if f.jobs < 0 {
 		return usagef("--jobs %d: want a positive number", f.jobs)
 	}
+	if err := f.snapshot.check(fs); err != nil {
+		return err
+	}
 	be, err := chooseBackend(f.backend, capacity, fs.Changed("capacity"))
 	if err != nil {
 		return err
@@ -148,6 +168,11 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	sh, err := parseShard(f.shard)
+	if err != nil {
+		return err
+	}
+	run := runID(f, be.capacity, inputs, strategies)
 
 	// A report needs the series of each replay and the request sizes of
 	// each trace, which the first replay of the trace counts.
@@ -156,11 +181,30 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 		series = 0
 	}
 	sizes := make([]*report.SizeCounter, len(inputs))
+	// The jobs are every trace through every strategy, trace by trace;
+	// a shard runs a contiguous part of them.
+	lo, hi := 0, len(inputs)*len(strategies)
+	if sh.n > 0 {
+		lo, hi = sh.jobs(hi)
+	}
+	shared := false
 	var jobs []sim.Job
 	for k, in := range inputs {
-		for i, p := range strategies {
+		first, last := max(lo-k*len(strategies), 0), min(hi-k*len(strategies), len(strategies))
+		if first >= last {
+			continue
+		}
+		var d *decoded
+		if last-first > 1 {
+			shared = true
+			d = in.decodeOnce(last-first, f.out != "")
+			sizes[k] = d.sizes
+		}
+		for i := first; i < last; i++ {
 			open := in.open
-			if f.out != "" && i == 0 {
+			if d != nil {
+				open = d.open
+			} else if f.out != "" && i == first {
 				open = func() (traces.Reader, io.Closer, error) {
 					r, c, err := in.open()
 					if err != nil {
@@ -174,19 +218,32 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 				Open: open,
 				Config: sim.Config{
 					Trace:         in.name,
-					Params:        p,
+					Params:        strategies[i],
 					Backend:       f.backend,
 					Capacity:      be.capacity,
 					NewBackend:    be.newBackend,
 					MeasureTime:   be.newBackend != nil,
 					SeriesBuckets: series,
+
+					Snapshot:        f.snapshot.writer(in.name, strategies[i]),
+					SnapshotEntries: f.snapshot.entries,
 				},
 			})
 		}
 	}
 	var pr *progress
 	if showProgress(f.progress, e.stderr) {
-		pr = newProgress(e.stderr, inputs, len(strategies))
+		byBytes := inputs
+		if shared || sh.n > 0 {
+			// Replays from memory read no bytes, and a shard reads
+			// part of them: inputs of unknown size make the bar count
+			// events.
+			byBytes = make([]*input, len(inputs))
+			for i := range byBytes {
+				byBytes[i] = &input{size: -1}
+			}
+		}
+		pr = newProgress(e.stderr, byBytes, len(strategies))
 		for i := range jobs {
 			jobs[i].Config.Progress = pr.job()
 		}
@@ -217,13 +274,17 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	if f.out != "" && len(results) > 0 {
-		hist := map[string]*report.SizeHistogram{}
-		for k, sc := range sizes {
-			if sc != nil {
-				hist[inputs[k].name] = &sc.Sizes
-			}
+	hist := map[string]*report.SizeHistogram{}
+	for k, sc := range sizes {
+		if sc != nil {
+			hist[inputs[k].name] = &sc.Sizes
 		}
+	}
+	if f.out != "" && sh.n > 0 {
+		if err := writeShard(f.out, sh, run, lo, len(inputs)*len(strategies), out, hist); err != nil {
+			return err
+		}
+	} else if f.out != "" && len(results) > 0 {
 		if _, err := report.Write(f.out, results, withSizes(opts, hist)); err != nil {
 			return err
 		}
@@ -282,8 +343,14 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 		if err != nil {
 			return nil, usagef("%v", err)
 		}
-		if err := add(sel.Params); err != nil {
-			return nil, err
+		variants, err := sel.Params.Expand()
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		for _, p := range variants {
+			if err := add(p); err != nil {
+				return nil, err
+			}
 		}
 		if v, ok := getenv(sel.Source); ok && sel.Source != "spec" && sel.Source != "default" {
 			notes = append(notes, fmt.Sprintf("%s=%s chose %s (-s all compares every strategy)", sel.Source, strings.TrimSpace(v), sel.Params.Strategy()))
@@ -312,6 +379,7 @@ func envSet(getenv func(string) (string, bool), name string) bool {
 }
 
 func writeResults(w io.Writer, format string, results []sim.Result) error {
+	results = sim.WithDevices(results)
 	switch format {
 	case "json":
 		return report.WriteJSON(w, results)

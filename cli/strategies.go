@@ -11,7 +11,10 @@ const strategiesUsage = `usage: simulate strategies
 
 Lists the registered strategies with their parameters, defaults and the
 environment variables that supply defaults. Name one with -s SPEC, as
-round or round:cutoff=20,page=4096, or with GPUALLOC_POOL_TYPE.
+round or round:cutoff=20,page=4096, or with GPUALLOC_POOL_TYPE. A value may
+name several, each a variant of its own: a range 20..24, a range with a
+step 0..64/16, a list 64|128|inf; several such parameters give every
+combination.
 
 `
 

@@ -36,6 +36,13 @@
 // A [Series] keeps the course of requested, allocated and reserved bytes in
 // a bounded number of buckets without losing any peak, for plots.
 //
+// With [Config].Snapshot, a replay also records what the strategy did as a
+// PyTorch memory snapshot (see [snapshot.Write]), for PyTorch's memory
+// viewer: its blocks, failed allocations and device calls per device and
+// stream, and its segments after the last event. Recording keeps an entry
+// per action (or the last [Config].SnapshotEntries per device); a replay
+// that does not record runs without it.
+//
 // # Cost
 //
 // The engine does O(1) work per event, besides the allocator's own, and

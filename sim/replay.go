@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -36,9 +37,10 @@ type Config struct {
 	// "sim".
 	Backend string
 	// Capacity is the size of each virtual device, and the capacity
-	// reported; 0 means [DefaultCapacity] (80 GiB). With NewBackend and
-	// Capacity 0, the capacity reported is the total that the first
-	// device's MemInfo gives.
+	// reported; 0 means the device's memory where the reader knows it (a
+	// traces.CapacityReporter), else [DefaultCapacity] (80 GiB). With
+	// NewBackend and Capacity 0, the capacity reported is the total that
+	// the first device's MemInfo gives.
 	Capacity int64
 	// NewBackend, if not nil, makes the backend of each device index that
 	// the trace uses, when the device is first used. The default makes a
@@ -67,6 +69,19 @@ type Config struct {
 	// far every ProgressInterval events and once at the end, from the
 	// goroutine running the replay.
 	Progress func(events int64)
+
+	// Snapshot, if not nil, records what the strategy did as a PyTorch
+	// memory snapshot, which it is given at the end of a replay that
+	// succeeded (from the goroutine running the replay); its error becomes
+	// the replay's. The recording wraps each device's allocator and the
+	// backend the allocator is given, and notes each event's time: off,
+	// the replay runs as without it, but for one test per event.
+	Snapshot func(*snapshot.Snapshot) error
+	// SnapshotEntries, if positive, keeps only the last SnapshotEntries
+	// trace entries of each device in the snapshot, as PyTorch's
+	// _record_memory_history(max_entries=N) does; the segments are still
+	// those after the last event.
+	SnapshotEntries int
 }
 
 // ProgressInterval is how many events pass between calls of
@@ -84,6 +99,10 @@ type Result struct {
 	Strategy      string `json:"strategy"` // full spec, every parameter's effective value
 	Backend       string `json:"backend"`
 	CapacityBytes int64  `json:"capacity_bytes"`
+	// Device, when not nil, is the index of the one device whose figures
+	// the Result holds (see [Result.PerDevice]); nil, the figures are the
+	// trace's, summed over its devices.
+	Device *int `json:"device,omitempty"`
 
 	Events int64 `json:"events"`
 	Allocs int64 `json:"allocs"`
@@ -176,8 +195,9 @@ type Result struct {
 	OfflineBytes *int64 `json:"offline_bytes"`
 	// MinCapacityBytes is the smallest device capacity, a multiple of 1
 	// MiB, on which the strategy replays the trace without an OOM, with one
-	// 1 MiB below (simulate --min-capacity); nil unless asked for. The
-	// engine does not compute it.
+	// 1 MiB below (simulate --min-capacity); nil unless asked for, and on a
+	// device's row (the capacity is that of every device of the replay).
+	// The engine does not compute it.
 	MinCapacityBytes *int64 `json:"min_capacity_bytes"`
 
 	// Devices breaks the figures down by device index, in increasing order
@@ -198,6 +218,10 @@ type Result struct {
 type DeviceResult struct {
 	Device int // device index
 
+	// OfflineBytes is the offline plan of the device's allocations, when
+	// the Result has one (see Result.OfflineBytes).
+	OfflineBytes *int64
+
 	Allocs    int64
 	Frees     int64
 	CacheHits int64
@@ -213,7 +237,14 @@ type DeviceResult struct {
 	DeviceMaps        int64
 	DeviceUnmaps      int64
 
-	// Live figures at the end of the replay.
+	// DeviceFullAllocs and Releases count the device's allocs that met its
+	// capacity and the releases of its cache (see Result's).
+	DeviceFullAllocs int64
+	Releases         int64
+
+	// Live figures at the end of the replay: LiveAtEnd allocations of the
+	// trace not freed (failed ones included, as in RequestedBytes).
+	LiveAtEnd      int64
 	RequestedBytes int64
 	AllocatedBytes int64
 	ReservedBytes  int64
@@ -271,6 +302,9 @@ func ReplayContext(ctx context.Context, r traces.Reader, cfg Config) (res Result
 		}
 	}
 	e.finish(r)
+	if err == nil && e.rec != nil {
+		err = e.snapshot()
+	}
 	return e.res, err
 }
 
@@ -299,6 +333,9 @@ type engine struct {
 	series   *Series
 	strategy string // short name for errors
 
+	memory traces.CapacityReporter // the trace's devices' memory, with no Config.Capacity
+	hinted bool                    // a device took its capacity from memory
+
 	// Sums over devices.
 	requested, allocated, reserved int64
 	peakReq, peakAlloc, peakRes    int64
@@ -318,6 +355,8 @@ type engine struct {
 	measure         bool
 	hitNS, deviceNS int64
 	deviceAllocs    int64
+
+	rec *snapRecorder // with Config.Snapshot, else nil
 
 	res Result
 }
@@ -340,6 +379,7 @@ type device struct {
 	allocs, frees                  int64 // events
 	okAllocs, okFrees              int64 // successful calls
 	hits, ooms                     int64
+	fullAllocs, releases           int64
 	mallocs, mfrees, mallocBytes   int64
 	maps, unmaps                   int64
 	callNS                         int64 // time in backend calls, with Config.MeasureTime
@@ -508,6 +548,7 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	e.res.CapacityBytes = cfg.Capacity
 	if cfg.NewBackend == nil && cfg.Capacity == 0 {
 		e.res.CapacityBytes = DefaultCapacity
+		e.memory, _ = r.(traces.CapacityReporter)
 	}
 	if cfg.SeriesBuckets >= 0 {
 		n := cfg.SeriesBuckets
@@ -517,12 +558,18 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 		e.series = newSeries(n)
 		e.res.Series = e.series
 	}
+	if cfg.Snapshot != nil {
+		e.rec = newSnapRecorder(cfg.SnapshotEntries)
+	}
 	return e, nil
 }
 
 // run is the replay loop. It allocates nothing per event once the slots and
-// devices it needs exist.
-func (e *engine) run(ctx context.Context, r traces.Reader) error {
+// devices it needs exist. A reader that is a [traces.BatchReader] (events
+// in memory) is read a batch at a time, in place; any other is read ahead
+// on a goroutine of its own (see prefetch), which the loop then reads the
+// same way.
+func (e *engine) run(ctx context.Context, r traces.Reader) (err error) {
 	done := ctx.Done()
 	progress := e.cfg.Progress
 	var n int64
@@ -538,46 +585,73 @@ func (e *engine) run(ctx context.Context, r traces.Reader) error {
 			progress(n)
 		}
 	}()
-	for r.Scan() {
-		ev := r.Event()
-		e.resLo, e.resHi = e.reserved, e.reserved
-		var d *device
-		var err error
-		switch ev.Op {
-		case traces.OpAlloc:
-			d, err = e.alloc(&ev)
-		case traces.OpFree:
-			d, err = e.free(&ev)
-		case traces.OpRelease:
-			d, err = e.release(&ev)
-		default:
-			err = fmt.Errorf("unknown op %d", ev.Op)
+	var br interface {
+		Batch() []traces.Event
+		Err() error
+	}
+	if b, ok := r.(traces.BatchReader); ok {
+		br = b
+	} else {
+		p := prefetch(r)
+		defer p.stop()
+		br = p
+	}
+	for {
+		batch := br.Batch()
+		if len(batch) == 0 {
+			break
 		}
-		if err == nil && e.cfg.Verify && d != nil {
-			err = d.verify()
-		}
-		if err != nil {
-			return e.eventError(n, ev, err)
-		}
-		if e.series != nil {
-			e.series.add(n, ev.TimeUS, e.requested, e.allocated, e.resLo, e.resHi, e.reserved)
-		}
-		if e.peakRes != e.peakSeen {
-			e.takeFreeSpace()
-		}
-		n++
-		if n%ProgressInterval == 0 {
-			select {
-			case <-done:
-				return ctx.Err()
-			default:
+		for i := range batch {
+			if err := e.step(&batch[i], n); err != nil {
+				return err
 			}
-			if progress != nil {
-				progress(n)
+			n++
+			if n%ProgressInterval == 0 {
+				select {
+				case <-done:
+					return ctx.Err()
+				default:
+				}
+				if progress != nil {
+					progress(n)
+				}
 			}
 		}
 	}
-	return r.Err()
+	return br.Err()
+}
+
+// step replays event n.
+func (e *engine) step(ev *traces.Event, n int64) error {
+	e.resLo, e.resHi = e.reserved, e.reserved
+	if e.rec != nil {
+		e.rec.at(ev, n)
+	}
+	var d *device
+	var err error
+	switch ev.Op {
+	case traces.OpAlloc:
+		d, err = e.alloc(ev)
+	case traces.OpFree:
+		d, err = e.free(ev)
+	case traces.OpRelease:
+		d, err = e.release(ev)
+	default:
+		err = fmt.Errorf("unknown op %d", ev.Op)
+	}
+	if err == nil && e.cfg.Verify && d != nil {
+		err = d.verify()
+	}
+	if err != nil {
+		return e.eventError(n, *ev, err)
+	}
+	if e.series != nil {
+		e.series.add(n, ev.TimeUS, e.requested, e.allocated, e.resLo, e.resHi, e.reserved)
+	}
+	if e.peakRes != e.peakSeen {
+		e.takeFreeSpace()
+	}
+	return nil
 }
 
 func (e *engine) alloc(ev *traces.Event) (*device, error) {
@@ -635,6 +709,7 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	}
 	if e.refused || e.frees != freesBefore {
 		e.res.DeviceFullAllocs++
+		d.fullAllocs++
 	}
 	if err != nil {
 		if errors.Is(err, gpualloc.ErrOutOfMemory) {
@@ -717,6 +792,7 @@ func (e *engine) release(ev *traces.Event) (*device, error) {
 		return nil, nil
 	}
 	d := e.devs[i]
+	d.releases++
 	if r, ok := d.alloc.(gpualloc.Releaser); ok {
 		return d, r.ReleaseAll()
 	}
@@ -744,7 +820,7 @@ func (e *engine) device(i int32) (*device, error) {
 	if e.cfg.NewBackend != nil {
 		d.backend, err = e.cfg.NewBackend(int(i))
 	} else {
-		d.backend, err = NewDevice(int(i), e.cfg.Capacity)
+		d.backend, err = NewDevice(int(i), e.deviceCapacity(int(i)))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("device %d: %w", i, err)
@@ -758,6 +834,9 @@ func (e *engine) device(i int32) (*device, error) {
 	var b gpualloc.Backend = d
 	if vm, ok := d.backend.(gpualloc.VirtualMemory); ok {
 		b = &vmDevice{device: d, vm: vm, sizes: make(map[uint64]int64)}
+	}
+	if e.rec != nil {
+		b = e.rec.backend(d, b)
 	}
 	if e.cfg.Open != nil {
 		d.alloc, err = e.cfg.Open(b)
@@ -784,6 +863,10 @@ func (e *engine) device(i int32) (*device, error) {
 				e.strategy, _, _ = strings.Cut(e.res.Strategy, ":")
 			}
 		}
+	}
+	if e.rec != nil {
+		e.rec.open(d, e.res.Strategy)
+		e.rec.deviceMemory(int(i), d.backend)
 	}
 	e.devs[i] = d
 	return d, nil
@@ -858,6 +941,7 @@ func (e *engine) finish(r traces.Reader) {
 			PeakRequestedBytes: d.peakLower, PeakAllocatedBytes: d.peakAlloc, PeakReservedBytes: d.peakRes,
 			DeviceMallocs: d.mallocs, DeviceFrees: d.mfrees, DeviceMallocBytes: d.mallocBytes,
 			DeviceMaps: d.maps, DeviceUnmaps: d.unmaps,
+			DeviceFullAllocs: d.fullAllocs, Releases: d.releases, LiveAtEnd: d.allocs - d.frees,
 			RequestedBytes: d.lower, AllocatedBytes: d.allocated, ReservedBytes: d.reserved,
 		}
 		if d.stats != nil {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/json"
 	"math/bits"
 	"math/rand/v2"
 	"testing"
@@ -174,4 +175,21 @@ func TestDecimate(t *testing.T) {
 	}
 	assert.Len(t, Decimate(pts, 0), 1000, "n < 1: unchanged")
 	assert.Len(t, Decimate(pts, 5000), 1000)
+}
+
+func TestSeriesJSONRoundTrip(t *testing.T) {
+	s := newSeries(8)
+	for i := range int64(21) {
+		s.add(i, 10*i, i, 2*i, i, 3*i, 2*i)
+	}
+	data, err := json.Marshal(s)
+	require.NoError(t, err)
+	var back Series
+	require.NoError(t, json.Unmarshal(data, &back))
+	assert.Equal(t, s, &back)
+	assert.Equal(t, s.Cap(), back.Cap())
+
+	for _, bad := range []string{`{"cap":1,"width":1,"fill":1,"points":[{},{}]}`, `{"cap":2,"width":0}`, `{"cap":2,"width":2,"fill":3}`} {
+		assert.Error(t, json.Unmarshal([]byte(bad), &back), bad)
+	}
 }

@@ -2,8 +2,12 @@ package sim_test
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/sim"
@@ -145,5 +149,123 @@ func BenchmarkStrategies(b *testing.B) {
 				b.ReportMetric(float64(res.PeakReservedBytes), "peak-reserved-B")
 			})
 		}
+	}
+}
+
+// sweepVariants are the 64 variants of BenchmarkSweep: max_split_size_mb
+// from 20 to 1280 MiB in steps of 20.
+const sweepVariants = "pytorch:max_split_size_mb=20..1280/20"
+
+// BenchmarkSweep measures a 64-variant sweep of the pytorch strategy over
+// the bundled training trace, as simulate runs one: the trace decoded once
+// (untimed), then every variant replayed from memory, on as many
+// goroutines as GOMAXPROCS (-cpu 1,2 for how it scales with cores). One op
+// is the whole sweep; events/s is the aggregate over the variants.
+func BenchmarkSweep(b *testing.B) {
+	events, err := decodeTrace("training")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sel, err := gpualloc.Select(sweepVariants, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	variants, err := sel.Params.Expand()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(variants) != 64 {
+		b.Fatalf("%d variants", len(variants))
+	}
+	jobs := make([]sim.Job, len(variants))
+	for i, p := range variants {
+		jobs[i] = sim.Job{
+			Open: func() (traces.Reader, io.Closer, error) {
+				return traces.NewSliceReader("training", events), nil, nil
+			},
+			Config: sim.Config{Params: p, SeriesBuckets: -1},
+		}
+	}
+	b.ReportAllocs()
+	var n int64
+	for b.Loop() {
+		for _, out := range sim.RunAll(context.Background(), jobs, 0) {
+			if out.Err != nil {
+				b.Fatal(out.Err)
+			}
+			n += out.Result.Events
+		}
+	}
+	report(b, n)
+}
+
+// BenchmarkBundledPyTorch replays the bundled training and dynamic traces
+// through the pytorch strategy, decoding (gzip included) in the replay, as
+// strategy/pytorch/testdata/pysim.py, the pure-Python simulator of the same
+// rules, replays them: the two are compared in BENCHMARKS.md.
+func BenchmarkBundledPyTorch(b *testing.B) {
+	p, err := gpualloc.Resolve(gpualloc.Spec{Name: "pytorch"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, trace := range []string{"training", "dynamic"} {
+		bt, ok := traces.LookupBundled(trace)
+		if !ok {
+			b.Fatalf("no bundled trace %s", trace)
+		}
+		b.Run(trace, func(b *testing.B) {
+			b.ReportAllocs()
+			var n int64
+			var res sim.Result
+			for b.Loop() {
+				r, err := bt.Open()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res, err = sim.Replay(r, sim.Config{Params: p, SeriesBuckets: -1}); err != nil {
+					b.Fatal(err)
+				}
+				n += res.Events
+			}
+			report(b, n)
+			b.ReportMetric(float64(res.PeakReservedBytes), "peak-reserved-B")
+		})
+	}
+}
+
+// BenchmarkReplayOverDecode measures the aim of a replay at most 1.5 times
+// the time of decoding alone, on the 10M-event random workload: each
+// iteration decodes the trace, then replays it (decoding included), one
+// right after the other, and the metric replay/decode is the median of
+// their ratios, so that a machine whose load varies over minutes compares
+// the two under the same load.
+func BenchmarkReplayOverDecode(b *testing.B) {
+	if _, err := throughputTrace(); err != nil { // generated once, untimed
+		b.Fatal(err)
+	}
+	for _, name := range []string{"naive", "round", "pytorch"} {
+		b.Run(name, func(b *testing.B) {
+			p, err := gpualloc.Resolve(gpualloc.Spec{Name: name}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var ratios []float64
+			for b.Loop() {
+				t0 := time.Now()
+				r := throughputReader(b)
+				for r.Scan() {
+				}
+				if err := r.Err(); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				if _, err := sim.Replay(throughputReader(b), sim.Config{Params: p}); err != nil {
+					b.Fatal(err)
+				}
+				ratios = append(ratios, float64(time.Since(t1))/float64(t1.Sub(t0)))
+			}
+			slices.Sort(ratios)
+			b.ReportMetric(ratios[len(ratios)/2], "replay/decode")
+		})
 	}
 }

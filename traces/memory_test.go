@@ -39,3 +39,17 @@ func mustReader(t *testing.T, text string) FileReader {
 	require.NoError(t, err)
 	return r
 }
+
+func TestSliceReaderBatch(t *testing.T) {
+	events := []Event{{Op: OpAlloc, ID: 1, Size: 8}, {Op: OpAlloc, ID: 2, Size: 16, Slot: 1}, {Op: OpFree, ID: 1, Size: 8}}
+	r := NewSliceReader("x", events)
+	var _ BatchReader = r
+	require.True(t, r.Scan())
+	assert.Equal(t, events[0], r.Event())
+	assert.Equal(t, events[1:], r.Batch(), "the events after the one scanned")
+	assert.Empty(t, r.Batch())
+	assert.False(t, r.Scan())
+	r.Reset()
+	assert.Equal(t, events, r.Batch())
+	assert.Empty(t, NewSliceReader("empty", nil).Batch())
+}

@@ -15,8 +15,20 @@ import (
 // An "alloc" entry of the snapshot's trace is an OpAlloc of its requested
 // size, a "free_completed" an OpFree, and a cache release that
 // torch.cuda.empty_cache() made an OpRelease of its device (see
-// isCacheRelease); the other actions are not events (the snapshot package
-// models them all). The Event's ID is the block's address, tagged
+// isCacheRelease). An "oom" entry, an allocation that PyTorch failed, is an
+// OpAlloc of the size it records (the request as PyTorch rounded it), with
+// an id of its own, followed at once by its OpFree: a replay makes the same
+// request, which fails where the device is as full as it was, and is given
+// back at once where it succeeds; oom entries also count in AllocFailures.
+// The other actions are not events (the snapshot package models them all).
+//
+// The reader knows the memory of a device (DeviceCapacity) that the
+// snapshot records (the "device_memory" that a replay's snapshot writes in
+// its allocator_settings) or, since PyTorch's snapshots do not record it,
+// whose trace records an oom: the device's free bytes then plus the
+// segments PyTorch held (see [snapshot.DeviceMemory]). A replay with no
+// capacity of its own takes it, so that the device is as full as the record
+// says. The Event's ID is the block's address, tagged
 // as a hexadecimal id (see idKeyOf), so that a trace converted to the native
 // format and read back pairs allocations and frees the same way. Stream and
 // device are the entry's.
@@ -50,10 +62,14 @@ type snapshotReader struct {
 	snap *snapshot.Snapshot
 
 	start   []initialBlock // blocks live before the trace
-	refs    []entryRef     // alloc and free_completed entries, in order
+	refs    []entryRef     // alloc, free_completed and oom entries, in order
 	next    int            // index in start, then len(start)+index in refs
 	hasTime bool
 	time0   int64 // time of the start events
+
+	oomFree bool    // the free of the current oom entry comes next
+	ooms    uint64  // oom entries yielded
+	memory  []int64 // per device, what DeviceCapacity returns
 }
 
 const pytorchFormatName = "PyTorch snapshot"
@@ -104,7 +120,7 @@ func snapshotError(err error) error {
 // frees, named name in errors.
 func snapshotReaderOf(s *snapshot.Snapshot, name string, opts Options) *snapshotReader {
 	r := &snapshotReader{snap: s, time0: NoTime}
-	r.start = initialBlocks(s)
+	r.start, r.memory = initialBlocks(s)
 	r.hasTime = hasTime(s)
 	r.refs = mergedRefs(s, r.hasTime)
 	cols := []Column{ColOp, ColID, ColSize, ColStream, ColDevice}
@@ -184,7 +200,7 @@ func initialCategories(s *snapshot.Snapshot, start []initialBlock) {
 	for dev, t := range s.DeviceTraces {
 		seen := map[uint64]bool{}
 		for _, e := range t {
-			if !isEvent(e.Action) || seen[e.Addr] {
+			if (e.Action != snapshot.Alloc && e.Action != snapshot.FreeCompleted) || seen[e.Addr] {
 				continue
 			}
 			seen[e.Addr] = true
@@ -195,9 +211,10 @@ func initialCategories(s *snapshot.Snapshot, start []initialBlock) {
 	}
 }
 
-// isEvent reports whether a trace entry is an allocation or a free.
+// isEvent reports whether a trace entry is an allocation, a free or a
+// failed allocation.
 func isEvent(action snapshot.Action) bool {
-	return action == snapshot.Alloc || action == snapshot.FreeCompleted
+	return action == snapshot.Alloc || action == snapshot.FreeCompleted || action == snapshot.OutOfMemory
 }
 
 // isEventAt reports whether entry i of a device's trace is an event: an
@@ -239,16 +256,41 @@ func isCacheRelease(t []snapshot.TraceEntry, i int) bool {
 }
 
 // initialBlocks returns the blocks live before the first entry of the
-// trace, ordered by device and address.
-func initialBlocks(s *snapshot.Snapshot) []initialBlock {
+// trace, ordered by device and address, and the memory of each device as
+// its oom entries tell it (0 where they do not).
+func initialBlocks(s *snapshot.Snapshot) ([]initialBlock, []int64) {
 	var blocks []initialBlock
+	var memory []int64
+	rules, err := s.AllocatorSettings.Rules()
+	if err != nil {
+		rules = snapshot.DefaultRules()
+	}
 	for _, dev := range s.Devices() {
-		st, _ := s.InitialState(dev) // the best state, even when inconsistent
+		st, _ := s.InitialStateWith(dev, rules) // the best state, even when inconsistent
 		for _, e := range st.Allocs() {
 			blocks = append(blocks, initialBlock{dev, e.Addr, e.Size, e.Stream, ""})
 		}
+		m := s.AllocatorSettings.DeviceMemory(dev)
+		if m == 0 {
+			m = snapshot.DeviceMemory(st, s.Trace(dev), rules)
+		}
+		if m > 0 {
+			for len(memory) <= dev {
+				memory = append(memory, 0)
+			}
+			memory[dev] = m
+		}
 	}
-	return blocks
+	return blocks, memory
+}
+
+// DeviceCapacity returns the memory of device dev as the snapshot's oom
+// entries tell it, or 0 when they do not.
+func (r *snapshotReader) DeviceCapacity(dev int) int64 {
+	if dev < 0 || dev >= len(r.memory) {
+		return 0
+	}
+	return r.memory[dev]
 }
 
 // mergedRefs returns the alloc and free_completed entries of all devices in
@@ -303,6 +345,12 @@ func (r *snapshotReader) Scan() bool {
 				t = NoTime
 			}
 			r.ev = Event{Op: OpFree, Size: e.Size, Stream: e.Stream, Device: int32(ref.device), TimeUS: t}
+			if e.Action == snapshot.OutOfMemory {
+				if r.oomEvent() {
+					return true
+				}
+				continue
+			}
 			if e.Action == snapshot.Alloc {
 				r.ev.Op = OpAlloc
 			}
@@ -332,6 +380,27 @@ func (r *snapshotReader) Scan() bool {
 		}
 		r.err = r.reject(err)
 	}
+	return false
+}
+
+// oomEvent makes r.ev, a free of the current entry's size, the alloc of the
+// current oom entry, or then its free, and reports whether it is an event.
+func (r *snapshotReader) oomEvent() bool {
+	if !r.oomFree {
+		r.failures++
+		r.ev.Op = OpAlloc
+	}
+	r.ev.ID = idTokenTag | r.ooms
+	if r.oomFree {
+		r.ooms++
+		r.next++
+	}
+	r.oomFree = !r.oomFree
+	err := r.event(&record{hasSize: r.ev.Op == OpAlloc, hasDevice: true})
+	if err == nil {
+		return true
+	}
+	r.err = r.reject(err)
 	return false
 }
 

@@ -162,6 +162,9 @@ func TestSnapshotSmall(t *testing.T) {
 		{Op: OpAlloc, ID: id(a3), Slot: 1, Device: 1, Size: 4000, Stream: 9, TimeUS: 10},
 		{Op: OpAlloc, ID: id(a1), Slot: 2, Device: 0, Size: 2000, Stream: 7, TimeUS: 10},
 		{Op: OpFree, ID: id(a0), Slot: 0, Device: 0, Size: 1000, Stream: 7, TimeUS: 12},
+		// The oom entry: the request PyTorch failed, given back at once.
+		{Op: OpAlloc, ID: idTokenTag, Slot: 0, Device: 0, Size: 1 << 40, Stream: 7, TimeUS: 13},
+		{Op: OpFree, ID: idTokenTag, Slot: 0, Device: 0, Size: 1 << 40, Stream: 7, TimeUS: 13},
 		{Op: OpAlloc, ID: id(a3 + 0x1000), Slot: 0, Device: 1, Size: 500, Stream: 9, TimeUS: 15},
 		{Op: OpFree, ID: id(a1), Slot: 2, Device: 0, Size: 2000, Stream: 7, TimeUS: 20},
 		{Op: OpFree, ID: id(a3 + 0x1000), Slot: 0, Device: 1, Size: 500, Stream: 9, TimeUS: 25},
@@ -181,8 +184,13 @@ func TestSnapshotSmall(t *testing.T) {
 			require.NoError(t, err, "protocol %d, memo %v", proto, memo)
 			evs, peak := replaySnap(t, r)
 			require.Equal(t, want, evs, "protocol %d, memo %v", proto, memo)
-			require.Equal(t, int64(1000+4000+2000), peak)
+			require.Equal(t, int64(4000+2000+1<<40), peak)
 			require.Equal(t, 2, r.Initial())
+			require.Equal(t, int64(1), r.AllocFailures())
+			// The trace does not fit the segments (a segment_alloc inside
+			// one): the oom tells no memory.
+			require.Zero(t, r.DeviceCapacity(0))
+			require.Zero(t, r.DeviceCapacity(1))
 			require.Equal(t, []Column{ColOp, ColID, ColSize, ColStream, ColDevice, ColTime}, r.Columns())
 		}
 	}
@@ -203,11 +211,11 @@ func TestSnapshotOld(t *testing.T) {
 	}
 	require.Equal(t, []string{
 		"alloc 0x7f3a00000000 0", "alloc 0x7f3a00600000 1", // live at the start
-		"alloc 0x7f3a00200000 0", "free 0x7f3a00000000 0", "free 0x7f3a00200000 0", "alloc 0x7f3a00400000 0",
+		"alloc 0x7f3a00200000 0", "free 0x7f3a00000000 0", "alloc t0 0", "free t0 0", "free 0x7f3a00200000 0", "alloc 0x7f3a00400000 0",
 		"release 0 0", "release 0 0",
 		"alloc 0x7f3a00601000 1", "free 0x7f3a00601000 1",
 	}, ops)
-	require.Equal(t, int64(4000+2000+3000-2000+500), peak)
+	require.Equal(t, int64(4000+2000+1<<40), peak)
 }
 
 // snap builds a snapshot of device 0 from trace entries, with no segments.
@@ -278,7 +286,7 @@ func TestSnapshotDetected(t *testing.T) {
 	defer r.Close()
 	require.Equal(t, "PyTorch snapshot", r.Format())
 	evs, _ := replaySnap(t, r)
-	require.Len(t, evs, 10)
+	require.Len(t, evs, 12)
 }
 
 // TestSnapshotCacheRelease checks which runs of segment_free entries are
@@ -300,7 +308,7 @@ func TestSnapshotCacheRelease(t *testing.T) {
 		{"malloc's retry", []any{pk.Entry("segment_free", a1, seg, 0, 2), pk.Entry("segment_alloc", a2, seg, 0, 3), pk.Entry("alloc", a2, 5, 0, 3)},
 			[]string{"alloc"}},
 		{"malloc's oom", []any{pk.Entry("segment_free", a1, seg, 0, 2), pk.Entry("oom", 0, 1<<40, 0, 3)},
-			nil},
+			[]string{"alloc", "free"}}, // the failed request
 	} {
 		r, err := newSnapshotReader(bytes.NewReader(pkSnap(tc.entries...)), "t.pickle", Options{})
 		require.NoError(t, err, tc.name)
@@ -395,7 +403,7 @@ func TestSnapshotCategories(t *testing.T) {
 	}
 	require.Equal(t, []string{
 		"alloc 0x7f3a00000000 parameter", "alloc 0x7f3a00600000 optimizer_state", // live at the start
-		"alloc 0x7f3a00200000 activation", "free 0x7f3a00000000 parameter",
+		"alloc 0x7f3a00200000 activation", "free 0x7f3a00000000 parameter", "alloc t0 unknown", "free t0 unknown",
 		"alloc 0x7f3a00601000 temporary", "free 0x7f3a00200000 activation", "free 0x7f3a00601000 temporary",
 		"alloc 0x7f3a00400000 unknown", "release 0 unknown", "release 0 unknown",
 	}, got)
@@ -409,4 +417,26 @@ func TestSnapshotCategories(t *testing.T) {
 		_, err = scanAll(t, r)
 		require.EqualError(t, err, tc.msg)
 	}
+}
+
+// oomSnapshot is a snapshot of one device whose trace records an oom: with
+// a 2 MiB segment held, 1 MiB was free and 3 MiB were asked for.
+func oomSnapshot() []byte {
+	return pkPickle(pk.Snapshot([]any{pk.Segment(0, a0, 0, "small", pk.Block(a0, 512, 500, "active_allocated"), pk.Block(a0+512, 2<<20-512, 0, "inactive"))},
+		[][]any{{pk.Entry("segment_alloc", a0, 2<<20, 0, 1), pk.Entry("alloc", a0, 500, 0, 1),
+			pk.Dict{{K: "action", V: "oom"}, {K: "device_free", V: 1 << 20}, {K: "size", V: 3 << 20}, {K: "stream", V: 0}, {K: "time_us", V: 2}}}}, nil), 4, true)
+}
+
+func TestSnapshotOOM(t *testing.T) {
+	r, err := newSnapshotReader(bytes.NewReader(oomSnapshot()), "oom.pickle", Options{})
+	require.NoError(t, err)
+	evs, peak := replaySnap(t, r)
+	require.Equal(t, []Event{
+		{Op: OpAlloc, ID: idHexTag | a0, Slot: 0, Size: 500, TimeUS: 1},
+		{Op: OpAlloc, ID: idTokenTag, Slot: 1, Size: 3 << 20, TimeUS: 2},
+		{Op: OpFree, ID: idTokenTag, Slot: 1, Size: 3 << 20, TimeUS: 2},
+	}, evs)
+	require.Equal(t, int64(500+3<<20), peak)
+	require.Equal(t, int64(1), r.AllocFailures())
+	require.Equal(t, int64(3<<20), r.DeviceCapacity(0), "1 MiB free and the 2 MiB segment")
 }

@@ -62,9 +62,9 @@ func WriteJSON(w io.Writer, v any) error {
 }
 
 // WriteCSV writes rows of a struct type as CSV with a header: one column
-// per field with a JSON name, named and ordered as in the JSON; a nil
-// pointer (null in JSON) is an empty cell. Numbers are written as JSON
-// writes them.
+// per field with a JSON name, named and ordered as in the JSON, but for
+// lists and maps, which have no cell; a nil pointer (null in JSON) is an
+// empty cell. Numbers are written as JSON writes them.
 func WriteCSV[T any](w io.Writer, rows []T) error {
 	cw := csv.NewWriter(w)
 	typ := reflect.TypeFor[T]()
@@ -72,7 +72,7 @@ func WriteCSV[T any](w io.Writer, rows []T) error {
 	var fields []int
 	for i := range typ.NumField() {
 		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-		if name == "" || name == "-" || !typ.Field(i).IsExported() {
+		if k := typ.Field(i).Type.Kind(); name == "" || name == "-" || !typ.Field(i).IsExported() || k == reflect.Slice || k == reflect.Map {
 			continue
 		}
 		head = append(head, name)

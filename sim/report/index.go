@@ -36,7 +36,7 @@ type indexFigure struct {
 func writeIndex(w io.Writer, results []sim.Result, figs []*Figure, svgs [][]byte, o Options) error {
 	page := indexPage{
 		Traces: len(traceNames(results)),
-		Table:  SummaryTable(results),
+		Table:  SummaryTable(sim.WithDevices(results)),
 		Data:   []string{SummaryCSV, SummaryJSON, TimeSeriesCSV},
 	}
 	seen := map[string]bool{}

@@ -74,15 +74,19 @@ func (o Options) withDefaults(results []sim.Result) Options {
 	if o.MaxPoints <= 0 {
 		o.MaxPoints = DefaultMaxPoints
 	}
+	specs := strategySpecs(results)
 	if o.Label == nil {
-		o.Label = ShortSpec
+		labels := SweepLabels(specs)
+		o.Label = func(spec string) string {
+			if l, ok := labels[spec]; ok {
+				return l
+			}
+			return ShortSpec(spec)
+		}
 	}
 	if o.colors == nil {
-		var specs []string
-		for _, r := range results {
-			specs = append(specs, r.Strategy)
-		}
 		o.colors = StrategyColors(specs)
+		sweepColors(o.colors, Sweeps(specs))
 		for s, c := range o.Colors {
 			o.colors[s] = c
 		}
@@ -220,10 +224,12 @@ const (
 
 // FigureKinds are the kinds of figure of a report, as Options.Figures and
 // simulate's --figures name them, in the order of the index: the overhead
-// across traces, then for each trace memory over time (all strategies in
-// one plot), memory over time in small multiples (one panel per strategy),
-// fragmentation over time, peak reserved and the trace itself.
-var FigureKinds = []string{"overhead", "memory", "panels", "fragmentation", "peak", "trace"}
+// across traces, and for each sweep (see [Sweeps]) its figures against its
+// parameter; then for each trace memory over time (all strategies in one
+// plot), memory over time in small multiples (one panel per strategy),
+// fragmentation over time, peak reserved, the trace itself and, when there
+// is a sweep, peak reserved against device allocations (the Pareto figure).
+var FigureKinds = []string{"overhead", "sweep", "memory", "panels", "fragmentation", "peak", "trace", "pareto"}
 
 // ParseFigureKinds parses a comma-separated list of FigureKinds ("all" for
 // every kind).
@@ -260,6 +266,12 @@ func Figures(results []sim.Result, opts Options) []*Figure {
 	if want("overhead") {
 		add(OverheadFigure(results, o))
 	}
+	sweeps := Sweeps(strategySpecs(results))
+	if want("sweep") {
+		for _, sw := range sweeps {
+			add(SweepFigure(sw, results, o))
+		}
+	}
 	for _, t := range traceNames(results) {
 		if want("memory") {
 			add(MemoryFigure(t, results, o))
@@ -275,6 +287,9 @@ func Figures(results []sim.Result, opts Options) []*Figure {
 		}
 		if want("trace") {
 			add(TraceFigure(t, results, o.Sizes[t], o))
+		}
+		if want("pareto") && len(sweeps) > 0 {
+			add(ParetoFigure(t, results, o))
 		}
 	}
 	return figs
@@ -303,7 +318,8 @@ const (
 )
 
 // Write writes a report on results into dir, which it creates if need be:
-// summary.csv and summary.json (the result schema), timeseries.csv (see
+// summary.csv and summary.json (the result schema, with the rows of each
+// device of a trace of several devices: see sim.WithDevices), timeseries.csv (see
 // TimeSeriesHeader), every figure of Figures in each format of
 // opts.Formats (NAME.png, NAME.svg, NAME.pdf), and index.html, which shows
 // the summary table and every figure in one page. It returns the names of
@@ -330,8 +346,8 @@ func Write(dir string, results []sim.Result, opts Options) ([]string, error) {
 		name string
 		fn   func(*bytes.Buffer) error
 	}{
-		{SummaryCSV, func(b *bytes.Buffer) error { return WriteCSV(b, results) }},
-		{SummaryJSON, func(b *bytes.Buffer) error { return WriteJSON(b, results) }},
+		{SummaryCSV, func(b *bytes.Buffer) error { return WriteCSV(b, sim.WithDevices(results)) }},
+		{SummaryJSON, func(b *bytes.Buffer) error { return WriteJSON(b, sim.WithDevices(results)) }},
 		{TimeSeriesCSV, func(b *bytes.Buffer) error { return WriteTimeSeries(b, results) }},
 	} {
 		var b bytes.Buffer

@@ -149,7 +149,7 @@ func TestFigureOptions(t *testing.T) {
 	}
 	assert.Equal(t, []string{"tiny-memory", "tiny-peak"}, names)
 	_, err = report.ParseFigureKinds("memory,pie")
-	assert.EqualError(t, err, `unknown figure "pie" (known: all, overhead, memory, panels, fragmentation, peak, trace)`)
+	assert.EqualError(t, err, `unknown figure "pie" (known: all, overhead, sweep, memory, panels, fragmentation, peak, trace, pareto)`)
 
 	plain := report.PeakFigure("testdata/tiny.csv", results, report.Options{})
 	titled := report.PeakFigure("testdata/tiny.csv", results, report.Options{Title: true})
@@ -435,7 +435,7 @@ func TestSaveAndSummaries(t *testing.T) {
 	require.NoError(t, report.WriteJSON(&j, nil))
 	assert.Equal(t, "[]\n", j.String())
 	require.NoError(t, report.WriteCSV(&c, results))
-	assert.True(t, strings.HasPrefix(c.String(), "trace,strategy,backend,capacity_bytes,events,"), c.String())
+	assert.True(t, strings.HasPrefix(c.String(), "trace,strategy,backend,capacity_bytes,device,events,"), c.String())
 	tab := report.SummaryTable(results)
 	assert.Equal(t, []string{"tiny.csv", "naive", "23"}, tab.Rows[0][:3])
 	assert.Equal(t, len(tab.Head), len(tab.Right))

@@ -60,6 +60,15 @@ type SizeCounter struct {
 	Sizes SizeHistogram
 }
 
+// DeviceCapacity is that of the reader, if it is a
+// traces.CapacityReporter, else 0.
+func (c *SizeCounter) DeviceCapacity(device int) int64 {
+	if cr, ok := c.Reader.(traces.CapacityReporter); ok {
+		return cr.DeviceCapacity(device)
+	}
+	return 0
+}
+
 // NewSizeCounter returns a SizeCounter reading r.
 func NewSizeCounter(r traces.Reader) *SizeCounter { return &SizeCounter{Reader: r} }
 

@@ -104,10 +104,11 @@ func (t Table) Write(w io.Writer) error {
 const CapacityMark = "*"
 
 // SummaryTable formats results as the table simulate prints: trace,
-// strategy (its [ShortSpec]), events, lower bound, peaks, overhead as a
-// ratio (peak reserved / lower bound, "1.47×", as in JSON and the
-// figures), fragmentation as a percentage, device calls, cache hits and
-// OOMs; and,
+// strategy (its [ShortSpec], or its label in a sweep: see [SweepLabels]),
+// the device when some result is one device's ("all" on the rows of sums),
+// events, lower bound, peaks, overhead as a ratio (peak reserved / lower
+// bound, "1.47×", as in JSON and the figures), fragmentation as a
+// percentage, device calls, cache hits and OOMs; and,
 // when a result was timed (see sim.Config.MeasureTime), the mean time of an
 // alloc served from the cache and of one that called the device, and the
 // total time of device calls; the offline plan's bytes and the minimum
@@ -120,6 +121,7 @@ func SummaryTable(results []sim.Result) Table {
 			"OVERHEAD", "FRAG", "FREE FRAG", "DEVICE MALLOCS", "DEVICE MALLOC BYTES", "CACHE HITS", "OOMS"},
 		Right: []bool{false, false, true, true, true, true, true, true, true, true, true, true, true},
 	}
+	labels := SweepLabels(strategySpecs(results))
 	marked := false
 	var leaks []string
 	seen := map[string]bool{}
@@ -134,10 +136,23 @@ func SummaryTable(results []sim.Result) Table {
 			leaks = append(leaks, fmt.Sprintf("%s: %s (%s) still live at the end of the trace (a leak, or a trace that ended mid-step)",
 				r.Trace, plural(r.LiveAtEnd, "allocation"), gpualloc.FormatSize(r.LiveBytesAtEnd)))
 		}
-		t.Rows = append(t.Rows, []string{r.Trace, ShortSpec(r.Strategy), tabular.Count(r.Events),
+		t.Rows = append(t.Rows, []string{r.Trace, labels[r.Strategy], tabular.Count(r.Events),
 			gpualloc.FormatSize(r.PeakRequestedBytes), gpualloc.FormatSize(r.PeakAllocatedBytes), reserved,
 			overheadCell(r), fragmentation(r), freeFragmentation(r), tabular.Count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
 			share(r.CacheHits, r.Allocs), tabular.Count(r.OOMs)})
+	}
+	if slices.ContainsFunc(results, func(r sim.Result) bool { return r.Device != nil }) {
+		// Rows of single devices (sim.Result.PerDevice): which device, or
+		// "all" for the sums.
+		t.Head = slices.Insert(t.Head, 2, "DEVICE")
+		t.Right = slices.Insert(t.Right, 2, true)
+		for i, r := range results {
+			d := "all"
+			if r.Device != nil {
+				d = strconv.Itoa(*r.Device)
+			}
+			t.Rows[i] = slices.Insert(t.Rows[i], 2, d)
+		}
 	}
 	if marked {
 		t.Notes = append(t.Notes, CapacityMark+" the strategy met the device's capacity (it released its cache or retried because the device was full): its figures change with --capacity")

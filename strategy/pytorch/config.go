@@ -3,7 +3,6 @@ package pytorch
 import (
 	"fmt"
 	"math"
-	"math/bits"
 	"strconv"
 	"strings"
 
@@ -20,7 +19,7 @@ const (
 	smallBuffer    = caching.SmallBuffer  // kSmallBuffer: segment of the small pool
 	largeBuffer    = caching.LargeBuffer  // kLargeBuffer: segment for requests under 10 MiB
 	mib            = 1 << 20              // bytes in a MiB
-	roundupBands   = 16                   // kRoundUpPowerOfTwoIntervals: bands from 1 MiB to 64 GiB
+	roundupBands   = caching.Intervals    // kRoundUpPowerOfTwoIntervals: bands from 1 MiB to 64 GiB
 	unlimitedSplit = math.MaxInt64
 )
 
@@ -76,38 +75,7 @@ func DefaultConfig() Config {
 // of two stays); else a multiple of 512. It returns 0 for size < 1 or when
 // the result would overflow.
 func (c Config) RoundSize(size int64) int64 {
-	if size < 1 {
-		return 0
-	}
-	if size < minBlockSize {
-		return minBlockSize
-	}
-	d := c.RoundupPower2Divisions[band(size)]
-	if d > 1 && size > minBlockSize*d {
-		if size&(size-1) == 0 {
-			return size
-		}
-		floor := int64(1) << (bits.Len64(uint64(size)) - 1)
-		step := floor >> (bits.Len64(uint64(d)) - 1)
-		if step == 0 {
-			return floor << 1
-		}
-		r := size &^ (step - 1)
-		if r == size {
-			return size
-		}
-		if r > math.MaxInt64-step {
-			return 0
-		}
-		return r + step
-	}
-	return caching.RoundToBlock(size)
-}
-
-// band returns the roundup_power2_divisions band of size >= 1.
-func band(size int64) int {
-	i := bits.Len64(uint64(size)) - 1 - 20
-	return min(max(i, 0), roundupBands-1)
+	return caching.RoundSize(size, &c.RoundupPower2Divisions)
 }
 
 // segmentSize returns the size of the segment allocated for a block of
@@ -176,7 +144,7 @@ func (c *Config) set(k, v string) error {
 	bad := func(msg string) error { return &gpualloc.ParamError{Key: k, Msg: fmt.Sprintf("%q: %s", v, msg)} }
 	switch k {
 	case "max_split_size_mb":
-		if v == "unlimited" || v == "auto" {
+		if v == "unlimited" || v == "inf" || v == "auto" {
 			c.MaxSplitSize = unlimitedSplit
 			return nil
 		}
@@ -246,59 +214,9 @@ func (c *Config) set(k, v string) error {
 	return nil
 }
 
-// parseDivisions parses roundup_power2_divisions: one number for every band,
-// or a list "[256:1,512:2,>:8]" of MiB:divisions (0: none, as in PyTorch) (";" may stand for ",", and
-// the brackets may be left out, so that a spec can carry it). As PyTorch does,
-// the first entry also sets every band below it, and ">" sets every band from
-// the last one named (that one included) on.
-func parseDivisions(v string) ([roundupBands]int64, error) {
-	var d [roundupBands]int64
-	s := strings.TrimSpace(v)
-	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
-	s = strings.ReplaceAll(s, ";", ",")
-	if !strings.Contains(s, ":") {
-		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-		if err != nil || n < 0 || n&(n-1) != 0 {
-			return d, fmt.Errorf("divisions must be a power of two (or 0: none)")
-		}
-		for i := range d {
-			d[i] = n
-		}
-		return d, nil
-	}
-	first, last := true, 0
-	for _, e := range strings.Split(s, ",") {
-		k, val, ok := strings.Cut(e, ":")
-		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
-		if !ok {
-			return d, fmt.Errorf("entry %q: want MiB:divisions", e)
-		}
-		n, err := strconv.ParseInt(val, 10, 64)
-		if err != nil || n < 0 || n&(n-1) != 0 {
-			return d, fmt.Errorf("entry %q: divisions must be a power of two (or 0: none)", e)
-		}
-		if k == ">" {
-			for i := last; i < roundupBands; i++ {
-				d[i] = n
-			}
-			continue
-		}
-		mb, err := strconv.ParseInt(k, 10, 64)
-		if err != nil || mb <= 0 || mb&(mb-1) != 0 {
-			return d, fmt.Errorf("entry %q: the interval must be a power of two of MiB", e)
-		}
-		i := min(bits.Len64(uint64(mb))-1, roundupBands-1)
-		if first {
-			for j := 0; j < i; j++ {
-				d[j] = n
-			}
-			first = false
-		}
-		d[i] = n
-		last = i
-	}
-	return d, nil
-}
+// parseDivisions parses roundup_power2_divisions (see
+// [caching.ParseDivisions]).
+func parseDivisions(v string) ([roundupBands]int64, error) { return caching.ParseDivisions(v) }
 
 // formatDivisions writes d as [snapshot.FormatDivisions] does, without
 // brackets and with ";" between entries so that it fits in a spec;

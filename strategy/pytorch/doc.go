@@ -27,13 +27,14 @@
 // (a segment.Sorted per stream and pool) and allocate nothing once the
 // tables have grown; a release scans the segments.
 //
-// Settings come from [Config], from PYTORCH_CUDA_ALLOC_CONF in PyTorch's
+// Settings come from [Config], from PYTORCH_ALLOC_CONF (or, when it is
+// unset, PYTORCH_CUDA_ALLOC_CONF, as PyTorch reads them) in PyTorch's
 // syntax ([ParseConf]), or from a spec such as
 // "pytorch:max_split_size_mb=128,roundup_power2_divisions=256:1;512:2;>:8".
 // Since a spec separates parameters with commas, a list of
 // roundup_power2_divisions in a spec separates its entries with ';' (and
 // may leave out the brackets). The conf parameter, whose default comes from
-// PYTORCH_CUDA_ALLOC_CONF, is read first; the other parameters override it.
+// those variables, is read first; the other parameters override it.
 //
 // Expandable segments (expandable_segments): each stream's small and large
 // pool grows one virtual address range, reserved once at 1 1/8 times the

@@ -135,17 +135,7 @@ func (a *Allocator) findExpandable(pi int32, small bool, size int64) (int32, err
 			return c, nil
 		}
 	}
-	page := int64(largeBuffer)
-	if small {
-		page = smallBuffer
-	}
-	_, total := a.b.MemInfo()
-	want := total + total/8
-	if want <= 0 || want > 1<<56 {
-		want = 1 << 56
-	}
-	npages := (want + page - 1) / page
-	r := &xrange{size: npages * page, page: page, pool: pi, small: small}
+	r := a.newRange(pi, small)
 	if a.vm != nil {
 		base, err := a.vm.Reserve(r.size)
 		if err != nil {
@@ -159,6 +149,28 @@ func (a *Allocator) findExpandable(pi int32, small bool, size int64) (int32, err
 		r.base = a.nextBase
 		a.nextBase += (uint64(r.size) + 2*xAlign - 1) &^ (xAlign - 1)
 	}
+	_, n := a.addRange(r)
+	return n, nil
+}
+
+// newRange returns a range for the stream's pool, of 1 1/8 times the
+// device's memory in whole pages, at no address yet.
+func (a *Allocator) newRange(pi int32, small bool) *xrange {
+	page := int64(largeBuffer)
+	if small {
+		page = smallBuffer
+	}
+	_, total := a.b.MemInfo()
+	want := total + total/8
+	if want <= 0 || want > 1<<56 {
+		want = 1 << 56
+	}
+	return &xrange{size: (want + page - 1) / page * page, page: page, pool: pi, small: small}
+}
+
+// addRange adds range r, its base set, with its one block, unmapped, and
+// returns its index in a.xr and the block.
+func (a *Allocator) addRange(r *xrange) (int32, int32) {
 	ri := int32(len(a.xr))
 	for i, x := range a.xr {
 		if x == nil {
@@ -173,9 +185,9 @@ func (a *Allocator) findExpandable(pi int32, small bool, size int64) (int32, err
 	}
 	n := a.newNode()
 	a.nodes[n] = segmentNode(r.base, r.size)
-	a.meta[n] = meta{pool: pi, seg: ri, small: small, exp: true, unmapped: true}
+	a.meta[n] = meta{pool: r.pool, seg: ri, small: r.small, exp: true, unmapped: true}
 	a.insertUnmapped(n)
-	return n, nil
+	return ri, n
 }
 
 // tryExpandable maps what a request of size bytes needs and returns its

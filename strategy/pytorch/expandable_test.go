@@ -12,6 +12,7 @@ import (
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/pytorch"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -608,4 +609,78 @@ func TestExpandableBundled(t *testing.T) {
 			assert.Equal(t, m, vm)
 		})
 	}
+}
+
+// books is a backend with virtual memory that accepts every call and
+// records the pages mapped and unmapped, for restored segments, whose pages
+// no backend created.
+type books struct {
+	next          uint64
+	maps, unmaps  []uint64
+	reserves      int
+	creates, rels int
+}
+
+func (b *books) Malloc(size int64) (uint64, error)       { b.next += uint64(size); return b.next, nil }
+func (b *books) Free(addr uint64, size int64) error      { return nil }
+func (b *books) MemInfo() (free, total int64)            { return 80 * GiB, 80 * GiB }
+func (b *books) Granularity() int64                      { return 2 * MiB }
+func (b *books) Reserve(size int64) (uint64, error)      { b.reserves++; return 1 << 50, nil }
+func (b *books) Unreserve(addr uint64, size int64) error { return nil }
+func (b *books) Create(size int64) (uint64, error)       { b.creates++; return uint64(b.creates), nil }
+func (b *books) Release(handle uint64) error             { b.rels++; return nil }
+func (b *books) Map(addr uint64, handle uint64) error    { b.maps = append(b.maps, addr); return nil }
+func (b *books) Unmap(addr uint64, size int64) error     { b.unmaps = append(b.unmaps, addr); return nil }
+
+// TestRestoreExpandable restores mapped ranges of a small and a large
+// expandable segment and allocates from them as PyTorch would.
+func TestRestoreExpandable(t *testing.T) {
+	const x, y = uint64(0x7f0000000000), uint64(0x7f4000000000)
+	b := &books{}
+	a, err := pytorch.New(b, mustConf(t, es))
+	require.NoError(t, err)
+	blk := func(addr uint64, size, req int64) snapshot.Block {
+		st := snapshot.Inactive
+		if req > 0 {
+			st = snapshot.ActiveAllocated
+		}
+		return snapshot.Block{Address: addr, Size: size, RequestedSize: req, State: st}
+	}
+	small := snapshot.Segment{Address: x, TotalSize: 2 * MiB, SegmentType: "small", IsExpandable: true,
+		Blocks: []snapshot.Block{blk(x, 512, 500), blk(x+512, 2*MiB-512, 0)}}
+	large := snapshot.Segment{Address: y, TotalSize: 20 * MiB, SegmentType: "large", IsExpandable: true,
+		Blocks: []snapshot.Block{blk(y, 4*MiB, 4*MiB), blk(y+4*MiB, 16*MiB, 0)}}
+	// A second mapped range of the large segment, two pages on.
+	large2 := snapshot.Segment{Address: y + 40*MiB, TotalSize: 20 * MiB, SegmentType: "large", IsExpandable: true,
+		Blocks: []snapshot.Block{blk(y+40*MiB, 20*MiB, 20*MiB)}}
+	var live []gpualloc.Block
+	for _, s := range []snapshot.Segment{small, large, large2} {
+		l, err := a.Restore(s)
+		require.NoError(t, err)
+		live = append(live, l...)
+	}
+	require.Len(t, live, 3)
+	assert.Equal(t, int64(42*MiB), a.MemoryStats().ReservedBytes.Current)
+	_, err = a.Restore(large)
+	assert.ErrorContains(t, err, "overlaps memory restored before")
+
+	got, err := a.Alloc(1000)
+	require.NoError(t, err)
+	assert.Equal(t, x+512, got.Addr, "the free rest of the small range")
+	got2, err := a.Alloc(16 * MiB)
+	require.NoError(t, err)
+	assert.Equal(t, y+4*MiB, got2.Addr, "the free rest of the large range")
+	got3, err := a.Alloc(10 * MiB)
+	require.NoError(t, err)
+	assert.Equal(t, y+20*MiB, got3.Addr, "the unmapped page between the ranges")
+	assert.Equal(t, []uint64{y + 20*MiB}, b.maps)
+	assert.Zero(t, b.reserves, "the ranges were restored")
+
+	for _, l := range append(live, got, got2, got3) {
+		require.NoError(t, a.Free(l))
+	}
+	require.NoError(t, a.ReleaseAll())
+	assert.Len(t, b.unmaps, 1+3)
+	assert.Equal(t, 4, b.rels)
+	assert.Zero(t, a.MemoryStats().ReservedBytes.Current)
 }

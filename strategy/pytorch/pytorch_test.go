@@ -225,6 +225,11 @@ func TestParseConf(t *testing.T) {
 	assert.Equal(t, int64(128*MiB), c.MaxSplitSize)
 	assert.Equal(t, 0.6, c.GarbageCollectionThreshold)
 	assert.Equal(t, int64(30*MiB), c.MaxNonSplitRounding)
+	for _, unlimited := range []string{"unlimited", "inf"} {
+		c, err := pytorch.ParseConf("max_split_size_mb:128,max_split_size_mb:" + unlimited)
+		require.NoError(t, err)
+		assert.Equal(t, pytorch.DefaultConfig().MaxSplitSize, c.MaxSplitSize, unlimited)
+	}
 	for _, tt := range []struct{ conf, key string }{
 		{"max_split_size_mb:10", "max_split_size_mb"},
 		{"max_split_size_mb:x", "max_split_size_mb"},
@@ -266,6 +271,15 @@ func TestRegistry(t *testing.T) {
 	_, err = open("pytorch")
 	assert.ErrorContains(t, err, "PYTORCH_CUDA_ALLOC_CONF")
 	assert.ErrorContains(t, err, "max_split_size_mb")
+
+	// PYTORCH_ALLOC_CONF, PyTorch's current name, wins over the old one.
+	env["PYTORCH_ALLOC_CONF"] = "max_split_size_mb:256"
+	a, err = open("pytorch")
+	require.NoError(t, err)
+	assert.Equal(t, int64(256*MiB), a.(*pytorch.Allocator).Config().MaxSplitSize)
+	env["PYTORCH_ALLOC_CONF"] = "max_split_size_mb:6"
+	_, err = open("pytorch")
+	assert.ErrorContains(t, err, "PYTORCH_ALLOC_CONF")
 }
 
 func TestRestore(t *testing.T) {
@@ -303,7 +317,7 @@ func TestRestore(t *testing.T) {
 		{snapshot.Segment{Address: base, TotalSize: 2 * MiB, Blocks: []snapshot.Block{
 			{Address: base, Size: 2 * MiB, RequestedSize: 3 * MiB, State: snapshot.ActiveAllocated}}}, "more than its"},
 		{snapshot.Segment{Address: base, TotalSize: 2 * MiB}, "empty segment"},
-		{snapshot.Segment{Address: base, TotalSize: 2 * MiB, IsExpandable: true}, "expandable segments are not supported"},
+		{snapshot.Segment{Address: base, TotalSize: 2 * MiB, IsExpandable: true}, "expandable_segments is off"},
 	} {
 		_, err = a.Restore(tc.s)
 		assert.ErrorContains(t, err, tc.err)

@@ -6,8 +6,9 @@ import (
 	"github.com/gpualloc/gpualloc"
 )
 
-// auto is the value of a setting the spec leaves to PYTORCH_CUDA_ALLOC_CONF
-// (the conf parameter) or, failing that, to PyTorch's default.
+// auto is the value of a setting the spec leaves to PYTORCH_ALLOC_CONF or
+// PYTORCH_CUDA_ALLOC_CONF (the conf parameter) or, failing that, to
+// PyTorch's default.
 const auto = "auto"
 
 // settings are the parameters that conf can also give, in spec order.
@@ -16,14 +17,21 @@ var settings = []string{
 	"expandable_segments", "max_non_split_rounding_mb", "memory_fraction",
 }
 
+// confEnv are the variables that give the conf parameter, the first set
+// winning: PYTORCH_ALLOC_CONF, PyTorch's current name, before
+// PYTORCH_CUDA_ALLOC_CONF, as AcceleratorAllocatorConfig::instance reads
+// them (c10/core/AllocatorConfig.cpp, which warns that the second is
+// deprecated).
+var confEnv = []string{"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}
+
 func init() {
 	gpualloc.Register(gpualloc.Strategy{
 		Name:    name,
 		Summary: "PyTorch's CUDA caching allocator, rule for rule: per-stream small and large pools, best fit on (size, address), PyTorch's rounding, splitting, segment sizes and release-and-retry",
 		Params: []gpualloc.Param{
-			{Name: "conf", Default: "none", Env: []string{"PYTORCH_CUDA_ALLOC_CONF"},
-				Doc: "settings in PYTORCH_CUDA_ALLOC_CONF syntax (max_split_size_mb:128,...), read first; the parameters below override them"},
-			{Name: "max_split_size_mb", Default: auto, Doc: "blocks this large (MiB, at least 20) are never split (auto: from conf, else unlimited)"},
+			{Name: "conf", Default: "none", Env: confEnv, Settings: true,
+				Doc: "settings in the syntax of PYTORCH_ALLOC_CONF (max_split_size_mb:128,...), read first; the parameters below override them"},
+			{Name: "max_split_size_mb", Default: auto, Doc: "blocks this large (MiB, at least 20) are never split (unlimited or inf: no limit; auto: from conf, else unlimited)"},
 			{Name: "roundup_power2_divisions", Default: auto, Doc: "divisions per power of two when rounding: one number, or MiB:divisions entries separated by ';' as 256:1;512:2;>:8 (auto: from conf, else none)"},
 			{Name: "garbage_collection_threshold", Default: auto, Doc: "with memory_fraction, free old cached segments when reserved memory exceeds this fraction of the cap (auto: from conf, else off)"},
 			{Name: "expandable_segments", Default: auto, Doc: "one growing virtual range per stream and pool, mapped in 2 MiB or 20 MiB pages (auto: from conf, else false)"},

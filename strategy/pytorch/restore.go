@@ -23,14 +23,21 @@ import (
 // device allocation and each live block as an allocation served from the
 // cache, so that the counters add up; in [MemoryStats] it adds to the byte
 // counts but not to NumDeviceAlloc. A live block with RequestedSize below
-// 1 is taken to have asked for its whole Size. Restoring an expandable
-// segment is not supported yet (an error).
+// 1 is taken to have asked for its whole Size.
+//
+// An expandable segment (s.IsExpandable, as PyTorch's snapshots list one
+// mapped range of an expandable segment) needs an allocator with
+// expandable_segments; it is mapped memory of the range of its stream and
+// pool (s.SegmentType, "small" or "large"), which starts at the address of
+// the first such segment restored: restore them in address order. Its
+// pages count as mapped (and, with virtual memory, as created handles
+// whose ids are their addresses), without a backend call.
 func (a *Allocator) Restore(s snapshot.Segment) ([]gpualloc.Block, error) {
 	fail := func(format string, args ...any) ([]gpualloc.Block, error) {
 		return nil, fmt.Errorf("%s: restore of segment %#x (%d bytes): %s", name, s.Address, s.TotalSize, fmt.Sprintf(format, args...))
 	}
-	if s.IsExpandable {
-		return fail("expandable segments are not supported")
+	if s.IsExpandable && !a.c.ExpandableSegments {
+		return fail("an expandable segment, and expandable_segments is off")
 	}
 	if s.TotalSize < 1 || len(s.Blocks) == 0 {
 		return fail("empty segment")
@@ -50,6 +57,9 @@ func (a *Allocator) Restore(s snapshot.Segment) ([]gpualloc.Block, error) {
 	}
 	if sum != s.TotalSize {
 		return fail("blocks cover %d bytes", sum)
+	}
+	if s.IsExpandable {
+		return a.restoreExpandable(s)
 	}
 	end := s.Address + uint64(s.TotalSize)
 	for i := range a.segs {
@@ -93,19 +103,207 @@ func (a *Allocator) Restore(s snapshot.Segment) ([]gpualloc.Block, error) {
 			}
 			continue
 		}
-		req := b.RequestedSize
-		if req < 1 {
-			req = b.Size
-		}
-		nd.Free = false
-		nd.Requested = req
-		a.free -= nd.Size
-		h := a.live.Put(nd.Addr, n)
-		a.m.CountAlloc(req, nd.Size, true)
-		a.ms.AllocatedBytes.add(nd.Size)
-		a.ms.ActiveBytes.add(nd.Size)
-		a.ms.RequestedBytes.add(req)
-		live = append(live, gpualloc.Block{Addr: nd.Addr, Size: nd.Size, Requested: req, Stream: s.Stream, Handle: h})
+		live = append(live, a.restoreLive(n, b, s.Stream))
 	}
 	return live, nil
+}
+
+// restoreLive hands out block n, restored as the live block b.
+func (a *Allocator) restoreLive(n int32, b snapshot.Block, stream uint64) gpualloc.Block {
+	nd := &a.nodes[n]
+	req := b.RequestedSize
+	if req < 1 {
+		req = b.Size
+	}
+	nd.Free = false
+	nd.Requested = req
+	a.free -= nd.Size
+	h := a.live.Put(nd.Addr, n)
+	a.m.CountAlloc(req, nd.Size, true)
+	a.ms.AllocatedBytes.add(nd.Size)
+	a.ms.ActiveBytes.add(nd.Size)
+	a.ms.RequestedBytes.add(req)
+	return gpualloc.Block{Addr: nd.Addr, Size: nd.Size, Requested: req, Stream: stream, Handle: h}
+}
+
+// restoreExpandable restores s, a mapped range of an expandable segment,
+// its blocks checked.
+func (a *Allocator) restoreExpandable(s snapshot.Segment) ([]gpualloc.Block, error) {
+	fail := func(format string, args ...any) ([]gpualloc.Block, error) {
+		return nil, fmt.Errorf("%s: restore of expandable segment %#x (%d bytes): %s", name, s.Address, s.TotalSize, fmt.Sprintf(format, args...))
+	}
+	small := s.SegmentType == "small" || (s.SegmentType == "" && s.TotalSize%largeBuffer != 0)
+	page := int64(largeBuffer)
+	if small {
+		page = smallBuffer
+	}
+	if s.TotalSize%page != 0 {
+		return fail("not a whole number of pages of %d bytes", page)
+	}
+	pi := a.poolIndex(s.Stream)
+	var r *xrange
+	ri := int32(-1)
+	for i, x := range a.xr {
+		if x != nil && x.pool == pi && x.small == small && x.base <= s.Address && s.Address-x.base < uint64(x.size) {
+			if (s.Address-x.base)%uint64(page) == 0 {
+				r, ri = x, int32(i)
+				break
+			}
+			// Not on a page of x: the start of the next range, reserved
+			// when x was full, where x ends.
+			if err := a.capRange(x, s.Address); err != nil {
+				return fail("%v", err)
+			}
+		}
+	}
+	if r == nil {
+		r, ri = a.restoreRange(pi, small, s.Address)
+	}
+	off := int64(s.Address - r.base)
+	end := s.Address + uint64(s.TotalSize)
+	if off%page != 0 || off+s.TotalSize > r.size {
+		return fail("not whole pages of the range at %#x", r.base)
+	}
+	// The unmapped block that holds the segment.
+	var u int32
+	for _, n := range *a.unmappedList(pi, small) {
+		if nd := &a.nodes[n]; nd.Addr <= s.Address && end <= nd.Addr+uint64(nd.Size) {
+			u = n
+		}
+	}
+	if u == 0 {
+		return fail("overlaps memory restored before")
+	}
+	a.removeUnmapped(u)
+	uAddr, uEnd := a.nodes[u].Addr, a.nodes[u].Addr+uint64(a.nodes[u].Size)
+	prev, next := a.nodes[u].Prev, a.nodes[u].Next
+	a.recycle(u)
+	mt := meta{pool: pi, seg: ri, small: small, exp: true}
+	var chain []int32
+	add := func(addr uint64, size int64, unmapped bool) int32 {
+		n := a.newNode()
+		a.nodes[n] = segmentNode(addr, size)
+		a.meta[n] = mt
+		a.meta[n].unmapped = unmapped
+		a.meta[n].gcBase = a.gcCount[kind(small)]
+		chain = append(chain, n)
+		return n
+	}
+	if s.Address > uAddr {
+		add(uAddr, int64(s.Address-uAddr), true)
+	}
+	first := len(chain)
+	addr := s.Address
+	for _, b := range s.Blocks {
+		add(addr, b.Size, false)
+		addr += uint64(b.Size)
+	}
+	if end < uEnd {
+		add(end, int64(uEnd-end), true)
+	}
+	for i, n := range chain {
+		p := prev
+		if i > 0 {
+			p = chain[i-1]
+		}
+		a.nodes[n].Prev = p
+		if p != 0 {
+			a.nodes[p].Next = n
+		}
+	}
+	last := chain[len(chain)-1]
+	a.nodes[last].Next = next
+	if next != 0 {
+		a.nodes[next].Prev = last
+	}
+	// The pages, mapped.
+	for p := off / page; p < (off+s.TotalSize)/page; p++ {
+		for int64(len(r.pages)) <= p {
+			r.pages = append(r.pages, xpage{})
+		}
+		r.pages[p] = xpage{id: r.base + uint64(p*page), held: true, mapped: a.vm != nil}
+		a.m.CountDeviceMalloc(page)
+		if a.vm != nil {
+			a.m.CountMap()
+		}
+	}
+	a.reserved += s.TotalSize
+	a.ms.ReservedBytes.add(s.TotalSize)
+	a.free += s.TotalSize
+	set := a.pools[pi].set(small)
+	var live []gpualloc.Block
+	for i, b := range s.Blocks {
+		n := chain[first+i]
+		switch {
+		case b.Live():
+			live = append(live, a.restoreLive(n, b, s.Stream))
+		default:
+			a.nodes[n].Free = true
+			set.Insert(a.nodes, n)
+		}
+	}
+	for _, n := range chain {
+		if a.meta[n].unmapped {
+			a.insertUnmapped(n)
+		}
+	}
+	return live, nil
+}
+
+// RestoreRange makes the allocator hold a range of an expandable segment of
+// stream's small or large pool that starts at base, nothing mapped, as if
+// it had reserved it from its backend, without calling the backend: for
+// [Allocator.Restore] of the range's mapped parts, when the range starts
+// below the first of them. Ranges restored one after the other end where
+// the next begins, when that is before their size.
+func (a *Allocator) RestoreRange(stream uint64, small bool, base uint64) error {
+	if !a.c.ExpandableSegments {
+		return fmt.Errorf("%s: restore of an expandable range at %#x: expandable_segments is off", name, base)
+	}
+	pi := a.poolIndex(stream)
+	for _, x := range a.xr {
+		if x != nil && x.pool == pi && x.small == small && x.base <= base && base-x.base < uint64(x.size) {
+			if err := a.capRange(x, base); err != nil {
+				return fmt.Errorf("%s: restore of an expandable range at %#x: %v", name, base, err)
+			}
+		}
+	}
+	a.restoreRange(pi, small, base)
+	return nil
+}
+
+// restoreRange adds a range of the pool at base, nothing mapped.
+func (a *Allocator) restoreRange(pi int32, small bool, base uint64) (*xrange, int32) {
+	r := a.newRange(pi, small)
+	r.base = base
+	ri, _ := a.addRange(r)
+	return r, ri
+}
+
+// capRange makes range x end at end, a range reserved after it: its
+// unmapped tail past end goes.
+func (a *Allocator) capRange(x *xrange, end uint64) error {
+	size := int64(end-x.base) / x.page * x.page
+	for _, n := range *a.unmappedList(x.pool, x.small) {
+		nd := &a.nodes[n]
+		if nd.Addr+uint64(nd.Size) != x.base+uint64(x.size) {
+			continue
+		}
+		if nd.Addr > x.base+uint64(size) {
+			return fmt.Errorf("the range at %#x is mapped past %#x", x.base, end)
+		}
+		x.size = size
+		if nd.Addr == x.base+uint64(size) {
+			// Mapped up to the next range: the tail goes.
+			a.removeUnmapped(n)
+			if p := nd.Prev; p != 0 {
+				a.nodes[p].Next = 0
+			}
+			a.recycle(n)
+			return nil
+		}
+		nd.Size = int64(x.base + uint64(size) - nd.Addr)
+		return nil
+	}
+	return fmt.Errorf("the range at %#x is mapped to its end", x.base)
 }

@@ -2,34 +2,50 @@
 // replays PyTorch memory snapshots through a model of PyTorch's CUDA caching
 // allocator (the strategy, or a test's) and measures how often the model
 // takes the decisions that the recorded allocator took: the address of each
-// allocation and the size of each segment taken from the device.
+// allocation, the segments taken from and given back to the device, and the
+// allocations that failed.
 //
 // For each device of a snapshot, [Run] configures the allocator from the
-// snapshot's allocator settings (see [snapshot.AllocatorSettings.AllocConf]),
-// rebuilds the segments and blocks as they were when the device's trace
-// began (see [snapshot.Snapshot.InitialState]), hands them to the
-// allocator, and replays the trace's entries in order:
+// snapshot's allocator settings (see [snapshot.AllocatorSettings.AllocConf];
+// expandable_segments is added when the snapshot shows expandable
+// segments) on a device of the memory that the settings record, or that
+// the oom entries or the ranges of expandable segments tell, rebuilds the segments and blocks as they were when the
+// device's trace began (see [snapshot.Snapshot.InitialStateWith]), hands
+// them to the allocator, and replays the trace's entries in order:
 //
 //   - alloc: the allocator serves the request on the entry's stream; its
-//     address is compared with the recorded one. Its backend's Malloc hands
-//     out the address of the segment_alloc recorded just before the alloc,
-//     if any, and compares the size asked for with the recorded segment's
-//     size, so that addresses stay comparable. A Malloc with no recorded
-//     segment_alloc, and a recorded segment_alloc that the allocator did not
-//     ask for, are mismatches.
+//     address is compared with the recorded one. Its backend hands out the
+//     address of the segment_alloc recorded just before the alloc, if any,
+//     and compares the size asked for with the recorded segment's size;
+//     with expandable segments, it compares the pages mapped with those of
+//     the segment_map entries recorded before the alloc. A segment or page
+//     the allocator asks for that is not recorded, and a recorded one that
+//     it does not ask for, are mismatches.
 //   - free_completed: the block returned for the recorded address is freed.
-//   - segment_free: compared with the segments that the allocator gave back
-//     to its backend; when it has given back none of them, its ReleaseAll
-//     (PyTorch's empty_cache) is called first, if it has one.
+//   - segment_free and segment_unmap: compared with what the allocator gave
+//     back to its backend; when it has given back none of it, its
+//     ReleaseAll (PyTorch's empty_cache) is called first, if it has one.
+//   - oom: the allocator serves the request (the entry's size, which
+//     PyTorch records rounded) with a device that refuses every allocation;
+//     it matches when the allocator fails too. A block that it serves from
+//     its cache instead is freed again.
 //
-// The match rate is (address matches + segment matches) / (allocs +
-// segment allocs); 1 when a trace has neither.
+// The trace is replayed twice. Free-running, the allocator goes on from its
+// own decisions: one early divergence may move every later address, and
+// the match rate counts them all. Following the record, the allocator is
+// compared at each allocation and then made to hold the recorded state
+// (rebuilt, as at the start, from the state that the recorded decisions
+// imply: see [snapshot.Tracker]) before the next entry, so that each
+// divergence counts once: the decision rate.
 package fidelity
 
 import (
 	"errors"
 	"fmt"
+	"math"
+	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
@@ -75,27 +91,53 @@ func (m Mismatch) String() string {
 	return fmt.Sprintf("device %d entry %d: %s of %d bytes: recorded %s, replayed %s", m.Device, m.Index, m.Action, m.Size, m.Want, m.Got)
 }
 
-// A Result is the fidelity of the model on one snapshot.
+// NoHistory is the Note of a Result whose device has no allocation in its
+// trace: a state-only or legacy snapshot, with nothing to compare.
+const NoHistory = "no allocation history: nothing to compare"
+
+// A Result is the fidelity of the model on one device of a snapshot. Its
+// counts, but for DecisionMatches, are those of the free-running replay;
+// its mismatches, the first ones of that replay.
 type Result struct {
-	File           string  `json:"file"`
-	Conf           string  `json:"conf"` // the allocator's configuration
-	Allocs         int64   `json:"allocs"`
-	AddressMatches int64   `json:"address_matches"`
-	SegmentAllocs  int64   `json:"segment_allocs"`
-	SegmentMatches int64   `json:"segment_matches"`
-	MatchRate      float64 `json:"match_rate"`
+	File   string `json:"file"`
+	Device int    `json:"device"`
+	Conf   string `json:"conf"` // the allocator's configuration
+	Allocs int64  `json:"allocs"`
+	// AddressMatches counts the allocs at the recorded address.
+	AddressMatches int64 `json:"address_matches"`
+	// DecisionMatches counts the allocs at the recorded address, with the
+	// recorded segment allocations or mappings, when the allocator starts
+	// from the recorded state.
+	DecisionMatches int64 `json:"decision_matches"`
+	// SegmentAllocs counts the recorded segment_alloc and segment_map
+	// entries, of which SegmentMatches the allocator asked for too.
+	SegmentAllocs  int64 `json:"segment_allocs"`
+	SegmentMatches int64 `json:"segment_matches"`
+	// MatchRate is (AddressMatches + SegmentMatches) / (Allocs +
+	// SegmentAllocs), DecisionRate DecisionMatches / Allocs; both nil (null
+	// in JSON) when there are no allocs.
+	MatchRate    *float64 `json:"match_rate"`
+	DecisionRate *float64 `json:"decision_rate"`
+	// OOMs counts the recorded oom entries, of which OOMMatches failed in
+	// the allocator too (following the record).
+	OOMs       int64 `json:"ooms"`
+	OOMMatches int64 `json:"oom_matches"`
 	// ExtraMallocs counts the allocator's Mallocs with no recorded
-	// segment_alloc.
+	// segment_alloc, and its mapped pages with no recorded segment_map.
 	ExtraMallocs int64 `json:"extra_mallocs"`
-	// SegmentFrees counts the recorded segment_free entries, of which
-	// SegmentFreeMatches were segments the allocator gave back too.
+	// SegmentFrees counts the recorded segment_free and segment_unmap
+	// entries, of which SegmentFreeMatches were given back by the
+	// allocator too.
 	SegmentFrees       int64 `json:"segment_frees"`
 	SegmentFreeMatches int64 `json:"segment_free_matches"`
-	// DeviceFrees counts the allocator's Free calls to its backend.
-	DeviceFrees  int64      `json:"device_frees"`
-	AllocErrors  int64      `json:"alloc_errors"` // allocations the model failed
-	InitialLive  int64      `json:"initial_live"` // blocks live when the trace began
-	InitialSegs  int64      `json:"initial_segments"`
+	// DeviceFrees counts the allocator's Free and Unmap calls to its
+	// backend.
+	DeviceFrees int64 `json:"device_frees"`
+	AllocErrors int64 `json:"alloc_errors"` // allocations the model failed
+	InitialLive int64 `json:"initial_live"` // blocks live when the trace began
+	InitialSegs int64 `json:"initial_segments"`
+	// Note says why the figures claim nothing (NoHistory), or is "".
+	Note         string     `json:"note,omitempty"`
 	Mismatches   []Mismatch `json:"mismatches"`
 	mismatchesMx int
 }
@@ -106,61 +148,519 @@ func (r *Result) mismatch(m Mismatch) {
 	}
 }
 
+func rate(n, d int64) *float64 {
+	if d == 0 {
+		return nil
+	}
+	f := float64(n) / float64(d)
+	return &f
+}
+
 // Run replays snapshot s, named name, through the allocators that opts.New
-// makes, one per device. An error means that the snapshot is inconsistent
-// (its trace does not fit its segments) or that the allocator failed in a
-// way that ends the replay; it does not name the file.
-func Run(s *snapshot.Snapshot, name string, opts Options) (*Result, error) {
+// makes, and returns one Result per device, in device order (one for device
+// 0 when the snapshot names none). An error means that the snapshot is
+// inconsistent (its trace does not fit its segments) or that the allocator
+// failed in a way that ends the replay; it does not name the file.
+func Run(s *snapshot.Snapshot, name string, opts Options) ([]*Result, error) {
 	if opts.New == nil {
 		return nil, errors.New("fidelity: no allocator")
 	}
 	conf := s.AllocatorSettings.AllocConf()
-	res := &Result{File: name, Conf: conf, Mismatches: []Mismatch{}, mismatchesMx: opts.MaxMismatches}
-	if res.mismatchesMx == 0 {
-		res.mismatchesMx = DefaultMaxMismatches
+	rules, err := s.AllocatorSettings.Rules()
+	if err != nil {
+		return nil, err
 	}
-	for _, d := range s.Devices() {
-		if err := runDevice(s, d, conf, opts.New, res); err != nil {
+	if expandable(s) && !rules.Expandable {
+		rules.Expandable = true
+		conf = strings.TrimPrefix(conf+",expandable_segments:True", ",")
+	}
+	mx := opts.MaxMismatches
+	if mx == 0 {
+		mx = DefaultMaxMismatches
+	}
+	devs := s.Devices()
+	if len(devs) == 0 {
+		devs = []int{0}
+	}
+	var out []*Result
+	for _, d := range devs {
+		res := &Result{File: name, Device: d, Conf: conf, Mismatches: []Mismatch{}, mismatchesMx: mx}
+		if err := runDevice(s, d, conf, rules, opts.New, res); err != nil {
 			return nil, err
 		}
+		res.MatchRate = rate(res.AddressMatches+res.SegmentMatches, res.Allocs+res.SegmentAllocs)
+		res.DecisionRate = rate(res.DecisionMatches, res.Allocs)
+		if res.Allocs == 0 {
+			res.MatchRate = nil
+			res.Note = NoHistory
+		}
+		out = append(out, res)
 	}
-	res.MatchRate = 1
-	if n := res.Allocs + res.SegmentAllocs; n > 0 {
-		res.MatchRate = float64(res.AddressMatches+res.SegmentMatches) / float64(n)
-	}
-	return res, nil
+	return out, nil
 }
 
-// backend is the replay's device: Malloc hands out the recorded segments.
+// expandable reports whether the snapshot shows expandable segments.
+func expandable(s *snapshot.Snapshot) bool {
+	for _, sg := range s.Segments {
+		if sg.IsExpandable {
+			return true
+		}
+	}
+	for _, t := range s.DeviceTraces {
+		for _, e := range t {
+			if e.Action == snapshot.SegmentMap || e.Action == snapshot.SegmentUnmap {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules, newAlloc NewFunc, res *Result) error {
+	st, err := s.InitialStateWith(dev, rules)
+	if err != nil {
+		return err
+	}
+	// The segment_alloc entries that the window cut off come first; entry
+	// indexes stay those of the file.
+	t := append(append([]snapshot.TraceEntry(nil), st.Fresh...), s.Trace(dev)...)
+	offset := len(st.Fresh)
+	var top uint64
+	for _, sg := range append(st.Segments, s.Segments...) {
+		top = max(top, sg.Address+uint64(sg.TotalSize))
+	}
+	for i := range t {
+		switch t[i].Action {
+		case snapshot.SegmentAlloc, snapshot.SegmentFree, snapshot.SegmentMap, snapshot.SegmentUnmap:
+			top = max(top, t[i].Addr+uint64(t[i].Size))
+		}
+	}
+	top = (top + 1<<30) &^ (1<<30 - 1)
+	for _, sg := range st.Segments {
+		res.InitialSegs++
+		for _, b := range sg.Blocks {
+			if b.Live() {
+				res.InitialLive++
+			}
+		}
+	}
+	total := s.AllocatorSettings.DeviceMemory(dev)
+	if total == 0 {
+		total = deviceTotal(st, t, rules)
+	}
+	release := releaseInAlloc(s.AllocatorSettings, rules)
+	free := &replay{res: res, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total, releaseInAlloc: release}
+	if err := free.run(st, top, nil); err != nil {
+		return err
+	}
+	follow := &replay{res: &Result{mismatchesMx: -1}, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total,
+		releaseInAlloc: release}
+	if err := follow.run(st, top, snapshot.NewTracker(st, rules)); err != nil {
+		return fmt.Errorf("following the record: %w", err)
+	}
+	res.DecisionMatches = follow.decisions
+	res.OOMs, res.OOMMatches = follow.res.OOMs, follow.res.OOMMatches
+	return nil
+}
+
+// deviceTotal returns the device's memory as the trace's oom entries tell
+// it (see [snapshot.DeviceMemory]), else as the ranges of expandable
+// segments do, else 2^62. The allocator sizes the ranges of expandable
+// segments from it, as PyTorch does from the device's memory.
+func deviceTotal(st *snapshot.State, t []snapshot.TraceEntry, rules snapshot.Rules) int64 {
+	if total := snapshot.DeviceMemory(st, t, rules); total > 0 {
+		return total
+	}
+	return rangeTotal(st, t)
+}
+
+// rangeTotal returns the device's memory as the ranges of expandable
+// segments tell it, 2^62 when they do not. PyTorch reserves a range of 1
+// 1/8 times the device's memory, in whole pages, for each stream and pool
+// (and another when it is full), and CUDA reserves ranges one after the
+// other: a range ends at the latest where the next one starts (see
+// ranges). The bound of a range of the large pool is taken first.
+func rangeTotal(st *snapshot.State, t []snapshot.TraceEntry) int64 {
+	rs := ranges(st, t)
+	var best int64
+	bestSmall := true
+	for _, r := range rs {
+		var next uint64
+		for _, o := range rs {
+			if o.base > r.base && (next == 0 || o.base < next) {
+				next = o.base
+			}
+		}
+		if next == 0 {
+			continue
+		}
+		size := int64(next-r.base) / r.page() * r.page()
+		if best == 0 || (bestSmall && !r.small) || (bestSmall == r.small && size < best) {
+			best, bestSmall = size, r.small
+		}
+	}
+	if best == 0 {
+		return 1 << 62
+	}
+	return best / 9 * 8
+}
+
+// A xrange is a range of an expandable segment, as the snapshot shows it:
+// the lowest address it names, and whether the state at the trace's start
+// has mapped memory in it.
+type xrange struct {
+	stream  uint64
+	small   bool
+	base    uint64
+	initial bool
+}
+
+func (r xrange) page() int64 {
+	if r.small {
+		return smallBuffer
+	}
+	return largeBuffer
+}
+
+// ranges returns the ranges of expandable segments that the state at the
+// trace's start and the trace's segment_map and segment_unmap entries show,
+// by stream, pool and address. Two addresses of a stream's pool that are
+// not a whole number of pages apart lie in two ranges.
+func ranges(st *snapshot.State, t []snapshot.TraceEntry) []xrange {
+	var seen []xrange
+	for _, sg := range st.Segments {
+		if sg.IsExpandable {
+			seen = append(seen, xrange{sg.Stream, sg.SegmentType == "small", sg.Address, true})
+		}
+	}
+	for i := range t {
+		if e := &t[i]; e.Action == snapshot.SegmentMap || e.Action == snapshot.SegmentUnmap {
+			seen = append(seen, xrange{e.Stream, e.Size%largeBuffer != 0, e.Addr, false})
+		}
+	}
+	sort.Slice(seen, func(i, j int) bool {
+		a, b := seen[i], seen[j]
+		if a.stream != b.stream {
+			return a.stream < b.stream
+		}
+		if a.small != b.small {
+			return a.small
+		}
+		return a.base < b.base
+	})
+	var out []xrange
+	for _, r := range seen {
+		if n := len(out); n > 0 {
+			if p := &out[n-1]; p.stream == r.stream && p.small == r.small && (r.base-p.base)%uint64(r.page()) == 0 {
+				p.initial = p.initial || r.initial
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// A RangeRestorer is an allocator with expandable segments that can hold a
+// range before its mapped parts are restored, so that its start is where
+// the snapshot shows it (see the pytorch strategy's RestoreRange).
+type RangeRestorer interface {
+	RestoreRange(stream uint64, small bool, base uint64) error
+}
+
+// releaseInAlloc reports whether an allocation may free some cached
+// segments and not others before it allocates one, so that the
+// segment_free entries recorded just before an alloc are its own, not an
+// empty_cache's: PyTorch's release_available_cached_blocks, with a
+// max_split_size and without expandable segments, and its
+// garbage_collect_cached_blocks, with a garbage_collection_threshold and a
+// memory fraction.
+func releaseInAlloc(s *snapshot.AllocatorSettings, r snapshot.Rules) bool {
+	if s != nil && s.GarbageCollectionThreshold > 0 && s.MemoryFraction() > 0 {
+		return true
+	}
+	return r.MaxSplitSize != snapshot.NoMaxSplitSize && !r.Expandable
+}
+
+// replay is one replay of a device's trace.
+type replay struct {
+	res      *Result
+	dev      int
+	trace    []snapshot.TraceEntry
+	offset   int // entries of trace before the file's first (State.Fresh)
+	conf     string
+	newAlloc NewFunc
+	total    int64 // the device's memory
+	// releaseInAlloc: see the function of that name.
+	releaseInAlloc bool
+
+	a    Allocator
+	be   *backend
+	live map[uint64]gpualloc.Block // recorded address -> the model's block
+	// failed are the recorded addresses whose allocation the model failed.
+	failed    map[uint64]bool
+	released  bool  // ReleaseAll was called since the last alloc
+	decisions int64 // allocs that matched wholly
+}
+
+// start makes a new allocator that holds the segments of st.
+func (r *replay) start(st *snapshot.State, top uint64) error {
+	r.be = newBackend(r.res, r.dev, top, r.total)
+	a, err := r.newAlloc(r.be, r.conf)
+	if err != nil {
+		return err
+	}
+	r.a, r.live, r.failed, r.released = a, map[uint64]gpualloc.Block{}, map[uint64]bool{}, false
+	if rr, ok := a.(RangeRestorer); ok {
+		for _, x := range ranges(st, r.trace) {
+			if x.initial {
+				if err := rr.RestoreRange(x.stream, x.small, x.base); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, sg := range st.Segments {
+		blocks, err := a.Restore(sg)
+		if err != nil {
+			return fmt.Errorf("restoring the segment at %s: %w", hex(sg.Address), err)
+		}
+		n := 0
+		for _, b := range sg.Blocks {
+			if b.Live() {
+				if n >= len(blocks) {
+					return fmt.Errorf("restoring the segment at %s: %d live blocks returned, more expected", hex(sg.Address), len(blocks))
+				}
+				r.live[b.Address] = blocks[n]
+				n++
+			}
+		}
+	}
+	return nil
+}
+
+// run replays the trace from st, following the record of tr if it is not
+// nil.
+func (r *replay) run(st *snapshot.State, top uint64, tr *snapshot.Tracker) error {
+	if err := r.start(st, top); err != nil {
+		return err
+	}
+	for i := range r.trace {
+		e := &r.trace[i]
+		be := r.be
+		at := i - r.offset // the entry's index in the file
+		be.index = at
+		ok, err := r.entry(e, i, at)
+		if err != nil {
+			return err
+		}
+		if tr == nil {
+			continue
+		}
+		if err := tr.Apply(e); err != nil {
+			return fmt.Errorf("device_traces[%d][%d]: %w", r.dev, at, err)
+		}
+		ok = ok && be.clean(at)
+		if e.Action == snapshot.Alloc && ok {
+			r.decisions++
+		}
+		if !ok {
+			// Hold the recorded state again.
+			if err := r.start(tr.State(r.dev), top); err != nil {
+				return fmt.Errorf("device_traces[%d][%d]: %w", r.dev, at, err)
+			}
+		}
+	}
+	r.be.endAlloc()
+	return nil
+}
+
+// entry replays entry e, the i-th of r.trace and the at-th of the file, and
+// reports whether the model took the recorded decision, as far as the entry
+// itself shows.
+func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
+	res, be, dev := r.res, r.be, r.dev
+	switch e.Action {
+	case snapshot.SegmentAlloc, snapshot.SegmentMap:
+		res.SegmentAllocs++
+		if i == 0 || !isSegmentGrowth(r.trace[i-1].Action) {
+			be.endAlloc()
+		}
+		be.pending = append(be.pending, e)
+	case snapshot.Alloc:
+		res.Allocs++
+		r.released = false
+		b, err := r.a.AllocStream(e.Size, e.Stream)
+		be.endAlloc()
+		be.endReleases()
+		if err != nil {
+			res.AllocErrors++
+			r.failed[e.Addr] = true
+			res.mismatch(Mismatch{dev, at, "alloc", e.Size, hex(e.Addr), "error: " + err.Error()})
+			return false, nil
+		}
+		delete(r.failed, e.Addr)
+		r.live[e.Addr] = b
+		if b.Addr != e.Addr {
+			res.mismatch(Mismatch{dev, at, "alloc", e.Size, hex(e.Addr), hex(b.Addr)})
+			return false, nil
+		}
+		res.AddressMatches++
+	case snapshot.FreeCompleted:
+		be.endAlloc()
+		b, ok := r.live[e.Addr]
+		if !ok {
+			if r.failed[e.Addr] {
+				delete(r.failed, e.Addr)
+				return true, nil
+			}
+			return false, fmt.Errorf("device_traces[%d][%d]: free_completed of %s never allocated", dev, at, hex(e.Addr))
+		}
+		delete(r.live, e.Addr)
+		if err := r.a.Free(b); err != nil {
+			return false, fmt.Errorf("device_traces[%d][%d]: free_completed of %s: %w", dev, at, hex(e.Addr), err)
+		}
+	case snapshot.SegmentFree, snapshot.SegmentUnmap:
+		be.endAlloc()
+		res.SegmentFrees++
+		if e.Action == snapshot.SegmentFree && r.releaseInAlloc && r.allocFollows(i) {
+			// Freed by the next alloc, which its device refuses until then.
+			be.releases = append(be.releases, e)
+			return true, nil
+		}
+		if !be.gaveBack(e) && !r.released {
+			if rel, ok := r.a.(gpualloc.Releaser); ok {
+				r.released = true
+				if err := rel.ReleaseAll(); err != nil {
+					return false, fmt.Errorf("device_traces[%d][%d]: releasing cached segments: %w", dev, at, err)
+				}
+			}
+		}
+		if be.takeBack(e) {
+			res.SegmentFreeMatches++
+			return true, nil
+		}
+		res.mismatch(Mismatch{dev, at, string(e.Action), e.Size, hex(e.Addr), "kept"})
+		return false, nil
+	case snapshot.OutOfMemory:
+		be.endAlloc()
+		res.OOMs++
+		be.full = true
+		b, err := r.a.AllocStream(e.Size, e.Stream)
+		be.full = false
+		be.endReleases()
+		if err != nil {
+			if !errors.Is(err, gpualloc.ErrOutOfMemory) {
+				return false, fmt.Errorf("device_traces[%d][%d]: oom of %d bytes: %w", dev, at, e.Size, err)
+			}
+			res.OOMMatches++
+			return true, nil
+		}
+		res.mismatch(Mismatch{dev, at, "oom", e.Size, "out of memory", hex(b.Addr)})
+		if err := r.a.Free(b); err != nil {
+			return false, fmt.Errorf("device_traces[%d][%d]: oom of %d bytes: %w", dev, at, e.Size, err)
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
+// allocFollows reports whether the segment_free entries from the i-th on
+// lead to an alloc or oom, with only segment_alloc entries between.
+func (r *replay) allocFollows(i int) bool {
+	for _, e := range r.trace[i+1:] {
+		switch e.Action {
+		case snapshot.SegmentFree, snapshot.SegmentAlloc:
+		case snapshot.Alloc, snapshot.OutOfMemory:
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+func isSegmentGrowth(a snapshot.Action) bool {
+	return a == snapshot.SegmentAlloc || a == snapshot.SegmentMap
+}
+
+// backend is the replay's device: Malloc hands out the recorded segments,
+// Reserve and Map the recorded mapped ranges.
 type backend struct {
 	res     *Result
 	dev     int
-	pending *snapshot.TraceEntry // the segment_alloc recorded before the current alloc
-	index   int                  // of the current entry
-	taken   bool                 // pending was taken by a Malloc
-	next    uint64               // address of the next segment not in the trace
-	freed   map[uint64]bool
+	index   int                    // of the current entry
+	pending []*snapshot.TraceEntry // segment_alloc and segment_map entries recorded before the current alloc
+	taken   bool                   // a segment_alloc of pending was taken by a Malloc
+	mapped  []uint64               // pages mapped for the current alloc, by address
+	full    bool                   // every allocation fails
+	total   int64                  // the device's memory
+	// releases are the segment_free entries recorded just before the
+	// current alloc, which it must free before it gets memory.
+	releases []*snapshot.TraceEntry
+	next     uint64          // address of the next segment not in the trace
+	dirty    int             // index of the last entry with a mismatch of the backend, or noEntry
+	freed    map[uint64]bool // segments freed and pages unmapped, by address
+	handles  uint64          // handles created
+}
+
+func newBackend(res *Result, dev int, top uint64, total int64) *backend {
+	return &backend{res: res, dev: dev, next: top, total: total, dirty: noEntry, freed: map[uint64]bool{}}
+}
+
+// noEntry is no entry's index: the implied entries of State.Fresh have
+// negative ones.
+const noEntry = math.MinInt
+
+// clean reports whether the backend saw no mismatch at entry i.
+func (b *backend) clean(i int) bool { return b.dirty != i }
+
+func (b *backend) mismatch(m Mismatch) {
+	b.dirty = b.index
+	b.res.mismatch(m)
 }
 
 func (b *backend) Malloc(size int64) (uint64, error) {
 	if size <= 0 {
 		return 0, gpualloc.ErrInvalidSize
 	}
-	if p := b.pending; p != nil && !b.taken {
+	if b.full || b.releasing() {
+		return 0, gpualloc.ErrOutOfMemory
+	}
+	for _, p := range b.pending {
+		if p.Action != snapshot.SegmentAlloc || b.taken {
+			continue
+		}
 		b.taken = true
 		if size == p.Size {
 			b.res.SegmentMatches++
 		} else {
-			b.res.mismatch(Mismatch{b.dev, b.index - 1, "segment_alloc", p.Size, fmt.Sprintf("%d bytes", p.Size), fmt.Sprintf("%d bytes", size)})
+			b.mismatch(Mismatch{b.dev, b.index - 1, "segment_alloc", p.Size, fmt.Sprintf("%d bytes", p.Size), fmt.Sprintf("%d bytes", size)})
 		}
 		delete(b.freed, p.Addr)
 		return p.Addr, nil
 	}
 	b.res.ExtraMallocs++
-	b.res.mismatch(Mismatch{b.dev, b.index, "segment_alloc", size, "none", fmt.Sprintf("%d bytes", size)})
+	b.mismatch(Mismatch{b.dev, b.index, "segment_alloc", size, "none", fmt.Sprintf("%d bytes", size)})
+	return b.fresh(size), nil
+}
+
+// releasing reports whether a segment that the current alloc must free
+// first is still held.
+func (b *backend) releasing() bool {
+	for _, e := range b.releases {
+		if !b.freed[e.Addr] {
+			return true
+		}
+	}
+	return false
+}
+
+// fresh returns an address for size bytes that no recorded segment uses.
+func (b *backend) fresh(size int64) uint64 {
 	a := b.next
 	b.next += uint64(size+smallBuffer-1) / smallBuffer * smallBuffer
-	return a, nil
+	return a
 }
 
 func (b *backend) Free(addr uint64, size int64) error {
@@ -169,123 +669,149 @@ func (b *backend) Free(addr uint64, size int64) error {
 	return nil
 }
 
-func (b *backend) MemInfo() (free, total int64) { return 1 << 62, 1 << 62 }
+func (b *backend) MemInfo() (free, total int64) { return b.total, b.total }
 
-func runDevice(s *snapshot.Snapshot, dev int, conf string, newAlloc NewFunc, res *Result) error {
-	st, err := s.InitialState(dev)
-	if err != nil {
-		return err
-	}
-	t := s.Trace(dev)
-	be := &backend{res: res, dev: dev, freed: map[uint64]bool{}}
-	var top uint64
-	for _, sg := range append(st.Segments, s.Segments...) {
-		top = max(top, sg.Address+uint64(sg.TotalSize))
-	}
-	for i := range t {
-		if t[i].Action == snapshot.SegmentAlloc || t[i].Action == snapshot.SegmentFree {
-			top = max(top, t[i].Addr+uint64(t[i].Size))
+// Granularity is that of CUDA's virtual memory on current GPUs, 2 MiB.
+func (b *backend) Granularity() int64 { return smallBuffer }
+
+// Reserve places a new range where the first segment_map recorded before
+// the current alloc says PyTorch's was, since PyTorch maps a new range
+// from its start.
+func (b *backend) Reserve(size int64) (uint64, error) {
+	for _, p := range b.pending {
+		if p.Action == snapshot.SegmentMap {
+			return p.Addr, nil
 		}
 	}
-	be.next = (top + 1<<30) &^ (1<<30 - 1)
-	a, err := newAlloc(be, conf)
-	if err != nil {
-		return err
+	return b.fresh(size), nil
+}
+
+func (b *backend) Unreserve(addr uint64, size int64) error { return nil }
+
+func (b *backend) Create(size int64) (uint64, error) {
+	if b.full {
+		return 0, gpualloc.ErrOutOfMemory
 	}
-	live := map[uint64]gpualloc.Block{} // recorded address -> the model's block
-	for _, sg := range st.Segments {
-		blocks, err := a.Restore(sg)
-		if err != nil {
-			return fmt.Errorf("restoring the segment at %s: %w", hex(sg.Address), err)
-		}
-		res.InitialSegs++
-		n := 0
-		for _, b := range sg.Blocks {
-			if b.Live() {
-				if n >= len(blocks) {
-					return fmt.Errorf("restoring the segment at %s: %d live blocks returned, more expected", hex(sg.Address), len(blocks))
-				}
-				live[b.Address] = blocks[n]
-				n++
-				res.InitialLive++
-			}
-		}
-	}
-	failed := map[uint64]bool{} // recorded addresses the model failed to allocate
-	released := false
-	for i := range t {
-		e := &t[i]
-		be.index = i
-		switch e.Action {
-		case snapshot.SegmentAlloc:
-			res.SegmentAllocs++
-			be.endAlloc()
-			be.pending, be.taken = e, false
-		case snapshot.Alloc:
-			res.Allocs++
-			released = false
-			b, err := a.AllocStream(e.Size, e.Stream)
-			be.endAlloc()
-			if err != nil {
-				res.AllocErrors++
-				failed[e.Addr] = true
-				res.mismatch(Mismatch{dev, i, "alloc", e.Size, hex(e.Addr), "error: " + err.Error()})
-				continue
-			}
-			if b.Addr == e.Addr {
-				res.AddressMatches++
-			} else {
-				res.mismatch(Mismatch{dev, i, "alloc", e.Size, hex(e.Addr), hex(b.Addr)})
-			}
-			delete(failed, e.Addr)
-			live[e.Addr] = b
-		case snapshot.FreeCompleted:
-			b, ok := live[e.Addr]
-			if !ok {
-				if failed[e.Addr] {
-					delete(failed, e.Addr)
-					continue
-				}
-				return fmt.Errorf("device_traces[%d][%d]: free_completed of %s never allocated", dev, i, hex(e.Addr))
-			}
-			delete(live, e.Addr)
-			if err := a.Free(b); err != nil {
-				return fmt.Errorf("device_traces[%d][%d]: free_completed of %s: %w", dev, i, hex(e.Addr), err)
-			}
-		case snapshot.SegmentFree:
-			be.endAlloc()
-			res.SegmentFrees++
-			if !be.freed[e.Addr] && !released {
-				if r, ok := a.(gpualloc.Releaser); ok {
-					released = true
-					if err := r.ReleaseAll(); err != nil {
-						return fmt.Errorf("device_traces[%d][%d]: releasing cached segments: %w", dev, i, err)
-					}
-				}
-			}
-			if be.freed[e.Addr] {
-				res.SegmentFreeMatches++
-				delete(be.freed, e.Addr)
-			} else {
-				res.mismatch(Mismatch{dev, i, "segment_free", e.Size, hex(e.Addr), "kept"})
-			}
-		}
-	}
-	be.endAlloc()
+	b.handles++
+	return b.handles, nil
+}
+
+func (b *backend) Release(handle uint64) error { return nil }
+
+func (b *backend) Map(addr uint64, handle uint64) error {
+	b.mapped = append(b.mapped, addr)
+	delete(b.freed, addr)
 	return nil
 }
 
-// endAlloc closes the recorded segment_alloc of the alloc just replayed: a
-// segment that the allocator did not ask for is a mismatch.
-func (b *backend) endAlloc() {
-	if p := b.pending; p != nil && !b.taken {
-		b.res.mismatch(Mismatch{b.dev, b.index, "segment_alloc", p.Size, fmt.Sprintf("%d bytes", p.Size), "none (served from the cache)"})
-	}
-	b.pending, b.taken = nil, false
+func (b *backend) Unmap(addr uint64, size int64) error {
+	b.res.DeviceFrees++
+	b.freed[addr] = true
+	return nil
 }
 
-// smallBuffer is the size of PyTorch's small segments, to which addresses
-// made up for unrecorded segments are aligned.
-const smallBuffer = 2 << 20
+// pages returns the addresses of the pages of a segment_map or
+// segment_unmap entry: the large pool's when its size is a multiple of
+// them, else the small pool's.
+func pages(e *snapshot.TraceEntry) []uint64 {
+	page := int64(largeBuffer)
+	if e.Size%page != 0 {
+		page = smallBuffer
+	}
+	var out []uint64
+	for off := int64(0); off < e.Size; off += page {
+		out = append(out, e.Addr+uint64(off))
+	}
+	return out
+}
+
+// gaveBack reports whether the allocator gave back some of what entry e,
+// a segment_free or segment_unmap, records.
+func (b *backend) gaveBack(e *snapshot.TraceEntry) bool {
+	if e.Action == snapshot.SegmentFree {
+		return b.freed[e.Addr]
+	}
+	for _, p := range pages(e) {
+		if b.freed[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// takeBack reports whether the allocator gave back all that entry e
+// records, and forgets it.
+func (b *backend) takeBack(e *snapshot.TraceEntry) bool {
+	if e.Action == snapshot.SegmentFree {
+		ok := b.freed[e.Addr]
+		delete(b.freed, e.Addr)
+		return ok
+	}
+	ok := true
+	for _, p := range pages(e) {
+		ok = ok && b.freed[p]
+		delete(b.freed, p)
+	}
+	return ok
+}
+
+// endAlloc closes the recorded segment_alloc and segment_map entries of the
+// alloc just replayed: a segment that the allocator did not ask for, a
+// recorded range it did not map and a page it mapped that no entry
+// records are mismatches.
+func (b *backend) endAlloc() {
+	mapped := map[uint64]bool{}
+	for _, a := range b.mapped {
+		mapped[a] = true
+	}
+	for _, p := range b.pending {
+		switch {
+		case p.Action == snapshot.SegmentAlloc && !b.taken:
+			b.mismatch(Mismatch{b.dev, b.index, "segment_alloc", p.Size, fmt.Sprintf("%d bytes", p.Size), "none (served from the cache)"})
+		case p.Action == snapshot.SegmentMap:
+			all := true
+			for _, a := range pages(p) {
+				all = all && mapped[a]
+				delete(mapped, a)
+			}
+			if all {
+				b.res.SegmentMatches++
+			} else {
+				b.mismatch(Mismatch{b.dev, b.index, "segment_map", p.Size, hex(p.Addr), "not mapped"})
+			}
+		}
+	}
+	if len(mapped) > 0 {
+		var extra []uint64
+		for a := range mapped {
+			extra = append(extra, a)
+		}
+		sort.Slice(extra, func(i, j int) bool { return extra[i] < extra[j] })
+		b.res.ExtraMallocs += int64(len(extra))
+		b.mismatch(Mismatch{b.dev, b.index, "segment_map", 0, "none", fmt.Sprintf("%d pages from %s", len(extra), hex(extra[0]))})
+	}
+	b.pending, b.taken, b.mapped = b.pending[:0], false, b.mapped[:0]
+}
+
+// endReleases closes the segment_free entries recorded before the alloc or
+// oom just replayed: a segment that the allocator kept is a mismatch.
+func (b *backend) endReleases() {
+	for _, e := range b.releases {
+		if b.freed[e.Addr] {
+			b.res.SegmentFreeMatches++
+			delete(b.freed, e.Addr)
+		} else {
+			b.mismatch(Mismatch{b.dev, b.index, string(e.Action), e.Size, hex(e.Addr), "kept"})
+		}
+	}
+	b.releases = b.releases[:0]
+}
+
+// PyTorch's segment and page sizes: addresses made up for unrecorded
+// segments are aligned to the first.
+const (
+	smallBuffer = 2 << 20
+	largeBuffer = 20 << 20
+)
 
 func hex(a uint64) string { return "0x" + strconv.FormatUint(a, 16) }

@@ -45,13 +45,22 @@ func seg(dev int, addr uint64, blocks ...snapshot.Block) snapshot.Segment {
 	return s
 }
 
-func run(t *testing.T, s *snapshot.Snapshot, newAlloc NewFunc) *Result {
+func run(t *testing.T, s *snapshot.Snapshot, newAlloc NewFunc) []*Result {
 	t.Helper()
-	res, err := Run(s, "t.pickle", Options{New: newAlloc})
+	return runOpts(t, s, Options{New: newAlloc})
+}
+
+func runOpts(t *testing.T, s *snapshot.Snapshot, opts Options) []*Result {
+	t.Helper()
+	res, err := Run(s, "t.pickle", opts)
 	require.NoError(t, err)
-	res.mismatchesMx = 0
+	for _, r := range res {
+		r.mismatchesMx = 0
+	}
 	return res
 }
+
+func pf(f float64) *float64 { return &f }
 
 // fromEmpty starts from an empty allocator: small blocks are reused best
 // fit, a large segment is split, and its segment_free follows an
@@ -82,13 +91,14 @@ func fromEmpty() *snapshot.Snapshot {
 }
 
 func TestFromEmpty(t *testing.T) {
-	assert.Equal(t, &Result{File: "t.pickle", Allocs: 5, AddressMatches: 5, SegmentAllocs: 2, SegmentMatches: 2, MatchRate: 1,
-		SegmentFrees: 1, SegmentFreeMatches: 1, DeviceFrees: 1, Mismatches: []Mismatch{}},
+	assert.Equal(t, []*Result{{File: "t.pickle", Allocs: 5, AddressMatches: 5, DecisionMatches: 5, SegmentAllocs: 2, SegmentMatches: 2,
+		MatchRate: pf(1), DecisionRate: pf(1), OOMs: 1, OOMMatches: 1, SegmentFrees: 1, SegmentFreeMatches: 1, DeviceFrees: 1, Mismatches: []Mismatch{}}},
 		run(t, fromEmpty(), PyTorch))
 
 	// The test's model takes the same decisions but cannot empty its cache.
-	assert.Equal(t, &Result{File: "t.pickle", Allocs: 5, AddressMatches: 5, SegmentAllocs: 2, SegmentMatches: 2, MatchRate: 1,
-		SegmentFrees: 1, Mismatches: []Mismatch{{0, 14, "segment_free", 20 * mib, "0x7f0001000000", "kept"}}},
+	assert.Equal(t, []*Result{{File: "t.pickle", Allocs: 5, AddressMatches: 5, DecisionMatches: 5, SegmentAllocs: 2, SegmentMatches: 2,
+		MatchRate: pf(1), DecisionRate: pf(1), OOMs: 1, OOMMatches: 1, SegmentFrees: 1,
+		Mismatches: []Mismatch{{0, 14, "segment_free", 20 * mib, "0x7f0001000000", "kept"}}}},
 		run(t, fromEmpty(), newModel))
 }
 
@@ -115,8 +125,12 @@ func started() *snapshot.Snapshot {
 }
 
 func TestStarted(t *testing.T) {
-	assert.Equal(t, &Result{File: "t.pickle", Allocs: 3, AddressMatches: 3, MatchRate: 1,
-		InitialLive: 4, InitialSegs: 2, Mismatches: []Mismatch{}}, run(t, started(), PyTorch))
+	assert.Equal(t, []*Result{
+		{File: "t.pickle", Allocs: 2, AddressMatches: 2, DecisionMatches: 2, MatchRate: pf(1), DecisionRate: pf(1),
+			InitialLive: 2, InitialSegs: 1, Mismatches: []Mismatch{}},
+		{File: "t.pickle", Device: 1, Allocs: 1, AddressMatches: 1, DecisionMatches: 1, MatchRate: pf(1), DecisionRate: pf(1),
+			InitialLive: 2, InitialSegs: 1, Mismatches: []Mismatch{}},
+	}, run(t, started(), PyTorch))
 }
 
 // TestMismatches takes decisions that PyTorch would not have taken: each
@@ -139,11 +153,9 @@ func TestMismatches(t *testing.T) {
 			ent(snapshot.FreeCompleted, lA, 3*mib),
 		}},
 	}
-	res, err := Run(s, "t.pickle", Options{New: PyTorch, MaxMismatches: 10})
-	require.NoError(t, err)
-	res.mismatchesMx = 0
-	want := &Result{File: "t.pickle", Allocs: 4, AddressMatches: 2, SegmentAllocs: 3, SegmentMatches: 1, MatchRate: 3.0 / 7,
-		ExtraMallocs: 1, SegmentFrees: 1, Mismatches: []Mismatch{
+	res := runOpts(t, s, Options{New: PyTorch, MaxMismatches: 10})
+	want := &Result{File: "t.pickle", Allocs: 4, AddressMatches: 2, DecisionMatches: 1, SegmentAllocs: 3, SegmentMatches: 1,
+		MatchRate: pf(3.0 / 7), DecisionRate: pf(1.0 / 4), ExtraMallocs: 1, SegmentFrees: 1, Mismatches: []Mismatch{
 			{0, 1, "alloc", 100, "0x7f0000000200", "0x7f0000000000"},
 			{0, 2, "segment_alloc", 40 * mib, "41943040 bytes", "20971520 bytes"},
 			{0, 5, "segment_alloc", 20 * mib, "20971520 bytes", "none (served from the cache)"},
@@ -151,15 +163,13 @@ func TestMismatches(t *testing.T) {
 			{0, 6, "alloc", 30 * mib, "0x7f0001600000", "0x7f0040000000"},
 			{0, 7, "segment_free", 20 * mib, "0x7f0008000000", "kept"},
 		}}
-	assert.Equal(t, want, res)
-	assert.Equal(t, "device 0 entry 1: alloc of 100 bytes: recorded 0x7f0000000200, replayed 0x7f0000000000", res.Mismatches[0].String())
+	assert.Equal(t, []*Result{want}, res)
+	assert.Equal(t, "device 0 entry 1: alloc of 100 bytes: recorded 0x7f0000000200, replayed 0x7f0000000000", res[0].Mismatches[0].String())
 
-	res, err = Run(s, "t.pickle", Options{New: PyTorch})
-	require.NoError(t, err)
-	assert.Equal(t, want.Mismatches[:DefaultMaxMismatches], res.Mismatches)
-	res, err = Run(s, "t.pickle", Options{New: PyTorch, MaxMismatches: -1})
-	require.NoError(t, err)
-	assert.Empty(t, res.Mismatches)
+	res = runOpts(t, s, Options{New: PyTorch})
+	assert.Equal(t, want.Mismatches[:DefaultMaxMismatches], res[0].Mismatches)
+	res = runOpts(t, s, Options{New: PyTorch, MaxMismatches: -1})
+	assert.Empty(t, res[0].Mismatches)
 }
 
 // TestSettings replays with the snapshot's allocator settings: with
@@ -176,13 +186,14 @@ func TestSettings(t *testing.T) {
 		AllocatorSettings: &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: snapshot.NoMaxSplitSize,
 			RoundupPower2Divisions: [snapshot.Intervals]int64{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}},
 	}
-	assert.Equal(t, &Result{File: "t.pickle", Conf: "roundup_power2_divisions:4", Allocs: 2, AddressMatches: 2, SegmentAllocs: 1,
-		SegmentMatches: 1, MatchRate: 1, Mismatches: []Mismatch{}}, run(t, s, PyTorch))
+	assert.Equal(t, []*Result{{File: "t.pickle", Conf: "roundup_power2_divisions:4", Allocs: 2, AddressMatches: 2, DecisionMatches: 2,
+		SegmentAllocs: 1, SegmentMatches: 1, MatchRate: pf(1), DecisionRate: pf(1), Mismatches: []Mismatch{}}}, run(t, s, PyTorch))
 
 	// Without the settings, the second block comes sooner.
 	s.AllocatorSettings = nil
-	assert.Equal(t, &Result{File: "t.pickle", Allocs: 2, AddressMatches: 1, SegmentAllocs: 1, SegmentMatches: 1, MatchRate: 2.0 / 3,
-		Mismatches: []Mismatch{{0, 2, "alloc", req, "0x7f0001140000", "0x7f0001119a00"}}}, run(t, s, PyTorch))
+	assert.Equal(t, []*Result{{File: "t.pickle", Allocs: 2, AddressMatches: 1, DecisionMatches: 1, SegmentAllocs: 1, SegmentMatches: 1,
+		MatchRate: pf(2.0 / 3), DecisionRate: pf(1.0 / 2), Mismatches: []Mismatch{{0, 2, "alloc", req, "0x7f0001140000", "0x7f0001119a00"}}}},
+		run(t, s, PyTorch))
 }
 
 // flaky is the test's model with failures where a test wants them.
@@ -230,10 +241,11 @@ func TestAllocError(t *testing.T) {
 		ent(snapshot.Alloc, sA, 777),
 		ent(snapshot.FreeCompleted, sA, 777),
 	}}}
-	assert.Equal(t, &Result{File: "t.pickle", Allocs: 1, SegmentAllocs: 1, AllocErrors: 1, Mismatches: []Mismatch{
-		{0, 1, "segment_alloc", 2 * mib, "2097152 bytes", "none (served from the cache)"},
-		{0, 1, "alloc", 777, "0x7f0000000000", "error: out of memory"},
-	}}, run(t, s, newFlaky(flaky{allocFails: 777})))
+	assert.Equal(t, []*Result{{File: "t.pickle", Allocs: 1, SegmentAllocs: 1, AllocErrors: 1, MatchRate: pf(0), DecisionRate: pf(0),
+		Mismatches: []Mismatch{
+			{0, 1, "segment_alloc", 2 * mib, "2097152 bytes", "none (served from the cache)"},
+			{0, 1, "alloc", 777, "0x7f0000000000", "error: out of memory"},
+		}}}, run(t, s, newFlaky(flaky{allocFails: 777})))
 }
 
 func TestErrors(t *testing.T) {
@@ -255,13 +267,13 @@ func TestErrors(t *testing.T) {
 	}{
 		{"no allocator", fromEmpty(), nil, "fidelity: no allocator"},
 		{"bad conf", settings("max_split_size_mb:5"), PyTorch,
-			"max_split_size_mb: \"5\": must be at least 20"},
+			"allocator_settings: max_split_size_mb:5: not a number of MiB of at least 20"},
 		{"model conf", settings("expandable_segments:True"), newModel,
 			"model: configuration not supported: expandable_segments:True"},
 		{"inconsistent", trace(ent(snapshot.FreeCompleted, xA, 100)), PyTorch,
 			"device_traces[0][0]: free_completed of 0x7f0008000000 outside every segment"},
-		{"expandable", &snapshot.Snapshot{Segments: []snapshot.Segment{expandable}}, PyTorch,
-			"restoring the segment at 0x7f0001000000: pytorch: restore of segment 0x7f0001000000 (20971520 bytes): expandable segments are not supported"},
+		{"expandable", &snapshot.Snapshot{Segments: []snapshot.Segment{expandable}}, newModel,
+			"model: configuration not supported: expandable_segments:True"},
 		{"free fails", trace(ent(snapshot.SegmentAlloc, sA, 2*mib), ent(snapshot.Alloc, sA, 778), ent(snapshot.FreeCompleted, sA, 778)),
 			newFlaky(flaky{freeFails: 778}), "device_traces[0][2]: free_completed of 0x7f0000000000: bad free"},
 		{"release fails", trace(ent(snapshot.SegmentFree, xA, 2*mib)), newFlaky(flaky{releaseFails: true}),

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
@@ -27,16 +28,36 @@ func readShared(t *testing.T, name string) *snapshot.Snapshot {
 	return s
 }
 
-// TestSharedModel replays the shared snapshots through the test model.
-func TestSharedModel(t *testing.T) {
+// TestShared replays the shared snapshots through the test model and the
+// pytorch strategy: both take every recorded decision, and the file with no
+// trace claims nothing.
+func TestShared(t *testing.T) {
 	for _, name := range []string{"small_train_step.pickle", "forward_bf16_ctx128.pickle", "forward_ctx128.pickle", "segments_only.pickle"} {
-		t.Run(name, func(t *testing.T) {
-			s := readShared(t, name)
-			res, err := Run(s, name, Options{New: newModel})
-			require.NoError(t, err)
-			t.Logf("%s: allocs %d/%d segments %d/%d rate %.4f initial %d segs %d live; extra %d; %v", name, res.AddressMatches, res.Allocs,
-				res.SegmentMatches, res.SegmentAllocs, res.MatchRate, res.InitialSegs, res.InitialLive, res.ExtraMallocs, res.Mismatches)
-			require.Equal(t, 1.0, res.MatchRate, "the test model takes every recorded decision")
-		})
+		for _, m := range []struct {
+			name string
+			new  NewFunc
+		}{{"model", newModel}, {"pytorch", PyTorch}} {
+			t.Run(name+"/"+m.name, func(t *testing.T) {
+				s := readShared(t, name)
+				res, err := Run(s, name, Options{New: m.new})
+				require.NoError(t, err)
+				require.Len(t, res, 1)
+				r := res[0]
+				t.Logf("%s: allocs %d/%d decisions %d segments %d/%d initial %d segs %d live; extra %d; %v", name, r.AddressMatches, r.Allocs,
+					r.DecisionMatches, r.SegmentMatches, r.SegmentAllocs, r.InitialSegs, r.InitialLive, r.ExtraMallocs, r.Mismatches)
+				if name == "segments_only.pickle" {
+					assert.Nil(t, r.MatchRate)
+					assert.Nil(t, r.DecisionRate)
+					assert.Equal(t, NoHistory, r.Note)
+					return
+				}
+				require.Empty(t, r.Mismatches)
+				assert.Equal(t, r.Allocs, r.AddressMatches)
+				assert.Equal(t, r.Allocs, r.DecisionMatches)
+				assert.Equal(t, r.SegmentAllocs, r.SegmentMatches)
+				assert.Equal(t, 1.0, *r.MatchRate)
+				assert.Equal(t, 1.0, *r.DecisionRate)
+			})
+		}
 	}
 }

@@ -22,12 +22,18 @@
 //     "garbage_collection_threshold", "expandable_segments") and the
 //     PYTORCH_CUDA_ALLOC_CONF string it parsed.
 //
+// A legacy snapshot, a bare list of segments, is read as a snapshot with no
+// trace; blocks without an "address" key are placed one after the other.
+//
 // Only dicts, lists, strings, integers, floats, booleans, None and tuples
 // occur in a snapshot; addresses are LONG1 integers; lists and strings are
 // shared through the pickle's memo. A pickle cannot be decoded in pieces,
 // so a snapshot is read whole: the decoder holds the file's objects in
 // memory, several times the file's size, after which the [Snapshot] keeps
 // about 100 bytes per trace entry and block.
+//
+// [Write] writes a Snapshot as such a pickle again, with only the opcodes
+// PyTorch's memory viewer reads: the simulator exports its replays so.
 //
 // [Snapshot.InitialState] rebuilds a device's segments and blocks as they
 // were before the first entry of its trace, by walking the trace backwards

@@ -12,9 +12,9 @@ import (
 	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
-// FuzzRead checks that no input makes Read or InitialState panic, that
-// every error of Read is one line naming the file, and that every rebuilt
-// segment is tiled by its blocks. It is seeded with the tests' snapshots
+// FuzzRead checks that no input makes Read, InitialState or a Tracker
+// panic, that every error of Read is one line naming the file, and that
+// every rebuilt or tracked segment is tiled by its blocks. It is seeded with the tests' snapshots
 // (the shared real ones are large: mutating them is slow).
 func FuzzRead(f *testing.F) {
 	for _, proto := range []int{2, 4, 5} {
@@ -30,6 +30,8 @@ func FuzzRead(f *testing.F) {
 		pk.Entry("free_completed", a0+512, 100, 0, 4), pk.Entry("segment_free", a2, 2<<20, 0, 5),
 	}}, pk.Dict{{K: "PYTORCH_CUDA_ALLOC_CONF", V: "max_split_size_mb:64,"}, {K: "max_split_size", V: uint64(1<<64 - 1)},
 		{K: "roundup_power2_divisions", V: pk.Dict{{K: "1", V: 4}}}}), pk.Options{Proto: 4, Memo: true}))
+	legacy := pk.Dict{{K: "device", V: 0}, {K: "address", V: a0}, {K: "total_size", V: int64(2 << 20)}, {K: "blocks", V: oldBlocks()}}
+	f.Add(pk.Encode([]any{legacy}, pk.Options{Proto: 2}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := snapshot.Read(bytes.NewReader(data), "f.pickle")
 		if err != nil {
@@ -40,10 +42,20 @@ func FuzzRead(f *testing.F) {
 			return
 		}
 		_ = s.AllocatorSettings.AllocConf()
+		rules, err := s.AllocatorSettings.Rules()
+		if err != nil {
+			rules = snapshot.DefaultRules()
+		}
 		for _, dev := range s.Devices() {
-			st, _ := s.InitialState(dev)
+			st, _ := s.InitialStateWith(dev, rules)
 			checkState(t, st)
 			_ = st.Allocs()
+			// Following the trace forward keeps every segment tiled.
+			tr := snapshot.NewTracker(st, rules)
+			for i := range s.Trace(dev) {
+				_ = tr.Apply(&s.Trace(dev)[i])
+			}
+			checkState(t, tr.State(dev))
 		}
 	})
 }

@@ -42,6 +42,12 @@ func notSnapshot(name, why string, cause error) error {
 // segments[3].blocks[0].size: not an integer of 64 bits: a string". Keys
 // that the package does not model are ignored. Read does not check that the
 // trace fits the segments: see [Snapshot.InitialState].
+//
+// Older files are read for what they hold: a bare list of segments
+// (torch.cuda.memory_snapshot(), and PyTorch before 2.0) is a snapshot
+// with no trace and no settings; a block with no "address" (PyTorch 2.0
+// and 2.1) starts where the one before it ends, the first at its segment's
+// address.
 func Read(r io.Reader, name string) (*Snapshot, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -56,8 +62,14 @@ func Read(r io.Reader, name string) (*Snapshot, error) {
 		return nil, notSnapshot(name, "bad pickle: "+oneLine(err.Error()), err)
 	}
 	top, ok := v.(map[any]any)
+	if l, isList := v.([]any); isList && isLegacy(l) {
+		// torch.cuda.memory_snapshot() and PyTorch before 2.0 give the
+		// bare list of segments, which PyTorch's own tools wrap as
+		// {"segments": list} (torch/cuda/_memory_viz.py).
+		top, ok = map[any]any{"segments": l}, true
+	}
 	if !ok {
-		return nil, notSnapshot(name, fmt.Sprintf("the pickle holds %s, not a dict", pyType(v)), nil)
+		return nil, notSnapshot(name, fmt.Sprintf("the pickle holds %s, not a dict or a list of segments", pyType(v)), nil)
 	}
 	segs, ok := top["segments"].([]any)
 	if !ok {
@@ -100,6 +112,22 @@ func Read(r io.Reader, name string) (*Snapshot, error) {
 		}
 	}
 	return s, nil
+}
+
+// isLegacy reports whether l is a legacy snapshot, a bare list of
+// segments: empty, or whose first item is a dict with "total_size" and
+// "blocks".
+func isLegacy(l []any) bool {
+	if len(l) == 0 {
+		return true
+	}
+	m, ok := l[0].(map[any]any)
+	if !ok {
+		return false
+	}
+	_, size := m["total_size"]
+	_, blocks := m["blocks"]
+	return size && blocks
 }
 
 // oneLine escapes the control characters of a message, such as the bytes
@@ -265,20 +293,26 @@ func (p *parser) segment(v any, path string) Segment {
 			return seg
 		}
 		seg.Blocks = make([]Block, 0, len(blocks))
+		at := seg.Address // where the block starts if it does not say
 		for i, b := range blocks {
 			bp := fmt.Sprintf("%s.blocks[%d]", path, i)
 			bm := p.dict(b, bp)
 			if bm == nil {
 				return seg
 			}
+			addr := at
+			if _, ok := bm["address"]; ok {
+				addr = p.uint(bm, "address", bp)
+			}
 			blk := Block{
-				Address:  p.uint(bm, "address", bp),
+				Address:  addr,
 				Size:     p.size(bm, "size", bp, 0),
 				State:    BlockState(p.str(bm, "state", bp)),
 				Category: p.str(bm, "category", bp),
 			}
 			blk.RequestedSize = p.size(bm, "requested_size", bp, blk.Size)
 			seg.Blocks = append(seg.Blocks, blk)
+			at = blk.Address + uint64(blk.Size)
 		}
 	}
 	return seg

@@ -92,6 +92,52 @@ func TestReadOld(t *testing.T) {
 	assert.Equal(t, "", s.AllocatorSettings.AllocConf())
 }
 
+// oldBlocks are the blocks of a segment at a0 as PyTorch 2.0 and 2.1 write
+// them: no address.
+func oldBlocks() []any {
+	var blocks []any
+	for _, b := range []pk.Dict{pk.Block(0, 512, 300, "active_allocated"), pk.Block(0, 1024, 0, "inactive"), pk.Block(0, 2<<20-1536, 0, "inactive")} {
+		blocks = append(blocks, b[1:])
+	}
+	return blocks
+}
+
+var wantOldSegment = snapshot.Segment{Address: a0, TotalSize: 2 << 20, SegmentType: "small", Blocks: []snapshot.Block{
+	{Address: a0, Size: 512, RequestedSize: 300, State: snapshot.ActiveAllocated},
+	{Address: a0 + 512, Size: 1024, State: snapshot.Inactive},
+	{Address: a0 + 1536, Size: 2<<20 - 1536, State: snapshot.Inactive}}}
+
+func TestReadLegacy(t *testing.T) {
+	// torch.cuda.memory_snapshot(): a bare list of segments, here with
+	// blocks that have no address.
+	seg := pk.Dict{{K: "device", V: 0}, {K: "address", V: a0}, {K: "total_size", V: int64(2 << 20)}, {K: "stream", V: 0},
+		{K: "segment_type", V: "small"}, {K: "blocks", V: oldBlocks()}}
+	s, err := snapshot.Read(bytes.NewReader(pk.Encode([]any{seg}, pk.Options{Proto: 2})), "legacy.pickle")
+	require.NoError(t, err)
+	assert.Equal(t, &snapshot.Snapshot{Segments: []snapshot.Segment{wantOldSegment}}, s)
+	st, err := s.InitialState(0)
+	require.NoError(t, err)
+	assert.Len(t, st.Allocs(), 1)
+
+	s, err = snapshot.Read(bytes.NewReader(pk.Encode([]any{}, pk.Options{Proto: 2})), "empty.pickle")
+	require.NoError(t, err)
+	assert.Equal(t, &snapshot.Snapshot{}, s)
+}
+
+func TestReadNoBlockAddress(t *testing.T) {
+	// A 2023 snapshot: a dict with a trace, blocks without addresses.
+	seg := pk.Segment(0, a0, 0, "small")
+	seg[len(seg)-1].V = oldBlocks()
+	data := pk.Encode(pk.Snapshot([]any{seg}, [][]any{{pk.Entry("alloc", a0, 300, 0, -1)}}, nil), pk.Options{Proto: 4, Memo: true})
+	s, err := snapshot.Read(bytes.NewReader(data), "2023.pickle")
+	require.NoError(t, err)
+	require.Len(t, s.Segments, 1)
+	assert.Equal(t, wantOldSegment.Blocks, s.Segments[0].Blocks)
+	st, err := s.InitialState(0)
+	require.NoError(t, err)
+	assert.Empty(t, st.Allocs(), "the trace allocates the live block")
+}
+
 func TestReadShared(t *testing.T) {
 	pk.ForEachShared(t, sharedDir, func(t *testing.T, name string, data []byte) {
 		s, err := snapshot.Read(bytes.NewReader(data), name)
@@ -150,7 +196,7 @@ func TestReadErrors(t *testing.T) {
 	}{
 		{"empty", nil, "x.pickle: not a PyTorch snapshot (not a pickle of protocol 2 to 5)", true},
 		{"csv", []byte("op,id,size\nalloc,1,5\n"), "x.pickle: not a PyTorch snapshot (not a pickle of protocol 2 to 5)", true},
-		{"list", pk.Encode([]any{1, 2}, pk.Options{Proto: 4}), "x.pickle: not a PyTorch snapshot (the pickle holds a list, not a dict)", true},
+		{"list", pk.Encode([]any{1, 2}, pk.Options{Proto: 4}), "x.pickle: not a PyTorch snapshot (the pickle holds a list, not a dict or a list of segments)", true},
 		{"dict", top(pk.KV{K: "a", V: 1}), "x.pickle: not a PyTorch snapshot (no segments list)", true},
 		{"truncated", snap(pk.Entry("alloc", a0, 5, 0, 1))[:40], "x.pickle: not a PyTorch snapshot (bad pickle: ", true},
 		{"segment", top(pk.KV{K: "segments", V: []any{1}}), "x.pickle: segments[0]: not a dict but an integer", false},

@@ -4,14 +4,17 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/gpualloc/gpualloc/strategy/internal/caching"
 )
 
 // Sizes of PyTorch's CUDA caching allocator that the rebuild relies on
 // (c10/cuda/CUDACachingAllocator.cpp).
 const (
-	minBlockSize = 512     // kMinBlockSize: every block is a multiple of it
-	smallSize    = 1 << 20 // kSmallSize: largest request served by the small pool
-	smallBuffer  = 2 << 20 // kSmallBuffer: size of a small pool's segment
+	minBlockSize = 512      // kMinBlockSize: every block is a multiple of it
+	smallSize    = 1 << 20  // kSmallSize: largest request served by the small pool
+	smallBuffer  = 2 << 20  // kSmallBuffer: size of a small pool's segment
+	largeBuffer  = 20 << 20 // kLargeBuffer: page of a large pool's expandable segment
 )
 
 // A State is the memory of the allocator on one device at one moment.
@@ -24,6 +27,12 @@ type State struct {
 	// the alloc entries that would have made them. Only a snapshot whose
 	// trace does not fit its segments has some.
 	Unplaced []TraceEntry
+	// Fresh are the segment_alloc entries that PyTorch recorded just
+	// before the trace's first entry, an alloc, and that a ring buffer cut
+	// off: the alloc took a new segment (see InitialStateWith), which is
+	// not in Segments. A replay of the trace from the state replays them
+	// first.
+	Fresh []TraceEntry
 }
 
 // Allocs returns the blocks live in st, of its segments and unplaced, as
@@ -44,7 +53,19 @@ func (st *State) Allocs() []TraceEntry {
 }
 
 // InitialState returns the memory of device dev as it was before the first
-// entry of its trace: the segments and blocks that PyTorch held then.
+// entry of its trace: the segments and blocks that PyTorch held then. It is
+// InitialStateWith the rules of the snapshot's settings, or PyTorch's
+// defaults when the settings are not valid.
+func (s *Snapshot) InitialState(dev int) (*State, error) {
+	r, err := s.AllocatorSettings.Rules()
+	if err != nil {
+		r = DefaultRules()
+	}
+	return s.InitialStateWith(dev, r)
+}
+
+// InitialStateWith returns the memory of device dev as it was before the
+// first entry of its trace, for an allocator with the given rules.
 //
 // It starts from the segments of the snapshot and walks the device's trace
 // backwards, undoing each entry:
@@ -53,22 +74,49 @@ func (st *State) Allocs() []TraceEntry {
 //     neighbours (PyTorch never leaves two free blocks side by side, and it
 //     carves an allocation from the front of the free block it takes);
 //   - free_completed at A of n bytes: the free block holding A is split
-//     into the free bytes before A, a live block at A of n rounded up to a
-//     multiple of 512 bytes, and the free bytes after it; when those last
-//     bytes are too few for PyTorch to have split them off (under 512 in a
-//     small segment, 1 MiB or less in a large one) they belong to the block;
+//     into the free bytes before A, a live block at A of n bytes rounded as
+//     the rules round, and the free bytes after it, which belong to the
+//     block when PyTorch would not have split them off (see below);
 //   - segment_alloc at A: the segment at A, by then one free block, goes;
 //   - segment_free at A of n bytes: a segment of one free block comes back,
-//     small when n is 2 MiB (PyTorch's small segments), large otherwise.
+//     small when n is 2 MiB (PyTorch's small segments), large otherwise;
+//   - segment_map at A of n bytes (expandable segments): the free bytes
+//     [A, A+n) are cut out of their segment, a mapped range;
+//   - segment_unmap at A of n bytes: they come back, free, joined to the
+//     mapped ranges of the same stream just before and after them.
 //
-// The other actions (free_requested, oom, snapshot, segment_map and
-// segment_unmap) change no block. Sizes are rounded as PyTorch does without
-// roundup_power2_divisions.
+// The other actions (free_requested, oom, snapshot) change no block.
+//
+// Hidden tails. A block live before the trace may be larger than its
+// rounded request: PyTorch does not split the rest off a free block when
+// it is 1 MiB or less in a large segment (without expandable segments), nor
+// at all when the request is at least max_split_size, which may then take
+// a free block up to max_non_split_rounding larger. The trace records only
+// the request, so the rebuild decides such tails from what PyTorch cannot
+// have done and from the trace's other entries:
+//
+//   - the rest after a block made live by undoing its free is its tail when
+//     PyTorch would not have split it off, but it ends at the first address
+//     that an earlier entry of the trace names (while the block was live,
+//     those addresses were other blocks);
+//   - a free fragment of 1 MiB or less before a block made live, in a large
+//     segment, cannot be (every block of the large pool is larger): its
+//     bytes belong to the live block before it. A larger fragment after an
+//     oversize block (max_split_size), less than max_non_split_rounding with
+//     that block's tail and named by no earlier entry, belongs to it too.
+//
+// A constraint that no tail satisfies (such a fragment with no live block
+// before it) is reported as an error, as below, not guessed away.
+//
+// A window may also start between a segment_alloc and the alloc it served:
+// when the first entry is an alloc that took a segment PyTorch's pool could
+// not have served it from, the segment is new, and goes to State.Fresh (see
+// freshSegment).
 //
 // An entry that the segments cannot explain (an alloc where no live block
 // starts, a free inside a live block, an address outside every segment),
 // and a segment whose blocks do not cover it, make the snapshot
-// inconsistent: InitialState returns the first such problem met walking
+// inconsistent: InitialStateWith returns the first such problem met walking
 // backwards as an error naming the entry ("device_traces[0][7]: alloc of
 // 0x7f0000000000 outside every segment"), together with the best state it
 // can rebuild: the entry leaves the segments as they are, and the live
@@ -76,9 +124,10 @@ func (st *State) Allocs() []TraceEntry {
 // holds every block that the trace frees before allocating it, so that a
 // replay of the trace from it frees no unknown block.
 //
-// It costs O(log s + b) per entry, for s segments of at most b blocks.
-func (s *Snapshot) InitialState(dev int) (*State, error) {
-	r := &rebuild{unplaced: map[uint64]TraceEntry{}}
+// It costs O(log s + b) per entry, for s segments of at most b blocks, and
+// O(n log n) for the n entries to index the addresses they name.
+func (s *Snapshot) InitialStateWith(dev int, rules Rules) (*State, error) {
+	r := &rebuild{rules: rules, unplaced: map[uint64]TraceEntry{}}
 	for i := range s.Segments {
 		if s.Segments[i].Device == dev {
 			r.addSnapshotSegment(&s.Segments[i])
@@ -86,9 +135,22 @@ func (s *Snapshot) InitialState(dev int) (*State, error) {
 	}
 	sort.Slice(r.segs, func(i, j int) bool { return r.segs[i].addr < r.segs[j].addr })
 	t := s.Trace(dev)
+	r.named = newNamed(t)
 	for i := len(t) - 1; i >= 0; i-- {
+		r.named.drop(&t[i])
 		r.undo(&t[i], dev, i)
 	}
+	st := r.state(dev)
+	st.Fresh = r.fresh
+	for _, e := range r.unplaced {
+		st.Unplaced = append(st.Unplaced, e)
+	}
+	sort.Slice(st.Unplaced, func(i, j int) bool { return st.Unplaced[i].Addr < st.Unplaced[j].Addr })
+	return st, r.err
+}
+
+// state returns the segments of r as a State of device dev.
+func (r *rebuild) state(dev int) *State {
 	st := &State{Segments: make([]Segment, len(r.segs))}
 	for i, sg := range r.segs {
 		seg := Segment{Device: dev, Address: sg.addr, TotalSize: sg.size, Stream: sg.stream, IsExpandable: sg.expandable, SegmentType: "large"}
@@ -107,17 +169,16 @@ func (s *Snapshot) InitialState(dev int) (*State, error) {
 		seg.ActiveSize = seg.AllocatedSize
 		st.Segments[i] = seg
 	}
-	for _, e := range r.unplaced {
-		st.Unplaced = append(st.Unplaced, e)
-	}
-	sort.Slice(st.Unplaced, func(i, j int) bool { return st.Unplaced[i].Addr < st.Unplaced[j].Addr })
-	return st, r.err
+	return st
 }
 
 // rebuild is the state of InitialState's walk.
 type rebuild struct {
+	rules    Rules
+	named    *named                // addresses of the entries not undone yet
 	segs     []*rseg               // in address order
 	unplaced map[uint64]TraceEntry // live blocks that no segment holds, by address
+	fresh    []TraceEntry          // see State.Fresh
 	err      error                 // the first problem
 }
 
@@ -228,6 +289,10 @@ func (r *rebuild) undo(e *TraceEntry, dev, i int) {
 		}
 		if !r.segs[si].unalloc(e.Addr) {
 			r.fail("%s where no live block starts", where())
+			return
+		}
+		if i == 0 {
+			r.freshSegment(si, e)
 		}
 	case FreeCompleted:
 		if u, ok := r.unplaced[e.Addr]; ok {
@@ -243,7 +308,7 @@ func (r *rebuild) undo(e *TraceEntry, dev, i int) {
 			return
 		}
 		sg := r.segs[si]
-		if msg := sg.unfree(e.Addr, e.Size); msg != "" {
+		if msg := r.unfree(sg, e.Addr, e.Size); msg != "" {
 			r.fail("%s%s", where(), msg)
 			if b := sg.liveAt(e.Addr); b != nil {
 				b.requested = e.Size
@@ -252,35 +317,165 @@ func (r *rebuild) undo(e *TraceEntry, dev, i int) {
 			}
 		}
 	case SegmentAlloc:
-		si := r.find(e.Addr)
-		if si < 0 || r.segs[si].addr != e.Addr {
-			r.fail("%s: no segment starts there", where())
-			return
+		if msg := r.dropSegment(e.Addr); msg != "" {
+			r.fail("%s%s", where(), msg)
 		}
-		sg := r.segs[si]
-		if len(sg.blocks) != 1 || sg.blocks[0].live {
-			r.fail("%s: the segment still has live blocks", where())
-			return
-		}
-		r.segs = append(r.segs[:si], r.segs[si+1:]...)
 	case SegmentFree:
-		if e.Size <= 0 {
-			r.fail("%s: size %d", where(), e.Size)
-			return
+		if msg := r.addSegment(e.Addr, e.Size, e.Stream); msg != "" {
+			r.fail("%s%s", where(), msg)
 		}
-		ns := &rseg{addr: e.Addr, size: e.Size, stream: e.Stream, small: e.Size == smallBuffer,
-			blocks: []rblock{{addr: e.Addr, size: e.Size}}}
-		if ns.end() < ns.addr {
-			r.fail("%s: size %d", where(), e.Size)
-			return
+	case SegmentMap:
+		if msg := r.unmap(e.Addr, e.Size); msg != "" {
+			r.fail("%s%s", where(), msg)
 		}
-		i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].end() > e.Addr })
-		if i < len(r.segs) && r.segs[i].addr < ns.end() {
-			r.fail("%s: overlaps the segment at %s", where(), hex(r.segs[i].addr))
-			return
+	case SegmentUnmap:
+		if msg := r.mapRange(e.Addr, e.Size, e.Stream); msg != "" {
+			r.fail("%s%s", where(), msg)
 		}
-		r.segs = append(r.segs[:i], append([]*rseg{ns}, r.segs[i:]...)...)
 	}
+}
+
+// freshSegment decides whether the trace's first entry, alloc e in segment
+// si, took a new segment, whose segment_alloc a ring buffer cut off: when
+// the segment is then one free block of the size that PyTorch allocates for
+// the request (get_allocation_size), and that block is one its pool could
+// not have served the request from (a request under max_split_size, a
+// block of at least it: get_free_block refuses it). The segment then goes
+// from the state, into fresh. When the pool could have served it, the
+// segment stays: either way the alloc lands at its start.
+func (r *rebuild) freshSegment(si int, e *TraceEntry) {
+	sg := r.segs[si]
+	rounded := r.rules.RoundSize(e.Size)
+	if sg.small || sg.expandable || r.rules.Expandable || len(sg.blocks) != 1 || sg.blocks[0].live ||
+		sg.addr != e.Addr || sg.size != caching.AllocationSize(rounded) ||
+		r.rules.oversize(rounded) || !r.rules.oversize(sg.size) {
+		return
+	}
+	r.fresh = append(r.fresh, TraceEntry{Action: SegmentAlloc, Addr: sg.addr, Size: sg.size, Stream: e.Stream, TimeUS: e.TimeUS})
+	r.segs = append(r.segs[:si], r.segs[si+1:]...)
+}
+
+// dropSegment removes the segment at a, one free block; it returns what
+// prevents it, or "".
+func (r *rebuild) dropSegment(a uint64) string {
+	si := r.find(a)
+	if si < 0 || r.segs[si].addr != a {
+		return ": no segment starts there"
+	}
+	sg := r.segs[si]
+	if len(sg.blocks) != 1 || sg.blocks[0].live {
+		return ": the segment still has live blocks"
+	}
+	r.segs = append(r.segs[:si], r.segs[si+1:]...)
+	return ""
+}
+
+// addSegment adds a segment of size bytes at a, one free block; it returns
+// what prevents it, or "".
+func (r *rebuild) addSegment(a uint64, size int64, stream uint64) string {
+	if size <= 0 || a+uint64(size) < a {
+		return fmt.Sprintf(": size %d", size)
+	}
+	ns := &rseg{addr: a, size: size, stream: stream, small: size == smallBuffer, blocks: []rblock{{addr: a, size: size}}}
+	i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].end() > a })
+	if i < len(r.segs) && r.segs[i].addr < ns.end() {
+		return ": overlaps the segment at " + hex(r.segs[i].addr)
+	}
+	r.segs = append(r.segs[:i], append([]*rseg{ns}, r.segs[i:]...)...)
+	return ""
+}
+
+// unmap removes the free bytes [a, a+size) from the mapped range of an
+// expandable segment that holds them, which may leave two ranges; it
+// returns what prevents it, or "".
+func (r *rebuild) unmap(a uint64, size int64) string {
+	end := a + uint64(size)
+	if size <= 0 || end < a {
+		return fmt.Sprintf(": size %d", size)
+	}
+	si := r.find(a)
+	if si < 0 {
+		return ": outside every segment"
+	}
+	sg := r.segs[si]
+	bi := sg.blockAt(a)
+	if !sg.expandable {
+		return ": in a segment that is not expandable"
+	}
+	if b := sg.blocks[bi]; b.live || b.addr+uint64(b.size) < end {
+		return ": not one free block"
+	}
+	var parts []*rseg
+	if a > sg.addr {
+		left := &rseg{addr: sg.addr, size: int64(a - sg.addr), stream: sg.stream, small: sg.small, expandable: true}
+		left.blocks = append(left.blocks, sg.blocks[:bi+1]...)
+		left.blocks[bi].size = int64(a - left.blocks[bi].addr)
+		parts = append(parts, left)
+	}
+	if end < sg.end() {
+		right := &rseg{addr: end, size: int64(sg.end() - end), stream: sg.stream, small: sg.small, expandable: true}
+		b := sg.blocks[bi]
+		right.blocks = append([]rblock{{addr: end, size: int64(b.addr + uint64(b.size) - end)}}, sg.blocks[bi+1:]...)
+		if right.blocks[0].size == 0 {
+			right.blocks = right.blocks[1:]
+		}
+		parts = append(parts, right)
+	}
+	r.segs = append(r.segs[:si], append(parts, r.segs[si+1:]...)...)
+	return ""
+}
+
+// mapRange adds the free bytes [a, a+size) to the expandable segments of
+// stream, joined to a mapped range that ends at a or starts at a+size; it
+// returns what prevents it, or "". A range joined to none is of the small
+// pool when size is not a multiple of the large pool's pages.
+func (r *rebuild) mapRange(a uint64, size int64, stream uint64) string {
+	end := a + uint64(size)
+	if size <= 0 || end < a {
+		return fmt.Sprintf(": size %d", size)
+	}
+	i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].end() > a })
+	if i < len(r.segs) && r.segs[i].addr < end {
+		return ": overlaps the segment at " + hex(r.segs[i].addr)
+	}
+	ns := &rseg{addr: a, size: size, stream: stream, small: size%largeBuffer != 0, expandable: true, blocks: []rblock{{addr: a, size: size}}}
+	joins := func(o *rseg) bool { return o.expandable && o.stream == stream }
+	if i > 0 && r.segs[i-1].end() == a && joins(r.segs[i-1]) {
+		p := r.segs[i-1]
+		ns.small = p.small
+		ns.addr, ns.size = p.addr, p.size+size
+		ns.blocks = append(append([]rblock(nil), p.blocks...), ns.blocks...)
+		i--
+		r.segs = append(r.segs[:i], r.segs[i+1:]...)
+	}
+	if i < len(r.segs) && r.segs[i].addr == end && joins(r.segs[i]) {
+		n := r.segs[i]
+		ns.small = n.small
+		ns.size += n.size
+		ns.blocks = append(ns.blocks, n.blocks...)
+		r.segs = append(r.segs[:i], r.segs[i+1:]...)
+	}
+	ns.mergeFree()
+	r.segs = append(r.segs[:i], append([]*rseg{ns}, r.segs[i:]...)...)
+	return ""
+}
+
+// mergeFree merges the free blocks of s that are side by side.
+func (s *rseg) mergeFree() {
+	out := s.blocks[:1]
+	for _, b := range s.blocks[1:] {
+		if p := &out[len(out)-1]; !p.live && !b.live {
+			p.size += b.size
+			continue
+		}
+		out = append(out, b)
+	}
+	s.blocks = out
+}
+
+// blockAt returns the index of the block of s that holds a, s holding a.
+func (s *rseg) blockAt(a uint64) int {
+	return sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].addr+uint64(s.blocks[i].size) > a })
 }
 
 // liveAt returns the live block that starts at a, or nil.
@@ -311,25 +506,51 @@ func (s *rseg) unalloc(a uint64) bool {
 	return true
 }
 
-// unfree undoes the free of the block of requested bytes at a; it returns
-// what prevents it, or "".
-func (s *rseg) unfree(a uint64, requested int64) string {
-	i := sort.Search(len(s.blocks), func(i int) bool { return s.blocks[i].addr+uint64(s.blocks[i].size) > a })
+// large reports whether the blocks of s follow the large pool's rule for
+// splitting: a large segment without expandable segments.
+func (r *rebuild) large(s *rseg) bool { return !s.small && !r.rules.Expandable }
+
+// unfree undoes the free of the block of requested bytes at a in segment
+// s, with its hidden tail (see InitialStateWith); it returns what prevents
+// it, or "".
+func (r *rebuild) unfree(s *rseg, a uint64, requested int64) string {
+	i := s.blockAt(a)
 	if i == len(s.blocks) || s.blocks[i].live {
 		return " inside a live block"
 	}
 	f := s.blocks[i]
-	size := roundSize(requested)
+	size := r.rules.RoundSize(requested)
 	rest := int64(f.addr+uint64(f.size)-a) - size
-	if rest < 0 {
+	if size == 0 || rest < 0 {
 		return fmt.Sprintf(": %d bytes do not fit in the free block at %s of %d bytes", size, hex(f.addr), f.size)
 	}
-	if rest > 0 && ((s.small && rest < minBlockSize) || (!s.small && rest <= smallSize)) {
-		size, rest = size+rest, 0
+	if rest > 0 && !r.rules.split(s.small, size, rest) {
+		tail := rest
+		if r.large(s) && r.rules.oversize(size) && tail >= r.rules.MaxNonSplitRounding {
+			tail = 0 // PyTorch would not have taken so large a block
+		}
+		if n, ok := r.named.first(a+uint64(size), a+uint64(size+tail)); ok {
+			tail = int64(n - a - uint64(size))
+		}
+		size, rest = size+tail, rest-tail
+	}
+	before := int64(a - f.addr)
+	if before > 0 && r.large(s) {
+		switch p := s.prevLive(i); {
+		case before <= smallSize && p == nil:
+			return fmt.Sprintf(": a free fragment of %d bytes at %s before it, which PyTorch cannot leave in a large segment, and no live block before it to own it", before, hex(f.addr))
+		case before <= smallSize:
+			p.size += before
+			f.addr, f.size, before = a, f.size-before, 0
+		case p != nil && r.rules.oversize(r.rules.RoundSize(p.requested)) &&
+			p.size-r.rules.RoundSize(p.requested)+before < r.rules.MaxNonSplitRounding && !r.named.has(f.addr):
+			p.size += before
+			f.addr, f.size, before = a, f.size-before, 0
+		}
 	}
 	var nb []rblock
-	if a > f.addr {
-		nb = append(nb, rblock{addr: f.addr, size: int64(a - f.addr)})
+	if before > 0 {
+		nb = append(nb, rblock{addr: f.addr, size: before})
 	}
 	nb = append(nb, rblock{addr: a, size: size, requested: requested, live: true})
 	if rest > 0 {
@@ -339,11 +560,70 @@ func (s *rseg) unfree(a uint64, requested int64) string {
 	return ""
 }
 
-// roundSize is the size PyTorch gives a block of n requested bytes without
-// roundup_power2_divisions: n rounded up to a multiple of 512.
-func roundSize(n int64) int64 {
-	if n < minBlockSize {
-		return minBlockSize
+// prevLive returns the block before block i of s if it is live, else nil.
+func (s *rseg) prevLive(i int) *rblock {
+	if i > 0 && s.blocks[i-1].live {
+		return &s.blocks[i-1]
 	}
-	return (n + minBlockSize - 1) / minBlockSize * minBlockSize
+	return nil
+}
+
+// named counts, for each address that an alloc or free_completed entry of
+// a trace names, the entries not undone yet: while a block live before the
+// trace is live, those addresses are the starts of other blocks.
+type named struct {
+	addrs []uint64 // in increasing order
+	count []int32
+}
+
+func newNamed(t []TraceEntry) *named {
+	n := &named{}
+	for i := range t {
+		if t[i].Action == Alloc || t[i].Action == FreeCompleted {
+			n.addrs = append(n.addrs, t[i].Addr)
+		}
+	}
+	sort.Slice(n.addrs, func(i, j int) bool { return n.addrs[i] < n.addrs[j] })
+	out := n.addrs[:0]
+	for _, a := range n.addrs {
+		if len(out) > 0 && out[len(out)-1] == a {
+			n.count[len(n.count)-1]++
+			continue
+		}
+		out = append(out, a)
+		n.count = append(n.count, 1)
+	}
+	n.addrs = out
+	return n
+}
+
+func (n *named) index(a uint64) int {
+	return sort.Search(len(n.addrs), func(i int) bool { return n.addrs[i] >= a })
+}
+
+// drop counts entry e as undone.
+func (n *named) drop(e *TraceEntry) {
+	if e.Action != Alloc && e.Action != FreeCompleted {
+		return
+	}
+	if i := n.index(e.Addr); i < len(n.addrs) && n.addrs[i] == e.Addr {
+		n.count[i]--
+	}
+}
+
+// has reports whether an entry not undone names a.
+func (n *named) has(a uint64) bool {
+	i := n.index(a)
+	return i < len(n.addrs) && n.addrs[i] == a && n.count[i] > 0
+}
+
+// first returns the lowest address in [lo, hi) that an entry not undone
+// names.
+func (n *named) first(lo, hi uint64) (uint64, bool) {
+	for i := n.index(lo); i < len(n.addrs) && n.addrs[i] < hi; i++ {
+		if n.count[i] > 0 {
+			return n.addrs[i], true
+		}
+	}
+	return 0, false
 }

@@ -66,8 +66,8 @@ func rebuilt() *snapshot.Snapshot {
 		}, {
 			// 19.5 MiB leave 0.5 MiB: too little to split from a large block.
 			entry(snapshot.FreeCompleted, mA, 39*mib/2),
-			entry(snapshot.SegmentMap, mA, 20*mib),
-			entry(snapshot.SegmentUnmap, mA, 20*mib),
+			entry(snapshot.SegmentMap, mA+64*mib, 20*mib), // pages of an expandable segment, given back
+			entry(snapshot.SegmentUnmap, mA+64*mib, 20*mib),
 		}},
 	}
 }
@@ -164,4 +164,175 @@ func TestInitialStateInconsistent(t *testing.T) {
 			assert.Equal(t, tc.unplaced, st.Unplaced)
 		})
 	}
+}
+
+// rebuildAndFollow rebuilds device 0's state at the start of s's trace with
+// rules, checks that following the trace forward from it gives s's
+// segments back, and returns it.
+func rebuildAndFollow(t *testing.T, s *snapshot.Snapshot, rules snapshot.Rules) *snapshot.State {
+	t.Helper()
+	st, err := s.InitialStateWith(0, rules)
+	require.NoError(t, err)
+	checkState(t, st)
+	tr := snapshot.NewTracker(st, rules)
+	for i := range s.DeviceTraces[0] {
+		require.NoError(t, tr.Apply(&s.DeviceTraces[0][i]), "entry %d", i)
+	}
+	assert.Equal(t, s.Segments, tr.State(0).Segments, "the trace followed forward")
+	return st
+}
+
+func expandable(s snapshot.Segment) snapshot.Segment {
+	s.IsExpandable = true
+	return s
+}
+
+// TestHiddenTail is the case of a window that starts mid-run: a block live
+// before the trace owns 512 KiB that PyTorch did not split off, and the
+// block after it was freed first, so that the free of the first meets a
+// free block of 17 MiB after its rounded size.
+func TestHiddenTail(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Segments: []snapshot.Segment{seg(0, lA, "large", free(lA, 20*mib))},
+		DeviceTraces: [][]snapshot.TraceEntry{{
+			entry(snapshot.FreeCompleted, lA+7*mib/2, 4*mib),
+			entry(snapshot.FreeCompleted, lA, 3*mib),
+		}},
+	}
+	st := rebuildAndFollow(t, s, snapshot.DefaultRules())
+	assert.Equal(t, []snapshot.Segment{seg(0, lA, "large", live(lA, 7*mib/2, 3*mib), live(lA+7*mib/2, 4*mib, 4*mib), free(lA+15*mib/2, 25*mib/2))},
+		st.Segments, "the 512 KiB before the second block are the first's")
+
+	// The same fragment at the start of the segment has no block to own
+	// it: no tail explains the trace.
+	s.DeviceTraces[0] = []snapshot.TraceEntry{entry(snapshot.FreeCompleted, lA+mib/2, 4*mib)}
+	_, err := s.InitialState(0)
+	assert.EqualError(t, err, "device_traces[0][0]: free_completed of 0x20080000: a free fragment of 524288 bytes at 0x20000000 before it, "+
+		"which PyTorch cannot leave in a large segment, and no live block before it to own it")
+}
+
+// TestOversizeTail: with max_split_size, a request of at least it takes a
+// free block up to max_non_split_rounding larger whole; the tail ends where
+// an earlier entry names another block.
+func TestOversizeTail(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Segments: []snapshot.Segment{seg(0, lA, "large", free(lA, 40*mib))},
+		DeviceTraces: [][]snapshot.TraceEntry{{
+			entry(snapshot.FreeCompleted, lA+32*mib, 3*mib),
+			entry(snapshot.FreeCompleted, lA, 30*mib),
+		}},
+	}
+	rules := snapshot.DefaultRules()
+	rules.MaxSplitSize = 20 * mib
+	st := rebuildAndFollow(t, s, rules)
+	assert.Equal(t, []snapshot.Segment{seg(0, lA, "large", live(lA, 32*mib, 30*mib), live(lA+32*mib, 3*mib, 3*mib), free(lA+35*mib, 5*mib))}, st.Segments)
+
+	// Without max_split_size the 30 MiB block was split.
+	st, err := s.InitialState(0)
+	require.NoError(t, err)
+	assert.Equal(t, []snapshot.Segment{seg(0, lA, "large", live(lA, 30*mib, 30*mib), free(lA+30*mib, 2*mib),
+		live(lA+32*mib, 3*mib, 3*mib), free(lA+35*mib, 5*mib))}, st.Segments)
+}
+
+// TestRebuildDivisions: the rebuild rounds as roundup_power2_divisions
+// says: 1.1 MiB is 1.25 MiB with 4 divisions.
+func TestRebuildDivisions(t *testing.T) {
+	const req = 1153434
+	s := &snapshot.Snapshot{
+		Segments:     []snapshot.Segment{seg(0, lA, "large", free(lA, 20*mib))},
+		DeviceTraces: [][]snapshot.TraceEntry{{entry(snapshot.FreeCompleted, lA, req)}},
+		AllocatorSettings: &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: snapshot.NoMaxSplitSize,
+			RoundupPower2Divisions: [snapshot.Intervals]int64{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}},
+	}
+	rules, err := s.AllocatorSettings.Rules()
+	require.NoError(t, err)
+	st := rebuildAndFollow(t, s, rules)
+	assert.Equal(t, []snapshot.Segment{seg(0, lA, "large", live(lA, 5*mib/4, req), free(lA+5*mib/4, 20*mib-5*mib/4))}, st.Segments)
+
+	// The settings as a conf string, as files before PyTorch 2.1 record them.
+	s.AllocatorSettings = &snapshot.AllocatorSettings{Conf: "roundup_power2_divisions:[1:4,>:4],max_non_split_rounding_mb:30"}
+	rules2, err := s.AllocatorSettings.Rules()
+	require.NoError(t, err)
+	rules.MaxNonSplitRounding = 30 * mib
+	assert.Equal(t, rules, rules2)
+	s.AllocatorSettings.Conf = "max_split_size_mb:5"
+	_, err = s.AllocatorSettings.Rules()
+	assert.EqualError(t, err, "allocator_settings: max_split_size_mb:5: not a number of MiB of at least 20")
+}
+
+// TestRebuildExpandable undoes segment_map and segment_unmap: mapped pages
+// of an expandable segment come and go.
+func TestRebuildExpandable(t *testing.T) {
+	rules := snapshot.DefaultRules()
+	rules.Expandable = true
+	s := &snapshot.Snapshot{
+		Segments: []snapshot.Segment{expandable(seg(0, lA, "large", free(lA, 15*mib), live(lA+15*mib, 10*mib, 10*mib), free(lA+25*mib, 15*mib)))},
+		DeviceTraces: [][]snapshot.TraceEntry{{
+			entry(snapshot.SegmentMap, lA+20*mib, 20*mib),
+			entry(snapshot.Alloc, lA+15*mib, 10*mib),
+			entry(snapshot.FreeCompleted, lA, 15*mib),
+		}},
+	}
+	st := rebuildAndFollow(t, s, rules)
+	assert.Equal(t, []snapshot.Segment{expandable(seg(0, lA, "large", live(lA, 15*mib, 15*mib), free(lA+15*mib, 5*mib)))}, st.Segments)
+
+	// All freed and unmapped: the pages come back for the blocks before.
+	s = &snapshot.Snapshot{Segments: []snapshot.Segment{}, DeviceTraces: [][]snapshot.TraceEntry{{
+		entry(snapshot.FreeCompleted, lA, 15*mib),
+		entry(snapshot.SegmentUnmap, lA, 20*mib),
+		entry(snapshot.SegmentUnmap, sA, 2*mib),
+	}}}
+	st = rebuildAndFollow(t, s, rules)
+	assert.Equal(t, []snapshot.Segment{
+		expandable(seg(0, sA, "small", free(sA, 2*mib))),
+		expandable(seg(0, lA, "large", live(lA, 15*mib, 15*mib), free(lA+15*mib, 5*mib))),
+	}, st.Segments)
+
+	// Unmapping what is not a free part of an expandable segment.
+	for _, tc := range []struct {
+		segs []snapshot.Segment
+		e    snapshot.TraceEntry
+		err  string
+	}{
+		{[]snapshot.Segment{seg(0, lA, "large", free(lA, 20*mib))}, entry(snapshot.SegmentMap, lA, 20*mib),
+			"device_traces[0][0]: segment_map of 0x20000000: in a segment that is not expandable"},
+		{[]snapshot.Segment{expandable(seg(0, lA, "large", live(lA, 20*mib, 20*mib)))}, entry(snapshot.SegmentMap, lA, 20*mib),
+			"device_traces[0][0]: segment_map of 0x20000000: not one free block"},
+		{nil, entry(snapshot.SegmentMap, lA, 20*mib), "device_traces[0][0]: segment_map of 0x20000000: outside every segment"},
+		{[]snapshot.Segment{seg(0, lA, "large", free(lA, 20*mib))}, entry(snapshot.SegmentUnmap, lA, 20*mib),
+			"device_traces[0][0]: segment_unmap of 0x20000000: overlaps the segment at 0x20000000"},
+	} {
+		s := &snapshot.Snapshot{Segments: tc.segs, DeviceTraces: [][]snapshot.TraceEntry{{tc.e}}}
+		_, err := s.InitialStateWith(0, rules)
+		assert.EqualError(t, err, tc.err)
+	}
+}
+
+// TestFreshSegment: a window that starts at an alloc whose segment_alloc it
+// cut off. With max_split_size 20 MiB, the free 20 MiB segment could not
+// have served a 3 MB request from PyTorch's pool: it was new, and the
+// rebuild says so. Without max_split_size it could have: it stays.
+func TestFreshSegment(t *testing.T) {
+	s := &snapshot.Snapshot{
+		Segments:     []snapshot.Segment{seg(0, lA, "large", free(lA, 20*mib))},
+		DeviceTraces: [][]snapshot.TraceEntry{{entry(snapshot.Alloc, lA, 3000000), entry(snapshot.FreeCompleted, lA, 3000000)}},
+	}
+	rules := snapshot.DefaultRules()
+	rules.MaxSplitSize = 20 * mib
+	st, err := s.InitialStateWith(0, rules)
+	require.NoError(t, err)
+	assert.Empty(t, st.Segments)
+	assert.Equal(t, []snapshot.TraceEntry{entry(snapshot.SegmentAlloc, lA, 20*mib)}, st.Fresh)
+	// Following the implied segment_alloc, then the trace, gives the
+	// snapshot's segments.
+	tr := snapshot.NewTracker(st, rules)
+	for _, e := range append(st.Fresh, s.DeviceTraces[0]...) {
+		require.NoError(t, tr.Apply(&e))
+	}
+	assert.Equal(t, s.Segments, tr.State(0).Segments)
+
+	st, err = s.InitialState(0)
+	require.NoError(t, err)
+	assert.Equal(t, s.Segments, st.Segments)
+	assert.Empty(t, st.Fresh)
 }

@@ -7,6 +7,8 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+
+	"github.com/gpualloc/gpualloc"
 )
 
 // Intervals is the number of intervals of roundup_power2_divisions: [1, 2)
@@ -109,6 +111,10 @@ func (p *parser) settings(v any, path string) *AllocatorSettings {
 			}
 			s.ExpandableSegments = n != 0
 		default:
+			if tooLarge(v) {
+				p.fail(kp, "nested too deeply, too large, or holding itself")
+				return nil
+			}
 			if s.Other == nil {
 				s.Other = map[string]any{}
 			}
@@ -149,19 +155,58 @@ func (p *parser) divisions(v any, path string) [Intervals]int64 {
 	return d
 }
 
+// DeviceMemoryKey is the key of Other under which a snapshot written by a
+// replay (simulate --snapshot) records the memory of each device, a list
+// indexed by device; PyTorch's own snapshots do not record it.
+const DeviceMemoryKey = "device_memory"
+
+// DeviceMemory returns the memory of device dev that the settings record
+// (Other["device_memory"]), or 0.
+func (s *AllocatorSettings) DeviceMemory(dev int) int64 {
+	if s == nil {
+		return 0
+	}
+	mem, _ := s.Other[DeviceMemoryKey].([]any)
+	if dev < 0 || dev >= len(mem) {
+		return 0
+	}
+	n, _ := mem[dev].(int64)
+	return max(n, 0)
+}
+
+// MemoryFraction returns the per-process memory fraction that Conf sets
+// (memory_fraction, the pytorch strategy's extension, which a replay's
+// snapshot writes; PyTorch's own snapshots do not record it), or 0.
+func (s *AllocatorSettings) MemoryFraction() float64 {
+	if s == nil {
+		return 0
+	}
+	for _, o := range SplitConf(s.Conf) {
+		k, v, _ := strings.Cut(o, ":")
+		if strings.TrimSpace(k) == "memory_fraction" {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil && f > 0 && f <= 1 {
+				return f
+			}
+		}
+	}
+	return 0
+}
+
 // AllocConf returns the settings that decide where blocks go, in
 // PYTORCH_CUDA_ALLOC_CONF syntax, for the pytorch strategy: max_split_size_mb,
 // roundup_power2_divisions (one number when every interval has the same,
 // else a list "[1:4,2:8]"), garbage_collection_threshold and
 // expandable_segments:True, each only when it is not the default; and
-// max_non_split_rounding_mb from Conf, since PyTorch does not record its
-// effective value. When the file records no effective settings, every one
+// max_non_split_rounding_mb and memory_fraction (the pytorch strategy's
+// extension) from Conf, since PyTorch does not record their effective
+// values. When the file records no effective settings, every one
 // of these options comes from Conf. Default settings give "".
 func (s *AllocatorSettings) AllocConf() string {
 	if s == nil {
 		return ""
 	}
-	fromConf := map[string]bool{"max_non_split_rounding_mb": true}
+	fromConf := map[string]bool{"max_non_split_rounding_mb": true, "memory_fraction": true}
 	var opts []string
 	if s.Effective {
 		if s.MaxSplitSize >= 0 && s.MaxSplitSize < math.MaxInt64 {
@@ -215,29 +260,5 @@ func FormatDivisions(d [Intervals]int64) string {
 
 // SplitConf splits a PYTORCH_CUDA_ALLOC_CONF string into its items
 // ("key:value") at the commas outside brackets, as PyTorch's parser reads
-// it (c10/core/AllocatorConfig.cpp): one trailing comma after the last
-// item is allowed and gives no item, so that "a:1," and "a:1" are the same
-// and a blank string has no items; any other empty item ("a:1,,b:2",
-// ",a:1") is kept, as "", for the caller to reject as PyTorch does. Items
-// are not trimmed.
-func SplitConf(s string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '[':
-			depth++
-		case ']':
-			depth--
-		case ',':
-			if depth == 0 {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	if strings.TrimSpace(s[start:]) != "" {
-		out = append(out, s[start:])
-	}
-	return out
-}
+// it; see [gpualloc.SplitSettings].
+func SplitConf(s string) []string { return gpualloc.SplitSettings(s) }

@@ -37,9 +37,21 @@ func TestAllocConf(t *testing.T) {
 		{"effective beats conf", &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: 64 << 20,
 			Conf: "max_split_size_mb:128,max_non_split_rounding_mb:40"},
 			"max_split_size_mb:64,max_non_split_rounding_mb:40"},
+		{"memory fraction of a replay's snapshot", &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: -1, GarbageCollectionThreshold: 0.5,
+			Conf: "garbage_collection_threshold:0.5,memory_fraction:0.75"}, "garbage_collection_threshold:0.5,memory_fraction:0.75"},
 	} {
 		assert.Equal(t, tc.want, tc.s.AllocConf(), tc.name)
 	}
+}
+
+func TestDeviceMemory(t *testing.T) {
+	s := &snapshot.AllocatorSettings{Other: map[string]any{"device_memory": []any{int64(1 << 30), int64(0), int64(2 << 30)}}}
+	assert.Equal(t, []int64{1 << 30, 0, 2 << 30, 0, 0}, []int64{s.DeviceMemory(0), s.DeviceMemory(1), s.DeviceMemory(2), s.DeviceMemory(3), s.DeviceMemory(-1)})
+	var none *snapshot.AllocatorSettings
+	assert.Zero(t, none.DeviceMemory(0))
+	assert.Zero(t, none.MemoryFraction())
+	s.Other["memory_fraction"] = 1.5
+	assert.Zero(t, s.MemoryFraction(), "out of range")
 }
 
 func TestSplitConf(t *testing.T) {

@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/sim/report"
+)
+
+const mergeUsage = `usage: simulate merge [flags] -o OUT DIR...
+
+Merges the outputs of the shards of one run (simulate --shard k/n -o DIR,
+for k from 1 to n) into the report of the whole run in OUT: the report that
+the run without --shard writes, file for file, but for the timings, and
+the same table (or -f csv or json) on standard output; the flags that
+shape the figures are those of a run's report. It refuses
+directories that are not shard outputs, shards of different runs (other
+traces, strategies, backend, capacity or --lenient), a shard given twice, a
+missing shard, and a shard whose replays failed.
+
+Flags:
+`
+
+func mergeCmd(e *env, args []string) error {
+	var out, format string
+	var figures figureFlags
+	fs := newFlagSet(e, "simulate merge", mergeUsage)
+	fs.StringVarP(&out, "out", "o", "", "write the merged report into `DIR`")
+	fs.StringVarP(&format, "format", "f", "table", "output format: table, csv or json")
+	figures.add(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := checkFormat(format); err != nil {
+		return err
+	}
+	opts, err := figures.options()
+	if err != nil {
+		return err
+	}
+	if out == "" {
+		return usagef("merge: no -o OUT")
+	}
+	if fs.NArg() == 0 {
+		return usagef("merge: no shard DIR")
+	}
+	results, sizes, err := mergeShards(fs.Args())
+	if err != nil {
+		return err
+	}
+	if err := writeResults(e.stdout, format, results); err != nil {
+		return err
+	}
+	_, err = report.Write(out, results, withSizes(opts, sizes))
+	return err
+}
+
+// mergeShards reads the shards in dirs and returns the results of the
+// whole run, in the run's order, and the request sizes of its traces.
+func mergeShards(dirs []string) ([]sim.Result, map[string]*report.SizeHistogram, error) {
+	var shards []*shardData
+	from := map[int]string{} // shard number -> its directory
+	for _, dir := range dirs {
+		d, err := readShard(dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(shards) > 0 {
+			if first := shards[0]; d.Run != first.Run || d.Shards != first.Shards || d.Jobs != first.Jobs {
+				return nil, nil, fmt.Errorf("merge: %s and %s are shards of different runs (their traces, strategies or flags differ)", dirs[0], dir)
+			}
+		}
+		if prev, dup := from[d.Shard]; dup {
+			return nil, nil, fmt.Errorf("merge: %s and %s are both shard %d/%d", prev, dir, d.Shard, d.Shards)
+		}
+		if d.Failed != "" {
+			return nil, nil, fmt.Errorf("merge: %s: shard %d/%d has replays that failed (the first: %s)", dir, d.Shard, d.Shards, d.Failed)
+		}
+		want := shard{d.Shard, d.Shards}
+		if lo, hi := want.jobs(d.Jobs); d.Shard < 1 || d.Shard > d.Shards || d.First != lo || len(d.Rows) != hi-lo {
+			return nil, nil, fmt.Errorf("merge: %s: %s does not hold shard %d/%d of %d replays", dir, ShardFile, d.Shard, d.Shards, d.Jobs)
+		}
+		from[d.Shard] = dir
+		shards = append(shards, d)
+	}
+	n := shards[0].Shards
+	var missing []int
+	for k := 1; k <= n; k++ {
+		if _, ok := from[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, nil, fmt.Errorf("merge: missing %d of %d shards: %s", len(missing), n, shardList(missing, n))
+	}
+	results := make([]sim.Result, shards[0].Jobs)
+	sizes := map[string]*report.SizeHistogram{}
+	for _, d := range shards {
+		for i, row := range d.Rows {
+			r := row.Result
+			r.Devices, r.Series = row.Devices, row.Series
+			results[d.First+i] = r
+		}
+		for name, h := range d.Sizes {
+			sizes[name] = h
+		}
+	}
+	return results, sizes, nil
+}
+
+// shardList writes shard numbers as "2/8, 5/8".
+func shardList(ks []int, n int) string {
+	var s string
+	for i, k := range ks {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%d/%d", k, n)
+	}
+	return s
+}
+
+// readShard reads the ShardFile of dir.
+func readShard(dir string) (*shardData, error) {
+	path := filepath.Join(dir, ShardFile)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("merge: %s: no %s: not the output of simulate --shard k/n -o DIR", dir, ShardFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("merge: %s: %v", path, err)
+	}
+	var d shardData
+	dec := json.NewDecoder(zr)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("merge: %s: %v", path, err)
+	}
+	return &d, nil
+}

@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// shardArgs is a sweep of 2 traces through 5 strategies: 10 replays, in
+// shards of 3, 3 and 4, which split the replays of the second trace.
+var shardArgs = []string{"--plot-format", "svg", "-s", "round:cutoff=20..22", "-s", "naive", "-s", "pytorch", "testdata/tiny.csv", "testdata/twodev.csv"}
+
+// runShards runs shardArgs in n shards, each into a directory of its own,
+// and returns the directories.
+func runShards(t *testing.T, n int, extra ...string) []string {
+	var dirs []string
+	for k := 1; k <= n; k++ {
+		dir := filepath.Join(t.TempDir(), "shard")
+		args := append([]string{"--shard", fmt.Sprintf("%d/%d", k, n), "-o", dir}, extra...)
+		code, _, stderr := run(t, nil, append(args, shardArgs...)...)
+		require.Equal(t, 0, code, stderr)
+		dirs = append(dirs, dir)
+	}
+	return dirs
+}
+
+// TestMergeEqualsUnsharded runs a sweep whole and in three shards, and
+// checks that merging the shards gives the same report, file for file
+// (timings aside), and the same table.
+func TestMergeEqualsUnsharded(t *testing.T) {
+	whole := filepath.Join(t.TempDir(), "whole")
+	code, wantTable, stderr := run(t, nil, append([]string{"-o", whole}, shardArgs...)...)
+	require.Equal(t, 0, code, stderr)
+
+	dirs := runShards(t, 3)
+	// Shards in any order.
+	merged := filepath.Join(t.TempDir(), "merged")
+	code, table, stderr := run(t, nil, "merge", "--plot-format", "svg", "-o", merged, dirs[2], dirs[0], dirs[1])
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, wantTable, table)
+
+	want, err := os.ReadDir(whole)
+	require.NoError(t, err)
+	got, err := os.ReadDir(merged)
+	require.NoError(t, err)
+	require.Equal(t, len(want), len(got))
+	for i, e := range want {
+		require.Equal(t, e.Name(), got[i].Name())
+		a, err := os.ReadFile(filepath.Join(whole, e.Name()))
+		require.NoError(t, err)
+		b, err := os.ReadFile(filepath.Join(merged, e.Name()))
+		require.NoError(t, err)
+		switch e.Name() {
+		case "summary.csv", "summary.json":
+			assert.Equal(t, normalize(string(a)), normalize(string(b)), e.Name())
+		default:
+			assert.Equal(t, string(a), string(b), e.Name())
+		}
+	}
+}
+
+func TestMergeRefuses(t *testing.T) {
+	dirs := runShards(t, 3)
+	other := runShards(t, 3, "--capacity", "1GiB")
+	two := runShards(t, 2)
+	notShard := t.TempDir()
+	out := filepath.Join(t.TempDir(), "out")
+	for _, tc := range []struct {
+		dirs []string
+		want string
+	}{
+		{[]string{dirs[0], dirs[2]}, "simulate: merge: missing 1 of 3 shards: 2/3\n"},
+		{[]string{dirs[0], dirs[1], dirs[1], dirs[2]}, "simulate: merge: " + dirs[1] + " and " + dirs[1] + " are both shard 2/3\n"},
+		{[]string{dirs[0], other[1], dirs[2]}, "simulate: merge: " + dirs[0] + " and " + other[1] + " are shards of different runs (their traces, strategies or flags differ)\n"},
+		{[]string{dirs[0], two[1]}, "simulate: merge: " + dirs[0] + " and " + two[1] + " are shards of different runs (their traces, strategies or flags differ)\n"},
+		{[]string{notShard}, "simulate: merge: " + notShard + ": no shard.json.gz: not the output of simulate --shard k/n -o DIR\n"},
+	} {
+		code, stdout, stderr := run(t, nil, append([]string{"merge", "-o", out}, tc.dirs...)...)
+		assert.Equal(t, 1, code, stderr)
+		assert.Empty(t, stdout)
+		assert.Equal(t, tc.want, stderr)
+	}
+	_, err := os.Stat(out)
+	assert.ErrorIs(t, err, os.ErrNotExist, "no report from a refused merge")
+}
+
+func TestShardGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"shard_2_of_3", []string{"--shard", "2/3", "-s", "round:cutoff=20..22", "testdata/tiny.csv", "testdata/twodev.csv"}, 0},
+		{"err_shard", []string{"--shard", "4/3", "testdata/tiny.csv"}, 2},
+		{"err_shard_syntax", []string{"--shard", "1-3", "testdata/tiny.csv"}, 2},
+		{"err_merge_no_out", []string{"merge", "testdata"}, 2},
+		{"err_merge_no_dir", []string{"merge", "-o", "x"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) { goldenRun(t, tc.name, nil, tc.code, tc.args...) })
+	}
+}

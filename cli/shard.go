@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/sim/report"
+)
+
+// ShardFile is the file in which a shard's -o DIR keeps what 'simulate
+// merge' reads: every result of the shard whole (series and devices
+// included), the request sizes of its traces, and which part of which run
+// it is.
+const ShardFile = "shard.json.gz"
+
+// A shard is the part k of n (1 <= k <= n) of a run that --shard names;
+// n = 0 when the flag is not given.
+type shard struct{ k, n int }
+
+// parseShard parses --shard's "k/n".
+func parseShard(s string) (shard, error) {
+	if s == "" {
+		return shard{}, nil
+	}
+	ks, ns, ok := strings.Cut(s, "/")
+	k, err1 := strconv.Atoi(strings.TrimSpace(ks))
+	n, err2 := strconv.Atoi(strings.TrimSpace(ns))
+	if !ok || err1 != nil || err2 != nil || n < 1 || k < 1 || k > n {
+		return shard{}, usagef("--shard %q: want k/n with 1 <= k <= n, as 2/8", s)
+	}
+	return shard{k, n}, nil
+}
+
+// jobs returns the jobs of the shard among total, [lo, hi): the k-th of n
+// contiguous parts whose sizes differ by one at most.
+func (s shard) jobs(total int) (lo, hi int) {
+	return (s.k - 1) * total / s.n, s.k * total / s.n
+}
+
+// runID identifies a run by what its results depend on: the backend, the
+// capacity, lenience, the traces (names and sizes) and the strategies
+// (full specs), in order. The shards of one command line share it.
+func runID(f replayFlags, capacity int64, inputs []*input, strategies []*gpualloc.Params) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "gpualloc run v1\nbackend %s\ncapacity %d\nlenient %t\n", f.backend, capacity, f.lenient)
+	for _, in := range inputs {
+		fmt.Fprintf(h, "trace %q %d\n", in.name, in.size)
+	}
+	for _, p := range strategies {
+		fmt.Fprintf(h, "strategy %q\n", p.String())
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// shardData is the content of ShardFile.
+type shardData struct {
+	Run    string `json:"run"`
+	Shard  int    `json:"shard"`
+	Shards int    `json:"shards"`
+	// Jobs is the number of jobs of the whole run; the shard's are
+	// First to First+len(Rows)-1.
+	Jobs  int                              `json:"jobs"`
+	First int                              `json:"first"`
+	Rows  []shardRow                       `json:"rows"`
+	Sizes map[string]*report.SizeHistogram `json:"sizes"`
+	// Failed is the first error of the shard's replays that failed, ""
+	// when none did.
+	Failed string `json:"failed"`
+}
+
+// shardRow is a result with the parts that summaries leave out.
+type shardRow struct {
+	Result  sim.Result         `json:"result"`
+	Devices []sim.DeviceResult `json:"devices"`
+	Series  *sim.Series        `json:"series"`
+}
+
+// writeShard writes a shard's summaries and ShardFile into dir.
+func writeShard(dir string, sh shard, run string, first, total int, out []sim.JobResult, sizes map[string]*report.SizeHistogram) error {
+	d := shardData{Run: run, Shard: sh.k, Shards: sh.n, Jobs: total, First: first, Sizes: sizes}
+	var results []sim.Result
+	for _, o := range out {
+		if o.Err != nil {
+			if d.Failed == "" {
+				d.Failed = oneLine(o.Err.Error())
+			}
+			continue
+		}
+		results = append(results, o.Result)
+		d.Rows = append(d.Rows, shardRow{Result: o.Result, Devices: o.Result.Devices, Series: o.Result.Series})
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, write := range map[string]func(*os.File) error{
+		report.SummaryCSV:  func(f *os.File) error { return report.WriteCSV(f, results) },
+		report.SummaryJSON: func(f *os.File) error { return report.WriteJSON(f, results) },
+		ShardFile: func(f *os.File) error {
+			zw := gzip.NewWriter(f)
+			if err := json.NewEncoder(zw).Encode(d); err != nil {
+				return err
+			}
+			return zw.Close()
+		},
+	} {
+		if err := writeFile(filepath.Join(dir, name), write); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFile creates path and writes it with write.
+func writeFile(path string, write func(*os.File) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}

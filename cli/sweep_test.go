@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSweepGolden runs sweeps (ranges, lists and their products in specs
+// and in the environment) and their errors against golden files.
+func TestSweepGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		code int
+	}{
+		{"sweep_range", nil, []string{"-s", "round:cutoff=20..24/2", "-s", "pytorch:max_split_size_mb=64|inf", "testdata/tiny.csv"}, 0},
+		{"sweep_product", nil, []string{"-f", "csv", "-s", "round:cutoff=20|22,page=4096|8KiB", "testdata/tiny.csv"}, 0},
+		{"sweep_env", map[string]string{"GPUALLOC_POOL_TYPE": "round:cutoff=20|34"}, []string{"testdata/tiny.csv"}, 0},
+		{"sweep_conf", map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:20|inf,expandable_segments:True|False"}, []string{"-f", "json", "-s", "pytorch", "testdata/tiny.csv"}, 0},
+		{"err_sweep_range", nil, []string{"-s", "round:cutoff=24..20", "testdata/tiny.csv"}, 2},
+		{"err_sweep_step", nil, []string{"-s", "round:cutoff=20..24/0", "testdata/tiny.csv"}, 2},
+		{"err_sweep_env", map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64..x"}, []string{"-s", "pytorch", "testdata/tiny.csv"}, 2},
+		{"err_sweep_value", nil, []string{"-s", "round:cutoff=30..40/5", "testdata/tiny.csv"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) { goldenRun(t, tc.name, tc.env, tc.code, tc.args...) })
+	}
+}
+
+// TestSweepFromMemory checks that replays sharing one decoding of each
+// trace measure what a replay of its own measures, with -o's report and
+// with --lenient's skipped events.
+func TestSweepFromMemory(t *testing.T) {
+	specs := []string{"round:cutoff=20", "round:cutoff=22", "naive", "pytorch"}
+	args := []string{"-f", "csv", "--lenient", "-s", "round:cutoff=20|22", "-s", "naive", "-s", "pytorch", "testdata/tiny.csv", "testdata/badfree.csv"}
+	code, together, stderr := run(t, nil, append(args, "-o", t.TempDir())...)
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(normalize(together)), "\n")
+	require.Len(t, lines, 1+2*len(specs))
+	for i, trace := range []string{"testdata/tiny.csv", "testdata/badfree.csv"} {
+		for j, s := range specs {
+			code, alone, stderr := run(t, nil, "-f", "csv", "--lenient", "-s", s, trace)
+			require.Equal(t, 0, code, stderr)
+			assert.Equal(t, strings.Split(strings.TrimSpace(normalize(alone)), "\n")[1], lines[1+i*len(specs)+j], "%s %s", trace, s)
+		}
+	}
+	assert.Contains(t, stderr, "testdata/badfree.csv: skipped 1 bad event")
+}

@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/tabular"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/tune"
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+const tuneUsage = `usage: simulate tune [flags] TRACE
+
+Searches PyTorch's allocator settings (expandable_segments,
+max_split_size_mb, roundup_power2_divisions and, with --memory-fraction,
+garbage_collection_threshold, and their combinations) for the lowest peak
+of reserved memory with which the pytorch strategy replays TRACE without
+running out of memory on a device of --capacity bytes. The search is coarse
+to fine: a grid first, then each setting's neighbours from the best, then
+max_split_size_mb to the MiB; the trace is decoded once and the settings of
+each round replay in parallel.
+
+It prints the line to paste, PYTORCH_CUDA_ALLOC_CONF=..., the figures it
+gives against PyTorch's defaults, and the Pareto front of the settings
+tried: those that no other beats on peak reserved memory without making
+more device allocations. Replaying TRACE with that value
+(PYTORCH_CUDA_ALLOC_CONF=... simulate -s pytorch TRACE) gives exactly the
+same figures.
+
+TRACE is a file, or the name of a bundled trace (dynamic, training, ...).
+No trace format records its device's size: --capacity is 80GiB unless
+given.
+
+Flags:
+`
+
+// tuneResult is tune's output, -f json's object.
+type tuneResult struct {
+	Trace                    string      `json:"trace"`
+	Conf                     string      `json:"conf"`
+	PeakReservedBytes        int64       `json:"peak_reserved_bytes"`
+	DefaultPeakReservedBytes int64       `json:"default_peak_reserved_bytes"`
+	DeviceMallocs            int64       `json:"device_mallocs"`
+	DefaultDeviceMallocs     int64       `json:"default_device_mallocs"`
+	PeakRequestedBytes       int64       `json:"peak_requested_bytes"`
+	CapacityBytes            int64       `json:"capacity_bytes"`
+	MemoryFraction           float64     `json:"memory_fraction"`
+	Tried                    int         `json:"tried"`
+	Front                    []tunePoint `json:"front"`
+	DefaultOOMs              int64       `json:"default_ooms"`
+}
+
+// tunePoint is a setting of the Pareto front.
+type tunePoint struct {
+	Conf              string `json:"conf"`
+	PeakReservedBytes int64  `json:"peak_reserved_bytes"`
+	DeviceMallocs     int64  `json:"device_mallocs"`
+}
+
+func tuneCmd(ctx context.Context, e *env, args []string) error {
+	var format, capacityText string
+	var opts tune.Options
+	var lenient bool
+	fs := newFlagSet(e, "simulate tune", tuneUsage)
+	fs.StringVar(&capacityText, "capacity", "80GiB", "device `SIZE` (bytes, or units KiB, MiB, GiB, ... KB, MB, GB, ...)")
+	fs.Float64Var(&opts.MemoryFraction, "memory-fraction", 0, "replay under torch.cuda.set_per_process_memory_fraction(`F`), F in (0, 1], and search garbage_collection_threshold too")
+	fs.StringVarP(&format, "format", "f", "table", "output format: table or json")
+	fs.IntVarP(&opts.Workers, "jobs", "j", 0, "replays to run at once (default: the number of cores)")
+	fs.BoolVar(&lenient, "lenient", false, "skip bad events of the trace, count them and go on")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if format != "table" && format != "json" {
+		return usagef("--format %q: want table or json", format)
+	}
+	var err error
+	if opts.Capacity, err = gpualloc.ParseSize(capacityText); err != nil || opts.Capacity <= 0 {
+		return usagef("--capacity %q: want a positive size such as 80GiB", capacityText)
+	}
+	if !(opts.MemoryFraction >= 0 && opts.MemoryFraction <= 1) {
+		return usagef("--memory-fraction %v: want a number in (0, 1]", opts.MemoryFraction)
+	}
+	if opts.Workers < 0 {
+		return usagef("--jobs %d: want a positive number", opts.Workers)
+	}
+	if fs.NArg() != 1 {
+		return usagef("tune: want one TRACE, have %d", fs.NArg())
+	}
+	inputs, err := traceInputs(fs.Args(), e.stdin, traces.Options{Lenient: lenient})
+	if err != nil {
+		return err
+	}
+	in := inputs[0]
+	events, err := readEvents(in)
+	if err != nil {
+		return err
+	}
+	rep, err := tune.Run(ctx, in.name, events, opts)
+	if err != nil {
+		return err
+	}
+	if rep.Best.Result.OOMs > 0 {
+		conf := "PYTORCH_CUDA_ALLOC_CONF=" + rep.Best.Setting.Conf()
+		if rep.Best.Setting.Conf() == "" {
+			conf = "PyTorch's defaults"
+		}
+		return fmt.Errorf("%s: every setting tried runs out of memory on a device of %s (the fewest OOMs, %d, with %s)",
+			in.name, gpualloc.FormatSize(opts.Capacity), rep.Best.Result.OOMs, conf)
+	}
+	res := tuneResult{
+		Trace: rep.Trace, Conf: rep.Best.Setting.Conf(),
+		PeakReservedBytes: rep.Best.Result.PeakReservedBytes, DefaultPeakReservedBytes: rep.Default.Result.PeakReservedBytes,
+		DeviceMallocs: rep.Best.Result.DeviceMallocs, DefaultDeviceMallocs: rep.Default.Result.DeviceMallocs,
+		DefaultOOMs: rep.Default.Result.OOMs, PeakRequestedBytes: rep.Best.Result.PeakRequestedBytes,
+		CapacityBytes: rep.Capacity, MemoryFraction: rep.MemoryFraction, Tried: rep.Tried,
+	}
+	for _, t := range rep.Front {
+		res.Front = append(res.Front, tunePoint{t.Setting.Conf(), t.Result.PeakReservedBytes, t.Result.DeviceMallocs})
+	}
+	if format == "json" {
+		return tabular.WriteJSON(e.stdout, res)
+	}
+	writeTune(e.stdout, res)
+	if in.skipped > 0 {
+		fmt.Fprintf(e.stderr, "simulate: %s: skipped %s (the first: %s)\n", in.name, plural(in.skipped, "bad event"), in.firstSkip)
+	}
+	return nil
+}
+
+// readEvents decodes the trace of in into memory.
+func readEvents(in *input) ([]traces.Event, error) {
+	r, c, err := in.open()
+	if err != nil {
+		return nil, err
+	}
+	events, err := traces.ReadAll(r)
+	if c != nil {
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return events, err
+}
+
+// writeTune writes tune's result as text.
+func writeTune(w io.Writer, r tuneResult) {
+	fmt.Fprintf(w, "PYTORCH_CUDA_ALLOC_CONF=%s\n", r.Conf)
+	if r.MemoryFraction > 0 {
+		fmt.Fprintf(w, "  with torch.cuda.set_per_process_memory_fraction(%s)\n", strconv.FormatFloat(r.MemoryFraction, 'g', -1, 64))
+	}
+	if r.Conf == "" {
+		fmt.Fprintln(w, "  (PyTorch's defaults are the best setting found)")
+	}
+	fmt.Fprintf(w, "\n%s, on a device of %s, %d settings tried:\n", r.Trace, gpualloc.FormatSize(r.CapacityBytes), r.Tried)
+	rows := [][]string{
+		{"this setting", gpualloc.FormatSize(r.PeakReservedBytes), tabular.Count(r.DeviceMallocs), "0"},
+		{"PyTorch's defaults", gpualloc.FormatSize(r.DefaultPeakReservedBytes), tabular.Count(r.DefaultDeviceMallocs), tabular.Count(r.DefaultOOMs)},
+		{"lower bound (peak live bytes)", gpualloc.FormatSize(r.PeakRequestedBytes), "", ""},
+	}
+	layoutIndented(w, []string{"", "PEAK RESERVED", "DEVICE MALLOCS", "OOMS"}, []bool{false, true, true, true}, rows)
+	if r.DefaultOOMs == 0 && r.PeakReservedBytes < r.DefaultPeakReservedBytes {
+		fmt.Fprintf(w, "  peak reserved: %.1f%% less than with PyTorch's defaults\n", 100*(1-float64(r.PeakReservedBytes)/float64(r.DefaultPeakReservedBytes)))
+	}
+	fmt.Fprintf(w, "\nPareto front, peak reserved against device mallocs (no OOM):\n")
+	rows = rows[:0]
+	for _, p := range r.Front {
+		conf := p.Conf
+		if conf == "" {
+			conf = "(PyTorch's defaults)"
+		}
+		rows = append(rows, []string{gpualloc.FormatSize(p.PeakReservedBytes), tabular.Count(p.DeviceMallocs), conf})
+	}
+	layoutIndented(w, []string{"PEAK RESERVED", "DEVICE MALLOCS", "PYTORCH_CUDA_ALLOC_CONF"}, []bool{true, true, false}, rows)
+}
+
+// layoutIndented lays a table out as tabular.Layout does, each line two
+// spaces in.
+func layoutIndented(w io.Writer, head []string, right []bool, rows [][]string) {
+	var b strings.Builder
+	tabular.Layout(&b, head, right, rows)
+	for line := range strings.Lines(b.String()) {
+		fmt.Fprintln(w, "  "+strings.TrimRight(line, " \n"))
+	}
+}

@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
+)
+
+func TestTuneGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"tune_table", []string{"tune", "testdata/tiny.csv"}, 0},
+		{"tune_json", []string{"tune", "-f", "json", "--capacity", "24MiB", "testdata/tiny.csv"}, 0},
+		{"err_tune_oom", []string{"tune", "--capacity", "4MiB", "testdata/tiny.csv"}, 1},
+		{"err_tune_args", []string{"tune", "testdata/tiny.csv", "testdata/twodev.csv"}, 2},
+		{"err_tune_fraction", []string{"tune", "--memory-fraction", "1.5", "testdata/tiny.csv"}, 2},
+		{"err_tune_trace", []string{"tune", "testdata/badfree.csv"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) { goldenRun(t, tc.name, nil, tc.code, tc.args...) })
+	}
+}
+
+// tuneAndReplay tunes a trace, replays it with the conf that tune printed
+// and checks that the replay gives exactly tune's figures, and that the
+// setting is no worse than PyTorch's defaults.
+func tuneAndReplay(t *testing.T, trace string) {
+	code, stdout, stderr := run(t, nil, "tune", "-f", "json", trace)
+	require.Equal(t, 0, code, stderr)
+	var tuned tuneResult
+	require.NoError(t, json.Unmarshal([]byte(stdout), &tuned))
+	assert.LessOrEqual(t, tuned.PeakReservedBytes, tuned.DefaultPeakReservedBytes)
+	assert.Positive(t, tuned.Tried)
+
+	code, stdout, stderr = run(t, map[string]string{"PYTORCH_CUDA_ALLOC_CONF": tuned.Conf}, "-f", "json", "-s", "pytorch", trace)
+	require.Equal(t, 0, code, stderr)
+	var replayed []struct {
+		PeakReserved  int64 `json:"peak_reserved_bytes"`
+		DeviceMallocs int64 `json:"device_mallocs"`
+		OOMs          int64 `json:"ooms"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &replayed))
+	require.Len(t, replayed, 1)
+	assert.Equal(t, tuned.PeakReservedBytes, replayed[0].PeakReserved, "PYTORCH_CUDA_ALLOC_CONF=%s", tuned.Conf)
+	assert.Equal(t, tuned.DeviceMallocs, replayed[0].DeviceMallocs, "PYTORCH_CUDA_ALLOC_CONF=%s", tuned.Conf)
+	assert.Zero(t, replayed[0].OOMs)
+	t.Logf("%s: PYTORCH_CUDA_ALLOC_CONF=%s: peak reserved %d (defaults %d), %d device mallocs, %d settings tried",
+		trace, tuned.Conf, tuned.PeakReservedBytes, tuned.DefaultPeakReservedBytes, tuned.DeviceMallocs, tuned.Tried)
+}
+
+func TestTuneReplaysTheSame(t *testing.T) {
+	tuneAndReplay(t, "../traces/bundled/dynamic.csv.gz")
+}
+
+func TestTuneShared(t *testing.T) {
+	for _, f := range pk.SharedSnapshots(t, sharedSnapshotDir) {
+		t.Run(filepath.Base(f), func(t *testing.T) { tuneAndReplay(t, f) })
+	}
+}
+
+func TestTuneHelp(t *testing.T) {
+	code, stdout, stderr := run(t, nil, "tune", "-h")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, stdout, "usage: simulate tune [flags] TRACE")
+	assert.Empty(t, stderr)
+}
+
+// TestReadmeShowsTune keeps the README's example of tune true.
+func TestReadmeShowsTune(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	code, stdout, stderr := run(t, nil, "tune", "dynamic")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, string(readme), "$ go run ./cmd/simulate tune dynamic\n"+stdout+"```\n", "README.md's tune example differs from the output of simulate tune dynamic")
+}

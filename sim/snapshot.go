@@ -1,0 +1,403 @@
+package sim
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+)
+
+// Recording a replay as a PyTorch memory snapshot (Config.Snapshot).
+//
+// The recorder sees what the engine sees, whatever the strategy: each block
+// handed out and freed, each failed allocation, and each call of the device
+// that the strategy makes through the engine's counting wrapper. From that
+// alone it writes the trace entries PyTorch's allocator writes
+// (torch.cuda.memory._record_memory_history) and, at the end, the
+// segments and blocks PyTorch's _snapshot() reports:
+//
+//   - an alloc is an "alloc" entry (the block's address, the requested
+//     size, the event's stream); a free is "free_requested" and then
+//     "free_completed" (a replay has no stream events to wait for), written
+//     before the strategy is called, so that the device frees it makes come
+//     after them, as PyTorch frees a segment only once its blocks are free;
+//   - an allocation that fails with out of memory is an "oom" entry, with
+//     the device's free bytes after the failure ("device_free") and the size
+//     the strategy would have set aside (the rounded size for a strategy
+//     with a RoundSize method, as PyTorch records it, else the request);
+//   - a Malloc of the device is a "segment_alloc", a Free a "segment_free";
+//     a Map of a virtual-memory device is a "segment_map" of the mapped
+//     bytes, an Unmap a "segment_unmap" (Create, Release, Reserve and
+//     Unreserve hold or free no addresses a block can use, and PyTorch
+//     records none of them). A device call during an alloc takes the
+//     alloc's stream; during a free, the stream of its segment;
+//   - at the end each device allocation is a segment, and each maximal run
+//     of mapped pages of one reserved range an expandable segment (PyTorch
+//     reports one segment per contiguous mapped range); its live blocks are
+//     "active_allocated" blocks of their handed-out size and the bytes
+//     between them "inactive" blocks, so that the blocks tile the segment.
+//     A segment's "segment_type" is "small" for a device allocation of
+//     2 MiB or less, or a range mapped in pages of 2 MiB or less, "large"
+//     otherwise: the pools PyTorch's sizes imply.
+//
+// Entries carry the event's time or, when the trace has none, the event's
+// index in the trace, so that a reader that merges the devices' traces by
+// time finds the replay's order. When the trace has categories, alloc and
+// free entries and blocks carry them and the other entries "unknown" (the
+// viewer needs at least one "unknown" once any entry has a category: when
+// the kept entries have none, a last "snapshot" entry has it).
+//
+// The recorder sees the replay through wrappers that the engine puts, only
+// when it records, around the trace's reader (for the events' times), each
+// device's allocator (for its blocks and failures) and the backend the
+// allocator is given (for its device calls): off, the replay loop runs
+// exactly as without it. On, it keeps one entry (40 bytes) per action, or
+// the last SnapshotEntries per device, and maps of the live blocks and
+// device memory; the snapshot is built once, at the end.
+type snapRecorder struct {
+	max  int // entries kept per device; 0: all
+	devs []*snapDevice
+
+	// The event being replayed.
+	stream uint64
+	timeUS int64 // its time, or its index in the trace when it has none
+	cat    gpualloc.Category
+	cats   bool // some event had a category
+
+	settings *snapshot.AllocatorSettings
+}
+
+// A snapEntry is a trace entry as the recorder keeps it.
+type snapEntry struct {
+	addr   uint64
+	size   int64
+	stream uint64
+	timeUS int64
+	action uint8 // index in snapActions
+	cat    gpualloc.Category
+}
+
+var snapActions = [...]snapshot.Action{
+	snapshot.Alloc, snapshot.FreeRequested, snapshot.FreeCompleted, snapshot.SegmentAlloc,
+	snapshot.SegmentFree, snapshot.SegmentMap, snapshot.SegmentUnmap, snapshot.OutOfMemory,
+}
+
+const (
+	actAlloc uint8 = iota
+	actFreeRequested
+	actFreeCompleted
+	actSegmentAlloc
+	actSegmentFree
+	actSegmentMap
+	actSegmentUnmap
+	actOOM
+)
+
+// snapDevice is what the recorder knows of one device.
+type snapDevice struct {
+	entries []snapEntry
+	next    int // with a maximum, the index of the oldest entry once full
+
+	live     map[uint64]liveBlock // handed-out blocks by address
+	segs     map[uint64]region    // device allocations by address
+	reserved map[uint64]*vrange   // reserved ranges by address
+	mapped   map[uint64]region    // mapped pages by address
+}
+
+type liveBlock struct {
+	size, requested int64
+	stream          uint64
+	cat             gpualloc.Category
+}
+
+// A region is a device allocation or a mapped page.
+type region struct {
+	size   int64
+	stream uint64
+}
+
+// A vrange is a reserved range of a virtual-memory device.
+type vrange struct {
+	size  int64
+	large bool // some page mapped in it was larger than 2 MiB
+}
+
+const smallSegment = 2 << 20 // PyTorch's kSmallBuffer: the small pool's segment
+
+func newSnapRecorder(max int) *snapRecorder { return &snapRecorder{max: max} }
+
+func (r *snapRecorder) device(i int) *snapDevice {
+	if i >= len(r.devs) {
+		r.devs = append(r.devs, make([]*snapDevice, i+1-len(r.devs))...)
+	}
+	d := r.devs[i]
+	if d == nil {
+		d = &snapDevice{live: map[uint64]liveBlock{}, segs: map[uint64]region{}, reserved: map[uint64]*vrange{}, mapped: map[uint64]region{}}
+		r.devs[i] = d
+	}
+	return d
+}
+
+// open notes a device's allocator, which it wraps to record its blocks: the
+// first allocator gives the snapshot's settings, its own when it reports
+// them; spec names the strategy.
+func (r *snapRecorder) open(d *device, spec string) {
+	r.device(d.index)
+	ra := &recAlloc{inner: d.alloc, stream: d.stream, cat: d.cat, rec: r, d: d}
+	a := d.alloc
+	d.alloc, d.stream, d.cat = ra, ra, ra
+	if r.settings != nil {
+		return
+	}
+	s := snapshot.DefaultSettings()
+	if sr, ok := a.(snapshot.SettingsReporter); ok {
+		s = sr.AllocatorSettings()
+	}
+	if spec != "" {
+		other := map[string]any{"strategy": spec}
+		for k, v := range s.Other {
+			other[k] = v
+		}
+		s.Other = other
+	}
+	r.settings = &s
+}
+
+func (r *snapRecorder) add(dev int, e snapEntry) {
+	d := r.devs[dev]
+	if r.max <= 0 || len(d.entries) < r.max {
+		d.entries = append(d.entries, e)
+		return
+	}
+	d.entries[d.next] = e
+	d.next = (d.next + 1) % r.max
+}
+
+// begin notes the allocation about to be made.
+func (r *snapRecorder) begin(stream uint64, cat gpualloc.Category) {
+	r.stream, r.cat = stream, cat
+	if cat != gpualloc.CategoryUnknown {
+		r.cats = true
+	}
+}
+
+func (r *snapRecorder) alloc(dev int, b gpualloc.Block, requested int64) {
+	r.devs[dev].live[b.Addr] = liveBlock{size: b.Size, requested: requested, stream: r.stream, cat: r.cat}
+	r.add(dev, snapEntry{action: actAlloc, addr: b.Addr, size: requested, stream: r.stream, timeUS: r.timeUS, cat: r.cat})
+}
+
+// free records the free of b, before the strategy frees it.
+func (r *snapRecorder) free(dev int, b gpualloc.Block) {
+	d := r.devs[dev]
+	lb := d.live[b.Addr]
+	delete(d.live, b.Addr)
+	r.stream, r.cat = lb.stream, lb.cat
+	e := snapEntry{action: actFreeRequested, addr: b.Addr, size: lb.requested, stream: lb.stream, timeUS: r.timeUS, cat: lb.cat}
+	r.add(dev, e)
+	e.action = actFreeCompleted
+	r.add(dev, e)
+}
+
+func (r *snapRecorder) oom(dev int, size, deviceFree int64) {
+	r.add(dev, snapEntry{action: actOOM, addr: uint64(max(deviceFree, 0)), size: size, stream: r.stream, timeUS: r.timeUS, cat: r.cat})
+}
+
+func (r *snapRecorder) segmentAlloc(dev int, addr uint64, size int64) {
+	r.devs[dev].segs[addr] = region{size: size, stream: r.stream}
+	r.add(dev, snapEntry{action: actSegmentAlloc, addr: addr, size: size, stream: r.stream, timeUS: r.timeUS})
+}
+
+func (r *snapRecorder) segmentFree(dev int, addr uint64, size int64) {
+	r.drop(dev, r.devs[dev].segs, actSegmentFree, addr, size)
+}
+
+// drop records the end of a device allocation or mapping at addr, kept in
+// m, with the stream it was made on.
+func (r *snapRecorder) drop(dev int, m map[uint64]region, action uint8, addr uint64, size int64) {
+	stream := m[addr].stream
+	delete(m, addr)
+	r.add(dev, snapEntry{action: action, addr: addr, size: size, stream: stream, timeUS: r.timeUS})
+}
+
+func (r *snapRecorder) reserve(dev int, addr uint64, size int64) {
+	r.devs[dev].reserved[addr] = &vrange{size: size}
+}
+
+func (r *snapRecorder) unreserve(dev int, addr uint64) { delete(r.devs[dev].reserved, addr) }
+
+func (r *snapRecorder) segmentMap(dev int, addr uint64, size int64) {
+	d := r.devs[dev]
+	d.mapped[addr] = region{size: size, stream: r.stream}
+	if size > smallSegment {
+		if _, v := d.rangeOf(addr); v != nil {
+			v.large = true
+		}
+	}
+	r.add(dev, snapEntry{action: actSegmentMap, addr: addr, size: size, stream: r.stream, timeUS: r.timeUS})
+}
+
+func (r *snapRecorder) segmentUnmap(dev int, addr uint64, size int64) {
+	r.drop(dev, r.devs[dev].mapped, actSegmentUnmap, addr, size)
+}
+
+// rangeOf returns the address of the reserved range that holds addr and
+// the range, or addr and nil when none does. O(ranges).
+func (d *snapDevice) rangeOf(addr uint64) (uint64, *vrange) {
+	for a, v := range d.reserved {
+		if a <= addr && addr < a+uint64(v.size) {
+			return a, v
+		}
+	}
+	return addr, nil
+}
+
+// snapshot builds the snapshot of the replay: the trace entries kept and the
+// segments as they are now. It fails when a live block lies outside the
+// device memory the strategy holds, which no snapshot can show.
+func (r *snapRecorder) snapshot() (*snapshot.Snapshot, error) {
+	s := &snapshot.Snapshot{AllocatorSettings: r.settings, DeviceTraces: make([][]snapshot.TraceEntry, len(r.devs))}
+	unknown := false
+	for i, d := range r.devs {
+		if d == nil {
+			continue
+		}
+		t := make([]snapshot.TraceEntry, 0, len(d.entries))
+		for j := range d.entries {
+			e := &d.entries[(d.next+j)%len(d.entries)]
+			te := snapshot.TraceEntry{Action: snapActions[e.action], Addr: e.addr, Size: e.size, Stream: e.stream, TimeUS: e.timeUS}
+			if r.cats {
+				te.Category = e.cat.String()
+				if e.action != actAlloc && e.action != actFreeRequested && e.action != actFreeCompleted && e.action != actOOM {
+					te.Category = gpualloc.CategoryUnknown.String()
+				}
+				unknown = unknown || te.Category == gpualloc.CategoryUnknown.String()
+			}
+			t = append(t, te)
+		}
+		s.DeviceTraces[i] = t
+		segs, err := d.segments(i, r.cats)
+		if err != nil {
+			return nil, fmt.Errorf("device %d: %w", i, err)
+		}
+		s.Segments = append(s.Segments, segs...)
+	}
+	if r.cats && !unknown {
+		// The viewer needs one entry of category "unknown": the last entry
+		// says that the snapshot was taken, as PyTorch's does.
+		for i := len(s.DeviceTraces) - 1; i >= 0; i-- {
+			t := s.DeviceTraces[i]
+			if len(t) == 0 {
+				continue
+			}
+			last := t[len(t)-1].TimeUS
+			if r.max > 0 && len(t) == r.max {
+				t = t[1:]
+			}
+			s.DeviceTraces[i] = append(t, snapshot.TraceEntry{Action: snapshot.TakeSnapshot, TimeUS: last, Category: gpualloc.CategoryUnknown.String()})
+			break
+		}
+	}
+	return s, nil
+}
+
+// segments returns the device's segments in address order, each tiled by
+// its blocks.
+func (d *snapDevice) segments(dev int, cats bool) ([]snapshot.Segment, error) {
+	var segs []snapshot.Segment
+	for addr, g := range d.segs {
+		segs = append(segs, snapshot.Segment{Device: dev, Address: addr, TotalSize: g.size, Stream: g.stream, SegmentType: segmentType(g.size <= smallSegment)})
+	}
+	// Mapped pages: runs of adjacent pages of one reserved range.
+	pages := make([]uint64, 0, len(d.mapped))
+	for a := range d.mapped {
+		pages = append(pages, a)
+	}
+	slices.Sort(pages)
+	for i := 0; i < len(pages); {
+		start := pages[i]
+		base, _ := d.rangeOf(start)
+		first := d.mapped[start]
+		end := start + uint64(first.size)
+		j := i + 1
+		for ; j < len(pages) && pages[j] == end && sameRange(d, pages[j], base); j++ {
+			end += uint64(d.mapped[pages[j]].size)
+		}
+		small := true
+		if v := d.reserved[base]; v != nil {
+			small = !v.large
+		}
+		segs = append(segs, snapshot.Segment{Device: dev, Address: start, TotalSize: int64(end - start), Stream: first.stream,
+			SegmentType: segmentType(small), IsExpandable: true})
+		i = j
+	}
+	slices.SortFunc(segs, func(a, b snapshot.Segment) int { return cmp.Compare(a.Address, b.Address) })
+
+	blocks := make([]uint64, 0, len(d.live))
+	for a := range d.live {
+		blocks = append(blocks, a)
+	}
+	slices.Sort(blocks)
+	k := 0
+	for i := range segs {
+		sg := &segs[i]
+		end := sg.Address + uint64(sg.TotalSize)
+		at := sg.Address
+		for ; k < len(blocks) && blocks[k] < end; k++ {
+			a := blocks[k]
+			b := d.live[a]
+			if a < at || a+uint64(b.size) > end {
+				return nil, fmt.Errorf("block at %#x of %d bytes lies outside the device memory the strategy holds", a, b.size)
+			}
+			if a > at {
+				sg.Blocks = append(sg.Blocks, snapshot.Block{Address: at, Size: int64(a - at), State: snapshot.Inactive})
+			}
+			blk := snapshot.Block{Address: a, Size: b.size, RequestedSize: b.requested, State: snapshot.ActiveAllocated}
+			if cats {
+				blk.Category = b.cat.String()
+			}
+			sg.Blocks = append(sg.Blocks, blk)
+			sg.AllocatedSize += b.size
+			sg.RequestedSize += b.requested
+			at = a + uint64(b.size)
+		}
+		if at < end {
+			sg.Blocks = append(sg.Blocks, snapshot.Block{Address: at, Size: int64(end - at), State: snapshot.Inactive})
+		}
+		sg.ActiveSize = sg.AllocatedSize
+	}
+	if k < len(blocks) {
+		a := blocks[k]
+		return nil, fmt.Errorf("block at %#x of %d bytes lies outside the device memory the strategy holds", a, d.live[a].size)
+	}
+	return segs, nil
+}
+
+// sameRange reports whether addr lies in the reserved range at base.
+func sameRange(d *snapDevice, addr, base uint64) bool {
+	a, _ := d.rangeOf(addr)
+	return a == base
+}
+
+func segmentType(small bool) string {
+	if small {
+		return "small"
+	}
+	return "large"
+}
+
+// snapshot builds the replay's snapshot, hands it to Config.Snapshot and
+// stops the recording.
+func (e *engine) snapshot() error {
+	r := e.rec
+	e.rec = nil
+	s, err := r.snapshot()
+	if err == nil {
+		err = e.cfg.Snapshot(s)
+	}
+	if err != nil {
+		return fmt.Errorf("%ssnapshot: %w", e.prefix(), err)
+	}
+	return nil
+}

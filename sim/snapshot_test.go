@@ -1,0 +1,158 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+)
+
+// replaySnapshot replays tb with cfg and returns the snapshot it records.
+func replaySnapshot(t *testing.T, tb *traceBuilder, cfg Config) (*snapshot.Snapshot, Result) {
+	t.Helper()
+	var got *snapshot.Snapshot
+	cfg.Snapshot = func(s *snapshot.Snapshot) error { got = s; return nil }
+	res, err := Replay(tb.reader(), cfg)
+	require.NoError(t, err)
+	require.NotNil(t, got)
+	return got, res
+}
+
+func TestSnapshotRecordsDeviceCalls(t *testing.T) {
+	// Every alloc of exactAlloc is a device allocation, every free a device
+	// free: each segment holds one block, and the frees come after
+	// free_completed.
+	tb := newTrace().on(0, 7).alloc(1, 1000).on(1, 9).alloc(2, 3000).free(1).on(0, 7).alloc(3, 600)
+	s, _ := replaySnapshot(t, tb, Config{Open: openExact, Strategy: "exact"})
+	d0, d1 := DeviceBase, DeviceBase+DeviceSpacing
+	e := func(a snapshot.Action, addr uint64, size int64, stream uint64, time int64) snapshot.TraceEntry {
+		return snapshot.TraceEntry{Action: a, Addr: addr, Size: size, Stream: stream, TimeUS: time}
+	}
+	assert.Equal(t, [][]snapshot.TraceEntry{{
+		e(snapshot.SegmentAlloc, d0, 1000, 7, 0), e(snapshot.Alloc, d0, 1000, 7, 0),
+		e(snapshot.FreeRequested, d0, 1000, 7, 20), e(snapshot.FreeCompleted, d0, 1000, 7, 20), e(snapshot.SegmentFree, d0, 1000, 7, 20),
+		e(snapshot.SegmentAlloc, d0+1024, 600, 7, 30), e(snapshot.Alloc, d0+1024, 600, 7, 30),
+	}, {
+		e(snapshot.SegmentAlloc, d1, 3000, 9, 10), e(snapshot.Alloc, d1, 3000, 9, 10),
+	}}, s.DeviceTraces)
+	assert.Equal(t, []snapshot.Segment{
+		{Device: 0, Address: d0 + 1024, TotalSize: 600, AllocatedSize: 600, ActiveSize: 600, RequestedSize: 600, Stream: 7, SegmentType: "small",
+			Blocks: []snapshot.Block{{Address: d0 + 1024, Size: 600, RequestedSize: 600, State: snapshot.ActiveAllocated}}},
+		{Device: 1, Address: d1, TotalSize: 3000, AllocatedSize: 3000, ActiveSize: 3000, RequestedSize: 3000, Stream: 9, SegmentType: "small",
+			Blocks: []snapshot.Block{{Address: d1, Size: 3000, RequestedSize: 3000, State: snapshot.ActiveAllocated}}},
+	}, s.Segments)
+	want := snapshot.DefaultSettings()
+	want.Other = map[string]any{"strategy": "exact", "device_memory": []any{int64(DefaultCapacity), int64(DefaultCapacity)}}
+	assert.Equal(t, &want, s.AllocatorSettings)
+}
+
+func TestSnapshotCacheOOMAndRelease(t *testing.T) {
+	// cacheAlloc rounds to powers of two and keeps freed blocks; at a full
+	// device it releases them all and retries; a request beyond the device
+	// fails.
+	tb := newTrace().alloc(1, 1500).free(1).alloc(2, 3000).alloc(3, 1<<20).free(3).alloc(4, 5000)
+	s, res := replaySnapshot(t, tb, Config{Open: openCache, Strategy: "cache", Capacity: 8 << 10})
+	require.EqualValues(t, 2, res.OOMs)
+	var actions []snapshot.Action
+	for _, e := range s.DeviceTraces[0] {
+		actions = append(actions, e.Action)
+	}
+	assert.Equal(t, []snapshot.Action{
+		snapshot.SegmentAlloc, snapshot.Alloc, snapshot.FreeRequested, snapshot.FreeCompleted, // 2 KiB
+		snapshot.SegmentAlloc, snapshot.Alloc, // 4 KiB
+		snapshot.SegmentFree, snapshot.OutOfMemory, // the 1 MiB: the cached 2 KiB go back, to no avail
+		snapshot.OutOfMemory, // 8 KiB: 4 KiB are in use
+	}, actions)
+	oom := s.DeviceTraces[0][7]
+	assert.Equal(t, snapshot.TraceEntry{Action: snapshot.OutOfMemory, Addr: 4 << 10, Size: 1 << 20, TimeUS: 30}, oom, "device_free after the release")
+	require.Len(t, s.Segments, 1)
+	assert.Equal(t, []snapshot.Block{{Address: s.Segments[0].Address, Size: 4096, RequestedSize: 3000, State: snapshot.ActiveAllocated}}, s.Segments[0].Blocks)
+}
+
+func TestSnapshotEntries(t *testing.T) {
+	tb := newTrace()
+	for i := range uint64(20) {
+		tb.alloc(i, 100*int64(i+1))
+	}
+	for i := range uint64(15) {
+		tb.free(i)
+	}
+	all, _ := replaySnapshot(t, tb, Config{Open: openExact})
+	for _, n := range []int{1, 7, 70, 100} {
+		s, _ := replaySnapshot(t, tb, Config{Open: openExact, SnapshotEntries: n})
+		want := all.DeviceTraces[0][max(0, len(all.DeviceTraces[0])-n):]
+		assert.Equal(t, want, s.DeviceTraces[0], "entries %d", n)
+		assert.Equal(t, all.Segments, s.Segments, "entries %d", n)
+	}
+}
+
+func TestSnapshotCategories(t *testing.T) {
+	tb := newTrace().as(gpualloc.CategoryParameter).alloc(1, 100).as(gpualloc.CategoryActivation).alloc(2, 200).free(2)
+	s, _ := replaySnapshot(t, tb, Config{Open: openExact})
+	var cats []string
+	for _, e := range s.DeviceTraces[0] {
+		cats = append(cats, e.Category)
+	}
+	assert.Equal(t, []string{"unknown", "parameter", "unknown", "activation", "activation", "activation", "unknown"}, cats)
+	assert.Equal(t, "parameter", s.Segments[0].Blocks[0].Category)
+
+	// A window without an "unknown" entry ends with a snapshot entry that
+	// has one, within the window's size.
+	s, _ = replaySnapshot(t, tb, Config{Open: openExact, SnapshotEntries: 2})
+	assert.Equal(t, []snapshot.TraceEntry{
+		{Action: snapshot.FreeCompleted, Addr: s.DeviceTraces[0][0].Addr, Size: 200, TimeUS: 20, Category: "activation"},
+		{Action: snapshot.SegmentFree, Addr: s.DeviceTraces[0][0].Addr, Size: 200, TimeUS: 20, Category: "unknown"},
+	}, s.DeviceTraces[0])
+	tb = newTrace().as(gpualloc.CategoryParameter).alloc(1, 100).as(gpualloc.CategoryActivation).alloc(2, 200)
+	s, _ = replaySnapshot(t, tb, Config{Open: openExact, SnapshotEntries: 1})
+	assert.Equal(t, []snapshot.TraceEntry{{Action: snapshot.TakeSnapshot, TimeUS: 10, Category: "unknown"}}, s.DeviceTraces[0])
+}
+
+func TestSnapshotOffByDefault(t *testing.T) {
+	e, err := newEngine(smallTrace().reader(), Config{Open: openExact})
+	require.NoError(t, err)
+	assert.Nil(t, e.rec)
+}
+
+// BenchmarkReplaySnapshot measures what recording a snapshot costs the
+// replay of BenchmarkReplay's trace cut to 1M events, with exactAlloc
+// (every event a device call, so three to four entries an event pair):
+// "off" records nothing, "ring" keeps the last 100,000 entries, "all"
+// every entry. One op is a replay with the snapshot built.
+func BenchmarkReplaySnapshot(b *testing.B) {
+	base := benchTrace()
+	base.reps = 10 // 1M events
+	for _, bc := range []struct {
+		name    string
+		on      bool
+		entries int
+	}{{"off", false, 0}, {"ring", true, 100_000}, {"all", true, 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var events, entries int64
+			cfg := Config{Open: openExact, SeriesBuckets: -1, SnapshotEntries: bc.entries}
+			if bc.on {
+				cfg.Snapshot = func(s *snapshot.Snapshot) error {
+					for _, t := range s.DeviceTraces {
+						entries += int64(len(t))
+					}
+					return nil
+				}
+			}
+			for b.Loop() {
+				r := *base
+				res, err := Replay(&r, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				events += res.Events
+			}
+			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
+			b.ReportMetric(float64(entries)/float64(b.N), "entries")
+		})
+	}
+}

@@ -1,0 +1,391 @@
+// Package tune searches the settings of PyTorch's CUDA caching allocator
+// (PYTORCH_CUDA_ALLOC_CONF) for the ones under which a trace needs the least
+// memory: the lowest peak of reserved memory with no allocation failing for
+// want of memory on a device of a given capacity, as the pytorch strategy
+// replays it.
+//
+// The search is coarse to fine. A coarse grid crosses expandable_segments
+// (False, True), max_split_size_mb (unlimited, 32, 128, 512) and
+// roundup_power2_divisions (none, 2, 8), and, under a memory fraction,
+// garbage_collection_threshold (off, 0.8). From the best setting found,
+// each setting in turn then moves to its neighbours on a finer ladder
+// (max_split_size_mb down to 20 MiB and up to 4 GiB in steps of about a
+// half, roundup_power2_divisions through every power of two to 32, the
+// threshold in tenths), as long as a move finds a better setting; then
+// max_split_size_mb is bisected, to the MiB, between the best value and
+// the ladder's next rungs. Each round's settings replay in parallel, from
+// the trace decoded once into memory.
+//
+// Settings are ranked by: no OOM first; then lower peak reserved bytes;
+// then fewer device allocations; then fewer settings away from PyTorch's
+// defaults (a shorter conf to paste); then the conf's text. PyTorch's
+// defaults are in the coarse grid, so the setting found is never worse
+// than them.
+//
+// garbage_collection_threshold acts only under a per-process memory fraction
+// (torch.cuda.set_per_process_memory_fraction; PyTorch's
+// CUDACachingAllocator.cpp runs garbage_collect_cached_blocks only when a
+// fraction is set), which PYTORCH_CUDA_ALLOC_CONF cannot give: it is
+// searched only when [Options].MemoryFraction is set, and every setting
+// then replays under that fraction.
+package tune
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/sim"
+	_ "github.com/gpualloc/gpualloc/strategy/pytorch" // the strategy tuned
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+// Options configure [Run]. The zero value tunes for an 80 GiB device on
+// every core, without a memory fraction.
+type Options struct {
+	// Capacity is the device's size in bytes; 0 means sim.DefaultCapacity
+	// (80 GiB).
+	Capacity int64
+	// MemoryFraction, if in (0, 1], caps reserved memory at this fraction
+	// of Capacity in every replay (the pytorch strategy's memory_fraction,
+	// torch.cuda.set_per_process_memory_fraction), and the search tries
+	// garbage_collection_threshold too.
+	MemoryFraction float64
+	// Workers is the number of replays at once; 0 means
+	// runtime.GOMAXPROCS(0).
+	Workers int
+}
+
+// A Setting is one combination of the allocator's settings that the
+// search varies. The zero value is PyTorch's defaults.
+type Setting struct {
+	ExpandableSegments bool
+	// MaxSplitMB is max_split_size_mb, 0 for unlimited (the default).
+	MaxSplitMB int64
+	// Divisions is roundup_power2_divisions for every size, 0 for none
+	// (the default).
+	Divisions int64
+	// GCThreshold is garbage_collection_threshold, 0 for off (the default).
+	GCThreshold float64
+}
+
+// Conf returns the setting in PYTORCH_CUDA_ALLOC_CONF syntax, the settings
+// at their defaults left out: "" for PyTorch's defaults.
+func (s Setting) Conf() string {
+	var opts []string
+	if s.MaxSplitMB > 0 {
+		opts = append(opts, "max_split_size_mb:"+strconv.FormatInt(s.MaxSplitMB, 10))
+	}
+	if s.Divisions > 0 {
+		opts = append(opts, "roundup_power2_divisions:"+strconv.FormatInt(s.Divisions, 10))
+	}
+	if s.GCThreshold > 0 {
+		opts = append(opts, "garbage_collection_threshold:"+strconv.FormatFloat(s.GCThreshold, 'g', -1, 64))
+	}
+	if s.ExpandableSegments {
+		opts = append(opts, "expandable_segments:True")
+	}
+	return strings.Join(opts, ",")
+}
+
+// changed counts the settings away from the defaults.
+func (s Setting) changed() int {
+	n := 0
+	for _, c := range []bool{s.ExpandableSegments, s.MaxSplitMB > 0, s.Divisions > 0, s.GCThreshold > 0} {
+		if c {
+			n++
+		}
+	}
+	return n
+}
+
+// A Trial is one setting replayed, and what the replay measured.
+type Trial struct {
+	Setting Setting
+	Result  sim.Result
+}
+
+// Report is the outcome of [Run].
+type Report struct {
+	Trace string
+	// Capacity and MemoryFraction are those the settings were tried at.
+	Capacity       int64
+	MemoryFraction float64
+	// Best is the best setting found (with OOMs only when every setting
+	// tried ran out of memory); Default is PyTorch's defaults.
+	Best, Default Trial
+	// Front is the Pareto front of the settings tried without OOM, peak
+	// reserved bytes against device allocations: every setting that no
+	// other beats on one without losing on the other, in increasing order
+	// of peak reserved bytes (the first has the lowest peak; the last the
+	// fewest device allocations).
+	Front []Trial
+	// Tried is the number of distinct settings replayed.
+	Tried int
+}
+
+// Spec returns the pytorch strategy's spec that replays setting s under
+// the memory fraction f (0: none), the environment aside.
+func Spec(s Setting, f float64) gpualloc.Spec {
+	conf := s.Conf()
+	if conf == "" {
+		conf = "none"
+	}
+	sp := gpualloc.Spec{Name: "pytorch", Params: []gpualloc.KeyValue{{Key: "conf", Value: conf}}}
+	if f > 0 {
+		sp.Params = append(sp.Params, gpualloc.KeyValue{Key: "memory_fraction", Value: strconv.FormatFloat(f, 'g', -1, 64)})
+	}
+	return sp
+}
+
+// Ladders of the fine search, in increasing order; 0 is the default.
+var (
+	splitLadder     = []int64{20, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096, 0}
+	divisionsLadder = []int64{0, 1, 2, 4, 8, 16, 32}
+	gcLadder        = []float64{0, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95}
+)
+
+// coarse grid
+var (
+	coarseSplit     = []int64{0, 32, 128, 512}
+	coarseDivisions = []int64{0, 2, 8}
+	coarseGC        = []float64{0, 0.8}
+)
+
+// maxRounds bounds the rounds of the fine search.
+const maxRounds = 16
+
+// Run searches the settings for the trace of events, named name (events as
+// a [traces.Reader] yields them; [traces.ReadAll] reads them from a file).
+// It fails only when a replay fails for another reason than memory, or
+// when ctx is done.
+func Run(ctx context.Context, name string, events []traces.Event, opts Options) (*Report, error) {
+	if opts.Capacity == 0 {
+		opts.Capacity = sim.DefaultCapacity
+	}
+	if opts.Capacity < 0 {
+		return nil, fmt.Errorf("tune: negative capacity %d", opts.Capacity)
+	}
+	if !(opts.MemoryFraction >= 0 && opts.MemoryFraction <= 1) {
+		return nil, fmt.Errorf("tune: memory fraction %v: want a number in (0, 1], or 0 for none", opts.MemoryFraction)
+	}
+	t := &tuner{ctx: ctx, name: name, events: events, opts: opts, seen: map[Setting]*Trial{}}
+
+	var grid []Setting
+	gcs := []float64{0}
+	if opts.MemoryFraction > 0 {
+		gcs = coarseGC
+	}
+	for _, exp := range []bool{false, true} {
+		for _, ms := range coarseSplit {
+			for _, d := range coarseDivisions {
+				for _, gc := range gcs {
+					grid = append(grid, Setting{ExpandableSegments: exp, MaxSplitMB: ms, Divisions: d, GCThreshold: gc})
+				}
+			}
+		}
+	}
+	if err := t.try(grid); err != nil {
+		return nil, err
+	}
+	for range maxRounds {
+		before := t.best()
+		if err := t.try(t.neighbours(before.Setting)); err != nil {
+			return nil, err
+		}
+		if t.best() == before {
+			break
+		}
+	}
+	if err := t.bisectSplit(); err != nil {
+		return nil, err
+	}
+
+	r := &Report{Trace: name, Capacity: opts.Capacity, MemoryFraction: opts.MemoryFraction,
+		Best: *t.best(), Default: *t.seen[Setting{}], Tried: len(t.seen)}
+	r.Front = front(t.trials())
+	return r, nil
+}
+
+type tuner struct {
+	ctx    context.Context
+	name   string
+	events []traces.Event
+	opts   Options
+	seen   map[Setting]*Trial
+}
+
+// try replays the settings not tried yet, in parallel.
+func (t *tuner) try(settings []Setting) error {
+	var todo []Setting
+	for _, s := range settings {
+		if _, ok := t.seen[s]; !ok && !slices.Contains(todo, s) {
+			todo = append(todo, s)
+		}
+	}
+	jobs := make([]sim.Job, len(todo))
+	for i, s := range todo {
+		p, err := gpualloc.Resolve(Spec(s, t.opts.MemoryFraction), nil)
+		if err != nil {
+			return err
+		}
+		jobs[i] = sim.Job{
+			Open: func() (traces.Reader, io.Closer, error) {
+				return traces.NewSliceReader(t.name, t.events), nil, nil
+			},
+			Config: sim.Config{Trace: t.name, Params: p, Capacity: t.opts.Capacity, SeriesBuckets: -1},
+		}
+	}
+	for i, out := range sim.RunAll(t.ctx, jobs, t.opts.Workers) {
+		if out.Err != nil {
+			return out.Err
+		}
+		t.seen[todo[i]] = &Trial{Setting: todo[i], Result: out.Result}
+	}
+	return nil
+}
+
+// trials returns every trial, in the order of rank.
+func (t *tuner) trials() []*Trial {
+	all := make([]*Trial, 0, len(t.seen))
+	for _, tr := range t.seen {
+		all = append(all, tr)
+	}
+	slices.SortFunc(all, compare)
+	return all
+}
+
+func (t *tuner) best() *Trial { return t.trials()[0] }
+
+// compare ranks trials as the package documentation says.
+func compare(a, b *Trial) int {
+	return cmp.Or(
+		cmp.Compare(min(a.Result.OOMs, 1), min(b.Result.OOMs, 1)),
+		cmp.Compare(a.Result.OOMs, b.Result.OOMs),
+		cmp.Compare(a.Result.PeakReservedBytes, b.Result.PeakReservedBytes),
+		cmp.Compare(a.Result.DeviceMallocs, b.Result.DeviceMallocs),
+		cmp.Compare(a.Setting.changed(), b.Setting.changed()),
+		strings.Compare(a.Setting.Conf(), b.Setting.Conf()),
+	)
+}
+
+// neighbours returns the settings one step from s on each ladder.
+func (t *tuner) neighbours(s Setting) []Setting {
+	var out []Setting
+	x := s
+	x.ExpandableSegments = !s.ExpandableSegments
+	out = append(out, x)
+	for _, v := range adjacent(splitLadder, s.MaxSplitMB) {
+		x := s
+		x.MaxSplitMB = v
+		out = append(out, x)
+	}
+	for _, v := range adjacent(divisionsLadder, s.Divisions) {
+		x := s
+		x.Divisions = v
+		out = append(out, x)
+	}
+	if t.opts.MemoryFraction > 0 {
+		for _, v := range adjacent(gcLadder, s.GCThreshold) {
+			x := s
+			x.GCThreshold = v
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// adjacent returns the rungs next to v on a ladder; for a value between
+// rungs, the rungs around it.
+func adjacent[T cmp.Ordered](ladder []T, v T) []T {
+	i, found := slices.BinarySearch(ladder, v)
+	if ladder[len(ladder)-1] == v { // the default at the top of the split ladder
+		i, found = len(ladder)-1, true
+	}
+	var out []T
+	if i > 0 {
+		out = append(out, ladder[i-1])
+	}
+	next := i
+	if found {
+		next = i + 1
+	}
+	if next < len(ladder) {
+		out = append(out, ladder[next])
+	}
+	return out
+}
+
+// bisectSplit refines max_split_size_mb, to the MiB, between the best
+// value and the ladder's rungs on either side of it.
+func (t *tuner) bisectSplit() error {
+	for range maxRounds {
+		best := t.best().Setting
+		var try []Setting
+		for _, side := range t.bracket(best) {
+			if mid := (best.MaxSplitMB + side) / 2; mid != best.MaxSplitMB && mid != side {
+				x := best
+				x.MaxSplitMB = mid
+				try = append(try, x)
+			}
+		}
+		if len(try) == 0 {
+			return nil
+		}
+		if err := t.try(try); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bracket returns the nearest values of max_split_size_mb tried on either
+// side of s's, the others settings as s's (unlimited aside: it has no
+// finite value to bisect towards).
+func (t *tuner) bracket(s Setting) []int64 {
+	if s.MaxSplitMB == 0 {
+		return nil
+	}
+	lo, hi := int64(0), int64(0)
+	for x := range t.seen {
+		if x.ExpandableSegments != s.ExpandableSegments || x.Divisions != s.Divisions || x.GCThreshold != s.GCThreshold || x.MaxSplitMB == 0 {
+			continue
+		}
+		if x.MaxSplitMB < s.MaxSplitMB && x.MaxSplitMB > lo {
+			lo = x.MaxSplitMB
+		}
+		if x.MaxSplitMB > s.MaxSplitMB && (hi == 0 || x.MaxSplitMB < hi) {
+			hi = x.MaxSplitMB
+		}
+	}
+	var out []int64
+	if lo > 0 {
+		out = append(out, lo)
+	}
+	if hi > 0 {
+		out = append(out, hi)
+	}
+	return out
+}
+
+// front returns the Pareto front of the trials without OOM, ranked, in
+// increasing order of peak reserved bytes.
+func front(ranked []*Trial) []Trial {
+	var out []Trial
+	for _, tr := range ranked {
+		if tr.Result.OOMs > 0 {
+			continue
+		}
+		// In rank order, peaks never decrease: a trial is on the front
+		// when it makes fewer device allocations than every one before.
+		if len(out) == 0 || tr.Result.DeviceMallocs < out[len(out)-1].Result.DeviceMallocs {
+			out = append(out, *tr)
+		}
+	}
+	return out
+}

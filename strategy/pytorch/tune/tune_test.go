@@ -1,0 +1,88 @@
+package tune
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+func TestConf(t *testing.T) {
+	for _, tc := range []struct {
+		s    Setting
+		want string
+	}{
+		{Setting{}, ""},
+		{Setting{ExpandableSegments: true}, "expandable_segments:True"},
+		{Setting{MaxSplitMB: 128, Divisions: 4, GCThreshold: 0.8, ExpandableSegments: true},
+			"max_split_size_mb:128,roundup_power2_divisions:4,garbage_collection_threshold:0.8,expandable_segments:True"},
+	} {
+		assert.Equal(t, tc.want, tc.s.Conf())
+	}
+}
+
+func TestAdjacent(t *testing.T) {
+	assert.Equal(t, []int64{4096}, adjacent(splitLadder, 0), "unlimited is the top of the ladder")
+	assert.Equal(t, []int64{96, 192}, adjacent(splitLadder, 128))
+	assert.Equal(t, []int64{24}, adjacent(splitLadder, 20))
+	assert.Equal(t, []int64{96, 128}, adjacent(splitLadder, 100), "between rungs")
+	assert.Equal(t, []int64{1}, adjacent(divisionsLadder, 0))
+	assert.Equal(t, []float64{0.9}, adjacent(gcLadder, 0.95))
+}
+
+func TestFront(t *testing.T) {
+	trial := func(peak, mallocs, ooms int64) *Trial {
+		return &Trial{Setting: Setting{MaxSplitMB: peak}, Result: sim.Result{PeakReservedBytes: peak, DeviceMallocs: mallocs, OOMs: ooms}}
+	}
+	ranked := []*Trial{trial(10, 50, 0), trial(10, 60, 0), trial(12, 40, 0), trial(13, 45, 0), trial(15, 10, 0), trial(5, 1, 3)}
+	got := front(ranked)
+	var peaks []int64
+	for _, tr := range got {
+		peaks = append(peaks, tr.Result.PeakReservedBytes)
+	}
+	assert.Equal(t, []int64{10, 12, 15}, peaks)
+}
+
+// TestRunBundled tunes the bundled dynamic trace: the setting found is
+// never worse than PyTorch's defaults, is the best of every setting tried,
+// and the search went past the coarse grid.
+func TestRunBundled(t *testing.T) {
+	b, ok := traces.LookupBundled("dynamic")
+	require.True(t, ok)
+	r, err := b.Open()
+	require.NoError(t, err)
+	events, err := traces.ReadAll(r)
+	require.NoError(t, err)
+	rep, err := Run(context.Background(), "dynamic", events, Options{})
+	require.NoError(t, err)
+	assert.Zero(t, rep.Best.Result.OOMs)
+	assert.LessOrEqual(t, rep.Best.Result.PeakReservedBytes, rep.Default.Result.PeakReservedBytes)
+	assert.Equal(t, Setting{}, rep.Default.Setting)
+	assert.Greater(t, rep.Tried, 24, "the fine search tried neighbours")
+	require.NotEmpty(t, rep.Front)
+	assert.Equal(t, rep.Best, rep.Front[0], "the best is the front's lowest peak")
+	assert.Equal(t, int64(sim.DefaultCapacity), rep.Capacity)
+
+	// On a device just the size of that peak, under a memory fraction
+	// (which brings garbage_collection_threshold into the search), a
+	// setting without OOM is still found.
+	small := rep.Best.Result.PeakReservedBytes
+	rep2, err := Run(context.Background(), "dynamic", events, Options{Capacity: small, MemoryFraction: 1})
+	require.NoError(t, err)
+	assert.Zero(t, rep2.Best.Result.OOMs)
+	assert.LessOrEqual(t, rep2.Best.Result.PeakReservedBytes, small)
+	t.Logf("at %d bytes: best %q peak %d; defaults peak %d with %d OOMs; %d tried",
+		small, rep2.Best.Setting.Conf(), rep2.Best.Result.PeakReservedBytes,
+		rep2.Default.Result.PeakReservedBytes, rep2.Default.Result.OOMs, rep2.Tried)
+}
+
+func TestRunErrors(t *testing.T) {
+	_, err := Run(context.Background(), "x", nil, Options{Capacity: -1})
+	assert.EqualError(t, err, "tune: negative capacity -1")
+	_, err = Run(context.Background(), "x", nil, Options{MemoryFraction: 2})
+	assert.EqualError(t, err, "tune: memory fraction 2: want a number in (0, 1], or 0 for none")
+}
