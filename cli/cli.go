@@ -16,7 +16,7 @@
 //	simulate convert IN OUT              any supported format to native CSV (.csv or .csv.gz)
 //	simulate gen [flags] WORKLOAD        write a synthetic trace
 //	simulate fidelity [flags] SNAPSHOT...  replay PyTorch snapshots with the pytorch strategy and compare its decisions with the recorded ones
-//	simulate plan [flags] TRACE...       place every allocation offline, knowing its lifetime: the offline optimum
+//	simulate plan [flags] TRACE...       place every allocation knowing its lifetime: the offline plan against the lower bound
 //	simulate strategies                  list strategies with their parameters and defaults
 //	simulate tune [flags] TRACE          search PYTORCH_CUDA_ALLOC_CONF for the lowest peak reserved without OOM
 //	simulate merge -o OUT DIR...         merge the outputs of --shard k/n runs into one report
