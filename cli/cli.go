@@ -16,6 +16,7 @@
 //	simulate convert IN OUT              any supported format to native CSV (.csv or .csv.gz)
 //	simulate gen [flags] WORKLOAD        write a synthetic trace
 //	simulate fidelity [flags] SNAPSHOT...  replay PyTorch snapshots with the pytorch strategy and compare its decisions with the recorded ones
+//	simulate plan [flags] TRACE...       place every allocation knowing its lifetime: the offline plan against the lower bound
 //	simulate strategies                  list strategies with their parameters and defaults
 //	simulate tune [flags] TRACE          search PYTORCH_CUDA_ALLOC_CONF for the lowest peak reserved without OOM
 //	simulate merge -o OUT DIR...         merge the outputs of --shard k/n runs into one report
@@ -133,6 +134,8 @@ func dispatch(ctx context.Context, e *env, args []string) error {
 			return strategiesCmd(e, args[1:])
 		case "fidelity":
 			return fidelityCmd(ctx, e, args[1:])
+		case "plan":
+			return planCmd(ctx, e, args[1:])
 		case "tune":
 			return tuneCmd(ctx, e, args[1:])
 		case "merge":

@@ -17,13 +17,23 @@ name) to the native CSV format: OUT ends in .csv, or in .csv.gz for gzip,
 or is "-" for standard output; any other name is refused. OUT is replaced only once the whole trace has
 been read without error.
 
+With --to minimalloc it writes a MiniMalloc CSV instead (OUT ending in .csv,
+or "-"): id,lower,upper,size, the input of Google's MiniMalloc, the buffers
+as 'simulate plan' reads them:
+a MiniMalloc input keeps its ids and times; any other trace's allocations
+get the trace's id (".k" added on the k-th reuse of an id) and the event
+indexes of their alloc and free. MiniMalloc CSV has no devices: a trace that
+uses several is refused.
+
 Flags:
 `
 
 func convertCmd(e *env, args []string) error {
 	var lenient bool
+	var to string
 	fs := newFlagSet(e, "simulate convert", convertUsage)
 	fs.BoolVar(&lenient, "lenient", false, "skip bad events, count them and go on")
+	fs.StringVarP(&to, "to", "t", "native", "output format: native (trace CSV) or minimalloc (MiniMalloc CSV)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -31,8 +41,18 @@ func convertCmd(e *env, args []string) error {
 		return usagef("convert: want IN and OUT")
 	}
 	in, out := fs.Arg(0), fs.Arg(1)
-	if lo := strings.ToLower(out); out != "-" && !strings.HasSuffix(lo, ".csv") && !strings.HasSuffix(lo, ".csv.gz") {
-		return usagef("convert: %s: convert writes native CSV: want an OUT ending in .csv or .csv.gz, or - for standard output", out)
+	switch to {
+	case "native":
+		if lo := strings.ToLower(out); out != "-" && !strings.HasSuffix(lo, ".csv") && !strings.HasSuffix(lo, ".csv.gz") {
+			return usagef("convert: %s: convert writes native CSV: want an OUT ending in .csv or .csv.gz, or - for standard output", out)
+		}
+	case "minimalloc":
+		if lo := strings.ToLower(out); out != "-" && !strings.HasSuffix(lo, ".csv") {
+			return usagef("convert: %s: --to minimalloc writes MiniMalloc CSV: want an OUT ending in .csv, or - for standard output", out)
+		}
+		return convertMiniMalloc(e, in, out, traces.Options{Lenient: lenient})
+	default:
+		return usagef("convert: --to %q: want native or minimalloc", to)
 	}
 	r, err := openTrace(e, in, traces.Options{Lenient: lenient})
 	if err != nil {

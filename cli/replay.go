@@ -6,8 +6,10 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/plan"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/sim/report"
 	"github.com/gpualloc/gpualloc/traces"
@@ -66,7 +68,20 @@ shards of the same command line share the work out exactly; with -o DIR a
 shard writes its summaries and what 'simulate merge -o OUT DIR...' needs
 to make the report of the whole run.
 
-Commands: inspect, convert, gen, fidelity, strategies, tune, merge ('simulate COMMAND -h').
+With --offline each result also gives offline_bytes, the memory of the
+offline plan of its trace ('simulate plan': each allocation placed knowing
+when it is freed; one plan per device, summed), the same for every strategy
+on a trace; the table adds it and VS OFFLINE (peak reserved over it), and the
+report's peak and overhead figures draw it beside the lower bound. With
+--min-capacity each result gives min_capacity_bytes, the smallest capacity of
+each device, a multiple of 1 MiB, on which the strategy replays the trace
+without an OOM, checked on both sides by replay: no OOM at it, an OOM 1 MiB
+below. It is found by doubling from the peak reserved and bisecting, then
+trying eight capacities spread below the answer, for strategies whose OOMs do
+not follow the capacity (MXNet's reserve, pools sized from the device): for
+those, a smaller capacity without OOM may lie between the points tried.
+
+Commands: inspect, convert, gen, fidelity, plan, strategies, tune, merge ('simulate COMMAND -h').
 
 Flags:
 `
@@ -84,6 +99,10 @@ type replayFlags struct {
 	progress   string
 	snapshot   snapshotFlags
 	shard      string
+
+	offline     bool
+	minCapacity bool
+	timeLimit   time.Duration
 }
 
 func replayCmd(ctx context.Context, e *env, args []string) error {
@@ -100,8 +119,17 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
 	f.snapshot.register(fs)
 	fs.StringVar(&f.shard, "shard", "", "run only the `k/n`-th part of the replays (traces x strategies), 1 <= k <= n; with -o, write it for 'simulate merge'")
+	fs.BoolVar(&f.offline, "offline", false, "add offline_bytes: the memory of the offline plan of each trace (simulate plan)")
+	fs.BoolVar(&f.minCapacity, "min-capacity", false, "add min_capacity_bytes: the smallest device, in MiB, on which each strategy has no OOM (-b sim)")
+	fs.DurationVar(&f.timeLimit, "time-limit", plan.DefaultTimeLimit, "`DURATION` of the offline plan of each trace and device, with --offline")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if f.minCapacity && f.backend != "sim" {
+		return usagef("--min-capacity replays on the virtual device: it needs -b sim")
+	}
+	if f.timeLimit <= 0 {
+		return usagef("--time-limit %v: want a positive duration such as 10s", f.timeLimit)
 	}
 	if err := checkFormat(f.format); err != nil {
 		return err
@@ -223,6 +251,11 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	out := sim.RunAll(ctx, jobs, f.jobs)
 	if pr != nil {
 		pr.finish()
+	}
+	if f.offline || f.minCapacity {
+		if err := addReferences(ctx, inputs, jobs, out, f.offline, f.minCapacity, f.timeLimit, f.jobs); err != nil {
+			return err
+		}
 	}
 
 	var results []sim.Result

@@ -29,8 +29,9 @@ func (r Result) PerDevice() []Result {
 			DeviceMaps: d.DeviceMaps, DeviceUnmaps: d.DeviceUnmaps,
 			CacheHits: d.CacheHits, OOMs: d.OOMs, DeviceFullAllocs: d.DeviceFullAllocs,
 			LiveAtEnd: d.LiveAtEnd, LiveBytesAtEnd: d.RequestedBytes,
-			ElapsedNS: r.ElapsedNS,
-			Devices:   []DeviceResult{d},
+			ElapsedNS:    r.ElapsedNS,
+			OfflineBytes: d.OfflineBytes,
+			Devices:      []DeviceResult{d},
 		}
 		index := d.Device
 		dr.Device = &index

@@ -188,6 +188,19 @@ type Result struct {
 	AllocDeviceNSMean *float64 `json:"alloc_device_ns_mean"`
 	DeviceCallNSTotal *int64   `json:"device_call_ns_total"`
 
+	// OfflineBytes is the memory of the offline placement of the trace's
+	// allocations (package plan: every lifetime known in advance; the sum
+	// over devices), the same for every strategy on a trace; nil (null in
+	// JSON, empty in CSV) unless it was asked for (simulate --offline).
+	// The engine does not compute it.
+	OfflineBytes *int64 `json:"offline_bytes"`
+	// MinCapacityBytes is the smallest device capacity, a multiple of 1
+	// MiB, on which the strategy replays the trace without an OOM, with one
+	// 1 MiB below (simulate --min-capacity); nil unless asked for, and on a
+	// device's row (the capacity is that of every device of the replay).
+	// The engine does not compute it.
+	MinCapacityBytes *int64 `json:"min_capacity_bytes"`
+
 	// Devices breaks the figures down by device index, in increasing order
 	// of index, for the devices the trace used.
 	Devices []DeviceResult `json:"-"`
@@ -205,6 +218,10 @@ type Result struct {
 // allocator's own Stats count only what it served).
 type DeviceResult struct {
 	Device int // device index
+
+	// OfflineBytes is the offline plan of the device's allocations, when
+	// the Result has one (see Result.OfflineBytes).
+	OfflineBytes *int64
 
 	Allocs    int64
 	Frees     int64

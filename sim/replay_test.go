@@ -296,7 +296,7 @@ func TestResultJSON(t *testing.T) {
 		"allocs", "backend", "cache_hits", "capacity_bytes", "device_call_ns_total", "device_frees",
 		"device_full_allocs", "device_malloc_bytes", "device_mallocs", "device_maps", "device_unmaps", "elapsed_ns", "events",
 		"events_per_sec", "fragmentation", "free_fragmentation", "frees", "largest_free_bytes",
-		"live_at_end", "live_bytes_at_end", "ooms", "overhead",
+		"live_at_end", "live_bytes_at_end", "min_capacity_bytes", "offline_bytes", "ooms", "overhead",
 		"peak_allocated_bytes", "peak_requested_bytes", "peak_reserved_bytes",
 		"releases", "skipped", "strategy", "trace",
 	}

@@ -384,6 +384,12 @@ func PeakFigure(trace string, results []sim.Result, opts Options) *Figure {
 	}
 	u := byteUnit(float64(top))
 	legend := []legendEntry{{name: "lower bound: peak live requested, " + gpualloc.FormatSize(lower), thumb: lineThumb(black, refWidth, 2, 1.5)}}
+	offline, hasOffline := offlineOf(rs)
+	if hasOffline {
+		legend = append(legend, legendEntry{name: "offline plan, " + gpualloc.FormatSize(offline), thumb: offlineThumb})
+		top = max(top, offline)
+		u = byteUnit(float64(top))
+	}
 	n := len(rs)
 	fig := &Figure{
 		Name: o.stem(trace) + "-peak", Trace: trace,
@@ -412,9 +418,12 @@ func PeakFigure(trace string, results []sim.Result, opts Options) *Figure {
 	}
 	nominalY(p, names)
 	h := hbarPlotter{bars: bars, thickness: barFill, labelSty: textStyle(smallPt)}
-	p.Add(h.only(barsOnly),
-		refLine{at: float64(lower) / u.Size},
-		h.only(labelsOnly))
+	p.Add(h.only(barsOnly), refLine{at: float64(lower) / u.Size})
+	if hasOffline {
+		fig.Caption += " The dotted line is the offline plan: every allocation placed knowing when it is freed."
+		p.Add(offlineLine{at: float64(offline) / u.Size})
+	}
+	p.Add(h.only(labelsOnly))
 	p.X.Min = 0
 	fitLabels(p, fig, h, false)
 	return o.finish(fig)
@@ -445,6 +454,15 @@ func OverheadFigure(results []sim.Result, opts Options) *Figure {
 		if r.OOMs == 0 {
 			hi = max(hi, r.Overhead)
 		}
+		if r.OfflineBytes != nil && r.PeakRequestedBytes > 0 {
+			hi = max(hi, float64(*r.OfflineBytes)/float64(r.PeakRequestedBytes))
+		}
+	}
+	// With offline plans, a row above the strategies holds them.
+	rows := len(strategies)
+	hasOffline := slices.ContainsFunc(results, func(r sim.Result) bool { return r.OfflineBytes != nil })
+	if hasOffline {
+		rows++
 	}
 	var legend []legendEntry
 	for i, t := range tracesInOrder {
@@ -456,7 +474,7 @@ func OverheadFigure(results []sim.Result, opts Options) *Figure {
 		Title:   "overhead per strategy and trace",
 		Caption: "Overhead of each strategy on each trace: peak reserved memory / the lower bound (the peak of live requested bytes), 1× being ideal; the same ratio as the table's OVERHEAD and JSON's overhead. One row per strategy, one marker per trace. † marks a strategy that ran out of memory on a trace, which then has no marker.",
 		Width:   o.Width,
-		Height:  legendHeight(legend, o.Width-4) + vg.Length(k)*dotPitch + barAxes,
+		Height:  legendHeight(legend, o.Width-4) + vg.Length(rows)*dotPitch + barAxes,
 		legend:  legend,
 	}
 	p := newPlot()
@@ -473,7 +491,7 @@ func OverheadFigure(results []sim.Result, opts Options) *Figure {
 	}
 	p.X.Tick.Marker = ratioTicks{log: logScale}
 	p.Add(verticalGrid(), horizontalGrid())
-	names := make([]string, k)
+	names := make([]string, rows)
 	var dots []dot
 	for j, sp := range strategies {
 		row := float64(k - 1 - j)
@@ -487,19 +505,28 @@ func OverheadFigure(results []sim.Result, opts Options) *Figure {
 					names[k-1-j] = o.Label(sp) + "†"
 					continue
 				}
-				// Traces side by side within the row, so that equal
-				// overheads (1× for unpooled) do not hide each other.
-				off := 0.0
-				if n := len(tracesInOrder); n > 1 {
-					off = 0.3 - 0.6*float64(g)/float64(n-1)
-				}
-				dots = append(dots, dot{x: r.Overhead, y: row + off, sty: traceGlyph(g)})
+				dots = append(dots, dot{x: r.Overhead, y: row + traceOffset(g, len(tracesInOrder)), sty: traceGlyph(g)})
 			}
 		}
+	}
+	if hasOffline {
+		names[k] = "offline plan"
+		dots = append(dots, offlineDots(tracesInOrder, results, float64(k))...)
+		fig.Caption += " The top row is the offline plan of each trace over its lower bound: every allocation placed knowing when it is freed."
 	}
 	nominalY(p, names)
 	p.Add(dotPlotter{dots: dots})
 	return o.finish(fig)
+}
+
+// traceOffset places the g-th of n traces within a row of the overhead
+// figure: side by side, so that equal overheads (1× for unpooled) do not
+// hide each other.
+func traceOffset(g, n int) float64 {
+	if n > 1 {
+		return 0.3 - 0.6*float64(g)/float64(n-1)
+	}
+	return 0
 }
 
 // dotPitch is the height of a row of the overhead figure.
@@ -610,7 +637,12 @@ func overheadRatio(r sim.Result) string {
 	if r.PeakRequestedBytes == 0 {
 		return "-"
 	}
-	v := r.Overhead
+	return formatRatio(r.Overhead)
+}
+
+// formatRatio formats a ratio with three significant digits: 1.00×, 14.0×,
+// 120×.
+func formatRatio(v float64) string {
 	switch {
 	case v >= 99.95:
 		return fmt.Sprintf("%.0f×", v)

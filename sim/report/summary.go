@@ -111,7 +111,8 @@ const CapacityMark = "*"
 // percentage, device calls, cache hits and OOMs; and,
 // when a result was timed (see sim.Config.MeasureTime), the mean time of an
 // alloc served from the cache and of one that called the device, and the
-// total time of device calls. A peak reserved that depends on the
+// total time of device calls; the offline plan's bytes and the minimum
+// capacity when results have them. A peak reserved that depends on the
 // capacity carries [CapacityMark]; the notes say what the mark means, and
 // which traces end with allocations still live.
 func SummaryTable(results []sim.Result) Table {
@@ -165,6 +166,7 @@ func SummaryTable(results []sim.Result) Table {
 				meanNS(r.AllocDeviceNSMean, r.Allocs-r.CacheHits-r.OOMs), totalNS(r.DeviceCallNSTotal))
 		}
 	}
+	addReferenceColumns(&t, results)
 	return t
 }
 

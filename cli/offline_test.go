@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+func TestReferencesGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"offline_min_capacity_json", []string{"--offline", "--min-capacity", "-f", "json", "-s", "naive", "-s", "bestfit", "testdata/tiny.csv", "testdata/twodev.csv"}, 0},
+		{"offline_min_capacity_table", []string{"--offline", "--min-capacity", "-s", "naive", "-s", "pytorch", "-s", "unpooled", "testdata/tiny.csv", "testdata/minimalloc.csv"}, 0},
+		{"err_min_capacity_host", []string{"--min-capacity", "-b", "host", "testdata/tiny.csv"}, 2},
+		{"err_time_limit", []string{"--offline", "--time-limit", "-1s", "testdata/tiny.csv"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, nil, tc.args...)
+			assert.Equal(t, tc.code, code, "exit status; stderr: %s", stderr)
+			golden(t, tc.name+".stdout", normalize(stdout))
+			golden(t, tc.name+".stderr", stderr)
+		})
+	}
+}
+
+// TestMinCapacityBothSides replays every built-in strategy at the minimum
+// capacity that simulate reports, where it must have no OOM, and 1 MiB
+// below, where it must have one.
+func TestMinCapacityBothSides(t *testing.T) {
+	traceFiles := []string{"testdata/tiny.csv", "testdata/twodev.csv", "testdata/rmm.log"}
+	args := append([]string{"--min-capacity", "--offline", "-f", "json", "-s", "all"}, traceFiles...)
+	code, stdout, stderr := run(t, nil, args...)
+	require.Equal(t, 0, code, stderr)
+	var rows, results []sim.Result
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rows))
+	for _, r := range rows {
+		if r.Device != nil {
+			// A device's row: its own offline plan, no capacity of its own.
+			assert.Nil(t, r.MinCapacityBytes)
+			require.NotNil(t, r.OfflineBytes)
+			assert.GreaterOrEqual(t, *r.OfflineBytes, r.PeakRequestedBytes)
+			continue
+		}
+		results = append(results, r)
+	}
+	require.Len(t, results, len(traceFiles)*len(gpualloc.Names()))
+	replayAt := func(trace, spec string, capacity int64) sim.Result {
+		r, err := traces.Open(trace, traces.Options{})
+		require.NoError(t, err)
+		defer r.Close()
+		sel, err := gpualloc.Select(spec, func(string) (string, bool) { return "", false })
+		require.NoError(t, err)
+		res, err := sim.Replay(r, sim.Config{Params: sel.Params, Capacity: capacity, SeriesBuckets: -1})
+		require.NoError(t, err)
+		return res
+	}
+	for _, r := range results {
+		require.NotNil(t, r.MinCapacityBytes, r.Strategy)
+		require.NotNil(t, r.OfflineBytes, r.Strategy)
+		c := *r.MinCapacityBytes
+		assert.Zero(t, c%(1<<20), "%s %s: %d is not a multiple of 1 MiB", r.Trace, r.Strategy, c)
+		assert.Zero(t, replayAt(r.Trace, r.Strategy, c).OOMs, "%s %s: OOM at %d", r.Trace, r.Strategy, c)
+		assert.Positive(t, replayAt(r.Trace, r.Strategy, c-1<<20).OOMs, "%s %s: no OOM at %d - 1 MiB", r.Trace, r.Strategy, c)
+		assert.GreaterOrEqual(t, *r.OfflineBytes, r.PeakRequestedBytes)
+	}
+}
+
+func TestOfflineInReport(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "report")
+	code, _, stderr := run(t, nil, "--offline", "-o", dir, "--plot-format", "svg", "-s", "naive", "-s", "round", "testdata/tiny.csv")
+	require.Equal(t, 0, code, stderr)
+	f, err := os.Open(filepath.Join(dir, "summary.csv"))
+	require.NoError(t, err)
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	require.NoError(t, err)
+	col := slices.Index(rows[0], "offline_bytes")
+	require.GreaterOrEqual(t, col, 0, "summary.csv has offline_bytes")
+	require.Len(t, rows, 3)
+	for _, r := range rows[1:] {
+		assert.Equal(t, "8000000", r[col])
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "tiny-peak.svg"))
+	require.NoError(t, err)
+	assert.Contains(t, string(svg), "offline plan")
+}

@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
+	"github.com/gpualloc/gpualloc/plan"
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+// TestPlanGolden runs simulate plan and checks its output, and its one
+// line of error where it fails, against golden files.
+func TestPlanGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"plan_json", []string{"plan", "-f", "json", "testdata/minimalloc.csv", "testdata/tiny.csv", "testdata/twodev.csv", "testdata/rmm.log"}, 0},
+		{"convert_minimalloc", []string{"convert", "--to", "minimalloc", "testdata/tiny.csv", "-"}, 0},
+		{"convert_minimalloc_keeps_ids", []string{"convert", "-t", "minimalloc", "testdata/minimalloc.csv", "-"}, 0},
+		{"err_plan_capacity", []string{"plan", "--capacity", "3MiB", "testdata/tiny.csv"}, 1},
+		{"err_plan_capacity_device", []string{"plan", "--capacity", "2MiB", "testdata/twodev.csv"}, 1},
+		{"err_plan_no_trace", []string{"plan"}, 2},
+		{"err_plan_bad_capacity", []string{"plan", "--capacity", "0", "testdata/tiny.csv"}, 2},
+		{"err_plan_bad_time_limit", []string{"plan", "--time-limit", "0s", "testdata/tiny.csv"}, 2},
+		{"err_plan_out_two", []string{"plan", "-o", "x.csv", "testdata/tiny.csv", "testdata/minimalloc.csv"}, 2},
+		{"err_plan_out_devices", []string{"plan", "-o", "x.csv", "testdata/twodev.csv"}, 1},
+		{"err_plan_bad_trace", []string{"plan", "testdata/badfree.csv"}, 1},
+		{"err_convert_to", []string{"convert", "-t", "xla", "testdata/tiny.csv", "-"}, 2},
+		{"err_convert_minimalloc_gz", []string{"convert", "-t", "minimalloc", "testdata/tiny.csv", "out.csv.gz"}, 2},
+		{"plan_bundled_by_name", []string{"plan", "-f", "json", "--no-search", "transformer-cpu"}, 0},
+		{"err_convert_minimalloc_devices", []string{"convert", "-t", "minimalloc", "testdata/twodev.csv", "-"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, nil, tc.args...)
+			assert.Equal(t, tc.code, code, "exit status; stderr: %s", stderr)
+			golden(t, tc.name+".stdout", normalize(stdout))
+			golden(t, tc.name+".stderr", stderr)
+			if code != 0 {
+				assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+				assert.True(t, strings.HasPrefix(stderr, "simulate: "), "error line %q", stderr)
+			}
+		})
+	}
+}
+
+func TestPlanTable(t *testing.T) {
+	code, stdout, stderr := run(t, nil, "plan", "testdata/minimalloc.csv", "testdata/twodev.csv")
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.Len(t, lines, 4)
+	assert.Regexp(t, `^TRACE +DEVICE +BUFFERS +LOWER BOUND +OFFLINE +GAP +OPTIMAL +METHOD +TIME$`, lines[0])
+	assert.Regexp(t, `^testdata/minimalloc.csv +0 +5 +3.00 MiB +3.00 MiB +\+0.00% +yes +\S+/\S+ +\S+$`, lines[1])
+	assert.Regexp(t, `^testdata/twodev.csv +1 `, lines[3])
+}
+
+// planOut runs simulate plan -o on trace and returns the placement it
+// wrote, checked against problem.
+func planOut(t *testing.T, trace string, problem plan.Problem, capacity int64, args ...string) []plan.Placement {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "placement.csv")
+	code, stdout, stderr := run(t, nil, append(append([]string{"plan", "-o", out}, args...), trace)...)
+	require.Equal(t, 0, code, stderr)
+	require.NotEmpty(t, stdout)
+	f, err := os.Open(out)
+	require.NoError(t, err)
+	defer f.Close()
+	placed, err := plan.ReadPlacements(f, out)
+	require.NoError(t, err)
+	require.NoError(t, plan.Check(problem, placed, capacity))
+	return placed
+}
+
+func TestPlanWritesMiniMallocSolution(t *testing.T) {
+	// MiniMalloc's own conventions: the header's end is inclusive, and the
+	// solution gives upper = end + 1, as MiniMalloc's ToCsv writes it.
+	dir := t.TempDir()
+	in := filepath.Join(dir, "problem.csv")
+	require.NoError(t, os.WriteFile(in, []byte("buffer,start,end,size\nx,0,1,4\ny,1,2,4\nz,0,0,2\n"), 0o644))
+	problem := plan.Problem{Buffers: []plan.Buffer{{ID: "x", Lower: 0, Upper: 2, Size: 4}, {ID: "y", Lower: 1, Upper: 3, Size: 4}, {ID: "z", Lower: 0, Upper: 1, Size: 2}}}
+	placed := planOut(t, in, problem, 10, "--capacity", "10")
+	var ids []string
+	for _, q := range placed {
+		ids = append(ids, q.ID)
+	}
+	assert.Equal(t, []string{"x", "y", "z"}, ids, "rows in the order of the input")
+
+	// The tiny MiniMalloc problem of the golden tests, in its own format.
+	mm := readProblem(t, "testdata/minimalloc.csv")
+	placed = planOut(t, "testdata/minimalloc.csv", mm, 3<<20)
+	raw, err := os.ReadFile("testdata/minimalloc.csv")
+	require.NoError(t, err)
+	for i, line := range strings.Split(strings.TrimSpace(string(raw)), "\n")[1:] {
+		assert.True(t, strings.HasPrefix(line, placed[i].ID+","), "row %d keeps id and times: %q", i, line)
+	}
+}
+
+// readProblem reads the MiniMalloc problem at path.
+func readProblem(t *testing.T, path string) plan.Problem {
+	t.Helper()
+	r, err := traces.Open(path, traces.Options{})
+	require.NoError(t, err)
+	defer r.Close()
+	return plan.FromMiniMalloc(r.(traces.MiniMallocReader).MiniMallocBuffers())
+}
+
+func TestPlanNativeTraceAndConvertAgree(t *testing.T) {
+	r, err := traces.Open("testdata/tiny.csv", traces.Options{})
+	require.NoError(t, err)
+	probs, err := plan.FromTrace(r)
+	r.Close()
+	require.NoError(t, err)
+	require.Len(t, probs, 1)
+	placed := planOut(t, "testdata/tiny.csv", probs[0].Problem, 0)
+	assert.Equal(t, "1", placed[0].ID)
+
+	// The trace converted to MiniMalloc CSV is the same problem.
+	mm := filepath.Join(t.TempDir(), "tiny.mm.csv")
+	code, _, stderr := run(t, nil, "convert", "--to", "minimalloc", "testdata/tiny.csv", mm)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, probs[0].Problem, readProblem(t, mm))
+	_, a, _ := run(t, nil, "plan", "-f", "csv", "testdata/tiny.csv")
+	_, b, _ := run(t, nil, "plan", "-f", "csv", mm)
+	field := func(csv string, col int) string {
+		return strings.Split(strings.Split(csv, "\n")[1], ",")[col]
+	}
+	assert.Equal(t, field(a, 4), field(b, 4), "offline_bytes")
+}
+
+func TestPlanTightInstance(t *testing.T) {
+	p := plan.Tight(60, 1<<20, 1<<10, rand.New(rand.NewPCG(7, 60)))
+	in := filepath.Join(t.TempDir(), "tight.csv")
+	f, err := os.Create(in)
+	require.NoError(t, err)
+	require.NoError(t, plan.WriteProblem(f, p))
+	require.NoError(t, f.Close())
+	planOut(t, in, p, 1<<20, "--capacity", "1MiB", "--time-limit", "20s")
+}
+
+func TestPlanHelp(t *testing.T) {
+	code, stdout, _ := run(t, nil, "plan", "-h")
+	require.Equal(t, 0, code)
+	for _, s := range []string{"usage: simulate plan [flags] TRACE...", "--capacity SIZE", "--time-limit", "-o, --out FILE", "MiniMalloc"} {
+		assert.Contains(t, stdout, s)
+	}
+	_, stdout, _ = run(t, nil, "convert", "-h")
+	assert.Contains(t, stdout, "--to minimalloc")
+}
+
+// TestPlanSharedSnapshots plans the shared real PyTorch snapshots and checks
+// each placement written against the snapshot's allocations.
+func TestPlanSharedSnapshots(t *testing.T) {
+	for _, file := range pk.SharedSnapshots(t, sharedSnapshotDir) {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			r, err := traces.Open(file, traces.Options{})
+			require.NoError(t, err)
+			probs, err := plan.FromTrace(r)
+			r.Close()
+			require.NoError(t, err)
+			if len(probs) != 1 {
+				t.Skipf("%d devices: a placement file holds one", len(probs))
+			}
+			placed := planOut(t, file, probs[0].Problem, 0)
+			var top int64
+			for _, q := range placed {
+				top = max(top, q.Offset+q.Size)
+			}
+			assert.Equal(t, plan.LowerBound(probs[0].Buffers), top, "the snapshots are planned at their lower bound")
+		})
+	}
+}

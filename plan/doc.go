@@ -1,0 +1,46 @@
+// Package plan places buffers whose lifetimes are known in advance in one
+// address space: the offline, static form of memory allocation (the dynamic
+// storage allocation problem), which compilers such as XLA, TFLite and
+// MindSpore's SOMAS solve for a whole graph before it runs. Given buffers
+// with a size and a half-open lifetime [Lower, Upper), [Solve] gives each an
+// offset so that no two buffers live at the same time overlap in memory,
+// and makes the height (the largest offset + size) as small as it can.
+//
+// # The lower bound
+//
+// No placement is lower than the peak, over time, of the bytes of the live
+// buffers ([LowerBound]); for the buffers of a trace that is the peak of live
+// requested bytes, the lower bound of every online strategy too. A
+// placement at the lower bound is optimal, and Solve says so.
+//
+// # How Solve plans
+//
+// First a portfolio of greedy heuristics, the approach of XLA's heap
+// simulator (GlobalDecreasingSizeBestFitHeap) and of SOMAS: the buffers are
+// taken in one of several orders (size, lifetime, area, start time, each
+// from the largest) and each is put into a gap between the buffers already
+// placed that overlap it in time: the lowest gap that fits (first fit) or the
+// smallest (best fit). Every order x fit pair is a candidate; the lowest
+// placement wins. The memory that the placed buffers occupy during a
+// lifetime is kept as merged intervals in a segment tree over time, so that a
+// buffer costs O(log n) set operations and a sort of the intervals around it
+// (few, where the placement is tight) rather than of every buffer live with
+// it: a trace of a million allocations is one placement in seconds. Memory
+// is linear in the buffers.
+//
+// When the best candidate is above the lower bound (or above the capacity
+// asked for), an exact search in the manner of MiniMalloc (Moffitt,
+// "MiniMalloc: A Lightweight Memory Allocator for Hardware-Accelerated
+// Machine Learning", ASPLOS 2023; github.com/google/minimalloc, solver.cc)
+// looks for a placement within a target height: it builds only canonical
+// placements (buffers placed in non-decreasing order of offset, each at the
+// lowest offset the buffers below it allow), prunes a partial placement when
+// some cross section of time cannot hold its unplaced buffers above its
+// floor, skips a buffer whose offset would leave room below it for another
+// (dominance), and, once every buffer that crosses a point of time is
+// placed, solves the two sides apart (decomposition at cut points). The
+// search is bounded by a time limit and by the context; the result says
+// whether it is proven optimal.
+//
+// [Check] verifies any placement independently of how it was made.
+package plan

@@ -1,0 +1,126 @@
+package plan
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestPlacerMatchesSimple checks the placer against a plain one that sorts
+// every placed buffer overlapping the next one in time: both see the same
+// occupied memory, so they give the same placements.
+func TestPlacerMatchesSimple(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for i := range 80 {
+		n := 1 + rng.IntN(200)
+		p := randomProblem(rng, n, 2+rng.Int64N(int64(4*n)), 1+rng.Int64N(1000))
+		fast, simple := newPlacer(p.Buffers), newSimplePlacer(p.Buffers)
+		a, b := make([]int64, n), make([]int64, n)
+		for _, o := range orders {
+			for f := range fitNames {
+				ha, err := fast.run(context.Background(), o, f, a)
+				require.NoError(t, err)
+				hb, err := simple.run(context.Background(), o, f, b)
+				require.NoError(t, err)
+				require.Equal(t, hb, ha, "case %d %s/%s", i, o.name, fitNames[f])
+				require.Equal(t, b, a, "case %d %s/%s", i, o.name, fitNames[f])
+				require.NoError(t, Check(p, (&Solution{Offsets: a}).Placements(p), 0))
+			}
+		}
+	}
+}
+
+// A simplePlacer runs greedy placements of one problem. It keeps the buffers
+// sorted by Lower and, in a segment tree over that order, the largest Upper
+// of the placed buffers of each range: the buffers placed so far that
+// overlap [l, u) are those of rank below the first Lower >= u whose Upper is
+// > l, found by descending only into ranges whose largest Upper is > l.
+type simplePlacer struct {
+	bufs   []Buffer
+	lowers []int64 // Lower of each rank
+	rank   []int32 // rank of each buffer in the order of Lower
+	byRank []int32 // buffer of each rank
+	leaves int     // leaves of the tree: a power of two >= len(bufs)
+	tree   []int64 // largest Upper of the placed buffers under each node; MinInt64 for none
+	spans  []span  // scratch: the placed buffers that overlap the one being placed
+	order  []int32 // scratch
+	off    []int64 // the offsets of the placement under way
+}
+
+func newSimplePlacer(bufs []Buffer) *simplePlacer {
+	n := len(bufs)
+	p := &simplePlacer{bufs: bufs, rank: make([]int32, n), byRank: make([]int32, n), lowers: make([]int64, n), order: make([]int32, n)}
+	for i := range p.byRank {
+		p.byRank[i] = int32(i)
+	}
+	slices.SortStableFunc(p.byRank, func(a, b int32) int { return cmp.Compare(bufs[a].Lower, bufs[b].Lower) })
+	for r, b := range p.byRank {
+		p.rank[b] = int32(r)
+		p.lowers[r] = bufs[b].Lower
+	}
+	p.leaves = 1
+	for p.leaves < n {
+		p.leaves *= 2
+	}
+	p.tree = make([]int64, 2*p.leaves)
+	return p
+}
+
+// run places the buffers in order o with fit f, writing offsets, and
+// returns the height. It checks ctx every 4096 buffers and returns its
+// error when it is done.
+func (p *simplePlacer) run(ctx context.Context, o order, f int, offsets []int64) (int64, error) {
+	p.off = offsets
+	inOrder(p.order, func(a, b int32) int { return o.cmp(&p.bufs[a], &p.bufs[b]) })
+	for i := range p.tree {
+		p.tree[i] = math.MinInt64
+	}
+	var height int64
+	for k, b := range p.order {
+		if k&4095 == 4095 {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+		}
+		buf := &p.bufs[b]
+		p.spans = p.spans[:0]
+		end := sort.Search(len(p.lowers), func(i int) bool { return p.lowers[i] >= buf.Upper })
+		p.collect(1, 0, p.leaves, end, buf.Lower)
+		off := fit(p.spans, buf.Size, f)
+		offsets[b] = off
+		height = max(height, off+buf.Size)
+		p.mark(int(p.rank[b]), buf.Upper)
+	}
+	return height, nil
+}
+
+// collect appends to spans the placed buffers of rank in [lo, hi) ∩ [0,
+// end) whose Upper is > t, under node.
+func (p *simplePlacer) collect(node, lo, hi, end int, t int64) {
+	if lo >= end || p.tree[node] <= t {
+		return
+	}
+	if node >= p.leaves {
+		b := p.byRank[lo]
+		p.spans = append(p.spans, span{p.off[b], p.off[b] + p.bufs[b].Size})
+		return
+	}
+	mid := (lo + hi) / 2
+	p.collect(2*node, lo, mid, end, t)
+	p.collect(2*node+1, mid, hi, end, t)
+}
+
+// mark records that the buffer of rank r, with upper u, is placed.
+func (p *simplePlacer) mark(r int, u int64) {
+	i := p.leaves + r
+	p.tree[i] = u
+	for i >>= 1; i > 0 && p.tree[i] < u; i >>= 1 {
+		p.tree[i] = u
+	}
+}

@@ -1,0 +1,147 @@
+package plan
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+// A Buffer is Size bytes live over the half-open interval [Lower, Upper) of
+// time, MiniMalloc's lifespan: a buffer whose Upper is t and one whose Lower
+// is t are never live together.
+type Buffer struct {
+	ID           string // the buffer's name in outputs; plans do not read it
+	Lower, Upper int64
+	Size         int64
+}
+
+// A Problem is the buffers to place.
+type Problem struct {
+	Buffers []Buffer
+}
+
+// Validate reports the first buffer that cannot be placed: an empty
+// lifetime (Upper <= Lower) or a size <= 0.
+func (p *Problem) Validate() error {
+	for i, b := range p.Buffers {
+		switch {
+		case b.Upper <= b.Lower:
+			return fmt.Errorf("plan: buffer %d (%s): empty lifetime [%d, %d)", i, b.ID, b.Lower, b.Upper)
+		case b.Size <= 0:
+			return fmt.Errorf("plan: buffer %d (%s): size %d, want > 0", i, b.ID, b.Size)
+		}
+	}
+	return nil
+}
+
+// LowerBound returns the peak over time of the bytes of the live buffers:
+// no placement is lower. It sorts the 2n ends of the lifetimes: O(n log n)
+// time, O(n) memory.
+func LowerBound(bufs []Buffer) int64 {
+	type point struct {
+		t    int64
+		size int64 // > 0 at a Lower, < 0 at an Upper
+	}
+	pts := make([]point, 0, 2*len(bufs))
+	for _, b := range bufs {
+		pts = append(pts, point{b.Lower, b.Size}, point{b.Upper, -b.Size})
+	}
+	// At equal times the ends come first: the intervals are half-open.
+	slices.SortFunc(pts, func(a, b point) int {
+		if c := cmp.Compare(a.t, b.t); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.size, b.size)
+	})
+	var live, peak int64
+	for _, p := range pts {
+		live += p.size
+		peak = max(peak, live)
+	}
+	return peak
+}
+
+// A DeviceProblem is the problem of one device of a trace.
+type DeviceProblem struct {
+	Device int
+	Problem
+}
+
+// FromTrace reads the events of r and returns one problem per device index
+// that the trace uses, in increasing order of index: each device has its
+// own address space, as each has its own pool in a replay. Times are event
+// indexes of the whole trace, from 0: an allocation made by event a and
+// freed by event f is the buffer [a, f); one never freed lives to the end,
+// [a, n) for a trace of n events. A buffer's ID is the trace's id of the
+// allocation, with ".k" added for the k-th reuse of an id after its free
+// (k from 1), so that every ID of a problem is distinct.
+//
+// Memory is linear in the allocations: about 40 bytes and the ID's text
+// each. For a MiniMalloc CSV, use [FromMiniMalloc] to keep its ids and times.
+func FromTrace(r traces.Reader) ([]DeviceProblem, error) {
+	type open struct {
+		dev int32
+		buf int32 // index in that device's buffers
+	}
+	var (
+		probs []DeviceProblem // by first use; sorted at the end
+		devIx = map[int32]int{}
+		live  []open // by slot
+		uses  = map[uint64]int{}
+		n     int64
+	)
+	for ; r.Scan(); n++ {
+		ev := r.Event()
+		for int(ev.Slot) >= len(live) {
+			live = append(live, open{})
+		}
+		switch ev.Op {
+		case traces.OpAlloc:
+			d, ok := devIx[ev.Device]
+			if !ok {
+				d = len(probs)
+				devIx[ev.Device] = d
+				probs = append(probs, DeviceProblem{Device: int(ev.Device)})
+			}
+			id := traces.FormatID(ev.ID)
+			if k := uses[ev.ID]; k > 0 {
+				id += "." + strconv.Itoa(k)
+			}
+			uses[ev.ID]++
+			p := &probs[d].Problem
+			if len(p.Buffers) >= 1<<31-1 {
+				return nil, fmt.Errorf("plan: too many allocations on device %d", ev.Device)
+			}
+			live[ev.Slot] = open{dev: int32(d), buf: int32(len(p.Buffers))}
+			p.Buffers = append(p.Buffers, Buffer{ID: id, Lower: n, Upper: -1, Size: ev.Size})
+		case traces.OpFree:
+			o := live[ev.Slot]
+			probs[o.dev].Buffers[o.buf].Upper = n
+		}
+	}
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	for i := range probs {
+		for j := range probs[i].Buffers {
+			if b := &probs[i].Buffers[j]; b.Upper < 0 {
+				b.Upper = n
+			}
+		}
+	}
+	slices.SortFunc(probs, func(a, b DeviceProblem) int { return cmp.Compare(a.Device, b.Device) })
+	return probs, nil
+}
+
+// FromMiniMalloc returns the problem of MiniMalloc's buffers, with their
+// ids and times (see [traces.MiniMallocReader]).
+func FromMiniMalloc(bufs []traces.MiniMallocBuffer) Problem {
+	p := Problem{Buffers: make([]Buffer, len(bufs))}
+	for i, b := range bufs {
+		p.Buffers[i] = Buffer{ID: b.ID, Lower: b.Lower, Upper: b.Upper, Size: b.Size}
+	}
+	return p
+}

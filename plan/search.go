@@ -1,0 +1,416 @@
+package plan
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"slices"
+)
+
+// The outcome of a search for a placement within a height.
+type outcome int
+
+const (
+	found      outcome = iota // a placement within the height
+	infeasible                // proven: none exists
+	aborted                   // out of nodes for this preorder
+	stopped                   // out of time, or the context is done
+)
+
+// maxSearchPairs bounds the pairs of buffers that overlap in time for which
+// Solve runs the exact search: its tables hold each pair twice.
+const maxSearchPairs = 4 << 20
+
+// A searcher looks for a placement of a problem within a height by
+// depth-first search over canonical placements, as MiniMalloc's solver
+// (github.com/google/minimalloc, src/solver.cc) does; the rules are
+// MiniMalloc's, the code is ours.
+//
+// Time is cut into sections, the intervals between consecutive distinct
+// ends of lifetimes; the buffers of a section all live at the same time.
+// For each section the search keeps its floor (the top of the highest
+// buffer placed in it) and the total size of its unplaced buffers; for each
+// unplaced buffer its lowest offset (the top of the highest placed buffer
+// that overlaps it in time); and for each boundary between two sections the
+// number of unplaced buffers that cross it.
+type searcher struct {
+	bufs     []Buffer
+	height   int64
+	secLo    []int32   // first section of each buffer
+	secHi    []int32   // one past its last
+	overlaps [][]int32 // the buffers that overlap each in time
+	secBufs  [][]int32 // the buffers of each section
+	rank     []int32   // each buffer's place in the static preorder
+
+	off    []int64 // offset of each placed buffer; -1 while unplaced
+	minOff []int64
+	floor  []int64 // per section
+	total  []int64 // per section
+	cuts   []int32 // per boundary: unplaced buffers in both sections s and s+1
+	sol    []int64 // the offsets of the placement found
+
+	undoOff   []change // minOff changes
+	undoFloor []change // floor changes
+	undoMin   []change // secMin changes
+	secMin    []int64  // per section: the lowest offset of its unplaced buffers; MaxInt64 for none
+	stamp     []int64  // per section: the node that last marked it
+	affected  []int32  // scratch
+
+	po    [3]func(s *searcher, a, b int32) int // the preorder of this round
+	ctx   context.Context
+	nodes int64 // nodes left for this preorder
+	ticks int
+}
+
+type change struct {
+	i   int32
+	old int64
+}
+
+// newSearcher prepares the search of bufs, or returns nil when more than
+// maxSearchPairs pairs of buffers overlap in time.
+func newSearcher(ctx context.Context, bufs []Buffer) *searcher {
+	n := len(bufs)
+	s := &searcher{ctx: ctx, bufs: bufs, secLo: make([]int32, n), secHi: make([]int32, n), overlaps: make([][]int32, n),
+		rank: make([]int32, n), off: make([]int64, n), minOff: make([]int64, n), sol: make([]int64, n)}
+	// Pairs that overlap in time: sweep in the order of Lower, keeping the
+	// buffers still live.
+	byLower := make([]int32, n)
+	inOrder(byLower, func(a, b int32) int { return cmp.Compare(bufs[a].Lower, bufs[b].Lower) })
+	var live []int32
+	pairs := 0
+	for _, b := range byLower {
+		live = slices.DeleteFunc(live, func(a int32) bool { return bufs[a].Upper <= bufs[b].Lower })
+		for _, a := range live {
+			s.overlaps[a] = append(s.overlaps[a], b)
+			s.overlaps[b] = append(s.overlaps[b], a)
+		}
+		if pairs += len(live); pairs > maxSearchPairs {
+			return nil
+		}
+		live = append(live, b)
+	}
+	// Sections.
+	times := make([]int64, 0, 2*n)
+	for _, b := range bufs {
+		times = append(times, b.Lower, b.Upper)
+	}
+	slices.Sort(times)
+	times = slices.Compact(times)
+	nsec := max(len(times)-1, 0)
+	s.floor = make([]int64, nsec)
+	s.total = make([]int64, nsec)
+	s.cuts = make([]int32, max(nsec-1, 0))
+	s.secBufs = make([][]int32, nsec)
+	s.stamp = make([]int64, nsec)
+	s.secMin = make([]int64, nsec)
+	for i, b := range bufs {
+		lo, _ := slices.BinarySearch(times, b.Lower)
+		hi, _ := slices.BinarySearch(times, b.Upper)
+		s.secLo[i], s.secHi[i] = int32(lo), int32(hi)
+		for k := lo; k < hi; k++ {
+			s.total[k] += b.Size
+			s.secBufs[k] = append(s.secBufs[k], int32(i))
+			if k+1 < hi {
+				s.cuts[k]++
+			}
+		}
+	}
+	return s
+}
+
+// preorders are the static orders in which the search tries buffers of
+// equal lowest offset, MiniMalloc's default preordering heuristics ("WAT",
+// "TAW", "TWA"), each key from the largest: W the width of the lifetime, A
+// the area, T the largest total of a section the buffer lives in.
+var preorders = [][3]func(s *searcher, a, b int32) int{
+	{byWidth, byArea, byTotal},
+	{byTotal, byArea, byWidth},
+	{byTotal, byWidth, byArea},
+}
+
+func byArea(s *searcher, a, b int32) int { return compareArea(&s.bufs[b], &s.bufs[a]) }
+func byWidth(s *searcher, a, b int32) int {
+	return cmp.Compare(s.bufs[b].Upper-s.bufs[b].Lower, s.bufs[a].Upper-s.bufs[a].Lower)
+}
+func byTotal(s *searcher, a, b int32) int {
+	return cmp.Compare(s.maxTotal(b), s.maxTotal(a))
+}
+
+// maxTotal is the largest initial total of the sections of buffer b.
+func (s *searcher) maxTotal(b int32) int64 {
+	var m int64
+	for k := s.secLo[b]; k < s.secHi[b]; k++ {
+		m = max(m, s.total[k])
+	}
+	return m
+}
+
+// solve looks for a placement within height, trying the preorders in turn
+// with a node limit that doubles each round (MiniMalloc's RoundRobin), until
+// one finds a placement or proves there is none, or the time is up.
+func (s *searcher) solve(height int64) outcome {
+	s.height = height
+	n := len(s.bufs)
+	ranks := make([][]int32, len(preorders))
+	for i, po := range preorders {
+		idx := make([]int32, n)
+		inOrder(idx, func(a, b int32) int { return s.preorder(po, a, b) })
+		ranks[i] = make([]int32, n)
+		for r, b := range idx {
+			ranks[i][b] = int32(r)
+		}
+	}
+	for limit := int64(max(n, 64)); ; limit *= 2 {
+		for i, r := range ranks {
+			s.rank, s.po = r, preorders[i]
+			s.nodes = limit
+			switch out := s.solveAll(); out {
+			case found, infeasible, stopped:
+				return out
+			}
+		}
+	}
+}
+
+// preorder compares buffers a and b by the keys of po.
+func (s *searcher) preorder(po [3]func(s *searcher, a, b int32) int, a, b int32) int {
+	return cmp.Or(po[0](s, a, b), po[1](s, a, b), po[2](s, a, b))
+}
+
+// solveAll searches the whole problem: each part of time that no buffer
+// crosses is solved apart.
+func (s *searcher) solveAll() outcome {
+	for i := range s.off {
+		s.off[i] = -1
+		s.minOff[i] = 0
+	}
+	// The sections' floors are 0 again; totals and cuts are restored by the
+	// undoing of every placement.
+	clear(s.floor)
+	for k := range s.secMin {
+		s.secMin[k] = math.MaxInt64
+		if len(s.secBufs[k]) > 0 {
+			s.secMin[k] = 0
+		}
+	}
+	all := make([]int32, len(s.bufs))
+	for i := range all {
+		all[i] = int32(i)
+	}
+	return s.decompose(all, 0, int32(len(s.floor)), []int32{0})
+}
+
+// decompose solves the unplaced buffers of bufs that live in sections
+// [lo, hi), split at the boundaries cutAt (the first is lo): every part
+// must be solved.
+func (s *searcher) decompose(bufs []int32, lo, hi int32, cutAt []int32) outcome {
+	if len(cutAt) == 1 {
+		// Split at the boundaries no unplaced buffer crosses.
+		for k := lo; k+1 < hi; k++ {
+			if s.cuts[k] == 0 {
+				cutAt = append(cutAt, k+1)
+			}
+		}
+	}
+	cutAt = append(cutAt, hi)
+	for c := 1; c < len(cutAt); c++ {
+		plo, phi := cutAt[c-1], cutAt[c]
+		var part []int32
+		for _, b := range bufs {
+			if s.off[b] < 0 && s.secLo[b] < phi && plo < s.secHi[b] {
+				part = append(part, b)
+			}
+		}
+		if len(part) == 0 {
+			continue
+		}
+		// As MiniMalloc's SubSolve does, order the part's buffers by the
+		// preorder again, from the totals of now.
+		old := make([]int32, len(part))
+		for i, b := range part {
+			old[i] = s.rank[b]
+		}
+		sorted := slices.Clone(part)
+		slices.SortStableFunc(sorted, func(a, b int32) int { return s.preorder(s.po, a, b) })
+		for r, b := range sorted {
+			s.rank[b] = int32(r)
+		}
+		out := s.search(part, plo, phi, -1, -1)
+		for i, b := range part {
+			s.rank[b] = old[i]
+		}
+		if out != found {
+			return out
+		}
+	}
+	return found
+}
+
+// search places the unplaced buffers of bufs, which live in sections
+// [lo, hi), each at the lowest offset the placed ones allow, in
+// non-decreasing order of (offset, rank) after (lastOff, lastRank).
+func (s *searcher) search(bufs []int32, lo, hi int32, lastOff int64, lastRank int32) outcome {
+	if s.nodes <= 0 {
+		return aborted
+	}
+	s.nodes--
+	if s.nodes&255 == 0 && s.ctx.Err() != nil {
+		return stopped
+	}
+	cands := make([]int32, 0, len(bufs))
+	minHeight := int64(-1)
+	for _, b := range bufs {
+		if s.off[b] < 0 {
+			cands = append(cands, b)
+			if t := s.minOff[b] + s.bufs[b].Size; minHeight < 0 || t < minHeight {
+				minHeight = t
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return found
+	}
+	slices.SortFunc(cands, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(s.minOff[a], s.minOff[b]), cmp.Compare(s.rank[a], s.rank[b]))
+	})
+	for _, b := range cands {
+		off := s.minOff[b]
+		// Canonical placements only: offsets never go down, and at equal
+		// offsets the preorder decides.
+		if off < lastOff || (off == lastOff && s.rank[b] < lastRank) {
+			continue
+		}
+		// Dominance: b would leave below it the room of a buffer that
+		// fits under off, which a canonical placement puts there first.
+		if off >= minHeight {
+			break // cands are sorted by offset: the rest are higher still
+		}
+		out := s.place(bufs, lo, hi, b, off)
+		if out != infeasible {
+			return out
+		}
+		// MiniMalloc's hatless pruning: when no unplaced buffer lives
+		// with b, b bears on nothing left, and every other choice here
+		// fails as this one did.
+		if s.hatless(b) {
+			return infeasible
+		}
+	}
+	return infeasible
+}
+
+// hatless reports whether every buffer that lives with b is placed.
+func (s *searcher) hatless(b int32) bool {
+	for _, o := range s.overlaps[b] {
+		if s.off[o] < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// place puts b at off, goes on with the search and undoes the placement.
+func (s *searcher) place(bufs []int32, lo, hi int32, b int32, off int64) outcome {
+	buf := &s.bufs[b]
+	top := off + buf.Size
+	s.off[b] = off
+	s.sol[b] = off
+	uo, uf, um := len(s.undoOff), len(s.undoFloor), len(s.undoMin)
+	// The sections whose lowest unplaced offset may have risen: those
+	// where a buffer raised here or b itself held it.
+	s.ticks++
+	s.affected = s.affected[:0]
+	for _, o := range s.overlaps[b] {
+		if old := s.minOff[o]; s.off[o] < 0 && old < top {
+			s.undoOff = append(s.undoOff, change{o, old})
+			s.minOff[o] = top
+			s.affect(o, old)
+		}
+	}
+	s.affect(b, off)
+	for k := s.secLo[b]; k < s.secHi[b]; k++ {
+		s.undoFloor = append(s.undoFloor, change{k, s.floor[k]})
+		s.floor[k] = max(s.floor[k], top)
+		s.total[k] -= buf.Size
+	}
+	// MiniMalloc's unallocated floor: no unplaced buffer of a section lies
+	// below the lowest of their lowest offsets, so neither does the
+	// section's floor.
+	for _, k := range s.affected {
+		m := int64(math.MaxInt64)
+		for _, o := range s.secBufs[k] {
+			if s.off[o] < 0 && s.minOff[o] < m {
+				m = s.minOff[o]
+			}
+		}
+		if m == s.secMin[k] {
+			continue
+		}
+		s.undoMin = append(s.undoMin, change{k, s.secMin[k]})
+		s.secMin[k] = m
+		if m != math.MaxInt64 && m > s.floor[k] {
+			s.undoFloor = append(s.undoFloor, change{k, s.floor[k]})
+			s.floor[k] = m
+		}
+	}
+	var cutAt []int32
+	for k := s.secLo[b]; k+1 < s.secHi[b]; k++ {
+		if s.cuts[k]--; s.cuts[k] == 0 && lo <= k && k+1 < hi {
+			if cutAt == nil {
+				cutAt = []int32{lo}
+			}
+			cutAt = append(cutAt, k+1)
+		}
+	}
+	out := infeasible
+	if s.fits(lo, hi, off) {
+		if cutAt != nil {
+			out = s.decompose(bufs, lo, hi, cutAt)
+		} else {
+			out = s.search(bufs, lo, hi, off, s.rank[b])
+		}
+	}
+	// Undo.
+	for k := s.secLo[b]; k+1 < s.secHi[b]; k++ {
+		s.cuts[k]++
+	}
+	for k := s.secLo[b]; k < s.secHi[b]; k++ {
+		s.total[k] += buf.Size
+	}
+	for i := len(s.undoFloor) - 1; i >= uf; i-- {
+		s.floor[s.undoFloor[i].i] = s.undoFloor[i].old
+	}
+	for i := len(s.undoOff) - 1; i >= uo; i-- {
+		s.minOff[s.undoOff[i].i] = s.undoOff[i].old
+	}
+	for i := len(s.undoMin) - 1; i >= um; i-- {
+		s.secMin[s.undoMin[i].i] = s.undoMin[i].old
+	}
+	s.undoOff, s.undoFloor, s.undoMin = s.undoOff[:uo], s.undoFloor[:uf], s.undoMin[:um]
+	s.off[b] = -1
+	return out
+}
+
+// affect marks the sections of buffer o whose lowest unplaced offset was
+// o's old one, for place to compute again.
+func (s *searcher) affect(o int32, old int64) {
+	for k := s.secLo[o]; k < s.secHi[o]; k++ {
+		if s.secMin[k] == old && s.stamp[k] != int64(s.ticks) {
+			s.stamp[k] = int64(s.ticks)
+			s.affected = append(s.affected, k)
+		}
+	}
+}
+
+// fits is the cross-section bound: in every section of [lo, hi), the
+// unplaced buffers, which all live at once and will lie at or above both
+// the section's floor and the offset just used, must fit below the height.
+func (s *searcher) fits(lo, hi int32, off int64) bool {
+	for k := lo; k < hi; k++ {
+		if max(s.floor[k], off)+s.total[k] > s.height {
+			return false
+		}
+	}
+	return true
+}
