@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/pflag"
 
@@ -17,17 +18,18 @@ import (
 
 const snapshotUsage = `
 With --snapshot DIR it also writes, for every replay, a PyTorch memory
-snapshot of what the strategy did into DIR (made if missing), which PyTorch's
-memory viewer (pytorch.org/memory_viz) opens: the trace of allocs, frees,
-device allocations and frees, maps and unmaps and failed allocations, per
-device and stream, the segments and blocks after the last event, and the
-strategy's settings. Each file is named TRACE.STRATEGY[.KEY-VALUE...].HASH.pickle:
-the trace's file name without its extensions, the strategy, the parameters
-that differ from their defaults, and 8 hex digits of a hash of the trace's
-name and the full spec, so that no two replays share a name; characters
-other than letters, digits, '.', '_', '+' and '-' become '_'.
---snapshot-entries N keeps only the last N entries of each device's trace,
-as PyTorch's _record_memory_history(max_entries=N) does.
+snapshot of what the strategy did into DIR (made if missing), which
+PyTorch's memory viewer (pytorch.org/memory_viz) opens: the trace of
+allocs, frees, device allocations and frees, maps and unmaps and failed
+allocations, per device and stream, the segments and blocks after the last
+event, and the strategy's settings. Each file is named
+TRACE.STRATEGY[.KEY-VALUE...].HASH.pickle: the trace's file name without
+its extensions, the strategy, the parameters that differ from their
+defaults, and 8 hex digits of a hash of the trace's name and the full spec,
+so that no two replays share a name; characters other than letters,
+digits, '.', '_', '+' and '-' become '_'. --snapshot-entries N keeps only
+the last N entries of each device's trace, as PyTorch's
+_record_memory_history(max_entries=N) does.
 `
 
 // snapshotFlags are the flags that export replays as PyTorch snapshots.
@@ -89,11 +91,14 @@ func (f *snapshotFlags) writer(trace string, p *gpualloc.Params) func(*snapshot.
 	return func(s *snapshot.Snapshot) error { return writeSnapshot(path, s) }
 }
 
-// writeSnapshot writes s into the file path.
+// writeSnapshot writes s into the file path, through a temporary file in
+// the same directory renamed at the end, so that no reader (nor a replay of
+// the same trace and spec writing at the same time) sees half a file.
 func writeSnapshot(path string, s *snapshot.Snapshot) error {
-	out, err := os.Create(path)
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.%d-%d.tmp", filepath.Base(path), os.Getpid(), tmpCount.Add(1)))
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 	if err != nil {
-		return err
+		return fmt.Errorf("writing %s: %w", path, unwrapPath(err))
 	}
 	w := bufio.NewWriterSize(out, 1<<16)
 	err = snapshot.Write(w, s, snapshot.WriteOptions{})
@@ -103,12 +108,18 @@ func writeSnapshot(path string, s *snapshot.Snapshot) error {
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
 	if err != nil {
-		os.Remove(path)
+		os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
 }
+
+// tmpCount numbers the temporary files of the snapshots being written.
+var tmpCount atomic.Int64
 
 // maxNamePart bounds the readable part of a snapshot's file name, which
 // keeps names within the 255 bytes that filesystems allow.

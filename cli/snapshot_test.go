@@ -129,3 +129,16 @@ func TestSnapshotErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestReadmeSnapshotNames keeps the README's example of snapshot names true.
+func TestReadmeSnapshotNames(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	for _, spec := range []string{"bestfit", "pytorch:max_split_size_mb=128"} {
+		s, err := gpualloc.ParseSpec(spec)
+		require.NoError(t, err)
+		p, err := gpualloc.Resolve(s, nil)
+		require.NoError(t, err)
+		assert.Contains(t, string(readme), "`"+snapshotName("training", p)+"`", spec)
+	}
+}

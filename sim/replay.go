@@ -73,9 +73,10 @@ type Config struct {
 	// Snapshot, if not nil, records what the strategy did as a PyTorch
 	// memory snapshot, which it is given at the end of a replay that
 	// succeeded (from the goroutine running the replay); its error becomes
-	// the replay's. The recording wraps each device's allocator and the
-	// backend the allocator is given, and notes each event's time: off,
-	// the replay runs as without it, but for one test per event.
+	// the replay's. The recording wraps the trace's reader (which then
+	// hands the replay its events one at a time, noting each one's time),
+	// each device's allocator and the backend the allocator is given: off,
+	// the replay runs exactly as without it.
 	Snapshot func(*snapshot.Snapshot) error
 	// SnapshotEntries, if positive, keeps only the last SnapshotEntries
 	// trace entries of each device in the snapshot, as PyTorch's
@@ -289,7 +290,7 @@ func ReplayContext(ctx context.Context, r traces.Reader, cfg Config) (res Result
 			err = cerr
 		}
 	}()
-	err = e.run(ctx, r)
+	err = e.run(ctx, e.recording(r))
 	if err == nil && cfg.Verify {
 		for _, d := range e.devs {
 			if d == nil {
@@ -624,9 +625,6 @@ func (e *engine) run(ctx context.Context, r traces.Reader) (err error) {
 // step replays event n.
 func (e *engine) step(ev *traces.Event, n int64) error {
 	e.resLo, e.resHi = e.reserved, e.reserved
-	if e.rec != nil {
-		e.rec.at(ev, n)
-	}
 	var d *device
 	var err error
 	switch ev.Op {

@@ -55,7 +55,8 @@ import (
 // allocator is given (for its device calls): off, the replay loop runs
 // exactly as without it. On, it keeps one entry (40 bytes) per action, or
 // the last SnapshotEntries per device, and maps of the live blocks and
-// device memory; the snapshot is built once, at the end.
+// device memory; the snapshot is built once, at the end, 64 bytes per
+// entry, each chunk of entries let go once it is copied.
 type snapRecorder struct {
 	max  int // entries kept per device; 0: all
 	devs []*snapDevice
@@ -97,8 +98,13 @@ const (
 
 // snapDevice is what the recorder knows of one device.
 type snapDevice struct {
-	entries []snapEntry
-	next    int // with a maximum, the index of the oldest entry once full
+	// The entries kept: with a maximum, a ring (next is the index of the
+	// oldest entry once it is full); else chunks that grow to entryChunk
+	// entries each, so that a long trace's entries are never copied.
+	ring   []snapEntry
+	next   int
+	chunks [][]snapEntry
+	n      int // entries in chunks
 
 	live     map[uint64]liveBlock // handed-out blocks by address
 	segs     map[uint64]region    // device allocations by address
@@ -145,9 +151,12 @@ func (r *snapRecorder) device(i int) *snapDevice {
 // them; spec names the strategy.
 func (r *snapRecorder) open(d *device, spec string) {
 	r.device(d.index)
-	ra := &recAlloc{inner: d.alloc, stream: d.stream, cat: d.cat, rec: r, d: d}
 	a := d.alloc
+	ra := &recAlloc{inner: a, stream: d.stream, cat: d.cat, rec: r, d: d}
 	d.alloc, d.stream, d.cat = ra, ra, ra
+	if rel, ok := a.(gpualloc.Releaser); ok {
+		d.alloc = &recReleaser{ra, rel}
+	}
 	if r.settings != nil {
 		return
 	}
@@ -165,14 +174,45 @@ func (r *snapRecorder) open(d *device, spec string) {
 	r.settings = &s
 }
 
+// entryChunk is the largest chunk of entries: 64K entries, 2.5 MiB.
+const entryChunk = 1 << 16
+
 func (r *snapRecorder) add(dev int, e snapEntry) {
 	d := r.devs[dev]
-	if r.max <= 0 || len(d.entries) < r.max {
-		d.entries = append(d.entries, e)
-		return
+	switch {
+	case r.max > 0 && len(d.ring) == r.max:
+		d.ring[d.next] = e
+		d.next = (d.next + 1) % r.max
+	case r.max > 0:
+		d.ring = append(d.ring, e)
+	default:
+		k := len(d.chunks) - 1
+		if k < 0 || len(d.chunks[k]) == cap(d.chunks[k]) {
+			size := 1024
+			if k >= 0 {
+				size = min(2*cap(d.chunks[k]), entryChunk)
+			}
+			d.chunks = append(d.chunks, make([]snapEntry, 0, size))
+			k++
+		}
+		d.chunks[k] = append(d.chunks[k], e)
+		d.n++
 	}
-	d.entries[d.next] = e
-	d.next = (d.next + 1) % r.max
+}
+
+// drain calls f with each entry kept, oldest first, and lets go of them.
+func (d *snapDevice) drain(f func(e *snapEntry)) {
+	for j := range d.ring {
+		f(&d.ring[(d.next+j)%len(d.ring)])
+	}
+	d.ring = nil
+	for i, c := range d.chunks {
+		for j := range c {
+			f(&c[j])
+		}
+		d.chunks[i] = nil
+	}
+	d.chunks, d.n = nil, 0
 }
 
 // begin notes the allocation about to be made.
@@ -263,9 +303,8 @@ func (r *snapRecorder) snapshot() (*snapshot.Snapshot, error) {
 		if d == nil {
 			continue
 		}
-		t := make([]snapshot.TraceEntry, 0, len(d.entries))
-		for j := range d.entries {
-			e := &d.entries[(d.next+j)%len(d.entries)]
+		t := make([]snapshot.TraceEntry, 0, len(d.ring)+d.n)
+		d.drain(func(e *snapEntry) {
 			te := snapshot.TraceEntry{Action: snapActions[e.action], Addr: e.addr, Size: e.size, Stream: e.stream, TimeUS: e.timeUS}
 			if r.cats {
 				te.Category = e.cat.String()
@@ -275,7 +314,7 @@ func (r *snapRecorder) snapshot() (*snapshot.Snapshot, error) {
 				unknown = unknown || te.Category == gpualloc.CategoryUnknown.String()
 			}
 			t = append(t, te)
-		}
+		})
 		s.DeviceTraces[i] = t
 		segs, err := d.segments(i, r.cats)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+	"github.com/gpualloc/gpualloc/traces"
 )
 
 // replaySnapshot replays tb with cfg and returns the snapshot it records.
@@ -155,4 +156,61 @@ func BenchmarkReplaySnapshot(b *testing.B) {
 			b.ReportMetric(float64(entries)/float64(b.N), "entries")
 		})
 	}
+}
+
+// TestSnapshotKeepsReleaser checks that the recording wrapper of an
+// allocator is a gpualloc.Releaser exactly when the allocator is, and that
+// a release's device frees are recorded.
+func TestSnapshotKeepsReleaser(t *testing.T) {
+	var got *snapshot.Snapshot
+	cfg := Config{Open: openCache, Snapshot: func(s *snapshot.Snapshot) error { got = s; return nil }}
+	e, err := newEngine(smallTrace().reader(), cfg)
+	require.NoError(t, err)
+	d, err := e.device(0)
+	require.NoError(t, err)
+	rel, ok := d.alloc.(gpualloc.Releaser)
+	require.True(t, ok, "cacheAlloc is a Releaser")
+	b, err := d.cat.AllocCategory(1000, 3, gpualloc.CategoryUnknown)
+	require.NoError(t, err)
+	require.NoError(t, d.alloc.Free(b))
+	require.NoError(t, rel.ReleaseAll())
+	require.NoError(t, e.snapshot())
+	var actions []snapshot.Action
+	for _, x := range got.DeviceTraces[0] {
+		actions = append(actions, x.Action)
+	}
+	assert.Equal(t, []snapshot.Action{snapshot.SegmentAlloc, snapshot.Alloc, snapshot.FreeRequested, snapshot.FreeCompleted, snapshot.SegmentFree}, actions)
+	assert.EqualValues(t, 3, got.DeviceTraces[0][4].Stream, "the segment's stream")
+	assert.Empty(t, got.Segments)
+
+	e, err = newEngine(smallTrace().reader(), Config{Open: openExact, Snapshot: cfg.Snapshot})
+	require.NoError(t, err)
+	d, err = e.device(0)
+	require.NoError(t, err)
+	_, ok = d.alloc.(gpualloc.Releaser)
+	assert.False(t, ok, "exactAlloc is no Releaser")
+}
+
+// TestSnapshotBatchReader records a replay of a reader that hands out its
+// events in batches: each entry has the time of its own event, and the
+// replay the same result as without a snapshot.
+func TestSnapshotBatchReader(t *testing.T) {
+	tb := newTrace().alloc(1, 1000).alloc(2, 3000).free(1).alloc(3, 600).free(2).free(3)
+	r := traces.NewSliceReader("batch", tb.events)
+	var _ traces.BatchReader = r
+	var s *snapshot.Snapshot
+	res, err := Replay(r, Config{Open: openExact, SeriesBuckets: -1, Snapshot: func(x *snapshot.Snapshot) error { s = x; return nil }})
+	require.NoError(t, err)
+	var times []int64
+	for _, e := range s.DeviceTraces[0] {
+		if e.Action == snapshot.Alloc || e.Action == snapshot.FreeCompleted {
+			times = append(times, e.TimeUS)
+		}
+	}
+	assert.Equal(t, []int64{0, 10, 20, 30, 40, 50}, times)
+	r.Reset()
+	plain, err := Replay(r, Config{Open: openExact, SeriesBuckets: -1})
+	require.NoError(t, err)
+	res.ElapsedNS, res.EventsPerSec = plain.ElapsedNS, plain.EventsPerSec
+	assert.Equal(t, plain, res)
 }

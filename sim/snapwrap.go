@@ -11,10 +11,61 @@ import (
 // The wrappers through which the recorder of a snapshot sees a replay (see
 // snapRecorder); the engine puts them in place only when it records.
 
+// recording returns the reader the replay loop reads: r itself, or with a
+// snapshot, r wrapped to note each event's time.
+func (e *engine) recording(r traces.Reader) traces.Reader {
+	if e.rec == nil {
+		return r
+	}
+	rr := &recReader{Reader: r, rec: e.rec}
+	rr.batch, _ = r.(traces.BatchReader)
+	return rr
+}
+
+// A recReader hands the replay loop its events one at a time, as batches
+// of one, and notes the time of each as it does, or its index in the trace
+// when the trace has no times (so that a reader that merges the devices'
+// traces by time finds the replay's order): the loop replays a batch
+// before it asks for the next, so the time noted is the event's being
+// replayed. It reads a BatchReader a batch at a time and hands that out, and
+// any other reader with Scan, never ahead of the replay.
+type recReader struct {
+	traces.Reader
+	batch   traces.BatchReader // the reader, when it is one
+	pending []traces.Event     // of the batch read last, those not yet handed out
+	one     [1]traces.Event
+	rec     *snapRecorder
+	n       int64 // events handed out
+}
+
+// Batch returns the next event alone.
+func (r *recReader) Batch() []traces.Event {
+	var b []traces.Event
+	switch {
+	case len(r.pending) > 0:
+		b, r.pending = r.pending[:1], r.pending[1:]
+	case r.batch != nil:
+		r.pending = r.batch.Batch()
+		if len(r.pending) == 0 {
+			return nil
+		}
+		b, r.pending = r.pending[:1], r.pending[1:]
+	case r.Reader.Scan():
+		r.one[0] = r.Reader.Event()
+		b = r.one[:]
+	default:
+		return nil
+	}
+	r.rec.at(&b[0], r.n)
+	r.n++
+	return b
+}
+
 // at notes event n, ev, about to be replayed: its time or, when the trace
 // has none, its index in the trace, so that a reader that merges the
-// devices' traces by time finds the replay's order. The engine calls it as
-// it replays the event, not as it reads it: the replay loop reads ahead.
+// devices' traces by time finds the replay's order. The recording reader
+// calls it as it hands the event to the replay loop, alone: the loop would
+// read ahead otherwise.
 func (r *snapRecorder) at(ev *traces.Event, n int64) {
 	r.timeUS = ev.TimeUS
 	if ev.TimeUS == traces.NoTime {
@@ -79,6 +130,16 @@ func (a *recAlloc) Close() error {
 	}
 	return nil
 }
+
+// A recReleaser is the recAlloc of an allocator that is a
+// gpualloc.Releaser, and one too: the device frees of its ReleaseAll are
+// recorded by its backend.
+type recReleaser struct {
+	*recAlloc
+	rel gpualloc.Releaser
+}
+
+func (a *recReleaser) ReleaseAll() error { return a.rel.ReleaseAll() }
 
 // backend returns the backend to give device d's allocator: b, the counting
 // wrapper, wrapped to record the device calls.
