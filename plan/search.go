@@ -262,30 +262,33 @@ func (s *searcher) search(bufs []int32, lo, hi int32, lastOff int64, lastRank in
 	if len(cands) == 0 {
 		return found
 	}
-	slices.SortFunc(cands, func(a, b int32) int {
-		return cmp.Or(cmp.Compare(s.minOff[a], s.minOff[b]), cmp.Compare(s.rank[a], s.rank[b]))
-	})
 	// Canonical placements only: offsets never go down, and at equal
-	// offsets the preorder decides. The candidates before the first that
-	// may go next wait until a placement raises them.
-	first := 0
-	for first < len(cands) && s.before(cands[first], lastOff, lastRank) {
-		first++
+	// offsets the preorder decides. The candidates in order after
+	// (lastOff, lastRank) may go next, the lowest first; the others wait
+	// until a placement raises them.
+	next := int32(-1)
+	for _, b := range cands {
+		if !s.before(b, lastOff, lastRank) && (next < 0 || s.before(b, s.minOff[next], s.rank[next])) {
+			next = b
+		}
 	}
-	if first == len(cands) || !s.bounded(cands, first, lo, hi) {
+	if next < 0 || !s.bounded(cands, s.minOff[next], lastOff, lastRank, lo, hi) {
 		return infeasible
 	}
-	for _, b := range cands[first:] {
-		off := s.minOff[b]
-		if s.before(b, lastOff, lastRank) {
-			continue
+	// Dominance: b would leave below it the room of a buffer that fits
+	// under b's offset, which a canonical placement puts there first.
+	// Only the rest are sorted: most nodes fail the bound first.
+	order := cands[:0]
+	for _, b := range cands {
+		if !s.before(b, lastOff, lastRank) && s.minOff[b] < minHeight {
+			order = append(order, b)
 		}
-		// Dominance: b would leave below it the room of a buffer that
-		// fits under off, which a canonical placement puts there first.
-		if off >= minHeight {
-			break // cands are sorted by offset: the rest are higher still
-		}
-		out := s.place(bufs, lo, hi, b, off)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(s.minOff[a], s.minOff[b]), cmp.Compare(s.rank[a], s.rank[b]))
+	})
+	for _, b := range order {
+		out := s.place(bufs, lo, hi, b, s.minOff[b])
 		if out != infeasible {
 			return out
 		}
@@ -307,28 +310,32 @@ func (s *searcher) before(b int32, lastOff int64, lastRank int32) bool {
 	return off < lastOff || (off == lastOff && s.rank[b] <= lastRank)
 }
 
-// bounded is the cross-section bound of a node whose candidates, sorted by
-// (lowest offset, rank), may go next from cands[first] on: in every
-// section of [lo, hi), the unplaced buffers all live at once and lie above
-// the section's floor and above the lowest offset any of them can take,
-// so they must fit between that and the height.
+// bounded is the cross-section bound of a node whose next placement is at
+// offset next or higher, after (lastOff, lastRank): in every section of
+// [lo, hi), the unplaced buffers all live at once and lie above the
+// section's floor and above the lowest offset any of them can take, so
+// they must fit between that and the height.
 //
-// Every placement from here on is at or above next, the lowest offset of
-// cands[first]: an unplaced buffer can take its lowest offset if that is
-// in order, and one before cands[first] must first be raised by a buffer
+// Every placement from here on is at or above next: an unplaced buffer
+// can take its lowest offset if that comes after (lastOff, lastRank) in
+// canonical order, and one that does not must first be raised by a buffer
 // placed at or above next, so it lies at next+1 or higher. This is
 // MiniMalloc's section inference with its monotonic and unallocated
 // floors, and the canonical order makes it stronger: the buffers that
 // cannot go next no longer hold a section's bound down. It costs a pass
-// over the sections of the unplaced buffers.
-func (s *searcher) bounded(cands []int32, first int, lo, hi int32) bool {
-	next := s.minOff[cands[first]]
+// over the sections of the unplaced buffers cands.
+func (s *searcher) bounded(cands []int32, next, lastOff int64, lastRank int32, lo, hi int32) bool {
+	// The sections' floors and next alone first: a pass over the
+	// sections, enough to prune most nodes.
 	for k := lo; k < hi; k++ {
+		if s.total[k] > 0 && max(s.floor[k], next)+s.total[k] > s.height {
+			return false
+		}
 		s.low[k] = math.MaxInt64
 	}
-	for i, b := range cands {
+	for _, b := range cands {
 		at := s.minOff[b]
-		if i < first {
+		if s.before(b, lastOff, lastRank) {
 			at = next + 1
 		}
 		for k := max(s.secLo[b], lo); k < min(s.secHi[b], hi); k++ {
