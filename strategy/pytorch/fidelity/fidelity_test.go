@@ -102,6 +102,36 @@ func TestFromEmpty(t *testing.T) {
 		run(t, fromEmpty(), newModel))
 }
 
+// oomReleases fails two allocations in a row, as a device too small does.
+// Before each oom, PyTorch's malloc releases every cached segment
+// (release_cached_blocks), and records the segment_free entries first: the
+// block freed between the two ooms makes its segment one more to release
+// before the second.
+func oomReleases() *snapshot.Snapshot {
+	return &snapshot.Snapshot{
+		Segments: []snapshot.Segment{seg(0, xA, live(xA, mib, mib), free(xA+mib, mib))},
+		DeviceTraces: [][]snapshot.TraceEntry{{
+			ent(snapshot.FreeRequested, xA, mib),
+			ent(snapshot.FreeCompleted, xA, mib),
+			ent(snapshot.SegmentFree, xA, 2*mib),
+			ent(snapshot.OutOfMemory, 0, 100*mib),
+			ent(snapshot.FreeRequested, sA, mib),
+			ent(snapshot.FreeCompleted, sA, mib),
+			ent(snapshot.SegmentFree, sA, 2*mib),
+			ent(snapshot.OutOfMemory, 0, 100*mib),
+			ent(snapshot.SegmentAlloc, xA, 2*mib),
+			ent(snapshot.Alloc, xA, mib),
+		}},
+	}
+}
+
+func TestOOMReleases(t *testing.T) {
+	assert.Equal(t, []*Result{{File: "t.pickle", Allocs: 1, AddressMatches: 1, DecisionMatches: 1, SegmentAllocs: 1, SegmentMatches: 1,
+		MatchRate: pf(1), DecisionRate: pf(1), OOMs: 2, OOMMatches: 2, SegmentFrees: 2, SegmentFreeMatches: 2, DeviceFrees: 2,
+		InitialLive: 2, InitialSegs: 2, Mismatches: []Mismatch{}}},
+		run(t, oomReleases(), PyTorch))
+}
+
 // started has blocks live before its trace, on two devices: PyTorch reuses
 // the block freed on device 0 and splits the free rest of the segment of
 // device 1.
