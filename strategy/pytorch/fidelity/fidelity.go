@@ -117,9 +117,11 @@ type Result struct {
 	// entries, of which SegmentMatches the allocator asked for too.
 	SegmentAllocs  int64 `json:"segment_allocs"`
 	SegmentMatches int64 `json:"segment_matches"`
-	// MatchRate is (AddressMatches + SegmentMatches) / (Allocs +
-	// SegmentAllocs), DecisionRate DecisionMatches / Allocs; both nil (null
-	// in JSON) when there are no allocs.
+	// MatchRate is (AddressMatches + SegmentMatches + SegmentFreeMatches)
+	// / (Allocs + SegmentAllocs + SegmentFrees), so that it is 1 only when
+	// every address and every segment taken and given back matches;
+	// DecisionRate is DecisionMatches / Allocs. Both are nil (null in JSON)
+	// when there are no allocs.
 	MatchRate    *float64 `json:"match_rate"`
 	DecisionRate *float64 `json:"decision_rate"`
 	// OOMs counts the recorded oom entries, of which OOMMatches failed in
@@ -192,7 +194,7 @@ func Run(s *snapshot.Snapshot, name string, opts Options) ([]*Result, error) {
 		if err := runDevice(s, d, conf, rules, opts.New, res); err != nil {
 			return nil, err
 		}
-		res.MatchRate = rate(res.AddressMatches+res.SegmentMatches, res.Allocs+res.SegmentAllocs)
+		res.MatchRate = rate(res.AddressMatches+res.SegmentMatches+res.SegmentFreeMatches, res.Allocs+res.SegmentAllocs+res.SegmentFrees)
 		res.DecisionRate = rate(res.DecisionMatches, res.Allocs)
 		if res.Allocs == 0 {
 			res.MatchRate = nil
