@@ -404,8 +404,10 @@ type replay struct {
 	be   *backend
 	live map[uint64]gpualloc.Block // recorded address -> the model's block
 	// failed are the recorded addresses whose allocation the model failed.
-	failed    map[uint64]bool
-	released  bool  // ReleaseAll was called since the last alloc
+	failed map[uint64]bool
+	// released: ReleaseAll was called since the last alloc or free. A
+	// free may make a segment whole, which the next release gives back.
+	released  bool
 	decisions int64 // allocs that matched wholly
 }
 
@@ -514,6 +516,7 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 		res.AddressMatches++
 	case snapshot.FreeCompleted:
 		be.endAlloc()
+		r.released = false
 		b, ok := r.live[e.Addr]
 		if !ok {
 			if r.failed[e.Addr] {

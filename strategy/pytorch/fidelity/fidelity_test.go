@@ -133,6 +133,25 @@ func TestOOMReleases(t *testing.T) {
 		run(t, oomReleases(), PyTorch))
 }
 
+// TestReleasesBetweenFrees empties the cache twice, with a block freed
+// between: the second release gives back the segment that the free made
+// whole.
+func TestReleasesBetweenFrees(t *testing.T) {
+	s := &snapshot.Snapshot{
+		DeviceTraces: [][]snapshot.TraceEntry{{
+			ent(snapshot.FreeRequested, xA, mib),
+			ent(snapshot.FreeCompleted, xA, mib),
+			ent(snapshot.SegmentFree, xA, 2*mib),
+			ent(snapshot.FreeRequested, sA, mib),
+			ent(snapshot.FreeCompleted, sA, mib),
+			ent(snapshot.SegmentFree, sA, 2*mib),
+		}},
+	}
+	assert.Equal(t, []*Result{{File: "t.pickle", SegmentFrees: 2, SegmentFreeMatches: 2, DeviceFrees: 2,
+		InitialLive: 2, InitialSegs: 2, Note: NoHistory, Mismatches: []Mismatch{}}},
+		run(t, s, PyTorch))
+}
+
 // started has blocks live before its trace, on two devices: PyTorch reuses
 // the block freed on device 0 and splits the free rest of the segment of
 // device 1.
