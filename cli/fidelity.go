@@ -21,14 +21,18 @@ address of each alloc, the segments allocated (segment_alloc, or
 segment_map with expandable segments) and freed, and the recorded out of
 memory errors (oom). One row per file and device.
 
-MATCH RATE is (address matches + segment matches) / (allocs + segment
-allocs) when the strategy goes on from its own decisions, so that an early
-divergence moves every later address. DECISION RATE is decision matches /
+SEGMENT ALLOCS counts the recorded segment_alloc (and segment_map)
+entries, SEGMENT MATCHES those the strategy took too; SEGMENT FREES the
+recorded segment_free (and segment_unmap) entries, FREE MATCHES those the
+strategy gave back too. MATCH RATE is (address matches + segment matches
++ free matches) / (allocs + segment allocs + segment frees) when the
+strategy goes on from its own decisions, so that an early divergence moves
+every later address. DECISION RATE is decision matches /
 allocs when the strategy is made to hold the recorded state before each
 alloc, so that each divergence counts once. A device with no alloc in its
 trace (a state-only or legacy snapshot) has nothing to compare: its rates
-are - (null in JSON, empty in CSV). The OOMS columns show only when a
-snapshot records one. Rates are rounded down, so that 100.00% means all.
+are - (null in JSON, empty in CSV). The SEGMENT FREES and OOMS columns
+show only when a snapshot records one. Rates are rounded down, so that 100.00% means all.
 
 Flags:
 `
@@ -82,11 +86,15 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 // fidelityTable writes results as a table, then their notes and first
 // mismatches.
 func fidelityTable(e *env, results []*fidelity.Result) error {
-	ooms := false
+	ooms, frees := false, false
 	for _, r := range results {
 		ooms = ooms || r.OOMs > 0
+		frees = frees || r.SegmentFrees > 0
 	}
 	head := []string{"FILE", "DEVICE", "ALLOCS", "ADDRESS MATCHES", "DECISION MATCHES", "SEGMENT ALLOCS", "SEGMENT MATCHES"}
+	if frees {
+		head = append(head, "SEGMENT FREES", "FREE MATCHES")
+	}
 	if ooms {
 		head = append(head, "OOMS", "OOM MATCHES")
 	}
@@ -100,12 +108,15 @@ func fidelityTable(e *env, results []*fidelity.Result) error {
 	for _, r := range results {
 		row := []string{r.File, strconv.Itoa(r.Device), count(r.Allocs), count(r.AddressMatches), count(r.DecisionMatches),
 			count(r.SegmentAllocs), count(r.SegmentMatches)}
+		if frees {
+			row = append(row, count(r.SegmentFrees), count(r.SegmentFreeMatches))
+		}
 		if ooms {
 			row = append(row, count(r.OOMs), count(r.OOMMatches))
 		}
 		match, decision := "-", "-"
 		if r.MatchRate != nil {
-			match = percentDown(r.AddressMatches+r.SegmentMatches, r.Allocs+r.SegmentAllocs)
+			match = percentDown(r.AddressMatches+r.SegmentMatches+r.SegmentFreeMatches, r.Allocs+r.SegmentAllocs+r.SegmentFrees)
 		}
 		if r.DecisionRate != nil {
 			decision = percentDown(r.DecisionMatches, r.Allocs)

@@ -58,6 +58,28 @@ func fidelitySnapshot(lastAddr uint64) []byte {
 	return pkPickle(pk.Snapshot(segs, [][]any{trace}, pkSettings))
 }
 
+// fidelityFreesSnapshot is a snapshot with a max_split_size whose trace
+// records a large segment given back, once its block is freed, before an
+// alloc that PyTorch serves from the small segment's cache, with no
+// reason to release anything: the strategy keeps the segment.
+func fidelityFreesSnapshot() []byte {
+	settings := append(pk.Dict(nil), pkSettings...)
+	for i, kv := range settings {
+		if kv.K == "max_split_size" {
+			settings[i].V = 40 << 20
+		}
+	}
+	segs := []any{pk.Segment(0, fA0, 0, "small", pk.Block(fA0, 512, 300, "active_allocated"), pk.Block(fA0+512, 512, 300, "active_allocated"),
+		pk.Block(fA0+1024, 2<<20-1024, 0, "inactive"))}
+	trace := []any{
+		pkEntry("free_requested", fL0, 5<<20),
+		pkEntry("free_completed", fL0, 5<<20),
+		pkEntry("segment_free", fL0, 20<<20),
+		pkEntry("alloc", fA0+512, 300),
+	}
+	return pkPickle(pk.Snapshot(segs, [][]any{trace}, settings))
+}
+
 // fidelityFiles are the test's snapshots, kept under testdata: -update
 // rewrites them, and the test checks that they are what the encoder writes.
 func fidelityFiles() map[string][]byte {
@@ -77,6 +99,7 @@ func fidelityFiles() map[string][]byte {
 		"fidelity_match.pickle":    fidelitySnapshot(fA0),
 		"fidelity_mismatch.pickle": fidelitySnapshot(fA0 + 2048),
 		"fidelity_bad.pickle":      bad,
+		"fidelity_frees.pickle":    fidelityFreesSnapshot(),
 	}
 }
 
@@ -104,6 +127,8 @@ func TestFidelityGolden(t *testing.T) {
 		{"err_fidelity_no_args", []string{"fidelity"}, 2},
 		{"fidelity_csv", []string{"fidelity", "-f", "csv", p("match.pickle"), p("mismatch.pickle")}, 0},
 		{"fidelity_legacy", []string{"fidelity", p("legacy.pickle"), p("match.pickle")}, 0},
+		{"fidelity_frees", []string{"fidelity", p("match.pickle"), p("frees.pickle")}, 0},
+		{"fidelity_frees_csv", []string{"fidelity", "-f", "csv", p("frees.pickle")}, 0},
 		{"err_fidelity_format", []string{"fidelity", "-f", "xml", p("match.pickle")}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,7 +2,9 @@ package fidelity_test
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -110,6 +112,11 @@ func TestExports(t *testing.T) {
 		{name: "oom", conf: "", capacity: 75, oom: true},
 		{name: "oom_max_split", conf: "max_split_size_mb:24", capacity: 75, oom: true},
 		{name: "oom_expandable", conf: "expandable_segments:True", capacity: 75, oom: true},
+		// A device of 40% of the peak: most large requests fail, many in
+		// a row, each after its own release of cached segments.
+		{name: "oom_tight", conf: "", capacity: 40, oom: true},
+		{name: "oom_tight_max_split", conf: "max_split_size_mb:24", capacity: 40, oom: true},
+		{name: "oom_tight_expandable", conf: "expandable_segments:True", capacity: 40, oom: true},
 	} {
 		for name, evs := range heads {
 			evs := spread(evs, max(tc.streams, 1), max(tc.devices, 1))
@@ -254,6 +261,39 @@ func BenchmarkRun(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+		})
+	}
+}
+
+// TestExportOOMReleases exports failures in a row on a device of 8 MiB:
+// the first large request fails after its release gives back the cached
+// small segment; two blocks freed then make another segment whole, which
+// the second failure's release gives back. Fidelity takes each segment
+// freed (or unmapped) where the record has it.
+func TestExportOOMReleases(t *testing.T) {
+	const csv = "op,id,size\n" +
+		"alloc,1,1048576\nalloc,2,1048576\nalloc,3,1048576\nfree,3,\n" +
+		"alloc,4,6291456\n" + // fails: a new segment of 20 MiB
+		"free,1,\nfree,2,\n" +
+		"alloc,5,6291456\n" + // fails again
+		"alloc,6,1048576\nfree,6,\n"
+	r, err := traces.NewReader(strings.NewReader(csv), "t", traces.Options{})
+	require.NoError(t, err)
+	evs, err := traces.ReadAll(r)
+	require.NoError(t, err)
+	for _, conf := range []string{"", "max_split_size_mb:24", "expandable_segments:True"} {
+		t.Run(cmp.Or(conf, "default"), func(t *testing.T) {
+			s, rep := export(t, evs, conf, 8<<20, 0)
+			require.Equal(t, int64(2), rep.OOMs)
+			res, err := fidelity.Run(s, "export.pickle", fidelity.Options{New: fidelity.PyTorch})
+			require.NoError(t, err)
+			require.Len(t, res, 1)
+			r := res[0]
+			require.Empty(t, r.Mismatches)
+			assert.Equal(t, int64(2), r.OOMMatches)
+			assert.Positive(t, r.SegmentFrees)
+			assert.Equal(t, r.SegmentFrees, r.SegmentFreeMatches)
+			assert.Equal(t, r.Allocs, r.DecisionMatches)
 		})
 	}
 }

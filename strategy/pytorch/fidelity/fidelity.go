@@ -25,6 +25,10 @@
 //   - segment_free and segment_unmap: compared with what the allocator gave
 //     back to its backend; when it has given back none of it, its
 //     ReleaseAll (PyTorch's empty_cache) is called first, if it has one.
+//     Those recorded just before an oom are the failed allocation's own
+//     release and are compared after it; so are the segment_free entries
+//     just before an alloc where an allocation may free some cached
+//     segments and not others (see releaseInAlloc).
 //   - oom: the allocator serves the request (the entry's size, which
 //     PyTorch records rounded) with a device that refuses every allocation;
 //     it matches when the allocator fails too. A block that it serves from
@@ -113,9 +117,11 @@ type Result struct {
 	// entries, of which SegmentMatches the allocator asked for too.
 	SegmentAllocs  int64 `json:"segment_allocs"`
 	SegmentMatches int64 `json:"segment_matches"`
-	// MatchRate is (AddressMatches + SegmentMatches) / (Allocs +
-	// SegmentAllocs), DecisionRate DecisionMatches / Allocs; both nil (null
-	// in JSON) when there are no allocs.
+	// MatchRate is (AddressMatches + SegmentMatches + SegmentFreeMatches)
+	// / (Allocs + SegmentAllocs + SegmentFrees), so that it is 1 only when
+	// every address and every segment taken and given back matches;
+	// DecisionRate is DecisionMatches / Allocs. Both are nil (null in JSON)
+	// when there are no allocs.
 	MatchRate    *float64 `json:"match_rate"`
 	DecisionRate *float64 `json:"decision_rate"`
 	// OOMs counts the recorded oom entries, of which OOMMatches failed in
@@ -188,7 +194,7 @@ func Run(s *snapshot.Snapshot, name string, opts Options) ([]*Result, error) {
 		if err := runDevice(s, d, conf, rules, opts.New, res); err != nil {
 			return nil, err
 		}
-		res.MatchRate = rate(res.AddressMatches+res.SegmentMatches, res.Allocs+res.SegmentAllocs)
+		res.MatchRate = rate(res.AddressMatches+res.SegmentMatches+res.SegmentFreeMatches, res.Allocs+res.SegmentAllocs+res.SegmentFrees)
 		res.DecisionRate = rate(res.DecisionMatches, res.Allocs)
 		if res.Allocs == 0 {
 			res.MatchRate = nil
@@ -398,8 +404,10 @@ type replay struct {
 	be   *backend
 	live map[uint64]gpualloc.Block // recorded address -> the model's block
 	// failed are the recorded addresses whose allocation the model failed.
-	failed    map[uint64]bool
-	released  bool  // ReleaseAll was called since the last alloc
+	failed map[uint64]bool
+	// released: ReleaseAll was called since the last alloc or free. A
+	// free may make a segment whole, which the next release gives back.
+	released  bool
 	decisions int64 // allocs that matched wholly
 }
 
@@ -508,6 +516,7 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 		res.AddressMatches++
 	case snapshot.FreeCompleted:
 		be.endAlloc()
+		r.released = false
 		b, ok := r.live[e.Addr]
 		if !ok {
 			if r.failed[e.Addr] {
@@ -523,8 +532,9 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 	case snapshot.SegmentFree, snapshot.SegmentUnmap:
 		be.endAlloc()
 		res.SegmentFrees++
-		if e.Action == snapshot.SegmentFree && r.releaseInAlloc && r.allocFollows(i) {
-			// Freed by the next alloc, which its device refuses until then.
+		if r.oomFollows(i) || e.Action == snapshot.SegmentFree && r.releaseInAlloc && r.allocFollows(i) {
+			// Freed by the next alloc or oom, which its device refuses
+			// until then.
 			be.releases = append(be.releases, e)
 			return true, nil
 		}
@@ -565,6 +575,27 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 	return true, nil
 }
 
+// oomFollows reports whether the segment_free and segment_unmap entries
+// from the i-th on lead to an oom. They are the failed allocation's own:
+// PyTorch's malloc releases cached segments (release_available_cached_blocks
+// with a max_split_size, then release_cached_blocks) before it gives up and
+// records the oom, so an oom that follows frees of a release, an
+// empty_cache's included, holds no cached segment that the release could
+// give back. Given back before the oom instead, by ReleaseAll, they would
+// miss the blocks freed since the last release.
+func (r *replay) oomFollows(i int) bool {
+	for _, e := range r.trace[i+1:] {
+		switch e.Action {
+		case snapshot.SegmentFree, snapshot.SegmentUnmap:
+		case snapshot.OutOfMemory:
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
 // allocFollows reports whether the segment_free entries from the i-th on
 // lead to an alloc or oom, with only segment_alloc entries between.
 func (r *replay) allocFollows(i int) bool {
@@ -595,8 +626,9 @@ type backend struct {
 	mapped  []uint64               // pages mapped for the current alloc, by address
 	full    bool                   // every allocation fails
 	total   int64                  // the device's memory
-	// releases are the segment_free entries recorded just before the
-	// current alloc, which it must free before it gets memory.
+	// releases are the segment_free and segment_unmap entries recorded
+	// just before the current alloc or oom, which it must free before it
+	// gets memory (see allocFollows and oomFollows).
 	releases []*snapshot.TraceEntry
 	next     uint64          // address of the next segment not in the trace
 	dirty    int             // index of the last entry with a mismatch of the backend, or noEntry
@@ -645,12 +677,19 @@ func (b *backend) Malloc(size int64) (uint64, error) {
 	return b.fresh(size), nil
 }
 
-// releasing reports whether a segment that the current alloc must free
-// first is still held.
+// releasing reports whether a segment or page that the current alloc must
+// free first is still held.
 func (b *backend) releasing() bool {
 	for _, e := range b.releases {
-		if !b.freed[e.Addr] {
+		if e.Action == snapshot.SegmentFree && !b.freed[e.Addr] {
 			return true
+		}
+		if e.Action == snapshot.SegmentUnmap {
+			for _, p := range pages(e) {
+				if !b.freed[p] {
+					return true
+				}
+			}
 		}
 	}
 	return false
@@ -793,13 +832,13 @@ func (b *backend) endAlloc() {
 	b.pending, b.taken, b.mapped = b.pending[:0], false, b.mapped[:0]
 }
 
-// endReleases closes the segment_free entries recorded before the alloc or
-// oom just replayed: a segment that the allocator kept is a mismatch.
+// endReleases closes the segment_free and segment_unmap entries recorded
+// before the alloc or oom just replayed: a segment or page that the
+// allocator kept is a mismatch.
 func (b *backend) endReleases() {
 	for _, e := range b.releases {
-		if b.freed[e.Addr] {
+		if b.takeBack(e) {
 			b.res.SegmentFreeMatches++
-			delete(b.freed, e.Addr)
 		} else {
 			b.mismatch(Mismatch{b.dev, b.index, string(e.Action), e.Size, hex(e.Addr), "kept"})
 		}

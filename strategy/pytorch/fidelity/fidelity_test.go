@@ -95,11 +95,61 @@ func TestFromEmpty(t *testing.T) {
 		MatchRate: pf(1), DecisionRate: pf(1), OOMs: 1, OOMMatches: 1, SegmentFrees: 1, SegmentFreeMatches: 1, DeviceFrees: 1, Mismatches: []Mismatch{}}},
 		run(t, fromEmpty(), PyTorch))
 
-	// The test's model takes the same decisions but cannot empty its cache.
+	// The test's model takes the same decisions but cannot empty its cache:
+	// the segment it keeps is the one decision of 8 it misses.
 	assert.Equal(t, []*Result{{File: "t.pickle", Allocs: 5, AddressMatches: 5, DecisionMatches: 5, SegmentAllocs: 2, SegmentMatches: 2,
-		MatchRate: pf(1), DecisionRate: pf(1), OOMs: 1, OOMMatches: 1, SegmentFrees: 1,
+		MatchRate: pf(7.0 / 8), DecisionRate: pf(1), OOMs: 1, OOMMatches: 1, SegmentFrees: 1,
 		Mismatches: []Mismatch{{0, 14, "segment_free", 20 * mib, "0x7f0001000000", "kept"}}}},
 		run(t, fromEmpty(), newModel))
+}
+
+// oomReleases fails two allocations in a row, as a device too small does.
+// Before each oom, PyTorch's malloc releases every cached segment
+// (release_cached_blocks), and records the segment_free entries first: the
+// block freed between the two ooms makes its segment one more to release
+// before the second.
+func oomReleases() *snapshot.Snapshot {
+	return &snapshot.Snapshot{
+		Segments: []snapshot.Segment{seg(0, xA, live(xA, mib, mib), free(xA+mib, mib))},
+		DeviceTraces: [][]snapshot.TraceEntry{{
+			ent(snapshot.FreeRequested, xA, mib),
+			ent(snapshot.FreeCompleted, xA, mib),
+			ent(snapshot.SegmentFree, xA, 2*mib),
+			ent(snapshot.OutOfMemory, 0, 100*mib),
+			ent(snapshot.FreeRequested, sA, mib),
+			ent(snapshot.FreeCompleted, sA, mib),
+			ent(snapshot.SegmentFree, sA, 2*mib),
+			ent(snapshot.OutOfMemory, 0, 100*mib),
+			ent(snapshot.SegmentAlloc, xA, 2*mib),
+			ent(snapshot.Alloc, xA, mib),
+		}},
+	}
+}
+
+func TestOOMReleases(t *testing.T) {
+	assert.Equal(t, []*Result{{File: "t.pickle", Allocs: 1, AddressMatches: 1, DecisionMatches: 1, SegmentAllocs: 1, SegmentMatches: 1,
+		MatchRate: pf(1), DecisionRate: pf(1), OOMs: 2, OOMMatches: 2, SegmentFrees: 2, SegmentFreeMatches: 2, DeviceFrees: 2,
+		InitialLive: 2, InitialSegs: 2, Mismatches: []Mismatch{}}},
+		run(t, oomReleases(), PyTorch))
+}
+
+// TestReleasesBetweenFrees empties the cache twice, with a block freed
+// between: the second release gives back the segment that the free made
+// whole.
+func TestReleasesBetweenFrees(t *testing.T) {
+	s := &snapshot.Snapshot{
+		DeviceTraces: [][]snapshot.TraceEntry{{
+			ent(snapshot.FreeRequested, xA, mib),
+			ent(snapshot.FreeCompleted, xA, mib),
+			ent(snapshot.SegmentFree, xA, 2*mib),
+			ent(snapshot.FreeRequested, sA, mib),
+			ent(snapshot.FreeCompleted, sA, mib),
+			ent(snapshot.SegmentFree, sA, 2*mib),
+		}},
+	}
+	assert.Equal(t, []*Result{{File: "t.pickle", SegmentFrees: 2, SegmentFreeMatches: 2, DeviceFrees: 2,
+		InitialLive: 2, InitialSegs: 2, Note: NoHistory, Mismatches: []Mismatch{}}},
+		run(t, s, PyTorch))
 }
 
 // started has blocks live before its trace, on two devices: PyTorch reuses
@@ -155,7 +205,7 @@ func TestMismatches(t *testing.T) {
 	}
 	res := runOpts(t, s, Options{New: PyTorch, MaxMismatches: 10})
 	want := &Result{File: "t.pickle", Allocs: 4, AddressMatches: 2, DecisionMatches: 1, SegmentAllocs: 3, SegmentMatches: 1,
-		MatchRate: pf(3.0 / 7), DecisionRate: pf(1.0 / 4), ExtraMallocs: 1, SegmentFrees: 1, Mismatches: []Mismatch{
+		MatchRate: pf(3.0 / 8), DecisionRate: pf(1.0 / 4), ExtraMallocs: 1, SegmentFrees: 1, Mismatches: []Mismatch{
 			{0, 1, "alloc", 100, "0x7f0000000200", "0x7f0000000000"},
 			{0, 2, "segment_alloc", 40 * mib, "41943040 bytes", "20971520 bytes"},
 			{0, 5, "segment_alloc", 20 * mib, "20971520 bytes", "none (served from the cache)"},
