@@ -36,7 +36,7 @@
 // placements (buffers placed in non-decreasing order of offset, each at the
 // lowest offset the buffers below it allow), prunes a partial placement when
 // some cross section of time cannot hold its unplaced buffers above its
-// floor, skips a buffer whose offset would leave room below it for another
+// floor and above the lowest offset they can still take in that order, skips a buffer whose offset would leave room below it for another
 // (dominance), and, once every buffer that crosses a point of time is
 // placed, solves the two sides apart (decomposition at cut points). The
 // search is bounded by a time limit and by the context; the result says

@@ -124,3 +124,28 @@ func (p *simplePlacer) mark(r int, u int64) {
 		p.tree[i] = u
 	}
 }
+
+// TestSearchMatchesBruteForce checks the exact search's pruning against the
+// brute force on small problems, random and tight, at the optimum (a
+// placement must be found, and pass Check) and one byte below it (none
+// may be found): a rule that cut off every placement at the optimum, or
+// let one through below it, fails here.
+func TestSearchMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for i := range 1000 {
+		var p Problem
+		if i%2 == 0 {
+			n := 2 + rng.IntN(6)
+			p = randomProblem(rng, n, 2+rng.Int64N(8), 1+rng.Int64N(20))
+		} else {
+			// Small sizes: placements one byte apart.
+			n := 2 + rng.IntN(7)
+			p = Tight(n, int64(n)+rng.Int64N(4), int64(n)+rng.Int64N(4), rng)
+		}
+		opt := bruteForce(p.Buffers)
+		s := newSearcher(context.Background(), p.Buffers)
+		require.Equal(t, found, s.solve(opt), "case %d: none found at the optimum %d: %+v", i, opt, p)
+		require.NoError(t, Check(p, (&Solution{Offsets: s.sol}).Placements(p), opt), "case %d", i)
+		require.Equal(t, infeasible, s.solve(opt-1), "case %d: found below the optimum %d: %+v", i, opt, p)
+	}
+}

@@ -32,7 +32,9 @@ const maxSearchPairs = 4 << 20
 // buffer placed in it) and the total size of its unplaced buffers; for each
 // unplaced buffer its lowest offset (the top of the highest placed buffer
 // that overlaps it in time); and for each boundary between two sections the
-// number of unplaced buffers that cross it.
+// number of unplaced buffers that cross it. Each node bounds every section
+// from below by the offsets its unplaced buffers can still take (see
+// [searcher.bounded]).
 type searcher struct {
 	bufs     []Buffer
 	height   int64
@@ -51,15 +53,11 @@ type searcher struct {
 
 	undoOff   []change // minOff changes
 	undoFloor []change // floor changes
-	undoMin   []change // secMin changes
-	secMin    []int64  // per section: the lowest offset of its unplaced buffers; MaxInt64 for none
-	stamp     []int64  // per section: the node that last marked it
-	affected  []int32  // scratch
+	low       []int64  // scratch, per section: the lowest offset its unplaced buffers can take
 
 	po    [3]func(s *searcher, a, b int32) int // the preorder of this round
 	ctx   context.Context
 	nodes int64 // nodes left for this preorder
-	ticks int
 }
 
 type change struct {
@@ -102,8 +100,7 @@ func newSearcher(ctx context.Context, bufs []Buffer) *searcher {
 	s.total = make([]int64, nsec)
 	s.cuts = make([]int32, max(nsec-1, 0))
 	s.secBufs = make([][]int32, nsec)
-	s.stamp = make([]int64, nsec)
-	s.secMin = make([]int64, nsec)
+	s.low = make([]int64, nsec)
 	for i, b := range bufs {
 		lo, _ := slices.BinarySearch(times, b.Lower)
 		hi, _ := slices.BinarySearch(times, b.Upper)
@@ -188,12 +185,6 @@ func (s *searcher) solveAll() outcome {
 	// The sections' floors are 0 again; totals and cuts are restored by the
 	// undoing of every placement.
 	clear(s.floor)
-	for k := range s.secMin {
-		s.secMin[k] = math.MaxInt64
-		if len(s.secBufs[k]) > 0 {
-			s.secMin[k] = 0
-		}
-	}
 	all := make([]int32, len(s.bufs))
 	for i := range all {
 		all[i] = int32(i)
@@ -271,22 +262,33 @@ func (s *searcher) search(bufs []int32, lo, hi int32, lastOff int64, lastRank in
 	if len(cands) == 0 {
 		return found
 	}
-	slices.SortFunc(cands, func(a, b int32) int {
+	// Canonical placements only: offsets never go down, and at equal
+	// offsets the preorder decides. The candidates in order after
+	// (lastOff, lastRank) may go next, the lowest first; the others wait
+	// until a placement raises them.
+	next := int32(-1)
+	for _, b := range cands {
+		if !s.before(b, lastOff, lastRank) && (next < 0 || s.before(b, s.minOff[next], s.rank[next])) {
+			next = b
+		}
+	}
+	if next < 0 || !s.bounded(cands, s.minOff[next], lastOff, lastRank, lo, hi) {
+		return infeasible
+	}
+	// Dominance: b would leave below it the room of a buffer that fits
+	// under b's offset, which a canonical placement puts there first.
+	// Only the rest are sorted: most nodes fail the bound first.
+	order := cands[:0]
+	for _, b := range cands {
+		if !s.before(b, lastOff, lastRank) && s.minOff[b] < minHeight {
+			order = append(order, b)
+		}
+	}
+	slices.SortFunc(order, func(a, b int32) int {
 		return cmp.Or(cmp.Compare(s.minOff[a], s.minOff[b]), cmp.Compare(s.rank[a], s.rank[b]))
 	})
-	for _, b := range cands {
-		off := s.minOff[b]
-		// Canonical placements only: offsets never go down, and at equal
-		// offsets the preorder decides.
-		if off < lastOff || (off == lastOff && s.rank[b] < lastRank) {
-			continue
-		}
-		// Dominance: b would leave below it the room of a buffer that
-		// fits under off, which a canonical placement puts there first.
-		if off >= minHeight {
-			break // cands are sorted by offset: the rest are higher still
-		}
-		out := s.place(bufs, lo, hi, b, off)
+	for _, b := range order {
+		out := s.place(bufs, lo, hi, b, s.minOff[b])
 		if out != infeasible {
 			return out
 		}
@@ -298,6 +300,54 @@ func (s *searcher) search(bufs []int32, lo, hi int32, lastOff int64, lastRank in
 		}
 	}
 	return infeasible
+}
+
+// before reports whether unplaced buffer b, at its lowest offset, comes
+// at or before (lastOff, lastRank) in the canonical order, so that it
+// cannot be placed next.
+func (s *searcher) before(b int32, lastOff int64, lastRank int32) bool {
+	off := s.minOff[b]
+	return off < lastOff || (off == lastOff && s.rank[b] <= lastRank)
+}
+
+// bounded is the cross-section bound of a node whose next placement is at
+// offset next or higher, after (lastOff, lastRank): in every section of
+// [lo, hi), the unplaced buffers all live at once and lie above the
+// section's floor and above the lowest offset any of them can take, so
+// they must fit between that and the height.
+//
+// Every placement from here on is at or above next: an unplaced buffer
+// can take its lowest offset if that comes after (lastOff, lastRank) in
+// canonical order, and one that does not must first be raised by a buffer
+// placed at or above next, so it lies at next+1 or higher. This is
+// MiniMalloc's section inference with its monotonic and unallocated
+// floors, and the canonical order makes it stronger: the buffers that
+// cannot go next no longer hold a section's bound down. It costs a pass
+// over the sections of the unplaced buffers cands.
+func (s *searcher) bounded(cands []int32, next, lastOff int64, lastRank int32, lo, hi int32) bool {
+	// The sections' floors and next alone first: a pass over the
+	// sections, enough to prune most nodes.
+	for k := lo; k < hi; k++ {
+		if s.total[k] > 0 && max(s.floor[k], next)+s.total[k] > s.height {
+			return false
+		}
+		s.low[k] = math.MaxInt64
+	}
+	for _, b := range cands {
+		at := s.minOff[b]
+		if s.before(b, lastOff, lastRank) {
+			at = next + 1
+		}
+		for k := max(s.secLo[b], lo); k < min(s.secHi[b], hi); k++ {
+			s.low[k] = min(s.low[k], at)
+		}
+	}
+	for k := lo; k < hi; k++ {
+		if s.total[k] > 0 && max(s.floor[k], s.low[k])+s.total[k] > s.height {
+			return false
+		}
+	}
+	return true
 }
 
 // hatless reports whether every buffer that lives with b is placed.
@@ -314,45 +364,22 @@ func (s *searcher) hatless(b int32) bool {
 func (s *searcher) place(bufs []int32, lo, hi int32, b int32, off int64) outcome {
 	buf := &s.bufs[b]
 	top := off + buf.Size
+	if top > s.height {
+		return infeasible
+	}
 	s.off[b] = off
 	s.sol[b] = off
-	uo, uf, um := len(s.undoOff), len(s.undoFloor), len(s.undoMin)
-	// The sections whose lowest unplaced offset may have risen: those
-	// where a buffer raised here or b itself held it.
-	s.ticks++
-	s.affected = s.affected[:0]
+	uo, uf := len(s.undoOff), len(s.undoFloor)
 	for _, o := range s.overlaps[b] {
 		if old := s.minOff[o]; s.off[o] < 0 && old < top {
 			s.undoOff = append(s.undoOff, change{o, old})
 			s.minOff[o] = top
-			s.affect(o, old)
 		}
 	}
-	s.affect(b, off)
 	for k := s.secLo[b]; k < s.secHi[b]; k++ {
 		s.undoFloor = append(s.undoFloor, change{k, s.floor[k]})
 		s.floor[k] = max(s.floor[k], top)
 		s.total[k] -= buf.Size
-	}
-	// MiniMalloc's unallocated floor: no unplaced buffer of a section lies
-	// below the lowest of their lowest offsets, so neither does the
-	// section's floor.
-	for _, k := range s.affected {
-		m := int64(math.MaxInt64)
-		for _, o := range s.secBufs[k] {
-			if s.off[o] < 0 && s.minOff[o] < m {
-				m = s.minOff[o]
-			}
-		}
-		if m == s.secMin[k] {
-			continue
-		}
-		s.undoMin = append(s.undoMin, change{k, s.secMin[k]})
-		s.secMin[k] = m
-		if m != math.MaxInt64 && m > s.floor[k] {
-			s.undoFloor = append(s.undoFloor, change{k, s.floor[k]})
-			s.floor[k] = m
-		}
 	}
 	var cutAt []int32
 	for k := s.secLo[b]; k+1 < s.secHi[b]; k++ {
@@ -363,13 +390,11 @@ func (s *searcher) place(bufs []int32, lo, hi int32, b int32, off int64) outcome
 			cutAt = append(cutAt, k+1)
 		}
 	}
-	out := infeasible
-	if s.fits(lo, hi, off) {
-		if cutAt != nil {
-			out = s.decompose(bufs, lo, hi, cutAt)
-		} else {
-			out = s.search(bufs, lo, hi, off, s.rank[b])
-		}
+	var out outcome
+	if cutAt != nil {
+		out = s.decompose(bufs, lo, hi, cutAt)
+	} else {
+		out = s.search(bufs, lo, hi, off, s.rank[b])
 	}
 	// Undo.
 	for k := s.secLo[b]; k+1 < s.secHi[b]; k++ {
@@ -384,33 +409,7 @@ func (s *searcher) place(bufs []int32, lo, hi int32, b int32, off int64) outcome
 	for i := len(s.undoOff) - 1; i >= uo; i-- {
 		s.minOff[s.undoOff[i].i] = s.undoOff[i].old
 	}
-	for i := len(s.undoMin) - 1; i >= um; i-- {
-		s.secMin[s.undoMin[i].i] = s.undoMin[i].old
-	}
-	s.undoOff, s.undoFloor, s.undoMin = s.undoOff[:uo], s.undoFloor[:uf], s.undoMin[:um]
+	s.undoOff, s.undoFloor = s.undoOff[:uo], s.undoFloor[:uf]
 	s.off[b] = -1
 	return out
-}
-
-// affect marks the sections of buffer o whose lowest unplaced offset was
-// o's old one, for place to compute again.
-func (s *searcher) affect(o int32, old int64) {
-	for k := s.secLo[o]; k < s.secHi[o]; k++ {
-		if s.secMin[k] == old && s.stamp[k] != int64(s.ticks) {
-			s.stamp[k] = int64(s.ticks)
-			s.affected = append(s.affected, k)
-		}
-	}
-}
-
-// fits is the cross-section bound: in every section of [lo, hi), the
-// unplaced buffers, which all live at once and will lie at or above both
-// the section's floor and the offset just used, must fit below the height.
-func (s *searcher) fits(lo, hi int32, off int64) bool {
-	for k := lo; k < hi; k++ {
-		if max(s.floor[k], off)+s.total[k] > s.height {
-			return false
-		}
-	}
-	return true
 }
