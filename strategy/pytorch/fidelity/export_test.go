@@ -297,3 +297,46 @@ func TestExportOOMReleases(t *testing.T) {
 		})
 	}
 }
+
+// TestExportMapFailure exports an allocation whose map fails partway, on a
+// device of 100 MiB with expandable segments: the first four requests of
+// 20 MiB map a page each and a small request maps a page of the small
+// pool; with the second and third freed, a request of 100 MiB fails (its
+// release unmaps them and the small page). A small request maps a page
+// again, and the fourth block is freed: a request of 80 MiB then maps the
+// two unmapped pages before the free one, is refused the page after it,
+// releases every cached page, those just mapped included, and maps four
+// pages anew. Fidelity takes each map, unmap and address where the record
+// has them.
+func TestExportMapFailure(t *testing.T) {
+	const csv = "op,id,size\n" +
+		"alloc,1,20971520\nalloc,2,20971520\nalloc,3,20971520\nalloc,4,20971520\n" +
+		"alloc,5,524288\nfree,5,\nfree,2,\nfree,3,\n" +
+		"alloc,6,104857600\n" + // fails
+		"alloc,7,524288\nfree,7,\nfree,4,\n" +
+		"alloc,8,83886080\n" + // maps two pages, fails, releases, maps four
+		"free,8,\nfree,1,\n"
+	r, err := traces.NewReader(strings.NewReader(csv), "t", traces.Options{})
+	require.NoError(t, err)
+	evs, err := traces.ReadAll(r)
+	require.NoError(t, err)
+	s, rep := export(t, evs, "expandable_segments:True", 100<<20, 0)
+	require.Equal(t, int64(1), rep.OOMs)
+	tr := s.DeviceTraces[0]
+	failed := false
+	for i := 1; i < len(tr); i++ {
+		failed = failed || tr[i-1].Action == snapshot.SegmentMap && tr[i].Action == snapshot.SegmentUnmap
+	}
+	require.True(t, failed, "a segment_unmap follows a segment_map")
+	res, err := fidelity.Run(s, "export.pickle", fidelity.Options{New: fidelity.PyTorch})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	got := res[0]
+	require.Empty(t, got.Mismatches)
+	assert.Equal(t, got.Allocs, got.AddressMatches)
+	assert.Equal(t, got.Allocs, got.DecisionMatches)
+	assert.Equal(t, got.SegmentAllocs, got.SegmentMatches)
+	assert.Equal(t, got.SegmentFrees, got.SegmentFreeMatches)
+	assert.Equal(t, int64(1), got.OOMMatches)
+	assert.Zero(t, got.ExtraMallocs)
+}

@@ -28,11 +28,18 @@
 //     Those recorded just before an oom are the failed allocation's own
 //     release and are compared after it; so are the segment_free entries
 //     just before an alloc where an allocation may free some cached
-//     segments and not others (see releaseInAlloc).
+//     segments and not others (see releaseInAlloc). Those recorded right
+//     after the segment_map entries of an alloc or oom, and before it,
+//     are the release after a failed map (see mapFailed): its backend
+//     refuses the allocation's next page once those segment_map entries
+//     are mapped, and compares the allocator's own release and the
+//     pages it maps afterwards with the record.
 //   - oom: the allocator serves the request (the entry's size, which
 //     PyTorch records rounded) with a device that refuses every allocation;
-//     it matches when the allocator fails too. A block that it serves from
-//     its cache instead is freed again.
+//     it matches when the allocator fails too (after a failed map, the
+//     device serves the pages recorded before the map failed, then
+//     refuses). A block that it serves from its cache instead is freed
+//     again.
 //
 // The trace is replayed twice. Free-running, the allocator goes on from its
 // own decisions: one early divergence may move every later address, and
@@ -491,7 +498,7 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 	switch e.Action {
 	case snapshot.SegmentAlloc, snapshot.SegmentMap:
 		res.SegmentAllocs++
-		if i == 0 || !isSegmentGrowth(r.trace[i-1].Action) {
+		if (i == 0 || !isSegmentGrowth(r.trace[i-1].Action)) && be.failAt == 0 {
 			be.endAlloc()
 		}
 		be.pending = append(be.pending, e)
@@ -530,8 +537,18 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 			return false, fmt.Errorf("device_traces[%d][%d]: free_completed of %s: %w", dev, at, hex(e.Addr), err)
 		}
 	case snapshot.SegmentFree, snapshot.SegmentUnmap:
-		be.endAlloc()
 		res.SegmentFrees++
+		if be.failAt == 0 && i > 0 && r.trace[i-1].Action == snapshot.SegmentMap && r.mapFailed(i) {
+			// The alloc that mapped the pages recorded before ran out
+			// of memory: its device refuses the next page once those
+			// are mapped, and it gives back what it caches, these.
+			be.failAt = len(be.pending)
+		}
+		if be.failAt > 0 {
+			be.releases = append(be.releases, e)
+			return true, nil
+		}
+		be.endAlloc()
 		if r.oomFollows(i) || e.Action == snapshot.SegmentFree && r.releaseInAlloc && r.allocFollows(i) {
 			// Freed by the next alloc or oom, which its device refuses
 			// until then.
@@ -553,11 +570,17 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 		res.mismatch(Mismatch{dev, at, string(e.Action), e.Size, hex(e.Addr), "kept"})
 		return false, nil
 	case snapshot.OutOfMemory:
-		be.endAlloc()
+		// Failed after mapping pages (see mapFailed), the allocation
+		// gets the memory recorded before its failure; else none.
+		failing := be.failAt > 0
+		if !failing {
+			be.endAlloc()
+		}
 		res.OOMs++
-		be.full = true
+		be.full, be.oom = !failing, true
 		b, err := r.a.AllocStream(e.Size, e.Stream)
-		be.full = false
+		be.full, be.oom = false, false
+		be.endAlloc()
 		be.endReleases()
 		if err != nil {
 			if !errors.Is(err, gpualloc.ErrOutOfMemory) {
@@ -596,6 +619,35 @@ func (r *replay) oomFollows(i int) bool {
 	return false
 }
 
+// mapFailed reports whether the segment_free and segment_unmap entries
+// from the i-th on, which follow segment_map entries, are those of the
+// failed map of an allocation that then succeeded or failed: they lead to
+// an alloc or oom with only segment_map and segment_alloc entries between.
+// PyTorch's malloc (alloc_block, try_allocate_expandable_block) maps the
+// missing pages of an expandable segment block by block (map_block, each
+// one ExpandableSegment::map, which records a segment_map); when the
+// device refuses a page (cuMemCreate), the pages of that map are given
+// back unrecorded and the allocation fails, keeping the blocks mapped
+// before; malloc then releases every cached segment and page
+// (release_cached_blocks), those just mapped included, and retries
+// (alloc_block again), mapping anew what it needs.
+func (r *replay) mapFailed(i int) bool {
+	for j := i + 1; j < len(r.trace); j++ {
+		switch r.trace[j].Action {
+		case snapshot.SegmentFree, snapshot.SegmentUnmap:
+			if isSegmentGrowth(r.trace[j-1].Action) {
+				return false
+			}
+		case snapshot.SegmentMap, snapshot.SegmentAlloc:
+		case snapshot.Alloc, snapshot.OutOfMemory:
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
 // allocFollows reports whether the segment_free entries from the i-th on
 // lead to an alloc or oom, with only segment_alloc entries between.
 func (r *replay) allocFollows(i int) bool {
@@ -625,7 +677,14 @@ type backend struct {
 	taken   bool                   // a segment_alloc of pending was taken by a Malloc
 	mapped  []uint64               // pages mapped for the current alloc, by address
 	full    bool                   // every allocation fails
-	total   int64                  // the device's memory
+	// failAt, when not 0, is the number of entries of pending recorded
+	// before the current alloc's failed map (see mapFailed): once their
+	// pages are mapped, the device refuses the next page.
+	failAt int
+	// refused: the device refused the current alloc's page at failAt.
+	refused bool
+	oom     bool  // the current allocation is recorded as failed
+	total   int64 // the device's memory
 	// releases are the segment_free and segment_unmap entries recorded
 	// just before the current alloc or oom, which it must free before it
 	// gets memory (see allocFollows and oomFollows).
@@ -731,6 +790,10 @@ func (b *backend) Create(size int64) (uint64, error) {
 	if b.full {
 		return 0, gpualloc.ErrOutOfMemory
 	}
+	if b.failAt > 0 && b.covered(b.pending[:b.failAt]) {
+		b.refuse()
+		return 0, gpualloc.ErrOutOfMemory
+	}
 	b.handles++
 	return b.handles, nil
 }
@@ -738,6 +801,11 @@ func (b *backend) Create(size int64) (uint64, error) {
 func (b *backend) Release(handle uint64) error { return nil }
 
 func (b *backend) Map(addr uint64, handle uint64) error {
+	if b.refused {
+		// The retry after the failed map: the releases between are
+		// done, and a page they gave back may be mapped again.
+		b.endReleases()
+	}
 	b.mapped = append(b.mapped, addr)
 	delete(b.freed, addr)
 	return nil
@@ -794,6 +862,38 @@ func (b *backend) takeBack(e *snapshot.TraceEntry) bool {
 	return ok
 }
 
+// covered reports whether every page of the segment_map entries of es is
+// mapped for the current alloc.
+func (b *backend) covered(es []*snapshot.TraceEntry) bool {
+	mapped := map[uint64]bool{}
+	for _, a := range b.mapped {
+		mapped[a] = true
+	}
+	for _, e := range es {
+		if e.Action != snapshot.SegmentMap {
+			continue
+		}
+		for _, p := range pages(e) {
+			if !mapped[p] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// refuse closes the entries of pending recorded before the current
+// alloc's failed map, as endAlloc does, and leaves those after it to its
+// retry; a recorded oom refuses the retry too.
+func (b *backend) refuse() {
+	after := append([]*snapshot.TraceEntry(nil), b.pending[b.failAt:]...)
+	b.pending = b.pending[:b.failAt]
+	b.endAlloc()
+	b.pending = append(b.pending, after...)
+	b.refused = true
+	b.full = b.oom
+}
+
 // endAlloc closes the recorded segment_alloc and segment_map entries of the
 // alloc just replayed: a segment that the allocator did not ask for, a
 // recorded range it did not map and a page it mapped that no entry
@@ -830,6 +930,7 @@ func (b *backend) endAlloc() {
 		b.mismatch(Mismatch{b.dev, b.index, "segment_map", 0, "none", fmt.Sprintf("%d pages from %s", len(extra), hex(extra[0]))})
 	}
 	b.pending, b.taken, b.mapped = b.pending[:0], false, b.mapped[:0]
+	b.failAt, b.refused = 0, false
 }
 
 // endReleases closes the segment_free and segment_unmap entries recorded
