@@ -126,6 +126,9 @@ func TestExports(t *testing.T) {
 		{name: "map_fail", conf: "expandable_segments:True", capacity: 55, oom: true, trace: "dynamic", events: 20000, mapFail: true},
 		{name: "map_fail_streams", conf: "expandable_segments:True", streams: 2, devices: 2, capacity: 25, oom: true, trace: "dynamic", events: 20000, mapFail: true},
 		{name: "map_fail_loose", conf: "expandable_segments:True", capacity: 88, oom: true, trace: "training", events: 20000, mapFail: true},
+		// A range reserved by an oom, whose first map the device refused,
+		// is mapped only much later.
+		{name: "map_fail_oom_range", conf: "expandable_segments:True", capacity: 91, oom: true, trace: "training", events: 20000, mapFail: true},
 		{name: "map_fail_loose_streams", conf: "expandable_segments:True", streams: 2, devices: 2, capacity: 49, oom: true, trace: "training", events: 20000, mapFail: true},
 	} {
 		n := cmp.Or(tc.events, exportEvents)

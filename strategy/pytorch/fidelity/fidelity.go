@@ -429,6 +429,7 @@ func (r *replay) start(st *snapshot.State, top uint64) error {
 	if rr, ok := a.(RangeRestorer); ok {
 		for _, x := range ranges(st, r.trace) {
 			if x.initial {
+				r.be.held[x.base] = rangeSize(r.total, x.page())
 				if err := rr.RestoreRange(x.stream, x.small, x.base); err != nil {
 					return err
 				}
@@ -465,6 +466,7 @@ func (r *replay) run(st *snapshot.State, top uint64, tr *snapshot.Tracker) error
 		be := r.be
 		at := i - r.offset // the entry's index in the file
 		be.index = at
+		be.ahead = r.trace[i:]
 		ok, err := r.entry(e, i, at)
 		if err != nil {
 			return err
@@ -689,14 +691,19 @@ type backend struct {
 	// just before the current alloc or oom, which it must free before it
 	// gets memory (see allocFollows and oomFollows).
 	releases []*snapshot.TraceEntry
-	next     uint64          // address of the next segment not in the trace
-	dirty    int             // index of the last entry with a mismatch of the backend, or noEntry
-	freed    map[uint64]bool // segments freed and pages unmapped, by address
-	handles  uint64          // handles created
+	// ahead are the trace's entries from the current one on.
+	ahead []snapshot.TraceEntry
+	// held are the ranges of expandable segments reserved (or restored),
+	// their size by their address.
+	held    map[uint64]int64
+	next    uint64          // address of the next segment not in the trace
+	dirty   int             // index of the last entry with a mismatch of the backend, or noEntry
+	freed   map[uint64]bool // segments freed and pages unmapped, by address
+	handles uint64          // handles created
 }
 
 func newBackend(res *Result, dev int, top uint64, total int64) *backend {
-	return &backend{res: res, dev: dev, next: top, total: total, dirty: noEntry, freed: map[uint64]bool{}}
+	return &backend{res: res, dev: dev, next: top, total: total, dirty: noEntry, freed: map[uint64]bool{}, held: map[uint64]int64{}}
 }
 
 // noEntry is no entry's index: the implied entries of State.Fresh have
@@ -774,17 +781,71 @@ func (b *backend) Granularity() int64 { return smallBuffer }
 
 // Reserve places a new range where the first segment_map recorded before
 // the current alloc says PyTorch's was, since PyTorch maps a new range
-// from its start.
+// from its start. A range reserved with no map recorded (its first map
+// refused, as in an oom) is placed where the first later segment_map of
+// the entry's stream and pool that lies in no range held is: PyTorch
+// keeps such a range, and its stream and pool map their next new pages
+// in it, from its start.
 func (b *backend) Reserve(size int64) (uint64, error) {
+	base, ok := uint64(0), false
 	for _, p := range b.pending {
 		if p.Action == snapshot.SegmentMap {
-			return p.Addr, nil
+			base, ok = p.Addr, true
+			break
 		}
 	}
-	return b.fresh(size), nil
+	if !ok {
+		base, ok = b.nextRange()
+	}
+	if !ok {
+		base = b.fresh(size)
+	}
+	b.held[base] = size
+	return base, nil
 }
 
-func (b *backend) Unreserve(addr uint64, size int64) error { return nil }
+// nextRange returns the address of the first segment_map after the
+// current entry, of its stream and pool, that lies in no range held.
+func (b *backend) nextRange() (uint64, bool) {
+	if len(b.ahead) == 0 {
+		return 0, false
+	}
+	e := &b.ahead[0]
+	if e.Action != snapshot.Alloc && e.Action != snapshot.OutOfMemory {
+		return 0, false
+	}
+	small := e.Size <= smallSize
+	for i := 1; i < len(b.ahead); i++ {
+		m := &b.ahead[i]
+		if m.Action != snapshot.SegmentMap || m.Stream != e.Stream || (m.Size%largeBuffer != 0) != small {
+			continue
+		}
+		in := false
+		for base, size := range b.held {
+			in = in || m.Addr >= base && m.Addr < base+uint64(size)
+		}
+		if !in {
+			return m.Addr, true
+		}
+	}
+	return 0, false
+}
+
+// rangeSize is the size of a range of expandable segments of pages of
+// page bytes on a device of total bytes, as the pytorch strategy reserves
+// it: 1 1/8 times the memory, in whole pages.
+func rangeSize(total, page int64) int64 {
+	want := total + total/8
+	if want <= 0 || want > 1<<56 {
+		want = 1 << 56
+	}
+	return (want + page - 1) / page * page
+}
+
+func (b *backend) Unreserve(addr uint64, size int64) error {
+	delete(b.held, addr)
+	return nil
+}
 
 func (b *backend) Create(size int64) (uint64, error) {
 	if b.full {
@@ -952,6 +1013,7 @@ func (b *backend) endReleases() {
 const (
 	smallBuffer = 2 << 20
 	largeBuffer = 20 << 20
+	smallSize   = 1 << 20 // the largest request of the small pool
 )
 
 func hex(a uint64) string { return "0x" + strconv.FormatUint(a, 16) }
