@@ -13,6 +13,8 @@ require (
 
 require github.com/ebitengine/purego v0.11.3
 
+require github.com/klauspost/compress v1.18.0 // indirect
+
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect

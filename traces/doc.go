@@ -132,7 +132,7 @@
 // allocations, not on the trace's length. Each event costs O(1) and allocates nothing, except that an
 // id which is not a number is copied while live. Plain text decodes at tens of
 // millions of events per second on one core; gzip input is bound by
-// compress/gzip's speed.
+// the speed of its decompression (github.com/klauspost/compress/gzip).
 //
 // # Writing
 //

@@ -2,13 +2,14 @@ package traces
 
 import (
 	"bytes"
-	"compress/flate"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/gzip"
 )
 
 // A FileReader is a [Reader] of a trace file in any format that [Open] and
@@ -118,6 +119,15 @@ func newReader(src io.Reader, name string, opts Options) (formatReader, error) {
 	head = head[:n]
 	text := io.MultiReader(bytes.NewReader(head), src)
 	if n >= 2 && head[0] == 0x1f && head[1] == 0x8b {
+		// A trace in memory (a bundled one) is decompressed from its
+		// bytes.Reader, rewound past the bytes sniffed, which the
+		// decompressor reads in place, without a buffer of its own;
+		// any other source goes through one.
+		if br, ok := src.(*bytes.Reader); ok {
+			if _, err := br.Seek(int64(-n), io.SeekCurrent); err == nil {
+				text = br
+			}
+		}
 		zr, err := gzip.NewReader(text)
 		if err != nil {
 			return nil, (&gzipText{}).wrap(err).parseError(name, 0)

@@ -152,27 +152,40 @@ func gz(t testing.TB, text string) []byte {
 }
 
 // fastSlow reads data, a native trace, with the fast path and with the slow
-// one only, and checks that they give the same events, errors and skips. It
-// reports false if data is not a native trace.
+// one only, and with Fill in batches of 3 events, and checks that they give
+// the same events, errors and skips. It reports false if data is not a
+// native trace.
 func fastSlow(t testing.TB, name string, data []byte, opts Options) bool {
 	t.Helper()
-	var evs [2][]Event
-	var rs [2]*csvReader
+	var evs [3][]Event
+	var rs [3]*csvReader
 	for i := range rs {
 		r, err := newCSVReader(bytes.NewReader(data), name, opts)
 		if err != nil {
 			return false
 		}
 		r.slowOnly = i == 1
-		for r.Scan() {
-			evs[i] = append(evs[i], r.Event())
+		if i == 2 {
+			for {
+				b := r.Fill(make([]Event, 0, 3))
+				evs[i] = append(evs[i], b...)
+				if len(b) < 3 {
+					break
+				}
+			}
+		} else {
+			for r.Scan() {
+				evs[i] = append(evs[i], r.Event())
+			}
 		}
 		rs[i] = r
 	}
-	require.Equal(t, evs[0], evs[1], name)
-	require.Equal(t, rs[0].Err(), rs[1].Err(), name)
-	require.Equal(t, rs[0].Skipped(), rs[1].Skipped(), name)
-	require.Equal(t, rs[0].FirstSkipped(), rs[1].FirstSkipped(), name)
+	for i := 1; i < len(rs); i++ {
+		require.Equal(t, evs[0], evs[i], name)
+		require.Equal(t, rs[0].Err(), rs[i].Err(), name)
+		require.Equal(t, rs[0].Skipped(), rs[i].Skipped(), name)
+		require.Equal(t, rs[0].FirstSkipped(), rs[i].FirstSkipped(), name)
+	}
 	return true
 }
 
