@@ -13,7 +13,7 @@ require (
 
 require github.com/ebitengine/purego v0.11.3
 
-require github.com/klauspost/compress v1.18.0 // indirect
+require github.com/klauspost/compress v1.18.0
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect

@@ -84,7 +84,7 @@ func TestExports(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays the bundled traces")
 	}
-	heads := bundledHead(t, exportEvents)
+	heads := map[int]map[string][]traces.Event{exportEvents: bundledHead(t, exportEvents)}
 	gcFrees := map[string]int64{}
 	for _, tc := range []struct {
 		name             string
@@ -96,6 +96,12 @@ func TestExports(t *testing.T) {
 		// (lookups since a block was freed) are not in a snapshot, so that
 		// only whole traces are replayed: a window starts with ages unknown.
 		gc bool
+		// trace: only this bundled trace, of events events (0:
+		// exportEvents). mapFail: an allocation maps pages, is refused the
+		// next ones, releases its cached pages and maps anew.
+		trace   string
+		events  int
+		mapFail bool
 	}{
 		{name: "default", conf: ""},
 		{name: "max_split", conf: "max_split_size_mb:40"},
@@ -117,8 +123,22 @@ func TestExports(t *testing.T) {
 		{name: "oom_tight", conf: "", capacity: 40, oom: true},
 		{name: "oom_tight_max_split", conf: "max_split_size_mb:24", capacity: 40, oom: true},
 		{name: "oom_tight_expandable", conf: "expandable_segments:True", capacity: 40, oom: true},
+		{name: "map_fail", conf: "expandable_segments:True", capacity: 55, oom: true, trace: "dynamic", events: 20000, mapFail: true},
+		{name: "map_fail_streams", conf: "expandable_segments:True", streams: 2, devices: 2, capacity: 25, oom: true, trace: "dynamic", events: 20000, mapFail: true},
+		{name: "map_fail_loose", conf: "expandable_segments:True", capacity: 88, oom: true, trace: "training", events: 20000, mapFail: true},
+		// A range reserved by an oom, whose first map the device refused,
+		// is mapped only much later.
+		{name: "map_fail_oom_range", conf: "expandable_segments:True", capacity: 91, oom: true, trace: "training", events: 20000, mapFail: true},
+		{name: "map_fail_loose_streams", conf: "expandable_segments:True", streams: 2, devices: 2, capacity: 49, oom: true, trace: "training", events: 20000, mapFail: true},
 	} {
-		for name, evs := range heads {
+		n := cmp.Or(tc.events, exportEvents)
+		if heads[n] == nil {
+			heads[n] = bundledHead(t, n)
+		}
+		for name, evs := range heads[n] {
+			if tc.trace != "" && name != tc.trace {
+				continue
+			}
 			evs := spread(evs, max(tc.streams, 1), max(tc.devices, 1))
 			capacity := peakLive(evs) * tc.capacity / 100
 			for _, entries := range []int{0, 3000, 700, 60} {
@@ -151,6 +171,9 @@ func TestExports(t *testing.T) {
 						assert.Equal(t, rep.OOMs, ooms, "every failed allocation is a recorded oom")
 						assert.Positive(t, ooms, "the capacity forces out of memory")
 					}
+					if tc.mapFail && entries == 0 {
+						assert.True(t, mapFailed(s), "a segment_unmap follows a segment_map")
+					}
 				})
 			}
 		}
@@ -158,6 +181,19 @@ func TestExports(t *testing.T) {
 	for name, n := range gcFrees {
 		assert.Positive(t, n, "%s: garbage collection frees segments", name)
 	}
+}
+
+// mapFailed reports whether a segment_unmap follows a segment_map in a
+// trace of s: an allocation that mapped pages failed to map more.
+func mapFailed(s *snapshot.Snapshot) bool {
+	for _, tr := range s.DeviceTraces {
+		for i := 1; i < len(tr); i++ {
+			if tr[i-1].Action == snapshot.SegmentMap && tr[i].Action == snapshot.SegmentUnmap {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // peakLive returns the peak of live requested bytes of evs on one device.
@@ -296,4 +332,42 @@ func TestExportOOMReleases(t *testing.T) {
 			assert.Equal(t, r.Allocs, r.DecisionMatches)
 		})
 	}
+}
+
+// TestExportMapFailure exports an allocation whose map fails partway, on a
+// device of 100 MiB with expandable segments: the first four requests of
+// 20 MiB map a page each and a small request maps a page of the small
+// pool; with the second and third freed, a request of 100 MiB fails (its
+// release unmaps them and the small page). A small request maps a page
+// again, and the fourth block is freed: a request of 80 MiB then maps the
+// two unmapped pages before the free one, is refused the page after it,
+// releases every cached page, those just mapped included, and maps four
+// pages anew. Fidelity takes each map, unmap and address where the record
+// has them.
+func TestExportMapFailure(t *testing.T) {
+	const csv = "op,id,size\n" +
+		"alloc,1,20971520\nalloc,2,20971520\nalloc,3,20971520\nalloc,4,20971520\n" +
+		"alloc,5,524288\nfree,5,\nfree,2,\nfree,3,\n" +
+		"alloc,6,104857600\n" + // fails
+		"alloc,7,524288\nfree,7,\nfree,4,\n" +
+		"alloc,8,83886080\n" + // maps two pages, fails, releases, maps four
+		"free,8,\nfree,1,\n"
+	r, err := traces.NewReader(strings.NewReader(csv), "t", traces.Options{})
+	require.NoError(t, err)
+	evs, err := traces.ReadAll(r)
+	require.NoError(t, err)
+	s, rep := export(t, evs, "expandable_segments:True", 100<<20, 0)
+	require.Equal(t, int64(1), rep.OOMs)
+	require.True(t, mapFailed(s), "a segment_unmap follows a segment_map")
+	res, err := fidelity.Run(s, "export.pickle", fidelity.Options{New: fidelity.PyTorch})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	got := res[0]
+	require.Empty(t, got.Mismatches)
+	assert.Equal(t, got.Allocs, got.AddressMatches)
+	assert.Equal(t, got.Allocs, got.DecisionMatches)
+	assert.Equal(t, got.SegmentAllocs, got.SegmentMatches)
+	assert.Equal(t, got.SegmentFrees, got.SegmentFreeMatches)
+	assert.Equal(t, int64(1), got.OOMMatches)
+	assert.Zero(t, got.ExtraMallocs)
 }

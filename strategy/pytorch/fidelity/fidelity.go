@@ -28,11 +28,18 @@
 //     Those recorded just before an oom are the failed allocation's own
 //     release and are compared after it; so are the segment_free entries
 //     just before an alloc where an allocation may free some cached
-//     segments and not others (see releaseInAlloc).
+//     segments and not others (see releaseInAlloc). Those recorded right
+//     after the segment_map entries of an alloc or oom, and before it,
+//     are the release after a failed map (see mapFailed): its backend
+//     refuses the allocation's next page once those segment_map entries
+//     are mapped, and compares the allocator's own release and the
+//     pages it maps afterwards with the record.
 //   - oom: the allocator serves the request (the entry's size, which
 //     PyTorch records rounded) with a device that refuses every allocation;
-//     it matches when the allocator fails too. A block that it serves from
-//     its cache instead is freed again.
+//     it matches when the allocator fails too (after a failed map, the
+//     device serves the pages recorded before the map failed, then
+//     refuses). A block that it serves from its cache instead is freed
+//     again.
 //
 // The trace is replayed twice. Free-running, the allocator goes on from its
 // own decisions: one early divergence may move every later address, and
@@ -422,6 +429,7 @@ func (r *replay) start(st *snapshot.State, top uint64) error {
 	if rr, ok := a.(RangeRestorer); ok {
 		for _, x := range ranges(st, r.trace) {
 			if x.initial {
+				r.be.held[x.base] = rangeSize(r.total, x.page())
 				if err := rr.RestoreRange(x.stream, x.small, x.base); err != nil {
 					return err
 				}
@@ -458,6 +466,7 @@ func (r *replay) run(st *snapshot.State, top uint64, tr *snapshot.Tracker) error
 		be := r.be
 		at := i - r.offset // the entry's index in the file
 		be.index = at
+		be.ahead = r.trace[i:]
 		ok, err := r.entry(e, i, at)
 		if err != nil {
 			return err
@@ -491,7 +500,7 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 	switch e.Action {
 	case snapshot.SegmentAlloc, snapshot.SegmentMap:
 		res.SegmentAllocs++
-		if i == 0 || !isSegmentGrowth(r.trace[i-1].Action) {
+		if (i == 0 || !isSegmentGrowth(r.trace[i-1].Action)) && be.failAt == 0 {
 			be.endAlloc()
 		}
 		be.pending = append(be.pending, e)
@@ -530,8 +539,18 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 			return false, fmt.Errorf("device_traces[%d][%d]: free_completed of %s: %w", dev, at, hex(e.Addr), err)
 		}
 	case snapshot.SegmentFree, snapshot.SegmentUnmap:
-		be.endAlloc()
 		res.SegmentFrees++
+		if be.failAt == 0 && i > 0 && r.trace[i-1].Action == snapshot.SegmentMap && r.mapFailed(i) {
+			// The alloc that mapped the pages recorded before ran out
+			// of memory: its device refuses the next page once those
+			// are mapped, and it gives back what it caches, these.
+			be.failAt = len(be.pending)
+		}
+		if be.failAt > 0 {
+			be.releases = append(be.releases, e)
+			return true, nil
+		}
+		be.endAlloc()
 		if r.oomFollows(i) || e.Action == snapshot.SegmentFree && r.releaseInAlloc && r.allocFollows(i) {
 			// Freed by the next alloc or oom, which its device refuses
 			// until then.
@@ -553,11 +572,17 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 		res.mismatch(Mismatch{dev, at, string(e.Action), e.Size, hex(e.Addr), "kept"})
 		return false, nil
 	case snapshot.OutOfMemory:
-		be.endAlloc()
+		// Failed after mapping pages (see mapFailed), the allocation
+		// gets the memory recorded before its failure; else none.
+		failing := be.failAt > 0
+		if !failing {
+			be.endAlloc()
+		}
 		res.OOMs++
-		be.full = true
+		be.full, be.oom = !failing, true
 		b, err := r.a.AllocStream(e.Size, e.Stream)
-		be.full = false
+		be.full, be.oom = false, false
+		be.endAlloc()
 		be.endReleases()
 		if err != nil {
 			if !errors.Is(err, gpualloc.ErrOutOfMemory) {
@@ -596,6 +621,35 @@ func (r *replay) oomFollows(i int) bool {
 	return false
 }
 
+// mapFailed reports whether the segment_free and segment_unmap entries
+// from the i-th on, which follow segment_map entries, are those of the
+// failed map of an allocation that then succeeded or failed: they lead to
+// an alloc or oom with only segment_map and segment_alloc entries between.
+// PyTorch's malloc (alloc_block, try_allocate_expandable_block) maps the
+// missing pages of an expandable segment block by block (map_block, each
+// one ExpandableSegment::map, which records a segment_map); when the
+// device refuses a page (cuMemCreate), the pages of that map are given
+// back unrecorded and the allocation fails, keeping the blocks mapped
+// before; malloc then releases every cached segment and page
+// (release_cached_blocks), those just mapped included, and retries
+// (alloc_block again), mapping anew what it needs.
+func (r *replay) mapFailed(i int) bool {
+	for j := i + 1; j < len(r.trace); j++ {
+		switch r.trace[j].Action {
+		case snapshot.SegmentFree, snapshot.SegmentUnmap:
+			if isSegmentGrowth(r.trace[j-1].Action) {
+				return false
+			}
+		case snapshot.SegmentMap, snapshot.SegmentAlloc:
+		case snapshot.Alloc, snapshot.OutOfMemory:
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
 // allocFollows reports whether the segment_free entries from the i-th on
 // lead to an alloc or oom, with only segment_alloc entries between.
 func (r *replay) allocFollows(i int) bool {
@@ -625,19 +679,31 @@ type backend struct {
 	taken   bool                   // a segment_alloc of pending was taken by a Malloc
 	mapped  []uint64               // pages mapped for the current alloc, by address
 	full    bool                   // every allocation fails
-	total   int64                  // the device's memory
+	// failAt, when not 0, is the number of entries of pending recorded
+	// before the current alloc's failed map (see mapFailed): once their
+	// pages are mapped, the device refuses the next page.
+	failAt int
+	// refused: the device refused the current alloc's page at failAt.
+	refused bool
+	oom     bool  // the current allocation is recorded as failed
+	total   int64 // the device's memory
 	// releases are the segment_free and segment_unmap entries recorded
 	// just before the current alloc or oom, which it must free before it
 	// gets memory (see allocFollows and oomFollows).
 	releases []*snapshot.TraceEntry
-	next     uint64          // address of the next segment not in the trace
-	dirty    int             // index of the last entry with a mismatch of the backend, or noEntry
-	freed    map[uint64]bool // segments freed and pages unmapped, by address
-	handles  uint64          // handles created
+	// ahead are the trace's entries from the current one on.
+	ahead []snapshot.TraceEntry
+	// held are the ranges of expandable segments reserved (or restored),
+	// their size by their address.
+	held    map[uint64]int64
+	next    uint64          // address of the next segment not in the trace
+	dirty   int             // index of the last entry with a mismatch of the backend, or noEntry
+	freed   map[uint64]bool // segments freed and pages unmapped, by address
+	handles uint64          // handles created
 }
 
 func newBackend(res *Result, dev int, top uint64, total int64) *backend {
-	return &backend{res: res, dev: dev, next: top, total: total, dirty: noEntry, freed: map[uint64]bool{}}
+	return &backend{res: res, dev: dev, next: top, total: total, dirty: noEntry, freed: map[uint64]bool{}, held: map[uint64]int64{}}
 }
 
 // noEntry is no entry's index: the implied entries of State.Fresh have
@@ -715,20 +781,78 @@ func (b *backend) Granularity() int64 { return smallBuffer }
 
 // Reserve places a new range where the first segment_map recorded before
 // the current alloc says PyTorch's was, since PyTorch maps a new range
-// from its start.
+// from its start. A range reserved with no map recorded (its first map
+// refused, as in an oom) is placed where the first later segment_map of
+// the entry's stream and pool that lies in no range held is: PyTorch
+// keeps such a range, and its stream and pool map their next new pages
+// in it, from its start.
 func (b *backend) Reserve(size int64) (uint64, error) {
+	base, ok := uint64(0), false
 	for _, p := range b.pending {
 		if p.Action == snapshot.SegmentMap {
-			return p.Addr, nil
+			base, ok = p.Addr, true
+			break
 		}
 	}
-	return b.fresh(size), nil
+	if !ok {
+		base, ok = b.nextRange()
+	}
+	if !ok {
+		base = b.fresh(size)
+	}
+	b.held[base] = size
+	return base, nil
 }
 
-func (b *backend) Unreserve(addr uint64, size int64) error { return nil }
+// nextRange returns the address of the first segment_map after the
+// current entry, of its stream and pool, that lies in no range held.
+func (b *backend) nextRange() (uint64, bool) {
+	if len(b.ahead) == 0 {
+		return 0, false
+	}
+	e := &b.ahead[0]
+	if e.Action != snapshot.Alloc && e.Action != snapshot.OutOfMemory {
+		return 0, false
+	}
+	small := e.Size <= smallSize
+	for i := 1; i < len(b.ahead); i++ {
+		m := &b.ahead[i]
+		if m.Action != snapshot.SegmentMap || m.Stream != e.Stream || (m.Size%largeBuffer != 0) != small {
+			continue
+		}
+		in := false
+		for base, size := range b.held {
+			in = in || m.Addr >= base && m.Addr < base+uint64(size)
+		}
+		if !in {
+			return m.Addr, true
+		}
+	}
+	return 0, false
+}
+
+// rangeSize is the size of a range of expandable segments of pages of
+// page bytes on a device of total bytes, as the pytorch strategy reserves
+// it: 1 1/8 times the memory, in whole pages.
+func rangeSize(total, page int64) int64 {
+	want := total + total/8
+	if want <= 0 || want > 1<<56 {
+		want = 1 << 56
+	}
+	return (want + page - 1) / page * page
+}
+
+func (b *backend) Unreserve(addr uint64, size int64) error {
+	delete(b.held, addr)
+	return nil
+}
 
 func (b *backend) Create(size int64) (uint64, error) {
 	if b.full {
+		return 0, gpualloc.ErrOutOfMemory
+	}
+	if b.failAt > 0 && b.covered(b.pending[:b.failAt]) {
+		b.refuse()
 		return 0, gpualloc.ErrOutOfMemory
 	}
 	b.handles++
@@ -738,6 +862,11 @@ func (b *backend) Create(size int64) (uint64, error) {
 func (b *backend) Release(handle uint64) error { return nil }
 
 func (b *backend) Map(addr uint64, handle uint64) error {
+	if b.refused {
+		// The retry after the failed map: the releases between are
+		// done, and a page they gave back may be mapped again.
+		b.endReleases()
+	}
 	b.mapped = append(b.mapped, addr)
 	delete(b.freed, addr)
 	return nil
@@ -794,6 +923,38 @@ func (b *backend) takeBack(e *snapshot.TraceEntry) bool {
 	return ok
 }
 
+// covered reports whether every page of the segment_map entries of es is
+// mapped for the current alloc.
+func (b *backend) covered(es []*snapshot.TraceEntry) bool {
+	mapped := map[uint64]bool{}
+	for _, a := range b.mapped {
+		mapped[a] = true
+	}
+	for _, e := range es {
+		if e.Action != snapshot.SegmentMap {
+			continue
+		}
+		for _, p := range pages(e) {
+			if !mapped[p] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// refuse closes the entries of pending recorded before the current
+// alloc's failed map, as endAlloc does, and leaves those after it to its
+// retry; a recorded oom refuses the retry too.
+func (b *backend) refuse() {
+	after := append([]*snapshot.TraceEntry(nil), b.pending[b.failAt:]...)
+	b.pending = b.pending[:b.failAt]
+	b.endAlloc()
+	b.pending = append(b.pending, after...)
+	b.refused = true
+	b.full = b.oom
+}
+
 // endAlloc closes the recorded segment_alloc and segment_map entries of the
 // alloc just replayed: a segment that the allocator did not ask for, a
 // recorded range it did not map and a page it mapped that no entry
@@ -830,6 +991,7 @@ func (b *backend) endAlloc() {
 		b.mismatch(Mismatch{b.dev, b.index, "segment_map", 0, "none", fmt.Sprintf("%d pages from %s", len(extra), hex(extra[0]))})
 	}
 	b.pending, b.taken, b.mapped = b.pending[:0], false, b.mapped[:0]
+	b.failAt, b.refused = 0, false
 }
 
 // endReleases closes the segment_free and segment_unmap entries recorded
@@ -851,6 +1013,7 @@ func (b *backend) endReleases() {
 const (
 	smallBuffer = 2 << 20
 	largeBuffer = 20 << 20
+	smallSize   = 1 << 20 // the largest request of the small pool
 )
 
 func hex(a uint64) string { return "0x" + strconv.FormatUint(a, 16) }

@@ -10,8 +10,7 @@ import (
 
 // Sizes of PyTorch's CUDA caching allocator.
 const (
-	minBlockSize = 512     // every block is a multiple of it
-	smallSize    = 1 << 20 // largest request served by the small pool
+	minBlockSize = 512 // every block is a multiple of it
 )
 
 // model is a small model of PyTorch's caching allocator, enough to test
