@@ -36,8 +36,11 @@
 // placements (buffers placed in non-decreasing order of offset, each at the
 // lowest offset the buffers below it allow), prunes a partial placement when
 // some cross section of time cannot hold its unplaced buffers above its
-// floor and above the lowest offset they can still take in that order, skips a buffer whose offset would leave room below it for another
-// (dominance), and, once every buffer that crosses a point of time is
+// floor and above the lowest offset they can still take in that order, or
+// when the floors of the cross sections that must be full (their buffers
+// add up to the target) cannot all be covered by buffers that may still go
+// at that floor, apart in time; skips a buffer whose offset would leave
+// room below it for another (dominance), and, once every buffer that crosses a point of time is
 // placed, solves the two sides apart (decomposition at cut points). The
 // search is bounded by a time limit and by the context; the result says
 // whether it is proven optimal.

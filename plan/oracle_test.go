@@ -126,7 +126,8 @@ func (p *simplePlacer) mark(r int, u int64) {
 }
 
 // TestSearchMatchesBruteForce checks the exact search's pruning against the
-// brute force on small problems, random and tight, at the optimum (a
+// brute force on small problems, random, tight and tight less a buffer or
+// two, at the optimum (a
 // placement must be found, and pass Check) and one byte below it (none
 // may be found): a rule that cut off every placement at the optimum, or
 // let one through below it, fails here.
@@ -134,13 +135,22 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for i := range 1000 {
 		var p Problem
-		if i%2 == 0 {
+		switch i % 3 {
+		case 0:
 			n := 2 + rng.IntN(6)
 			p = randomProblem(rng, n, 2+rng.Int64N(8), 1+rng.Int64N(20))
-		} else {
+		case 1:
 			// Small sizes: placements one byte apart.
 			n := 2 + rng.IntN(7)
 			p = Tight(n, int64(n)+rng.Int64N(4), int64(n)+rng.Int64N(4), rng)
+		default:
+			// A tight problem less one or two buffers: some sections
+			// are full and others not, so that the floor-cover rule
+			// (searcher.covered) has sections to cover, sections it
+			// need not, and buffers that span both.
+			n := 3 + rng.IntN(7)
+			p = Tight(n, int64(n)+rng.Int64N(4), int64(n)+rng.Int64N(4), rng)
+			p.Buffers = p.Buffers[:n-1-rng.IntN(2)]
 		}
 		opt := bruteForce(p.Buffers)
 		s := newSearcher(context.Background(), p.Buffers)
@@ -148,4 +158,44 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 		require.NoError(t, Check(p, (&Solution{Offsets: s.sol}).Placements(p), opt), "case %d", i)
 		require.Equal(t, infeasible, s.solve(opt-1), "case %d: found below the optimum %d: %+v", i, opt, p)
 	}
+}
+
+// TestCoveredSkipsSections checks that the floor-cover rule asks for cover
+// only of the full sections at a level: after X at 0 and Y at 1 below, the
+// sections of B and D are at floor 1 and that of Y (now placed) at 3, and
+// B and D at offset 1 complete the placement, so the rule must pass over
+// Y's section. A second case asks for three full sections at floor 0 to be
+// covered when only buffers that overlap each other in time may go next:
+// it must fail, and pass once all four buffers may go next.
+func TestCoveredSkipsSections(t *testing.T) {
+	bufs := []Buffer{
+		{ID: "X", Lower: 0, Upper: 5, Size: 1},
+		{ID: "B", Lower: 0, Upper: 1, Size: 2},
+		{ID: "Y", Lower: 1, Upper: 4, Size: 2},
+		{ID: "D", Lower: 4, Upper: 5, Size: 2},
+	}
+	s := newSearcher(context.Background(), bufs)
+	require.Equal(t, found, s.solve(3))
+	// The state after X at 0 and Y at 1, by hand.
+	s.rank = []int32{0, 2, 1, 3}
+	s.off = []int64{0, -1, 1, -1}
+	s.minOff = []int64{0, 1, 1, 1}
+	s.floor = []int64{1, 3, 1}
+	s.total = []int64{2, 0, 2}
+	require.True(t, s.covered([]int32{1, 3}, 1, 1, 0, 3))
+
+	// P and Q overlap in time; each full section at floor 0 has one of
+	// them, but the two cannot both lie at 0.
+	bufs = []Buffer{
+		{ID: "P", Lower: 0, Upper: 2, Size: 1},
+		{ID: "Q", Lower: 1, Upper: 3, Size: 1},
+		{ID: "R", Lower: 0, Upper: 1, Size: 1},
+		{ID: "T", Lower: 2, Upper: 3, Size: 1},
+	}
+	s = newSearcher(context.Background(), bufs)
+	require.Equal(t, found, s.solve(2))
+	// R and T cannot go next (they come before the last placement).
+	s.rank = []int32{2, 3, 0, 1}
+	require.False(t, s.covered([]int32{0, 1, 2, 3}, 0, 1, 0, 3))
+	require.True(t, s.covered([]int32{0, 1, 2, 3}, 0, -1, 0, 3))
 }

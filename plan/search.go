@@ -34,7 +34,8 @@ const maxSearchPairs = 4 << 20
 // that overlaps it in time); and for each boundary between two sections the
 // number of unplaced buffers that cross it. Each node bounds every section
 // from below by the offsets its unplaced buffers can still take (see
-// [searcher.bounded]).
+// [searcher.bounded]) and checks that the floors of the sections that must
+// be full can be covered (see [searcher.covered]).
 type searcher struct {
 	bufs     []Buffer
 	height   int64
@@ -54,6 +55,12 @@ type searcher struct {
 	undoOff   []change // minOff changes
 	undoFloor []change // floor changes
 	low       []int64  // scratch, per section: the lowest offset its unplaced buffers can take
+	full      []bool   // per section: its buffers add up to the height, so every byte must be covered
+	reach     []int64  // scratch, per section boundary: the level of [searcher.covered]'s pass that reached it
+	req       []int64  // scratch, per section: the level of the pass that requires it
+	secOrder  []int32  // scratch: the sections that must be covered
+	eligible  []int32  // scratch: the buffers that can cover a section's floor
+	pass      int64    // passes of covered so far, a stamp for reach and req
 
 	po    [3]func(s *searcher, a, b int32) int // the preorder of this round
 	ctx   context.Context
@@ -101,6 +108,9 @@ func newSearcher(ctx context.Context, bufs []Buffer) *searcher {
 	s.cuts = make([]int32, max(nsec-1, 0))
 	s.secBufs = make([][]int32, nsec)
 	s.low = make([]int64, nsec)
+	s.full = make([]bool, nsec)
+	s.reach = make([]int64, nsec+1)
+	s.req = make([]int64, nsec)
 	for i, b := range bufs {
 		lo, _ := slices.BinarySearch(times, b.Lower)
 		hi, _ := slices.BinarySearch(times, b.Upper)
@@ -149,6 +159,10 @@ func (s *searcher) maxTotal(b int32) int64 {
 func (s *searcher) solve(height int64) outcome {
 	s.height = height
 	n := len(s.bufs)
+	// No buffer is placed between searches: the totals are the sections'.
+	for k, t := range s.total {
+		s.full[k] = t == height
+	}
 	ranks := make([][]int32, len(preorders))
 	for i, po := range preorders {
 		idx := make([]int32, n)
@@ -272,7 +286,8 @@ func (s *searcher) search(bufs []int32, lo, hi int32, lastOff int64, lastRank in
 			next = b
 		}
 	}
-	if next < 0 || !s.bounded(cands, s.minOff[next], lastOff, lastRank, lo, hi) {
+	if next < 0 || !s.bounded(cands, s.minOff[next], lastOff, lastRank, lo, hi) ||
+		!s.covered(cands, lastOff, lastRank, lo, hi) {
 		return infeasible
 	}
 	// Dominance: b would leave below it the room of a buffer that fits
@@ -346,6 +361,91 @@ func (s *searcher) bounded(cands []int32, next, lastOff int64, lastRank int32, l
 		if s.total[k] > 0 && max(s.floor[k], s.low[k])+s.total[k] > s.height {
 			return false
 		}
+	}
+	return true
+}
+
+// covered is the floor-cover rule for full sections, those whose buffers
+// add up to the height (every section of a tight instance): in a placement
+// within the height no byte of such a section is free, the byte at its
+// floor F included. The buffer that covers it is unplaced (a placed one
+// that covered it would lie under the floor, which is above its top) and
+// lives in the section, so its offset is at least its lowest offset, which
+// is at least F: it lies at exactly F, so its lowest offset is F now and no
+// placement raises it before it goes. It is not one that cannot go next:
+// such a buffer must be raised before it is placed (the canonical order
+// after (lastOff, lastRank) only moves on). So for each level F the full
+// sections of floor F that still have unplaced buffers each need one
+// buffer at offset F among those eligible (lowest offset F, not before
+// (lastOff, lastRank), F + size within the height), and the buffers at one
+// offset are apart in time: some of the eligible buffers of level F, apart
+// in time, cover all those sections. covered checks this for each level by
+// a pass over the section boundaries from the first such section to the
+// last, marking those reached by a set of disjoint eligible buffers that
+// covers every required section before them. The per-section bound of
+// [searcher.bounded] only asks for one eligible buffer per section; two
+// that overlap in time cannot both be used, which this rule sees.
+//
+// It is our rule, not MiniMalloc's. It costs sorting the eligible buffers
+// and the full sections (O(m log m)) and, per level, a pass over the
+// sections between its first and last required one.
+func (s *searcher) covered(cands []int32, lastOff int64, lastRank int32, lo, hi int32) bool {
+	s.secOrder = s.secOrder[:0]
+	for k := lo; k < hi; k++ {
+		if s.full[k] && s.total[k] > 0 {
+			s.secOrder = append(s.secOrder, k)
+		}
+	}
+	if len(s.secOrder) == 0 {
+		return true
+	}
+	s.eligible = s.eligible[:0]
+	for _, b := range cands {
+		if !s.before(b, lastOff, lastRank) && s.minOff[b]+s.bufs[b].Size <= s.height {
+			s.eligible = append(s.eligible, b)
+		}
+	}
+	slices.SortFunc(s.secOrder, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(s.floor[a], s.floor[b]), cmp.Compare(a, b))
+	})
+	slices.SortFunc(s.eligible, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(s.minOff[a], s.minOff[b]), cmp.Compare(s.secLo[a], s.secLo[b]))
+	})
+	e := 0
+	for i := 0; i < len(s.secOrder); {
+		level := s.floor[s.secOrder[i]]
+		j := i
+		s.pass++
+		for ; j < len(s.secOrder) && s.floor[s.secOrder[j]] == level; j++ {
+			s.req[s.secOrder[j]] = s.pass
+		}
+		first, last := s.secOrder[i], s.secOrder[j-1]
+		for e < len(s.eligible) && s.minOff[s.eligible[e]] < level {
+			e++
+		}
+		f := e
+		for f < len(s.eligible) && s.minOff[s.eligible[f]] == level {
+			f++
+		}
+		// The eligible buffers of this level, by their first section.
+		c := s.eligible[e:f]
+		s.reach[first] = s.pass
+		for k := first; k <= last; k++ {
+			ok := s.reach[k] == s.pass
+			if ok && s.req[k] != s.pass {
+				s.reach[k+1] = s.pass
+			}
+			for len(c) > 0 && max(s.secLo[c[0]], first) <= k {
+				if b := c[0]; ok && s.secHi[b] > first && s.secLo[b] <= last {
+					s.reach[min(s.secHi[b], last+1)] = s.pass
+				}
+				c = c[1:]
+			}
+		}
+		if s.reach[last+1] != s.pass {
+			return false
+		}
+		i, e = j, f
 	}
 	return true
 }
