@@ -53,7 +53,8 @@ left live at its end.
 
 A trace that several strategies replay (a sweep: -s round:cutoff=20..24,
 or several -s) is decoded once and held in memory, 48 bytes an event, while
-its replays run from memory, in parallel.
+its replays run from memory, in parallel; a trace of more than 16,777,216
+events (768 MiB) is not held: each of its replays reads the file.
 
 With -o DIR it also writes a report into DIR: summary.csv and summary.json
 (the result schema), timeseries.csv, figures for each trace and across

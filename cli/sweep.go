@@ -13,7 +13,11 @@ import (
 // it: when several strategies (the variants of a sweep) replay a trace, the
 // first of its replays to start decodes it and every replay then reads the
 // events from memory (48 bytes an event), all of them in parallel. The
-// events are dropped when the last replay is done with them.
+// events are dropped when the last replay is done with them. A trace of
+// more than decodeLimit events is not held: its replays read the file
+// each, streaming, as a lone replay does, so that memory stays bounded
+// whatever the trace's length. Standard input cannot be read twice: it is
+// held whatever its length.
 type decoded struct {
 	in    *input
 	sizes *report.SizeCounter // counts the request sizes while decoding, when not nil
@@ -24,7 +28,13 @@ type decoded struct {
 	skipped int64
 	err     error
 	memory  traces.CapacityReporter // the devices' memory, when the reader knows it
+	stream  bool                    // the trace is longer than decodeLimit: each replay reads the file
+	counted atomic.Bool             // a streaming replay counts the sizes
 }
+
+// decodeLimit is the most events a trace shared by several replays is held
+// in memory with: 2^24 events, 768 MiB.
+var decodeLimit = 1 << 24
 
 // decodeOnce returns the trace of in, to be decoded once for users
 // replays. With countSizes, the decoding counts the trace's request sizes
@@ -50,7 +60,19 @@ func (d *decoded) load() {
 		r = d.sizes
 	}
 	d.memory, _ = r.(traces.CapacityReporter)
-	d.events, d.err = traces.ReadAll(r)
+	rereadable := d.in.name != "-"
+	for r.Scan() {
+		if rereadable && len(d.events) == decodeLimit {
+			d.events, d.stream = nil, true
+			break
+		}
+		d.events = append(d.events, r.Event())
+	}
+	if !d.stream {
+		d.err = r.Err()
+	} else if d.sizes != nil {
+		d.sizes.Sizes = report.SizeHistogram{}
+	}
 	if c != nil {
 		if err := c.Close(); d.err == nil {
 			d.err = err
@@ -69,8 +91,32 @@ func (d *decoded) open() (traces.Reader, io.Closer, error) {
 		d.release()
 		return nil, nil, d.err
 	}
+	if d.stream {
+		return d.openFile()
+	}
 	r := &memoryReader{SliceReader: traces.NewSliceReader(d.in.name, d.events), skipped: d.skipped, memory: d.memory}
 	return r, closeFunc(func() error { d.release(); return nil }), nil
+}
+
+// openFile opens the trace's file for one replay of a trace too long to
+// hold; the first such replay counts the sizes for the report.
+func (d *decoded) openFile() (traces.Reader, io.Closer, error) {
+	r, c, err := d.in.open()
+	if err != nil {
+		d.release()
+		return r, c, err
+	}
+	if d.sizes != nil && d.counted.CompareAndSwap(false, true) {
+		d.sizes.Reader = r
+		r = d.sizes
+	}
+	return r, closeFunc(func() error {
+		d.release()
+		if c != nil {
+			return c.Close()
+		}
+		return nil
+	}), nil
 }
 
 // release notes that one replay is done with the events, and drops them

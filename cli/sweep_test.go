@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -48,4 +51,27 @@ func TestSweepFromMemory(t *testing.T) {
 		}
 	}
 	assert.Contains(t, stderr, "testdata/badfree.csv: skipped 1 bad event")
+}
+
+// TestSweepTooLongToHold: a trace longer than decodeLimit is not held; its
+// replays stream the file each and give what the replays from memory give,
+// the report's size counts included.
+func TestSweepTooLongToHold(t *testing.T) {
+	args := []string{"-f", "csv", "--lenient", "-s", "round:cutoff=20|22", "-s", "pytorch", "testdata/tiny.csv", "testdata/badfree.csv"}
+	held, streamed := t.TempDir(), t.TempDir()
+	code, fromMemory, stderr := run(t, nil, append(args, "-o", held)...)
+	require.Equal(t, 0, code, stderr)
+	defer func(limit int) { decodeLimit = limit }(decodeLimit)
+	decodeLimit = 2
+	code, fromFiles, stderr := run(t, nil, append(args, "-o", streamed)...)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, normalize(fromMemory), normalize(fromFiles))
+	assert.Contains(t, stderr, "testdata/badfree.csv: skipped 1 bad event")
+	for _, fig := range []string{"tiny-trace.png", "badfree-trace.png"} {
+		want, err := os.ReadFile(filepath.Join(held, fig))
+		require.NoError(t, err)
+		got, err := os.ReadFile(filepath.Join(streamed, fig))
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(want, got), "%s differs when the trace is streamed", fig)
+	}
 }
