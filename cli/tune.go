@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/tabular"
+	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/tune"
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -32,8 +33,9 @@ more device allocations. Replaying TRACE with that value
 same figures.
 
 TRACE is a file, or the name of a bundled trace (dynamic, training, ...).
-No trace format records its device's size: --capacity is 80GiB unless
-given.
+Without --capacity the device is the one the trace records, where every
+device of the trace records the same size (a PyTorch snapshot with an
+out-of-memory error, or one that simulate --snapshot wrote), else 80GiB.
 
 Flags:
 `
@@ -66,7 +68,7 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 	var opts tune.Options
 	var lenient bool
 	fs := newFlagSet(e, "simulate tune", tuneUsage)
-	fs.StringVar(&capacityText, "capacity", "80GiB", "device `SIZE` (bytes, or units KiB, MiB, GiB, ... KB, MB, GB, ...)")
+	fs.StringVar(&capacityText, "capacity", "", "device `SIZE` (bytes, or units KiB, MiB, GiB, ... KB, MB, GB, ...; default: the size the trace records, else 80GiB)")
 	fs.Float64Var(&opts.MemoryFraction, "memory-fraction", 0, "replay under torch.cuda.set_per_process_memory_fraction(`F`), F in (0, 1], and search garbage_collection_threshold too")
 	fs.StringVarP(&format, "format", "f", "table", "output format: table or json")
 	fs.IntVarP(&opts.Workers, "jobs", "j", 0, "replays to run at once (default: the number of cores)")
@@ -78,7 +80,9 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 		return usagef("--format %q: want table or json", format)
 	}
 	var err error
-	if opts.Capacity, err = gpualloc.ParseSize(capacityText); err != nil || opts.Capacity <= 0 {
+	if capacityText == "" {
+		opts.Capacity = sim.DefaultCapacity
+	} else if opts.Capacity, err = gpualloc.ParseSize(capacityText); err != nil || opts.Capacity <= 0 {
 		return usagef("--capacity %q: want a positive size such as 80GiB", capacityText)
 	}
 	if !(opts.MemoryFraction >= 0 && opts.MemoryFraction <= 1) {
@@ -95,9 +99,12 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	in := inputs[0]
-	events, err := readEvents(in)
+	events, recorded, err := readEvents(in)
 	if err != nil {
 		return err
+	}
+	if !fs.Changed("capacity") && recorded > 0 {
+		opts.Capacity = recorded
 	}
 	rep, err := tune.Run(ctx, in.name, events, opts)
 	if err != nil {
@@ -132,10 +139,13 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 }
 
 // readEvents decodes the trace of in into memory.
-func readEvents(in *input) ([]traces.Event, error) {
+// readEvents decodes the trace of in, and returns with its events the
+// device size it records: the one every device of the trace reports
+// (traces.CapacityReporter), 0 when it records none or devices differ.
+func readEvents(in *input) ([]traces.Event, int64, error) {
 	r, c, err := in.open()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	events, err := traces.ReadAll(r)
 	if c != nil {
@@ -143,7 +153,27 @@ func readEvents(in *input) ([]traces.Event, error) {
 			err = cerr
 		}
 	}
-	return events, err
+	return events, recordedCapacity(r, events), err
+}
+
+// recordedCapacity is the size every device of events has by r, or 0.
+func recordedCapacity(r traces.Reader, events []traces.Event) int64 {
+	cr, ok := r.(traces.CapacityReporter)
+	if !ok || len(events) == 0 {
+		return 0
+	}
+	want := cr.DeviceCapacity(int(events[0].Device))
+	seen := map[int32]bool{}
+	for i := range events {
+		d := events[i].Device
+		if !seen[d] {
+			seen[d] = true
+			if cr.DeviceCapacity(int(d)) != want {
+				return 0
+			}
+		}
+	}
+	return want
 }
 
 // writeTune writes tune's result as text.

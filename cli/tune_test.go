@@ -81,3 +81,31 @@ func TestReadmeShowsTune(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, string(readme), "$ go run ./cmd/simulate tune dynamic\n"+stdout+"```\n", "README.md's tune example differs from the output of simulate tune dynamic")
 }
+
+// TestTuneRecordedCapacity: without --capacity, tune takes the device size
+// a snapshot records (here one that simulate --snapshot wrote), and the
+// replay of the printed line, which takes it too, gives tune's figures.
+func TestTuneRecordedCapacity(t *testing.T) {
+	dir := t.TempDir()
+	code, _, stderr := run(t, nil, "-s", "pytorch", "--capacity", "24MiB", "--snapshot", dir, "testdata/tiny.csv")
+	require.Equal(t, 0, code, stderr)
+	snaps, err := filepath.Glob(filepath.Join(dir, "*.pickle"))
+	require.NoError(t, err)
+	require.Len(t, snaps, 1)
+
+	for _, tc := range []struct {
+		args []string
+		want int64
+	}{
+		{nil, 24 << 20},
+		{[]string{"--capacity", "80GiB"}, 80 << 30},
+	} {
+		args := append(append([]string{"tune", "-f", "json"}, tc.args...), snaps[0])
+		code, stdout, stderr := run(t, nil, args...)
+		require.Equal(t, 0, code, stderr)
+		var tuned tuneResult
+		require.NoError(t, json.Unmarshal([]byte(stdout), &tuned))
+		assert.Equal(t, tc.want, tuned.CapacityBytes, "%v", tc.args)
+	}
+	tuneAndReplay(t, snaps[0])
+}
