@@ -2,10 +2,14 @@ package cli_test
 
 import (
 	"encoding/json"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,6 +34,65 @@ func readmeFiles(t *testing.T) map[string]string {
 	return files
 }
 
+// moduleFile returns the go.mod of a module that imports imports (packages
+// of this repository, which it requires and replaces by its directory), as
+// `go mod tidy` would write it: one requirement for every module that
+// provides a package to the build, found by `go list -deps` in the
+// repository. With that list complete the go command loads no go.mod beyond
+// the listed ones, so the build needs nothing a fresh module cache lacks
+// once the repository's own packages are built. A go.mod that requires only
+// gpualloc would make it walk the full module graph, whose unpruned corners
+// (svgo's requirements) name modules no package uses.
+func moduleFile(t *testing.T, gobin, repo string, imports ...string) string {
+	t.Helper()
+	cmd := exec.Command(gobin, append([]string{"list", "-deps", "-f",
+		"{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}"}, imports...)...)
+	cmd.Dir = repo
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list -deps %s", strings.Join(imports, " "))
+	// The go line is the repository's own: a lower one ("go 1.25" against
+	// "go 1.25.0") also makes the go command load the full module graph.
+	gomod, err := os.ReadFile(filepath.Join(repo, "go.mod"))
+	require.NoError(t, err)
+	goLine := regexp.MustCompile(`(?m)^go [0-9.]+$`).Find(gomod)
+	require.NotNil(t, goLine, "go.mod has a go line")
+	var b strings.Builder
+	b.WriteString("module example.com/mysim\n\n" + string(goLine) + "\n\n")
+	b.WriteString("require github.com/gpualloc/gpualloc v0.0.0\n\n")
+	b.WriteString("replace github.com/gpualloc/gpualloc => " + repo + "\n\n")
+	seen := map[string]bool{}
+	for _, mod := range strings.Fields(strings.ReplaceAll(string(out), " ", "@")) {
+		if !seen[mod] {
+			seen[mod] = true
+			b.WriteString("require " + strings.Replace(mod, "@", " ", 1) + " // indirect\n")
+		}
+	}
+	return b.String()
+}
+
+// imports returns the packages of this module that files import.
+func imports(t *testing.T, files map[string]string) []string {
+	t.Helper()
+	set := map[string]bool{}
+	for name, src := range files {
+		f, err := parser.ParseFile(token.NewFileSet(), name, src, parser.ImportsOnly)
+		require.NoError(t, err)
+		for _, spec := range f.Imports {
+			path, err := strconv.Unquote(spec.Path.Value)
+			require.NoError(t, err)
+			if path == "github.com/gpualloc/gpualloc" || strings.HasPrefix(path, "github.com/gpualloc/gpualloc/") {
+				set[path] = true
+			}
+		}
+	}
+	var paths []string
+	for p := range set {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	return paths
+}
+
 // TestThirdPartyModule builds the README's example as a module outside
 // this repository, its own strategy registered and cli.Main as its main, and
 // runs it as a user would: the bundled traces replayed through that strategy
@@ -45,13 +108,11 @@ func TestThirdPartyModule(t *testing.T) {
 	repo, err := filepath.Abs("..")
 	require.NoError(t, err)
 	mod := t.TempDir()
-	for name, src := range readmeFiles(t) {
+	files := readmeFiles(t)
+	for name, src := range files {
 		require.NoError(t, os.WriteFile(filepath.Join(mod, name), []byte(src), 0o644))
 	}
-	gomod := "module example.com/mysim\n\ngo 1.25\n\n" +
-		"require github.com/gpualloc/gpualloc v0.0.0\n\n" +
-		"replace github.com/gpualloc/gpualloc => " + repo + "\n"
-	require.NoError(t, os.WriteFile(filepath.Join(mod, "go.mod"), []byte(gomod), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(mod, "go.mod"), []byte(moduleFile(t, gobin, repo, imports(t, files)...)), 0o644))
 	// The repository's go.sum holds every checksum the module needs, so
 	// the build needs no network.
 	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
@@ -62,7 +123,7 @@ func TestThirdPartyModule(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command(gobin, append([]string{"run", "."}, args...)...)
 		cmd.Dir = mod
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOPROXY=off", "GOWORK=off")
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "go run . %s:\n%s", strings.Join(args, " "), out)
 		return string(out)
