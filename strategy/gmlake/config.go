@@ -5,7 +5,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/gpualloc/gpualloc/strategy/internal/caching"
+	"github.com/gpualloc/gpualloc/internal/torchsize"
 	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
 
@@ -60,8 +60,8 @@ func RoundSize(size int64) int64 {
 	if size > math.MaxInt64-(ChunkSize-1) {
 		return 0
 	}
-	r := caching.RoundToBlock(size)
-	if r > caching.SmallSize {
+	r := torchsize.RoundToBlock(size)
+	if r > torchsize.SmallSize {
 		r = (size + ChunkSize - 1) &^ (ChunkSize - 1)
 	}
 	return r

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/torchsize"
 	"github.com/gpualloc/gpualloc/strategy/internal/blocktable"
-	"github.com/gpualloc/gpualloc/strategy/internal/caching"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 )
 
@@ -154,7 +154,7 @@ func (a *Allocator) AllocStream(size int64, stream uint64) (gpualloc.Block, erro
 		a.m.CountOOM()
 		return gpualloc.Block{}, fmt.Errorf("%s: alloc of %d bytes: rounded size overflows: %w", name, size, gpualloc.ErrOutOfMemory)
 	}
-	small := rounded <= caching.SmallSize
+	small := rounded <= torchsize.SmallSize
 	pi := a.poolIndex(stream)
 	set := a.pools[pi].set(small)
 	before := a.devAlloc
@@ -189,7 +189,7 @@ func (a *Allocator) AllocStream(size int64, stream uint64) (gpualloc.Block, erro
 		default:
 			a.m.CountOOM()
 			return gpualloc.Block{}, fmt.Errorf("%s: alloc of %d bytes (%d rounded): segment of %d bytes: %w",
-				name, size, rounded, caching.AllocationSize(rounded), gpualloc.ErrOutOfMemory)
+				name, size, rounded, torchsize.AllocationSize(rounded), gpualloc.ErrOutOfMemory)
 		}
 		switch {
 		case err != nil:
@@ -220,7 +220,7 @@ func (a *Allocator) poolIndex(stream uint64) int32 {
 func (a *Allocator) handOut(n int32, rounded, requested int64, stream uint64, before int64) gpualloc.Block {
 	mt := a.meta[n]
 	rest := a.nodes[n].Size - rounded
-	if (mt.small && rest >= caching.MinBlockSize) || (!mt.small && rest >= ChunkSize) {
+	if (mt.small && rest >= torchsize.MinBlockSize) || (!mt.small && rest >= ChunkSize) {
 		r := a.split(n, rounded)
 		a.pools[mt.pool].set(mt.small).Insert(a.nodes, r)
 	}
@@ -515,7 +515,7 @@ func (a *Allocator) stitch(pi int32, rounded int64, time int) (int32, error) {
 // refuses. With virtual memory a large segment is a reserved range with a
 // 2 MiB chunk created and mapped at each of its pages.
 func (a *Allocator) newSegment(rounded int64, pi int32, small bool) (int32, error) {
-	size := caching.AllocationSize(rounded)
+	size := torchsize.AllocationSize(rounded)
 	if small || a.vm == nil {
 		addr, err := a.b.Malloc(size)
 		if err != nil {

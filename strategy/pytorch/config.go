@@ -7,19 +7,19 @@ import (
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/strategy/internal/caching"
+	"github.com/gpualloc/gpualloc/internal/torchsize"
 	"github.com/gpualloc/gpualloc/strategy/internal/param"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
 // PyTorch's constants (c10/cuda/CUDACachingAllocator.cpp).
 const (
-	minBlockSize   = caching.MinBlockSize // kMinBlockSize: every block is a multiple of this
-	smallSize      = caching.SmallSize    // kSmallSize: largest request of the small pool
-	smallBuffer    = caching.SmallBuffer  // kSmallBuffer: segment of the small pool
-	largeBuffer    = caching.LargeBuffer  // kLargeBuffer: segment for requests under 10 MiB
-	mib            = 1 << 20              // bytes in a MiB
-	roundupBands   = caching.Intervals    // kRoundUpPowerOfTwoIntervals: bands from 1 MiB to 64 GiB
+	minBlockSize   = torchsize.MinBlockSize // kMinBlockSize: every block is a multiple of this
+	smallSize      = torchsize.SmallSize    // kSmallSize: largest request of the small pool
+	smallBuffer    = torchsize.SmallBuffer  // kSmallBuffer: segment of the small pool
+	largeBuffer    = torchsize.LargeBuffer  // kLargeBuffer: segment for requests under 10 MiB
+	mib            = 1 << 20                // bytes in a MiB
+	roundupBands   = torchsize.Intervals    // kRoundUpPowerOfTwoIntervals: bands from 1 MiB to 64 GiB
 	unlimitedSplit = math.MaxInt64
 )
 
@@ -75,12 +75,12 @@ func DefaultConfig() Config {
 // of two stays); else a multiple of 512. It returns 0 for size < 1 or when
 // the result would overflow.
 func (c Config) RoundSize(size int64) int64 {
-	return caching.RoundSize(size, &c.RoundupPower2Divisions)
+	return torchsize.RoundSize(size, &c.RoundupPower2Divisions)
 }
 
 // segmentSize returns the size of the segment allocated for a block of
 // rounded bytes (get_allocation_size), 0 if it would overflow.
-func segmentSize(rounded int64) int64 { return caching.AllocationSize(rounded) }
+func segmentSize(rounded int64) int64 { return torchsize.AllocationSize(rounded) }
 
 // validate reports the first setting out of range as a *gpualloc.ParamError
 // wrapped in an error that names the strategy.
@@ -215,8 +215,8 @@ func (c *Config) set(k, v string) error {
 }
 
 // parseDivisions parses roundup_power2_divisions (see
-// [caching.ParseDivisions]).
-func parseDivisions(v string) ([roundupBands]int64, error) { return caching.ParseDivisions(v) }
+// [torchsize.ParseDivisions]).
+func parseDivisions(v string) ([roundupBands]int64, error) { return torchsize.ParseDivisions(v) }
 
 // formatDivisions writes d as [snapshot.FormatDivisions] does, without
 // brackets and with ";" between entries so that it fits in a spec;

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/gpualloc/gpualloc/strategy/internal/caching"
+	"github.com/gpualloc/gpualloc/internal/torchsize"
 )
 
 // Sizes of PyTorch's CUDA caching allocator that the rebuild relies on
@@ -347,7 +347,7 @@ func (r *rebuild) freshSegment(si int, e *TraceEntry) {
 	sg := r.segs[si]
 	rounded := r.rules.RoundSize(e.Size)
 	if sg.small || sg.expandable || r.rules.Expandable || len(sg.blocks) != 1 || sg.blocks[0].live ||
-		sg.addr != e.Addr || sg.size != caching.AllocationSize(rounded) ||
+		sg.addr != e.Addr || sg.size != torchsize.AllocationSize(rounded) ||
 		r.rules.oversize(rounded) || !r.rules.oversize(sg.size) {
 		return
 	}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpualloc/gpualloc/strategy/internal/caching"
+	"github.com/gpualloc/gpualloc/internal/torchsize"
 )
 
 // Rules are the settings of PyTorch's caching allocator that decide the
@@ -27,7 +27,7 @@ type Rules struct {
 
 // DefaultRules are the rules of an allocator configured with nothing.
 func DefaultRules() Rules {
-	return Rules{MaxSplitSize: NoMaxSplitSize, MaxNonSplitRounding: caching.LargeBuffer}
+	return Rules{MaxSplitSize: NoMaxSplitSize, MaxNonSplitRounding: torchsize.LargeBuffer}
 }
 
 // Rules returns the rules of the allocator that took the snapshot: from its
@@ -60,14 +60,14 @@ func (s *AllocatorSettings) Rules() (Rules, error) {
 		case s.Effective:
 		case k == "max_split_size_mb":
 			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < caching.LargeBuffer>>20 {
+			if err != nil || n < torchsize.LargeBuffer>>20 {
 				return bad(fmt.Errorf("not a number of MiB of at least 20"))
 			}
 			if n < math.MaxInt64>>20 {
 				r.MaxSplitSize = n << 20
 			}
 		case k == "roundup_power2_divisions":
-			d, err := caching.ParseDivisions(v)
+			d, err := torchsize.ParseDivisions(v)
 			if err != nil {
 				return bad(err)
 			}
@@ -81,7 +81,7 @@ func (s *AllocatorSettings) Rules() (Rules, error) {
 
 // RoundSize returns the size of the block for a request of n bytes
 // (round_size).
-func (r *Rules) RoundSize(n int64) int64 { return caching.RoundSize(n, &r.Divisions) }
+func (r *Rules) RoundSize(n int64) int64 { return torchsize.RoundSize(n, &r.Divisions) }
 
 // split reports whether PyTorch splits rest bytes off a free block that
 // serves a request rounded to rounded bytes (should_split): in the small

@@ -1,4 +1,4 @@
-package caching
+package torchsize
 
 import (
 	"math"

@@ -1,9 +1,13 @@
-// Package caching holds the rules of PyTorch's CUDA caching allocator
-// (c10/cuda/CUDACachingAllocator.cpp) that strategy/pytorch and
-// strategy/gmlake, which adapts it, both follow: its constants, the
-// rounding of a request to whole blocks and the size of the segment
-// allocated for one.
-package caching
+// Package torchsize holds the size rules of PyTorch's CUDA caching
+// allocator (c10/cuda/CUDACachingAllocator.cpp) that every part of the
+// module modelling it follows: the pytorch strategy, the gmlake strategy
+// (which adapts it), and the snapshot package's rebuild of a snapshot's
+// starting state. They are its constants, the rounding of a request to a
+// block (round_size, with roundup_power2_divisions), the size of the
+// segment allocated for a block (get_allocation_size), and the syntax of
+// roundup_power2_divisions. Each is O(1) and allocates nothing, but for
+// the parsing and formatting of divisions.
+package torchsize
 
 import "math"
 
