@@ -7,8 +7,8 @@ import (
 	"strconv"
 
 	"github.com/gpualloc/gpualloc/internal/tabular"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/fidelity"
-	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
 const fidelityUsage = `usage: simulate fidelity [flags] SNAPSHOT...

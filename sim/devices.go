@@ -2,7 +2,7 @@ package sim
 
 import (
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+	"github.com/gpualloc/gpualloc/snapshot"
 )
 
 // PerDevice returns r followed, for a trace of several devices, by one

@@ -12,9 +12,9 @@ import (
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/viewercheck"
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/snapshot"
 	_ "github.com/gpualloc/gpualloc/strategy/all"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/fidelity"
-	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
 

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+	"github.com/gpualloc/gpualloc/snapshot"
 )
 
 // Recording a replay as a PyTorch memory snapshot (Config.Snapshot).

@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+	"github.com/gpualloc/gpualloc/snapshot"
 )
 
 // A snapshotReader yields the allocations and frees of a PyTorch memory

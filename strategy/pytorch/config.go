@@ -8,8 +8,8 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/torchsize"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/internal/param"
-	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
 // PyTorch's constants (c10/cuda/CUDACachingAllocator.cpp).

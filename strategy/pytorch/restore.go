@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+	"github.com/gpualloc/gpualloc/snapshot"
 )
 
 // Restore makes the allocator hold segment s of a PyTorch snapshot (such as

@@ -3,8 +3,8 @@ package fidelity_test
 import (
 	"fmt"
 
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/fidelity"
-	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
 // A window of a trace that starts mid-run, where every block is freed by

@@ -59,7 +59,7 @@ import (
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+	"github.com/gpualloc/gpualloc/snapshot"
 )
 
 // An Allocator is the model replayed: the pytorch strategy, or a test's.

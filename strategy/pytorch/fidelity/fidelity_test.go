@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+	"github.com/gpualloc/gpualloc/snapshot"
 )
 
 // The tests' snapshots are built here, with the decisions PyTorch takes on

@@ -5,7 +5,7 @@ import (
 	"sort"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+	"github.com/gpualloc/gpualloc/snapshot"
 )
 
 // Sizes of PyTorch's CUDA caching allocator.

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	pk "github.com/gpualloc/gpualloc/internal/pickletest"
-	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+	"github.com/gpualloc/gpualloc/snapshot"
 )
 
 // roundTrip writes s and reads it back.

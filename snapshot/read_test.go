@@ -10,12 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	pk "github.com/gpualloc/gpualloc/internal/pickletest"
-	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
+	"github.com/gpualloc/gpualloc/snapshot"
 )
 
 // sharedDir holds real PyTorch snapshots where the project's shared
 // fixtures are checked out beside the repository.
-const sharedDir = "../../../../shared/traces/pytorch"
+const sharedDir = "../../shared/traces/pytorch"
 
 const (
 	a0 = pk.A0

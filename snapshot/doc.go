@@ -40,4 +40,9 @@
 // from the segments. The traces package replays a snapshot's allocations
 // from that state; the pytorch strategy's Restore starts from it; and
 // package fidelity replays the trace through the strategy from it.
+//
+// The package is the format alone, as pprof's profile package is: it
+// imports nothing of the simulator, the trace readers or the strategies,
+// which all import it. PyTorch's size rules that the rebuild follows come
+// from internal/torchsize, which the pytorch strategy shares.
 package snapshot
