@@ -8,15 +8,6 @@ import (
 	"github.com/gpualloc/gpualloc/internal/torchsize"
 )
 
-// Sizes of PyTorch's CUDA caching allocator that the rebuild relies on
-// (c10/cuda/CUDACachingAllocator.cpp).
-const (
-	minBlockSize = 512      // kMinBlockSize: every block is a multiple of it
-	smallSize    = 1 << 20  // kSmallSize: largest request served by the small pool
-	smallBuffer  = 2 << 20  // kSmallBuffer: size of a small pool's segment
-	largeBuffer  = 20 << 20 // kLargeBuffer: page of a large pool's expandable segment
-)
-
 // A State is the memory of the allocator on one device at one moment.
 type State struct {
 	// Segments are the segments, in address order, each with its blocks in
@@ -376,7 +367,7 @@ func (r *rebuild) addSegment(a uint64, size int64, stream uint64) string {
 	if size <= 0 || a+uint64(size) < a {
 		return fmt.Sprintf(": size %d", size)
 	}
-	ns := &rseg{addr: a, size: size, stream: stream, small: size == smallBuffer, blocks: []rblock{{addr: a, size: size}}}
+	ns := &rseg{addr: a, size: size, stream: stream, small: size == torchsize.SmallBuffer, blocks: []rblock{{addr: a, size: size}}}
 	i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].end() > a })
 	if i < len(r.segs) && r.segs[i].addr < ns.end() {
 		return ": overlaps the segment at " + hex(r.segs[i].addr)
@@ -428,7 +419,8 @@ func (r *rebuild) unmap(a uint64, size int64) string {
 // mapRange adds the free bytes [a, a+size) to the expandable segments of
 // stream, joined to a mapped range that ends at a or starts at a+size; it
 // returns what prevents it, or "". A range joined to none is of the small
-// pool when size is not a multiple of the large pool's pages.
+// pool when size is not a multiple of the large pool's pages (kLargeBuffer,
+// 20 MiB).
 func (r *rebuild) mapRange(a uint64, size int64, stream uint64) string {
 	end := a + uint64(size)
 	if size <= 0 || end < a {
@@ -438,7 +430,7 @@ func (r *rebuild) mapRange(a uint64, size int64, stream uint64) string {
 	if i < len(r.segs) && r.segs[i].addr < end {
 		return ": overlaps the segment at " + hex(r.segs[i].addr)
 	}
-	ns := &rseg{addr: a, size: size, stream: stream, small: size%largeBuffer != 0, expandable: true, blocks: []rblock{{addr: a, size: size}}}
+	ns := &rseg{addr: a, size: size, stream: stream, small: size%torchsize.LargeBuffer != 0, expandable: true, blocks: []rblock{{addr: a, size: size}}}
 	joins := func(o *rseg) bool { return o.expandable && o.stream == stream }
 	if i > 0 && r.segs[i-1].end() == a && joins(r.segs[i-1]) {
 		p := r.segs[i-1]
@@ -537,9 +529,9 @@ func (r *rebuild) unfree(s *rseg, a uint64, requested int64) string {
 	before := int64(a - f.addr)
 	if before > 0 && r.large(s) {
 		switch p := s.prevLive(i); {
-		case before <= smallSize && p == nil:
+		case before <= torchsize.SmallSize && p == nil:
 			return fmt.Sprintf(": a free fragment of %d bytes at %s before it, which PyTorch cannot leave in a large segment, and no live block before it to own it", before, hex(f.addr))
-		case before <= smallSize:
+		case before <= torchsize.SmallSize:
 			p.size += before
 			f.addr, f.size, before = a, f.size-before, 0
 		case p != nil && r.rules.oversize(r.rules.RoundSize(p.requested)) &&

@@ -90,9 +90,9 @@ func (r *Rules) RoundSize(n int64) int64 { return torchsize.RoundSize(n, &r.Divi
 // more than 1 MiB.
 func (r *Rules) split(small bool, rounded, rest int64) bool {
 	if small || r.Expandable {
-		return rest >= minBlockSize
+		return rest >= torchsize.MinBlockSize
 	}
-	return !r.oversize(rounded) && rest > smallSize
+	return !r.oversize(rounded) && rest > torchsize.SmallSize
 }
 
 // oversize reports whether a block of the large pool of size bytes is

@@ -4,17 +4,17 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"math/bits"
 	"strconv"
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/torchsize"
 )
 
 // Intervals is the number of intervals of roundup_power2_divisions: [1, 2)
 // MiB (with the smaller sizes), [2, 4) MiB, ..., [32, 64) GiB (with the
 // larger sizes).
-const Intervals = 16
+const Intervals = torchsize.Intervals
 
 // NoMaxSplitSize is the MaxSplitSize of an allocator that splits blocks of
 // any size.
@@ -150,7 +150,7 @@ func (p *parser) divisions(v any, path string) [Intervals]int64 {
 			p.fail(path+"["+ks+"]", "not a number of divisions: "+fmt.Sprint(plain(v)))
 			return d
 		}
-		d[min(bits.Len64(mb)-1, Intervals-1)] = n
+		d[torchsize.MiBInterval(mb)] = n
 	}
 	return d
 }
@@ -236,27 +236,10 @@ func (s *AllocatorSettings) AllocConf() string {
 }
 
 // FormatDivisions writes roundup_power2_divisions in PYTORCH_CUDA_ALLOC_CONF
-// syntax: one number when every interval has the same divisions, else a
-// list of the intervals with divisions, "[1:4,2:8,1024:2]", in which an
-// interval not named has none ("1:0" comes first when the first interval
-// has none, since PyTorch gives the intervals before the first one named
-// its divisions).
-func FormatDivisions(d [Intervals]int64) string {
-	same := true
-	for _, x := range d {
-		same = same && x == d[0]
-	}
-	if same {
-		return strconv.FormatInt(d[0], 10)
-	}
-	var parts []string
-	for i, x := range d {
-		if x != 0 || i == 0 {
-			parts = append(parts, strconv.FormatInt(1<<i, 10)+":"+strconv.FormatInt(x, 10))
-		}
-	}
-	return "[" + strings.Join(parts, ",") + "]"
-}
+// syntax (see [torchsize.FormatDivisions]): one number when every interval
+// has the same divisions, else a list of the intervals with divisions,
+// "[1:4,2:8,1024:2]".
+func FormatDivisions(d [Intervals]int64) string { return torchsize.FormatDivisions(d) }
 
 // SplitConf splits a PYTORCH_CUDA_ALLOC_CONF string into its items
 // ("key:value") at the commas outside brackets, as PyTorch's parser reads

@@ -19,6 +19,13 @@ func Interval(size int64) int {
 	return min(max(i, 0), Intervals-1)
 }
 
+// MiBInterval returns the interval that a key of roundup_power2_divisions
+// names by its first MiB, mb, a power of two: the interval [mb, 2*mb) MiB,
+// the last one for mb of 32768 and more.
+func MiBInterval(mb uint64) int {
+	return min(bits.Len64(mb)-1, Intervals-1)
+}
+
 // RoundSize returns the size of the block PyTorch sets aside for a request
 // of size bytes (round_size in c10/cuda/CUDACachingAllocator.cpp), with
 // divisions the roundup_power2_divisions of each interval: 512 bytes at
@@ -97,7 +104,7 @@ func ParseDivisions(v string) ([Intervals]int64, error) {
 		if err != nil || mb <= 0 || mb&(mb-1) != 0 {
 			return d, fmt.Errorf("entry %q: the interval must be a power of two of MiB", e)
 		}
-		i := min(bits.Len64(uint64(mb))-1, Intervals-1)
+		i := MiBInterval(uint64(mb))
 		if first {
 			for j := 0; j < i; j++ {
 				d[j] = n
@@ -108,4 +115,27 @@ func ParseDivisions(v string) ([Intervals]int64, error) {
 		last = i
 	}
 	return d, nil
+}
+
+// FormatDivisions writes roundup_power2_divisions in PYTORCH_CUDA_ALLOC_CONF
+// syntax: one number when every interval has the same divisions, else a
+// list of the intervals with divisions, "[1:4,2:8,1024:2]", in which an
+// interval not named has none ("1:0" comes first when the first interval
+// has none, since PyTorch gives the intervals before the first one named
+// its divisions).
+func FormatDivisions(d [Intervals]int64) string {
+	same := true
+	for _, x := range d {
+		same = same && x == d[0]
+	}
+	if same {
+		return strconv.FormatInt(d[0], 10)
+	}
+	var parts []string
+	for i, x := range d {
+		if x != 0 || i == 0 {
+			parts = append(parts, strconv.FormatInt(1<<i, 10)+":"+strconv.FormatInt(x, 10))
+		}
+	}
+	return "[" + strings.Join(parts, ",") + "]"
 }

@@ -25,3 +25,16 @@ func TestAllocationSize(t *testing.T) {
 		assert.Equal(t, tt.want, AllocationSize(tt.rounded), "AllocationSize(%d)", tt.rounded)
 	}
 }
+
+// TestDivisionsRoundTrip: what FormatDivisions writes, ParseDivisions reads
+// back to the same divisions, as PyTorch would.
+func TestDivisionsRoundTrip(t *testing.T) {
+	for _, conf := range []string{"0", "4", "[1:0,2:8,8:2]", "[1:4,2:8,1024:2]", "[1:0,32768:2]"} {
+		d, err := ParseDivisions(conf)
+		assert.NoError(t, err, conf)
+		assert.Equal(t, conf, FormatDivisions(d))
+	}
+	assert.Equal(t, 0, MiBInterval(1))
+	assert.Equal(t, 10, MiBInterval(1024))
+	assert.Equal(t, Intervals-1, MiBInterval(1<<20))
+}
