@@ -10,8 +10,8 @@ import (
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/tabular"
 	"github.com/gpualloc/gpualloc/sim"
-	"github.com/gpualloc/gpualloc/strategy/pytorch/tune"
 	"github.com/gpualloc/gpualloc/traces"
+	"github.com/gpualloc/gpualloc/tune"
 )
 
 const tuneUsage = `usage: simulate tune [flags] TRACE
