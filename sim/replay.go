@@ -198,7 +198,7 @@ type Result struct {
 	// MiB, on which the strategy replays the trace without an OOM, with one
 	// 1 MiB below (simulate --min-capacity); nil unless asked for, and on a
 	// device's row (the capacity is that of every device of the replay).
-	// The engine does not compute it.
+	// The engine does not compute it; package mincap searches it.
 	MinCapacityBytes *int64 `json:"min_capacity_bytes"`
 
 	// Devices breaks the figures down by device index, in increasing order

@@ -1,0 +1,56 @@
+package mincap_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"strings"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/mincap"
+	"github.com/gpualloc/gpualloc/sim"
+	_ "github.com/gpualloc/gpualloc/strategy/all"
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+// The smallest device on which each of three strategies replays a small
+// trace, against the lower bound every strategy needs: its peak of live
+// requested bytes.
+func ExampleSearch() {
+	const trace = `op,id,size
+alloc,1,1000
+alloc,2,5000000
+free,1,
+alloc,3,1000
+free,2,
+alloc,4,3000000
+free,3,
+alloc,5,5000000
+free,4,
+free,5,
+`
+	r, err := traces.NewReader(strings.NewReader(trace), "tiny.csv", traces.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	events, err := traces.ReadAll(r)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, spec := range []string{"unpooled", "naive", "pytorch"} {
+		sel, err := gpualloc.Select(spec, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		cfg := sim.Config{Trace: "tiny.csv", Params: sel.Params}
+		c, err := mincap.Search(context.Background(), events, cfg, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%-8s %s\n", spec, gpualloc.FormatSize(c))
+	}
+	// Output:
+	// unpooled 8.00 MiB
+	// naive    10.0 MiB
+	// pytorch  22.0 MiB
+}
