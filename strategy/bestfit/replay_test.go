@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/strategy/bestfit"
-	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -67,7 +67,7 @@ func randomTrace(t testing.TB, seed uint64, n int) []byte {
 func roundedPeak(t testing.TB, r traces.Reader, round func(int64) int64) int64 {
 	events, err := traces.ReadAll(r)
 	require.NoError(t, err)
-	peak, end := alloctest.RoundedPeak(events, round)
+	peak, end := replaytest.RoundedPeak(events, round)
 	require.Zero(t, end, "every allocation is freed")
 	return peak
 }
@@ -101,14 +101,14 @@ func TestPeakAllocatedIsRoundedPeak(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		trs = append(trs,
 			trace{fmt.Sprintf("rand-%d", seed), randomTrace(t, seed, n)},
-			trace{fmt.Sprintf("gen-random-%d", seed), alloctest.RandomTrace(t, seed, int64(n))})
+			trace{fmt.Sprintf("gen-random-%d", seed), replaytest.RandomTrace(t, seed, int64(n))})
 	}
 	for _, tr := range trs {
 		for _, cfg := range configs {
 			spec := fmt.Sprintf("round=%d,grow=%s", cfg.c.Round, cfg.c.Grow)
 			t.Run(tr.name+"/"+spec, func(t *testing.T) {
-				want := roundedPeak(t, alloctest.Reader(t, tr.name, tr.data), cfg.round)
-				alloctest.ReplayPeak(t, alloctest.Reader(t, tr.name, tr.data), strategy.Open(cfg.c), want)
+				want := roundedPeak(t, replaytest.Reader(t, tr.name, tr.data), cfg.round)
+				replaytest.ReplayPeak(t, replaytest.Reader(t, tr.name, tr.data), strategy.Open(cfg.c), want)
 			})
 		}
 	}

@@ -3,6 +3,7 @@ package bfc_test
 import (
 	"testing"
 
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/bfc"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
@@ -28,13 +29,13 @@ func BenchmarkWorkingSet(b *testing.B) {
 // live) and each bundled trace: "engine" through sim.Replay, "direct" with
 // a loop that only calls Alloc and Free, for the strategy's own share.
 func BenchmarkReplay(b *testing.B) {
-	events := alloctest.RandomEvents(b, 1, 1_000_000)
+	events := replaytest.RandomEvents(b, 1, 1_000_000)
 	open := strategy.Open(bfc.DefaultConfig())
-	b.Run("random", func(b *testing.B) { segmenttest.Replay(b, open, events) })
+	b.Run("random", func(b *testing.B) { replaytest.ReplayBoth(b, open, events) })
 	for _, bd := range traces.Bundled() {
-		events := alloctest.BundledEvents(b, bd.Name)
+		events := replaytest.BundledEvents(b, bd.Name)
 		b.Run(bd.Name, func(b *testing.B) {
-			alloctest.ReplaySim(b, sim.Config{Open: open}, bd.Name, events)
+			replaytest.ReplaySim(b, sim.Config{Open: open}, bd.Name, events)
 		})
 	}
 }

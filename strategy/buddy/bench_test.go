@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/buddy"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
@@ -107,7 +108,7 @@ func BenchmarkReplay(b *testing.B) {
 	require.NoError(b, err)
 	for _, trace := range []string{"random1M", "training", "dynamic"} {
 		events := all[trace]
-		b.Run(trace+"/pool", func(b *testing.B) { alloctest.ReplayPool(b, strategy.Open(buddy.DefaultConfig()), events) })
-		b.Run(trace+"/sim", func(b *testing.B) { alloctest.ReplaySim(b, sim.Config{Params: params}, trace, events) })
+		b.Run(trace+"/pool", func(b *testing.B) { replaytest.ReplayPool(b, strategy.Open(buddy.DefaultConfig()), events) })
+		b.Run(trace+"/sim", func(b *testing.B) { replaytest.ReplaySim(b, sim.Config{Params: params}, trace, events) })
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/dualcursor"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
@@ -41,13 +42,13 @@ func BenchmarkReplay(b *testing.B) {
 		name   string
 		events []traces.Event
 	}{
-		{"random", alloctest.RandomEvents(b, 1, 1_000_000)},
-		{"training", alloctest.BundledEvents(b, "training")},
-		{"dynamic", alloctest.BundledEvents(b, "dynamic")},
+		{"random", replaytest.RandomEvents(b, 1, 1_000_000)},
+		{"training", replaytest.BundledEvents(b, "training")},
+		{"dynamic", replaytest.BundledEvents(b, "dynamic")},
 	}
 	open := strategy.Open(dualcursor.DefaultConfig())
 	for _, set := range sets {
-		b.Run(set.name+"/engine", func(b *testing.B) { alloctest.ReplaySim(b, sim.Config{Open: open}, set.name, set.events) })
+		b.Run(set.name+"/engine", func(b *testing.B) { replaytest.ReplaySim(b, sim.Config{Open: open}, set.name, set.events) })
 		b.Run(set.name+"/direct", func(b *testing.B) { replayDirect(b, set.events) })
 	}
 }

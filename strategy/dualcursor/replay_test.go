@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/dualcursor"
-	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -20,8 +20,8 @@ import (
 // since every block has exactly its rounded size.
 func TestReplayBundled(t *testing.T) {
 	for _, b := range traces.Bundled() {
-		events := alloctest.BundledEvents(t, b.Name)
-		peak, _ := alloctest.RoundedPeak(events, dualcursor.DefaultConfig().RoundSize)
+		events := replaytest.BundledEvents(t, b.Name)
+		peak, _ := replaytest.RoundedPeak(events, dualcursor.DefaultConfig().RoundSize)
 		for _, c := range []dualcursor.Config{
 			dualcursor.DefaultConfig(),
 			func() dualcursor.Config {
@@ -31,7 +31,7 @@ func TestReplayBundled(t *testing.T) {
 			}(),
 		} {
 			t.Run(b.Name+"/block="+map[bool]string{true: "0", false: "1GiB"}[c.Block == 0], func(t *testing.T) {
-				res := alloctest.ReplayPeak(t, traces.NewSliceReader(b.Name, events), strategy.Open(c), peak)
+				res := replaytest.ReplayPeak(t, traces.NewSliceReader(b.Name, events), strategy.Open(c), peak)
 				if c.Block == 0 {
 					assert.Equal(t, sim.DefaultCapacity, res.PeakReservedBytes, "the whole device")
 					assert.Equal(t, int64(1), res.DeviceMallocs)
@@ -48,7 +48,7 @@ func TestReplayBundled(t *testing.T) {
 // category column (the two layouts differ) and that neither runs out of
 // memory.
 func TestCategoriesMatter(t *testing.T) {
-	events := alloctest.BundledEvents(t, "training")
+	events := replaytest.BundledEvents(t, "training")
 	var cats int
 	plain := make([]traces.Event, len(events))
 	for i, ev := range events {

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/gmlake"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
@@ -28,10 +29,10 @@ func BenchmarkReplay(b *testing.B) {
 	stitchAll := gmlake.DefaultConfig()
 	stitchAll.FragLimit = 0
 	for _, bd := range traces.Bundled() {
-		events := alloctest.BundledEvents(b, bd.Name)
+		events := replaytest.BundledEvents(b, bd.Name)
 		for name, c := range map[string]gmlake.Config{"default": gmlake.DefaultConfig(), "frag_limit=0": stitchAll} {
 			b.Run(bd.Name+"/"+name, func(b *testing.B) {
-				alloctest.ReplaySim(b, sim.Config{Open: func(be gpualloc.Backend) (gpualloc.Allocator, error) {
+				replaytest.ReplaySim(b, sim.Config{Open: func(be gpualloc.Backend) (gpualloc.Allocator, error) {
 					return gmlake.New(be, c)
 				}}, bd.Name, events)
 			})

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/pytorch"
@@ -27,7 +28,7 @@ func BenchmarkAllocFree(b *testing.B) {
 func BenchmarkReplay(b *testing.B) {
 	open := func(be gpualloc.Backend) (gpualloc.Allocator, error) { return pytorch.New(be, pytorch.DefaultConfig()) }
 	for _, bd := range traces.Bundled() {
-		events := alloctest.BundledEvents(b, bd.Name)
-		b.Run(bd.Name, func(b *testing.B) { alloctest.ReplaySim(b, sim.Config{Open: open}, bd.Name, events) })
+		events := replaytest.BundledEvents(b, bd.Name)
+		b.Run(bd.Name, func(b *testing.B) { replaytest.ReplaySim(b, sim.Config{Open: open}, bd.Name, events) })
 	}
 }

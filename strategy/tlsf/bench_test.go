@@ -3,6 +3,7 @@ package tlsf_test
 import (
 	"testing"
 
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
 	"github.com/gpualloc/gpualloc/strategy/tlsf"
@@ -26,6 +27,6 @@ func BenchmarkWorkingSet(b *testing.B) {
 // is timed: "engine" through sim.Replay, "direct" with a loop that only
 // calls Alloc and Free, for the strategy's own share.
 func BenchmarkReplay(b *testing.B) {
-	events := alloctest.RandomEvents(b, 1, 1_000_000)
-	segmenttest.Replay(b, strategy.Open(tlsf.DefaultConfig()), events)
+	events := replaytest.RandomEvents(b, 1, 1_000_000)
+	replaytest.ReplayBoth(b, strategy.Open(tlsf.DefaultConfig()), events)
 }

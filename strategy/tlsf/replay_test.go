@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/strategy/tlsf"
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -21,9 +21,9 @@ func TestPeakAllocatedIsRoundedPeak(t *testing.T) {
 	for _, c := range []tlsf.Config{tlsf.DefaultConfig(), {Round: 256, MinBlock: 1024, Chunk: 1}} {
 		for seed := uint64(1); seed <= 3; seed++ {
 			t.Run(fmt.Sprintf("round=%d,min_block=%d,chunk=%d,seed=%d", c.Round, c.MinBlock, c.Chunk, seed), func(t *testing.T) {
-				events := alloctest.RandomEvents(t, seed, n)
-				want, _ := alloctest.RoundedPeak(events, func(size int64) int64 { return max(c.MinBlock, (size+c.Round-1)/c.Round*c.Round) })
-				alloctest.ReplayPeak(t, traces.NewSliceReader("random", events), strategy.Open(c), want)
+				events := replaytest.RandomEvents(t, seed, n)
+				want, _ := replaytest.RoundedPeak(events, func(size int64) int64 { return max(c.MinBlock, (size+c.Round-1)/c.Round*c.Round) })
+				replaytest.ReplayPeak(t, traces.NewSliceReader("random", events), strategy.Open(c), want)
 			})
 		}
 	}

@@ -1,8 +1,11 @@
 // Package alloctest holds the test and benchmark helpers that the tests of
 // every built-in strategy share: table-driven checks of a strategy's
 // constructor and of its registry entry, the conformance suite run under
-// several configurations, and the bodies of the benchmarks, so that each
-// strategy's tests hold only its own tables and its own rules.
+// several configurations, and the bodies of the benchmarks of a pool's own
+// calls, so that each strategy's tests hold only its own tables and its own
+// rules. The helpers that replay traces are in internal/replaytest, which
+// imports the simulator; this package imports neither it nor the trace
+// readers.
 package alloctest
 
 import (

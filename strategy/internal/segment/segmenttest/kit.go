@@ -11,11 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
-	"github.com/gpualloc/gpualloc/traces"
 )
 
 // A Kit holds the tests that every strategy built on package segment runs
@@ -320,13 +318,4 @@ func AllocFree(b *testing.B, p Pool) {
 	require.NoError(b, err)
 	alloctest.AllocFree(b, p, alloctest.HitSizes)
 	require.NoError(b, p.Free(keep))
-}
-
-// Replay is the body of the BenchmarkReplay of a strategy built on package
-// segment: events held in memory replayed on pools open opens, "engine"
-// through sim.Replay and "direct" with a loop that only calls Alloc and
-// Free, for the strategy's own share.
-func Replay(b *testing.B, open strategytest.OpenFunc, events []traces.Event) {
-	b.Run("engine", func(b *testing.B) { alloctest.ReplaySim(b, sim.Config{Open: open}, "random", events) })
-	b.Run("direct", func(b *testing.B) { alloctest.ReplayPool(b, open, events) })
 }

@@ -1,4 +1,10 @@
-package alloctest
+// Package replaytest holds the helpers of the strategies' tests and
+// benchmarks that replay traces: random and bundled traces as events held in
+// memory, the peak a rounding rule implies, and replays through the
+// simulator or straight into a pool. It sits above sim and traces, so that
+// the strategies' own packages and their test kits (strategy/internal/...)
+// import neither; only the strategies' test files import it.
+package replaytest
 
 import (
 	"bytes"
