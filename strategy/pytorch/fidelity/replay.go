@@ -1,0 +1,297 @@
+package fidelity
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/snapshot"
+)
+
+// releaseInAlloc reports whether an allocation may free some cached
+// segments and not others before it allocates one, so that the
+// segment_free entries recorded just before an alloc are its own, not an
+// empty_cache's: PyTorch's release_available_cached_blocks, with a
+// max_split_size and without expandable segments, and its
+// garbage_collect_cached_blocks, with a garbage_collection_threshold and a
+// memory fraction.
+func releaseInAlloc(s *snapshot.AllocatorSettings, r snapshot.Rules) bool {
+	if s != nil && s.GarbageCollectionThreshold > 0 && s.MemoryFraction() > 0 {
+		return true
+	}
+	return r.MaxSplitSize != snapshot.NoMaxSplitSize && !r.Expandable
+}
+
+// replay is one replay of a device's trace.
+type replay struct {
+	res      *Result
+	dev      int
+	trace    []snapshot.TraceEntry
+	offset   int // entries of trace before the file's first (State.Fresh)
+	conf     string
+	newAlloc NewFunc
+	total    int64 // the device's memory
+	// releaseInAlloc: see the function of that name.
+	releaseInAlloc bool
+
+	a    Allocator
+	be   *backend
+	live map[uint64]gpualloc.Block // recorded address -> the model's block
+	// failed are the recorded addresses whose allocation the model failed.
+	failed map[uint64]bool
+	// released: ReleaseAll was called since the last alloc or free. A
+	// free may make a segment whole, which the next release gives back.
+	released  bool
+	decisions int64 // allocs that matched wholly
+}
+
+// start makes a new allocator that holds the segments of st.
+func (r *replay) start(st *snapshot.State, top uint64) error {
+	r.be = newBackend(r.res, r.dev, top, r.total)
+	a, err := r.newAlloc(r.be, r.conf)
+	if err != nil {
+		return err
+	}
+	r.a, r.live, r.failed, r.released = a, map[uint64]gpualloc.Block{}, map[uint64]bool{}, false
+	if rr, ok := a.(RangeRestorer); ok {
+		for _, x := range ranges(st, r.trace) {
+			if x.initial {
+				r.be.held[x.base] = rangeSize(r.total, x.page())
+				if err := rr.RestoreRange(x.stream, x.small, x.base); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, sg := range st.Segments {
+		blocks, err := a.Restore(sg)
+		if err != nil {
+			return fmt.Errorf("restoring the segment at %s: %w", hex(sg.Address), err)
+		}
+		n := 0
+		for _, b := range sg.Blocks {
+			if b.Live() {
+				if n >= len(blocks) {
+					return fmt.Errorf("restoring the segment at %s: %d live blocks returned, more expected", hex(sg.Address), len(blocks))
+				}
+				r.live[b.Address] = blocks[n]
+				n++
+			}
+		}
+	}
+	return nil
+}
+
+// run replays the trace from st, following the record of tr if it is not
+// nil.
+func (r *replay) run(st *snapshot.State, top uint64, tr *snapshot.Tracker) error {
+	if err := r.start(st, top); err != nil {
+		return err
+	}
+	for i := range r.trace {
+		e := &r.trace[i]
+		be := r.be
+		at := i - r.offset // the entry's index in the file
+		be.index = at
+		be.ahead = r.trace[i:]
+		ok, err := r.entry(e, i, at)
+		if err != nil {
+			return err
+		}
+		if tr == nil {
+			continue
+		}
+		if err := tr.Apply(e); err != nil {
+			return fmt.Errorf("device_traces[%d][%d]: %w", r.dev, at, err)
+		}
+		ok = ok && be.clean(at)
+		if e.Action == snapshot.Alloc && ok {
+			r.decisions++
+		}
+		if !ok {
+			// Hold the recorded state again.
+			if err := r.start(tr.State(r.dev), top); err != nil {
+				return fmt.Errorf("device_traces[%d][%d]: %w", r.dev, at, err)
+			}
+		}
+	}
+	r.be.endAlloc()
+	return nil
+}
+
+// entry replays entry e, the i-th of r.trace and the at-th of the file, and
+// reports whether the model took the recorded decision, as far as the entry
+// itself shows.
+func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
+	res, be, dev := r.res, r.be, r.dev
+	switch e.Action {
+	case snapshot.SegmentAlloc, snapshot.SegmentMap:
+		res.SegmentAllocs++
+		if (i == 0 || !isSegmentGrowth(r.trace[i-1].Action)) && be.failAt == 0 {
+			be.endAlloc()
+		}
+		be.pending = append(be.pending, e)
+	case snapshot.Alloc:
+		res.Allocs++
+		r.released = false
+		b, err := r.a.AllocStream(e.Size, e.Stream)
+		be.endAlloc()
+		be.endReleases()
+		if err != nil {
+			res.AllocErrors++
+			r.failed[e.Addr] = true
+			res.mismatch(Mismatch{dev, at, "alloc", e.Size, hex(e.Addr), "error: " + err.Error()})
+			return false, nil
+		}
+		delete(r.failed, e.Addr)
+		r.live[e.Addr] = b
+		if b.Addr != e.Addr {
+			res.mismatch(Mismatch{dev, at, "alloc", e.Size, hex(e.Addr), hex(b.Addr)})
+			return false, nil
+		}
+		res.AddressMatches++
+	case snapshot.FreeCompleted:
+		be.endAlloc()
+		r.released = false
+		b, ok := r.live[e.Addr]
+		if !ok {
+			if r.failed[e.Addr] {
+				delete(r.failed, e.Addr)
+				return true, nil
+			}
+			return false, fmt.Errorf("device_traces[%d][%d]: free_completed of %s never allocated", dev, at, hex(e.Addr))
+		}
+		delete(r.live, e.Addr)
+		if err := r.a.Free(b); err != nil {
+			return false, fmt.Errorf("device_traces[%d][%d]: free_completed of %s: %w", dev, at, hex(e.Addr), err)
+		}
+	case snapshot.SegmentFree, snapshot.SegmentUnmap:
+		res.SegmentFrees++
+		if be.failAt == 0 && i > 0 && r.trace[i-1].Action == snapshot.SegmentMap && r.mapFailed(i) {
+			// The alloc that mapped the pages recorded before ran out
+			// of memory: its device refuses the next page once those
+			// are mapped, and it gives back what it caches, these.
+			be.failAt = len(be.pending)
+		}
+		if be.failAt > 0 {
+			be.releases = append(be.releases, e)
+			return true, nil
+		}
+		be.endAlloc()
+		if r.oomFollows(i) || e.Action == snapshot.SegmentFree && r.releaseInAlloc && r.allocFollows(i) {
+			// Freed by the next alloc or oom, which its device refuses
+			// until then.
+			be.releases = append(be.releases, e)
+			return true, nil
+		}
+		if !be.gaveBack(e) && !r.released {
+			if rel, ok := r.a.(gpualloc.Releaser); ok {
+				r.released = true
+				if err := rel.ReleaseAll(); err != nil {
+					return false, fmt.Errorf("device_traces[%d][%d]: releasing cached segments: %w", dev, at, err)
+				}
+			}
+		}
+		if be.takeBack(e) {
+			res.SegmentFreeMatches++
+			return true, nil
+		}
+		res.mismatch(Mismatch{dev, at, string(e.Action), e.Size, hex(e.Addr), "kept"})
+		return false, nil
+	case snapshot.OutOfMemory:
+		// Failed after mapping pages (see mapFailed), the allocation
+		// gets the memory recorded before its failure; else none.
+		failing := be.failAt > 0
+		if !failing {
+			be.endAlloc()
+		}
+		res.OOMs++
+		be.full, be.oom = !failing, true
+		b, err := r.a.AllocStream(e.Size, e.Stream)
+		be.full, be.oom = false, false
+		be.endAlloc()
+		be.endReleases()
+		if err != nil {
+			if !errors.Is(err, gpualloc.ErrOutOfMemory) {
+				return false, fmt.Errorf("device_traces[%d][%d]: oom of %d bytes: %w", dev, at, e.Size, err)
+			}
+			res.OOMMatches++
+			return true, nil
+		}
+		res.mismatch(Mismatch{dev, at, "oom", e.Size, "out of memory", hex(b.Addr)})
+		if err := r.a.Free(b); err != nil {
+			return false, fmt.Errorf("device_traces[%d][%d]: oom of %d bytes: %w", dev, at, e.Size, err)
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
+// oomFollows reports whether the segment_free and segment_unmap entries
+// from the i-th on lead to an oom. They are the failed allocation's own:
+// PyTorch's malloc releases cached segments (release_available_cached_blocks
+// with a max_split_size, then release_cached_blocks) before it gives up and
+// records the oom, so an oom that follows frees of a release, an
+// empty_cache's included, holds no cached segment that the release could
+// give back. Given back before the oom instead, by ReleaseAll, they would
+// miss the blocks freed since the last release.
+func (r *replay) oomFollows(i int) bool {
+	for _, e := range r.trace[i+1:] {
+		switch e.Action {
+		case snapshot.SegmentFree, snapshot.SegmentUnmap:
+		case snapshot.OutOfMemory:
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// mapFailed reports whether the segment_free and segment_unmap entries
+// from the i-th on, which follow segment_map entries, are those of the
+// failed map of an allocation that then succeeded or failed: they lead to
+// an alloc or oom with only segment_map and segment_alloc entries between.
+// PyTorch's malloc (alloc_block, try_allocate_expandable_block) maps the
+// missing pages of an expandable segment block by block (map_block, each
+// one ExpandableSegment::map, which records a segment_map); when the
+// device refuses a page (cuMemCreate), the pages of that map are given
+// back unrecorded and the allocation fails, keeping the blocks mapped
+// before; malloc then releases every cached segment and page
+// (release_cached_blocks), those just mapped included, and retries
+// (alloc_block again), mapping anew what it needs.
+func (r *replay) mapFailed(i int) bool {
+	for j := i + 1; j < len(r.trace); j++ {
+		switch r.trace[j].Action {
+		case snapshot.SegmentFree, snapshot.SegmentUnmap:
+			if isSegmentGrowth(r.trace[j-1].Action) {
+				return false
+			}
+		case snapshot.SegmentMap, snapshot.SegmentAlloc:
+		case snapshot.Alloc, snapshot.OutOfMemory:
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// allocFollows reports whether the segment_free entries from the i-th on
+// lead to an alloc or oom, with only segment_alloc entries between.
+func (r *replay) allocFollows(i int) bool {
+	for _, e := range r.trace[i+1:] {
+		switch e.Action {
+		case snapshot.SegmentFree, snapshot.SegmentAlloc:
+		case snapshot.Alloc, snapshot.OutOfMemory:
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+func isSegmentGrowth(a snapshot.Action) bool {
+	return a == snapshot.SegmentAlloc || a == snapshot.SegmentMap
+}
