@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/torchsize"
 	"github.com/gpualloc/gpualloc/snapshot"
 )
 
@@ -340,7 +341,7 @@ func (b *backend) endReleases() {
 // PyTorch's segment and page sizes: addresses made up for unrecorded
 // segments are aligned to the first.
 const (
-	smallBuffer = 2 << 20
-	largeBuffer = 20 << 20
-	smallSize   = 1 << 20 // the largest request of the small pool
+	smallBuffer = torchsize.SmallBuffer // kSmallBuffer: segment of the small pool
+	largeBuffer = torchsize.LargeBuffer // kLargeBuffer: page of a large pool's expandable segment
+	smallSize   = torchsize.SmallSize   // kSmallSize: the largest request of the small pool
 )
