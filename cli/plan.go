@@ -129,8 +129,8 @@ func readProblems(e *env, path string, opts traces.Options) ([]plan.DeviceProble
 	}
 	defer r.Close()
 	var probs []plan.DeviceProblem
-	if mr, ok := r.(traces.MiniMallocReader); ok {
-		probs = []plan.DeviceProblem{{Problem: plan.FromMiniMalloc(mr.MiniMallocBuffers())}}
+	if p, ok := plan.FromMiniMalloc(r); ok {
+		probs = []plan.DeviceProblem{{Problem: p}}
 	} else if probs, err = plan.FromTrace(r); err != nil {
 		return nil, err
 	}

@@ -109,7 +109,9 @@ func readProblem(t *testing.T, path string) plan.Problem {
 	r, err := traces.Open(path, traces.Options{})
 	require.NoError(t, err)
 	defer r.Close()
-	return plan.FromMiniMalloc(r.(traces.MiniMallocReader).MiniMallocBuffers())
+	p, ok := plan.FromMiniMalloc(r)
+	require.True(t, ok, path)
+	return p
 }
 
 func TestPlanNativeTraceAndConvertAgree(t *testing.T) {

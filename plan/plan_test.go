@@ -235,9 +235,8 @@ func TestFromMiniMalloc(t *testing.T) {
 	const in = "buffer,start,end,size\nb0,0,2,4\n7,3,3,8\n"
 	r, err := traces.NewReader(strings.NewReader(in), "mm.csv", traces.Options{})
 	require.NoError(t, err)
-	mr, ok := r.(traces.MiniMallocReader)
+	p, ok := FromMiniMalloc(r)
 	require.True(t, ok)
-	p := FromMiniMalloc(mr.MiniMallocBuffers())
 	// end is inclusive: upper = end + 1.
 	assert.Equal(t, []Buffer{buf("b0", 0, 3, 4), buf("7", 3, 4, 8)}, p.Buffers)
 }
@@ -312,5 +311,9 @@ func TestWriteProblemReadsBack(t *testing.T) {
 	r, err := traces.NewReader(&b, "mm.csv", traces.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, "MiniMalloc CSV", r.Format())
-	assert.Equal(t, p, FromMiniMalloc(r.(traces.MiniMallocReader).MiniMallocBuffers()))
+	got, ok := FromMiniMalloc(r)
+	require.True(t, ok)
+	assert.Equal(t, p, got)
+	_, ok = FromMiniMalloc(traces.NewSliceReader("events", nil))
+	assert.False(t, ok, "not a MiniMalloc CSV")
 }

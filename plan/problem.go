@@ -136,12 +136,26 @@ func FromTrace(r traces.Reader) ([]DeviceProblem, error) {
 	return probs, nil
 }
 
-// FromMiniMalloc returns the problem of MiniMalloc's buffers, with their
-// ids and times (see [traces.MiniMallocReader]).
-func FromMiniMalloc(bufs []traces.MiniMallocBuffer) Problem {
-	p := Problem{Buffers: make([]Buffer, len(bufs))}
-	for i, b := range bufs {
-		p.Buffers[i] = Buffer{ID: b.ID, Lower: b.Lower, Upper: b.Upper, Size: b.Size}
+// FromMiniMalloc returns the problem of the MiniMalloc CSV that r reads (a
+// reader that traces.Open or traces.NewReader gave), with MiniMalloc's ids
+// and times: its buffers in the order of the file, the bad ones skipped in
+// lenient mode, as [FromTrace] cannot give them. It returns false when r
+// reads another format. It allocates the buffers and the text of each id;
+// call it before r's Close.
+func FromMiniMalloc(r traces.Reader) (Problem, bool) {
+	mr, ok := r.(miniMallocReader)
+	if !ok {
+		return Problem{}, false
 	}
-	return p
+	p := Problem{Buffers: []Buffer{}}
+	mr.MiniMallocBuffers(func(id string, lower, upper, size int64) {
+		p.Buffers = append(p.Buffers, Buffer{ID: id, Lower: lower, Upper: upper, Size: size})
+	})
+	return p, true
+}
+
+// A miniMallocReader is the reader of a MiniMalloc CSV of package traces,
+// which gives the buffers as the file has them.
+type miniMallocReader interface {
+	MiniMallocBuffers(add func(id string, lower, upper, size int64))
 }

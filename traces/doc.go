@@ -109,7 +109,8 @@
 // > 0 and an id of its own. Events come in time order, which the file does
 // not follow, so the reader reads all the buffers first: its memory is about
 // 80 bytes a buffer (and, while it reads, a set of the ids seen), and it
-// reports bad buffers when it is created.
+// reports bad buffers when it is created. Package plan reads the buffers
+// themselves from it, with MiniMalloc's ids and times (plan.FromMiniMalloc).
 //
 // PyTorch memory snapshots (the pickles of torch.cuda.memory._dump_snapshot)
 // yield the allocations and frees of their trace, after the blocks that were
