@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/sim/report"
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -27,9 +28,9 @@ type decoded struct {
 	events  []traces.Event
 	skipped int64
 	err     error
-	memory  traces.CapacityReporter // the devices' memory, when the reader knows it
-	stream  bool                    // the trace is longer than decodeLimit: each replay reads the file
-	counted atomic.Bool             // a streaming replay counts the sizes
+	memory  sim.CapacityReporter // the devices' memory, when the reader knows it
+	stream  bool                 // the trace is longer than decodeLimit: each replay reads the file
+	counted atomic.Bool          // a streaming replay counts the sizes
 }
 
 // decodeLimit is the most events a trace shared by several replays is held
@@ -59,7 +60,7 @@ func (d *decoded) load() {
 		d.sizes.Reader = r
 		r = d.sizes
 	}
-	d.memory, _ = r.(traces.CapacityReporter)
+	d.memory, _ = r.(sim.CapacityReporter)
 	rereadable := d.in.name != "-"
 	for r.Scan() {
 		if rereadable && len(d.events) == decodeLimit {
@@ -132,12 +133,12 @@ func (d *decoded) release() {
 type memoryReader struct {
 	*traces.SliceReader
 	skipped int64
-	memory  traces.CapacityReporter
+	memory  sim.CapacityReporter
 }
 
 func (r *memoryReader) Skipped() int64 { return r.skipped }
 
-// DeviceCapacity is the decoded reader's (see traces.CapacityReporter).
+// DeviceCapacity is the decoded reader's (see sim.CapacityReporter).
 func (r *memoryReader) DeviceCapacity(device int) int64 {
 	if r.memory == nil {
 		return 0

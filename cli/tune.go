@@ -141,7 +141,7 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 // readEvents decodes the trace of in into memory.
 // readEvents decodes the trace of in, and returns with its events the
 // device size it records: the one every device of the trace reports
-// (traces.CapacityReporter), 0 when it records none or devices differ.
+// (sim.CapacityReporter), 0 when it records none or devices differ.
 func readEvents(in *input) ([]traces.Event, int64, error) {
 	r, c, err := in.open()
 	if err != nil {
@@ -158,7 +158,7 @@ func readEvents(in *input) ([]traces.Event, int64, error) {
 
 // recordedCapacity is the size every device of events has by r, or 0.
 func recordedCapacity(r traces.Reader, events []traces.Event) int64 {
-	cr, ok := r.(traces.CapacityReporter)
+	cr, ok := r.(sim.CapacityReporter)
 	if !ok || len(events) == 0 {
 		return 0
 	}

@@ -46,10 +46,19 @@ func (r Result) PerDevice() []Result {
 	return out
 }
 
+// A CapacityReporter is a reader that knows the memory of the devices its
+// trace was recorded on, such as the reader of a PyTorch snapshot that
+// records an out-of-memory error (package traces): a replay that is given
+// no capacity gives each device its DeviceCapacity, which is 0 when the
+// reader does not know it. A reader that wraps another passes it on.
+type CapacityReporter interface {
+	DeviceCapacity(device int) int64
+}
+
 // deviceCapacity returns the capacity of the virtual device of index i:
 // Config.Capacity; without it, the device's memory as the trace tells it
 // (a PyTorch snapshot that records an out-of-memory error, see
-// traces.CapacityReporter), which the Result then reports (the largest, for
+// CapacityReporter), which the Result then reports (the largest, for
 // several devices), else DefaultCapacity.
 func (e *engine) deviceCapacity(i int) int64 {
 	if e.memory == nil {

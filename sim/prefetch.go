@@ -13,7 +13,7 @@ import (
 // after the other: the replay then takes about as long as the slower of
 // the two. The engine reads the batches in place (see
 // [traces.BatchReader]), and a reader that decodes straight into a batch
-// (a [traces.Filler], the native CSV reader) fills it without an interface
+// (a filler, such as the native CSV reader) fills it without an interface
 // call per event. It costs prefetchBatches x prefetchSize events of
 // memory (4 x 4096 x 48 bytes, 768 KiB), whatever the trace's length.
 //
@@ -25,6 +25,17 @@ const (
 	prefetchSize    = 4096
 	prefetchBatches = 4
 )
+
+// A filler is a reader that can also decode its next events straight into
+// a caller's slice: Fill appends the events after the last one that Scan or
+// Fill yielded to dst, up to cap(dst), and returns the slice; fewer than
+// cap(dst)-len(dst) events mean the end of the trace or an error, which Err
+// then returns. The events are those Scan would have yielded, valid as a
+// Reader yields them (see [traces.Event]). The native CSV reader of package
+// traces is one.
+type filler interface {
+	Fill(dst []traces.Event) []traces.Event
+}
 
 // A prefetcher reads a Reader on its own goroutine into batches.
 type prefetcher struct {
@@ -70,7 +81,7 @@ func (p *prefetcher) read() {
 			return
 		}
 		b = b[:0]
-		if f, ok := p.r.(traces.Filler); ok {
+		if f, ok := p.r.(filler); ok {
 			b = f.Fill(b)
 		} else {
 			for len(b) < cap(b) && p.r.Scan() {

@@ -3,6 +3,7 @@ package sim
 import (
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,4 +68,21 @@ func TestPrefetchStops(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	assert.LessOrEqual(t, runtime.NumGoroutine(), before)
+}
+
+// TestNativeReaderFills: the reader of the native format, whether it reads
+// plain or gzip-compressed text, decodes straight into the prefetcher's
+// batches.
+func TestNativeReaderFills(t *testing.T) {
+	r, err := traces.NewReader(strings.NewReader("op,id,size\nalloc,1,10\nfree,1,\n"), "t.csv", traces.Options{})
+	require.NoError(t, err)
+	_, ok := r.(filler)
+	assert.True(t, ok, "%T is no filler", r)
+	bd, ok := traces.LookupBundled("training")
+	require.True(t, ok)
+	gz, err := bd.Open()
+	require.NoError(t, err)
+	defer gz.Close()
+	_, ok = gz.(filler)
+	assert.True(t, ok, "%T is no filler", gz)
 }

@@ -38,7 +38,7 @@ type Config struct {
 	Backend string
 	// Capacity is the size of each virtual device, and the capacity
 	// reported; 0 means the device's memory where the reader knows it (a
-	// traces.CapacityReporter), else [DefaultCapacity] (80 GiB). With
+	// [CapacityReporter]), else [DefaultCapacity] (80 GiB). With
 	// NewBackend and Capacity 0, the capacity reported is the total that
 	// the first device's MemInfo gives.
 	Capacity int64
@@ -334,8 +334,8 @@ type engine struct {
 	series   *Series
 	strategy string // short name for errors
 
-	memory traces.CapacityReporter // the trace's devices' memory, with no Config.Capacity
-	hinted bool                    // a device took its capacity from memory
+	memory CapacityReporter // the trace's devices' memory, with no Config.Capacity
+	hinted bool             // a device took its capacity from memory
 
 	// Sums over devices.
 	requested, allocated, reserved int64
@@ -549,7 +549,7 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	e.res.CapacityBytes = cfg.Capacity
 	if cfg.NewBackend == nil && cfg.Capacity == 0 {
 		e.res.CapacityBytes = DefaultCapacity
-		e.memory, _ = r.(traces.CapacityReporter)
+		e.memory, _ = r.(CapacityReporter)
 	}
 	if cfg.SeriesBuckets >= 0 {
 		n := cfg.SeriesBuckets

@@ -39,23 +39,13 @@ func (r *SliceReader) Batch() []Event {
 	return b
 }
 
-// A Filler is a [Reader] that can also decode its next events straight into
-// a caller's slice: a consumer that reads a trace ahead in batches (the
-// replay engine, on a goroutine of its own) then pays neither an interface
-// call per event nor a copy of each event through Event.
-//
 // Fill appends the events after the last one that Scan or Fill yielded to
-// dst, up to cap(dst), and returns the slice. Fewer than cap(dst)-len(dst)
-// events mean the end of the trace or an error, which Err then returns;
-// the events are those Scan would have yielded, valid as a Reader yields
-// them (see [Event]).
-type Filler interface {
-	Reader
-	Fill(dst []Event) []Event
-}
-
-// Fill appends the next events to dst, decoded by Scan, up to cap(dst)
-// (see [Filler]): one call and one copy of each event.
+// dst, up to cap(dst), and returns the slice: one call and one copy of each
+// event, decoded by Scan. Fewer than cap(dst)-len(dst) events mean the end
+// of the trace or an error, which Err then returns. The replay engine of
+// package sim, reading a trace ahead in batches on a goroutine of its own,
+// finds the method by type assertion, and so pays neither an interface call
+// per event nor a copy of each event through Event.
 func (r *csvReader) Fill(dst []Event) []Event {
 	for len(dst) < cap(dst) && r.Scan() {
 		dst = append(dst, r.ev)

@@ -319,12 +319,3 @@ func sniffNative(head []byte) bool {
 	}
 	return false
 }
-
-// A CapacityReporter is a reader that knows the memory of the devices its
-// trace was recorded on, such as the reader of a PyTorch snapshot that
-// records an out-of-memory error: a replay that is given no capacity gives
-// each device its DeviceCapacity, which is 0 when the reader does not know
-// it.
-type CapacityReporter interface {
-	DeviceCapacity(device int) int64
-}

@@ -285,7 +285,8 @@ func initialBlocks(s *snapshot.Snapshot) ([]initialBlock, []int64) {
 }
 
 // DeviceCapacity returns the memory of device dev as the snapshot's oom
-// entries tell it, or 0 when they do not.
+// entries tell it, or 0 when they do not: the reader is a
+// sim.CapacityReporter, whose replays take it as the device's size.
 func (r *snapshotReader) DeviceCapacity(dev int) int64 {
 	if dev < 0 || dev >= len(r.memory) {
 		return 0

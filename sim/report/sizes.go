@@ -3,6 +3,7 @@ package report
 import (
 	"math/bits"
 
+	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -61,9 +62,9 @@ type SizeCounter struct {
 }
 
 // DeviceCapacity is that of the reader, if it is a
-// traces.CapacityReporter, else 0.
+// sim.CapacityReporter, else 0.
 func (c *SizeCounter) DeviceCapacity(device int) int64 {
-	if cr, ok := c.Reader.(traces.CapacityReporter); ok {
+	if cr, ok := c.Reader.(sim.CapacityReporter); ok {
 		return cr.DeviceCapacity(device)
 	}
 	return 0
