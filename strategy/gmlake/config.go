@@ -10,7 +10,7 @@ import (
 )
 
 // GMLake's constants (GMLake/src/CUDACachingAllocator.cpp in glake): those
-// of PyTorch's caching allocator (package caching) with kGranularity added.
+// of PyTorch's caching allocator (package torchsize) with kGranularity added.
 const (
 	// ChunkSize is kGranularity: the physical chunk of GMLake's virtual
 	// memory, the unit of its pBlocks and of stitching, and the rounding of
