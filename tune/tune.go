@@ -28,6 +28,10 @@
 // fraction is set), which PYTORCH_CUDA_ALLOC_CONF cannot give: it is
 // searched only when [Options].MemoryFraction is set, and every setting
 // then replays under that fraction.
+//
+// The package sits above sim, whose replays it drives, and registers the
+// pytorch strategy that it tunes; package mincap beside it searches the
+// smallest device instead.
 package tune
 
 import (
