@@ -13,11 +13,10 @@ import (
 	"github.com/gpualloc/gpualloc/traces"
 )
 
-// The smallest device on which each of three strategies replays a small
-// trace, against the lower bound every strategy needs: its peak of live
-// requested bytes.
-func ExampleSearch() {
-	const trace = `op,id,size
+// tiny is a small trace: two small buffers, two large ones, a medium one.
+// Its peak of live requested bytes, the lower bound every strategy needs,
+// is 8,000,000 bytes (7.63 MiB).
+const tiny = `op,id,size
 alloc,1,1000
 alloc,2,5000000
 free,1,
@@ -29,7 +28,10 @@ alloc,5,5000000
 free,4,
 free,5,
 `
-	r, err := traces.NewReader(strings.NewReader(trace), "tiny.csv", traces.Options{})
+
+// The smallest device on which each of three strategies replays tiny.
+func ExampleSearch() {
+	r, err := traces.NewReader(strings.NewReader(tiny), "tiny.csv", traces.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -16,21 +16,8 @@ import (
 	"github.com/gpualloc/gpualloc/traces"
 )
 
-// Small traces: one device, two devices, and a few hundred allocations
-// of sizes from bytes to tens of MiB.
-var tiny = `op,id,size
-alloc,1,1000
-alloc,2,5000000
-free,1,
-alloc,3,1000
-free,2,
-alloc,4,3000000
-free,3,
-alloc,5,5000000
-free,4,
-free,5,
-`
-
+// Small traces besides tiny: two devices, and a few hundred allocations of
+// sizes from bytes to tens of MiB.
 var twoDevices = `op,id,size,device
 alloc,a,3000000,0
 alloc,b,3000000,1
