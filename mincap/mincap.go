@@ -44,10 +44,12 @@ const mib = 1 << 20
 // up to eight probes and two checks; a probe that fits adds a bisection
 // and eight probes more. Memory is that of one replay; events are read in
 // place, not copied. ctx stops it between replays, and within one every
-// sim.ProgressInterval events.
+// sim.ProgressInterval events. The search's replays record no snapshot
+// and keep no time series, whatever cfg asks.
 func Search(ctx context.Context, events []traces.Event, cfg sim.Config, from *sim.Result) (int64, error) {
 	cfg.SeriesBuckets = -1
 	cfg.Progress = nil
+	cfg.Snapshot = nil // a probe's replay is no export: the caller's stays the one it asked for
 	replay := func() (sim.Result, error) {
 		return sim.ReplayContext(ctx, traces.NewSliceReader(cfg.Trace, events), cfg)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/mincap"
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -133,4 +134,17 @@ func TestCanceled(t *testing.T) {
 	cancel()
 	_, err := mincap.Search(ctx, events, config(t, "mixed", "bestfit"), nil)
 	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// TestRecordsNoSnapshot: the search's replays do not call the snapshot sink
+// of the replay they search for, which would otherwise end up holding the
+// last probe (an OOM 1 MiB below the answer) instead of the caller's replay.
+func TestRecordsNoSnapshot(t *testing.T) {
+	events := read(t, "mixed", mixed())
+	cfg := config(t, "mixed", "bestfit")
+	calls := 0
+	cfg.Snapshot = func(*snapshot.Snapshot) error { calls++; return nil }
+	_, err := mincap.Search(context.Background(), events, cfg, nil)
+	require.NoError(t, err)
+	assert.Zero(t, calls)
 }
