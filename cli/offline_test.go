@@ -63,7 +63,7 @@ func TestMinCapacityBothSides(t *testing.T) {
 		defer r.Close()
 		sel, err := gpualloc.Select(spec, func(string) (string, bool) { return "", false })
 		require.NoError(t, err)
-		res, err := sim.Replay(r, sim.Config{Params: sel.Params, Capacity: capacity, SeriesBuckets: -1})
+		res, err := sim.Replay(r, sim.Config{Params: sel, Capacity: capacity, SeriesBuckets: -1})
 		require.NoError(t, err)
 		return res
 	}

@@ -344,7 +344,7 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 		if err != nil {
 			return nil, usagef("%v", err)
 		}
-		variants, err := sel.Params.Expand()
+		variants, err := sel.Expand()
 		if err != nil {
 			return nil, usagef("%v", err)
 		}
@@ -353,11 +353,11 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 				return nil, err
 			}
 		}
-		if v, ok := getenv(sel.Source); ok && sel.Source != "spec" && sel.Source != "default" {
-			notes = append(notes, fmt.Sprintf("%s=%s chose %s (-s all compares every strategy)", sel.Source, strings.TrimSpace(v), sel.Params.Strategy()))
+		if v, ok := getenv(sel.Source()); ok && sel.Source() != "spec" && sel.Source() != "default" {
+			notes = append(notes, fmt.Sprintf("%s=%s chose %s (-s all compares every strategy)", sel.Source(), strings.TrimSpace(v), sel.Strategy()))
 		}
-		for _, kv := range sel.Params.FromEnv() {
-			note := kv + " set " + sel.Params.Strategy() + "'s parameters"
+		for _, kv := range sel.FromEnv() {
+			note := kv + " set " + sel.Strategy() + "'s parameters"
 			if !slices.Contains(notes, note) {
 				notes = append(notes, note)
 			}

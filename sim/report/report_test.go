@@ -63,7 +63,7 @@ func replay(t testing.TB, name, text string, specs ...string) ([]sim.Result, *re
 			sc := report.NewSizeCounter(cr)
 			sizes, r = &sc.Sizes, sc
 		}
-		res, err := sim.Replay(r, sim.Config{Params: sel.Params})
+		res, err := sim.Replay(r, sim.Config{Params: sel})
 		require.NoError(t, err)
 		results = append(results, res)
 	}
@@ -419,7 +419,7 @@ func TestSizeCounter(t *testing.T) {
 func mustParams(t testing.TB, spec string) *gpualloc.Params {
 	sel, err := gpualloc.Select(spec, func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	return sel.Params
+	return sel
 }
 
 func TestSaveAndSummaries(t *testing.T) {

@@ -137,7 +137,7 @@ func specParams(spec string) []gpualloc.KeyValue {
 	defaults := map[string]string{}
 	if s, err := gpualloc.Lookup(name); err == nil {
 		for _, p := range s.Params {
-			settings[p.Name] = p.Settings
+			settings[p.Name] = p.Settings != nil
 			defaults[p.Name] = p.Default
 		}
 	}

@@ -27,7 +27,7 @@ func expand(t *testing.T, spec string, env ...string) []string {
 	}
 	sel, err := gpualloc.Select(spec, getenv)
 	require.NoError(t, err)
-	ps, err := sel.Params.Expand()
+	ps, err := sel.Expand()
 	require.NoError(t, err)
 	var out []string
 	for _, p := range ps {
