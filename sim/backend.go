@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/gpualloc/gpualloc"
@@ -221,16 +220,16 @@ func (e *engine) device(i int32) (*device, error) {
 	d.cat, _ = d.alloc.(gpualloc.CategoryAllocator)
 	d.stats, _ = d.alloc.(gpualloc.StatsReporter)
 	d.free, _ = d.alloc.(gpualloc.FreeSpaceReporter)
-	if e.res.Strategy == "" {
+	if e.res.Strategy.Spec == "" {
 		if sp, ok := d.alloc.(gpualloc.Specer); ok {
-			e.res.Strategy = sp.Spec()
+			e.res.Strategy = strategyOfSpec(sp.Spec())
 			if e.strategy == "" {
-				e.strategy, _, _ = strings.Cut(e.res.Strategy, ":")
+				e.strategy = e.res.Strategy.Name
 			}
 		}
 	}
 	if e.rec != nil {
-		e.rec.open(d, e.res.Strategy)
+		e.rec.open(d, e.res.Strategy.Spec)
 		e.rec.deviceMemory(int(i), d.backend)
 	}
 	e.devs[i] = d

@@ -15,14 +15,14 @@ type Config struct {
 
 	// Params is the strategy, every parameter resolved (see
 	// [gpualloc.Resolve] and [gpualloc.Select]). Each device's allocator is
-	// Params.Open(backend), and Result.Strategy is Params.String().
+	// Params.Open(backend), and Result.Strategy is StrategyOf(Params).
 	Params *gpualloc.Params
 	// Open, if not nil, builds each device's allocator instead of
 	// Params.Open: for a strategy that is not registered.
 	Open func(b gpualloc.Backend) (gpualloc.Allocator, error)
-	// Strategy, if not empty, is reported in Result.Strategy instead of
-	// Params.String() (or of the allocator's Spec method, when only Open is
-	// given).
+	// Strategy, if not empty, is the full spec reported in Result.Strategy
+	// instead of Params' (or of the allocator's Spec method, when only
+	// Open is given).
 	Strategy string
 
 	// Backend is the backend's name reported in Result.Backend; "" means

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/gpualloc/gpualloc"
@@ -139,11 +138,11 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	}
 	switch {
 	case cfg.Strategy != "":
-		e.res.Strategy = cfg.Strategy
+		e.res.Strategy = strategyOfSpec(cfg.Strategy)
 	case cfg.Params != nil:
-		e.res.Strategy = cfg.Params.String()
+		e.res.Strategy = StrategyOf(cfg.Params)
 	}
-	e.strategy, _, _ = strings.Cut(e.res.Strategy, ":")
+	e.strategy = e.res.Strategy.Name
 	e.res.CapacityBytes = cfg.Capacity
 	if cfg.NewBackend == nil && cfg.Capacity == 0 {
 		e.res.CapacityBytes = DefaultCapacity

@@ -12,10 +12,10 @@ import (
 // An alloc that failed with out of memory counts in Allocs and OOMs; the
 // free of that allocation is skipped but still counts in Frees.
 type Result struct {
-	Trace         string `json:"trace"`
-	Strategy      string `json:"strategy"` // full spec, every parameter's effective value
-	Backend       string `json:"backend"`
-	CapacityBytes int64  `json:"capacity_bytes"`
+	Trace         string   `json:"trace"`
+	Strategy      Strategy `json:"strategy"` // written as its full spec, every parameter's effective value
+	Backend       string   `json:"backend"`
+	CapacityBytes int64    `json:"capacity_bytes"`
 	// Device, when not nil, is the index of the one device whose figures
 	// the Result holds (see [Result.PerDevice]); nil, the figures are the
 	// trace's, summed over its devices.

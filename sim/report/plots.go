@@ -63,11 +63,11 @@ func (o *Options) strategyLegend(rs []sim.Result, thumb func(color.Color) func(d
 	var out []legendEntry
 	seen := map[string]bool{}
 	for _, r := range rs {
-		if seen[r.Strategy] {
+		if seen[r.Strategy.Spec] {
 			continue
 		}
-		seen[r.Strategy] = true
-		out = append(out, legendEntry{name: o.Label(r.Strategy), thumb: thumb(o.color(r.Strategy))})
+		seen[r.Strategy.Spec] = true
+		out = append(out, legendEntry{name: o.Label(r.Strategy.Spec), thumb: thumb(o.color(r.Strategy.Spec))})
 	}
 	return out
 }
@@ -104,7 +104,7 @@ func MemoryFigure(trace string, results []sim.Result, opts Options) *Figure {
 	live := ax.steps(ss[0], func(q sim.Point) float64 { return y.at(q.Requested.Max) })
 	p.Add(areaPlotter{upper: live, fill: liveFill})
 	for i, r := range rs {
-		p.Add(markedLine{pts: ax.stepsOf(ss[i], y.values(reservedPeaks(ss[i]))), c: o.color(r.Strategy), slot: i, slots: len(rs)})
+		p.Add(markedLine{pts: ax.stepsOf(ss[i], y.values(reservedPeaks(ss[i]))), c: o.color(r.Strategy.Spec), slot: i, slots: len(rs)})
 	}
 	// The lower bound last, thinner than the strategies' lines: a strategy
 	// that holds no more than the trace needs shows on both sides of it.
@@ -188,9 +188,9 @@ func MemoryPanelsFigure(trace string, results []sim.Result, opts Options) *Figur
 		}
 		live := ax.steps(ss[i], func(q sim.Point) float64 { return y.at(q.Requested.Max) })
 		p.Add(areaPlotter{upper: live, fill: liveFill},
-			linePlotter{pts: ax.stepsOf(ss[i], y.values(reservedPeaks(ss[i]))), sty: draw.LineStyle{Color: shade(o.color(rs[i].Strategy)), Width: 1.25 * dataWidth}},
+			linePlotter{pts: ax.stepsOf(ss[i], y.values(reservedPeaks(ss[i]))), sty: draw.LineStyle{Color: shade(o.color(rs[i].Strategy.Spec)), Width: 1.25 * dataWidth}},
 			linePlotter{pts: live, sty: draw.LineStyle{Color: black, Width: boundWidth}})
-		return o.Label(rs[i].Strategy)
+		return o.Label(rs[i].Strategy.Spec)
 	})
 	if fig == nil {
 		return nil
@@ -333,7 +333,7 @@ func FragmentationFigure(trace string, results []sim.Result, opts Options) *Figu
 			}
 			return min(max(1-float64(q.Requested.End)/float64(q.Reserved.End), 0), 1)
 		})
-		c := o.color(rs[i].Strategy)
+		c := o.color(rs[i].Strategy.Spec)
 		for _, run := range runs(pts) {
 			p.Add(areaPlotter{upper: run, fill: tint(c)})
 		}
@@ -344,7 +344,7 @@ func FragmentationFigure(trace string, results []sim.Result, opts Options) *Figu
 			f := min(max(r.Fragmentation, 0), 1)
 			p.Add(refLine{at: f, horizontal: true})
 		}
-		return o.Label(rs[i].Strategy) + ": " + fragmentation(rs[i])
+		return o.Label(rs[i].Strategy.Spec) + ": " + fragmentation(rs[i])
 	})
 	if fig == nil {
 		return nil
@@ -409,12 +409,12 @@ func PeakFigure(trace string, results []sim.Result, opts Options) *Figure {
 	var bars []hbar
 	for i, r := range rs {
 		y := float64(n - 1 - i)
-		names[n-1-i] = o.Label(r.Strategy)
+		names[n-1-i] = o.Label(r.Strategy.Spec)
 		label := gpualloc.FormatSize(r.PeakReservedBytes) + " (" + overheadRatio(r) + ")"
 		if r.OOMs > 0 {
 			label = gpualloc.FormatSize(r.PeakReservedBytes) + " (oom)"
 		}
-		bars = append(bars, hbar{y: y, value: float64(r.PeakReservedBytes) / u.Size, fill: o.color(r.Strategy), label: label})
+		bars = append(bars, hbar{y: y, value: float64(r.PeakReservedBytes) / u.Size, fill: o.color(r.Strategy.Spec), label: label})
 	}
 	nominalY(p, names)
 	h := hbarPlotter{bars: bars, thickness: barFill, labelSty: textStyle(smallPt)}
@@ -445,8 +445,8 @@ func OverheadFigure(results []sim.Result, opts Options) *Figure {
 	tracesInOrder := traceNames(results)
 	var strategies []string
 	for _, r := range results {
-		if !slices.Contains(strategies, r.Strategy) {
-			strategies = append(strategies, r.Strategy)
+		if !slices.Contains(strategies, r.Strategy.Spec) {
+			strategies = append(strategies, r.Strategy.Spec)
 		}
 	}
 	hi := 1.0
@@ -498,7 +498,7 @@ func OverheadFigure(results []sim.Result, opts Options) *Figure {
 		names[k-1-j] = o.Label(sp)
 		for g, t := range tracesInOrder {
 			for _, r := range traceResults(t, results) {
-				if r.Strategy != sp {
+				if r.Strategy.Spec != sp {
 					continue
 				}
 				if r.OOMs > 0 || r.PeakRequestedBytes == 0 {
