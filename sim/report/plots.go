@@ -13,8 +13,8 @@ import (
 // What the figures share: their heights, a styled plot, the results and
 // series of one trace, and the legend of strategies. The figures
 // themselves are in memory.go (memory over time), peaks.go (peaks and
-// overhead), tracefigure.go (the trace itself), sweep.go (sweeps and
-// Pareto fronts) and offline.go (against the offline plan).
+// overhead), tracefigure.go (the trace itself) and sweep.go (sweeps and
+// Pareto fronts); offline.go adds the offline plan to them.
 
 // Heights of the parts of figures.
 const (
