@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 )
 
 // confVariants returns the conf of each variant that a sweep of conf,
@@ -48,27 +47,34 @@ func TestConfSweep(t *testing.T) {
 
 // FuzzConfSweep checks that any conf expands or fails cleanly, each
 // variant with as many settings as the conf (when no brackets hold commas
-// of their own, and every item is a setting).
+// of their own, and every item is a setting with a value), as the conf
+// parameter reads them.
 func FuzzConfSweep(f *testing.F) {
 	for _, s := range []string{"max_split_size_mb:64|128,expandable_segments:True|False", "a:1..3,b:[1,2]", "a:1,,b:2|3", "a:3..1", ",", "a:1|2,"} {
 		f.Add(s)
 	}
+	s, err := gpualloc.Lookup("pytorch")
+	require.NoError(f, err)
+	settings := s.Params[0].Settings
+	require.NotNil(f, settings, s.Params[0].Name)
 	f.Fuzz(func(t *testing.T, v string) {
 		vals, err := confVariants(v)
 		if err != nil || strings.TrimSpace(v) == "" {
 			return
 		}
 		require.NotEmpty(t, vals)
-		for _, item := range snapshot.SplitConf(v) {
-			if !strings.Contains(item, ":") {
-				return // not a setting: PyTorch's parser rejects it
-			}
-		}
 		if strings.ContainsAny(v, "[]") {
 			return // a list in brackets may hold commas of its own
 		}
+		want, _ := settings(v)
+		for _, kv := range want {
+			if kv.Value == "" {
+				return // not a setting: PyTorch's parser rejects it
+			}
+		}
 		for _, x := range vals {
-			require.Len(t, snapshot.SplitConf(x), len(snapshot.SplitConf(v)), "%q from %q", x, v)
+			got, _ := settings(x)
+			require.Len(t, got, len(want), "%q from %q", x, v)
 		}
 	})
 }
