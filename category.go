@@ -1,6 +1,9 @@
 package gpualloc
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // A Category says what an allocation holds, in the terms of PyTorch's memory
 // profiler (the Category of torch/profiler/_memory_profiler.py, whose names
@@ -9,7 +12,7 @@ import "strings"
 // internal buffers. Traces may record it (the optional category column of
 // the native format); strategies that place long-lived and short-lived
 // allocations apart learn it through [CategoryAllocator], and the others
-// never see it.
+// never see it. Its text is its name (String, UnmarshalText).
 //
 // The zero value is CategoryUnknown: a trace without categories, or an
 // allocation whose recorder did not know what it held (PyTorch's None, shown
@@ -42,10 +45,6 @@ var categoryNames = [NumCategories]string{
 	CategoryAutogradDetail: "autograd_detail",
 }
 
-// CategoryNames lists the names of the categories, for messages, in the
-// order of memory_viz's legend.
-const CategoryNames = "parameter, optimizer_state, input, activation, gradient, temporary, autograd_detail, unknown"
-
 // String returns the category's name, as "optimizer_state", or "category?"
 // for a value that is no category.
 func (c Category) String() string {
@@ -55,15 +54,18 @@ func (c Category) String() string {
 	return "category?"
 }
 
-// ParseCategory returns the category named s, matched without regard to
-// case; ok is false for a name that is no category's (see [CategoryNames]).
-func ParseCategory(s string) (c Category, ok bool) {
-	for c, name := range categoryNames {
+// UnmarshalText sets c to the category named text, matched without regard
+// to case, as "Optimizer_State"; a name that is no category's is an error
+// that leaves c as it was. It makes Category an encoding.TextUnmarshaler.
+func (c *Category) UnmarshalText(text []byte) error {
+	s := string(text)
+	for i, name := range categoryNames {
 		if strings.EqualFold(s, name) {
-			return Category(c), true
+			*c = Category(i)
+			return nil
 		}
 	}
-	return CategoryUnknown, false
+	return fmt.Errorf("unknown category %q", s)
 }
 
 // CategoryAllocator is an optional interface of an [Allocator] that places an

@@ -1,10 +1,12 @@
 package gpualloc_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
 )
@@ -24,22 +26,19 @@ func TestCategoryNames(t *testing.T) {
 		{gpualloc.CategoryAutogradDetail, "autograd_detail"},
 	}
 	assert.Len(t, tests, gpualloc.NumCategories)
-	var listed []string
 	for _, tt := range tests {
 		assert.Equal(t, tt.name, tt.c.String())
-		c, ok := gpualloc.ParseCategory(tt.name)
-		assert.True(t, ok, tt.name)
+		var c gpualloc.Category
+		require.NoError(t, c.UnmarshalText([]byte(tt.name)))
 		assert.Equal(t, tt.c, c)
-		c, ok = gpualloc.ParseCategory(strings.ToUpper(tt.name))
-		assert.True(t, ok, tt.name)
+		c = gpualloc.CategoryUnknown
+		require.NoError(t, c.UnmarshalText([]byte(strings.ToUpper(tt.name))))
 		assert.Equal(t, tt.c, c, "names match without regard to case")
-		listed = append(listed, tt.name)
 	}
-	assert.ElementsMatch(t, listed, strings.Split(gpualloc.CategoryNames, ", "))
 	assert.Equal(t, "category?", gpualloc.Category(gpualloc.NumCategories).String())
 	for _, bad := range []string{"", "weights", "param", "unknown ", "optimizer-state"} {
-		c, ok := gpualloc.ParseCategory(bad)
-		assert.False(t, ok, bad)
-		assert.Equal(t, gpualloc.CategoryUnknown, c)
+		c := gpualloc.CategoryGradient
+		assert.EqualError(t, c.UnmarshalText([]byte(bad)), fmt.Sprintf("unknown category %q", bad))
+		assert.Equal(t, gpualloc.CategoryGradient, c, "unchanged")
 	}
 }

@@ -6,32 +6,22 @@ import (
 	"strings"
 )
 
-// Environment variables that choose a strategy, in order of precedence after
-// an explicit spec.
+// What chooses a strategy when no explicit spec does: two environment
+// variables, in order of precedence, and the default when neither is set.
 const (
 	EnvPoolType      = "GPUALLOC_POOL_TYPE"      // a full spec: "round:cutoff=20"
 	EnvMXNetPoolType = "MXNET_GPU_MEM_POOL_TYPE" // a strategy name: Naive, Round, Unpooled
+	DefaultStrategy  = "naive"                   // MXNet's default pool
 )
 
-// DefaultStrategy is used when neither a spec nor the environment names one:
-// "naive", MXNet's default pool.
-const DefaultStrategy = "naive"
-
-// Selection is a strategy chosen by [Select], and where the choice came from.
-type Selection struct {
-	Params *Params
-	// Source is "spec" for an explicit spec, the name of the environment
-	// variable that chose it, or "default".
-	Source string
-}
-
 // Select chooses a strategy by precedence: an explicit spec (if not empty),
-// then GPUALLOC_POOL_TYPE, then MXNET_GPU_MEM_POOL_TYPE, then "naive". The
-// parameters are then resolved as [Resolve] does, so MXNet's variables such
-// as MXNET_GPU_MEM_POOL_PAGE_SIZE supply defaults. A bad value is an error
+// then GPUALLOC_POOL_TYPE, then MXNET_GPU_MEM_POOL_TYPE, then "naive"; the
+// Params' Source method says which chose it. The parameters are then
+// resolved as [Resolve] does, so MXNet's variables such as
+// MXNET_GPU_MEM_POOL_PAGE_SIZE supply defaults. A bad value is an error
 // naming the variable and the value; there is no silent fallback.
 // getenv is os.LookupEnv or a stand-in.
-func Select(explicit string, getenv func(string) (string, bool)) (Selection, error) {
+func Select(explicit string, getenv func(string) (string, bool)) (*Params, error) {
 	lookup := func(name string) string {
 		if getenv == nil {
 			return ""
@@ -45,20 +35,20 @@ func Select(explicit string, getenv func(string) (string, bool)) (Selection, err
 	case strings.TrimSpace(explicit) != "":
 		sp, err := ParseSpec(explicit)
 		if err != nil {
-			return Selection{}, err
+			return nil, err
 		}
 		spec, source = sp, "spec"
 	case lookup(EnvPoolType) != "":
 		v := lookup(EnvPoolType)
 		sp, err := ParseSpec(v)
 		if err != nil {
-			return Selection{}, fmt.Errorf("%s=%q: %v", EnvPoolType, v, err)
+			return nil, fmt.Errorf("%s=%q: %v", EnvPoolType, v, err)
 		}
 		spec, source = sp, EnvPoolType
 	case lookup(EnvMXNetPoolType) != "":
 		v := lookup(EnvMXNetPoolType)
 		if strings.ContainsAny(v, ":,=") {
-			return Selection{}, fmt.Errorf("%s=%q: want a strategy name such as Naive, Round or Unpooled (use %s for parameters)", EnvMXNetPoolType, v, EnvPoolType)
+			return nil, fmt.Errorf("%s=%q: want a strategy name such as Naive, Round or Unpooled (use %s for parameters)", EnvMXNetPoolType, v, EnvPoolType)
 		}
 		spec, source = Spec{Name: v}, EnvMXNetPoolType
 	default:
@@ -67,14 +57,15 @@ func Select(explicit string, getenv func(string) (string, bool)) (Selection, err
 	p, err := Resolve(spec, getenv)
 	if err != nil {
 		if source != "spec" && source != "default" {
-			return Selection{}, fmt.Errorf("%s=%q: %v", source, lookup(source), err)
+			return nil, fmt.Errorf("%s=%q: %v", source, lookup(source), err)
 		}
-		return Selection{}, err
+		return nil, err
 	}
+	p.chosenBy = source
 	if source == EnvPoolType {
 		p.specVar, p.specText = source, lookup(source)
 	}
-	return Selection{Params: p, Source: source}, nil
+	return p, nil
 }
 
 // Open builds the allocator a spec names, on b. The environment supplies
@@ -96,9 +87,9 @@ func Open(spec string, b Backend) (Allocator, error) {
 // GPUALLOC_POOL_TYPE, else MXNET_GPU_MEM_POOL_TYPE, else naive. It is the
 // one call a program makes to let its users pick the strategy.
 func FromEnv(b Backend) (Allocator, error) {
-	sel, err := Select("", os.LookupEnv)
+	p, err := Select("", os.LookupEnv)
 	if err != nil {
 		return nil, err
 	}
-	return sel.Params.Open(b)
+	return p.Open(b)
 }

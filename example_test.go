@@ -59,11 +59,11 @@ func ExampleSelect() {
 	}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	sel, _ := gpualloc.Select("", lookup)
-	fmt.Println(sel.Params, "from", sel.Source)
+	fmt.Println(sel, "from", sel.Source())
 	sel, _ = gpualloc.Select("unpooled", lookup) // an explicit spec beats both
-	fmt.Println(sel.Params, "from", sel.Source)
+	fmt.Println(sel, "from", sel.Source())
 	sel, _ = gpualloc.Select("", nil)
-	fmt.Println(sel.Params, "from", sel.Source)
+	fmt.Println(sel, "from", sel.Source())
 	// Output:
 	// round:page=4096,cutoff=20,reserve=5 from GPUALLOC_POOL_TYPE
 	// unpooled from spec

@@ -14,26 +14,29 @@ import (
 //	64|128|inf    each alternative in turn; an alternative may itself be a range
 //
 // When several parameters vary, the variants are their cartesian product,
-// the first parameter in the strategy's order varying slowest. A value in
-// PYTORCH_CUDA_ALLOC_CONF syntax (a parameter declared with Settings, such as
-// the pytorch strategy's conf) varies setting by setting:
+// the first parameter in the strategy's order varying slowest. A value made
+// of settings (a parameter with a Settings parser, such as the pytorch
+// strategy's conf) varies setting by setting:
 // "max_split_size_mb:64|128,expandable_segments:True|False" is four
 // variants. The same holds where the value comes from: a spec, or an
 // environment variable (GPUALLOC_POOL_TYPE, PYTORCH_CUDA_ALLOC_CONF,
 // MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF...).
+//
+// The grammar is the registry's own: [Params.Expand] applies it, and
+// [Params.Open] refuses a value that still holds a sweep.
 
-// MaxVariants bounds the variants one spec may expand to.
-const MaxVariants = 4096
+// maxVariants bounds the variants one spec may expand to.
+const maxVariants = 4096
 
-// IsSweep reports whether a value names several values: whether it holds a
+// isSweep reports whether a value names several values: whether it holds a
 // range ("..") or a list ("|").
-func IsSweep(v string) bool { return strings.Contains(v, "..") || strings.Contains(v, "|") }
+func isSweep(v string) bool { return strings.Contains(v, "..") || strings.Contains(v, "|") }
 
-// ExpandValue returns the values a parameter's value stands for, in order:
+// expandValue returns the values a parameter's value stands for, in order:
 // the value itself when it is no sweep. Its errors say what is wrong with
 // the range or list, without naming the parameter (the caller does).
-func ExpandValue(v string) ([]string, error) {
-	if !IsSweep(v) {
+func expandValue(v string) ([]string, error) {
+	if !isSweep(v) {
 		return []string{v}, nil
 	}
 	var out []string
@@ -46,17 +49,17 @@ func ExpandValue(v string) ([]string, error) {
 			out = append(out, alt)
 			continue
 		}
-		vals, err := expandRange(alt, MaxVariants-len(out))
+		vals, err := expandRange(alt, maxVariants-len(out))
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, vals...)
-		if len(out) > MaxVariants {
-			return nil, fmt.Errorf("%q: more than %d values", v, MaxVariants)
+		if len(out) > maxVariants {
+			return nil, fmt.Errorf("%q: more than %d values", v, maxVariants)
 		}
 	}
-	if len(out) > MaxVariants {
-		return nil, fmt.Errorf("%q: more than %d values", v, MaxVariants)
+	if len(out) > maxVariants {
+		return nil, fmt.Errorf("%q: more than %d values", v, maxVariants)
 	}
 	return out, nil
 }
@@ -88,7 +91,7 @@ func expandRange(r string, limit int) ([]string, error) {
 	// the +1 after the comparison, where it cannot overflow.
 	span := (uint64(b) - uint64(a)) / uint64(s)
 	if limit <= 0 || span > uint64(limit-1) {
-		return nil, fmt.Errorf("range %q: more than %d values", r, MaxVariants)
+		return nil, fmt.Errorf("range %q: more than %d values", r, maxVariants)
 	}
 	n := span + 1
 	out := make([]string, 0, n)
@@ -98,102 +101,71 @@ func expandRange(r string, limit int) ([]string, error) {
 	return out, nil
 }
 
-// expandSettings expands a value in PYTORCH_CUDA_ALLOC_CONF syntax: items
-// "key:value" separated by commas outside brackets, each value expanded by
-// [ExpandValue]; the variants are the product of the items', the first
-// varying slowest, each written back in the same syntax.
-func expandSettings(v string) ([]string, error) {
-	if !IsSweep(v) {
-		return []string{v}, nil
-	}
-	out := []string{""}
-	for i, item := range SplitSettings(v) {
-		k, val, ok := strings.Cut(item, ":")
-		alts := []string{item}
-		if ok && IsSweep(val) {
-			vals, err := ExpandValue(val)
+// expandSettings expands a value made of settings, read by parse (a
+// [Param]'s Settings): each setting's value expanded by [expandValue]; the
+// variants are the product of the settings', the first varying slowest,
+// each written back by the parser.
+func expandSettings(v string, parse func(string) ([]KeyValue, func([]string) string)) ([]string, error) {
+	settings, with := parse(v)
+	combos := [][]string{nil}
+	for _, s := range settings {
+		alts := []string{s.Value}
+		if isSweep(s.Value) {
+			vals, err := expandValue(s.Value)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %v", strings.TrimSpace(k), err)
+				return nil, fmt.Errorf("%s: %v", s.Key, err)
 			}
-			alts = alts[:0]
-			for _, x := range vals {
-				alts = append(alts, strings.TrimSpace(k)+":"+x)
-			}
+			alts = vals
 		}
-		var next []string
-		for _, prefix := range out {
+		if len(combos)*len(alts) > maxVariants {
+			return nil, fmt.Errorf("%q: more than %d variants", v, maxVariants)
+		}
+		next := make([][]string, 0, len(combos)*len(alts))
+		for _, prefix := range combos {
 			for _, a := range alts {
-				if i > 0 {
-					a = prefix + "," + a
-				}
-				next = append(next, a)
+				next = append(next, append(prefix[:len(prefix):len(prefix)], a))
 			}
 		}
-		if len(next) > MaxVariants {
-			return nil, fmt.Errorf("%q: more than %d variants", v, MaxVariants)
-		}
-		out = next
+		combos = next
+	}
+	out := make([]string, len(combos))
+	for i, values := range combos {
+		out[i] = with(values)
 	}
 	return out, nil
 }
 
-// SplitSettings splits a value in PYTORCH_CUDA_ALLOC_CONF syntax into its
-// settings ("key:value") at the commas outside brackets, as PyTorch's parser
-// reads it (c10/core/AllocatorConfig.cpp): one trailing comma after the last
-// setting is allowed and gives no setting, so that "a:1," and "a:1" are the
-// same and a blank string has none; any other empty setting ("a:1,,b:2",
-// ",a:1") is kept, as "", for the caller to reject as PyTorch does.
-// Settings are not trimmed.
-func SplitSettings(s string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '[':
-			depth++
-		case ']':
-			depth--
-		case ',':
-			if depth == 0 {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	if strings.TrimSpace(s[start:]) != "" {
-		out = append(out, s[start:])
-	}
-	return out
-}
-
 // Expand returns the variants that p stands for: p itself when no value
 // it was given (by the spec or by an environment variable) is a sweep, else
-// one Params per combination of the values, as described above, in order.
-// An error names the parameter and where its value came from, as
-// [Params.Errorf] does.
+// one Params per combination of the values, as described above, in order,
+// each of which records the parameters the sweep chose (see
+// [Params.Swept]). An error names the parameter and where its value came
+// from, as [Params.Errorf] does.
 func (p *Params) Expand() ([]*Params, error) {
 	out := []*Params{p}
 	for i, v := range p.vals {
-		if v.source == "" || !IsSweep(v.value) {
+		if v.source == "" || !isSweep(v.value) {
 			continue
 		}
-		expand := ExpandValue
-		if v.Settings {
-			expand = expandSettings
+		var vals []string
+		var err error
+		if v.Settings != nil {
+			vals, err = expandSettings(v.value, v.Settings)
+		} else {
+			vals, err = expandValue(v.value)
 		}
-		vals, err := expand(v.value)
 		if err != nil {
 			return nil, p.Errorf(v.Name, "%v", err)
 		}
-		if len(out)*len(vals) > MaxVariants {
-			return nil, p.Errorf(v.Name, "the variants of %s number more than %d", p.strategy, MaxVariants)
+		if len(out)*len(vals) > maxVariants {
+			return nil, p.Errorf(v.Name, "the variants of %s number more than %d", p.strategy, maxVariants)
 		}
 		next := make([]*Params, 0, len(out)*len(vals))
 		for _, q := range out {
 			for _, x := range vals {
 				c := *q
 				c.vals = append([]paramValue(nil), q.vals...)
-				c.vals[i].value = x
+				c.vals[i].value, c.vals[i].swept = x, true
 				next = append(next, &c)
 			}
 		}

@@ -13,11 +13,32 @@ func init() {
 	Register(Strategy{
 		Name: "fakeconf",
 		Params: []Param{
-			{Name: "conf", Default: "none", Env: []string{"FAKE_CONF"}, Settings: true},
+			{Name: "conf", Default: "none", Env: []string{"FAKE_CONF"}, Settings: fakeSettings},
 			{Name: "n", Default: "1"},
 		},
 		New: func(Backend, *Params) (Allocator, error) { return &fakePool{}, nil },
 	})
+}
+
+// fakeSettings reads a syntax of the test's own, which the registry does
+// not know: settings "key=value" separated by semicolons.
+func fakeSettings(v string) ([]KeyValue, func([]string) string) {
+	items := strings.Split(v, ";")
+	settings := make([]KeyValue, len(items))
+	for i, item := range items {
+		k, val, _ := strings.Cut(item, "=")
+		settings[i] = KeyValue{k, val}
+	}
+	return settings, func(values []string) string {
+		out := make([]string, len(items))
+		for i, kv := range settings {
+			out[i] = items[i]
+			if values[i] != kv.Value {
+				out[i] = kv.Key + "=" + values[i]
+			}
+		}
+		return strings.Join(out, ";")
+	}
 }
 
 func TestExpandValue(t *testing.T) {
@@ -38,7 +59,7 @@ func TestExpandValue(t *testing.T) {
 		{"-9223372036854775808..9223372036854775807/9223372036854775807",
 			[]string{"-9223372036854775808", "-1", "9223372036854775806"}},
 	} {
-		got, err := ExpandValue(tc.in)
+		got, err := expandValue(tc.in)
 		require.NoError(t, err, tc.in)
 		assert.Equal(t, tc.want, got, tc.in)
 	}
@@ -60,7 +81,7 @@ func TestExpandValueErrors(t *testing.T) {
 		"-9223372036854775808..9223372036854775807": `range "-9223372036854775808..9223372036854775807": more than 4096 values`,
 		"1..2..3": `range "1..2..3": end "2..3" is not an integer`,
 	} {
-		_, err := ExpandValue(in)
+		_, err := expandValue(in)
 		assert.EqualError(t, err, want, in)
 	}
 }
@@ -69,7 +90,7 @@ func expandSpec(t *testing.T, spec string, getenv func(string) (string, bool)) (
 	t.Helper()
 	sel, err := Select(spec, getenv)
 	require.NoError(t, err)
-	ps, err := sel.Params.Expand()
+	ps, err := sel.Expand()
 	if err != nil {
 		return nil, err
 	}
@@ -96,9 +117,9 @@ func TestExpandProduct(t *testing.T) {
 	// No sweep: the Params itself.
 	sel, err := Select("fakepool:cutoff=30", nil)
 	require.NoError(t, err)
-	ps, err := sel.Params.Expand()
+	ps, err := sel.Expand()
 	require.NoError(t, err)
-	assert.Equal(t, []*Params{sel.Params}, ps)
+	assert.Equal(t, []*Params{sel}, ps)
 }
 
 func TestExpandFromEnvironment(t *testing.T) {
@@ -110,19 +131,41 @@ func TestExpandFromEnvironment(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"fakepool:page=4096,cutoff=20,reserve=5,strict=false", "fakepool:page=4096,cutoff=24,reserve=5,strict=false"}, got)
 
-	// Settings vary item by item, in the variable or in the spec.
+	// Settings vary one by one, in the variable or in the spec, in the
+	// syntax that the parameter reads.
 	want := []string{
-		"fakeconf:conf=a:1,b:x,c:[1,2],n=1",
-		"fakeconf:conf=a:1,b:y,c:[1,2],n=1",
-		"fakeconf:conf=a:2,b:x,c:[1,2],n=1",
-		"fakeconf:conf=a:2,b:y,c:[1,2],n=1",
+		"fakeconf:conf=a=1;b=x;c=[1,2],n=1",
+		"fakeconf:conf=a=1;b=y;c=[1,2],n=1",
+		"fakeconf:conf=a=2;b=x;c=[1,2],n=1",
+		"fakeconf:conf=a=2;b=y;c=[1,2],n=1",
 	}
-	got, err = expandSpec(t, "fakeconf", env("FAKE_CONF", "a:1..2,b:x|y,c:[1,2]"))
+	got, err = expandSpec(t, "fakeconf", env("FAKE_CONF", "a=1..2;b=x|y;c=[1,2]"))
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
-	got, err = expandSpec(t, "fakeconf:conf=a:1|2", nil)
+	got, err = expandSpec(t, "fakeconf:conf=a=1|2", nil)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"fakeconf:conf=a:1,n=1", "fakeconf:conf=a:2,n=1"}, got)
+	assert.Equal(t, []string{"fakeconf:conf=a=1,n=1", "fakeconf:conf=a=2,n=1"}, got)
+}
+
+func TestExpandRecordsTheSweep(t *testing.T) {
+	sel, err := Select("fakepool:cutoff=20|21,reserve=1|2", nil)
+	require.NoError(t, err)
+	assert.Empty(t, sel.Swept(), "not expanded")
+	ps, err := sel.Expand()
+	require.NoError(t, err)
+	require.Len(t, ps, 4)
+	for _, p := range ps {
+		assert.Equal(t, []string{"cutoff", "reserve"}, p.Swept())
+	}
+	assert.Equal(t, []string{"page", "cutoff", "reserve", "strict"}, paramNames(ps[0].Declared()))
+}
+
+func paramNames(ps []Param) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Name)
+	}
+	return out
 }
 
 func TestExpandErrorsNameTheParameter(t *testing.T) {
@@ -132,20 +175,22 @@ func TestExpandErrorsNameTheParameter(t *testing.T) {
 	assert.EqualError(t, err, `GPUALLOC_POOL_TYPE="fakepool:cutoff=1..x": fakepool: cutoff=1..x: range "1..x": end "x" is not an integer`)
 	_, err = expandSpec(t, "fakepool", env("FAKE_CUTOFF", "20||24"))
 	assert.EqualError(t, err, `FAKE_CUTOFF="20||24": "20||24": an empty alternative in the list`)
-	_, err = expandSpec(t, "fakeconf", env("FAKE_CONF", "a:1,b:3..1"))
-	assert.EqualError(t, err, `FAKE_CONF="a:1,b:3..1": b: range "3..1": start 3 is above end 1`)
+	_, err = expandSpec(t, "fakeconf", env("FAKE_CONF", "a=1;b=3..1"))
+	assert.EqualError(t, err, `FAKE_CONF="a=1;b=3..1": b: range "3..1": start 3 is above end 1`)
+	_, err = expandSpec(t, "fakeconf", env("FAKE_CONF", "a=0..99;b=0..99"))
+	assert.EqualError(t, err, `FAKE_CONF="a=0..99;b=0..99": "a=0..99;b=0..99": more than 4096 variants`)
 	_, err = expandSpec(t, "fakepool:cutoff=0..99,reserve=0..99", nil)
 	assert.EqualError(t, err, `fakepool: reserve=0..99: the variants of fakepool number more than 4096`)
 
 	// A sweep does not open as one allocator.
 	sel, err := Select("fakepool:cutoff=20|30", nil)
 	require.NoError(t, err)
-	_, err = sel.Params.Open(nil)
+	_, err = sel.Open(nil)
 	assert.EqualError(t, err, `fakepool: cutoff=20|30: a range or list of values names several allocators: open each of Params.Expand`)
 }
 
 // expandedSweep checks what any expansion of v gives, unless it failed: at
-// least one value and at most MaxVariants, and v itself when v is no sweep.
+// least one value and at most maxVariants, and v itself when v is no sweep.
 // It reports whether v is a sweep that expanded.
 func expandedSweep(t *testing.T, v string, vals []string, err error) bool {
 	t.Helper()
@@ -153,8 +198,8 @@ func expandedSweep(t *testing.T, v string, vals []string, err error) bool {
 		return false
 	}
 	require.NotEmpty(t, vals)
-	require.LessOrEqual(t, len(vals), MaxVariants)
-	if !IsSweep(v) {
+	require.LessOrEqual(t, len(vals), maxVariants)
+	if !isSweep(v) {
 		require.Equal(t, []string{v}, vals)
 		return false
 	}
@@ -169,7 +214,7 @@ func FuzzExpandValue(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		vals, err := ExpandValue(v)
+		vals, err := expandValue(v)
 		if !expandedSweep(t, v, vals, err) {
 			return
 		}
@@ -197,28 +242,22 @@ func FuzzExpandValue(f *testing.F) {
 	})
 }
 
-// FuzzExpandSettings checks that any value in PYTORCH_CUDA_ALLOC_CONF
-// syntax expands or fails cleanly, within the bound, each variant with as
-// many settings as the value (when no brackets hold commas of their own).
+// FuzzExpandSettings checks that any value made of settings expands or
+// fails cleanly, within the bound, each variant with as many settings as
+// the value.
 func FuzzExpandSettings(f *testing.F) {
-	for _, s := range []string{"max_split_size_mb:64|128,expandable_segments:True|False", "a:1..3,b:[1,2]", "a:1,,b:2|3", "a:3..1", ",", "a:1|2,"} {
+	for _, s := range []string{"a=64|128;b=True|False", "a=1..3;b=[1,2]", "a=1;;b=2|3", "a=3..1", ";", "a=1|2;"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		vals, err := expandSettings(v)
+		vals, err := expandSettings(v, fakeSettings)
 		if !expandedSweep(t, v, vals, err) {
 			return
 		}
-		if strings.ContainsAny(v, "[]") {
-			return // a list in brackets may hold commas of its own
-		}
-		for _, item := range SplitSettings(v) {
-			if !strings.Contains(item, ":") {
-				return // not a setting: PyTorch's parser rejects it
-			}
-		}
+		settings, _ := fakeSettings(v)
 		for _, x := range vals {
-			require.Len(t, SplitSettings(x), len(SplitSettings(v)), "%q from %q", x, v)
+			got, _ := fakeSettings(x)
+			require.Len(t, got, len(settings), "%q from %q", x, v)
 		}
 	})
 }

@@ -14,6 +14,8 @@ import (
 type Params struct {
 	strategy string
 	vals     []paramValue
+	// chosenBy is where the strategy was chosen (see Source).
+	chosenBy string
 	// specVar names the environment variable the spec came from, if it
 	// did; specText is its value.
 	specVar, specText string
@@ -23,6 +25,7 @@ type paramValue struct {
 	Param
 	value  string
 	source string // "" for the default, "spec", or the environment variable's name
+	swept  bool   // Expand chose the value among a sweep's
 }
 
 // Resolve checks a spec against the registry and gives every parameter of the
@@ -81,6 +84,16 @@ func (p *Params) FromEnv() []string {
 // Strategy returns the name of the strategy the parameters belong to.
 func (p *Params) Strategy() string { return p.strategy }
 
+// Source says where the strategy was chosen, for Params that [Select]
+// returned: "spec" for an explicit spec, the name of the environment
+// variable that chose it, or "default"; "spec" for Params from [Resolve].
+func (p *Params) Source() string {
+	if p.chosenBy == "" {
+		return "spec"
+	}
+	return p.chosenBy
+}
+
 // Spec returns the full spec: the strategy's name and every parameter with its
 // effective value, in the strategy's order. It is what a result reports.
 func (p *Params) Spec() Spec {
@@ -89,6 +102,29 @@ func (p *Params) Spec() Spec {
 		s.Params = append(s.Params, KeyValue{v.Name, v.value})
 	}
 	return s
+}
+
+// Declared returns the strategy's parameters as it registered them, in its
+// order (that of Spec's): their defaults, documentation and syntax.
+func (p *Params) Declared() []Param {
+	out := make([]Param, len(p.vals))
+	for i, v := range p.vals {
+		out[i] = v.Param
+	}
+	return out
+}
+
+// Swept returns the parameters whose values [Params.Expand] chose among a
+// sweep's, in the strategy's order: none for Params that Expand did not
+// make from a sweep.
+func (p *Params) Swept() []string {
+	var out []string
+	for _, v := range p.vals {
+		if v.swept {
+			out = append(out, v.Name)
+		}
+	}
+	return out
 }
 
 // String returns p.Spec().String().
@@ -103,7 +139,7 @@ func (p *Params) Open(b Backend) (Allocator, error) {
 		return nil, err
 	}
 	for _, v := range p.vals {
-		if v.source != "" && IsSweep(v.value) {
+		if v.source != "" && isSweep(v.value) {
 			return nil, p.Errorf(v.Name, "a range or list of values names several allocators: open each of Params.Expand")
 		}
 	}

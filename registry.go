@@ -25,10 +25,17 @@ type Param struct {
 	Default string   // value when neither the spec nor the environment gives one
 	Doc     string   // one line
 	Env     []string // environment variables that supply the default, first set wins
-	// Settings says that the value is a list of key:value settings in
-	// PYTORCH_CUDA_ALLOC_CONF syntax, so that a sweep varies each setting's
-	// value (see [Params.Expand]).
-	Settings bool
+	// Settings, if not nil, reads a value made of named settings in a
+	// syntax of the strategy's own, as the pytorch strategy's conf holds
+	// PyTorch's "max_split_size_mb:128,expandable_segments:True". It
+	// returns the value's settings in order, each key with its value, and
+	// with, which writes the value back with other values of its settings
+	// (values[i] for settings[i]; a setting given its own value keeps its
+	// text). A sweep then varies the settings one by one (see
+	// [Params.Expand]), and results show each setting as a parameter of
+	// its own. The registry knows no syntax but this one: every other
+	// value is one value.
+	Settings func(value string) (settings []KeyValue, with func(values []string) string)
 }
 
 var (

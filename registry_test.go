@@ -166,12 +166,12 @@ func TestParamErrorsNameTheirSource(t *testing.T) {
 func TestSelectSpecFromEnvNamesTheVariable(t *testing.T) {
 	sel, err := Select("", env(EnvPoolType, "fakepool:cutoff=x"))
 	require.NoError(t, err)
-	_, err = sel.Params.Open(nil)
+	_, err = sel.Open(nil)
 	assert.EqualError(t, err, `GPUALLOC_POOL_TYPE="fakepool:cutoff=x": fakepool: cutoff=x: not an integer`)
 	// A default the spec leaves alone is still the spec's strategy's.
 	sel, err = Select("", env(EnvPoolType, "fakepool:cutoff=12"))
 	require.NoError(t, err)
-	_, err = sel.Params.Open(nil)
+	_, err = sel.Open(nil)
 	assert.EqualError(t, err, `GPUALLOC_POOL_TYPE="fakepool:cutoff=12": fakepool: cutoff=12: must be at least 20`)
 }
 
@@ -191,8 +191,8 @@ func TestSelectPrecedence(t *testing.T) {
 	} {
 		sel, err := Select(tc.explicit, tc.env)
 		require.NoError(t, err, tc.name)
-		assert.Equal(t, tc.spec, sel.Params.String(), tc.name)
-		assert.Equal(t, tc.source, sel.Source, tc.name)
+		assert.Equal(t, tc.spec, sel.String(), tc.name)
+		assert.Equal(t, tc.source, sel.Source(), tc.name)
 	}
 }
 

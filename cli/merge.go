@@ -104,7 +104,7 @@ func mergeShards(dirs []string) ([]sim.Result, map[string]*report.SizeHistogram,
 	for _, d := range shards {
 		for i, row := range d.Rows {
 			r := row.Result
-			r.Devices, r.Series = row.Devices, row.Series
+			r.Devices, r.Series, r.Strategy.Params = row.Devices, row.Series, row.Params
 			results[d.First+i] = r
 		}
 		for name, h := range d.Sizes {

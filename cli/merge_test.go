@@ -63,6 +63,22 @@ func TestMergeEqualsUnsharded(t *testing.T) {
 	}
 }
 
+// TestMergeKeepsStrategies checks that the merged results carry their
+// strategies whole, as the run's own did: the parameters' defaults and what
+// the sweep chose, which the summaries' spec alone does not hold.
+func TestMergeKeepsStrategies(t *testing.T) {
+	results, _, err := mergeShards(runShards(t, 3))
+	require.NoError(t, err)
+	require.Len(t, results, 10)
+	for _, r := range results {
+		require.NotEmpty(t, r.Strategy.Params, r.Strategy.Spec)
+		for _, p := range r.Strategy.Params {
+			assert.NotEmpty(t, p.Default, "%s: %s", r.Strategy.Spec, p.Key)
+			assert.Equal(t, r.Strategy.Name == "round" && p.Key == "cutoff", p.Swept, "%s: %s", r.Strategy.Spec, p.Key)
+		}
+	}
+}
+
 func TestMergeRefuses(t *testing.T) {
 	dirs := runShards(t, 3)
 	other := runShards(t, 3, "--capacity", "1GiB")

@@ -63,17 +63,17 @@ func TestMinCapacityBothSides(t *testing.T) {
 		defer r.Close()
 		sel, err := gpualloc.Select(spec, func(string) (string, bool) { return "", false })
 		require.NoError(t, err)
-		res, err := sim.Replay(r, sim.Config{Params: sel.Params, Capacity: capacity, SeriesBuckets: -1})
+		res, err := sim.Replay(r, sim.Config{Params: sel, Capacity: capacity, SeriesBuckets: -1})
 		require.NoError(t, err)
 		return res
 	}
 	for _, r := range results {
-		require.NotNil(t, r.MinCapacityBytes, r.Strategy)
-		require.NotNil(t, r.OfflineBytes, r.Strategy)
+		require.NotNil(t, r.MinCapacityBytes, r.Strategy.Spec)
+		require.NotNil(t, r.OfflineBytes, r.Strategy.Spec)
 		c := *r.MinCapacityBytes
-		assert.Zero(t, c%(1<<20), "%s %s: %d is not a multiple of 1 MiB", r.Trace, r.Strategy, c)
-		assert.Zero(t, replayAt(r.Trace, r.Strategy, c).OOMs, "%s %s: OOM at %d", r.Trace, r.Strategy, c)
-		assert.Positive(t, replayAt(r.Trace, r.Strategy, c-1<<20).OOMs, "%s %s: no OOM at %d - 1 MiB", r.Trace, r.Strategy, c)
+		assert.Zero(t, c%(1<<20), "%s %s: %d is not a multiple of 1 MiB", r.Trace, r.Strategy.Spec, c)
+		assert.Zero(t, replayAt(r.Trace, r.Strategy.Spec, c).OOMs, "%s %s: OOM at %d", r.Trace, r.Strategy.Spec, c)
+		assert.Positive(t, replayAt(r.Trace, r.Strategy.Spec, c-1<<20).OOMs, "%s %s: no OOM at %d - 1 MiB", r.Trace, r.Strategy.Spec, c)
 		assert.GreaterOrEqual(t, *r.OfflineBytes, r.PeakRequestedBytes)
 	}
 }

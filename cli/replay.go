@@ -104,9 +104,39 @@ type replayFlags struct {
 	offline     bool
 	minCapacity bool
 	timeLimit   time.Duration
+
+	// What parseReplayFlags makes of them: --capacity in bytes, whether
+	// --capacity and --jobs were given, the figures' options, and the
+	// TRACE arguments.
+	capacityBytes        int64
+	capacitySet, jobsSet bool
+	opts                 report.Options
+	traces               []string
 }
 
+// replayCmd replays each trace through each strategy and reports what the
+// replays measured.
 func replayCmd(ctx context.Context, e *env, args []string) error {
+	f, err := parseReplayFlags(e, args)
+	if err != nil {
+		return err
+	}
+	p, err := planReplay(e, f)
+	if err != nil {
+		return err
+	}
+	out := p.run(ctx, e.stderr)
+	if f.offline || f.minCapacity {
+		if err := addReferences(ctx, p.inputs, p.jobs, out, f.offline, f.minCapacity, f.timeLimit, f.jobs); err != nil {
+			return err
+		}
+	}
+	return p.write(e, out)
+}
+
+// parseReplayFlags parses a replay's command line and checks every flag on
+// its own; a bad one is a usage error.
+func parseReplayFlags(e *env, args []string) (replayFlags, error) {
 	var f replayFlags
 	fs := newFlagSet(e, "simulate", replayUsage)
 	fs.StringArrayVarP(&f.strategies, "strategy", "s", nil, "strategy `SPEC`, as round or round:cutoff=20; a..b, a..b/STEP and x|y|z in values sweep them (repeatable; all = every registered strategy)")
@@ -124,141 +154,186 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&f.minCapacity, "min-capacity", false, "add min_capacity_bytes: the smallest device, in MiB, on which each strategy has no OOM (-b sim)")
 	fs.DurationVar(&f.timeLimit, "time-limit", plan.DefaultTimeLimit, "`DURATION` of the offline plan of each trace and device, with --offline")
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return f, err
 	}
 	if f.minCapacity && f.backend != "sim" {
-		return usagef("--min-capacity replays on the virtual device: it needs -b sim")
+		return f, usagef("--min-capacity replays on the virtual device: it needs -b sim")
 	}
 	if f.timeLimit <= 0 {
-		return usagef("--time-limit %v: want a positive duration such as 10s", f.timeLimit)
+		return f, usagef("--time-limit %v: want a positive duration such as 10s", f.timeLimit)
 	}
 	if err := checkFormat(f.format); err != nil {
-		return err
+		return f, err
 	}
-	opts, err := f.figures.options()
-	if err != nil {
-		return err
+	var err error
+	if f.opts, err = f.figures.options(); err != nil {
+		return f, err
 	}
 	if err := checkProgress(f.progress); err != nil {
-		return err
+		return f, err
 	}
-	capacity, err := gpualloc.ParseSize(f.capacity)
-	if err != nil || capacity <= 0 {
-		return usagef("--capacity %q: want a positive size such as 80GiB", f.capacity)
+	f.capacityBytes, err = gpualloc.ParseSize(f.capacity)
+	if err != nil || f.capacityBytes <= 0 {
+		return f, usagef("--capacity %q: want a positive size such as 80GiB", f.capacity)
 	}
 	if f.jobs < 0 {
-		return usagef("--jobs %d: want a positive number", f.jobs)
+		return f, usagef("--jobs %d: want a positive number", f.jobs)
 	}
 	if err := f.snapshot.check(fs); err != nil {
-		return err
+		return f, err
 	}
-	be, err := chooseBackend(f.backend, capacity, fs.Changed("capacity"))
+	f.capacitySet, f.jobsSet, f.traces = fs.Changed("capacity"), fs.Changed("jobs"), fs.Args()
+	return f, nil
+}
+
+// A replayPlan is the work of a replay command: the backend, the
+// strategies and the traces it names, and the jobs that replay the traces
+// through the strategies (those of its shard, with --shard).
+type replayPlan struct {
+	f          replayFlags
+	be         backendChoice
+	strategies []*gpualloc.Params
+	inputs     []*input
+	shard      shard
+	id         string // the run's identity (runID), which its shards share
+
+	// The jobs are every trace through every strategy, trace by trace:
+	// those from lo to hi-1 (a shard runs a contiguous part of them).
+	jobs   []sim.Job
+	lo, hi int
+	// sizes are the request sizes of each input, which the first replay
+	// of the trace counts for a report (nil without one).
+	sizes []*report.SizeCounter
+	// shared says that a trace is decoded once and replayed from memory.
+	shared bool
+}
+
+// planReplay resolves the backend, the strategies, the traces and the
+// shard that f names, and plans the jobs.
+func planReplay(e *env, f replayFlags) (*replayPlan, error) {
+	be, err := chooseBackend(f.backend, f.capacityBytes, f.capacitySet)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if be.newBackend != nil && !fs.Changed("jobs") {
+	if be.newBackend != nil && !f.jobsSet {
 		// Replays at once on real memory would share it and each other's
 		// time.
 		f.jobs = 1
 	}
-	strategies, err := chooseStrategies(f.strategies, e.getenv, capacity, e.stderr)
+	strategies, err := chooseStrategies(f.strategies, e.getenv, f.capacityBytes, e.stderr)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	inputs, err := traceInputs(fs.Args(), e.stdin, traces.Options{Lenient: f.lenient})
+	inputs, err := traceInputs(f.traces, e.stdin, traces.Options{Lenient: f.lenient})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sh, err := parseShard(f.shard)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	run := runID(f, be.capacity, inputs, strategies)
+	p := &replayPlan{f: f, be: be, strategies: strategies, inputs: inputs, shard: sh, id: runID(f, be.capacity, inputs, strategies)}
+	p.planJobs()
+	return p, nil
+}
 
-	// A report needs the series of each replay and the request sizes of
-	// each trace, which the first replay of the trace counts.
-	series := -1
-	if f.out != "" {
-		series = 0
+// planJobs makes the jobs of the plan's part of the run.
+func (p *replayPlan) planJobs() {
+	n := len(p.strategies)
+	p.lo, p.hi = 0, len(p.inputs)*n
+	if p.shard.n > 0 {
+		p.lo, p.hi = p.shard.jobs(p.hi)
 	}
-	sizes := make([]*report.SizeCounter, len(inputs))
-	// The jobs are every trace through every strategy, trace by trace;
-	// a shard runs a contiguous part of them.
-	lo, hi := 0, len(inputs)*len(strategies)
-	if sh.n > 0 {
-		lo, hi = sh.jobs(hi)
-	}
-	shared := false
-	var jobs []sim.Job
-	for k, in := range inputs {
-		first, last := max(lo-k*len(strategies), 0), min(hi-k*len(strategies), len(strategies))
+	p.sizes = make([]*report.SizeCounter, len(p.inputs))
+	for k, in := range p.inputs {
+		first, last := max(p.lo-k*n, 0), min(p.hi-k*n, n)
 		if first >= last {
 			continue
 		}
-		var d *decoded
-		if last-first > 1 {
-			shared = true
-			d = in.decodeOnce(last-first, f.out != "")
-			sizes[k] = d.sizes
-		}
-		for i := first; i < last; i++ {
-			open := in.open
-			if d != nil {
-				open = d.open
-			} else if f.out != "" && i == first {
-				open = func() (traces.Reader, io.Closer, error) {
-					r, c, err := in.open()
-					if err != nil {
-						return r, c, err
-					}
-					sizes[k] = report.NewSizeCounter(r)
-					return sizes[k], c, nil
-				}
-			}
-			jobs = append(jobs, sim.Job{
-				Open: open,
-				Config: sim.Config{
-					Trace:         in.name,
-					Params:        strategies[i],
-					Backend:       f.backend,
-					Capacity:      be.capacity,
-					NewBackend:    be.newBackend,
-					MeasureTime:   be.newBackend != nil,
-					SeriesBuckets: series,
-
-					Snapshot:        f.snapshot.writer(in.name, strategies[i]),
-					SnapshotEntries: f.snapshot.entries,
-				},
-			})
+		open := p.opener(k, in, last-first)
+		for _, s := range p.strategies[first:last] {
+			p.jobs = append(p.jobs, sim.Job{Open: open, Config: p.config(in.name, s)})
 		}
 	}
+}
+
+// opener returns how the replays of input k, of which there are replays,
+// open it: a trace that several replay is decoded once, and each replays it
+// from memory; for a report, the trace's one replay counts its request
+// sizes as it reads it.
+func (p *replayPlan) opener(k int, in *input, replays int) func() (traces.Reader, io.Closer, error) {
+	switch {
+	case replays > 1:
+		p.shared = true
+		d := in.decodeOnce(replays, p.f.out != "")
+		p.sizes[k] = d.sizes
+		return d.open
+	case p.f.out != "":
+		return func() (traces.Reader, io.Closer, error) {
+			r, c, err := in.open()
+			if err != nil {
+				return r, c, err
+			}
+			p.sizes[k] = report.NewSizeCounter(r)
+			return p.sizes[k], c, nil
+		}
+	}
+	return in.open
+}
+
+// config is the configuration of the replay of trace through strategy s.
+func (p *replayPlan) config(trace string, s *gpualloc.Params) sim.Config {
+	series := -1
+	if p.f.out != "" {
+		series = 0 // a report needs the series of each replay
+	}
+	return sim.Config{
+		Trace:         trace,
+		Params:        s,
+		Backend:       p.f.backend,
+		Capacity:      p.be.capacity,
+		NewBackend:    p.be.newBackend,
+		MeasureTime:   p.be.newBackend != nil,
+		SeriesBuckets: series,
+
+		Snapshot:        p.f.snapshot.writer(trace, s),
+		SnapshotEntries: p.f.snapshot.entries,
+	}
+}
+
+// run runs the jobs, -j at once, with a progress bar on stderr when
+// --progress asks for one.
+func (p *replayPlan) run(ctx context.Context, stderr io.Writer) []sim.JobResult {
 	var pr *progress
-	if showProgress(f.progress, e.stderr) {
-		byBytes := inputs
-		if shared || sh.n > 0 {
+	if showProgress(p.f.progress, stderr) {
+		byBytes := p.inputs
+		if p.shared || p.shard.n > 0 {
 			// Replays from memory read no bytes, and a shard reads
 			// part of them: inputs of unknown size make the bar count
 			// events.
-			byBytes = make([]*input, len(inputs))
+			byBytes = make([]*input, len(p.inputs))
 			for i := range byBytes {
 				byBytes[i] = &input{size: -1}
 			}
 		}
-		pr = newProgress(e.stderr, byBytes, len(strategies))
-		for i := range jobs {
-			jobs[i].Config.Progress = pr.job()
+		pr = newProgress(stderr, byBytes, len(p.strategies))
+		for i := range p.jobs {
+			p.jobs[i].Config.Progress = pr.job()
 		}
 	}
-	out := sim.RunAll(ctx, jobs, f.jobs)
+	out := sim.RunAll(ctx, p.jobs, p.f.jobs)
 	if pr != nil {
 		pr.finish()
 	}
-	if f.offline || f.minCapacity {
-		if err := addReferences(ctx, inputs, jobs, out, f.offline, f.minCapacity, f.timeLimit, f.jobs); err != nil {
-			return err
-		}
-	}
+	return out
+}
 
+// write writes what the jobs measured: the results of the replays that
+// succeeded on stdout, in --format; with -o, the report, or the shard's
+// part of it for 'simulate merge'. It then returns the error of the first
+// replay that failed, or notes on stderr the bad events that --lenient
+// skipped.
+func (p *replayPlan) write(e *env, out []sim.JobResult) error {
 	var results []sim.Result
 	var firstErr error
 	for _, o := range out {
@@ -271,36 +346,45 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 		results = append(results, o.Result)
 	}
 	if len(results) > 0 {
-		if err := writeResults(e.stdout, f.format, results); err != nil {
+		if err := writeResults(e.stdout, p.f.format, results); err != nil {
 			return err
 		}
 	}
-	hist := map[string]*report.SizeHistogram{}
-	for k, sc := range sizes {
-		if sc != nil {
-			hist[inputs[k].name] = &sc.Sizes
-		}
-	}
-	if f.out != "" && sh.n > 0 {
-		if err := writeShard(f.out, sh, run, lo, len(inputs)*len(strategies), out, hist); err != nil {
-			return err
-		}
-	} else if f.out != "" && len(results) > 0 {
-		if _, err := report.Write(f.out, results, withSizes(opts, hist)); err != nil {
+	if p.f.out != "" {
+		if err := p.writeReport(results, out); err != nil {
 			return err
 		}
 	}
 	if firstErr != nil {
 		return firstErr
 	}
-	if f.lenient {
-		for _, in := range inputs {
+	if p.f.lenient {
+		for _, in := range p.inputs {
 			if in.skipped > 0 {
 				fmt.Fprintf(e.stderr, "simulate: %s: skipped %s (the first: %s)\n", in.name, plural(in.skipped, "bad event"), in.firstSkip)
 			}
 		}
 	}
 	return nil
+}
+
+// writeReport writes the report of results into -o's directory, or with
+// --shard the shard's summaries and what merge needs.
+func (p *replayPlan) writeReport(results []sim.Result, out []sim.JobResult) error {
+	hist := map[string]*report.SizeHistogram{}
+	for k, sc := range p.sizes {
+		if sc != nil {
+			hist[p.inputs[k].name] = &sc.Sizes
+		}
+	}
+	if p.shard.n > 0 {
+		return writeShard(p.f.out, p.shard, p.id, p.lo, len(p.inputs)*len(p.strategies), out, hist)
+	}
+	if len(results) == 0 {
+		return nil
+	}
+	_, err := report.Write(p.f.out, results, withSizes(p.f.opts, hist))
+	return err
 }
 
 // chooseStrategies resolves the -s specs, or the environment's choice, or
@@ -344,7 +428,7 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 		if err != nil {
 			return nil, usagef("%v", err)
 		}
-		variants, err := sel.Params.Expand()
+		variants, err := sel.Expand()
 		if err != nil {
 			return nil, usagef("%v", err)
 		}
@@ -353,11 +437,11 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 				return nil, err
 			}
 		}
-		if v, ok := getenv(sel.Source); ok && sel.Source != "spec" && sel.Source != "default" {
-			notes = append(notes, fmt.Sprintf("%s=%s chose %s (-s all compares every strategy)", sel.Source, strings.TrimSpace(v), sel.Params.Strategy()))
+		if v, ok := getenv(sel.Source()); ok && sel.Source() != "spec" && sel.Source() != "default" {
+			notes = append(notes, fmt.Sprintf("%s=%s chose %s (-s all compares every strategy)", sel.Source(), strings.TrimSpace(v), sel.Strategy()))
 		}
-		for _, kv := range sel.Params.FromEnv() {
-			note := kv + " set " + sel.Params.Strategy() + "'s parameters"
+		for _, kv := range sel.FromEnv() {
+			note := kv + " set " + sel.Strategy() + "'s parameters"
 			if !slices.Contains(notes, note) {
 				notes = append(notes, note)
 			}

@@ -77,11 +77,16 @@ type shardData struct {
 	Failed string `json:"failed"`
 }
 
-// shardRow is a result with the parts that summaries leave out.
+// shardRow is a result with the parts that summaries leave out: its
+// devices, its series, and its strategy's parameters, which the strategy's
+// spec alone does not give (their defaults, what a sweep chose, the
+// settings of a value made of several), so that the merged report reads
+// the same structure as the report of the whole run.
 type shardRow struct {
-	Result  sim.Result         `json:"result"`
-	Devices []sim.DeviceResult `json:"devices"`
-	Series  *sim.Series        `json:"series"`
+	Result  sim.Result          `json:"result"`
+	Devices []sim.DeviceResult  `json:"devices"`
+	Series  *sim.Series         `json:"series"`
+	Params  []sim.StrategyParam `json:"params"`
 }
 
 // writeShard writes a shard's summaries and ShardFile into dir.
@@ -96,7 +101,7 @@ func writeShard(dir string, sh shard, run string, first, total int, out []sim.Jo
 			continue
 		}
 		results = append(results, o.Result)
-		d.Rows = append(d.Rows, shardRow{Result: o.Result, Devices: o.Result.Devices, Series: o.Result.Series})
+		d.Rows = append(d.Rows, shardRow{Result: o.Result, Devices: o.Result.Devices, Series: o.Result.Series, Params: o.Result.Strategy.Params})
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

@@ -51,7 +51,7 @@ func TestSnapshotExport(t *testing.T) {
 	require.Len(t, entries, len(results))
 
 	for _, want := range results {
-		spec, err := gpualloc.ParseSpec(want.Strategy)
+		spec, err := gpualloc.ParseSpec(want.Strategy.Spec)
 		require.NoError(t, err)
 		p, err := gpualloc.Resolve(spec, nil)
 		require.NoError(t, err)
@@ -63,6 +63,10 @@ func TestSnapshotExport(t *testing.T) {
 		require.NoError(t, err, "no snapshot of %s with %s", want.Trace, want.Strategy)
 		got, err := sim.Replay(r, sim.Config{Params: p, Trace: want.Trace, SeriesBuckets: -1})
 		require.NoError(t, err)
+		assert.Equal(t, want.Strategy.Spec, got.Strategy.Spec)
+		// want is read back from JSON, which holds the strategy's spec
+		// without its parameters' defaults.
+		got.Strategy = want.Strategy
 		got.ElapsedNS, got.EventsPerSec, got.Devices = want.ElapsedNS, want.EventsPerSec, nil
 		assert.Equal(t, want, got, "replay of %s", path)
 	}

@@ -44,7 +44,7 @@ func ExampleSearch() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		cfg := sim.Config{Trace: "tiny.csv", Params: sel.Params}
+		cfg := sim.Config{Trace: "tiny.csv", Params: sel}
 		c, err := mincap.Search(context.Background(), events, cfg, nil)
 		if err != nil {
 			log.Fatal(err)

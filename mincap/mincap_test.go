@@ -63,7 +63,7 @@ func read(t testing.TB, name, text string) []traces.Event {
 func config(t testing.TB, trace, spec string) sim.Config {
 	sel, err := gpualloc.Select(spec, nil)
 	require.NoError(t, err)
-	return sim.Config{Trace: trace, Params: sel.Params, SeriesBuckets: -1}
+	return sim.Config{Trace: trace, Params: sel, SeriesBuckets: -1}
 }
 
 func replayAt(t testing.TB, events []traces.Event, cfg sim.Config, capacity int64) sim.Result {

@@ -36,6 +36,12 @@
 // A [Series] keeps the course of requested, allocated and reserved bytes in
 // a bounded number of buckets without losing any peak, for plots.
 //
+// A [Result] carries its strategy as structure ([Strategy]): the full spec
+// that the result schema writes, and every parameter with its default, what
+// a sweep chose and the settings of a value made of several, taken from the
+// resolved parameters when the replay starts, so that whoever reads results
+// needs neither the registry nor a parser of specs.
+//
 // With [Config].Snapshot, a replay also records what the strategy did as a
 // PyTorch memory snapshot (see [snapshot.Write]), for PyTorch's memory
 // viewer: its blocks, failed allocations and device calls per device and

@@ -71,7 +71,7 @@ func params(t testing.TB, spec string) *gpualloc.Params {
 	t.Helper()
 	sel, err := gpualloc.Select(spec, func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	return sel.Params
+	return sel
 }
 
 // export replays the shaped trace with spec and returns the result, the

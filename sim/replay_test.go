@@ -33,7 +33,7 @@ func TestReplayExact(t *testing.T) {
 	require.NoError(t, err)
 
 	assert.Equal(t, "small", res.Trace)
-	assert.Equal(t, "exact", res.Strategy)
+	assert.Equal(t, "exact", res.Strategy.Spec)
 	assert.Equal(t, "sim", res.Backend)
 	assert.Equal(t, DefaultCapacity, res.CapacityBytes)
 	assert.Equal(t, int64(8), res.Events)
@@ -465,7 +465,8 @@ func TestReplayStrategyFromParams(t *testing.T) {
 	require.NoError(t, err)
 	res, err := Replay(smallTrace().reader(), Config{Params: p})
 	require.NoError(t, err)
-	assert.Equal(t, "simtest-exact:page=4096", res.Strategy)
+	assert.Equal(t, Strategy{Spec: "simtest-exact:page=4096", Name: "simtest-exact",
+		Params: []StrategyParam{{Key: "page", Value: "4096", Default: "4096"}}}, res.Strategy, "the structure, defaults included")
 	assert.Equal(t, int64(6000), res.PeakReservedBytes)
 
 	p, err = gpualloc.Resolve(gpualloc.Spec{Name: "simtest-exact", Params: []gpualloc.KeyValue{{Key: "page", Value: "x"}}}, nil)
@@ -483,7 +484,29 @@ func TestReplayStrategyFromSpecer(t *testing.T) {
 	open := func(gpualloc.Backend) (gpualloc.Allocator, error) { return &specAlloc{}, nil }
 	res, err := Replay(smallTrace().reader(), Config{Open: open})
 	require.NoError(t, err)
-	assert.Equal(t, "spec:k=v", res.Strategy)
+	assert.Equal(t, Strategy{Spec: "spec:k=v", Name: "spec", Params: []StrategyParam{{Key: "k", Value: "v"}}}, res.Strategy)
+}
+
+func TestStrategyJSON(t *testing.T) {
+	p, err := gpualloc.Select("naive:page=8KiB", nil)
+	require.NoError(t, err)
+	s := StrategyOf(p)
+	assert.Equal(t, Strategy{Spec: "naive:page=8KiB,large_round=2097152,reserve=5", Name: "naive", Params: []StrategyParam{
+		{Key: "page", Value: "8KiB", Default: "4096"},
+		{Key: "large_round", Value: "2097152", Default: "2097152"},
+		{Key: "reserve", Value: "5", Default: "5"},
+	}}, s)
+	b, err := json.Marshal(Result{Trace: "t", Strategy: s})
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"strategy":"naive:page=8KiB,large_round=2097152,reserve=5"`, "the schema's string")
+	var back Result
+	require.NoError(t, json.Unmarshal(b, &back))
+	want := s
+	want.Params = slices.Clone(s.Params)
+	for i := range want.Params {
+		want.Params[i].Default = "" // not in the JSON
+	}
+	assert.Equal(t, want, back.Strategy)
 }
 
 // TestReplayAllocsNothingPerEvent checks that the replay loop allocates

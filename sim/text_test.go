@@ -86,7 +86,7 @@ free,5,
 `, sim.Config{Params: naiveParams(t), Verify: true})
 
 	assert.Equal(t, "hand.csv", res.Trace)
-	assert.Equal(t, "naive:page=4096,large_round=2097152,reserve=5", res.Strategy)
+	assert.Equal(t, "naive:page=4096,large_round=2097152,reserve=5", res.Strategy.Spec)
 	assert.Equal(t, int64(10), res.Events)
 	assert.Equal(t, int64(5), res.Allocs)
 	assert.Equal(t, int64(5), res.Frees)

@@ -170,7 +170,7 @@ func BenchmarkSweep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	variants, err := sel.Params.Expand()
+	variants, err := sel.Expand()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/torchsize"
 )
 
@@ -241,7 +240,31 @@ func (s *AllocatorSettings) AllocConf() string {
 // "[1:4,2:8,1024:2]".
 func FormatDivisions(d [Intervals]int64) string { return torchsize.FormatDivisions(d) }
 
-// SplitConf splits a PYTORCH_CUDA_ALLOC_CONF string into its items
+// SplitConf splits a PYTORCH_CUDA_ALLOC_CONF string into its settings
 // ("key:value") at the commas outside brackets, as PyTorch's parser reads
-// it; see [gpualloc.SplitSettings].
-func SplitConf(s string) []string { return gpualloc.SplitSettings(s) }
+// it (c10/core/AllocatorConfig.cpp): one trailing comma after the last
+// setting is allowed and gives no setting, so that "a:1," and "a:1" are the
+// same and a blank string has none; any other empty setting ("a:1,,b:2",
+// ",a:1") is kept, as "", for the caller to reject as PyTorch does.
+// Settings are not trimmed.
+func SplitConf(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	if strings.TrimSpace(s[start:]) != "" {
+		out = append(out, s[start:])
+	}
+	return out
+}

@@ -1,6 +1,10 @@
 package traces
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/gpualloc/gpualloc"
+)
 
 // A Column is a column of the native trace format.
 type Column uint8
@@ -49,3 +53,13 @@ func columnByName(s string) Column {
 
 // knownColumns lists the column names for error messages.
 const knownColumns = "op, id, size, stream, device, time_us, category"
+
+// categoryNames lists the names of the category column's values for error
+// messages, in the order of memory_viz's legend: unknown last.
+var categoryNames = func() string {
+	var names []string
+	for c := gpualloc.CategoryUnknown + 1; c < gpualloc.NumCategories; c++ {
+		names = append(names, c.String())
+	}
+	return strings.Join(append(names, gpualloc.CategoryUnknown.String()), ", ")
+}()

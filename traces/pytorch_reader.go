@@ -408,9 +408,9 @@ func (r *snapshotReader) oomEvent() bool {
 // category sets the category of r.ev from a name the snapshot records; on
 // a free, the checker then checks it against the allocation's.
 func (r *snapshotReader) category(name string, rec *record) error {
-	c, ok := gpualloc.ParseCategory(name)
-	if !ok {
-		return r.errorf("unknown category %s (known: %s)", quote([]byte(name)), gpualloc.CategoryNames)
+	var c gpualloc.Category
+	if c.UnmarshalText([]byte(name)) != nil {
+		return r.errorf("unknown category %s (known: %s)", quote([]byte(name)), categoryNames)
 	}
 	r.ev.Category, rec.hasCategory = c, true
 	return nil

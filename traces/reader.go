@@ -587,11 +587,9 @@ func (r *csvReader) parseSlow(line []byte) (blank bool, err error) {
 			if len(f) == 0 {
 				break
 			}
-			cat, ok := gpualloc.ParseCategory(string(f))
-			if !ok {
-				return false, r.errorf("unknown category %s (known: %s)", quote(f), gpualloc.CategoryNames)
+			if ev.Category.UnmarshalText(f) != nil {
+				return false, r.errorf("unknown category %s (known: %s)", quote(f), categoryNames)
 			}
-			ev.Category = cat
 		case ColTime:
 			if len(f) == 0 {
 				return false, r.errorf("missing time_us")

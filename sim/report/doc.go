@@ -33,6 +33,13 @@
 // Legends sit above the data area and never cover data. Bars carry their
 // values.
 //
+// Strategies are named by their [ShortSpec] (the parameters at their
+// defaults left out), the variants of a sweep by the parameters that vary
+// ([Sweeps]). Both read the strategy that each result carries
+// ([sim.Strategy]: its parameters, their defaults and settings) and never
+// the registry, so a report of results read back from elsewhere looks the
+// same without the strategies' packages.
+//
 // # Long traces
 //
 // A [sim.Series] holds at most a few thousand buckets whatever the trace's

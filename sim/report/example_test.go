@@ -41,7 +41,7 @@ free,3,,50
 			sc := report.NewSizeCounter(r)
 			sizes["runs/step.csv"], r = &sc.Sizes, sc
 		}
-		res, err := sim.Replay(r, sim.Config{Params: sel.Params}) // with its series
+		res, err := sim.Replay(r, sim.Config{Params: sel}) // with its series
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func ExamplePeakFigure() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := sim.Replay(r, sim.Config{Params: sel.Params})
+	res, err := sim.Replay(r, sim.Config{Params: sel})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -41,8 +41,8 @@ func writeIndex(w io.Writer, results []sim.Result, figs []*Figure, svgs [][]byte
 	}
 	seen := map[string]bool{}
 	for _, r := range results {
-		if !seen[r.Strategy] {
-			seen[r.Strategy] = true
+		if !seen[r.Strategy.Spec] {
+			seen[r.Strategy.Spec] = true
 			page.Strategies++
 		}
 	}

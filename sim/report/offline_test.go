@@ -55,7 +55,7 @@ func TestReferenceColumns(t *testing.T) {
 	assert.Equal(t, []string{"OFFLINE", "VS OFFLINE", "MIN CAPACITY"}, tab.Head[n-3:])
 	for i, r := range rs {
 		row := tab.Rows[i]
-		assert.Equal(t, gpualloc.FormatSize(r.PeakRequestedBytes), row[n-3], r.Strategy)
+		assert.Equal(t, gpualloc.FormatSize(r.PeakRequestedBytes), row[n-3], r.Strategy.Spec)
 		assert.Equal(t, []string{"10.0 MiB", "11.0 MiB", "12.0 MiB"}[i], row[n-1])
 		if r.OOMs == 0 {
 			assert.True(t, strings.HasSuffix(row[n-2], "×"), row[n-2])

@@ -164,3 +164,22 @@ func (h hbarPlotter) Plot(c draw.Canvas, p *plot.Plot) {
 		}
 	}
 }
+
+// A dot is a marker at a place of a plot.
+type dot struct {
+	x, y float64
+	sty  draw.GlyphStyle
+}
+
+// dotPlotter draws markers inside the data area.
+type dotPlotter struct{ dots []dot }
+
+func (d dotPlotter) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	for _, q := range d.dots {
+		pt := vg.Point{X: trX(q.x), Y: trY(q.y)}
+		if c.Contains(pt) {
+			c.DrawGlyph(q.sty, pt)
+		}
+	}
+}

@@ -74,19 +74,19 @@ func (o Options) withDefaults(results []sim.Result) Options {
 	if o.MaxPoints <= 0 {
 		o.MaxPoints = DefaultMaxPoints
 	}
-	specs := strategySpecs(results)
+	strategies := strategiesOf(results)
 	if o.Label == nil {
-		labels := SweepLabels(specs)
+		labels := SweepLabels(strategies)
 		o.Label = func(spec string) string {
 			if l, ok := labels[spec]; ok {
 				return l
 			}
-			return ShortSpec(spec)
+			return ShortSpec(specOnly(spec))
 		}
 	}
 	if o.colors == nil {
-		o.colors = StrategyColors(specs)
-		sweepColors(o.colors, Sweeps(specs))
+		o.colors = StrategyColors(strategies)
+		sweepColors(o.colors, Sweeps(strategies))
 		for s, c := range o.Colors {
 			o.colors[s] = c
 		}
@@ -134,7 +134,15 @@ func (o *Options) color(spec string) color.RGBA {
 	if c, ok := o.colors[spec]; ok {
 		return c
 	}
-	return StrategyColors([]string{spec})[spec]
+	return StrategyColors([]sim.Strategy{specOnly(spec)})[spec]
+}
+
+// specOnly returns the strategy a spec names, for a spec that no result
+// holds: what the spec says, without defaults.
+func specOnly(spec string) sim.Strategy {
+	var s sim.Strategy
+	s.UnmarshalText([]byte(spec)) // never fails
+	return s
 }
 
 func (o *Options) stem(trace string) string {
@@ -266,7 +274,7 @@ func Figures(results []sim.Result, opts Options) []*Figure {
 	if want("overhead") {
 		add(OverheadFigure(results, o))
 	}
-	sweeps := Sweeps(strategySpecs(results))
+	sweeps := Sweeps(strategiesOf(results))
 	if want("sweep") {
 		for _, sw := range sweeps {
 			add(SweepFigure(sw, results, o))

@@ -63,7 +63,7 @@ func replay(t testing.TB, name, text string, specs ...string) ([]sim.Result, *re
 			sc := report.NewSizeCounter(cr)
 			sizes, r = &sc.Sizes, sc
 		}
-		res, err := sim.Replay(r, sim.Config{Params: sel.Params})
+		res, err := sim.Replay(r, sim.Config{Params: sel})
 		require.NoError(t, err)
 		results = append(results, res)
 	}
@@ -207,7 +207,7 @@ func TestTableMarks(t *testing.T) {
 
 	var b bytes.Buffer
 	require.NoError(t, report.OverheadFigure(results, report.Options{}).Write(&b, report.SVG, 0))
-	assert.Contains(t, b.String(), results[2].Strategy[:strings.IndexByte(results[2].Strategy+":", ':')]+"†")
+	assert.Contains(t, b.String(), results[2].Strategy.Name+"†")
 
 	dir := t.TempDir()
 	_, err := report.Write(dir, results, report.Options{Formats: []report.Format{report.SVG}})
@@ -332,22 +332,32 @@ func TestWriteTimeSeries(t *testing.T) {
 	assert.Equal(t, "tiny.csv,unpooled,1,,4000512,4000512,4000512,1,,4000512,4000512,4000000", lines[2], "no time: empty time columns")
 }
 
+// specsOnly returns the strategies of specs, as specOnly does.
+func specsOnly(specs ...string) []sim.Strategy {
+	out := make([]sim.Strategy, len(specs))
+	for i, s := range specs {
+		out[i] = specOnly(s)
+	}
+	return out
+}
+
 func TestStrategyColors(t *testing.T) {
 	builtins := []string{"naive", "round", "unpooled", "bestfit", "buddy", "tlsf", "pytorch", "bfc", "gmlake", "dualcursor"}
-	all := report.StrategyColors(builtins)
+	all := report.StrategyColors(specsOnly(builtins...))
 	for i, s := range builtins {
 		assert.Equal(t, report.Palette[i], all[s], s)
 	}
 	// A built-in's colour does not depend on the others, nor on order.
 	for _, set := range [][]string{{"round"}, {"unpooled", "round"}, {"round", "round:cutoff=20", "x"}} {
-		assert.Equal(t, report.Palette[1], report.StrategyColors(set)["round"], "%v", set)
+		assert.Equal(t, report.Palette[1], report.StrategyColors(specsOnly(set...))["round"], "%v", set)
 	}
 	// A full spec at the defaults is the built-in.
-	assert.Equal(t, report.Palette[1], report.StrategyColors([]string{"round:cutoff=24,page=4096,reserve=5"})["round:cutoff=24,page=4096,reserve=5"])
+	round := strategy(t, "round")
+	assert.Equal(t, report.Palette[1], report.StrategyColors([]sim.Strategy{round})[round.Spec])
 
 	specs := []string{"naive", "round", "unpooled", "round:cutoff=20", "naive:large_round=1MiB", "mine", "theirs:k=v"}
-	a := report.StrategyColors(specs)
-	b := report.StrategyColors([]string{"theirs:k=v", "mine", "naive:large_round=1MiB", "round:cutoff=20", "unpooled", "round", "naive"})
+	a := report.StrategyColors(specsOnly(specs...))
+	b := report.StrategyColors(specsOnly("theirs:k=v", "mine", "naive:large_round=1MiB", "round:cutoff=20", "unpooled", "round", "naive"))
 	assert.Equal(t, a, b, "independent of order")
 	seen := map[any]string{}
 	for _, s := range specs {
@@ -363,7 +373,7 @@ func TestStrategyColors(t *testing.T) {
 	for i := range many {
 		many[i] = "s" + string(rune('a'+i))
 	}
-	assert.Len(t, report.StrategyColors(many), 30, "colours repeat past the palette")
+	assert.Len(t, report.StrategyColors(specsOnly(many...)), 30, "colours repeat past the palette")
 }
 
 func TestFileStems(t *testing.T) {
@@ -419,7 +429,7 @@ func TestSizeCounter(t *testing.T) {
 func mustParams(t testing.TB, spec string) *gpualloc.Params {
 	sel, err := gpualloc.Select(spec, func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	return sel.Params
+	return sel
 }
 
 func TestSaveAndSummaries(t *testing.T) {
@@ -441,8 +451,26 @@ func TestSaveAndSummaries(t *testing.T) {
 	assert.Equal(t, len(tab.Head), len(tab.Right))
 }
 
+// strategy returns the strategy a spec resolves to, with its defaults.
+func strategy(t testing.TB, spec string) sim.Strategy {
+	return sim.StrategyOf(mustParams(t, spec))
+}
+
+// specOnly returns a strategy known only by its spec, as a result read
+// back from JSON holds it.
+func specOnly(spec string) sim.Strategy {
+	var s sim.Strategy
+	s.UnmarshalText([]byte(spec))
+	return s
+}
+
 func TestShortSpec(t *testing.T) {
-	assert.Equal(t, "round", report.ShortSpec("round:cutoff=24,page=4096,reserve=5"))
-	assert.Equal(t, "round:cutoff=20", report.ShortSpec("round:cutoff=20,page=4KiB,reserve=5"))
-	assert.Equal(t, "mine:x=1", report.ShortSpec("mine:x=1"), "not registered: as it is")
+	assert.Equal(t, "round", report.ShortSpec(strategy(t, "round:cutoff=24,page=4096,reserve=5")))
+	assert.Equal(t, "round:cutoff=20", report.ShortSpec(strategy(t, "round:cutoff=20,page=4KiB,reserve=5")))
+	conf, err := gpualloc.Resolve(gpualloc.Spec{Name: "pytorch", Params: []gpualloc.KeyValue{{Key: "conf", Value: "max_split_size_mb:64,expandable_segments:True"}}}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "pytorch:conf=max_split_size_mb:64,expandable_segments:True", report.ShortSpec(sim.StrategyOf(conf)), "a conf of several settings")
+	assert.Equal(t, "mine:x=1", report.ShortSpec(specOnly("mine:x=1")), "no defaults: as it is")
+	assert.Equal(t, "round:cutoff=24,page=4096,reserve=5", report.ShortSpec(specOnly("round:cutoff=24,page=4096,reserve=5")),
+		"no registry: the strategy carries its defaults or has none")
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"hash/fnv"
 	"image/color"
+	"maps"
 	"slices"
 	"strings"
 
@@ -11,6 +12,8 @@ import (
 	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/gpualloc/gpualloc/sim"
 )
 
 // Figure sizes for a two-column paper. Every figure of a report is
@@ -104,11 +107,12 @@ var fixedColor = map[string]int{
 	"dualcursor": 9,
 }
 
-// StrategyColors gives each strategy spec its colour from [Palette], so that
-// a strategy has the same colour in every figure of a report and across
-// reports:
+// StrategyColors gives each of strategies its colour from [Palette], by
+// spec, so that a strategy has the same colour in every figure of a report
+// and across reports:
 //
-//   - a built-in strategy at its default parameters has a fixed colour
+//   - a built-in strategy at its default parameters (as the defaults it
+//     carries say: see [ShortSpec]) has a fixed colour
 //     (naive vermillion, round blue, unpooled green, bestfit purple, buddy
 //     orange, tlsf sky blue, pytorch wine, bfc indigo, gmlake teal,
 //     dualcursor olive), whatever else is in the set;
@@ -121,15 +125,17 @@ var fixedColor = map[string]int{
 //
 // A spec's colour therefore depends only on the set of specs, never on
 // their order. Past len(Palette) strategies, colours repeat.
-func StrategyColors(specs []string) map[string]color.RGBA {
-	uniq := slices.Clone(specs)
-	slices.Sort(uniq)
-	uniq = slices.Compact(uniq)
+func StrategyColors(strategies []sim.Strategy) map[string]color.RGBA {
+	short := map[string]string{} // ShortSpec by spec
+	for _, s := range strategies {
+		short[s.Spec] = ShortSpec(s)
+	}
+	uniq := slices.Sorted(maps.Keys(short))
 	taken := make([]bool, len(Palette))
 	out := make(map[string]color.RGBA, len(uniq))
 	var rest []string
 	for _, s := range uniq {
-		if i, ok := fixedIndex(s); ok && !taken[i] {
+		if i, ok := fixedIndex(short[s]); ok && !taken[i] {
 			taken[i] = true
 			out[s] = Palette[i]
 			continue
@@ -166,10 +172,9 @@ func StrategyColors(specs []string) map[string]color.RGBA {
 	return out
 }
 
-// fixedIndex returns the fixed colour of a spec that names a built-in
-// strategy at its default parameters.
-func fixedIndex(spec string) (int, bool) {
-	short := ShortSpec(spec)
+// fixedIndex returns the fixed colour of a short spec (see [ShortSpec])
+// that names a built-in strategy at its default parameters.
+func fixedIndex(short string) (int, bool) {
 	name, params, _ := strings.Cut(short, ":")
 	i, ok := fixedColor[strings.ToLower(name)]
 	return i, ok && params == ""

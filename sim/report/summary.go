@@ -62,7 +62,7 @@ func WriteTimeSeries(w io.Writer, results []sim.Result) error {
 	rec := make([]string, len(TimeSeriesHeader))
 	for _, r := range results {
 		for _, p := range r.Series.All() {
-			rec = append(rec[:0], r.Trace, r.Strategy, num(p.First), tm(p.FirstTimeUS),
+			rec = append(rec[:0], r.Trace, r.Strategy.Spec, num(p.First), tm(p.FirstTimeUS),
 				num(p.Requested.Max), num(p.Allocated.Max), num(p.Reserved.Max),
 				num(p.Last), tm(p.LastTimeUS),
 				num(p.Requested.Min), num(p.Allocated.Min), num(p.Reserved.Min))
@@ -121,7 +121,7 @@ func SummaryTable(results []sim.Result) Table {
 			"OVERHEAD", "FRAG", "FREE FRAG", "DEVICE MALLOCS", "DEVICE MALLOC BYTES", "CACHE HITS", "OOMS"},
 		Right: []bool{false, false, true, true, true, true, true, true, true, true, true, true, true},
 	}
-	labels := SweepLabels(strategySpecs(results))
+	labels := SweepLabels(strategiesOf(results))
 	marked := false
 	var leaks []string
 	seen := map[string]bool{}
@@ -136,7 +136,7 @@ func SummaryTable(results []sim.Result) Table {
 			leaks = append(leaks, fmt.Sprintf("%s: %s (%s) still live at the end of the trace (a leak, or a trace that ended mid-step)",
 				r.Trace, plural(r.LiveAtEnd, "allocation"), gpualloc.FormatSize(r.LiveBytesAtEnd)))
 		}
-		t.Rows = append(t.Rows, []string{r.Trace, labels[r.Strategy], tabular.Count(r.Events),
+		t.Rows = append(t.Rows, []string{r.Trace, labels[r.Strategy.Spec], tabular.Count(r.Events),
 			gpualloc.FormatSize(r.PeakRequestedBytes), gpualloc.FormatSize(r.PeakAllocatedBytes), reserved,
 			overheadCell(r), fragmentation(r), freeFragmentation(r), tabular.Count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
 			share(r.CacheHits, r.Allocs), tabular.Count(r.OOMs)})
@@ -235,27 +235,19 @@ func share(n, of int64) string {
 	return percent(float64(n) / float64(of))
 }
 
-// ShortSpec is a full strategy spec without the parameters at their
+// ShortSpec is a strategy's spec without the parameters at their
 // defaults, what a person reading a table or a legend needs: "round",
-// "round:cutoff=20". A spec whose strategy is not registered (see
-// [gpualloc.Register]) is returned as it is.
-func ShortSpec(full string) string {
-	sp, err := gpualloc.ParseSpec(full)
-	if err != nil {
-		return full
+// "round:cutoff=20". It reads the defaults that the strategy carries
+// (sim.Strategy.Params); a strategy that carries none (known only by its
+// spec) is its spec as it is.
+func ShortSpec(s sim.Strategy) string {
+	if !slices.ContainsFunc(s.Params, func(p sim.StrategyParam) bool { return p.Default != "" }) {
+		return s.Spec
 	}
-	s, err := gpualloc.Lookup(sp.Name)
-	if err != nil {
-		return full
-	}
-	defaults := map[string]string{}
+	short := gpualloc.Spec{Name: s.Name}
 	for _, p := range s.Params {
-		defaults[p.Name] = p.Default
-	}
-	short := gpualloc.Spec{Name: sp.Name}
-	for _, kv := range sp.Params {
-		if d, ok := defaults[kv.Key]; !ok || !sameValue(d, kv.Value) {
-			short.Params = append(short.Params, kv)
+		if p.Default == "" || !sameValue(p.Default, p.Value) {
+			short.Params = append(short.Params, gpualloc.KeyValue{Key: p.Key, Value: p.Value})
 		}
 	}
 	return short.String()

@@ -53,18 +53,19 @@ func (s Sweep) Label(spec string) string {
 	return s.Strategy + ":" + strings.Join(parts, ",")
 }
 
-// Sweeps finds the sweeps among specs: the strategies with more than one
-// distinct spec, in order of first appearance.
-func Sweeps(specs []string) []Sweep {
+// Sweeps finds the sweeps among strategies (the results' strategies): the
+// strategies with more than one distinct spec, in order of first
+// appearance. It reads the strategies' parameters (sim.Strategy.Params),
+// not their specs, and consults no registry.
+func Sweeps(strategies []sim.Strategy) []Sweep {
 	var names []string
-	byName := map[string][]string{}
-	for _, s := range specs {
-		name, _, _ := strings.Cut(s, ":")
-		if !slices.Contains(byName[name], s) {
-			if byName[name] == nil {
-				names = append(names, name)
+	byName := map[string][]sim.Strategy{}
+	for _, s := range strategies {
+		if !slices.ContainsFunc(byName[s.Name], func(t sim.Strategy) bool { return t.Spec == s.Spec }) {
+			if byName[s.Name] == nil {
+				names = append(names, s.Name)
 			}
-			byName[name] = append(byName[name], s)
+			byName[s.Name] = append(byName[s.Name], s)
 		}
 	}
 	var out []Sweep
@@ -76,12 +77,12 @@ func Sweeps(specs []string) []Sweep {
 	return out
 }
 
-func newSweep(name string, specs []string) Sweep {
-	params := make([]map[string]string, len(specs))
+func newSweep(name string, variants []sim.Strategy) Sweep {
+	params := make([]map[string]string, len(variants))
 	var keys []string
-	for i, s := range specs {
+	for i, s := range variants {
 		params[i] = map[string]string{}
-		for _, kv := range specParams(s) {
+		for _, kv := range sweepParams(s) {
 			params[i][kv.Key] = kv.Value
 			if !slices.Contains(keys, kv.Key) {
 				keys = append(keys, kv.Key)
@@ -97,7 +98,7 @@ func newSweep(name string, specs []string) Sweep {
 			}
 		}
 	}
-	order := make([]int, len(specs))
+	order := make([]int, len(variants))
 	for i := range order {
 		order[i] = i
 	}
@@ -107,10 +108,10 @@ func newSweep(name string, specs []string) Sweep {
 				return c
 			}
 		}
-		return strings.Compare(specs[a], specs[b])
+		return strings.Compare(variants[a].Spec, variants[b].Spec)
 	})
 	for _, i := range order {
-		sw.Specs = append(sw.Specs, specs[i])
+		sw.Specs = append(sw.Specs, variants[i].Spec)
 		var vals []string
 		for _, k := range sw.Params {
 			vals = append(vals, params[i][k])
@@ -120,56 +121,31 @@ func newSweep(name string, specs []string) Sweep {
 	return sw
 }
 
-// specParams returns the parameters of a full spec. A parameter that the
-// strategy declares as settings (gpualloc.Param.Settings, such as
-// pytorch's conf) holds commas, which a spec does not escape: a piece
-// without "=" belongs to the value before it. Such a value is returned as
-// its settings, each under its own key ("max_split_size_mb" of
-// "conf=max_split_size_mb:64"), so that a sweep of conf varies them; a
-// parameter of the same name overrides the setting unless it is at its
-// default.
-func specParams(spec string) []gpualloc.KeyValue {
-	name, rest, ok := strings.Cut(spec, ":")
-	if !ok {
-		return nil
-	}
-	settings := map[string]bool{}
-	defaults := map[string]string{}
-	if s, err := gpualloc.Lookup(name); err == nil {
-		for _, p := range s.Params {
-			settings[p.Name] = p.Settings
-			defaults[p.Name] = p.Default
-		}
-	}
-	var kvs []gpualloc.KeyValue
-	for _, piece := range strings.Split(rest, ",") {
-		k, v, ok := strings.Cut(piece, "=")
-		if !ok && len(kvs) > 0 {
-			kvs[len(kvs)-1].Value += "," + piece
-			continue
-		}
-		kvs = append(kvs, gpualloc.KeyValue{Key: k, Value: v})
-	}
+// sweepParams returns the parameters of a strategy that its variants are
+// compared by: each parameter with its value, and in place of a value made
+// of settings (the pytorch strategy's conf) its settings, each under its
+// own key ("max_split_size_mb" of "conf=max_split_size_mb:64"), so that a
+// sweep of conf varies them one by one. A parameter of the same name as a
+// setting overrides it unless it is at its default (pytorch's "auto"
+// leaves the setting as conf gives it).
+func sweepParams(s sim.Strategy) []gpualloc.KeyValue {
 	var out []gpualloc.KeyValue
 	fromSettings := map[string]int{} // index in out
-	for _, kv := range kvs {
-		if !settings[kv.Key] || !strings.Contains(kv.Value, ":") {
-			// A parameter at its default leaves a setting of the
-			// same name as the settings give it (pytorch's "auto").
-			if i, ok := fromSettings[kv.Key]; ok {
-				if kv.Value != defaults[kv.Key] {
-					out[i].Value = kv.Value
-				}
-				continue
+	for _, p := range s.Params {
+		if len(p.Settings) > 0 {
+			for _, kv := range p.Settings {
+				fromSettings[kv.Key] = len(out)
+				out = append(out, kv)
 			}
-			out = append(out, kv)
 			continue
 		}
-		for _, item := range strings.Split(kv.Value, ",") {
-			k, v, _ := strings.Cut(item, ":")
-			fromSettings[strings.TrimSpace(k)] = len(out)
-			out = append(out, gpualloc.KeyValue{Key: strings.TrimSpace(k), Value: strings.TrimSpace(v)})
+		if i, ok := fromSettings[p.Key]; ok {
+			if p.Value != p.Default {
+				out[i].Value = p.Value
+			}
+			continue
 		}
+		out = append(out, gpualloc.KeyValue{Key: p.Key, Value: p.Value})
 	}
 	return out
 }
@@ -227,16 +203,17 @@ func sweepOf(sweeps []Sweep, spec string) (Sweep, int, bool) {
 	return Sweep{}, 0, false
 }
 
-// SweepLabels returns a label for each of specs: its sweep's label (see
-// [Sweep.Label]) for the variants of a sweep, else its [ShortSpec].
-func SweepLabels(specs []string) map[string]string {
-	sweeps := Sweeps(specs)
-	out := make(map[string]string, len(specs))
-	for _, s := range specs {
-		if sw, _, ok := sweepOf(sweeps, s); ok {
-			out[s] = sw.Label(s)
+// SweepLabels returns a label for the spec of each of strategies: its
+// sweep's label (see [Sweep.Label]) for the variants of a sweep, else its
+// [ShortSpec].
+func SweepLabels(strategies []sim.Strategy) map[string]string {
+	sweeps := Sweeps(strategies)
+	out := make(map[string]string, len(strategies))
+	for _, s := range strategies {
+		if sw, _, ok := sweepOf(sweeps, s.Spec); ok {
+			out[s.Spec] = sw.Label(s.Spec)
 		} else {
-			out[s] = ShortSpec(s)
+			out[s.Spec] = ShortSpec(s)
 		}
 	}
 	return out
@@ -276,7 +253,7 @@ func mix(a, b color.RGBA, f float64) color.RGBA {
 // [StrategyColors] gives the strategy's name alone.
 func sweepColors(colors map[string]color.RGBA, sweeps []Sweep) {
 	for _, sw := range sweeps {
-		base := StrategyColors([]string{sw.Strategy})[sw.Strategy]
+		base := StrategyColors([]sim.Strategy{{Spec: sw.Strategy, Name: sw.Strategy}})[sw.Strategy]
 		for i, c := range Ramp(base, len(sw.Specs)) {
 			colors[sw.Specs[i]] = c
 		}
@@ -339,7 +316,7 @@ func SweepFigure(sw Sweep, results []sim.Result, opts Options) *Figure {
 	}
 	var top int64
 	for _, r := range results {
-		_, i, ok := sweepOf([]Sweep{sw}, r.Strategy)
+		_, i, ok := sweepOf([]Sweep{sw}, r.Strategy.Spec)
 		if !ok {
 			continue
 		}
@@ -467,18 +444,14 @@ func ParetoFigure(trace string, results []sim.Result, opts Options) *Figure {
 	u := byteUnit(float64(top))
 
 	// The legend: a swept strategy once, as its ramp, the others each.
-	var specs []string
-	for _, r := range rs {
-		specs = append(specs, r.Strategy)
-	}
-	sweeps := Sweeps(specs)
+	sweeps := Sweeps(strategiesOf(rs))
 	// Each entry of the legend has its marker's shape, so that colours
 	// near each other still tell apart.
 	var legend []legendEntry
 	shape := map[string]int{} // by spec
 	done := map[string]int{}  // swept strategies: their shape
 	for _, r := range rs {
-		if sw, _, ok := sweepOf(sweeps, r.Strategy); ok {
+		if sw, _, ok := sweepOf(sweeps, r.Strategy.Spec); ok {
 			k, seen := done[sw.Strategy]
 			if !seen {
 				k = len(legend)
@@ -489,11 +462,11 @@ func ParetoFigure(trace string, results []sim.Result, opts Options) *Figure {
 				}
 				legend = append(legend, legendEntry{name: sweepRange(sw), thumb: rampThumb(cs, k)})
 			}
-			shape[r.Strategy] = k
+			shape[r.Strategy.Spec] = k
 			continue
 		}
-		shape[r.Strategy] = len(legend)
-		legend = append(legend, legendEntry{name: o.Label(r.Strategy), thumb: dotThumb(o.color(r.Strategy), len(legend))})
+		shape[r.Strategy.Spec] = len(legend)
+		legend = append(legend, legendEntry{name: o.Label(r.Strategy.Spec), thumb: dotThumb(o.color(r.Strategy.Spec), len(legend))})
 	}
 	legend = append(legend, legendEntry{name: "Pareto front", thumb: frontThumb})
 	fig := &Figure{
@@ -526,7 +499,7 @@ func ParetoFigure(trace string, results []sim.Result, opts Options) *Figure {
 	lo := hiX
 	for _, r := range rs {
 		q := pt(r)
-		sty := draw.GlyphStyle{Color: o.color(r.Strategy), Radius: markerRadius, Shape: markerShapes[shape[r.Strategy]%len(markerShapes)]}
+		sty := draw.GlyphStyle{Color: o.color(r.Strategy.Spec), Radius: markerRadius, Shape: markerShapes[shape[r.Strategy.Spec]%len(markerShapes)]}
 		dots = append(dots, dot{x: q.X, y: q.Y, sty: sty})
 		lo = min(lo, q.X)
 	}
@@ -650,13 +623,13 @@ func frontThumb(cv draw.Canvas) {
 	cv.DrawGlyph(ring, vg.Point{X: (cv.Min.X + cv.Max.X) / 2, Y: (cv.Min.Y + cv.Max.Y) / 2})
 }
 
-// strategySpecs returns the strategy of each result.
-func strategySpecs(results []sim.Result) []string {
-	specs := make([]string, len(results))
+// strategiesOf returns the strategy of each result.
+func strategiesOf(results []sim.Result) []sim.Strategy {
+	out := make([]sim.Strategy, len(results))
 	for i, r := range results {
-		specs[i] = r.Strategy
+		out[i] = r.Strategy
 	}
-	return specs
+	return out
 }
 
 // decade125Ticks mark a log axis at 1, 2 and 5 times the powers of ten in

@@ -13,9 +13,9 @@ import (
 	_ "github.com/gpualloc/gpualloc/strategy/pytorch"
 )
 
-// expand returns the full specs that a sweep spec stands for, with the
+// expand returns the strategies that a sweep spec stands for, with the
 // environment variables of env (name, value, ...).
-func expand(t *testing.T, spec string, env ...string) []string {
+func expand(t *testing.T, spec string, env ...string) []sim.Strategy {
 	t.Helper()
 	getenv := func(k string) (string, bool) {
 		for i := 0; i+1 < len(env); i += 2 {
@@ -27,11 +27,20 @@ func expand(t *testing.T, spec string, env ...string) []string {
 	}
 	sel, err := gpualloc.Select(spec, getenv)
 	require.NoError(t, err)
-	ps, err := sel.Params.Expand()
+	ps, err := sel.Expand()
 	require.NoError(t, err)
-	var out []string
+	var out []sim.Strategy
 	for _, p := range ps {
-		out = append(out, p.String())
+		out = append(out, sim.StrategyOf(p))
+	}
+	return out
+}
+
+// specsOf returns the specs of strategies.
+func specsOf(strategies []sim.Strategy) []string {
+	var out []string
+	for _, s := range strategies {
+		out = append(out, s.Spec)
 	}
 	return out
 }
@@ -72,9 +81,9 @@ func TestRamp(t *testing.T) {
 // one variant runs out of memory.
 func sweepResults(t *testing.T) []sim.Result {
 	var specs []string
-	specs = append(specs, expand(t, "round:cutoff=20..24/2")...)
+	specs = append(specs, specsOf(expand(t, "round:cutoff=20..24/2"))...)
 	specs = append(specs, "naive")
-	specs = append(specs, expand(t, "pytorch:max_split_size_mb=20|inf")...)
+	specs = append(specs, specsOf(expand(t, "pytorch:max_split_size_mb=20|inf"))...)
 	results, _ := replay(t, "testdata/tiny.csv", tinyTrace(t, false), specs...)
 	more, _ := replay(t, "notime.csv", tinyTrace(t, true), specs...)
 	return append(results, more...)
@@ -99,19 +108,19 @@ func TestSweepFigures(t *testing.T) {
 
 func TestParetoFront(t *testing.T) {
 	r := func(spec string, peak, mallocs, ooms int64) sim.Result {
-		return sim.Result{Trace: "t", Strategy: spec, PeakReservedBytes: peak, DeviceMallocs: mallocs, OOMs: ooms}
+		return sim.Result{Trace: "t", Strategy: specOnly(spec), PeakReservedBytes: peak, DeviceMallocs: mallocs, OOMs: ooms}
 	}
 	results := []sim.Result{r("naive", 10, 5, 0), r("round", 8, 9, 0), r("unpooled", 9, 9, 0), r("bestfit", 12, 5, 0), r("buddy", 1, 1, 2)}
 	front := report.ParetoFront(results)
 	var specs []string
 	for _, f := range front {
-		specs = append(specs, f.Strategy)
+		specs = append(specs, f.Strategy.Spec)
 	}
 	assert.Equal(t, []string{"naive", "round"}, specs)
 }
 
-func strategiesOf(results []sim.Result) []string {
-	var out []string
+func strategiesOf(results []sim.Result) []sim.Strategy {
+	var out []sim.Strategy
 	for _, r := range results {
 		out = append(out, r.Strategy)
 	}

@@ -76,7 +76,7 @@ func TestReplayPeakAllocatedIsRoundedPeak(t *testing.T) {
 			res, err := sim.Replay(traces.NewSliceReader("random", evs), sim.Config{Params: params, Verify: true})
 			require.NoError(t, err)
 			require.Zero(t, res.OOMs)
-			assert.Equal(t, "buddy:min_block=512,arena=1073741824", res.Strategy)
+			assert.Equal(t, "buddy:min_block=512,arena=1073741824", res.Strategy.Spec)
 			assert.Equal(t, roundedPeak(evs, 512), res.PeakAllocatedBytes)
 			assert.GreaterOrEqual(t, res.PeakReservedBytes, res.PeakAllocatedBytes)
 			t.Logf("peak requested %d, allocated %d (%.1f%% more), reserved %d",

@@ -155,8 +155,8 @@ func parseCategorySet(v string) (CategorySet, bool) {
 	}
 	var s CategorySet
 	for name := range strings.SplitSeq(v, "+") {
-		c, ok := gpualloc.ParseCategory(strings.TrimSpace(name))
-		if !ok || c == gpualloc.CategoryUnknown {
+		var c gpualloc.Category
+		if c.UnmarshalText([]byte(strings.TrimSpace(name))) != nil || c == gpualloc.CategoryUnknown {
 			return 0, false
 		}
 		s |= 1 << c

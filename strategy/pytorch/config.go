@@ -139,6 +139,37 @@ func (c *Config) apply(conf string) error {
 	return nil
 }
 
+// confSettings reads a value of the conf parameter, in PyTorch's syntax,
+// as its settings (see gpualloc.Param.Settings): the items that
+// snapshot.SplitConf splits it into, as PyTorch splits them, each key and
+// value trimmed. An item that is no setting (no colon, or empty) has its
+// text as key and no value, so that no sweep reaches into it and apply
+// rejects it when the allocator opens. "none", the parameter's default,
+// has no settings. with writes a setting whose value changed as
+// "key:value", and keeps every other item as it was written.
+func confSettings(conf string) (settings []gpualloc.KeyValue, with func(values []string) string) {
+	if conf == "none" {
+		return nil, func([]string) string { return conf }
+	}
+	items := snapshot.SplitConf(conf)
+	settings = make([]gpualloc.KeyValue, len(items))
+	for i, item := range items {
+		k, v, _ := strings.Cut(item, ":")
+		settings[i] = gpualloc.KeyValue{Key: strings.TrimSpace(k), Value: strings.TrimSpace(v)}
+	}
+	with = func(values []string) string {
+		out := make([]string, len(items))
+		for i, item := range items {
+			out[i] = item
+			if values[i] != settings[i].Value {
+				out[i] = settings[i].Key + ":" + values[i]
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	return settings, with
+}
+
 // set sets one setting from its PyTorch key and text.
 func (c *Config) set(k, v string) error {
 	bad := func(msg string) error { return &gpualloc.ParamError{Key: k, Msg: fmt.Sprintf("%q: %s", v, msg)} }

@@ -29,7 +29,7 @@ func init() {
 		Name:    name,
 		Summary: "PyTorch's CUDA caching allocator, rule for rule: per-stream small and large pools, best fit on (size, address), PyTorch's rounding, splitting, segment sizes and release-and-retry",
 		Params: []gpualloc.Param{
-			{Name: "conf", Default: "none", Env: confEnv, Settings: true,
+			{Name: "conf", Default: "none", Env: confEnv, Settings: confSettings,
 				Doc: "settings in the syntax of PYTORCH_ALLOC_CONF (max_split_size_mb:128,...), read first; the parameters below override them"},
 			{Name: "max_split_size_mb", Default: auto, Doc: "blocks this large (MiB, at least 20) are never split (unlimited or inf: no limit; auto: from conf, else unlimited)"},
 			{Name: "roundup_power2_divisions", Default: auto, Doc: "divisions per power of two when rounding: one number, or MiB:divisions entries separated by ';' as 256:1;512:2;>:8 (auto: from conf, else none)"},

@@ -112,9 +112,9 @@ func TestSelectFromEnvironment(t *testing.T) {
 	}
 	sel, err := gpualloc.Select("", getenv)
 	require.NoError(t, err)
-	assert.Equal(t, "MXNET_GPU_MEM_POOL_TYPE", sel.Source)
-	assert.Equal(t, "unpooled", sel.Params.String())
-	a, err := sel.Params.Open(strategytest.NewDevice(1 << 30))
+	assert.Equal(t, "MXNET_GPU_MEM_POOL_TYPE", sel.Source())
+	assert.Equal(t, "unpooled", sel.String())
+	a, err := sel.Open(strategytest.NewDevice(1 << 30))
 	require.NoError(t, err)
 	assert.IsType(t, &unpooled.Allocator{}, a)
 

@@ -133,7 +133,7 @@ func (s Strategy[C, P]) Select(t *testing.T, capacity int64, spec func(C) string
 			sel, err := gpualloc.Select(tt.Spec, tt.Env)
 			var a gpualloc.Allocator
 			if err == nil {
-				a, err = sel.Params.Open(strategytest.NewDevice(capacity))
+				a, err = sel.Open(strategytest.NewDevice(capacity))
 			}
 			if tt.Err != "" {
 				assert.EqualError(t, err, tt.Err)

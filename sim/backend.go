@@ -1,0 +1,270 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gpualloc/gpualloc"
+)
+
+// A device is one device of the trace: its allocator, and the counting
+// wrapper around its backend that the allocator is given.
+type device struct {
+	e       *engine
+	index   int
+	backend gpualloc.Backend
+	alloc   gpualloc.Allocator
+	stream  gpualloc.StreamAllocator
+	cat     gpualloc.CategoryAllocator
+	stats   gpualloc.StatsReporter
+	free    gpualloc.FreeSpaceReporter
+
+	requested, allocated, reserved int64 // of the blocks served
+	peakReq, peakAlloc, peakRes    int64
+	lower, peakLower               int64 // live requested bytes of the trace, failed allocations included
+	allocs, frees                  int64 // events
+	okAllocs, okFrees              int64 // successful calls
+	hits, ooms                     int64
+	fullAllocs, releases           int64
+	mallocs, mfrees, mallocBytes   int64
+	maps, unmaps                   int64
+	callNS                         int64 // time in backend calls, with Config.MeasureTime
+}
+
+// Malloc, Free and MemInfo make a device the counting wrapper of its
+// backend.
+
+func (d *device) Malloc(size int64) (uint64, error) {
+	if d.e.measure {
+		return d.timedMalloc(size)
+	}
+	addr, err := d.backend.Malloc(size)
+	return d.malloced(addr, size, err)
+}
+
+func (d *device) timedMalloc(size int64) (uint64, error) {
+	t0 := time.Now()
+	addr, err := d.backend.Malloc(size)
+	d.callNS += int64(time.Since(t0))
+	return d.malloced(addr, size, err)
+}
+
+// malloced counts a Malloc of the backend.
+func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
+	if err != nil {
+		if errors.Is(err, gpualloc.ErrOutOfMemory) {
+			d.e.refused = true
+		}
+		return addr, err
+	}
+	d.mallocs++
+	d.mallocBytes += size
+	d.reserved += size
+	d.peakRes = max(d.peakRes, d.reserved)
+	e := d.e
+	e.mallocs++
+	e.reserved += size
+	e.peakRes = max(e.peakRes, e.reserved)
+	e.resHi = max(e.resHi, e.reserved)
+	return addr, nil
+}
+
+func (d *device) Free(addr uint64, size int64) error {
+	var err error
+	if d.e.measure {
+		t0 := time.Now()
+		err = d.backend.Free(addr, size)
+		d.callNS += int64(time.Since(t0))
+	} else {
+		err = d.backend.Free(addr, size)
+	}
+	if err != nil {
+		return err
+	}
+	d.freed(size)
+	return nil
+}
+
+// freed counts a device free of size bytes.
+func (d *device) freed(size int64) {
+	d.mfrees++
+	d.reserved -= size
+	e := d.e
+	e.frees++
+	e.reserved -= size
+	e.resLo = min(e.resLo, e.reserved)
+}
+
+func (d *device) MemInfo() (free, total int64) { return d.backend.MemInfo() }
+
+// A vmDevice is the counting wrapper of a backend that is a
+// gpualloc.VirtualMemory: the allocator is given one in place of the
+// device, so that it finds the interface only when the backend has it.
+// Physical memory counts as reserved memory from Create to Release, a
+// Create as a device allocation and a Release as a device free; Map and
+// Unmap are counted apart. Reserve and Unreserve hold no memory and are
+// not counted.
+type vmDevice struct {
+	*device
+	vm    gpualloc.VirtualMemory
+	sizes map[uint64]int64 // live physical memory: handle -> bytes
+}
+
+func (v *vmDevice) Granularity() int64 { return v.vm.Granularity() }
+
+// timed runs f, timing it with Config.MeasureTime.
+func (v *vmDevice) timed(f func() error) error {
+	if !v.e.measure {
+		return f()
+	}
+	t0 := time.Now()
+	err := f()
+	v.callNS += int64(time.Since(t0))
+	return err
+}
+
+func (v *vmDevice) Reserve(size int64) (addr uint64, err error) {
+	err = v.timed(func() (err error) { addr, err = v.vm.Reserve(size); return err })
+	return addr, err
+}
+
+func (v *vmDevice) Unreserve(addr uint64, size int64) error {
+	return v.timed(func() error { return v.vm.Unreserve(addr, size) })
+}
+
+func (v *vmDevice) Create(size int64) (h uint64, err error) {
+	err = v.timed(func() (err error) { h, err = v.vm.Create(size); return err })
+	if err == nil {
+		v.sizes[h] = size
+	}
+	_, err = v.malloced(0, size, err)
+	return h, err
+}
+
+func (v *vmDevice) Release(h uint64) error {
+	if err := v.timed(func() error { return v.vm.Release(h) }); err != nil {
+		return err
+	}
+	v.freed(v.sizes[h])
+	delete(v.sizes, h)
+	return nil
+}
+
+func (v *vmDevice) Map(addr uint64, h uint64) error {
+	err := v.timed(func() error { return v.vm.Map(addr, h) })
+	if err == nil {
+		v.maps++
+	}
+	return err
+}
+
+func (v *vmDevice) Unmap(addr uint64, size int64) error {
+	err := v.timed(func() error { return v.vm.Unmap(addr, size) })
+	if err == nil {
+		v.unmaps++
+	}
+	return err
+}
+
+// device returns the device of index i, made on first use.
+func (e *engine) device(i int32) (*device, error) {
+	if i >= 0 && int(i) < len(e.devs) && e.devs[i] != nil {
+		return e.devs[i], nil
+	}
+	if i < 0 || i > MaxDevice {
+		return nil, fmt.Errorf("device index %d out of range [0, %d]", i, MaxDevice)
+	}
+	if int(i) >= len(e.devs) {
+		e.devs = append(e.devs, make([]*device, int(i)+1-len(e.devs))...)
+	}
+	d := &device{e: e, index: int(i)}
+	var err error
+	if e.cfg.NewBackend != nil {
+		d.backend, err = e.cfg.NewBackend(int(i))
+	} else {
+		d.backend, err = NewDevice(int(i), e.deviceCapacity(int(i)))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("device %d: %w", i, err)
+	}
+	if d.backend == nil {
+		return nil, fmt.Errorf("device %d: no backend", i)
+	}
+	if e.res.CapacityBytes == 0 {
+		_, e.res.CapacityBytes = d.backend.MemInfo()
+	}
+	var b gpualloc.Backend = d
+	if vm, ok := d.backend.(gpualloc.VirtualMemory); ok {
+		b = &vmDevice{device: d, vm: vm, sizes: make(map[uint64]int64)}
+	}
+	if e.rec != nil {
+		b = e.rec.backend(d, b)
+	}
+	if e.cfg.Open != nil {
+		d.alloc, err = e.cfg.Open(b)
+	} else {
+		d.alloc, err = e.cfg.Params.Open(b)
+	}
+	if err == nil && d.alloc == nil {
+		err = errors.New("no allocator")
+	}
+	if err != nil {
+		if c, ok := d.backend.(io.Closer); ok {
+			c.Close()
+		}
+		return nil, fmt.Errorf("device %d: %w", i, err)
+	}
+	d.stream, _ = d.alloc.(gpualloc.StreamAllocator)
+	d.cat, _ = d.alloc.(gpualloc.CategoryAllocator)
+	d.stats, _ = d.alloc.(gpualloc.StatsReporter)
+	d.free, _ = d.alloc.(gpualloc.FreeSpaceReporter)
+	if e.res.Strategy.Spec == "" {
+		if sp, ok := d.alloc.(gpualloc.Specer); ok {
+			e.res.Strategy = strategyOfSpec(sp.Spec())
+			if e.strategy == "" {
+				e.strategy = e.res.Strategy.Name
+			}
+		}
+	}
+	if e.rec != nil {
+		e.rec.open(d, e.res.Strategy.Spec)
+		e.rec.deviceMemory(int(i), d.backend)
+	}
+	e.devs[i] = d
+	return d, nil
+}
+
+// verify compares the allocator's own statistics with the engine's.
+func (d *device) verify() error {
+	if d.stats == nil {
+		return nil
+	}
+	s := d.stats.Stats()
+	for _, c := range [...]struct {
+		name       string
+		have, want int64
+	}{
+		{"Requested", s.Requested, d.requested},
+		{"Allocated", s.Allocated, d.allocated},
+		{"Reserved", s.Reserved, d.reserved},
+		{"PeakRequested", s.PeakRequested, d.peakReq},
+		{"PeakAllocated", s.PeakAllocated, d.peakAlloc},
+		{"PeakReserved", s.PeakReserved, d.peakRes},
+		{"Allocs", s.Allocs, d.okAllocs},
+		{"Frees", s.Frees, d.okFrees},
+		{"DeviceMallocs", s.DeviceMallocs, d.mallocs},
+		{"DeviceFrees", s.DeviceFrees, d.mfrees},
+		{"DeviceMallocBytes", s.DeviceMallocBytes, d.mallocBytes},
+		{"DeviceMaps", s.DeviceMaps, d.maps},
+		{"DeviceUnmaps", s.DeviceUnmaps, d.unmaps},
+		{"CacheHits", s.CacheHits, d.hits},
+		{"OOMs", s.OOMs, d.ooms},
+	} {
+		if c.have != c.want {
+			return fmt.Errorf("allocator's Stats.%s is %d, the replay measured %d", c.name, c.have, c.want)
+		}
+	}
+	return nil
+}
