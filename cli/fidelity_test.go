@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,33 +114,18 @@ func TestFidelityGolden(t *testing.T) {
 		require.Equal(t, data, have, "%s is not what the test's encoder writes (run with -update)", path)
 	}
 	p := func(name string) string { return "testdata/fidelity_" + name }
-	for _, tc := range []struct {
-		name string
-		args []string
-		code int
-	}{
-		{"fidelity_table", []string{"fidelity", p("match.pickle"), p("mismatch.pickle")}, 0},
-		{"fidelity_json", []string{"fidelity", "-f", "json", p("match.pickle"), p("mismatch.pickle")}, 0},
-		{"err_fidelity_bad", []string{"fidelity", p("match.pickle"), p("bad.pickle")}, 1},
-		{"err_fidelity_not_snapshot", []string{"fidelity", "testdata/tiny.csv"}, 1},
-		{"err_fidelity_no_args", []string{"fidelity"}, 2},
-		{"fidelity_csv", []string{"fidelity", "-f", "csv", p("match.pickle"), p("mismatch.pickle")}, 0},
-		{"fidelity_legacy", []string{"fidelity", p("legacy.pickle"), p("match.pickle")}, 0},
-		{"fidelity_frees", []string{"fidelity", p("match.pickle"), p("frees.pickle")}, 0},
-		{"fidelity_frees_csv", []string{"fidelity", "-f", "csv", p("frees.pickle")}, 0},
-		{"err_fidelity_format", []string{"fidelity", "-f", "xml", p("match.pickle")}, 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := run(t, nil, tc.args...)
-			assert.Equal(t, tc.code, code, "exit status; stderr: %s", stderr)
-			golden(t, tc.name+".stdout", stdout)
-			golden(t, tc.name+".stderr", stderr)
-			if code != 0 {
-				assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line")
-				assert.True(t, strings.HasPrefix(stderr, "simulate: "), stderr)
-			}
-		})
-	}
+	goldenRuns(t, []goldenCase{
+		{"fidelity_table", nil, []string{"fidelity", p("match.pickle"), p("mismatch.pickle")}, 0},
+		{"fidelity_json", nil, []string{"fidelity", "-f", "json", p("match.pickle"), p("mismatch.pickle")}, 0},
+		{"err_fidelity_bad", nil, []string{"fidelity", p("match.pickle"), p("bad.pickle")}, 1},
+		{"err_fidelity_not_snapshot", nil, []string{"fidelity", "testdata/tiny.csv"}, 1},
+		{"err_fidelity_no_args", nil, []string{"fidelity"}, 2},
+		{"fidelity_csv", nil, []string{"fidelity", "-f", "csv", p("match.pickle"), p("mismatch.pickle")}, 0},
+		{"fidelity_legacy", nil, []string{"fidelity", p("legacy.pickle"), p("match.pickle")}, 0},
+		{"fidelity_frees", nil, []string{"fidelity", p("match.pickle"), p("frees.pickle")}, 0},
+		{"fidelity_frees_csv", nil, []string{"fidelity", "-f", "csv", p("frees.pickle")}, 0},
+		{"err_fidelity_format", nil, []string{"fidelity", "-f", "xml", p("match.pickle")}, 2},
+	})
 }
 
 // sharedSnapshotDir holds real PyTorch snapshots where the project's shared
@@ -152,10 +136,8 @@ const sharedSnapshotDir = "../../shared/traces/pytorch"
 // match rates; the pytorch strategy takes every recorded decision.
 func TestFidelityShared(t *testing.T) {
 	files := pk.SharedSnapshots(t, sharedSnapshotDir)
-	code, stdout, stderr := run(t, nil, append([]string{"fidelity", "-f", "json"}, files...)...)
-	require.Equal(t, 0, code, stderr)
 	var res []fidelity.Result
-	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+	runJSON(t, nil, &res, append([]string{"fidelity", "-f", "json"}, files...)...)
 	require.Len(t, res, len(files))
 	for _, r := range res {
 		t.Logf("%s device %d: %d/%d addresses, %d/%d decisions, %d/%d segments", filepath.Base(r.File), r.Device,
@@ -190,16 +172,9 @@ func TestFidelityOfExports(t *testing.T) {
 		{"-s", "pytorch", "-s", "pytorch:expandable_segments=true", "-s", "pytorch:max_split_size_mb=20,roundup_power2_divisions=4"},
 		{"-s", "pytorch", "-s", "pytorch:expandable_segments=true", "-s", "pytorch:max_split_size_mb=20", "--snapshot-entries", "3"},
 	} {
-		dir := t.TempDir()
-		code, _, stderr := run(t, nil, append(append([]string{"--snapshot", dir}, args...), "testdata/tiny.csv", "testdata/twodev.csv")...)
-		require.Equal(t, 0, code, stderr)
-		files, err := filepath.Glob(filepath.Join(dir, "*.pickle"))
-		require.NoError(t, err)
-		require.Len(t, files, 6)
-		code, stdout, stderr := run(t, nil, append([]string{"fidelity", "-f", "json"}, files...)...)
-		require.Equal(t, 0, code, stderr)
+		files := exportSnapshots(t, 6, append(args, "testdata/tiny.csv", "testdata/twodev.csv")...)
 		var res []fidelity.Result
-		require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+		runJSON(t, nil, &res, append([]string{"fidelity", "-f", "json"}, files...)...)
 		require.Len(t, res, 3*(1+2), "one row per file and device")
 		for _, r := range res {
 			assert.Empty(t, r.Mismatches, "%s device %d", r.File, r.Device)

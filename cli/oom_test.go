@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -32,14 +31,12 @@ func TestRecordedOOM(t *testing.T) {
 		{[]string{"-s", "pytorch", "-s", "pytorch:max_split_size_mb=20"}, 3 << 20, 1},
 		{[]string{"-s", "pytorch", "--capacity", "80GiB"}, 80 << 30, 0},
 	} {
-		code, stdout, stderr := run(t, nil, append(append([]string{"-f", "json"}, tc.args...), path)...)
-		require.Equal(t, 0, code, stderr)
 		var res []struct {
 			Capacity int64 `json:"capacity_bytes"`
 			OOMs     int64 `json:"ooms"`
 			Allocs   int64 `json:"allocs"`
 		}
-		require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+		runJSON(t, nil, &res, append(append([]string{"-f", "json"}, tc.args...), path)...)
 		require.NotEmpty(t, res)
 		for _, r := range res {
 			assert.Equal(t, tc.capacity, r.Capacity, "%v", tc.args)
@@ -49,13 +46,11 @@ func TestRecordedOOM(t *testing.T) {
 	}
 
 	// Fidelity: the strategy fails the recorded request too.
-	code, stdout, stderr := run(t, nil, "fidelity", "-f", "json", path)
-	require.Equal(t, 0, code, stderr)
 	var fr []struct {
 		OOMs       int64 `json:"ooms"`
 		OOMMatches int64 `json:"oom_matches"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(stdout), &fr))
+	runJSON(t, nil, &fr, "fidelity", "-f", "json", path)
 	require.Len(t, fr, 1)
 	assert.Equal(t, int64(1), fr[0].OOMs)
 	assert.Equal(t, int64(1), fr[0].OOMMatches)
