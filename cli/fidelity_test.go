@@ -3,7 +3,6 @@ package cli
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -152,15 +151,6 @@ func TestFidelityShared(t *testing.T) {
 		assert.Equal(t, 1.0, *r.MatchRate, "%s", r.File)
 		assert.Equal(t, 1.0, *r.DecisionRate, "%s", r.File)
 		assert.Equal(t, r.SegmentAllocs, r.SegmentMatches, "%s", r.File)
-	}
-}
-
-// TestHelpOnce checks that -h and --help print each command's usage once.
-func TestHelpOnce(t *testing.T) {
-	for _, args := range [][]string{{"-h"}, {"--help"}, {"fidelity", "-h"}, {"inspect", "--help"}, {"convert", "-h"}} {
-		code, stdout, _ := run(t, nil, args...)
-		assert.Equal(t, 0, code, "%v", args)
-		assert.Equal(t, 1, strings.Count(stdout, "usage:"), "%v: %s", args, stdout)
 	}
 }
 

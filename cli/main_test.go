@@ -200,8 +200,10 @@ func goldenRun(t *testing.T, name string, env map[string]string, wantCode int, a
 	}
 }
 
+// TestHelp checks that -h, --help and help print the usage of each command
+// once, on stdout.
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"-h"}, {"help"}, {"inspect", "-h"}, {"gen", "--help"}, {"convert", "-h"}, {"strategies", "-h"}, {"fidelity", "-h"}} {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}, {"inspect", "-h"}, {"inspect", "--help"}, {"gen", "--help"}, {"convert", "-h"}, {"strategies", "-h"}, {"fidelity", "-h"}} {
 		code, stdout, stderr := run(t, nil, args...)
 		assert.Equal(t, 0, code, "%v", args)
 		assert.Contains(t, stdout, "usage: simulate", "%v", args)
