@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -115,33 +113,18 @@ func TestFidelityGolden(t *testing.T) {
 		require.Equal(t, data, have, "%s is not what the test's encoder writes (run with -update)", path)
 	}
 	p := func(name string) string { return "testdata/fidelity_" + name }
-	for _, tc := range []struct {
-		name string
-		args []string
-		code int
-	}{
-		{"fidelity_table", []string{"fidelity", p("match.pickle"), p("mismatch.pickle")}, 0},
-		{"fidelity_json", []string{"fidelity", "-f", "json", p("match.pickle"), p("mismatch.pickle")}, 0},
-		{"err_fidelity_bad", []string{"fidelity", p("match.pickle"), p("bad.pickle")}, 1},
-		{"err_fidelity_not_snapshot", []string{"fidelity", "testdata/tiny.csv"}, 1},
-		{"err_fidelity_no_args", []string{"fidelity"}, 2},
-		{"fidelity_csv", []string{"fidelity", "-f", "csv", p("match.pickle"), p("mismatch.pickle")}, 0},
-		{"fidelity_legacy", []string{"fidelity", p("legacy.pickle"), p("match.pickle")}, 0},
-		{"fidelity_frees", []string{"fidelity", p("match.pickle"), p("frees.pickle")}, 0},
-		{"fidelity_frees_csv", []string{"fidelity", "-f", "csv", p("frees.pickle")}, 0},
-		{"err_fidelity_format", []string{"fidelity", "-f", "xml", p("match.pickle")}, 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := run(t, nil, tc.args...)
-			assert.Equal(t, tc.code, code, "exit status; stderr: %s", stderr)
-			golden(t, tc.name+".stdout", stdout)
-			golden(t, tc.name+".stderr", stderr)
-			if code != 0 {
-				assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line")
-				assert.True(t, strings.HasPrefix(stderr, "simulate: "), stderr)
-			}
-		})
-	}
+	goldenRuns(t, []goldenCase{
+		{"fidelity_table", nil, []string{"fidelity", p("match.pickle"), p("mismatch.pickle")}, 0},
+		{"fidelity_json", nil, []string{"fidelity", "-f", "json", p("match.pickle"), p("mismatch.pickle")}, 0},
+		{"err_fidelity_bad", nil, []string{"fidelity", p("match.pickle"), p("bad.pickle")}, 1},
+		{"err_fidelity_not_snapshot", nil, []string{"fidelity", "testdata/tiny.csv"}, 1},
+		{"err_fidelity_no_args", nil, []string{"fidelity"}, 2},
+		{"fidelity_csv", nil, []string{"fidelity", "-f", "csv", p("match.pickle"), p("mismatch.pickle")}, 0},
+		{"fidelity_legacy", nil, []string{"fidelity", p("legacy.pickle"), p("match.pickle")}, 0},
+		{"fidelity_frees", nil, []string{"fidelity", p("match.pickle"), p("frees.pickle")}, 0},
+		{"fidelity_frees_csv", nil, []string{"fidelity", "-f", "csv", p("frees.pickle")}, 0},
+		{"err_fidelity_format", nil, []string{"fidelity", "-f", "xml", p("match.pickle")}, 2},
+	})
 }
 
 // sharedSnapshotDir holds real PyTorch snapshots where the project's shared
@@ -152,10 +135,8 @@ const sharedSnapshotDir = "../../shared/traces/pytorch"
 // match rates; the pytorch strategy takes every recorded decision.
 func TestFidelityShared(t *testing.T) {
 	files := pk.SharedSnapshots(t, sharedSnapshotDir)
-	code, stdout, stderr := run(t, nil, append([]string{"fidelity", "-f", "json"}, files...)...)
-	require.Equal(t, 0, code, stderr)
 	var res []fidelity.Result
-	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+	runJSON(t, nil, &res, append([]string{"fidelity", "-f", "json"}, files...)...)
 	require.Len(t, res, len(files))
 	for _, r := range res {
 		t.Logf("%s device %d: %d/%d addresses, %d/%d decisions, %d/%d segments", filepath.Base(r.File), r.Device,
@@ -173,15 +154,6 @@ func TestFidelityShared(t *testing.T) {
 	}
 }
 
-// TestHelpOnce checks that -h and --help print each command's usage once.
-func TestHelpOnce(t *testing.T) {
-	for _, args := range [][]string{{"-h"}, {"--help"}, {"fidelity", "-h"}, {"inspect", "--help"}, {"convert", "-h"}} {
-		code, stdout, _ := run(t, nil, args...)
-		assert.Equal(t, 0, code, "%v", args)
-		assert.Equal(t, 1, strings.Count(stdout, "usage:"), "%v: %s", args, stdout)
-	}
-}
-
 // TestFidelityOfExports exports pytorch replays, whole and as windows, with
 // simulate --snapshot and checks them with simulate fidelity: every
 // decision is the recorded one.
@@ -190,16 +162,9 @@ func TestFidelityOfExports(t *testing.T) {
 		{"-s", "pytorch", "-s", "pytorch:expandable_segments=true", "-s", "pytorch:max_split_size_mb=20,roundup_power2_divisions=4"},
 		{"-s", "pytorch", "-s", "pytorch:expandable_segments=true", "-s", "pytorch:max_split_size_mb=20", "--snapshot-entries", "3"},
 	} {
-		dir := t.TempDir()
-		code, _, stderr := run(t, nil, append(append([]string{"--snapshot", dir}, args...), "testdata/tiny.csv", "testdata/twodev.csv")...)
-		require.Equal(t, 0, code, stderr)
-		files, err := filepath.Glob(filepath.Join(dir, "*.pickle"))
-		require.NoError(t, err)
-		require.Len(t, files, 6)
-		code, stdout, stderr := run(t, nil, append([]string{"fidelity", "-f", "json"}, files...)...)
-		require.Equal(t, 0, code, stderr)
+		files := exportSnapshots(t, 6, append(args, "testdata/tiny.csv", "testdata/twodev.csv")...)
 		var res []fidelity.Result
-		require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+		runJSON(t, nil, &res, append([]string{"fidelity", "-f", "json"}, files...)...)
 		require.Len(t, res, 3*(1+2), "one row per file and device")
 		for _, r := range res {
 			assert.Empty(t, r.Mismatches, "%s device %d", r.File, r.Device)
@@ -207,4 +172,49 @@ func TestFidelityOfExports(t *testing.T) {
 			assert.Equal(t, r.SegmentAllocs, r.SegmentMatches, "%s device %d", r.File, r.Device)
 		}
 	}
+}
+
+// TestRecordedOOM replays a snapshot that records an out-of-memory error:
+// without --capacity the device has the memory that the error tells (1 MiB
+// free beside a 2 MiB segment), and the pytorch strategy fails the same
+// request, 3 MiB; with --capacity it does not.
+func TestRecordedOOM(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "oom.pickle")
+	snap := pk.Snapshot([]any{pk.Segment(0, fA0, 0, "small", pk.Block(fA0, 512, 500, "active_allocated"), pk.Block(fA0+512, 2<<20-512, 0, "inactive"))},
+		[][]any{{pkEntry("segment_alloc", fA0, 2<<20), pkEntry("alloc", fA0, 500),
+			pk.Dict{{K: "action", V: "oom"}, {K: "device_free", V: 1 << 20}, {K: "size", V: 3 << 20}, {K: "stream", V: 0}}}}, pkSettings)
+	require.NoError(t, os.WriteFile(path, pkPickle(snap), 0o644))
+	for _, tc := range []struct {
+		args     []string
+		capacity int64
+		ooms     int64
+	}{
+		{[]string{"-s", "pytorch"}, 3 << 20, 1},
+		// Two strategies share one decoding of the trace.
+		{[]string{"-s", "pytorch", "-s", "pytorch:max_split_size_mb=20"}, 3 << 20, 1},
+		{[]string{"-s", "pytorch", "--capacity", "80GiB"}, 80 << 30, 0},
+	} {
+		var res []struct {
+			Capacity int64 `json:"capacity_bytes"`
+			OOMs     int64 `json:"ooms"`
+			Allocs   int64 `json:"allocs"`
+		}
+		runJSON(t, nil, &res, append(append([]string{"-f", "json"}, tc.args...), path)...)
+		require.NotEmpty(t, res)
+		for _, r := range res {
+			assert.Equal(t, tc.capacity, r.Capacity, "%v", tc.args)
+			assert.Equal(t, tc.ooms, r.OOMs, "%v", tc.args)
+			assert.Equal(t, int64(2), r.Allocs, "the alloc and the recorded request")
+		}
+	}
+
+	// Fidelity: the strategy fails the recorded request too.
+	var fr []struct {
+		OOMs       int64 `json:"ooms"`
+		OOMMatches int64 `json:"oom_matches"`
+	}
+	runJSON(t, nil, &fr, "fidelity", "-f", "json", path)
+	require.Len(t, fr, 1)
+	assert.Equal(t, int64(1), fr[0].OOMs)
+	assert.Equal(t, int64(1), fr[0].OOMMatches)
 }

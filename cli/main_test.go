@@ -88,12 +88,7 @@ func golden(t *testing.T, name, got string) {
 }
 
 func TestGolden(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		env  map[string]string
-		args []string
-		code int
-	}{
+	goldenRuns(t, []goldenCase{
 		{"bundled", nil, nil, 0},
 		{"tiny_table", nil, []string{"testdata/tiny.csv"}, 0},
 		{"tiny_json", nil, []string{"-f", "json", "testdata/tiny.csv"}, 0},
@@ -161,9 +156,32 @@ func TestGolden(t *testing.T) {
 		{"err_log_y", nil, []string{"-o", "nosuch", "--log-y=maybe", "testdata/tiny.csv"}, 2},
 		{"err_figures", nil, []string{"-o", "nosuch", "--figures", "memory,pie", "testdata/tiny.csv"}, 2},
 		{"err_pytorch_async", map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, []string{"testdata/tiny.csv"}, 2},
-	} {
+	})
+}
+
+// goldenCase is a run of the command in the environment env, with its
+// exit status and the golden files NAME.stdout and NAME.stderr.
+type goldenCase struct {
+	name string
+	env  map[string]string
+	args []string
+	code int
+}
+
+// goldenRuns runs each case as a subtest of its name, with goldenRun.
+func goldenRuns(t *testing.T, cases []goldenCase) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { goldenRun(t, tc.name, tc.env, tc.code, tc.args...) })
 	}
+}
+
+// runJSON runs the command, which must succeed, and decodes its output,
+// JSON, into v.
+func runJSON(t *testing.T, env map[string]string, v any, args ...string) {
+	t.Helper()
+	code, stdout, stderr := run(t, env, args...)
+	require.Equal(t, 0, code, stderr)
+	require.NoError(t, json.Unmarshal([]byte(stdout), v))
 }
 
 // goldenRun runs the command and checks its exit status, and its output
@@ -182,8 +200,10 @@ func goldenRun(t *testing.T, name string, env map[string]string, wantCode int, a
 	}
 }
 
+// TestHelp checks that -h, --help and help print the usage of each command
+// once, on stdout.
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"-h"}, {"help"}, {"inspect", "-h"}, {"gen", "--help"}, {"convert", "-h"}, {"strategies", "-h"}, {"fidelity", "-h"}} {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}, {"inspect", "-h"}, {"inspect", "--help"}, {"gen", "--help"}, {"convert", "-h"}, {"strategies", "-h"}, {"fidelity", "-h"}} {
 		code, stdout, stderr := run(t, nil, args...)
 		assert.Equal(t, 0, code, "%v", args)
 		assert.Contains(t, stdout, "usage: simulate", "%v", args)
@@ -353,10 +373,8 @@ func TestCUDAWithoutGPU(t *testing.T) {
 // the replay to the machine's memory, and reports that limit: not 80 GiB,
 // and the total the host backend gives.
 func TestHostWithoutCapacity(t *testing.T) {
-	code, stdout, stderr := run(t, nil, "-b", "host", "-s", "unpooled", "-f", "json", "testdata/tiny.csv")
-	require.Equal(t, 0, code, stderr)
 	var res []sim.Result
-	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+	runJSON(t, nil, &res, "-b", "host", "-s", "unpooled", "-f", "json", "testdata/tiny.csv")
 	require.Len(t, res, 1)
 	assert.Equal(t, "host", res[0].Backend)
 	assert.Positive(t, res[0].CapacityBytes)

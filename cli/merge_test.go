@@ -105,17 +105,11 @@ func TestMergeRefuses(t *testing.T) {
 }
 
 func TestShardGolden(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		args []string
-		code int
-	}{
-		{"shard_2_of_3", []string{"--shard", "2/3", "-s", "round:cutoff=20..22", "testdata/tiny.csv", "testdata/twodev.csv"}, 0},
-		{"err_shard", []string{"--shard", "4/3", "testdata/tiny.csv"}, 2},
-		{"err_shard_syntax", []string{"--shard", "1-3", "testdata/tiny.csv"}, 2},
-		{"err_merge_no_out", []string{"merge", "testdata"}, 2},
-		{"err_merge_no_dir", []string{"merge", "-o", "x"}, 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) { goldenRun(t, tc.name, nil, tc.code, tc.args...) })
-	}
+	goldenRuns(t, []goldenCase{
+		{"shard_2_of_3", nil, []string{"--shard", "2/3", "-s", "round:cutoff=20..22", "testdata/tiny.csv", "testdata/twodev.csv"}, 0},
+		{"err_shard", nil, []string{"--shard", "4/3", "testdata/tiny.csv"}, 2},
+		{"err_shard_syntax", nil, []string{"--shard", "1-3", "testdata/tiny.csv"}, 2},
+		{"err_merge_no_out", nil, []string{"merge", "testdata"}, 2},
+		{"err_merge_no_dir", nil, []string{"merge", "-o", "x"}, 2},
+	})
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/csv"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,23 +16,12 @@ import (
 )
 
 func TestReferencesGolden(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		args []string
-		code int
-	}{
-		{"offline_min_capacity_json", []string{"--offline", "--min-capacity", "-f", "json", "-s", "naive", "-s", "bestfit", "testdata/tiny.csv", "testdata/twodev.csv"}, 0},
-		{"offline_min_capacity_table", []string{"--offline", "--min-capacity", "-s", "naive", "-s", "pytorch", "-s", "unpooled", "testdata/tiny.csv", "testdata/minimalloc.csv"}, 0},
-		{"err_min_capacity_host", []string{"--min-capacity", "-b", "host", "testdata/tiny.csv"}, 2},
-		{"err_time_limit", []string{"--offline", "--time-limit", "-1s", "testdata/tiny.csv"}, 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := run(t, nil, tc.args...)
-			assert.Equal(t, tc.code, code, "exit status; stderr: %s", stderr)
-			golden(t, tc.name+".stdout", normalize(stdout))
-			golden(t, tc.name+".stderr", stderr)
-		})
-	}
+	goldenRuns(t, []goldenCase{
+		{"offline_min_capacity_json", nil, []string{"--offline", "--min-capacity", "-f", "json", "-s", "naive", "-s", "bestfit", "testdata/tiny.csv", "testdata/twodev.csv"}, 0},
+		{"offline_min_capacity_table", nil, []string{"--offline", "--min-capacity", "-s", "naive", "-s", "pytorch", "-s", "unpooled", "testdata/tiny.csv", "testdata/minimalloc.csv"}, 0},
+		{"err_min_capacity_host", nil, []string{"--min-capacity", "-b", "host", "testdata/tiny.csv"}, 2},
+		{"err_time_limit", nil, []string{"--offline", "--time-limit", "-1s", "testdata/tiny.csv"}, 2},
+	})
 }
 
 // TestMinCapacityBothSides replays every built-in strategy at the minimum
@@ -42,10 +30,8 @@ func TestReferencesGolden(t *testing.T) {
 func TestMinCapacityBothSides(t *testing.T) {
 	traceFiles := []string{"testdata/tiny.csv", "testdata/twodev.csv", "testdata/rmm.log"}
 	args := append([]string{"--min-capacity", "--offline", "-f", "json", "-s", "all"}, traceFiles...)
-	code, stdout, stderr := run(t, nil, args...)
-	require.Equal(t, 0, code, stderr)
 	var rows, results []sim.Result
-	require.NoError(t, json.Unmarshal([]byte(stdout), &rows))
+	runJSON(t, nil, &rows, args...)
 	for _, r := range rows {
 		if r.Device != nil {
 			// A device's row: its own offline plan, no capacity of its own.

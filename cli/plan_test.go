@@ -18,38 +18,23 @@ import (
 // TestPlanGolden runs simulate plan and checks its output, and its one
 // line of error where it fails, against golden files.
 func TestPlanGolden(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		args []string
-		code int
-	}{
-		{"plan_json", []string{"plan", "-f", "json", "testdata/minimalloc.csv", "testdata/tiny.csv", "testdata/twodev.csv", "testdata/rmm.log"}, 0},
-		{"convert_minimalloc", []string{"convert", "--to", "minimalloc", "testdata/tiny.csv", "-"}, 0},
-		{"convert_minimalloc_keeps_ids", []string{"convert", "-t", "minimalloc", "testdata/minimalloc.csv", "-"}, 0},
-		{"err_plan_capacity", []string{"plan", "--capacity", "3MiB", "testdata/tiny.csv"}, 1},
-		{"err_plan_capacity_device", []string{"plan", "--capacity", "2MiB", "testdata/twodev.csv"}, 1},
-		{"err_plan_no_trace", []string{"plan"}, 2},
-		{"err_plan_bad_capacity", []string{"plan", "--capacity", "0", "testdata/tiny.csv"}, 2},
-		{"err_plan_bad_time_limit", []string{"plan", "--time-limit", "0s", "testdata/tiny.csv"}, 2},
-		{"err_plan_out_two", []string{"plan", "-o", "x.csv", "testdata/tiny.csv", "testdata/minimalloc.csv"}, 2},
-		{"err_plan_out_devices", []string{"plan", "-o", "x.csv", "testdata/twodev.csv"}, 1},
-		{"err_plan_bad_trace", []string{"plan", "testdata/badfree.csv"}, 1},
-		{"err_convert_to", []string{"convert", "-t", "xla", "testdata/tiny.csv", "-"}, 2},
-		{"err_convert_minimalloc_gz", []string{"convert", "-t", "minimalloc", "testdata/tiny.csv", "out.csv.gz"}, 2},
-		{"plan_bundled_by_name", []string{"plan", "-f", "json", "--no-search", "transformer-cpu"}, 0},
-		{"err_convert_minimalloc_devices", []string{"convert", "-t", "minimalloc", "testdata/twodev.csv", "-"}, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := run(t, nil, tc.args...)
-			assert.Equal(t, tc.code, code, "exit status; stderr: %s", stderr)
-			golden(t, tc.name+".stdout", normalize(stdout))
-			golden(t, tc.name+".stderr", stderr)
-			if code != 0 {
-				assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
-				assert.True(t, strings.HasPrefix(stderr, "simulate: "), "error line %q", stderr)
-			}
-		})
-	}
+	goldenRuns(t, []goldenCase{
+		{"plan_json", nil, []string{"plan", "-f", "json", "testdata/minimalloc.csv", "testdata/tiny.csv", "testdata/twodev.csv", "testdata/rmm.log"}, 0},
+		{"convert_minimalloc", nil, []string{"convert", "--to", "minimalloc", "testdata/tiny.csv", "-"}, 0},
+		{"convert_minimalloc_keeps_ids", nil, []string{"convert", "-t", "minimalloc", "testdata/minimalloc.csv", "-"}, 0},
+		{"err_plan_capacity", nil, []string{"plan", "--capacity", "3MiB", "testdata/tiny.csv"}, 1},
+		{"err_plan_capacity_device", nil, []string{"plan", "--capacity", "2MiB", "testdata/twodev.csv"}, 1},
+		{"err_plan_no_trace", nil, []string{"plan"}, 2},
+		{"err_plan_bad_capacity", nil, []string{"plan", "--capacity", "0", "testdata/tiny.csv"}, 2},
+		{"err_plan_bad_time_limit", nil, []string{"plan", "--time-limit", "0s", "testdata/tiny.csv"}, 2},
+		{"err_plan_out_two", nil, []string{"plan", "-o", "x.csv", "testdata/tiny.csv", "testdata/minimalloc.csv"}, 2},
+		{"err_plan_out_devices", nil, []string{"plan", "-o", "x.csv", "testdata/twodev.csv"}, 1},
+		{"err_plan_bad_trace", nil, []string{"plan", "testdata/badfree.csv"}, 1},
+		{"err_convert_to", nil, []string{"convert", "-t", "xla", "testdata/tiny.csv", "-"}, 2},
+		{"err_convert_minimalloc_gz", nil, []string{"convert", "-t", "minimalloc", "testdata/tiny.csv", "out.csv.gz"}, 2},
+		{"plan_bundled_by_name", nil, []string{"plan", "-f", "json", "--no-search", "transformer-cpu"}, 0},
+		{"err_convert_minimalloc_devices", nil, []string{"convert", "-t", "minimalloc", "testdata/twodev.csv", "-"}, 1},
+	})
 }
 
 func TestPlanTable(t *testing.T) {
@@ -114,12 +99,19 @@ func readProblem(t *testing.T, path string) plan.Problem {
 	return p
 }
 
-func TestPlanNativeTraceAndConvertAgree(t *testing.T) {
-	r, err := traces.Open("testdata/tiny.csv", traces.Options{})
+// traceProblems reads the trace at path into its devices' problems.
+func traceProblems(t *testing.T, path string) []plan.DeviceProblem {
+	t.Helper()
+	r, err := traces.Open(path, traces.Options{})
 	require.NoError(t, err)
 	probs, err := plan.FromTrace(r)
 	r.Close()
 	require.NoError(t, err)
+	return probs
+}
+
+func TestPlanNativeTraceAndConvertAgree(t *testing.T) {
+	probs := traceProblems(t, "testdata/tiny.csv")
 	require.Len(t, probs, 1)
 	placed := planOut(t, "testdata/tiny.csv", probs[0].Problem, 0)
 	assert.Equal(t, "1", placed[0].ID)
@@ -162,11 +154,7 @@ func TestPlanHelp(t *testing.T) {
 func TestPlanSharedSnapshots(t *testing.T) {
 	for _, file := range pk.SharedSnapshots(t, sharedSnapshotDir) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			r, err := traces.Open(file, traces.Options{})
-			require.NoError(t, err)
-			probs, err := plan.FromTrace(r)
-			r.Close()
-			require.NoError(t, err)
+			probs := traceProblems(t, file)
 			if len(probs) != 1 {
 				t.Skipf("%d devices: a placement file holds one", len(probs))
 			}

@@ -51,10 +51,7 @@ func TestSnapshotExport(t *testing.T) {
 	require.Len(t, entries, len(results))
 
 	for _, want := range results {
-		spec, err := gpualloc.ParseSpec(want.Strategy.Spec)
-		require.NoError(t, err)
-		p, err := gpualloc.Resolve(spec, nil)
-		require.NoError(t, err)
+		p := resolve(t, want.Strategy.Spec)
 		path := filepath.Join(dir, snapshotName(want.Trace, p))
 		data, err := os.ReadFile(path)
 		require.NoError(t, err, "no snapshot of %s with %s", want.Trace, want.Strategy)
@@ -72,13 +69,31 @@ func TestSnapshotExport(t *testing.T) {
 	}
 }
 
-func TestSnapshotEntries(t *testing.T) {
+// resolve returns the strategy of spec with its parameters' defaults.
+func resolve(t *testing.T, spec string) *gpualloc.Params {
+	t.Helper()
+	s, err := gpualloc.ParseSpec(spec)
+	require.NoError(t, err)
+	p, err := gpualloc.Resolve(s, nil)
+	require.NoError(t, err)
+	return p
+}
+
+// exportSnapshots runs the command with --snapshot into a directory of its
+// own and returns the snapshots it wrote there, which must be n.
+func exportSnapshots(t *testing.T, n int, args ...string) []string {
+	t.Helper()
 	dir := t.TempDir()
-	code, _, stderr := run(t, nil, "--snapshot", dir, "--snapshot-entries", "5", "-s", "naive", "testdata/tiny.csv", "testdata/twodev.csv")
+	code, _, stderr := run(t, nil, append([]string{"--snapshot", dir}, args...)...)
 	require.Equal(t, 0, code, stderr)
 	files, err := filepath.Glob(filepath.Join(dir, "*.pickle"))
 	require.NoError(t, err)
-	require.Len(t, files, 2)
+	require.Len(t, files, n)
+	return files
+}
+
+func TestSnapshotEntries(t *testing.T) {
+	files := exportSnapshots(t, 2, "--snapshot-entries", "5", "-s", "naive", "testdata/tiny.csv", "testdata/twodev.csv")
 	full := 0
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -97,13 +112,7 @@ func TestSnapshotEntries(t *testing.T) {
 }
 
 func TestSnapshotNames(t *testing.T) {
-	name := func(trace, spec string) string {
-		s, err := gpualloc.ParseSpec(spec)
-		require.NoError(t, err)
-		p, err := gpualloc.Resolve(s, nil)
-		require.NoError(t, err)
-		return snapshotName(trace, p)
-	}
+	name := func(trace, spec string) string { return snapshotName(trace, resolve(t, spec)) }
 	assert.Equal(t, "training.round.0123abcd.pickle"[:15], name("training", "round")[:15])
 	assert.Regexp(t, `^tiny\.pytorch\.roundup_power2_divisions-_1_4_2_8_\.[0-9a-f]{8}\.pickle$`,
 		name("dir/tiny.csv.gz", "pytorch:roundup_power2_divisions=[1:4;2:8]"))
@@ -139,10 +148,6 @@ func TestReadmeSnapshotNames(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
 	for _, spec := range []string{"bestfit", "pytorch:max_split_size_mb=128"} {
-		s, err := gpualloc.ParseSpec(spec)
-		require.NoError(t, err)
-		p, err := gpualloc.Resolve(s, nil)
-		require.NoError(t, err)
-		assert.Contains(t, string(readme), "`"+snapshotName("training", p)+"`", spec)
+		assert.Contains(t, string(readme), "`"+snapshotName("training", resolve(t, spec))+"`", spec)
 	}
 }

@@ -14,12 +14,7 @@ import (
 // TestSweepGolden runs sweeps (ranges, lists and their products in specs
 // and in the environment) and their errors against golden files.
 func TestSweepGolden(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		env  map[string]string
-		args []string
-		code int
-	}{
+	goldenRuns(t, []goldenCase{
 		{"sweep_range", nil, []string{"-s", "round:cutoff=20..24/2", "-s", "pytorch:max_split_size_mb=64|inf", "testdata/tiny.csv"}, 0},
 		{"sweep_product", nil, []string{"-f", "csv", "-s", "round:cutoff=20|22,page=4096|8KiB", "testdata/tiny.csv"}, 0},
 		{"sweep_env", map[string]string{"GPUALLOC_POOL_TYPE": "round:cutoff=20|34"}, []string{"testdata/tiny.csv"}, 0},
@@ -28,9 +23,7 @@ func TestSweepGolden(t *testing.T) {
 		{"err_sweep_step", nil, []string{"-s", "round:cutoff=20..24/0", "testdata/tiny.csv"}, 2},
 		{"err_sweep_env", map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64..x"}, []string{"-s", "pytorch", "testdata/tiny.csv"}, 2},
 		{"err_sweep_value", nil, []string{"-s", "round:cutoff=30..40/5", "testdata/tiny.csv"}, 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) { goldenRun(t, tc.name, tc.env, tc.code, tc.args...) })
-	}
+	})
 }
 
 // TestSweepFromMemory checks that replays sharing one decoding of each

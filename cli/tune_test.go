@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,41 +12,31 @@ import (
 )
 
 func TestTuneGolden(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		args []string
-		code int
-	}{
-		{"tune_table", []string{"tune", "testdata/tiny.csv"}, 0},
-		{"tune_json", []string{"tune", "-f", "json", "--capacity", "24MiB", "testdata/tiny.csv"}, 0},
-		{"err_tune_oom", []string{"tune", "--capacity", "4MiB", "testdata/tiny.csv"}, 1},
-		{"err_tune_args", []string{"tune", "testdata/tiny.csv", "testdata/twodev.csv"}, 2},
-		{"err_tune_fraction", []string{"tune", "--memory-fraction", "1.5", "testdata/tiny.csv"}, 2},
-		{"err_tune_trace", []string{"tune", "testdata/badfree.csv"}, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) { goldenRun(t, tc.name, nil, tc.code, tc.args...) })
-	}
+	goldenRuns(t, []goldenCase{
+		{"tune_table", nil, []string{"tune", "testdata/tiny.csv"}, 0},
+		{"tune_json", nil, []string{"tune", "-f", "json", "--capacity", "24MiB", "testdata/tiny.csv"}, 0},
+		{"err_tune_oom", nil, []string{"tune", "--capacity", "4MiB", "testdata/tiny.csv"}, 1},
+		{"err_tune_args", nil, []string{"tune", "testdata/tiny.csv", "testdata/twodev.csv"}, 2},
+		{"err_tune_fraction", nil, []string{"tune", "--memory-fraction", "1.5", "testdata/tiny.csv"}, 2},
+		{"err_tune_trace", nil, []string{"tune", "testdata/badfree.csv"}, 1},
+	})
 }
 
 // tuneAndReplay tunes a trace, replays it with the conf that tune printed
 // and checks that the replay gives exactly tune's figures, and that the
 // setting is no worse than PyTorch's defaults.
 func tuneAndReplay(t *testing.T, trace string) {
-	code, stdout, stderr := run(t, nil, "tune", "-f", "json", trace)
-	require.Equal(t, 0, code, stderr)
 	var tuned tuneResult
-	require.NoError(t, json.Unmarshal([]byte(stdout), &tuned))
+	runJSON(t, nil, &tuned, "tune", "-f", "json", trace)
 	assert.LessOrEqual(t, tuned.PeakReservedBytes, tuned.DefaultPeakReservedBytes)
 	assert.Positive(t, tuned.Tried)
 
-	code, stdout, stderr = run(t, map[string]string{"PYTORCH_CUDA_ALLOC_CONF": tuned.Conf}, "-f", "json", "-s", "pytorch", trace)
-	require.Equal(t, 0, code, stderr)
 	var replayed []struct {
 		PeakReserved  int64 `json:"peak_reserved_bytes"`
 		DeviceMallocs int64 `json:"device_mallocs"`
 		OOMs          int64 `json:"ooms"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(stdout), &replayed))
+	runJSON(t, map[string]string{"PYTORCH_CUDA_ALLOC_CONF": tuned.Conf}, &replayed, "-f", "json", "-s", "pytorch", trace)
 	require.Len(t, replayed, 1)
 	assert.Equal(t, tuned.PeakReservedBytes, replayed[0].PeakReserved, "PYTORCH_CUDA_ALLOC_CONF=%s", tuned.Conf)
 	assert.Equal(t, tuned.DeviceMallocs, replayed[0].DeviceMallocs, "PYTORCH_CUDA_ALLOC_CONF=%s", tuned.Conf)
@@ -86,12 +75,7 @@ func TestReadmeShowsTune(t *testing.T) {
 // a snapshot records (here one that simulate --snapshot wrote), and the
 // replay of the printed line, which takes it too, gives tune's figures.
 func TestTuneRecordedCapacity(t *testing.T) {
-	dir := t.TempDir()
-	code, _, stderr := run(t, nil, "-s", "pytorch", "--capacity", "24MiB", "--snapshot", dir, "testdata/tiny.csv")
-	require.Equal(t, 0, code, stderr)
-	snaps, err := filepath.Glob(filepath.Join(dir, "*.pickle"))
-	require.NoError(t, err)
-	require.Len(t, snaps, 1)
+	snaps := exportSnapshots(t, 1, "-s", "pytorch", "--capacity", "24MiB", "testdata/tiny.csv")
 
 	for _, tc := range []struct {
 		args []string
@@ -100,11 +84,8 @@ func TestTuneRecordedCapacity(t *testing.T) {
 		{nil, 24 << 20},
 		{[]string{"--capacity", "80GiB"}, 80 << 30},
 	} {
-		args := append(append([]string{"tune", "-f", "json"}, tc.args...), snaps[0])
-		code, stdout, stderr := run(t, nil, args...)
-		require.Equal(t, 0, code, stderr)
 		var tuned tuneResult
-		require.NoError(t, json.Unmarshal([]byte(stdout), &tuned))
+		runJSON(t, nil, &tuned, append(append([]string{"tune", "-f", "json"}, tc.args...), snaps[0])...)
 		assert.Equal(t, tc.want, tuned.CapacityBytes, "%v", tc.args)
 	}
 	tuneAndReplay(t, snaps[0])

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
-	"github.com/gpualloc/gpualloc/traces"
 )
 
 func TestConf(t *testing.T) {
@@ -51,12 +51,7 @@ func TestFront(t *testing.T) {
 // never worse than PyTorch's defaults, is the best of every setting tried,
 // and the search went past the coarse grid.
 func TestRunBundled(t *testing.T) {
-	b, ok := traces.LookupBundled("dynamic")
-	require.True(t, ok)
-	r, err := b.Open()
-	require.NoError(t, err)
-	events, err := traces.ReadAll(r)
-	require.NoError(t, err)
+	events := replaytest.BundledEvents(t, "dynamic")
 	rep, err := Run(context.Background(), "dynamic", events, Options{})
 	require.NoError(t, err)
 	assert.Zero(t, rep.Best.Result.OOMs)

@@ -156,10 +156,7 @@ func (f *fakeGPU) vmmDriver(d *driver, lock func(string) func()) {
 	}
 	d.memAddressReserve = func(ptr *uint64, size, alignment uintptr, addr uint64, flags uint64) result {
 		defer lock(fnMemAddressReserve)()
-		if !f.inCtx() {
-			return 201
-		}
-		if rc := take(&f.reserveRC); rc != success {
+		if rc := f.enter(&f.reserveRC); rc != success {
 			return rc
 		}
 		if size == 0 || int64(size)%f.gran != 0 || alignment != 0 || addr != 0 || flags != 0 {
@@ -172,10 +169,7 @@ func (f *fakeGPU) vmmDriver(d *driver, lock func(string) func()) {
 	}
 	d.memAddressFree = func(ptr uint64, size uintptr) result {
 		defer lock(fnMemAddressFree)()
-		if !f.inCtx() {
-			return 201
-		}
-		if rc := take(&f.addrFreeRC); rc != success {
+		if rc := f.enter(&f.addrFreeRC); rc != success {
 			return rc
 		}
 		if n, ok := f.ranges[ptr]; !ok || n != int64(size) || f.mappedIn(ptr, n) {
@@ -186,10 +180,7 @@ func (f *fakeGPU) vmmDriver(d *driver, lock func(string) func()) {
 	}
 	d.memCreate = func(h *uint64, size uintptr, prop *memAllocationProp, flags uint64) result {
 		defer lock(fnMemCreate)()
-		if !f.inCtx() {
-			return 201
-		}
-		if rc := take(&f.createRC); rc != success {
+		if rc := f.enter(&f.createRC); rc != success {
 			return rc
 		}
 		if size == 0 || int64(size)%f.gran != 0 || flags != 0 || !f.validProp(prop) {
@@ -207,10 +198,7 @@ func (f *fakeGPU) vmmDriver(d *driver, lock func(string) func()) {
 	}
 	d.memRelease = func(h uint64) result {
 		defer lock(fnMemRelease)()
-		if !f.inCtx() {
-			return 201
-		}
-		if rc := take(&f.releaseRC); rc != success {
+		if rc := f.enter(&f.releaseRC); rc != success {
 			return rc
 		}
 		size, ok := f.phys[h]
@@ -228,10 +216,7 @@ func (f *fakeGPU) vmmDriver(d *driver, lock func(string) func()) {
 	}
 	d.memMap = func(ptr uint64, size, offset uintptr, h uint64, flags uint64) result {
 		defer lock(fnMemMap)()
-		if !f.inCtx() {
-			return 201
-		}
-		if rc := take(&f.mapRC); rc != success {
+		if rc := f.enter(&f.mapRC); rc != success {
 			return rc
 		}
 		n, ok := f.phys[h]
@@ -246,10 +231,7 @@ func (f *fakeGPU) vmmDriver(d *driver, lock func(string) func()) {
 	}
 	d.memSetAccess = func(ptr uint64, size uintptr, desc *memAccessDesc, count uintptr) result {
 		defer lock(fnMemSetAccess)()
-		if !f.inCtx() {
-			return 201
-		}
-		if rc := take(&f.accessRC); rc != success {
+		if rc := f.enter(&f.accessRC); rc != success {
 			return rc
 		}
 		if count != 1 || desc == nil || desc.location.typ != memLocationTypeDevice ||
@@ -267,10 +249,7 @@ func (f *fakeGPU) vmmDriver(d *driver, lock func(string) func()) {
 	}
 	d.memUnmap = func(ptr uint64, size uintptr) result {
 		defer lock(fnMemUnmap)()
-		if !f.inCtx() {
-			return 201
-		}
-		if rc := take(&f.unmapRC); rc != success {
+		if rc := f.enter(&f.unmapRC); rc != success {
 			return rc
 		}
 		m, ok := f.mappings[ptr]
@@ -280,6 +259,17 @@ func (f *fakeGPU) vmmDriver(d *driver, lock func(string) func()) {
 		delete(f.mappings, ptr)
 		return success
 	}
+}
+
+// enter starts each memory call of the fake, with its lock held: it fails
+// the call with CUDA_ERROR_INVALID_CONTEXT (201) where no context is current
+// on the calling thread, and else with the failure injected into rc, if
+// any (see take).
+func (f *fakeGPU) enter(rc *result) result {
+	if !f.inCtx() {
+		return 201
+	}
+	return take(rc)
 }
 
 // take returns an injected failure and clears it.
@@ -364,10 +354,7 @@ func (f *fakeGPU) driver() *driver {
 		},
 		memAlloc: func(dptr *uint64, size uintptr) result {
 			defer lock(fnMemAlloc)()
-			if !f.inCtx() {
-				return 201
-			}
-			if rc := take(&f.allocRC); rc != success {
+			if rc := f.enter(&f.allocRC); rc != success {
 				return rc
 			}
 			if size == 0 {
@@ -384,10 +371,7 @@ func (f *fakeGPU) driver() *driver {
 		},
 		memFree: func(dptr uint64) result {
 			defer lock(fnMemFree)()
-			if !f.inCtx() {
-				return 201
-			}
-			if rc := take(&f.freeRC); rc != success {
+			if rc := f.enter(&f.freeRC); rc != success {
 				return rc
 			}
 			if rc, ok := f.failFree[dptr]; ok {
@@ -403,10 +387,7 @@ func (f *fakeGPU) driver() *driver {
 		},
 		memGetInfo: func(free, total *uintptr) result {
 			defer lock(fnMemGetInfo)()
-			if !f.inCtx() {
-				return 201
-			}
-			if rc := take(&f.infoRC); rc != success {
+			if rc := f.enter(&f.infoRC); rc != success {
 				return rc
 			}
 			*free, *total = uintptr(f.total-f.used), uintptr(f.total)

@@ -2,9 +2,45 @@ package cuda
 
 import (
 	"fmt"
+	"testing"
 
+	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/traces"
 )
+
+// ReplayBoth replays the bundled trace bt with the strategy spec twice: on
+// the simulator's device of capacity simCapacity, and through the CUDA
+// backend that newBackend opens for each device of the trace, with the
+// capacity cudaCapacity (0: the device's own). It returns the simulator's
+// result and the backend's, for the tests to compare.
+func ReplayBoth(tb testing.TB, bt traces.Bundle, spec string, simCapacity, cudaCapacity int64,
+	newBackend func(device int) (gpualloc.Backend, error)) (simulated, cuda sim.Result) {
+	tb.Helper()
+	sp, err := gpualloc.ParseSpec(spec)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	params, err := gpualloc.Resolve(sp, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var res [2]sim.Result
+	for i := range res {
+		r, err := bt.Open()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cfg := sim.Config{Params: params, Capacity: simCapacity, SeriesBuckets: -1}
+		if i == 1 {
+			cfg.Backend, cfg.Capacity, cfg.NewBackend = "cuda", cudaCapacity, newBackend
+		}
+		if res[i], err = sim.Replay(r, cfg); err != nil {
+			tb.Fatalf("Replay: %v", err)
+		}
+	}
+	return res[0], res[1]
+}
 
 // figures names the figures of a replay that the tests compare between a
 // CUDA backend and the simulator.

@@ -6,7 +6,6 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/cuda"
-	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -99,45 +98,21 @@ func TestGPUVirtualReplay(t *testing.T) {
 	probe := openVirtualGPU(t)
 	free0, total := probe.MemInfo()
 	for _, spec := range []string{"pytorch:expandable_segments=true", "gmlake"} {
-		sp, err := gpualloc.ParseSpec(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		params, err := gpualloc.Resolve(sp, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		for _, bt := range traces.Bundled() {
 			t.Run(spec+"/"+bt.Name, func(t *testing.T) {
-				var res [2]sim.Result
-				for i := range res {
-					r, err := bt.Open()
+				// Every device of the trace on device 0.
+				s, c := cuda.ReplayBoth(t, bt, spec, total, 0, func(int) (gpualloc.Backend, error) {
+					b, err := cuda.Open(cuda.Options{})
 					if err != nil {
-						t.Fatal(err)
+						return nil, err
 					}
-					cfg := sim.Config{Params: params, Capacity: total, SeriesBuckets: -1}
-					if i == 1 {
-						cfg.Backend = "cuda"
-						cfg.Capacity = 0
-						// Every device of the trace on device 0.
-						cfg.NewBackend = func(int) (gpualloc.Backend, error) {
-							b, err := cuda.Open(cuda.Options{})
-							if err != nil {
-								return nil, err
-							}
-							v, err := b.Virtual()
-							if err != nil {
-								b.Close()
-								return nil, err
-							}
-							return v, nil
-						}
+					v, err := b.Virtual()
+					if err != nil {
+						b.Close()
+						return nil, err
 					}
-					if res[i], err = sim.Replay(r, cfg); err != nil {
-						t.Fatalf("Replay: %v", err)
-					}
-				}
-				s, c := res[0], res[1]
+					return v, nil
+				})
 				if c.OOMs != 0 || s.OOMs != 0 {
 					t.Skipf("out of memory (%d on the GPU, %d on the simulator): the figures need not agree", c.OOMs, s.OOMs)
 				}

@@ -8,7 +8,6 @@ import (
 	"unsafe"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/sim"
 	_ "github.com/gpualloc/gpualloc/strategy/all"
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -496,38 +495,15 @@ func TestVirtualReplay(t *testing.T) {
 	}
 	for _, spec := range []string{"pytorch:expandable_segments=true", "gmlake"} {
 		t.Run(spec, func(t *testing.T) {
-			sp, err := gpualloc.ParseSpec(spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			params, err := gpualloc.Resolve(sp, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var res [2]sim.Result
 			var f *fakeGPU
-			for i := range res {
-				r, err := bt.Open()
+			s, c := ReplayBoth(t, bt, spec, 80*GiB, 80*GiB, func(int) (gpualloc.Backend, error) {
+				f = newFakeGPU(80 * GiB)
+				b, err := open(f.driver(), Options{})
 				if err != nil {
-					t.Fatal(err)
+					return nil, err
 				}
-				cfg := sim.Config{Params: params, SeriesBuckets: -1, Capacity: 80 * GiB}
-				if i == 1 {
-					cfg.Backend = "cuda"
-					cfg.NewBackend = func(int) (gpualloc.Backend, error) {
-						f = newFakeGPU(80 * GiB)
-						b, err := open(f.driver(), Options{})
-						if err != nil {
-							return nil, err
-						}
-						return b.Virtual()
-					}
-				}
-				if res[i], err = sim.Replay(r, cfg); err != nil {
-					t.Fatal(err)
-				}
-			}
-			s, c := res[0], res[1]
+				return b.Virtual()
+			})
 			if c.DeviceMaps == 0 || c.DeviceMaps != s.DeviceMaps || c.DeviceUnmaps != s.DeviceUnmaps {
 				t.Errorf("maps and unmaps: %d, %d through the backend, %d, %d on the simulator", c.DeviceMaps, c.DeviceUnmaps, s.DeviceMaps, s.DeviceUnmaps)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/host"
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	_ "github.com/gpualloc/gpualloc/strategy/all"
 	"github.com/gpualloc/gpualloc/traces"
@@ -199,12 +200,7 @@ func TestStrategiesOnHost(t *testing.T) {
 // was taken; nor, for bfc, which hands out whole chunks it does not split,
 // the peak of allocated bytes, which depends on it too.
 func TestReplayMatchesSim(t *testing.T) {
-	bundle, ok := traces.LookupBundled("transformer-cpu")
-	require.True(t, ok)
-	r, err := bundle.Open()
-	require.NoError(t, err)
-	events, err := traces.ReadAll(r)
-	require.NoError(t, err)
+	events := replaytest.BundledEvents(t, "transformer-cpu")
 	for _, capacity := range []int64{8 << 30, 150 << 20} {
 		for _, name := range gpualloc.Names() {
 			addressOrdered := name == "bestfit" || name == "pytorch" || name == "gmlake" || name == "bfc" || name == "dualcursor"

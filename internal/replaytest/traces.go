@@ -1,9 +1,10 @@
-// Package replaytest holds the helpers of the strategies' tests and
-// benchmarks that replay traces: random and bundled traces as events held in
-// memory, the peak a rounding rule implies, and replays through the
-// simulator or straight into a pool. It sits above sim and traces, so that
-// the strategies' own packages and their test kits (strategy/internal/...)
-// import neither; only the strategies' test files import it.
+// Package replaytest holds the helpers of the tests and benchmarks that
+// replay traces: random and bundled traces as events held in memory, the
+// peak a rounding rule implies, and replays through the simulator or
+// straight into a pool. It sits above sim and traces, so that the
+// strategies' own packages and their test kits (strategy/internal/...)
+// import neither; only test files import it (the strategies', the
+// backends' and tune's).
 package replaytest
 
 import (
