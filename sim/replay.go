@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -38,13 +39,13 @@ type Config struct {
 	Backend string
 	// Capacity is the size of each virtual device, and the capacity
 	// reported; 0 means the device's memory where the reader knows it (a
-	// traces.CapacityReporter), else [DefaultCapacity] (80 GiB). With
+	// traces.CapacityReporter), else [virtual.DefaultCapacity] (80 GiB). With
 	// NewBackend and Capacity 0, the capacity reported is the total that
 	// the first device's MemInfo gives.
 	Capacity int64
 	// NewBackend, if not nil, makes the backend of each device index that
 	// the trace uses, when the device is first used. The default makes a
-	// [Device] of Capacity bytes. After the replay, the engine closes each
+	// [virtual.Device] of Capacity bytes. After the replay, the engine closes each
 	// device's allocator and then its backend if they implement io.Closer.
 	NewBackend func(device int) (gpualloc.Backend, error)
 
@@ -548,7 +549,7 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	e.strategy, _, _ = strings.Cut(e.res.Strategy, ":")
 	e.res.CapacityBytes = cfg.Capacity
 	if cfg.NewBackend == nil && cfg.Capacity == 0 {
-		e.res.CapacityBytes = DefaultCapacity
+		e.res.CapacityBytes = virtual.DefaultCapacity
 		e.memory, _ = r.(traces.CapacityReporter)
 	}
 	if cfg.SeriesBuckets >= 0 {
@@ -807,8 +808,8 @@ func (e *engine) device(i int32) (*device, error) {
 	if i >= 0 && int(i) < len(e.devs) && e.devs[i] != nil {
 		return e.devs[i], nil
 	}
-	if i < 0 || i > MaxDevice {
-		return nil, fmt.Errorf("device index %d out of range [0, %d]", i, MaxDevice)
+	if i < 0 || i > virtual.MaxIndex {
+		return nil, fmt.Errorf("device index %d out of range [0, %d]", i, virtual.MaxIndex)
 	}
 	if int(i) >= len(e.devs) {
 		e.devs = append(e.devs, make([]*device, int(i)+1-len(e.devs))...)
@@ -818,7 +819,7 @@ func (e *engine) device(i int32) (*device, error) {
 	if e.cfg.NewBackend != nil {
 		d.backend, err = e.cfg.NewBackend(int(i))
 	} else {
-		d.backend, err = NewDevice(int(i), e.deviceCapacity(int(i)))
+		d.backend, err = virtual.New(virtual.Options{Index: int(i), Capacity: e.deviceCapacity(int(i))})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("device %d: %w", i, err)
