@@ -177,8 +177,7 @@ func (d *Device) Capacity() int64 { return d.capacity }
 func (d *Device) Stats() Stats {
 	st := d.st
 	st.Regions = len(d.live) + len(d.regions)
-	v := d.vm.Stats()
-	st.Ranges, st.AddressSpace, st.Handles, st.Physical, st.Mappings = v.Ranges, v.AddressSpace, v.Handles, v.Physical, v.Mappings
+	st.Ranges, st.AddressSpace, st.Handles, st.Physical, st.Mappings = d.vm.InUse()
 	return st
 }
 
