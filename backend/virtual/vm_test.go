@@ -1,6 +1,7 @@
 package virtual
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,10 +14,13 @@ var _ gpualloc.VirtualMemory = (*Device)(nil)
 
 const g = Granularity
 
-// TestVirtualMemoryRules runs each rule of gpualloc.VirtualMemory on a
-// device holding one range of 4 pages with 2 pages of physical memory
-// mapped at its start, and checks the error, that an invalid call is
-// counted and that nothing else changed.
+// TestVirtualMemoryRules runs calls of gpualloc.VirtualMemory on a device
+// holding one range of 4 pages with 2 pages of physical memory mapped at
+// its start and 1 page not mapped. A call the rules refuse fails with the
+// error wanted, is counted as an invalid call (unless it ran out of
+// memory) and changes nothing else; the books' check of the call
+// (vmem.Space.CanMap, ...), where there is one, returns the call's error
+// and changes nothing.
 func TestVirtualMemoryRules(t *testing.T) {
 	type state struct {
 		d      *Device
@@ -25,31 +29,48 @@ func TestVirtualMemoryRules(t *testing.T) {
 		before Stats
 	}
 	for _, c := range []struct {
-		name string
-		call func(s *state) error
-		want error
+		name      string
+		call, can func(s *state) error
+		want      error
 	}{
-		{"reserve of 0 bytes", func(s *state) error { _, err := s.d.Reserve(0); return err }, gpualloc.ErrInvalidSize},
-		{"reserve of part of a page", func(s *state) error { _, err := s.d.Reserve(g + 1); return err }, gpualloc.ErrInvalidSize},
-		{"reserve past the window", func(s *state) error { _, err := s.d.Reserve(int64(ReserveSpacing)); return err }, gpualloc.ErrOutOfMemory},
-		{"create of part of a page", func(s *state) error { _, err := s.d.Create(g / 2); return err }, gpualloc.ErrInvalidSize},
-		{"create past capacity", func(s *state) error { _, err := s.d.Create(4 * g); return err }, gpualloc.ErrOutOfMemory},
-		{"map over a mapping", func(s *state) error { return s.d.Map(s.base+uint64(g), s.h2) }, gpualloc.ErrInvalidFree},
-		{"map past the range's end", func(s *state) error { return s.d.Map(s.base+3*uint64(g), s.h) }, gpualloc.ErrInvalidFree},
-		{"map outside every range", func(s *state) error { return s.d.Map(Base, s.h2) }, gpualloc.ErrInvalidFree},
-		{"map not aligned", func(s *state) error { return s.d.Map(s.base+2*uint64(g)+512, s.h2) }, gpualloc.ErrInvalidFree},
-		{"map of no memory", func(s *state) error { return s.d.Map(s.base+2*uint64(g), 99) }, gpualloc.ErrInvalidFree},
-		{"unmap where nothing is mapped", func(s *state) error { return s.d.Unmap(s.base+2*uint64(g), g) }, gpualloc.ErrInvalidFree},
-		{"unmap inside a mapping", func(s *state) error { return s.d.Unmap(s.base+uint64(g), g) }, gpualloc.ErrInvalidFree},
-		{"unmap with the wrong size", func(s *state) error { return s.d.Unmap(s.base, g) }, gpualloc.ErrInvalidFree},
-		{"release of mapped memory", func(s *state) error { return s.d.Release(s.h) }, gpualloc.ErrInvalidFree},
+		{"reserve of 0 bytes", func(s *state) error { _, err := s.d.Reserve(0); return err }, nil, gpualloc.ErrInvalidSize},
+		{"reserve of part of a page", func(s *state) error { _, err := s.d.Reserve(g + 1); return err }, nil, gpualloc.ErrInvalidSize},
+		{"reserve past the window", func(s *state) error { _, err := s.d.Reserve(int64(ReserveSpacing)); return err }, nil, gpualloc.ErrOutOfMemory},
+		{"create of part of a page", func(s *state) error { _, err := s.d.Create(g / 2); return err }, nil, gpualloc.ErrInvalidSize},
+		{"create past capacity", func(s *state) error { _, err := s.d.Create(4 * g); return err }, nil, gpualloc.ErrOutOfMemory},
+		{"map", func(s *state) error { return s.d.Map(s.base+2*uint64(g), s.h2) },
+			func(s *state) error { return s.d.vm.CanMap(s.base+2*uint64(g), s.h2) }, nil},
+		{"map over a mapping", func(s *state) error { return s.d.Map(s.base+uint64(g), s.h2) },
+			func(s *state) error { return s.d.vm.CanMap(s.base+uint64(g), s.h2) }, gpualloc.ErrInvalidFree},
+		{"map past the range's end", func(s *state) error { return s.d.Map(s.base+3*uint64(g), s.h) },
+			func(s *state) error { return s.d.vm.CanMap(s.base+3*uint64(g), s.h) }, gpualloc.ErrInvalidFree},
+		{"map outside every range", func(s *state) error { return s.d.Map(Base, s.h2) },
+			func(s *state) error { return s.d.vm.CanMap(Base, s.h2) }, gpualloc.ErrInvalidFree},
+		{"map not aligned", func(s *state) error { return s.d.Map(s.base+2*uint64(g)+512, s.h2) },
+			func(s *state) error { return s.d.vm.CanMap(s.base+2*uint64(g)+512, s.h2) }, gpualloc.ErrInvalidFree},
+		{"map of no memory", func(s *state) error { return s.d.Map(s.base+2*uint64(g), 99) },
+			func(s *state) error { return s.d.vm.CanMap(s.base+2*uint64(g), 99) }, gpualloc.ErrInvalidFree},
+		{"unmap", func(s *state) error { return s.d.Unmap(s.base, 2*g) },
+			func(s *state) error { return s.d.vm.CanUnmap(s.base, 2*g) }, nil},
+		{"unmap where nothing is mapped", func(s *state) error { return s.d.Unmap(s.base+2*uint64(g), g) },
+			func(s *state) error { return s.d.vm.CanUnmap(s.base+2*uint64(g), g) }, gpualloc.ErrInvalidFree},
+		{"unmap inside a mapping", func(s *state) error { return s.d.Unmap(s.base+uint64(g), g) },
+			func(s *state) error { return s.d.vm.CanUnmap(s.base+uint64(g), g) }, gpualloc.ErrInvalidFree},
+		{"unmap with the wrong size", func(s *state) error { return s.d.Unmap(s.base, g) },
+			func(s *state) error { return s.d.vm.CanUnmap(s.base, g) }, gpualloc.ErrInvalidFree},
+		{"release", func(s *state) error { return s.d.Release(s.h2) },
+			func(s *state) error { return s.d.vm.CanRelease(s.h2) }, nil},
+		{"release of mapped memory", func(s *state) error { return s.d.Release(s.h) },
+			func(s *state) error { return s.d.vm.CanRelease(s.h) }, gpualloc.ErrInvalidFree},
 		{"release twice", func(s *state) error {
 			require.NoError(t, s.d.Release(s.h2))
 			s.before = s.d.Stats()
 			return s.d.Release(s.h2)
-		}, gpualloc.ErrInvalidFree},
-		{"unreserve with a mapping", func(s *state) error { return s.d.Unreserve(s.base, 4*g) }, gpualloc.ErrInvalidFree},
-		{"unreserve of part of a range", func(s *state) error { return s.d.Unreserve(s.base, 2*g) }, gpualloc.ErrInvalidFree},
+		}, nil, gpualloc.ErrInvalidFree},
+		{"unreserve with a mapping", func(s *state) error { return s.d.Unreserve(s.base, 4*g) },
+			func(s *state) error { return s.d.vm.CanUnreserve(s.base, 4*g) }, gpualloc.ErrInvalidFree},
+		{"unreserve of part of a range", func(s *state) error { return s.d.Unreserve(s.base, 2*g) },
+			func(s *state) error { return s.d.vm.CanUnreserve(s.base, 2*g) }, gpualloc.ErrInvalidFree},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := newDevice(t, Options{Index: 1, Capacity: 5 * g})
@@ -64,7 +85,19 @@ func TestVirtualMemoryRules(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, d.Map(s.base, s.h))
 			s.before = d.Stats()
+			var cerr error
+			if c.can != nil {
+				cerr = c.can(s)
+				require.Equal(t, s.before, d.Stats(), "the check changes nothing")
+			}
 			err = c.call(s)
+			if c.can != nil {
+				assert.Equal(t, fmt.Sprint(err), fmt.Sprint(cerr), "the check returns the call's error")
+			}
+			if c.want == nil {
+				assert.NoError(t, err)
+				return
+			}
 			assert.ErrorIs(t, err, c.want)
 			after := d.Stats()
 			if c.want == gpualloc.ErrOutOfMemory {
