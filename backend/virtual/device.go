@@ -136,7 +136,7 @@ type Device struct {
 	fail     int              // allocations still to refuse
 	st       Stats
 	err      error      // first invalid call
-	vm       vmem.Space // virtual memory; its Prefix starts every error
+	vm       vmem.Space // virtual memory, set up by space on first use
 }
 
 // New returns a device as opt says. It fails if opt.Index is out of
@@ -156,10 +156,6 @@ func New(opt Options) (*Device, error) {
 		capacity: opt.Capacity,
 		reuse:    opt.Reuse,
 		next:     Base + uint64(opt.Index)*Spacing,
-		vm: vmem.Space{
-			Base: ReserveBase + uint64(opt.Index)*ReserveSpacing, Size: ReserveSpacing, Gran: Granularity,
-			Prefix: fmt.Sprintf("virtual: device %d", opt.Index),
-		},
 	}
 	if !d.reuse {
 		d.live = make(map[uint64]int64)
@@ -195,7 +191,7 @@ func (d *Device) FailMallocs(n int) { d.fail = max(n, 0) }
 // Malloc hands out a region of size bytes and returns its address.
 func (d *Device) Malloc(size int64) (uint64, error) {
 	if size <= 0 {
-		return 0, d.invalid(fmt.Errorf("%s: malloc of %d bytes: %w", d.vm.Prefix, size, gpualloc.ErrInvalidSize))
+		return 0, d.invalid(fmt.Errorf("virtual: device %d: malloc of %d bytes: %w", d.index, size, gpualloc.ErrInvalidSize))
 	}
 	if err := d.take("malloc", size); err != nil {
 		return 0, err
@@ -220,12 +216,12 @@ func (d *Device) take(what string, size int64) error {
 	if d.fail > 0 {
 		d.fail--
 		d.st.FailedMallocs++
-		return fmt.Errorf("%s: %s of %d bytes: injected failure: %w", d.vm.Prefix, what, size, gpualloc.ErrOutOfMemory)
+		return fmt.Errorf("virtual: device %d: %s of %d bytes: injected failure: %w", d.index, what, size, gpualloc.ErrOutOfMemory)
 	}
 	if size > d.capacity-d.st.Used {
 		d.st.FailedMallocs++
-		return fmt.Errorf("%s: %s of %d bytes with %d of %d bytes in use: %w",
-			d.vm.Prefix, what, size, d.st.Used, d.capacity, gpualloc.ErrOutOfMemory)
+		return fmt.Errorf("virtual: device %d: %s of %d bytes with %d of %d bytes in use: %w",
+			d.index, what, size, d.st.Used, d.capacity, gpualloc.ErrOutOfMemory)
 	}
 	d.st.Used += size
 	d.st.PeakUsed = max(d.st.PeakUsed, d.st.Used)
@@ -261,12 +257,12 @@ func (d *Device) Free(addr uint64, size int64) error {
 		got, ok = d.live[addr]
 	}
 	if !ok {
-		return d.invalid(fmt.Errorf("%s: free of %#x (%d bytes), not a live region: %w",
-			d.vm.Prefix, addr, size, gpualloc.ErrInvalidFree))
+		return d.invalid(fmt.Errorf("virtual: device %d: free of %#x (%d bytes), not a live region: %w",
+			d.index, addr, size, gpualloc.ErrInvalidFree))
 	}
 	if got != size {
-		return d.invalid(fmt.Errorf("%s: free of %#x with size %d, allocated with size %d: %w",
-			d.vm.Prefix, addr, size, got, gpualloc.ErrInvalidFree))
+		return d.invalid(fmt.Errorf("virtual: device %d: free of %#x with size %d, allocated with size %d: %w",
+			d.index, addr, size, got, gpualloc.ErrInvalidFree))
 	}
 	if d.reuse {
 		d.regions = slices.Delete(d.regions, i, i+1)

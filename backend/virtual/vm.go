@@ -1,5 +1,11 @@
 package virtual
 
+import (
+	"fmt"
+
+	"github.com/gpualloc/gpualloc/internal/vmem"
+)
+
 // Virtual memory of the virtual devices (see [gpualloc.VirtualMemory]).
 const (
 	// Granularity is the page of physical memory and the alignment of
@@ -20,6 +26,18 @@ const (
 	ReserveSpacing uint64 = 1 << 46
 )
 
+// space returns the device's virtual memory, set up on first use so that a
+// device that never uses it costs nothing for it.
+func (d *Device) space() *vmem.Space {
+	if d.vm.Gran == 0 {
+		d.vm = vmem.Space{
+			Base: ReserveBase + uint64(d.index)*ReserveSpacing, Size: ReserveSpacing, Gran: Granularity,
+			Prefix: fmt.Sprintf("virtual: device %d", d.index),
+		}
+	}
+	return &d.vm
+}
+
 // Granularity returns [Granularity].
 func (d *Device) Granularity() int64 { return Granularity }
 
@@ -27,7 +45,7 @@ func (d *Device) Granularity() int64 { return Granularity }
 // [Granularity], at the lowest address of the device's window where they
 // fit, and returns it. It holds no memory. O(ranges).
 func (d *Device) Reserve(size int64) (uint64, error) {
-	addr, err := d.vm.Reserve(size)
+	addr, err := d.space().Reserve(size)
 	if err == nil {
 		d.st.Reserves++
 	}
@@ -37,7 +55,7 @@ func (d *Device) Reserve(size int64) (uint64, error) {
 // Unreserve frees the range Reserve returned at addr, of size bytes, which
 // must have nothing mapped. O(ranges).
 func (d *Device) Unreserve(addr uint64, size int64) error {
-	err := d.vm.Unreserve(addr, size)
+	err := d.space().Unreserve(addr, size)
 	if err == nil {
 		d.st.Unreserves++
 	}
@@ -48,7 +66,8 @@ func (d *Device) Unreserve(addr uint64, size int64) error {
 // counted against the device's capacity, and returns its handle (never 0).
 // O(1).
 func (d *Device) Create(size int64) (uint64, error) {
-	if err := d.vm.CheckSize("create", size); err != nil {
+	s := d.space()
+	if err := s.CheckSize("create", size); err != nil {
 		return 0, d.invalid(err)
 	}
 	if err := d.take("create", size); err != nil {
@@ -56,13 +75,13 @@ func (d *Device) Create(size int64) (uint64, error) {
 	}
 	d.st.Creates++
 	d.st.CreateBytes += size
-	return d.vm.Create(size), nil
+	return s.Create(size), nil
 }
 
 // Release frees the physical memory of handle, which must be mapped
 // nowhere. O(1).
 func (d *Device) Release(handle uint64) error {
-	size, err := d.vm.Release(handle)
+	size, err := d.space().Release(handle)
 	if err == nil {
 		d.st.Releases++
 		d.st.Used -= size
@@ -73,7 +92,7 @@ func (d *Device) Release(handle uint64) error {
 // Map maps the physical memory of handle at addr, inside one reserved
 // range, where nothing is mapped. O(pages mapped).
 func (d *Device) Map(addr uint64, handle uint64) error {
-	err := d.vm.Map(addr, handle)
+	err := d.space().Map(addr, handle)
 	if err == nil {
 		d.st.Maps++
 	}
@@ -82,7 +101,7 @@ func (d *Device) Map(addr uint64, handle uint64) error {
 
 // Unmap unmaps what one Map mapped at addr, size bytes. O(pages).
 func (d *Device) Unmap(addr uint64, size int64) error {
-	err := d.vm.Unmap(addr, size)
+	err := d.space().Unmap(addr, size)
 	if err == nil {
 		d.st.Unmaps++
 	}
