@@ -43,10 +43,10 @@ type Options struct {
 	Capacity int64
 	// Reuse makes Malloc take the lowest aligned address where the region
 	// fits between the live regions (first fit), so that freed addresses
-	// are reused as on a real device: O(regions) per Malloc, O(log
-	// regions) per Free. Without it, addresses are never reused: each
-	// region takes the first aligned address after the previous region's
-	// end, and Malloc and Free are O(1).
+	// are reused as on a real device: O(regions) per Malloc and Free (a
+	// search and a copy of the sorted regions). Without it, addresses are
+	// never reused: each region takes the first aligned address after the
+	// previous region's end, and Malloc and Free are O(1).
 	Reuse bool
 }
 
@@ -121,11 +121,11 @@ type Stats struct {
 // then lie in a region or in mapped memory of one reserved range
 // ([Device.Holds]).
 //
-// Malloc and Free are O(1) without [Options].Reuse; MemInfo is O(1). In
-// steady state no call allocates. The device remembers only its live
-// regions, ranges, physical memory and mappings, so its memory is
-// proportional to them, not to the number of calls. A Device is not safe
-// for concurrent use.
+// Malloc and Free are O(1) without [Options].Reuse, O(regions) with it;
+// MemInfo is O(1). In steady state no call allocates. The device remembers
+// only its live regions, ranges, physical memory and mappings, so its
+// memory is proportional to them, not to the number of calls. A Device is
+// not safe for concurrent use.
 type Device struct {
 	index    int
 	capacity int64

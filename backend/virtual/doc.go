@@ -13,7 +13,7 @@
 //     are O(1), which is what a replay of millions of events wants.
 //   - With [Options].Reuse, each region takes the lowest aligned address
 //     where it fits between the live ones (first fit), as on a real device,
-//     at O(regions) per Malloc.
+//     at O(regions) per Malloc and Free.
 //
 // Either way the device checks how it is used: a call that no correct
 // allocator makes (a Free of an address it did not hand out or with another
