@@ -2,7 +2,7 @@
 // memory-pool strategies.
 //
 // An [Allocator] hands out [Block]s of device memory that it takes from a
-// [Backend]: the simulator's virtual device, host memory or a real GPU.
+// [Backend]: a virtual device (backend/virtual), host memory or a real GPU.
 // Everything else a strategy can do (report [Stats], give its cache back to
 // the device, allocate per stream) is an optional interface discovered by
 // type assertion, the way database/sql/driver does it.

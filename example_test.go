@@ -5,7 +5,7 @@ import (
 	"os"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	_ "github.com/gpualloc/gpualloc/strategy/all"
 )
 
@@ -15,7 +15,7 @@ func ExampleFromEnv() {
 	os.Setenv("MXNET_GPU_MEM_POOL_TYPE", "Round")
 	defer os.Unsetenv("MXNET_GPU_MEM_POOL_TYPE")
 
-	dev, _ := sim.NewDevice(0, 16<<30) // a virtual 16 GiB GPU
+	dev, _ := virtual.New(virtual.Options{Capacity: 16 << 30}) // a virtual 16 GiB GPU
 	a, err := gpualloc.FromEnv(dev)
 	if err != nil {
 		fmt.Println(err)
@@ -36,7 +36,7 @@ func ExampleFromEnv() {
 
 // A spec names a strategy and its parameters; sizes take units.
 func ExampleOpen() {
-	dev, _ := sim.NewDevice(0, 80<<30)
+	dev, _ := virtual.New(virtual.Options{Capacity: 80 << 30})
 	a, err := gpualloc.Open("naive:page=8KiB", dev)
 	if err != nil {
 		fmt.Println(err)

@@ -27,7 +27,7 @@ func chooseBackend(name string, capacity int64, capacitySet bool) (backendChoice
 	switch name {
 	case "sim":
 		if !capacitySet {
-			return backendChoice{}, nil // sim.DefaultCapacity, or the trace's
+			return backendChoice{}, nil // virtual.DefaultCapacity, or the trace's
 		}
 		return backendChoice{capacity: capacity}, nil
 	case "host":

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/plan"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/sim/report"
@@ -395,7 +396,7 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 	var chosen []*gpualloc.Params
 	seen := map[string]bool{}
 	add := func(p *gpualloc.Params) error {
-		dev, err := sim.NewDevice(0, capacity)
+		dev, err := virtual.New(virtual.Options{Capacity: capacity})
 		if err != nil {
 			return err
 		}

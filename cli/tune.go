@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/internal/tabular"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/traces"
@@ -81,7 +82,7 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 	}
 	var err error
 	if capacityText == "" {
-		opts.Capacity = sim.DefaultCapacity
+		opts.Capacity = virtual.DefaultCapacity
 	} else if opts.Capacity, err = gpualloc.ParseSize(capacityText); err != nil || opts.Capacity <= 0 {
 		return usagef("--capacity %q: want a positive size such as 80GiB", capacityText)
 	}

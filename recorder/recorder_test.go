@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/recorder"
 	"github.com/gpualloc/gpualloc/sim"
 	_ "github.com/gpualloc/gpualloc/strategy/all"
@@ -51,7 +52,7 @@ func TestRecordThenReplay(t *testing.T) {
 			Params: p,
 			NewBackend: func(i int) (gpualloc.Backend, error) {
 				device = i
-				return sim.NewDevice(i, 0)
+				return virtual.New(virtual.Options{Index: i})
 			},
 			Open: func(b gpualloc.Backend) (gpualloc.Allocator, error) {
 				a, err := p.Open(b)
@@ -95,7 +96,7 @@ func (c *tick) read() time.Time { c.now = c.now.Add(c.step); return c.now }
 func TestEvents(t *testing.T) {
 	var buf bytes.Buffer
 	clock := &tick{now: time.Unix(1000, 0), step: 1500 * time.Microsecond}
-	dev, err := sim.NewDevice(0, 1<<30)
+	dev, err := virtual.New(virtual.Options{Capacity: 1 << 30})
 	require.NoError(t, err)
 	a, err := gpualloc.Open("bestfit", dev)
 	require.NoError(t, err)
@@ -143,7 +144,7 @@ func TestOptionalInterfaces(t *testing.T) {
 	assert.True(t, ok, "always: the stream is recorded")
 
 	for _, name := range gpualloc.Names() {
-		dev, err := sim.NewDevice(0, 1<<30)
+		dev, err := virtual.New(virtual.Options{Capacity: 1 << 30})
 		require.NoError(t, err)
 		inner, err := gpualloc.Open(name, dev)
 		require.NoError(t, err)
@@ -166,7 +167,7 @@ func is[T any](a gpualloc.Allocator) bool { _, ok := a.(T); return ok }
 
 func TestConcurrentUse(t *testing.T) {
 	var buf bytes.Buffer
-	dev, err := sim.NewDevice(0, 1<<30)
+	dev, err := virtual.New(virtual.Options{Capacity: 1 << 30})
 	require.NoError(t, err)
 	a, err := gpualloc.Open("bestfit", dev)
 	require.NoError(t, err)
@@ -202,7 +203,7 @@ type failing struct{}
 func (failing) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 func TestWriteErrorKeepsAllocating(t *testing.T) {
-	dev, err := sim.NewDevice(0, 1<<30)
+	dev, err := virtual.New(virtual.Options{Capacity: 1 << 30})
 	require.NoError(t, err)
 	a, err := gpualloc.Open("naive", dev)
 	require.NoError(t, err)
@@ -222,7 +223,7 @@ func TestRecordsCategories(t *testing.T) {
 	cols := []traces.Column{traces.ColOp, traces.ColID, traces.ColSize, traces.ColStream, traces.ColCategory}
 	for _, name := range []string{"dualcursor", "bestfit"} {
 		var buf bytes.Buffer
-		dev, err := sim.NewDevice(0, 1<<30)
+		dev, err := virtual.New(virtual.Options{Capacity: 1 << 30})
 		require.NoError(t, err)
 		a, err := gpualloc.Open(name, dev)
 		require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 )
 
 // A device is one device of the trace: its allocator, and the counting
@@ -173,8 +174,8 @@ func (e *engine) device(i int32) (*device, error) {
 	if i >= 0 && int(i) < len(e.devs) && e.devs[i] != nil {
 		return e.devs[i], nil
 	}
-	if i < 0 || i > MaxDevice {
-		return nil, fmt.Errorf("device index %d out of range [0, %d]", i, MaxDevice)
+	if i < 0 || i > virtual.MaxIndex {
+		return nil, fmt.Errorf("device index %d out of range [0, %d]", i, virtual.MaxIndex)
 	}
 	if int(i) >= len(e.devs) {
 		e.devs = append(e.devs, make([]*device, int(i)+1-len(e.devs))...)
@@ -184,7 +185,7 @@ func (e *engine) device(i int32) (*device, error) {
 	if e.cfg.NewBackend != nil {
 		d.backend, err = e.cfg.NewBackend(int(i))
 	} else {
-		d.backend, err = NewDevice(int(i), e.deviceCapacity(int(i)))
+		d.backend, err = virtual.New(virtual.Options{Index: int(i), Capacity: e.deviceCapacity(int(i))})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("device %d: %w", i, err)

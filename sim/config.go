@@ -30,13 +30,13 @@ type Config struct {
 	Backend string
 	// Capacity is the size of each virtual device, and the capacity
 	// reported; 0 means the device's memory where the reader knows it (a
-	// [CapacityReporter]), else [DefaultCapacity] (80 GiB). With
+	// [CapacityReporter]), else virtual.DefaultCapacity (80 GiB). With
 	// NewBackend and Capacity 0, the capacity reported is the total that
 	// the first device's MemInfo gives.
 	Capacity int64
 	// NewBackend, if not nil, makes the backend of each device index that
 	// the trace uses, when the device is first used. The default makes a
-	// [Device] of Capacity bytes. After the replay, the engine closes each
+	// virtual.Device of Capacity bytes. After the replay, the engine closes each
 	// device's allocator and then its backend if they implement io.Closer.
 	NewBackend func(device int) (gpualloc.Backend, error)
 

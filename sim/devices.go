@@ -59,7 +59,7 @@ type CapacityReporter interface {
 // Config.Capacity; without it, the device's memory as the trace tells it
 // (a PyTorch snapshot that records an out-of-memory error, see
 // CapacityReporter), which the Result then reports (the largest, for
-// several devices), else DefaultCapacity.
+// several devices), else virtual.DefaultCapacity.
 func (e *engine) deviceCapacity(i int) int64 {
 	if e.memory == nil {
 		return e.cfg.Capacity

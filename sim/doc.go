@@ -1,11 +1,10 @@
 // Package sim replays allocation traces into a strategy and measures how it
-// behaves: the virtual device, the replay engine, its metrics and time
-// series.
+// behaves: the replay engine, its metrics and time series.
 //
 // [Replay] streams the events of a [traces.Reader] into one allocator per
-// device index of the trace, each on its own backend: by default a virtual
-// [Device] of 80 GiB that hands out realistic addresses without holding
-// memory. [RunAll] runs several replays (traces × strategies) in parallel,
+// device index of the trace, each on its own backend: by default a
+// [virtual.Device] of 80 GiB that hands out realistic addresses without
+// holding memory, never reusing them. [RunAll] runs several replays (traces × strategies) in parallel,
 // with results in a fixed order.
 //
 // # What is measured
@@ -55,5 +54,6 @@
 // allocates nothing per event: its memory grows with the peak number of
 // live allocations (a slice indexed by [traces.Event].Slot) and the number
 // of devices, not with the trace's length. The series has a fixed size. The
-// [Device] does O(1) work per call and remembers only its live regions.
+// virtual device does O(1) work per call and remembers only its live
+// regions.
 package sim

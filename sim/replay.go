@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -145,7 +146,7 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	e.strategy = e.res.Strategy.Name
 	e.res.CapacityBytes = cfg.Capacity
 	if cfg.NewBackend == nil && cfg.Capacity == 0 {
-		e.res.CapacityBytes = DefaultCapacity
+		e.res.CapacityBytes = virtual.DefaultCapacity
 		e.memory, _ = r.(CapacityReporter)
 	}
 	if cfg.SeriesBuckets >= 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -35,7 +36,7 @@ func TestReplayExact(t *testing.T) {
 	assert.Equal(t, "small", res.Trace)
 	assert.Equal(t, "exact", res.Strategy.Spec)
 	assert.Equal(t, "sim", res.Backend)
-	assert.Equal(t, DefaultCapacity, res.CapacityBytes)
+	assert.Equal(t, virtual.DefaultCapacity, res.CapacityBytes)
 	assert.Equal(t, int64(8), res.Events)
 	assert.Equal(t, int64(4), res.Allocs)
 	assert.Equal(t, int64(4), res.Frees)
@@ -221,9 +222,9 @@ func TestReplayMultiDevice(t *testing.T) {
 		free(2).
 		on(2, 0).alloc(5, 4000). // device 2: 4000, total 6500
 		free(3).free(4).free(5)
-	var devs []*Device
+	var devs []*virtual.Device
 	newBackend := func(i int) (gpualloc.Backend, error) {
-		d, err := NewDevice(i, 1<<20)
+		d, err := virtual.New(virtual.Options{Index: i, Capacity: 1 << 20})
 		devs = append(devs, d)
 		return d, err
 	}
@@ -256,7 +257,7 @@ func TestReplaySparseDevices(t *testing.T) {
 	assert.Equal(t, 2, res.Devices[0].Device)
 	assert.Equal(t, 5, res.Devices[1].Device)
 
-	tr = newTrace().on(MaxDevice+1, 0).alloc(1, 10)
+	tr = newTrace().on(virtual.MaxIndex+1, 0).alloc(1, 10)
 	_, err = Replay(tr.reader(), Config{Open: openExact})
 	assert.ErrorContains(t, err, "device index 65536 out of range")
 	tr = newTrace().on(-1, 0).alloc(1, 10)
@@ -339,7 +340,7 @@ func TestReplayAllocatorErrorAborts(t *testing.T) {
 	res, err := Replay(smallTrace().reader(), Config{Trace: "small", Strategy: "buggy:x=1", Open: open})
 	require.ErrorIs(t, err, gpualloc.ErrInvalidFree)
 	assert.EqualError(t, err, "small: buggy: event 4: free of 3000 bytes (id 2, device 0): "+
-		"sim: device 0: free of 0x7f4000000400 with size 2999, allocated with size 3000: invalid free")
+		"virtual: device 0: free of 0x7f4000000400 with size 2999, allocated with size 3000: invalid free")
 	assert.Equal(t, int64(4), res.Events, "events before the failing one")
 }
 
@@ -410,7 +411,7 @@ func TestReplayConfigErrors(t *testing.T) {
 
 // closingBackend records that it was closed.
 type closingBackend struct {
-	*Device
+	*virtual.Device
 	closed *int
 }
 
@@ -419,7 +420,7 @@ func (c closingBackend) Close() error { *c.closed++; return nil }
 func TestReplayClosesBackends(t *testing.T) {
 	closed := 0
 	newBackend := func(i int) (gpualloc.Backend, error) {
-		d, err := NewDevice(i, 1<<20)
+		d, err := virtual.New(virtual.Options{Index: i, Capacity: 1 << 20})
 		return closingBackend{d, &closed}, err
 	}
 	tr := newTrace().alloc(1, 10).on(1, 0).alloc(2, 10)
@@ -569,7 +570,7 @@ func TestReplayMeasureTime(t *testing.T) {
 	// A backend whose every call takes a known time.
 	var clock slowBackend
 	newBackend := func(int) (gpualloc.Backend, error) {
-		d, err := NewDevice(0, 1<<30)
+		d, err := virtual.New(virtual.Options{Capacity: 1 << 30})
 		clock.Backend = d
 		return &clock, err
 	}

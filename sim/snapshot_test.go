@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -28,7 +29,7 @@ func TestSnapshotRecordsDeviceCalls(t *testing.T) {
 	// free_completed.
 	tb := newTrace().on(0, 7).alloc(1, 1000).on(1, 9).alloc(2, 3000).free(1).on(0, 7).alloc(3, 600)
 	s, _ := replaySnapshot(t, tb, Config{Open: openExact, Strategy: "exact"})
-	d0, d1 := DeviceBase, DeviceBase+DeviceSpacing
+	d0, d1 := virtual.Base, virtual.Base+virtual.Spacing
 	e := func(a snapshot.Action, addr uint64, size int64, stream uint64, time int64) snapshot.TraceEntry {
 		return snapshot.TraceEntry{Action: a, Addr: addr, Size: size, Stream: stream, TimeUS: time}
 	}
@@ -46,7 +47,7 @@ func TestSnapshotRecordsDeviceCalls(t *testing.T) {
 			Blocks: []snapshot.Block{{Address: d1, Size: 3000, RequestedSize: 3000, State: snapshot.ActiveAllocated}}},
 	}, s.Segments)
 	want := snapshot.DefaultSettings()
-	want.Other = map[string]any{"strategy": "exact", "device_memory": []any{int64(DefaultCapacity), int64(DefaultCapacity)}}
+	want.Other = map[string]any{"strategy": "exact", "device_memory": []any{int64(virtual.DefaultCapacity), int64(virtual.DefaultCapacity)}}
 	assert.Equal(t, &want, s.AllocatorSettings)
 }
 

@@ -44,6 +44,7 @@ import (
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/sim"
 	_ "github.com/gpualloc/gpualloc/strategy/pytorch" // the strategy tuned
 	"github.com/gpualloc/gpualloc/traces"
@@ -52,7 +53,7 @@ import (
 // Options configure [Run]. The zero value tunes for an 80 GiB device on
 // every core, without a memory fraction.
 type Options struct {
-	// Capacity is the device's size in bytes; 0 means sim.DefaultCapacity
+	// Capacity is the device's size in bytes; 0 means virtual.DefaultCapacity
 	// (80 GiB).
 	Capacity int64
 	// MemoryFraction, if in (0, 1], caps reserved memory at this fraction
@@ -170,7 +171,7 @@ const maxRounds = 16
 // when ctx is done.
 func Run(ctx context.Context, name string, events []traces.Event, opts Options) (*Report, error) {
 	if opts.Capacity == 0 {
-		opts.Capacity = sim.DefaultCapacity
+		opts.Capacity = virtual.DefaultCapacity
 	}
 	if opts.Capacity < 0 {
 		return nil, fmt.Errorf("tune: negative capacity %d", opts.Capacity)

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 )
@@ -60,7 +61,7 @@ func TestRunBundled(t *testing.T) {
 	assert.Greater(t, rep.Tried, 24, "the fine search tried neighbours")
 	require.NotEmpty(t, rep.Front)
 	assert.Equal(t, rep.Best, rep.Front[0], "the best is the front's lowest peak")
-	assert.Equal(t, int64(sim.DefaultCapacity), rep.Capacity)
+	assert.Equal(t, int64(virtual.DefaultCapacity), rep.Capacity)
 
 	// On a device just the size of that peak, under a memory fraction
 	// (which brings garbage_collection_threshold into the search), a

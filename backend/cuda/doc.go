@@ -1,7 +1,7 @@
 // Package cuda is a [gpualloc.Backend] on a real NVIDIA GPU, through the CUDA
 // driver API: Malloc is cuMemAlloc_v2, Free cuMemFree_v2 and MemInfo
 // cuMemGetInfo_v2, so that any strategy runs on the device as it runs on the
-// simulator's virtual one.
+// virtual one (backend/virtual).
 //
 //	b, err := cuda.Open(cuda.Options{Device: 0})
 //	if err != nil {

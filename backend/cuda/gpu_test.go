@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/cuda"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/bestfit"
 	"github.com/gpualloc/gpualloc/strategy/naive"
@@ -145,7 +146,7 @@ func TestGPUBackend(t *testing.T) {
 // which the suite checks, while the GPU gets the strategy's real sequence of
 // cuMemAlloc and cuMemFree calls.
 type mirror struct {
-	check *strategytest.Device
+	check *virtual.Device
 	gpu   *cuda.Backend
 	real  map[uint64]gpuRegion // by the checking device's address
 }
@@ -209,7 +210,7 @@ func TestGPUConformance(t *testing.T) {
 		opt  strategytest.Options
 	}{
 		{"naive", func(b gpualloc.Backend) (gpualloc.Allocator, error) { return naive.New(b, naive.DefaultConfig()) },
-			strategytest.Options{Caching: true, Align: strategytest.DeviceAlign, Seeds: []uint64{1, 2}}},
+			strategytest.Options{Caching: true, Align: virtual.Alignment, Seeds: []uint64{1, 2}}},
 		{"bestfit", func(b gpualloc.Backend) (gpualloc.Allocator, error) { return bestfit.New(b, bestfit.DefaultConfig()) },
 			strategytest.Options{Caching: true, Seeds: []uint64{1, 2}}},
 	}
@@ -223,9 +224,9 @@ func TestGPUConformance(t *testing.T) {
 						return nil, err
 					}
 				}
-				dev, ok := b.(*strategytest.Device)
+				dev, ok := b.(*virtual.Device)
 				if !ok {
-					return nil, fmt.Errorf("the suite opened the allocator on a %T, not a *strategytest.Device", b)
+					return nil, fmt.Errorf("the suite opened the allocator on a %T, not a *virtual.Device", b)
 				}
 				prev = &mirror{check: dev, gpu: gpu, real: make(map[uint64]gpuRegion)}
 				return s.open(prev)

@@ -287,8 +287,8 @@ func (v *VirtualBackend) VirtualInUse() (ranges, handles int, bytes int64, mappi
 	if v.vm == nil {
 		return 0, 0, 0, 0
 	}
-	st := v.vm.books.Stats()
-	return st.Ranges, st.Handles, st.Physical, st.Mappings
+	ranges, _, handles, bytes, mappings = v.vm.books.InUse()
+	return ranges, handles, bytes, mappings
 }
 
 // closeVM unmaps every mapping, releases every physical memory allocation

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/host"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	_ "github.com/gpualloc/gpualloc/strategy/all"
@@ -214,7 +215,7 @@ func TestReplayMatchesSim(t *testing.T) {
 				// Host memory has no virtual memory operations: compare
 				// with a virtual device without them.
 				simCfg.NewBackend = func(i int) (gpualloc.Backend, error) {
-					d, err := sim.NewDevice(i, capacity)
+					d, err := virtual.New(virtual.Options{Index: i, Capacity: capacity})
 					return struct{ gpualloc.Backend }{d}, err
 				}
 			}

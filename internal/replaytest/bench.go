@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 	"github.com/gpualloc/gpualloc/traces"
@@ -49,7 +50,7 @@ func ReplayPool(b *testing.B, open strategytest.OpenFunc, events []traces.Event)
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		if a, err = open(strategytest.NewDevice(sim.DefaultCapacity)); err != nil {
+		if a, err = open(strategytest.NewDevice(virtual.DefaultCapacity)); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

@@ -1,8 +1,9 @@
 // Package vmem keeps the books of a device's virtual memory for the
-// virtual devices of the simulator and of the conformance suite: reserved
-// address ranges, physical memory and the mappings between them, with the
-// checks that gpualloc.VirtualMemory's rules call for. The device counts
-// physical memory against its capacity itself.
+// virtual device (backend/virtual) and the CUDA backend: reserved address
+// ranges, physical memory and the mappings between them, with the checks
+// that gpualloc.VirtualMemory's rules call for. It holds what is live, not
+// counters of calls: the device counts its calls, and physical memory
+// against its capacity, itself.
 package vmem
 
 import (
@@ -12,22 +13,6 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 )
-
-// Stats are a Space's counters.
-type Stats struct {
-	Creates      int64 // successful Create calls
-	Releases     int64 // successful Release calls
-	CreateBytes  int64 // bytes of all successful Create calls
-	Physical     int64 // bytes of live physical memory
-	Maps         int64 // successful Map calls
-	Unmaps       int64 // successful Unmap calls
-	Reserves     int64 // successful Reserve calls
-	Unreserves   int64 // successful Unreserve calls
-	AddressSpace int64 // bytes of reserved ranges
-	Ranges       int   // reserved ranges
-	Mappings     int   // live mappings
-	Handles      int   // live physical memory allocations
-}
 
 // A Space is the virtual memory of one device: ranges reserved first fit in
 // the window [Base, Base+Size), physical memory in multiples of Gran. The
@@ -43,7 +28,9 @@ type Space struct {
 	phys   map[uint64]*phys   // live physical memory by handle
 	maps   map[uint64]mapping // live mappings by address
 	handle uint64             // last handle given
-	st     Stats
+
+	reserved int64 // bytes of reserved ranges
+	physical int64 // bytes of live physical memory
 }
 
 // A vrange is a reserved range; pages[i] is the handle mapped at its page
@@ -66,11 +53,11 @@ type mapping struct {
 	r      *vrange
 }
 
-// Stats returns the counters.
-func (s *Space) Stats() Stats {
-	st := s.st
-	st.Ranges, st.Mappings, st.Handles = len(s.ranges), len(s.maps), len(s.phys)
-	return st
+// InUse returns what the space holds: its reserved ranges and their bytes,
+// its live physical memory allocations and their bytes, and its live
+// mappings. O(1).
+func (s *Space) InUse() (ranges int, reserved int64, handles int, physical int64, mappings int) {
+	return len(s.ranges), s.reserved, len(s.phys), s.physical, len(s.maps)
 }
 
 func (s *Space) errorf(err error, format string, args ...any) error {
@@ -112,8 +99,7 @@ func (s *Space) Reserve(size int64) (uint64, error) {
 		return 0, s.errorf(gpualloc.ErrOutOfMemory, "reserve of %d bytes: address space exhausted", size)
 	}
 	s.ranges = slices.Insert(s.ranges, i, &vrange{base: addr, size: size})
-	s.st.Reserves++
-	s.st.AddressSpace += size
+	s.reserved += size
 	return addr, nil
 }
 
@@ -133,8 +119,7 @@ func (s *Space) Add(addr uint64, size int64) error {
 		return s.errorf(gpualloc.ErrInvalidFree, "range %#x+%d overlaps a reserved range", addr, size)
 	}
 	s.ranges = slices.Insert(s.ranges, i, &vrange{base: addr, size: size})
-	s.st.Reserves++
-	s.st.AddressSpace += size
+	s.reserved += size
 	return nil
 }
 
@@ -155,8 +140,7 @@ func (s *Space) Unreserve(addr uint64, size int64) error {
 		return err
 	}
 	s.ranges = slices.Delete(s.ranges, i, i+1)
-	s.st.Unreserves++
-	s.st.AddressSpace -= size
+	s.reserved -= size
 	return nil
 }
 
@@ -184,9 +168,7 @@ func (s *Space) Create(size int64) uint64 {
 	s.init()
 	s.handle++
 	s.phys[s.handle] = &phys{size: size}
-	s.st.Creates++
-	s.st.CreateBytes += size
-	s.st.Physical += size
+	s.physical += size
 	return s.handle
 }
 
@@ -198,8 +180,7 @@ func (s *Space) Release(handle uint64) (int64, error) {
 		return 0, err
 	}
 	delete(s.phys, handle)
-	s.st.Releases++
-	s.st.Physical -= p.size
+	s.physical -= p.size
 	return p.size, nil
 }
 
@@ -245,7 +226,6 @@ func (s *Space) Map(addr uint64, handle uint64) error {
 	r.live++
 	p.maps++
 	s.maps[addr] = mapping{handle: handle, size: p.size, r: r}
-	s.st.Maps++
 	return nil
 }
 
@@ -293,7 +273,6 @@ func (s *Space) Unmap(addr uint64, size int64) error {
 	m.r.live--
 	s.phys[m.handle].maps--
 	delete(s.maps, addr)
-	s.st.Unmaps++
 	return nil
 }
 

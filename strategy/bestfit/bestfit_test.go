@@ -76,7 +76,7 @@ func TestRegistry(t *testing.T) {
 		{Spec: "bestfit:chunk=lots", Err: "bestfit: chunk=lots: not a size: want bytes or a number with a unit such as MiB"},
 		{
 			Spec: "bestfit:initial=4GiB",
-			Err:  "bestfit: initial segment of 4294967296 bytes: strategytest: device malloc of 4294967296 bytes with 2147483648 of 2147483648 bytes free: out of memory",
+			Err:  "bestfit: initial segment of 4294967296 bytes: virtual: device 0: malloc of 4294967296 bytes with 0 of 2147483648 bytes in use: out of memory",
 		},
 		{Spec: "bestfit:page=4096", Err: `bestfit: unknown parameter "page" (known: round, min_block, split_threshold, grow, chunk, initial)`},
 	})

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
@@ -68,7 +69,7 @@ var testConfig = Config{Round: 512, MinBlock: 512, SplitThreshold: 512, Grow: Gr
 
 // build returns a pool in the state layout describes, on a device of 1 GiB,
 // and its live blocks in layout order.
-func build(t *testing.T, c Config, layout string) (*Pool, *strategytest.Device, []gpualloc.Block) {
+func build(t *testing.T, c Config, layout string) (*Pool, *virtual.Device, []gpualloc.Block) {
 	t.Helper()
 	return kit.Build(t, c, layout)
 }

@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
-	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
 const (
@@ -167,7 +167,7 @@ func build(t *testing.T, c Config, dev gpualloc.Backend, layout string) (*Pool, 
 // recorder is a device that records the size of every Malloc, refused or
 // not.
 type recorder struct {
-	*strategytest.Device
+	*virtual.Device
 	asked []int64
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/buddy"
@@ -41,7 +42,7 @@ func BenchmarkAllocFree(b *testing.B) {
 			var upper gpualloc.Block
 			for _, lo := range blks {
 				for _, hi := range blks {
-					if (lo.Addr-strategytest.DeviceBase)%uint64(2*lo.Size) == 0 && hi.Addr == lo.Addr+uint64(lo.Size) {
+					if (lo.Addr-virtual.Base)%uint64(2*lo.Size) == 0 && hi.Addr == lo.Addr+uint64(lo.Size) {
 						upper = hi
 					}
 				}

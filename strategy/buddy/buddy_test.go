@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/buddy"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
@@ -55,7 +56,7 @@ func TestConformance(t *testing.T) {
 			opt := tt.opt
 			opt.Caching = true
 			if opt.Align == 0 {
-				opt.Align = strategytest.DeviceAlign
+				opt.Align = virtual.Alignment
 			}
 			strategytest.Run(t, strategy.Open(tt.c), &opt)
 		})
@@ -132,7 +133,7 @@ func TestInterfaces(t *testing.T) {
 	assert.Implements(t, (*gpualloc.FreeSpaceReporter)(nil), a)
 }
 
-func newPool(t *testing.T, capacity int64, c buddy.Config) (*buddy.Pool, *strategytest.Device) {
+func newPool(t *testing.T, capacity int64, c buddy.Config) (*buddy.Pool, *virtual.Device) {
 	t.Helper()
 	dev := strategytest.NewDevice(capacity)
 	p, err := buddy.New(dev, c)
@@ -187,7 +188,7 @@ func TestOutOfMemoryReleasesEmptyArenas(t *testing.T) {
 	}
 	_, err := p.Alloc(1)
 	require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
-	assert.EqualError(t, err, "buddy: alloc of 1 bytes (512 rounded): device refused arenas of 1048576 bytes down to 512: strategytest: device malloc of 512 bytes with 0 of 4194304 bytes free: out of memory")
+	assert.EqualError(t, err, "buddy: alloc of 1 bytes (512 rounded): device refused arenas of 1048576 bytes down to 512: virtual: device 0: malloc of 512 bytes with 4194304 of 4194304 bytes in use: out of memory")
 	st := p.Stats()
 	assert.Equal(t, int64(1), st.OOMs)
 	assert.Equal(t, int64(1), st.Retries)
@@ -238,7 +239,7 @@ func TestRetryAfterRefusal(t *testing.T) {
 	require.NoError(t, p.ReleaseAll())
 	dev.FailMallocs(2)
 	b = alloc(t, p, 100)
-	assert.Equal(t, []strategytest.Region{{Addr: b.Addr, Size: 512 * KiB}}, dev.Regions())
+	assert.Equal(t, []virtual.Region{{Addr: b.Addr, Size: 512 * KiB}}, dev.Regions())
 	st = p.Stats()
 	assert.Equal(t, int64(3), st.Retries)
 	assert.Equal(t, int64(1), st.OOMs)
@@ -248,7 +249,7 @@ func TestRetryAfterRefusal(t *testing.T) {
 // asking is a backend that records the size of every Malloc asked of it,
 // granted or refused.
 type asking struct {
-	*strategytest.Device
+	*virtual.Device
 	asked []int64
 }
 
@@ -274,7 +275,7 @@ func TestDeviceSmallerThanArena(t *testing.T) {
 
 	a := alloc(t, p, 1)
 	assert.Equal(t, []int64{GiB, GiB, 512 * MiB}, dev.take())
-	assert.Equal(t, []strategytest.Region{{Addr: a.Addr, Size: 512 * MiB}}, dev.Regions())
+	assert.Equal(t, []virtual.Region{{Addr: a.Addr, Size: 512 * MiB}}, dev.Regions())
 	st, ds := p.Stats(), dev.Stats()
 	assert.Equal(t, int64(1), st.DeviceMallocs)
 	assert.Equal(t, int64(512*MiB), st.Reserved)
@@ -293,7 +294,7 @@ func TestDeviceSmallerThanArena(t *testing.T) {
 	// Another: a second arena, of the 256 MiB the device has left.
 	c := alloc(t, p, 256*MiB)
 	assert.Equal(t, []int64{GiB, GiB, 512 * MiB, 256 * MiB}, dev.take())
-	assert.Equal(t, []strategytest.Region{{Addr: a.Addr, Size: 512 * MiB}, {Addr: c.Addr, Size: 256 * MiB}}, dev.Regions())
+	assert.Equal(t, []virtual.Region{{Addr: a.Addr, Size: 512 * MiB}, {Addr: c.Addr, Size: 256 * MiB}}, dev.Regions())
 	assert.Equal(t, int64(768*MiB), dev.Stats().Used)
 
 	// Smaller requests come from the first arena's free blocks.
@@ -304,7 +305,7 @@ func TestDeviceSmallerThanArena(t *testing.T) {
 	// is refused, and the pool says so.
 	_, err = p.Alloc(200 * MiB)
 	require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
-	assert.EqualError(t, err, "buddy: alloc of 209715200 bytes (268435456 rounded): device refused arenas of 1073741824 bytes down to 268435456: strategytest: device malloc of 268435456 bytes with 0 of 805306368 bytes free: out of memory")
+	assert.EqualError(t, err, "buddy: alloc of 209715200 bytes (268435456 rounded): device refused arenas of 1073741824 bytes down to 268435456: virtual: device 0: malloc of 268435456 bytes with 805306368 of 805306368 bytes in use: out of memory")
 	assert.Equal(t, []int64{GiB, GiB, 512 * MiB, 256 * MiB}, dev.take())
 	st = p.Stats()
 	assert.Equal(t, int64(1), st.OOMs)
@@ -327,7 +328,7 @@ func TestDeviceSmallerThanArena(t *testing.T) {
 	assert.Empty(t, dev.Regions())
 	e := alloc(t, p, 300*MiB)
 	assert.Equal(t, []int64{GiB, GiB, 512 * MiB}, dev.take())
-	assert.Equal(t, []strategytest.Region{{Addr: e.Addr, Size: 512 * MiB}}, dev.Regions())
+	assert.Equal(t, []virtual.Region{{Addr: e.Addr, Size: 512 * MiB}}, dev.Regions())
 	require.NoError(t, p.Free(e))
 	require.NoError(t, p.ReleaseAll())
 	assert.Zero(t, dev.Stats().Used)
@@ -371,7 +372,7 @@ func TestFirstArenaOnSmallDevices(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, []strategytest.Region{{Addr: b.Addr, Size: tt.want}}, dev.Regions())
+			assert.Equal(t, []virtual.Region{{Addr: b.Addr, Size: tt.want}}, dev.Regions())
 			// The block's buddy is free, unless the block is the whole arena.
 			largest, total := p.FreeSpace()
 			if tt.want == 512 {
@@ -477,7 +478,7 @@ func TestInvalidFree(t *testing.T) {
 }
 
 // refusing is a backend whose Free fails.
-type refusing struct{ *strategytest.Device }
+type refusing struct{ *virtual.Device }
 
 func (refusing) Free(uint64, int64) error { return errors.New("device busy") }
 

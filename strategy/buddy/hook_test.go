@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
@@ -50,7 +51,7 @@ func parseLayout(layout string) ([]span, error) {
 // order from its head, arena by arena. Live blocks were asked for with their
 // full size; build returns them in address order, arena by arena, and the
 // pool's Stats count them and the device allocations of the arenas.
-func build(t testing.TB, c Config, capacity int64, layouts ...string) (*Pool, *strategytest.Device, []gpualloc.Block) {
+func build(t testing.TB, c Config, capacity int64, layouts ...string) (*Pool, *virtual.Device, []gpualloc.Block) {
 	t.Helper()
 	dev := strategytest.NewDevice(capacity)
 	p, err := New(dev, c)

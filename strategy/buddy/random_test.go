@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
@@ -18,7 +19,7 @@ import (
 // one against its own account of the live blocks and counters.
 type driver struct {
 	p     *Pool
-	dev   *strategytest.Device
+	dev   *virtual.Device
 	rec   *recorder        // the pool's backend: dev, recording the sizes asked of it
 	live  []gpualloc.Block // in the order allocated
 	freed []gpualloc.Block // recently freed, for invalid frees
@@ -33,7 +34,7 @@ type driver struct {
 // A recorder is a backend that records the size of every Malloc asked of
 // it, granted or refused.
 type recorder struct {
-	*strategytest.Device
+	*virtual.Device
 	asked []int64
 }
 
@@ -76,8 +77,8 @@ type growth struct {
 // size, and take the first the device grants.
 func (d *driver) expectGrowth(block int64) growth {
 	var g growth
-	ds := d.dev.Stats()
-	free, refuse := ds.Capacity-ds.Used, d.refuse
+	free, _ := d.dev.MemInfo()
+	refuse := d.refuse
 	try := func(size int64) bool {
 		g.asked = append(g.asked, size)
 		if refuse > 0 {
@@ -240,7 +241,7 @@ func (d *driver) invalidFree(x uint64) error {
 			b.Handle += 1 << 32
 		}
 	default:
-		b = gpualloc.Block{Addr: strategytest.DeviceBase, Size: 512, Requested: 1, Handle: x}
+		b = gpualloc.Block{Addr: virtual.Base, Size: 512, Requested: 1, Handle: x}
 	}
 	before, st := describe(d.p), d.p.Stats()
 	err := d.p.Free(b)

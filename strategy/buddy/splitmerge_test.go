@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
@@ -280,7 +281,7 @@ func TestOversizeArena(t *testing.T) {
 	big, err := p.Alloc(3 * MiB)
 	require.NoError(t, err)
 	assert.Equal(t, int64(4*MiB), big.Size)
-	assert.Equal(t, []strategytest.Region{{Addr: small.Addr, Size: MiB}, {Addr: big.Addr, Size: 4 * MiB}}, dev.Regions(),
+	assert.Equal(t, []virtual.Region{{Addr: small.Addr, Size: MiB}, {Addr: big.Addr, Size: 4 * MiB}}, dev.Regions(),
 		"an arena of the block's own size")
 	require.NoError(t, p.Free(big))
 	largest, total := p.FreeSpace()
@@ -303,7 +304,7 @@ func TestOversizeArena(t *testing.T) {
 
 	assert.Equal(t, []string{"A1 F1 F2 F4 F8 F16 F32 F64 F128 F256 F512 F1024", "F8192", "F16384"}, describe(p).Arenas)
 	require.NoError(t, p.ReleaseAll())
-	assert.Equal(t, []strategytest.Region{{Addr: small.Addr, Size: MiB}}, dev.Regions())
+	assert.Equal(t, []virtual.Region{{Addr: small.Addr, Size: MiB}}, dev.Regions())
 	require.NoError(t, p.Free(small))
 	require.NoError(t, p.ReleaseAll())
 	assert.Zero(t, dev.Stats().Used)

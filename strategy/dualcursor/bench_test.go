@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/dualcursor"
@@ -61,7 +62,7 @@ func replayDirect(b *testing.B, events []traces.Event) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		p = strategy.NewPool(b, sim.DefaultCapacity, dualcursor.DefaultConfig())
+		p = strategy.NewPool(b, virtual.DefaultCapacity, dualcursor.DefaultConfig())
 		b.StartTimer()
 		for _, ev := range events {
 			if int(ev.Slot) >= len(blocks) {

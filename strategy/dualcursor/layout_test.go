@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
@@ -140,7 +141,7 @@ func runSteps(t *testing.T, p *Pool, steps []step) []gpualloc.Block {
 	return blocks
 }
 
-func newSmall(t *testing.T, c Config, capacity int64) (*Pool, *strategytest.Device) {
+func newSmall(t *testing.T, c Config, capacity int64) (*Pool, *virtual.Device) {
 	t.Helper()
 	dev := strategytest.NewDevice(capacity)
 	p, err := New(dev, c)

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/dualcursor"
@@ -33,7 +34,7 @@ func TestReplayBundled(t *testing.T) {
 			t.Run(b.Name+"/block="+map[bool]string{true: "0", false: "1GiB"}[c.Block == 0], func(t *testing.T) {
 				res := replaytest.ReplayPeak(t, traces.NewSliceReader(b.Name, events), strategy.Open(c), peak)
 				if c.Block == 0 {
-					assert.Equal(t, sim.DefaultCapacity, res.PeakReservedBytes, "the whole device")
+					assert.Equal(t, virtual.DefaultCapacity, res.PeakReservedBytes, "the whole device")
 					assert.Equal(t, int64(1), res.DeviceMallocs)
 				}
 			})

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
@@ -93,7 +94,7 @@ func (a *Allocator) check() error {
 
 // run drives a on dev with the operations ops encodes (two bytes each)
 // and checks the invariants and the device after each one.
-func run(a *Allocator, dev *strategytest.Device, ops []byte) error {
+func run(a *Allocator, dev *virtual.Device, ops []byte) error {
 	var live []gpualloc.Block
 	for i := 0; i+1 < len(ops); i += 2 {
 		k, x := ops[i], int64(ops[i+1])

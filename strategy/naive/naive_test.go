@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/mxnetpool/pooltest"
 	"github.com/gpualloc/gpualloc/strategy/naive"
@@ -28,7 +29,7 @@ func TestConformance(t *testing.T) {
 		{Page: 32, LargeRound: 1, Reserve: 0},
 		{Page: 1000, LargeRound: 3 * MiB, Reserve: 100},
 		{Page: 512, LargeRound: 512, Reserve: 50},
-	}, &strategytest.Options{Caching: true, Align: strategytest.DeviceAlign})
+	}, &strategytest.Options{Caching: true, Align: virtual.Alignment})
 }
 
 func TestRoundSize(t *testing.T) {
@@ -95,7 +96,7 @@ func TestSharedPool(t *testing.T) {
 	p, err := naive.New(dev, naive.DefaultConfig())
 	require.NoError(t, err)
 	err = pooltest.Retry(t, p, dev, 100000, 5000)
-	assert.EqualError(t, err, "naive: alloc of 5000 bytes (8192 rounded): strategytest: device malloc of 8192 bytes: injected failure: out of memory")
+	assert.EqualError(t, err, "naive: alloc of 5000 bytes (8192 rounded): virtual: device 0: malloc of 8192 bytes: injected failure: out of memory")
 
 	require.NoError(t, p.ReleaseAll())
 	a := pooltest.Alloc(t, p, 4097)

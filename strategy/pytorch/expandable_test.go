@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/pytorch"
@@ -32,7 +33,7 @@ var modes = []struct {
 
 // newExp returns an allocator with configuration conf on a fresh device of
 // capacity bytes, its virtual memory hidden unless vm.
-func newExp(t *testing.T, conf string, capacity int64, vm bool) (*pytorch.Allocator, *strategytest.Device) {
+func newExp(t *testing.T, conf string, capacity int64, vm bool) (*pytorch.Allocator, *virtual.Device) {
 	t.Helper()
 	dev := strategytest.NewDevice(capacity)
 	var b gpualloc.Backend = dev
@@ -46,8 +47,8 @@ func newExp(t *testing.T, conf string, capacity int64, vm bool) (*pytorch.Alloca
 
 // allocations and frees are the device's allocation and free calls, Malloc
 // and Create, Free and Release.
-func allocations(ds strategytest.DeviceStats) int64 { return ds.Mallocs + ds.Creates }
-func frees(ds strategytest.DeviceStats) int64       { return ds.Frees + ds.Releases }
+func allocations(ds virtual.Stats) int64 { return ds.Mallocs + ds.Creates }
+func frees(ds virtual.Stats) int64       { return ds.Frees + ds.Releases }
 
 // rangeSize is the address space of an expandable segment on a device of
 // capacity bytes with pages of page bytes: 1 1/8 the capacity in whole
@@ -57,7 +58,7 @@ func rangeSize(capacity, page int64) int64 {
 }
 
 // checkDevice checks that the allocator's counters are the device's.
-func checkDevice(t *testing.T, a *pytorch.Allocator, dev *strategytest.Device) {
+func checkDevice(t *testing.T, a *pytorch.Allocator, dev *virtual.Device) {
 	t.Helper()
 	st, ds := a.Stats(), dev.Stats()
 	require.Zero(t, ds.InvalidCalls, "%v", dev.Err())
@@ -237,40 +238,40 @@ func TestExpandableVirtualMemory(t *testing.T) {
 		name     string
 		capacity int64
 		ops      []op
-		want     strategytest.DeviceStats // the virtual memory counters, Physical and FailedMallocs
-		oom      int                      // allocs that fail with ErrOutOfMemory
+		want     virtual.Stats // the virtual memory counters, Physical and FailedMallocs
+		oom      int           // allocs that fail with ErrOutOfMemory
 	}{
 		{"large page", 8 * GiB, []op{{size: 15 * MiB}},
-			strategytest.DeviceStats{Reserves: 1, AddressSpace: large, Ranges: 1, Creates: 1, CreateBytes: 20 * MiB, Physical: 20 * MiB, Maps: 1, Mappings: 1}, 0},
+			virtual.Stats{Reserves: 1, AddressSpace: large, Ranges: 1, Creates: 1, CreateBytes: 20 * MiB, Physical: 20 * MiB, Maps: 1, Mappings: 1}, 0},
 		{"range of 1 1/8 the capacity", 1000 * MiB, []op{{size: 15 * MiB}},
-			strategytest.DeviceStats{Reserves: 1, AddressSpace: 1140 * MiB, Ranges: 1, Creates: 1, CreateBytes: 20 * MiB, Physical: 20 * MiB, Maps: 1, Mappings: 1}, 0},
+			virtual.Stats{Reserves: 1, AddressSpace: 1140 * MiB, Ranges: 1, Creates: 1, CreateBytes: 20 * MiB, Physical: 20 * MiB, Maps: 1, Mappings: 1}, 0},
 		{"range in whole pages", 1001 * MiB, []op{{size: 15 * MiB}},
-			strategytest.DeviceStats{Reserves: 1, AddressSpace: 1140 * MiB, Ranges: 1, Creates: 1, CreateBytes: 20 * MiB, Physical: 20 * MiB, Maps: 1, Mappings: 1}, 0},
+			virtual.Stats{Reserves: 1, AddressSpace: 1140 * MiB, Ranges: 1, Creates: 1, CreateBytes: 20 * MiB, Physical: 20 * MiB, Maps: 1, Mappings: 1}, 0},
 		{"two pages at once", 8 * GiB, []op{{size: 35 * MiB}},
-			strategytest.DeviceStats{Reserves: 1, AddressSpace: large, Ranges: 1, Creates: 2, CreateBytes: 40 * MiB, Physical: 40 * MiB, Maps: 2, Mappings: 2}, 0},
+			virtual.Stats{Reserves: 1, AddressSpace: large, Ranges: 1, Creates: 2, CreateBytes: 40 * MiB, Physical: 40 * MiB, Maps: 2, Mappings: 2}, 0},
 		{"small page", 8 * GiB, []op{{size: 600 * KiB}},
-			strategytest.DeviceStats{Reserves: 1, AddressSpace: small, Ranges: 1, Creates: 1, CreateBytes: 2 * MiB, Physical: 2 * MiB, Maps: 1, Mappings: 1}, 0},
+			virtual.Stats{Reserves: 1, AddressSpace: small, Ranges: 1, Creates: 1, CreateBytes: 2 * MiB, Physical: 2 * MiB, Maps: 1, Mappings: 1}, 0},
 		{"a range per pool", 8 * GiB, []op{{size: 600 * KiB}, {size: 15 * MiB}},
-			strategytest.DeviceStats{Reserves: 2, AddressSpace: small + large, Ranges: 2, Creates: 2, CreateBytes: 22 * MiB, Physical: 22 * MiB, Maps: 2, Mappings: 2}, 0},
+			virtual.Stats{Reserves: 2, AddressSpace: small + large, Ranges: 2, Creates: 2, CreateBytes: 22 * MiB, Physical: 22 * MiB, Maps: 2, Mappings: 2}, 0},
 		{"a range per stream", 8 * GiB, []op{{size: 15 * MiB}, {size: 15 * MiB, stream: 1}},
-			strategytest.DeviceStats{Reserves: 2, AddressSpace: 2 * large, Ranges: 2, Creates: 2, CreateBytes: 40 * MiB, Physical: 40 * MiB, Maps: 2, Mappings: 2}, 0},
+			virtual.Stats{Reserves: 2, AddressSpace: 2 * large, Ranges: 2, Creates: 2, CreateBytes: 40 * MiB, Physical: 40 * MiB, Maps: 2, Mappings: 2}, 0},
 		{"a free unmaps nothing", 8 * GiB, []op{{size: 15 * MiB}, free(0)},
-			strategytest.DeviceStats{Reserves: 1, AddressSpace: large, Ranges: 1, Creates: 1, CreateBytes: 20 * MiB, Physical: 20 * MiB, Maps: 1, Mappings: 1}, 0},
+			virtual.Stats{Reserves: 1, AddressSpace: large, Ranges: 1, Creates: 1, CreateBytes: 20 * MiB, Physical: 20 * MiB, Maps: 1, Mappings: 1}, 0},
 		{"release unmaps, releases and unreserves", 8 * GiB, []op{{size: 35 * MiB}, free(0), release},
-			strategytest.DeviceStats{Reserves: 1, Unreserves: 1, Creates: 2, CreateBytes: 40 * MiB, Releases: 2, Maps: 2, Unmaps: 2}, 0},
+			virtual.Stats{Reserves: 1, Unreserves: 1, Creates: 2, CreateBytes: 40 * MiB, Releases: 2, Maps: 2, Unmaps: 2}, 0},
 		{"release of the free pages only", 8 * GiB, []op{{size: 30 * MiB}, {size: 5 * MiB}, free(0), release},
-			strategytest.DeviceStats{Reserves: 1, AddressSpace: large, Ranges: 1, Creates: 2, CreateBytes: 40 * MiB, Physical: 20 * MiB, Releases: 1, Maps: 2, Unmaps: 1, Mappings: 1}, 0},
+			virtual.Stats{Reserves: 1, AddressSpace: large, Ranges: 1, Creates: 2, CreateBytes: 40 * MiB, Physical: 20 * MiB, Releases: 1, Maps: 2, Unmaps: 1, Mappings: 1}, 0},
 		{"a range reused after its release", 8 * GiB, []op{{size: 15 * MiB}, free(0), release, {size: 15 * MiB}},
-			strategytest.DeviceStats{Reserves: 2, Unreserves: 1, AddressSpace: large, Ranges: 1, Creates: 2, CreateBytes: 40 * MiB, Physical: 20 * MiB, Releases: 1, Maps: 2, Unmaps: 1, Mappings: 1}, 0},
+			virtual.Stats{Reserves: 2, Unreserves: 1, AddressSpace: large, Ranges: 1, Creates: 2, CreateBytes: 40 * MiB, Physical: 20 * MiB, Releases: 1, Maps: 2, Unmaps: 1, Mappings: 1}, 0},
 		// The request fails twice: once, and again after the cache is
 		// released (which unmaps nothing here).
 		{"second create refused: no map", 100 * MiB, []op{{size: 70 * MiB}, {size: 35 * MiB}},
-			strategytest.DeviceStats{Reserves: 1, AddressSpace: rangeSize(100*MiB, 20*MiB), Ranges: 1, Creates: 6, CreateBytes: 120 * MiB, Physical: 80 * MiB,
+			virtual.Stats{Reserves: 1, AddressSpace: rangeSize(100*MiB, 20*MiB), Ranges: 1, Creates: 6, CreateBytes: 120 * MiB, Physical: 80 * MiB,
 				Releases: 2, Maps: 4, Mappings: 4, FailedMallocs: 2}, 1},
 		{"first create refused: the empty range stays", 10 * MiB, []op{{size: 15 * MiB}},
-			strategytest.DeviceStats{Reserves: 1, AddressSpace: rangeSize(10*MiB, 20*MiB), Ranges: 1, FailedMallocs: 2}, 1},
+			virtual.Stats{Reserves: 1, AddressSpace: rangeSize(10*MiB, 20*MiB), Ranges: 1, FailedMallocs: 2}, 1},
 		{"first create refused: release gives the empty range up", 10 * MiB, []op{{size: 15 * MiB}, release},
-			strategytest.DeviceStats{Reserves: 1, Unreserves: 1, FailedMallocs: 2}, 1},
+			virtual.Stats{Reserves: 1, Unreserves: 1, FailedMallocs: 2}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a, dev := newExp(t, es, c.capacity, true)
@@ -295,7 +296,7 @@ func TestExpandableVirtualMemory(t *testing.T) {
 			}
 			assert.Equal(t, c.oom, ooms, "allocs out of memory")
 			ds := dev.Stats()
-			got := strategytest.DeviceStats{
+			got := virtual.Stats{
 				Reserves: ds.Reserves, Unreserves: ds.Unreserves, AddressSpace: ds.AddressSpace, Ranges: ds.Ranges,
 				Creates: ds.Creates, CreateBytes: ds.CreateBytes, Physical: ds.Physical, Releases: ds.Releases,
 				Maps: ds.Maps, Unmaps: ds.Unmaps, Mappings: ds.Mappings, FailedMallocs: ds.FailedMallocs,
@@ -309,7 +310,7 @@ func TestExpandableVirtualMemory(t *testing.T) {
 
 // gran is a device that reports another granularity.
 type gran struct {
-	*strategytest.Device
+	*virtual.Device
 	g int64
 }
 
@@ -333,9 +334,9 @@ func TestExpandableGranularity(t *testing.T) {
 			alloc(t, a, 15*KiB, 0)
 			ds := dev.Stats()
 			if c.vm {
-				assert.Equal(t, strategytest.DeviceStats{Creates: 2, Maps: 2, Reserves: 2}, strategytest.DeviceStats{Creates: ds.Creates, Maps: ds.Maps, Reserves: ds.Reserves, Mallocs: ds.Mallocs})
+				assert.Equal(t, virtual.Stats{Creates: 2, Maps: 2, Reserves: 2}, virtual.Stats{Creates: ds.Creates, Maps: ds.Maps, Reserves: ds.Reserves, Mallocs: ds.Mallocs})
 			} else {
-				assert.Equal(t, strategytest.DeviceStats{Mallocs: 2}, strategytest.DeviceStats{Creates: ds.Creates, Maps: ds.Maps, Reserves: ds.Reserves, Mallocs: ds.Mallocs})
+				assert.Equal(t, virtual.Stats{Mallocs: 2}, virtual.Stats{Creates: ds.Creates, Maps: ds.Maps, Reserves: ds.Reserves, Mallocs: ds.Mallocs})
 			}
 		})
 	}
@@ -344,7 +345,7 @@ func TestExpandableGranularity(t *testing.T) {
 // failing is a device whose virtual memory calls fail on demand, with an
 // error that is neither out of memory nor invalid use (a driver failure).
 type failing struct {
-	*strategytest.Device
+	*virtual.Device
 	fail map[string]int // call -> the number of calls of it to let through before failing once; -1: none
 }
 
@@ -412,22 +413,22 @@ func TestExpandableDeviceFailures(t *testing.T) {
 		allocs  []int64 // then these allocs, all freed, and a ReleaseAll
 		failOn  string  // "alloc" or "release": the step that fails
 		physAft int64   // physical memory after the failing step
-		want    strategytest.DeviceStats
+		want    virtual.Stats
 	}{
 		{"map refused", "map", 0, []int64{15 * MiB}, "alloc", 0,
-			strategytest.DeviceStats{Creates: 1, Releases: 1}},
+			virtual.Stats{Creates: 1, Releases: 1}},
 		{"second map refused", "map", 1, []int64{35 * MiB}, "alloc", 0,
-			strategytest.DeviceStats{Creates: 2, Releases: 2, Maps: 1, Unmaps: 1}},
+			virtual.Stats{Creates: 2, Releases: 2, Maps: 1, Unmaps: 1}},
 		{"reserve refused", "reserve", 0, []int64{15 * MiB}, "alloc", 0,
-			strategytest.DeviceStats{}},
+			virtual.Stats{}},
 		{"unmap refused", "unmap", 0, []int64{15 * MiB}, "release", 20 * MiB,
-			strategytest.DeviceStats{Creates: 1, Maps: 1}},
+			virtual.Stats{Creates: 1, Maps: 1}},
 		{"second unmap refused", "unmap", 1, []int64{35 * MiB}, "release", 20 * MiB,
-			strategytest.DeviceStats{Creates: 2, Releases: 1, Maps: 2, Unmaps: 1}},
+			virtual.Stats{Creates: 2, Releases: 1, Maps: 2, Unmaps: 1}},
 		{"release refused: the page is mapped again", "release", 0, []int64{15 * MiB}, "release", 20 * MiB,
-			strategytest.DeviceStats{Creates: 1, Maps: 2, Unmaps: 1}},
+			virtual.Stats{Creates: 1, Maps: 2, Unmaps: 1}},
 		{"unreserve refused", "unreserve", 0, []int64{15 * MiB}, "release", 0,
-			strategytest.DeviceStats{Creates: 1, Releases: 1, Maps: 1, Unmaps: 1}},
+			virtual.Stats{Creates: 1, Releases: 1, Maps: 1, Unmaps: 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dev := strategytest.NewDevice(8 * GiB)
@@ -455,7 +456,7 @@ func TestExpandableDeviceFailures(t *testing.T) {
 				require.NoError(t, err)
 			}
 			ds := dev.Stats()
-			got := strategytest.DeviceStats{Creates: ds.Creates, Releases: ds.Releases, Maps: ds.Maps, Unmaps: ds.Unmaps}
+			got := virtual.Stats{Creates: ds.Creates, Releases: ds.Releases, Maps: ds.Maps, Unmaps: ds.Unmaps}
 			assert.Equal(t, c.want, got)
 			assert.Equal(t, c.physAft, ds.Physical)
 			checkDevice(t, a, dev)
@@ -535,7 +536,7 @@ func TestExpandableRandom(t *testing.T) {
 				}
 				for _, c := range []struct {
 					a   *pytorch.Allocator
-					dev *strategytest.Device
+					dev *virtual.Device
 				}{{av, dv}, {am, dm}} {
 					checkDevice(t, c.a, c.dev)
 					require.Equal(t, allocated, c.a.Stats().Allocated)
@@ -563,7 +564,7 @@ func TestExpandableRandom(t *testing.T) {
 			}
 			require.NoError(t, av.ReleaseAll())
 			require.NoError(t, am.ReleaseAll())
-			for _, dev := range []*strategytest.Device{dv, dm} {
+			for _, dev := range []*virtual.Device{dv, dm} {
 				ds := dev.Stats()
 				require.Zero(t, ds.Used, "%s seed %d", conf, seed)
 				require.Zero(t, ds.Ranges, "%s seed %d", conf, seed)

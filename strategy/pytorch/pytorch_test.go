@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/pytorch"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
@@ -78,7 +79,7 @@ func alloc(t *testing.T, a *pytorch.Allocator, size int64, s uint64) gpualloc.Bl
 	return b
 }
 
-func newAlloc(t *testing.T, conf string, capacity int64) (*pytorch.Allocator, *strategytest.Device) {
+func newAlloc(t *testing.T, conf string, capacity int64) (*pytorch.Allocator, *virtual.Device) {
 	dev := strategytest.NewDevice(capacity)
 	a, err := pytorch.New(dev, mustConf(t, conf))
 	require.NoError(t, err)

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/snapshot"
 )
 
@@ -21,7 +21,7 @@ func TestAllocatorSettings(t *testing.T) {
 	} {
 		c, err := ParseConf(conf)
 		require.NoError(t, err, conf)
-		dev, err := sim.NewDevice(0, 0)
+		dev, err := virtual.New(virtual.Options{})
 		require.NoError(t, err)
 		a, err := New(dev, c)
 		require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/mxnetpool/pooltest"
 	"github.com/gpualloc/gpualloc/strategy/round"
@@ -30,10 +31,10 @@ func TestConformance(t *testing.T) {
 		{Page: 32, Cutoff: 20, Reserve: 0},
 		{Page: 512, Cutoff: 22, Reserve: 100},
 		{Page: 1 << 20, Cutoff: 34, Reserve: 50},
-	}, &strategytest.Options{Caching: true, Align: strategytest.DeviceAlign})
+	}, &strategytest.Options{Caching: true, Align: virtual.Alignment})
 	// Requests beyond MXNet's last bucket (16 GiB), on a large device.
 	t.Run("beyond 16GiB", func(t *testing.T) {
-		strategytest.Run(t, strategy.Open(round.Config{Page: 4096, Cutoff: 20, Reserve: 5}), &strategytest.Options{Caching: true, Align: strategytest.DeviceAlign, Capacity: 4 * TiB, MaxSize: 64 * GiB, Ops: 1000})
+		strategytest.Run(t, strategy.Open(round.Config{Page: 4096, Cutoff: 20, Reserve: 5}), &strategytest.Options{Caching: true, Align: virtual.Alignment, Capacity: 4 * TiB, MaxSize: 64 * GiB, Ops: 1000})
 	})
 }
 
@@ -134,7 +135,7 @@ func TestSharedPool(t *testing.T) {
 	p, err := round.New(dev, round.DefaultConfig())
 	require.NoError(t, err)
 	err = pooltest.Retry(t, p, dev, 100000, 5000)
-	assert.EqualError(t, err, "round: alloc of 5000 bytes (8192 rounded): strategytest: device malloc of 8192 bytes: injected failure: out of memory")
+	assert.EqualError(t, err, "round: alloc of 5000 bytes (8192 rounded): virtual: device 0: malloc of 8192 bytes: injected failure: out of memory")
 
 	require.NoError(t, p.ReleaseAll())
 	a := pooltest.Alloc(t, p, 65537)

@@ -4,11 +4,12 @@ import (
 	"fmt"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 	"github.com/gpualloc/gpualloc/strategy/unpooled"
 )
 
-func ExampleDevice() {
+func ExampleNewDevice() {
 	d := strategytest.NewDevice(1 << 20) // 1 MiB
 	a, _ := d.Malloc(1000)
 	b, _ := d.Malloc(4096)
@@ -20,13 +21,23 @@ func ExampleDevice() {
 	err = d.Free(b, 1000)
 	fmt.Println(err)
 
+	d.Free(a, 1000)
+	c, _ := d.Malloc(512)
+	fmt.Printf("%#x\n", c) // first fit: a's address again
+
+	d.FailMallocs(1)
+	_, err = d.Malloc(512)
+	fmt.Println(err)
+
 	free, total := d.MemInfo()
 	fmt.Println(free, total, d.Stats().InvalidCalls)
 	// Output:
 	// 0x7f4000000000 0x7f4000000400
-	// strategytest: device malloc of 1048576 bytes with 1043480 of 1048576 bytes free: out of memory
-	// strategytest: device free of 0x7f4000000400 with size 1000: the region there is 4096 bytes: invalid free
-	// 1043480 1048576 1
+	// virtual: device 0: malloc of 1048576 bytes with 5096 of 1048576 bytes in use: out of memory
+	// virtual: device 0: free of 0x7f4000000400 with size 1000, allocated with size 4096: invalid free
+	// 0x7f4000000000
+	// virtual: device 0: malloc of 512 bytes: injected failure: out of memory
+	// 1043968 1048576 1
 }
 
 // sloppy is an allocator that serves a request for 0 bytes instead of
@@ -40,7 +51,7 @@ func (s sloppy) Alloc(size int64) (gpualloc.Block, error) {
 }
 
 func ExampleCheck() {
-	opt := &strategytest.Options{Align: strategytest.DeviceAlign, Seeds: []uint64{1}, Ops: 1000}
+	opt := &strategytest.Options{Align: virtual.Alignment, Seeds: []uint64{1}, Ops: 1000}
 	err := strategytest.Check(func(b gpualloc.Backend) (gpualloc.Allocator, error) {
 		return unpooled.New(b, unpooled.DefaultConfig())
 	}, opt)

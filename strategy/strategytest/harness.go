@@ -8,15 +8,16 @@ import (
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 )
 
-// A harness drives one allocator on its own Device, keeps its own account of
+// A harness drives one allocator on its own device ([NewDevice]), keeps its own account of
 // the live blocks and of what the allocator's Stats should say, and checks
 // every invariant after every operation. Its methods return an error only
 // for a violation, described with the numbers involved.
 type harness struct {
 	opt Options
-	dev *Device
+	dev *virtual.Device
 	a   gpualloc.Allocator
 
 	// optional interfaces, nil where the allocator lacks them
@@ -75,7 +76,7 @@ func (h *harness) begin(format string, args ...any) {
 // alloc calls Alloc (or AllocStream when stream is not 0) and checks the
 // result. ok is false when the allocator reported ErrOutOfMemory.
 func (h *harness) alloc(size int64, stream uint64) (b gpualloc.Block, ok bool, err error) {
-	mallocs := h.dev.Stats().allocations()
+	mallocs := allocations(h.dev.Stats())
 	if stream != 0 {
 		h.begin("AllocStream(%d, %d)", size, stream)
 		b, err = h.streams.AllocStream(size, stream)
@@ -112,7 +113,7 @@ func (h *harness) alloc(size int64, stream uint64) (b gpualloc.Block, ok bool, e
 		return b, false, h.errorf("block overlaps live block %s", fmtBlock(h.live[i]))
 	}
 	h.live = slices.Insert(h.live, i, b)
-	if h.dev.Stats().allocations() == mallocs {
+	if allocations(h.dev.Stats()) == mallocs {
 		h.hits++
 	}
 	h.allocs++
@@ -267,7 +268,7 @@ func (h *harness) index(b gpualloc.Block) (int, bool) {
 	return i, i < len(h.live) && h.live[i] == b
 }
 
-func (h *harness) snapshot() (gpualloc.Stats, DeviceStats) {
+func (h *harness) snapshot() (gpualloc.Stats, virtual.Stats) {
 	var st gpualloc.Stats
 	if h.stats != nil {
 		st = h.stats.Stats()
@@ -277,7 +278,7 @@ func (h *harness) snapshot() (gpualloc.Stats, DeviceStats) {
 
 // unchanged checks that neither the allocator's stats nor the device changed
 // since the snapshot.
-func (h *harness) unchanged(st gpualloc.Stats, dev DeviceStats) error {
+func (h *harness) unchanged(st gpualloc.Stats, dev virtual.Stats) error {
 	if now := h.dev.Stats(); now != dev {
 		return h.errorf("the device changed: %+v, was %+v", now, dev)
 	}
@@ -338,7 +339,7 @@ func (h *harness) verify() error {
 	eq("Allocs", s.Allocs, h.allocs, "successful Alloc calls")
 	eq("Frees", s.Frees, h.frees, "successful Free calls")
 	eq("Allocs-Frees", s.Allocs-s.Frees, int64(n), "live blocks")
-	eq("DeviceMallocs", s.DeviceMallocs, ds.allocations(), "successful device mallocs and creates")
+	eq("DeviceMallocs", s.DeviceMallocs, allocations(ds), "successful device mallocs and creates")
 	eq("DeviceFrees", s.DeviceFrees, ds.Frees+ds.Releases, "device frees and releases")
 	eq("DeviceMallocBytes", s.DeviceMallocBytes, ds.MallocBytes+ds.CreateBytes, "bytes of successful device mallocs and creates")
 	eq("DeviceMaps", s.DeviceMaps, ds.Maps, "successful device maps")
@@ -372,7 +373,7 @@ func fmtBlock(b gpualloc.Block) string {
 }
 
 // fmtRegions lists up to 8 regions for a message.
-func fmtRegions(rs []Region) string {
+func fmtRegions(rs []virtual.Region) string {
 	var sb strings.Builder
 	sb.WriteString("[")
 	for i, r := range rs {
@@ -423,4 +424,4 @@ func diffStats(was, now gpualloc.Stats) string {
 }
 
 // allocations returns the device allocations: Malloc and Create calls.
-func (s DeviceStats) allocations() int64 { return s.Mallocs + s.Creates }
+func allocations(s virtual.Stats) int64 { return s.Mallocs + s.Creates }

@@ -11,13 +11,13 @@ import (
 )
 
 // An OpenFunc builds the allocator under test on b. Check calls it once per
-// check, each time with a fresh [Device].
+// check, each time with a fresh device ([NewDevice]).
 type OpenFunc func(b gpualloc.Backend) (gpualloc.Allocator, error)
 
 // Options tune [Check] and [Run]. The zero value (or a nil *Options) asks
 // for the defaults.
 type Options struct {
-	// Capacity is the size in bytes of the Device each check opens the
+	// Capacity is the size in bytes of the device each check opens the
 	// allocator on. It is small by default (256 MiB) so that random traces
 	// run out of memory and exercise those paths.
 	Capacity int64
@@ -30,7 +30,7 @@ type Options struct {
 	// Align is the alignment every Block.Addr must have. Default: 256, what
 	// cudaMalloc guarantees. Strategies that hand out whole device
 	// allocations or carve them at multiples of 512 bytes (MXNet's pools,
-	// PyTorch's) pass 512 on a Device.
+	// PyTorch's) pass [virtual.Alignment] (512).
 	Align uint64
 
 	// Caching says that the allocator keeps freed memory for reuse. When
@@ -73,11 +73,11 @@ func (o *Options) withDefaults() Options {
 // Check checks that the allocators open builds behave as a
 // [gpualloc.Allocator] must, and returns an error describing every failure,
 // or nil. It needs no [testing.T]: a fuzz target, a main or another test
-// framework can call it. Each check runs on a fresh allocator and [Device];
-// after every operation it checks that
+// framework can call it. Each check runs on a fresh allocator and device
+// ([NewDevice]); after every operation it checks that
 //
 //   - every live block lies inside one region the allocator holds from the
-//     device (or, for a strategy that uses the [Device]'s
+//     device (or, for a strategy that uses the device's
 //     [gpualloc.VirtualMemory], in mapped memory of one reserved range),
 //     overlaps no other live block, is aligned to Options.Align, and
 //     has Size >= Requested and Requested equal to the size asked for;
@@ -163,7 +163,7 @@ type check struct {
 	run  func(h *harness) error
 }
 
-// do opens an allocator on a fresh Device and runs c on it. It returns why
+// do opens an allocator on a fresh device and runs c on it. It returns why
 // c does not apply to the allocator, or c's error.
 func (c check) do(open OpenFunc, o Options) (skip string, err error) {
 	h, err := newHarness(open, o)

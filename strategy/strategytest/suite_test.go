@@ -59,6 +59,9 @@ func (p *testPool) Spec() string {
 	return "testpool"
 }
 
+// alignUp rounds x up to a multiple of a, a power of two.
+func alignUp(x, a uint64) uint64 { return (x + a - 1) &^ (a - 1) }
+
 func (p *testPool) Alloc(size int64) (gpualloc.Block, error) {
 	if size <= 0 && p.bug != bugZeroSize {
 		return gpualloc.Block{}, gpualloc.ErrInvalidSize
@@ -276,7 +279,7 @@ func TestChecksFindBugs(t *testing.T) {
 		{"Leak", bugLeak, "ReleaseAll", "yet the device holds"},
 		{"NoCache", bugNoCache, "Reuse", "made 1 device mallocs"},
 		{"HitsUncounted", bugHitsUncounted, "Reuse", "CacheHits = 0, want 1"},
-		{"BadDeviceFree", bugBadDeviceFree, "ReleaseAll", "invalid device calls; the first: strategytest: device free of"},
+		{"BadDeviceFree", bugBadDeviceFree, "ReleaseAll", "invalid device calls; the first: virtual: device 0: free of"},
 		{"Unusable", bugUnusable, "OutOfMemory", "on an empty device of 268435456 bytes ran out of memory"},
 		{"Spec", bugSpec, "Spec", `Spec() = "testpool:"`},
 		{"FreeSpace", bugFreeSpace, "Blocks", "FreeSpace() = (largest 0, total "},

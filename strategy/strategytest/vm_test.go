@@ -11,8 +11,6 @@ import (
 	"github.com/gpualloc/gpualloc"
 )
 
-var _ gpualloc.VirtualMemory = (*Device)(nil)
-
 // vmBug is a defect planted in vmPool.
 type vmBug int
 
@@ -136,7 +134,7 @@ func TestChecksFindVirtualMemoryBugs(t *testing.T) {
 	}{
 		{"KeepRange", vmKeepRange, "Blocks", "address ranges"},
 		{"PastMapping", vmPastMapping, "Blocks", "lies outside the memory the allocator holds"},
-		{"DoubleUnmap", vmDoubleUnmap, "Blocks", "invalid device calls; the first: strategytest: device: unmap of"},
+		{"DoubleUnmap", vmDoubleUnmap, "Blocks", "invalid device calls; the first: virtual: device 0: unmap of"},
 		{"MapsUncounted", vmMapsUncounted, "Blocks", "DeviceUnmaps = 0, want"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

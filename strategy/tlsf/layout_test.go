@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
@@ -41,7 +42,7 @@ var testConfig = Config{Round: 512, MinBlock: 512, Chunk: 1}
 
 // build returns a pool in the state layout describes, on a device of 1 GiB,
 // and its live blocks in layout order.
-func build(t *testing.T, c Config, layout string) (*Pool, *strategytest.Device, []gpualloc.Block) {
+func build(t *testing.T, c Config, layout string) (*Pool, *virtual.Device, []gpualloc.Block) {
 	t.Helper()
 	return kit.Build(t, c, layout)
 }
@@ -89,7 +90,7 @@ func TestLargeRequestReuse(t *testing.T) {
 	size := int64(MiB + 512)
 	b, err := p.Alloc(size)
 	require.NoError(t, err)
-	assert.Equal(t, []strategytest.Region{{Addr: b.Addr, Size: MiB + 32*KiB}}, dev.Regions())
+	assert.Equal(t, []virtual.Region{{Addr: b.Addr, Size: MiB + 32*KiB}}, dev.Regions())
 	assert.Equal(t, "U1049088 F32256", p.layout())
 	require.NoError(t, p.Free(b))
 	b2, err := p.Alloc(size)

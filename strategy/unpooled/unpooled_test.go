@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 	"github.com/gpualloc/gpualloc/strategy/unpooled"
@@ -17,10 +18,10 @@ import (
 func TestConformance(t *testing.T) {
 	strategytest.Run(t, func(b gpualloc.Backend) (gpualloc.Allocator, error) {
 		return unpooled.New(b, unpooled.DefaultConfig())
-	}, &strategytest.Options{Align: strategytest.DeviceAlign})
+	}, &strategytest.Options{Align: virtual.Alignment})
 }
 
-func newAllocator(t *testing.T, capacity int64) (*unpooled.Allocator, *strategytest.Device) {
+func newAllocator(t *testing.T, capacity int64) (*unpooled.Allocator, *virtual.Device) {
 	t.Helper()
 	dev := strategytest.NewDevice(capacity)
 	a, err := unpooled.New(dev, unpooled.DefaultConfig())
@@ -58,7 +59,7 @@ func TestOutOfMemory(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.Alloc(1<<19 + 1)
 	require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
-	assert.EqualError(t, err, "unpooled: alloc of 524289 bytes: strategytest: device malloc of 524289 bytes with 524288 of 1048576 bytes free: out of memory")
+	assert.EqualError(t, err, "unpooled: alloc of 524289 bytes: virtual: device 0: malloc of 524289 bytes with 524288 of 1048576 bytes in use: out of memory")
 	assert.Equal(t, int64(1), a.Stats().OOMs)
 	assert.Zero(t, a.Stats().Retries, "nothing to release, no retry")
 	assert.Equal(t, int64(1), dev.Stats().FailedMallocs)
@@ -68,7 +69,7 @@ func TestOutOfMemory(t *testing.T) {
 }
 
 // refusing is a backend whose Free fails.
-type refusing struct{ *strategytest.Device }
+type refusing struct{ *virtual.Device }
 
 func (refusing) Free(uint64, int64) error { return errors.New("device busy") }
 

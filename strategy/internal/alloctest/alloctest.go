@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
@@ -46,7 +47,7 @@ func (s Strategy[C, P]) Open(c C) strategytest.OpenFunc {
 	}
 }
 
-// NewPool returns a pool of configuration c on a fresh [strategytest.Device]
+// NewPool returns a pool of configuration c on a fresh [virtual.Device]
 // of capacity bytes, failing t on an error.
 func (s Strategy[C, P]) NewPool(t testing.TB, capacity int64, c C) P {
 	t.Helper()
@@ -195,7 +196,7 @@ func ForSeeds[C any](t *testing.T, configs []C, seeds uint64, test func(t *testi
 }
 
 // Refusing is a test device whose Free fails with "device busy".
-type Refusing struct{ *strategytest.Device }
+type Refusing struct{ *virtual.Device }
 
 // Free refuses.
 func (Refusing) Free(uint64, int64) error { return errors.New("device busy") }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/mxnetpool"
 	"github.com/gpualloc/gpualloc/strategy/internal/mxnetpool/pooltest"
 	"github.com/gpualloc/gpualloc/strategy/internal/param"
@@ -59,7 +60,7 @@ func options(reserve int) mxnetpool.Options {
 }
 
 // newPool returns a pool with options o on a new device of capacity bytes.
-func newPool(t *testing.T, capacity int64, o mxnetpool.Options) (*mxnetpool.Pool, *strategytest.Device) {
+func newPool(t *testing.T, capacity int64, o mxnetpool.Options) (*mxnetpool.Pool, *virtual.Device) {
 	t.Helper()
 	dev := strategytest.NewDevice(capacity)
 	p, err := mxnetpool.New(dev, o)
@@ -85,7 +86,7 @@ func TestConformance(t *testing.T) {
 			t.Run(fmt.Sprintf("reserve=%d", reserve), func(t *testing.T) {
 				strategytest.Run(t, func(b gpualloc.Backend) (gpualloc.Allocator, error) {
 					return mxnetpool.New(b, o)
-				}, &strategytest.Options{Caching: true, Align: strategytest.DeviceAlign})
+				}, &strategytest.Options{Caching: true, Align: virtual.Alignment})
 			})
 		})
 	}
@@ -274,7 +275,7 @@ func TestRetry(t *testing.T) {
 		p, dev := newPool(t, GiB, o)
 		err := pooltest.Retry(t, p, dev, 100000, 5000)
 		r := o.Round(5000)
-		assert.EqualError(t, err, fmt.Sprintf("test: alloc of 5000 bytes (%d rounded): strategytest: device malloc of %d bytes: injected failure: out of memory", r, r))
+		assert.EqualError(t, err, fmt.Sprintf("test: alloc of 5000 bytes (%d rounded): virtual: device 0: malloc of %d bytes: injected failure: out of memory", r, r))
 	})
 }
 
@@ -311,7 +312,7 @@ func TestRoundedSizeOverflows(t *testing.T) {
 
 // failing is a backend whose Malloc fails with a given error.
 type failing struct {
-	*strategytest.Device
+	*virtual.Device
 	err error
 }
 
@@ -382,7 +383,7 @@ func TestAllocFreeAllocatesNothing(t *testing.T) {
 
 // recording is a device that records the regions freed, in order.
 type recording struct {
-	*strategytest.Device
+	*virtual.Device
 	freed []uint64
 }
 
@@ -421,7 +422,7 @@ func TestReleaseOrder(t *testing.T) {
 }
 
 // refusing is a backend whose Free fails.
-type refusing struct{ *strategytest.Device }
+type refusing struct{ *virtual.Device }
 
 func (refusing) Free(uint64, int64) error { return errors.New("device busy") }
 

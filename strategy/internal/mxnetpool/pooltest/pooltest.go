@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
-	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
 // A Pool is an MXNet pool as the helpers use it.
@@ -41,7 +41,7 @@ func Free(t testing.TB, p gpualloc.Allocator, b gpualloc.Block) {
 // [gpualloc.ErrOutOfMemory], and the pool stays usable. Retry returns that
 // error for the caller to check its text. cached and size must round to
 // different sizes.
-func Retry(t *testing.T, p Pool, dev *strategytest.Device, cached, size int64) error {
+func Retry(t *testing.T, p Pool, dev *virtual.Device, cached, size int64) error {
 	t.Helper()
 	Free(t, p, Alloc(t, p, cached))
 

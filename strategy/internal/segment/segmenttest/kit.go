@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
@@ -68,7 +69,7 @@ func (k Kit[C, P]) Layout(p P) string { return FormatLayout(k.Heap(p).Layout()) 
 
 // Build returns a pool of configuration c in the state layout describes,
 // on a device of 1 GiB, and its live blocks in layout order.
-func (k Kit[C, P]) Build(t *testing.T, c C, layout string) (P, *strategytest.Device, []gpualloc.Block) {
+func (k Kit[C, P]) Build(t *testing.T, c C, layout string) (P, *virtual.Device, []gpualloc.Block) {
 	t.Helper()
 	dev := strategytest.NewDevice(1 << 30)
 	p, err := k.New(dev, c)

@@ -14,8 +14,8 @@ import (
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
-	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
 
 // ParseLayout parses a layout written as segments separated by "|", each a
@@ -117,7 +117,7 @@ type Options struct {
 // Alloc wraps ErrOutOfMemory, and opt.Check. At the end it frees
 // everything, releases, and checks that the device holds nothing. An
 // error names the operation.
-func Drive(p Pool, dev *strategytest.Device, ops []byte, opt Options) error {
+func Drive(p Pool, dev *virtual.Device, ops []byte, opt Options) error {
 	maxShift := opt.MaxShift
 	if maxShift == 0 {
 		maxShift = 23
