@@ -32,11 +32,7 @@ func TestConformance(t *testing.T) {
 
 func TestNewValidates(t *testing.T) {
 	ok := bestfit.DefaultConfig()
-	with := func(f func(c *bestfit.Config)) bestfit.Config {
-		c := ok
-		f(&c)
-		return c
-	}
+	with := func(f func(c *bestfit.Config)) bestfit.Config { return alloctest.With(ok, f) }
 	strategy.NewValidates(t, ok, []alloctest.ConfigCase[bestfit.Config]{
 		{Config: ok},
 		{Config: with(func(c *bestfit.Config) { c.Round, c.MinBlock, c.SplitThreshold = 256, 256, 0 })},

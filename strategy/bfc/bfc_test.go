@@ -34,11 +34,7 @@ func TestConformance(t *testing.T) {
 
 func TestNewValidates(t *testing.T) {
 	ok := bfc.DefaultConfig()
-	with := func(f func(c *bfc.Config)) bfc.Config {
-		c := ok
-		f(&c)
-		return c
-	}
+	with := func(f func(c *bfc.Config)) bfc.Config { return alloctest.With(ok, f) }
 	strategy.NewValidates(t, ok, []alloctest.ConfigCase[bfc.Config]{
 		{Config: ok},
 		{Config: bfc.Config{MemoryFraction: 0.75}},

@@ -133,14 +133,6 @@ func TestInterfaces(t *testing.T) {
 	assert.Implements(t, (*gpualloc.FreeSpaceReporter)(nil), a)
 }
 
-func newPool(t *testing.T, capacity int64, c buddy.Config) (*buddy.Pool, *virtual.Device) {
-	t.Helper()
-	dev := strategytest.NewDevice(capacity)
-	p, err := buddy.New(dev, c)
-	require.NoError(t, err)
-	return p, dev
-}
-
 func alloc(t *testing.T, p *buddy.Pool, size int64) gpualloc.Block {
 	t.Helper()
 	b, err := p.Alloc(size)
@@ -149,7 +141,7 @@ func alloc(t *testing.T, p *buddy.Pool, size int64) gpualloc.Block {
 }
 
 func TestFreeSpace(t *testing.T) {
-	p, _ := newPool(t, GiB, buddy.Config{MinBlock: 512, Arena: MiB})
+	p, _ := alloctest.New(t, GiB, buddy.New, buddy.Config{MinBlock: 512, Arena: MiB})
 	largest, total := p.FreeSpace()
 	assert.Zero(t, largest)
 	assert.Zero(t, total)
@@ -181,7 +173,7 @@ func TestFreeSpace(t *testing.T) {
 // When the device refuses a new arena, the pool returns its empty arenas
 // and retries once.
 func TestOutOfMemoryReleasesEmptyArenas(t *testing.T) {
-	p, dev := newPool(t, 4*MiB, buddy.Config{MinBlock: 512, Arena: MiB})
+	p, dev := alloctest.New(t, 4*MiB, buddy.New, buddy.Config{MinBlock: 512, Arena: MiB})
 	var blocks []gpualloc.Block
 	for range 4 {
 		blocks = append(blocks, alloc(t, p, MiB))
@@ -219,7 +211,7 @@ func TestOutOfMemoryReleasesEmptyArenas(t *testing.T) {
 
 // A device malloc that fails with room to spare is retried.
 func TestRetryAfterRefusal(t *testing.T) {
-	p, dev := newPool(t, GiB, buddy.Config{MinBlock: 512, Arena: MiB})
+	p, dev := alloctest.New(t, GiB, buddy.New, buddy.Config{MinBlock: 512, Arena: MiB})
 	dev.FailMallocs(1)
 	b := alloc(t, p, 100)
 	st := p.Stats()
@@ -433,7 +425,7 @@ func TestOutOfMemoryOnSmallDevice(t *testing.T) {
 }
 
 func TestTooLarge(t *testing.T) {
-	p, dev := newPool(t, GiB, buddy.DefaultConfig())
+	p, dev := alloctest.New(t, GiB, buddy.New, buddy.DefaultConfig())
 	for _, size := range []int64{1<<62 + 1, math.MaxInt64} {
 		_, err := p.Alloc(size)
 		require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
@@ -446,7 +438,7 @@ func TestTooLarge(t *testing.T) {
 }
 
 func TestInvalidFree(t *testing.T) {
-	p, _ := newPool(t, GiB, buddy.DefaultConfig())
+	p, _ := alloctest.New(t, GiB, buddy.New, buddy.DefaultConfig())
 	a := alloc(t, p, 1000)
 	b := alloc(t, p, 1000)
 	require.NoError(t, p.Free(a))

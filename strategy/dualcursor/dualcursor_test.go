@@ -37,11 +37,7 @@ func TestConformance(t *testing.T) {
 
 func TestNewValidates(t *testing.T) {
 	ok := dualcursor.DefaultConfig()
-	with := func(f func(c *dualcursor.Config)) dualcursor.Config {
-		c := ok
-		f(&c)
-		return c
-	}
+	with := func(f func(c *dualcursor.Config)) dualcursor.Config { return alloctest.With(ok, f) }
 	strategy.NewValidates(t, ok, []alloctest.ConfigCase[dualcursor.Config]{
 		{Config: ok},
 		{Config: with(func(c *dualcursor.Config) { c.Align, c.Pad = 256, 0 })},
@@ -69,11 +65,7 @@ func spec(c dualcursor.Config) string {
 
 func TestRegistry(t *testing.T) {
 	def := dualcursor.DefaultConfig()
-	with := func(f func(c *dualcursor.Config)) dualcursor.Config {
-		c := def
-		f(&c)
-		return c
-	}
+	with := func(f func(c *dualcursor.Config)) dualcursor.Config { return alloctest.With(def, f) }
 	strategy.Select(t, 2*GiB, spec, []alloctest.SelectCase[dualcursor.Config]{
 		{Spec: "dualcursor", Want: def},
 		{Spec: "DualCursor", Want: def},

@@ -11,6 +11,7 @@ import (
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/dualcursor"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -25,11 +26,7 @@ func TestReplayBundled(t *testing.T) {
 		peak, _ := replaytest.RoundedPeak(events, dualcursor.DefaultConfig().RoundSize)
 		for _, c := range []dualcursor.Config{
 			dualcursor.DefaultConfig(),
-			func() dualcursor.Config {
-				c := dualcursor.DefaultConfig()
-				c.Block, c.Grow = 0, dualcursor.GrowNone
-				return c
-			}(),
+			alloctest.With(dualcursor.DefaultConfig(), func(c *dualcursor.Config) { c.Block, c.Grow = 0, dualcursor.GrowNone }),
 		} {
 			t.Run(b.Name+"/block="+map[bool]string{true: "0", false: "1GiB"}[c.Block == 0], func(t *testing.T) {
 				res := replaytest.ReplayPeak(t, traces.NewSliceReader(b.Name, events), strategy.Open(c), peak)

@@ -51,9 +51,25 @@ func (s Strategy[C, P]) Open(c C) strategytest.OpenFunc {
 // of capacity bytes, failing t on an error.
 func (s Strategy[C, P]) NewPool(t testing.TB, capacity int64, c C) P {
 	t.Helper()
-	p, err := s.New(strategytest.NewDevice(capacity), c)
-	require.NoError(t, err, "%+v", c)
+	p, _ := New(t, capacity, s.New, c)
 	return p
+}
+
+// New returns what newPool makes of c on a fresh [virtual.Device] of
+// capacity bytes, and the device, failing t on an error.
+func New[C, P any](t testing.TB, capacity int64, newPool func(gpualloc.Backend, C) (P, error), c C) (P, *virtual.Device) {
+	t.Helper()
+	dev := strategytest.NewDevice(capacity)
+	p, err := newPool(dev, c)
+	require.NoError(t, err, "%+v", c)
+	return p, dev
+}
+
+// With returns c changed by f: a configuration one field off another, for
+// tables of configurations.
+func With[C any](c C, f func(c *C)) C {
+	f(&c)
+	return c
 }
 
 // Conformance runs [strategytest.Run] on a pool of each configuration, in a
