@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
@@ -92,16 +91,7 @@ func TestSpec(t *testing.T) {
 // and its rounding: a device that refuses is retried after the cache is
 // released, and requests of one rounded size share a free list.
 func TestSharedPool(t *testing.T) {
-	dev := strategytest.NewDevice(GiB)
-	p, err := naive.New(dev, naive.DefaultConfig())
-	require.NoError(t, err)
-	err = pooltest.Retry(t, p, dev, 100000, 5000)
-	assert.EqualError(t, err, "naive: alloc of 5000 bytes (8192 rounded): virtual: device 0: malloc of 8192 bytes: injected failure: out of memory")
-
-	require.NoError(t, p.ReleaseAll())
-	a := pooltest.Alloc(t, p, 4097)
-	pooltest.Free(t, p, a)
-	assert.Equal(t, a.Addr, pooltest.Alloc(t, p, 8192).Addr, "4097 and 8192 bytes both round to 8192")
+	pooltest.SharedPool(t, strategy, naive.DefaultConfig(), 4097, 8192, "4097 and 8192 bytes both round to 8192")
 }
 
 func TestRegistry(t *testing.T) {

@@ -131,22 +131,11 @@ func TestSpec(t *testing.T) {
 // and its rounding: a device that refuses is retried after the cache is
 // released, and requests of one bucket share a free list.
 func TestSharedPool(t *testing.T) {
-	dev := strategytest.NewDevice(GiB)
-	p, err := round.New(dev, round.DefaultConfig())
-	require.NoError(t, err)
-	err = pooltest.Retry(t, p, dev, 100000, 5000)
-	assert.EqualError(t, err, "round: alloc of 5000 bytes (8192 rounded): virtual: device 0: malloc of 8192 bytes: injected failure: out of memory")
-
-	require.NoError(t, p.ReleaseAll())
-	a := pooltest.Alloc(t, p, 65537)
-	pooltest.Free(t, p, a)
-	assert.Equal(t, a.Addr, pooltest.Alloc(t, p, 131072).Addr, "65537 to 131072 bytes share a bucket")
+	pooltest.SharedPool(t, strategy, round.DefaultConfig(), 65537, 131072, "65537 to 131072 bytes share a bucket")
 }
 
 func TestBeyondLastBucket(t *testing.T) {
-	dev := strategytest.NewDevice(TiB)
-	p, err := round.New(dev, round.DefaultConfig())
-	require.NoError(t, err)
+	p, dev := alloctest.New(t, TiB, round.New, round.DefaultConfig())
 	a := pooltest.Alloc(t, p, 20*GiB)
 	assert.Equal(t, int64(20*GiB), a.Size)
 	pooltest.Free(t, p, a)
