@@ -3,22 +3,18 @@ package gmlake_test
 import (
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/gmlake"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
-	"github.com/gpualloc/gpualloc/strategy/strategytest"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
 // BenchmarkAllocFree measures an Alloc served from a free block and the
 // Free that merges it back, for four sizes in turn.
 func BenchmarkAllocFree(b *testing.B) {
-	a, err := gmlake.New(strategytest.NewDevice(GiB), gmlake.DefaultConfig())
-	require.NoError(b, err)
+	a, _ := alloctest.New(b, GiB, gmlake.New, gmlake.DefaultConfig())
 	alloctest.AllocFree(b, a, alloctest.HitSizes)
 }
 
