@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
@@ -66,13 +65,6 @@ func (p *Pool) layout() string { return kit.Layout(p) }
 // testConfig is the configuration of the layout tests unless they say
 // otherwise: exact growth, so that a new segment is just the block.
 var testConfig = Config{Round: 512, MinBlock: 512, SplitThreshold: 512, Grow: GrowExact, Chunk: 1}
-
-// build returns a pool in the state layout describes, on a device of 1 GiB,
-// and its live blocks in layout order.
-func build(t *testing.T, c Config, layout string) (*Pool, *virtual.Device, []gpualloc.Block) {
-	t.Helper()
-	return kit.Build(t, c, layout)
-}
 
 // TestFreeCoalesces frees a block of a given layout and checks the layout
 // after: merged with free neighbours in its segment, never across segments.

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
@@ -39,13 +38,6 @@ func (p *Pool) layout() string { return kit.Layout(p) }
 // otherwise: the smallest chunk, so that a new segment is just the block,
 // rounded up to the start of its list.
 var testConfig = Config{Round: 512, MinBlock: 512, Chunk: 1}
-
-// build returns a pool in the state layout describes, on a device of 1 GiB,
-// and its live blocks in layout order.
-func build(t *testing.T, c Config, layout string) (*Pool, *virtual.Device, []gpualloc.Block) {
-	t.Helper()
-	return kit.Build(t, c, layout)
-}
 
 // TestFreeCoalesces frees a block of a given layout and checks the layout
 // after: merged with free neighbours in its segment, never across segments.
@@ -113,7 +105,7 @@ func TestFreeSpace(t *testing.T) {
 	kit.FreeSpace(t)
 	// Blocks of different sizes in the top list: the largest is found by
 	// a scan of it.
-	p, _, _ := build(t, testConfig, "F33280 U512 F32K U512")
+	p, _, _ := kit.Build(t, testConfig, "F33280 U512 F32K U512")
 	largest, _ := p.FreeSpace()
 	assert.Equal(t, int64(33280), largest)
 }
