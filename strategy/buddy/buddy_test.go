@@ -23,7 +23,7 @@ const (
 )
 
 // strategy is buddy to the shared tests.
-var strategy = alloctest.Strategy[buddy.Config, *buddy.Pool]{Name: "buddy", New: buddy.New}
+var strategy = alloctest.Strategy[buddy.Config, *buddy.Pool]{Name: "buddy", New: buddy.New, Default: buddy.DefaultConfig()}
 
 func TestConformance(t *testing.T) {
 	for _, tt := range []struct {
@@ -94,8 +94,7 @@ func TestRoundSize(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	strategy.NewValidates(t, buddy.DefaultConfig(), []alloctest.ConfigCase[buddy.Config]{
-		{Config: buddy.DefaultConfig()},
+	strategy.NewValidates(t, []alloctest.ConfigCase[buddy.Config]{
 		{Config: buddy.Config{MinBlock: 1, Arena: 1}},
 		{Config: buddy.Config{MinBlock: 512, Arena: 1 << 62}},
 		{Config: buddy.Config{MinBlock: 0, Arena: GiB}, Err: "buddy: min_block=0: must be a power of two"},
@@ -120,7 +119,7 @@ func TestRegistry(t *testing.T) {
 		{Spec: "buddy:min_block=big", Err: "buddy: min_block=big: not a size: want bytes or a number with a unit such as MiB"},
 		{Spec: "buddy:page=4096", Err: `buddy: unknown parameter "page" (known: min_block, arena)`},
 	})
-	strategy.DefaultSpec(t, buddy.DefaultConfig(), "buddy:min_block=512,arena=1073741824")
+	strategy.DefaultSpec(t, "buddy:min_block=512,arena=1073741824")
 }
 
 func TestInterfaces(t *testing.T) {

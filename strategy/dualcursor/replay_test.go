@@ -11,7 +11,6 @@ import (
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/dualcursor"
-	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -26,7 +25,7 @@ func TestReplayBundled(t *testing.T) {
 		peak, _ := replaytest.RoundedPeak(events, dualcursor.DefaultConfig().RoundSize)
 		for _, c := range []dualcursor.Config{
 			dualcursor.DefaultConfig(),
-			alloctest.With(dualcursor.DefaultConfig(), func(c *dualcursor.Config) { c.Block, c.Grow = 0, dualcursor.GrowNone }),
+			strategy.With(func(c *dualcursor.Config) { c.Block, c.Grow = 0, dualcursor.GrowNone }),
 		} {
 			t.Run(b.Name+"/block="+map[bool]string{true: "0", false: "1GiB"}[c.Block == 0], func(t *testing.T) {
 				res := replaytest.ReplayPeak(t, traces.NewSliceReader(b.Name, events), strategy.Open(c), peak)

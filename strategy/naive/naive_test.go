@@ -20,11 +20,10 @@ const (
 )
 
 // strategy is naive to the shared tests.
-var strategy = alloctest.Strategy[naive.Config, *naive.Pool]{Name: "naive", New: naive.New}
+var strategy = alloctest.Strategy[naive.Config, *naive.Pool]{Name: "naive", New: naive.New, Default: naive.DefaultConfig()}
 
 func TestConformance(t *testing.T) {
 	strategy.Conformance(t, []naive.Config{
-		naive.DefaultConfig(),
 		{Page: 32, LargeRound: 1, Reserve: 0},
 		{Page: 1000, LargeRound: 3 * MiB, Reserve: 100},
 		{Page: 512, LargeRound: 512, Reserve: 50},
@@ -69,8 +68,7 @@ func TestRoundSize(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	strategy.NewValidates(t, naive.DefaultConfig(), []alloctest.ConfigCase[naive.Config]{
-		{Config: naive.DefaultConfig()},
+	strategy.NewValidates(t, []alloctest.ConfigCase[naive.Config]{
 		{Config: naive.Config{Page: 32, LargeRound: 1, Reserve: 0}},
 		{Config: naive.Config{Page: 33, LargeRound: 7, Reserve: 100}},
 		{Config: naive.Config{Page: 31, LargeRound: 2 * MiB, Reserve: 5}, Err: "naive: page=31: must be at least 32"},
@@ -91,7 +89,7 @@ func TestSpec(t *testing.T) {
 // and its rounding: a device that refuses is retried after the cache is
 // released, and requests of one rounded size share a free list.
 func TestSharedPool(t *testing.T) {
-	pooltest.SharedPool(t, strategy, naive.DefaultConfig(), 4097, 8192, "4097 and 8192 bytes both round to 8192")
+	pooltest.SharedPool(t, strategy, 4097, 8192, "4097 and 8192 bytes both round to 8192")
 }
 
 func TestRegistry(t *testing.T) {

@@ -70,8 +70,8 @@ func Retry(t *testing.T, p Pool, dev *virtual.Device, cached, size int64) error 
 	return err
 }
 
-// SharedPool checks that a pool of strategy s, of configuration c,
-// reaches the shared pool with its name and its rounding, on a device of 1
+// SharedPool checks that a pool of strategy s, of its default
+// configuration, reaches the shared pool with its name and its rounding, on a device of 1
 // GiB: [Retry] with 100000 bytes cached and requests of 5000 bytes, which
 // round to 8192, and after a ReleaseAll, that a block of a bytes, once
 // freed, serves a request of b bytes, which rounds to the same size (the
@@ -79,9 +79,9 @@ func Retry(t *testing.T, p Pool, dev *virtual.Device, cached, size int64) error 
 func SharedPool[C comparable, P interface {
 	alloctest.Pool[C]
 	Pool
-}](t *testing.T, s alloctest.Strategy[C, P], c C, a, b int64, msg string) {
+}](t *testing.T, s alloctest.Strategy[C, P], a, b int64, msg string) {
 	t.Helper()
-	p, dev := alloctest.New(t, 1<<30, s.New, c)
+	p, dev := alloctest.New(t, 1<<30, s.New, s.Default)
 	err := Retry(t, p, dev, 100000, 5000)
 	assert.EqualError(t, err, s.Name+": alloc of 5000 bytes (8192 rounded): virtual: device 0: malloc of 8192 bytes: injected failure: out of memory")
 
