@@ -71,11 +71,11 @@ func Retry(t *testing.T, p Pool, dev *virtual.Device, cached, size int64) error 
 }
 
 // SharedPool checks that a pool of strategy s, of its default
-// configuration, reaches the shared pool with its name and its rounding, on a device of 1
-// GiB: [Retry] with 100000 bytes cached and requests of 5000 bytes, which
-// round to 8192, and after a ReleaseAll, that a block of a bytes, once
-// freed, serves a request of b bytes, which rounds to the same size (the
-// message why is msg).
+// configuration on a device of 1 GiB, reaches the shared pool with its name
+// and its rounding: [Retry] with 100000 bytes cached and requests of 5000
+// bytes, which round to 8192; then, after a ReleaseAll, that a block of a
+// bytes, once freed, serves a request of b bytes, which rounds to the same
+// size (msg says why).
 func SharedPool[C comparable, P interface {
 	alloctest.Pool[C]
 	Pool
