@@ -3,7 +3,6 @@ package gmlake_test
 import (
 	"testing"
 
-	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/gmlake"
@@ -28,9 +27,7 @@ func BenchmarkReplay(b *testing.B) {
 		events := replaytest.BundledEvents(b, bd.Name)
 		for name, c := range map[string]gmlake.Config{"default": gmlake.DefaultConfig(), "frag_limit=0": stitchAll} {
 			b.Run(bd.Name+"/"+name, func(b *testing.B) {
-				replaytest.ReplaySim(b, sim.Config{Open: func(be gpualloc.Backend) (gpualloc.Allocator, error) {
-					return gmlake.New(be, c)
-				}}, bd.Name, events)
+				replaytest.ReplaySim(b, sim.Config{Open: alloctest.Open(gmlake.New, c)}, bd.Name, events)
 			})
 		}
 	}

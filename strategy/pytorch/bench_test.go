@@ -3,7 +3,6 @@ package pytorch_test
 import (
 	"testing"
 
-	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
@@ -22,7 +21,7 @@ func BenchmarkAllocFree(b *testing.B) {
 // BenchmarkReplay replays each bundled trace, held in memory, through
 // sim.Replay.
 func BenchmarkReplay(b *testing.B) {
-	open := func(be gpualloc.Backend) (gpualloc.Allocator, error) { return pytorch.New(be, pytorch.DefaultConfig()) }
+	open := alloctest.Open(pytorch.New, pytorch.DefaultConfig())
 	for _, bd := range traces.Bundled() {
 		events := replaytest.BundledEvents(b, bd.Name)
 		b.Run(bd.Name, func(b *testing.B) { replaytest.ReplaySim(b, sim.Config{Open: open}, bd.Name, events) })

@@ -9,6 +9,7 @@ import (
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/snapshot"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/pytorch"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
@@ -32,9 +33,7 @@ func TestConformance(t *testing.T) {
 		"expandable_segments:True", "expandable_segments:True,max_split_size_mb:40", "expandable_segments:True,roundup_power2_divisions:4"} {
 		t.Run(conf, func(t *testing.T) {
 			c := mustConf(t, conf)
-			strategytest.Run(t, func(b gpualloc.Backend) (gpualloc.Allocator, error) {
-				return pytorch.New(b, c)
-			}, &strategytest.Options{Caching: true, Align: 512})
+			strategytest.Run(t, alloctest.Open(pytorch.New, c), &strategytest.Options{Caching: true, Align: 512})
 		})
 	}
 }
@@ -93,10 +92,7 @@ func cache(t *testing.T, a *pytorch.Allocator, sizes ...int64) {
 }
 
 func newAlloc(t *testing.T, conf string, capacity int64) (*pytorch.Allocator, *virtual.Device) {
-	dev := strategytest.NewDevice(capacity)
-	a, err := pytorch.New(dev, mustConf(t, conf))
-	require.NoError(t, err)
-	return a, dev
+	return alloctest.New(t, capacity, pytorch.New, mustConf(t, conf))
 }
 
 func TestPoolsAndSegments(t *testing.T) {

@@ -15,9 +15,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	strategytest.Run(t, func(b gpualloc.Backend) (gpualloc.Allocator, error) {
-		return unpooled.New(b, unpooled.DefaultConfig())
-	}, &strategytest.Options{Align: virtual.Alignment})
+	strategytest.Run(t, alloctest.Open(unpooled.New, unpooled.DefaultConfig()), &strategytest.Options{Align: virtual.Alignment})
 }
 
 // newAllocator returns an allocator on a fresh device of capacity bytes,

@@ -38,9 +38,13 @@ type Strategy[C comparable, P Pool[C]] struct {
 }
 
 // Open returns what [strategytest.Check] opens: a pool of configuration c.
-func (s Strategy[C, P]) Open(c C) strategytest.OpenFunc {
+func (s Strategy[C, P]) Open(c C) strategytest.OpenFunc { return Open(s.New, c) }
+
+// Open returns what [strategytest.Check] and the simulator open: what
+// newPool makes of c on the backend they give.
+func Open[C any, P gpualloc.Allocator](newPool func(gpualloc.Backend, C) (P, error), c C) strategytest.OpenFunc {
 	return func(b gpualloc.Backend) (gpualloc.Allocator, error) {
-		p, err := s.New(b, c)
+		p, err := newPool(b, c)
 		if err != nil {
 			return nil, err // not a nil *Pool in a non-nil Allocator
 		}

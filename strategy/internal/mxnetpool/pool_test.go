@@ -76,9 +76,7 @@ func TestConformance(t *testing.T) {
 	for _, reserve := range []int{0, 5, 100} {
 		forEachRound(t, reserve, func(t *testing.T, o mxnetpool.Options) {
 			t.Run(fmt.Sprintf("reserve=%d", reserve), func(t *testing.T) {
-				strategytest.Run(t, func(b gpualloc.Backend) (gpualloc.Allocator, error) {
-					return mxnetpool.New(b, o)
-				}, &strategytest.Options{Caching: true, Align: virtual.Alignment})
+				strategytest.Run(t, alloctest.Open(mxnetpool.New, o), &strategytest.Options{Caching: true, Align: virtual.Alignment})
 			})
 		})
 	}
