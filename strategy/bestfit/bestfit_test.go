@@ -16,11 +16,10 @@ const (
 )
 
 // strategy is bestfit to the shared tests.
-var strategy = alloctest.Strategy[bestfit.Config, *bestfit.Pool]{Name: "bestfit", New: bestfit.New}
+var strategy = alloctest.Strategy[bestfit.Config, *bestfit.Pool]{Name: "bestfit", New: bestfit.New, Default: bestfit.DefaultConfig()}
 
 func TestConformance(t *testing.T) {
 	strategy.Conformance(t, []bestfit.Config{
-		bestfit.DefaultConfig(),
 		{Round: 256, MinBlock: 256, SplitThreshold: 256, Grow: bestfit.GrowDouble, Chunk: 2 * MiB},
 		{Round: 256, MinBlock: 256, SplitThreshold: 256, Grow: bestfit.GrowExact, Chunk: 1},
 		{Round: 512, MinBlock: 512, SplitThreshold: 512, Grow: bestfit.GrowExact, Chunk: 1},
@@ -31,14 +30,8 @@ func TestConformance(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	ok := bestfit.DefaultConfig()
-	with := func(f func(c *bestfit.Config)) bestfit.Config {
-		c := ok
-		f(&c)
-		return c
-	}
-	strategy.NewValidates(t, ok, []alloctest.ConfigCase[bestfit.Config]{
-		{Config: ok},
+	with := strategy.With
+	strategy.NewValidates(t, []alloctest.ConfigCase[bestfit.Config]{
 		{Config: with(func(c *bestfit.Config) { c.Round, c.MinBlock, c.SplitThreshold = 256, 256, 0 })},
 		{Config: with(func(c *bestfit.Config) { c.Round, c.MinBlock = 1<<20, 3<<20 })},
 		{Config: with(func(c *bestfit.Config) { c.Grow, c.Chunk = bestfit.GrowExact, 1 })},
@@ -83,5 +76,5 @@ func TestRegistry(t *testing.T) {
 }
 
 func TestDefaultSpec(t *testing.T) {
-	strategy.DefaultSpec(t, bestfit.DefaultConfig(), "bestfit:round=512,min_block=512,split_threshold=512,grow=chunk,chunk=20971520,initial=0")
+	strategy.DefaultSpec(t, "bestfit:round=512,min_block=512,split_threshold=512,grow=chunk,chunk=20971520,initial=0")
 }

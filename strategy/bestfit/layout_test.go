@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
@@ -66,13 +65,6 @@ func (p *Pool) layout() string { return kit.Layout(p) }
 // testConfig is the configuration of the layout tests unless they say
 // otherwise: exact growth, so that a new segment is just the block.
 var testConfig = Config{Round: 512, MinBlock: 512, SplitThreshold: 512, Grow: GrowExact, Chunk: 1}
-
-// build returns a pool in the state layout describes, on a device of 1 GiB,
-// and its live blocks in layout order.
-func build(t *testing.T, c Config, layout string) (*Pool, *virtual.Device, []gpualloc.Block) {
-	t.Helper()
-	return kit.Build(t, c, layout)
-}
 
 // TestFreeCoalesces frees a block of a given layout and checks the layout
 // after: merged with free neighbours in its segment, never across segments.
@@ -157,19 +149,8 @@ func TestGrowth(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := tt.c
 			c.Round, c.MinBlock, c.SplitThreshold = 512, 512, 512
-			dev := strategytest.NewDevice(1 << 30)
-			p, err := New(dev, c)
-			require.NoError(t, err)
-			for _, size := range tt.sizes {
-				_, err := p.Alloc(size)
-				require.NoError(t, err)
-				require.NoError(t, p.check())
-			}
-			var got []int64
-			for _, r := range dev.Regions() {
-				got = append(got, r.Size)
-			}
-			assert.Equal(t, tt.segs, got)
+			p, dev := alloctest.New(t, 1<<30, New, c)
+			assert.Equal(t, tt.segs, segmenttest.Grow(t, p, dev, p.check, tt.sizes))
 		})
 	}
 }
@@ -236,25 +217,10 @@ func TestOutOfMemory(t *testing.T) {
 	})
 
 	t.Run("out of memory, then usable", func(t *testing.T) {
-		dev := strategytest.NewDevice(8 * KiB)
-		p, err := New(dev, c)
-		require.NoError(t, err)
-		a, err := p.Alloc(3 * KiB)
-		require.NoError(t, err)
-		b, err := p.Alloc(3 * KiB)
-		require.NoError(t, err)
-		require.NoError(t, p.Free(b))
-		_, err = p.Alloc(6 * KiB)
-		require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
-		assert.ErrorContains(t, err, "bestfit: alloc of 6144 bytes (6144 rounded): segment of 6144 bytes: ")
-		require.NoError(t, p.check())
-		assert.Equal(t, "U3K F1K", p.layout(), "the free segment was released")
-		st := p.Stats()
-		assert.Equal(t, int64(1), st.OOMs)
-		assert.Equal(t, int64(1), st.Retries)
+		p, a := kit.OutOfMemory(t, c, "bestfit: alloc of 6144 bytes (6144 rounded): segment of 6144 bytes: ")
 		// Still usable.
 		require.NoError(t, p.Free(a))
-		_, err = p.Alloc(4 * KiB)
+		_, err := p.Alloc(4 * KiB)
 		require.NoError(t, err)
 		assert.Equal(t, "U4K", p.layout())
 	})
@@ -272,18 +238,10 @@ func TestOutOfMemory(t *testing.T) {
 const GiB = 1 << 30
 
 func TestFreeSpace(t *testing.T) {
-	p, _, live := build(t, testConfig, "F2K U512 F1K U512 F1536 | U4K F3K")
-	largest, total := p.FreeSpace()
-	assert.Equal(t, int64(3*KiB), largest)
-	assert.Equal(t, int64(2*KiB+KiB+1536+3*KiB), total)
-	require.NoError(t, p.Free(live[2]))
-	largest, total = p.FreeSpace()
-	assert.Equal(t, int64(7*KiB), largest)
-	assert.Equal(t, int64(2*KiB+KiB+1536+7*KiB), total)
-
+	kit.FreeSpace(t)
 	empty, err := New(strategytest.NewDevice(GiB), DefaultConfig())
 	require.NoError(t, err)
-	largest, total = empty.FreeSpace()
+	largest, total := empty.FreeSpace()
 	assert.Zero(t, largest)
 	assert.Zero(t, total)
 }

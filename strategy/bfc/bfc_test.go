@@ -19,11 +19,10 @@ const (
 )
 
 // strategy is bfc to the shared tests.
-var strategy = alloctest.Strategy[bfc.Config, *bfc.Pool]{Name: "bfc", New: bfc.New}
+var strategy = alloctest.Strategy[bfc.Config, *bfc.Pool]{Name: "bfc", New: bfc.New, Default: bfc.DefaultConfig()}
 
 func TestConformance(t *testing.T) {
 	strategy.Conformance(t, []bfc.Config{
-		bfc.DefaultConfig(),
 		{AllowGrowth: true, MemoryFraction: 1},
 		{MemoryFraction: 1, GarbageCollection: true},
 		{MemoryFraction: 0.75},
@@ -33,14 +32,8 @@ func TestConformance(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	ok := bfc.DefaultConfig()
-	with := func(f func(c *bfc.Config)) bfc.Config {
-		c := ok
-		f(&c)
-		return c
-	}
-	strategy.NewValidates(t, ok, []alloctest.ConfigCase[bfc.Config]{
-		{Config: ok},
+	with := strategy.With
+	strategy.NewValidates(t, []alloctest.ConfigCase[bfc.Config]{
 		{Config: bfc.Config{MemoryFraction: 0.75}},
 		{Config: with(func(c *bfc.Config) { c.MemoryLimit = 1 })},
 		{Config: with(func(c *bfc.Config) { c.FragmentationFraction = 1 })},

@@ -237,16 +237,7 @@ func TestExtend(t *testing.T) {
 			dev := strategytest.NewDevice(tt.dev)
 			p, err := New(dev, tt.c)
 			require.NoError(t, err)
-			for _, size := range tt.sizes {
-				_, err := p.Alloc(size)
-				require.NoError(t, err)
-				require.NoError(t, p.check())
-			}
-			var got []int64
-			for _, r := range dev.Regions() {
-				got = append(got, r.Size)
-			}
-			assert.Equal(t, tt.segs, got)
+			assert.Equal(t, tt.segs, segmenttest.Grow(t, p, dev, p.check, tt.sizes))
 			assert.Equal(t, tt.curr, p.curr)
 		})
 	}

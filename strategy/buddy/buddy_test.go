@@ -23,7 +23,7 @@ const (
 )
 
 // strategy is buddy to the shared tests.
-var strategy = alloctest.Strategy[buddy.Config, *buddy.Pool]{Name: "buddy", New: buddy.New}
+var strategy = alloctest.Strategy[buddy.Config, *buddy.Pool]{Name: "buddy", New: buddy.New, Default: buddy.DefaultConfig()}
 
 func TestConformance(t *testing.T) {
 	for _, tt := range []struct {
@@ -94,8 +94,7 @@ func TestRoundSize(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	strategy.NewValidates(t, buddy.DefaultConfig(), []alloctest.ConfigCase[buddy.Config]{
-		{Config: buddy.DefaultConfig()},
+	strategy.NewValidates(t, []alloctest.ConfigCase[buddy.Config]{
 		{Config: buddy.Config{MinBlock: 1, Arena: 1}},
 		{Config: buddy.Config{MinBlock: 512, Arena: 1 << 62}},
 		{Config: buddy.Config{MinBlock: 0, Arena: GiB}, Err: "buddy: min_block=0: must be a power of two"},
@@ -120,7 +119,7 @@ func TestRegistry(t *testing.T) {
 		{Spec: "buddy:min_block=big", Err: "buddy: min_block=big: not a size: want bytes or a number with a unit such as MiB"},
 		{Spec: "buddy:page=4096", Err: `buddy: unknown parameter "page" (known: min_block, arena)`},
 	})
-	strategy.DefaultSpec(t, buddy.DefaultConfig(), "buddy:min_block=512,arena=1073741824")
+	strategy.DefaultSpec(t, "buddy:min_block=512,arena=1073741824")
 }
 
 func TestInterfaces(t *testing.T) {
@@ -133,14 +132,6 @@ func TestInterfaces(t *testing.T) {
 	assert.Implements(t, (*gpualloc.FreeSpaceReporter)(nil), a)
 }
 
-func newPool(t *testing.T, capacity int64, c buddy.Config) (*buddy.Pool, *virtual.Device) {
-	t.Helper()
-	dev := strategytest.NewDevice(capacity)
-	p, err := buddy.New(dev, c)
-	require.NoError(t, err)
-	return p, dev
-}
-
 func alloc(t *testing.T, p *buddy.Pool, size int64) gpualloc.Block {
 	t.Helper()
 	b, err := p.Alloc(size)
@@ -149,7 +140,7 @@ func alloc(t *testing.T, p *buddy.Pool, size int64) gpualloc.Block {
 }
 
 func TestFreeSpace(t *testing.T) {
-	p, _ := newPool(t, GiB, buddy.Config{MinBlock: 512, Arena: MiB})
+	p, _ := alloctest.New(t, GiB, buddy.New, buddy.Config{MinBlock: 512, Arena: MiB})
 	largest, total := p.FreeSpace()
 	assert.Zero(t, largest)
 	assert.Zero(t, total)
@@ -181,7 +172,7 @@ func TestFreeSpace(t *testing.T) {
 // When the device refuses a new arena, the pool returns its empty arenas
 // and retries once.
 func TestOutOfMemoryReleasesEmptyArenas(t *testing.T) {
-	p, dev := newPool(t, 4*MiB, buddy.Config{MinBlock: 512, Arena: MiB})
+	p, dev := alloctest.New(t, 4*MiB, buddy.New, buddy.Config{MinBlock: 512, Arena: MiB})
 	var blocks []gpualloc.Block
 	for range 4 {
 		blocks = append(blocks, alloc(t, p, MiB))
@@ -219,7 +210,7 @@ func TestOutOfMemoryReleasesEmptyArenas(t *testing.T) {
 
 // A device malloc that fails with room to spare is retried.
 func TestRetryAfterRefusal(t *testing.T) {
-	p, dev := newPool(t, GiB, buddy.Config{MinBlock: 512, Arena: MiB})
+	p, dev := alloctest.New(t, GiB, buddy.New, buddy.Config{MinBlock: 512, Arena: MiB})
 	dev.FailMallocs(1)
 	b := alloc(t, p, 100)
 	st := p.Stats()
@@ -433,7 +424,7 @@ func TestOutOfMemoryOnSmallDevice(t *testing.T) {
 }
 
 func TestTooLarge(t *testing.T) {
-	p, dev := newPool(t, GiB, buddy.DefaultConfig())
+	p, dev := alloctest.New(t, GiB, buddy.New, buddy.DefaultConfig())
 	for _, size := range []int64{1<<62 + 1, math.MaxInt64} {
 		_, err := p.Alloc(size)
 		require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
@@ -446,7 +437,7 @@ func TestTooLarge(t *testing.T) {
 }
 
 func TestInvalidFree(t *testing.T) {
-	p, _ := newPool(t, GiB, buddy.DefaultConfig())
+	p, _ := alloctest.New(t, GiB, buddy.New, buddy.DefaultConfig())
 	a := alloc(t, p, 1000)
 	b := alloc(t, p, 1000)
 	require.NoError(t, p.Free(a))

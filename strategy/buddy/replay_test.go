@@ -100,7 +100,7 @@ func TestReplayPeakAllocatedEdges(t *testing.T) {
 	for _, c := range []buddy.Config{buddy.DefaultConfig(), {MinBlock: 4096, Arena: 64 << 20}} {
 		t.Run(fmt.Sprintf("min_block=%d,arena=%d", c.MinBlock, c.Arena), func(t *testing.T) {
 			res, err := sim.Replay(traces.NewSliceReader("edges", evs), sim.Config{
-				Open:   func(b gpualloc.Backend) (gpualloc.Allocator, error) { return buddy.New(b, c) },
+				Open:   strategy.Open(c),
 				Verify: true,
 			})
 			require.NoError(t, err)

@@ -11,7 +11,6 @@ import (
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/dualcursor"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
-	"github.com/gpualloc/gpualloc/strategy/strategytest"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -84,5 +83,3 @@ func replayDirect(b *testing.B, events []traces.Event) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/event")
 	b.ReportMetric(float64(p.Stats().PeakReserved), "peak-reserved-B")
 }
-
-var _ = strategytest.NewDevice

@@ -16,7 +16,7 @@ const (
 )
 
 // strategy is dualcursor to the shared tests.
-var strategy = alloctest.Strategy[dualcursor.Config, *dualcursor.Pool]{Name: "dualcursor", New: dualcursor.New}
+var strategy = alloctest.Strategy[dualcursor.Config, *dualcursor.Pool]{Name: "dualcursor", New: dualcursor.New, Default: dualcursor.DefaultConfig()}
 
 var (
 	params   = dualcursor.Categories(gpualloc.CategoryParameter, gpualloc.CategoryOptimizerState)
@@ -26,7 +26,6 @@ var (
 
 func TestConformance(t *testing.T) {
 	strategy.Conformance(t, []dualcursor.Config{
-		dualcursor.DefaultConfig(),
 		{Align: 512, Pad: 32, Block: 4 * MiB, Grow: dualcursor.GrowBlock, Static: params, Unknown: dualcursor.UnknownBeforeFirstFree},
 		{Align: 256, Pad: 0, Block: 1, Grow: dualcursor.GrowBlock, Static: params, Unknown: dualcursor.UnknownDynamic, StaticEnd: dualcursor.EndLow},
 		{Align: 4096, Pad: 100, Block: 64 * MiB, Grow: dualcursor.GrowBlock, Static: allKnown, Unknown: dualcursor.UnknownStatic},
@@ -36,14 +35,8 @@ func TestConformance(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	ok := dualcursor.DefaultConfig()
-	with := func(f func(c *dualcursor.Config)) dualcursor.Config {
-		c := ok
-		f(&c)
-		return c
-	}
-	strategy.NewValidates(t, ok, []alloctest.ConfigCase[dualcursor.Config]{
-		{Config: ok},
+	with := strategy.With
+	strategy.NewValidates(t, []alloctest.ConfigCase[dualcursor.Config]{
 		{Config: with(func(c *dualcursor.Config) { c.Align, c.Pad = 256, 0 })},
 		{Config: with(func(c *dualcursor.Config) { c.Block, c.Grow = 0, dualcursor.GrowNone })},
 		{Config: with(func(c *dualcursor.Config) {
@@ -68,12 +61,7 @@ func spec(c dualcursor.Config) string {
 }
 
 func TestRegistry(t *testing.T) {
-	def := dualcursor.DefaultConfig()
-	with := func(f func(c *dualcursor.Config)) dualcursor.Config {
-		c := def
-		f(&c)
-		return c
-	}
+	def, with := strategy.Default, strategy.With
 	strategy.Select(t, 2*GiB, spec, []alloctest.SelectCase[dualcursor.Config]{
 		{Spec: "dualcursor", Want: def},
 		{Spec: "DualCursor", Want: def},
@@ -102,8 +90,7 @@ func TestRegistry(t *testing.T) {
 }
 
 func TestDefaultSpec(t *testing.T) {
-	strategy.DefaultSpec(t, dualcursor.DefaultConfig(),
-		"dualcursor:align=512,pad=32,block=1073741824,grow=block,static=parameter+optimizer_state,unknown=before_first_free,static_end=high")
+	strategy.DefaultSpec(t, "dualcursor:align=512,pad=32,block=1073741824,grow=block,static=parameter+optimizer_state,unknown=before_first_free,static_end=high")
 }
 
 func TestParams(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
@@ -141,16 +140,8 @@ func runSteps(t *testing.T, p *Pool, steps []step) []gpualloc.Block {
 	return blocks
 }
 
-func newSmall(t *testing.T, c Config, capacity int64) (*Pool, *virtual.Device) {
-	t.Helper()
-	dev := strategytest.NewDevice(capacity)
-	p, err := New(dev, c)
-	require.NoError(t, err)
-	return p, dev
-}
-
 func TestPlacement(t *testing.T) {
-	p, _ := newSmall(t, small, GiB)
+	p, _ := alloctest.New(t, GiB, New, small)
 	runSteps(t, p, []step{
 		{"S1K", "G7K S1K"},                               // 0: static from the top down
 		{"D2K", "D2K G5K S1K"},                           // 1: dynamic from the base up
@@ -174,7 +165,7 @@ func TestPlacement(t *testing.T) {
 }
 
 func TestPlacementBestFit(t *testing.T) {
-	p, _ := newSmall(t, small, GiB)
+	p, _ := alloctest.New(t, GiB, New, small)
 	runSteps(t, p, []step{
 		{"D1K", "D1K G7K"},
 		{"D512", "D1K D512 G6656"},
@@ -197,7 +188,7 @@ func TestPlacementBestFit(t *testing.T) {
 
 func TestPlacementSidesStayApart(t *testing.T) {
 	// A range freed on one side is not used by the other.
-	p, _ := newSmall(t, small, GiB)
+	p, _ := alloctest.New(t, GiB, New, small)
 	runSteps(t, p, []step{
 		{"S2K", "G6K S2K"},
 		{"S1K", "G5K S1K S2K"},
@@ -211,7 +202,7 @@ func TestPlacementSidesStayApart(t *testing.T) {
 func TestStaticEndLow(t *testing.T) {
 	c := small
 	c.StaticEnd = EndLow
-	p, _ := newSmall(t, c, GiB)
+	p, _ := alloctest.New(t, GiB, New, c)
 	blocks := runSteps(t, p, []step{
 		{"S1K", "S1K G7K"},
 		{"D2K", "S1K G5K D2K"},
@@ -221,7 +212,7 @@ func TestStaticEndLow(t *testing.T) {
 		{"D1K", "S1K S512 G3584 D1K F1K D1K"}, // cut at the range's high end, the dynamic side's own
 	})
 	// The mirror image of the same operations with static_end=high.
-	q, _ := newSmall(t, small, GiB)
+	q, _ := alloctest.New(t, GiB, New, small)
 	mirror := runSteps(t, q, []step{
 		{"S1K", "G7K S1K"},
 		{"D2K", "D2K G5K S1K"},
@@ -242,7 +233,7 @@ func TestStaticEndLow(t *testing.T) {
 func TestUnknownBeforeFirstFree(t *testing.T) {
 	c := small
 	c.Unknown = UnknownBeforeFirstFree
-	p, _ := newSmall(t, c, GiB)
+	p, _ := alloctest.New(t, GiB, New, c)
 	runSteps(t, p, []step{
 		{"U1K", "G7K S1K"}, // before any free: static
 		{"U512", "G6656 S512 S1K"},
@@ -256,7 +247,7 @@ func TestUnknownBeforeFirstFree(t *testing.T) {
 func TestGrowNone(t *testing.T) {
 	c := small
 	c.Grow = GrowNone
-	p, dev := newSmall(t, c, GiB)
+	p, dev := alloctest.New(t, GiB, New, c)
 	runSteps(t, p, []step{
 		{"S4K", "G4K S4K"},
 		{"D3K", "D3K G1K S4K"},
@@ -275,7 +266,7 @@ func TestGrowNone(t *testing.T) {
 func TestBlockZeroTakesTheDevice(t *testing.T) {
 	c := small
 	c.Block, c.Grow = 0, GrowNone
-	p, dev := newSmall(t, c, 64*KiB)
+	p, dev := alloctest.New(t, 64*KiB, New, c)
 	runSteps(t, p, []step{
 		{"S1K", "G63K S1K"},
 		{"D60K", "D60K G3K S1K"},
@@ -285,7 +276,7 @@ func TestBlockZeroTakesTheDevice(t *testing.T) {
 }
 
 func TestReleaseAndRetry(t *testing.T) {
-	p, dev := newSmall(t, small, 16*KiB)
+	p, dev := alloctest.New(t, 16*KiB, New, small)
 	runSteps(t, p, []step{
 		{"D4K", "D4K G4K"},
 		{"F0", "G8K"},
@@ -308,7 +299,7 @@ func TestReleaseAndRetry(t *testing.T) {
 }
 
 func TestFreeSpaceAndRelease(t *testing.T) {
-	p, dev := newSmall(t, small, GiB)
+	p, dev := alloctest.New(t, GiB, New, small)
 	largest, total := p.FreeSpace()
 	assert.Zero(t, largest)
 	assert.Zero(t, total)
@@ -353,7 +344,7 @@ func TestReleaseAllDeviceError(t *testing.T) {
 }
 
 func TestTooLarge(t *testing.T) {
-	p, _ := newSmall(t, DefaultConfig(), GiB)
+	p, _ := alloctest.New(t, GiB, New, DefaultConfig())
 	_, err := p.Alloc(1<<63 - 1)
 	assert.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
 	_, err = p.Alloc(2 * GiB)

@@ -25,11 +25,7 @@ func TestReplayBundled(t *testing.T) {
 		peak, _ := replaytest.RoundedPeak(events, dualcursor.DefaultConfig().RoundSize)
 		for _, c := range []dualcursor.Config{
 			dualcursor.DefaultConfig(),
-			func() dualcursor.Config {
-				c := dualcursor.DefaultConfig()
-				c.Block, c.Grow = 0, dualcursor.GrowNone
-				return c
-			}(),
+			strategy.With(func(c *dualcursor.Config) { c.Block, c.Grow = 0, dualcursor.GrowNone }),
 		} {
 			t.Run(b.Name+"/block="+map[bool]string{true: "0", false: "1GiB"}[c.Block == 0], func(t *testing.T) {
 				res := replaytest.ReplayPeak(t, traces.NewSliceReader(b.Name, events), strategy.Open(c), peak)

@@ -3,22 +3,17 @@ package gmlake_test
 import (
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
-	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/gmlake"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
-	"github.com/gpualloc/gpualloc/strategy/strategytest"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
 // BenchmarkAllocFree measures an Alloc served from a free block and the
 // Free that merges it back, for four sizes in turn.
 func BenchmarkAllocFree(b *testing.B) {
-	a, err := gmlake.New(strategytest.NewDevice(GiB), gmlake.DefaultConfig())
-	require.NoError(b, err)
+	a, _ := alloctest.New(b, GiB, gmlake.New, gmlake.DefaultConfig())
 	alloctest.AllocFree(b, a, alloctest.HitSizes)
 }
 
@@ -32,9 +27,7 @@ func BenchmarkReplay(b *testing.B) {
 		events := replaytest.BundledEvents(b, bd.Name)
 		for name, c := range map[string]gmlake.Config{"default": gmlake.DefaultConfig(), "frag_limit=0": stitchAll} {
 			b.Run(bd.Name+"/"+name, func(b *testing.B) {
-				replaytest.ReplaySim(b, sim.Config{Open: func(be gpualloc.Backend) (gpualloc.Allocator, error) {
-					return gmlake.New(be, c)
-				}}, bd.Name, events)
+				replaytest.ReplaySim(b, sim.Config{Open: alloctest.Open(gmlake.New, c)}, bd.Name, events)
 			})
 		}
 	}

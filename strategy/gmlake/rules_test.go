@@ -218,9 +218,8 @@ func TestConfigErrors(t *testing.T) {
 // TestNewValidates checks New on configurations built directly, which the
 // registry's parsing (TestConfigErrors) cannot all reach.
 func TestNewValidates(t *testing.T) {
-	s := alloctest.Strategy[gmlake.Config, *gmlake.Allocator]{Name: "gmlake", New: gmlake.New}
-	s.NewValidates(t, gmlake.DefaultConfig(), []alloctest.ConfigCase[gmlake.Config]{
-		{Config: gmlake.DefaultConfig()},
+	s := alloctest.Strategy[gmlake.Config, *gmlake.Allocator]{Name: "gmlake", New: gmlake.New, Default: gmlake.DefaultConfig()}
+	s.NewValidates(t, []alloctest.ConfigCase[gmlake.Config]{
 		{Config: gmlake.Config{ReuseLimit: 1.5, DefragLevel: 2, AutoGC: 1}},
 		{Config: gmlake.Config{FragLimit: -1, ReuseLimit: 10, AutoGC: 1}, Err: "gmlake: frag_limit=-1: must not be negative"},
 		{Config: gmlake.Config{ReuseLimit: 0, AutoGC: 1}, Err: "gmlake: reuse_limit=0: must be a positive number"},

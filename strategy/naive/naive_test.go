@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
@@ -21,11 +20,10 @@ const (
 )
 
 // strategy is naive to the shared tests.
-var strategy = alloctest.Strategy[naive.Config, *naive.Pool]{Name: "naive", New: naive.New}
+var strategy = alloctest.Strategy[naive.Config, *naive.Pool]{Name: "naive", New: naive.New, Default: naive.DefaultConfig()}
 
 func TestConformance(t *testing.T) {
 	strategy.Conformance(t, []naive.Config{
-		naive.DefaultConfig(),
 		{Page: 32, LargeRound: 1, Reserve: 0},
 		{Page: 1000, LargeRound: 3 * MiB, Reserve: 100},
 		{Page: 512, LargeRound: 512, Reserve: 50},
@@ -70,8 +68,7 @@ func TestRoundSize(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	strategy.NewValidates(t, naive.DefaultConfig(), []alloctest.ConfigCase[naive.Config]{
-		{Config: naive.DefaultConfig()},
+	strategy.NewValidates(t, []alloctest.ConfigCase[naive.Config]{
 		{Config: naive.Config{Page: 32, LargeRound: 1, Reserve: 0}},
 		{Config: naive.Config{Page: 33, LargeRound: 7, Reserve: 100}},
 		{Config: naive.Config{Page: 31, LargeRound: 2 * MiB, Reserve: 5}, Err: "naive: page=31: must be at least 32"},
@@ -92,16 +89,7 @@ func TestSpec(t *testing.T) {
 // and its rounding: a device that refuses is retried after the cache is
 // released, and requests of one rounded size share a free list.
 func TestSharedPool(t *testing.T) {
-	dev := strategytest.NewDevice(GiB)
-	p, err := naive.New(dev, naive.DefaultConfig())
-	require.NoError(t, err)
-	err = pooltest.Retry(t, p, dev, 100000, 5000)
-	assert.EqualError(t, err, "naive: alloc of 5000 bytes (8192 rounded): virtual: device 0: malloc of 8192 bytes: injected failure: out of memory")
-
-	require.NoError(t, p.ReleaseAll())
-	a := pooltest.Alloc(t, p, 4097)
-	pooltest.Free(t, p, a)
-	assert.Equal(t, a.Addr, pooltest.Alloc(t, p, 8192).Addr, "4097 and 8192 bytes both round to 8192")
+	pooltest.SharedPool(t, strategy, 4097, 8192, "4097 and 8192 bytes both round to 8192")
 }
 
 func TestRegistry(t *testing.T) {

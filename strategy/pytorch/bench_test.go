@@ -3,22 +3,17 @@ package pytorch_test
 import (
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
-	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/pytorch"
-	"github.com/gpualloc/gpualloc/strategy/strategytest"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
 // BenchmarkAllocFree measures an Alloc served from the cache and the Free
 // that merges it back, for four sizes in turn.
 func BenchmarkAllocFree(b *testing.B) {
-	a, err := pytorch.New(strategytest.NewDevice(GiB), pytorch.DefaultConfig())
-	require.NoError(b, err)
+	a, _ := alloctest.New(b, GiB, pytorch.New, pytorch.DefaultConfig())
 	alloctest.Warm(b, a, alloctest.HitSizes[:]) // the segments stay cached
 	alloctest.AllocFree(b, a, alloctest.HitSizes)
 }
@@ -26,7 +21,7 @@ func BenchmarkAllocFree(b *testing.B) {
 // BenchmarkReplay replays each bundled trace, held in memory, through
 // sim.Replay.
 func BenchmarkReplay(b *testing.B) {
-	open := func(be gpualloc.Backend) (gpualloc.Allocator, error) { return pytorch.New(be, pytorch.DefaultConfig()) }
+	open := alloctest.Open(pytorch.New, pytorch.DefaultConfig())
 	for _, bd := range traces.Bundled() {
 		events := replaytest.BundledEvents(b, bd.Name)
 		b.Run(bd.Name, func(b *testing.B) { replaytest.ReplaySim(b, sim.Config{Open: open}, bd.Name, events) })

@@ -45,6 +45,17 @@ func newExp(t *testing.T, conf string, capacity int64, vm bool) (*pytorch.Alloca
 	return a, dev
 }
 
+// inModes runs test as a subtest for each of modes, on an allocator with
+// expandable segments on a fresh device of capacity bytes.
+func inModes(t *testing.T, capacity int64, test func(t *testing.T, a *pytorch.Allocator, dev *virtual.Device)) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			a, dev := newExp(t, es, capacity, m.vm)
+			test(t, a, dev)
+		})
+	}
+}
+
 // allocations and frees are the device's allocation and free calls, Malloc
 // and Create, Free and Release.
 func allocations(ds virtual.Stats) int64 { return ds.Mallocs + ds.Creates }
@@ -72,151 +83,133 @@ func checkDevice(t *testing.T, a *pytorch.Allocator, dev *virtual.Device) {
 }
 
 func TestExpandableGrowth(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			a, dev := newExp(t, es, 8*GiB, m.vm)
-			// Large pool: 20 MiB pages; the range grows at its end.
-			b1 := alloc(t, a, 15*MiB, 0)
-			assert.Equal(t, int64(20*MiB), dev.Stats().Used)
-			b2 := alloc(t, a, 10*MiB, 0) // 5 MiB free at the end, grown by one page
-			assert.Equal(t, b1.End(), b2.Addr)
-			assert.Equal(t, int64(40*MiB), dev.Stats().Used)
-			assert.Equal(t, int64(2), allocations(dev.Stats()))
-			b3 := alloc(t, a, 50*MiB, 0) // 15 MiB free, 35 more: two pages
-			assert.Equal(t, b2.End(), b3.Addr)
-			assert.Equal(t, int64(80*MiB), dev.Stats().Used)
-			st := a.Stats()
-			assert.Equal(t, int64(80*MiB), st.Reserved)
-			assert.Equal(t, int64(80*MiB), a.MemoryStats().ReservedBytes.Current)
-			assert.Equal(t, int64(4), st.DeviceMallocs)
-			// Small pool: 2 MiB pages, a range of its own.
-			s1 := alloc(t, a, 600*KiB, 0)
-			s2 := alloc(t, a, 400*KiB, 0)
-			assert.Equal(t, s1.End(), s2.Addr)
-			assert.Equal(t, int64(82*MiB), dev.Stats().Used)
-			s3 := alloc(t, a, 1000*KiB, 0) // fits in the first 2 MiB page
-			assert.Equal(t, s2.End(), s3.Addr)
-			assert.Equal(t, int64(82*MiB), dev.Stats().Used)
-			s4 := alloc(t, a, 1000*KiB, 0) // grows the small range by one page
-			assert.Equal(t, s3.End(), s4.Addr)
-			assert.Equal(t, int64(84*MiB), dev.Stats().Used)
-			assert.False(t, s1.Addr >= b1.Addr && s1.Addr < b1.Addr+uint64(8*GiB))
-			checkDevice(t, a, dev)
-			for _, b := range []gpualloc.Block{b1, b2, b3, s1, s2, s3, s4} {
-				require.NoError(t, a.Free(b))
-			}
-			require.NoError(t, a.ReleaseAll())
-			assert.Equal(t, int64(0), dev.Stats().Used)
-			assert.Equal(t, int64(0), a.Stats().Reserved)
-			assert.Zero(t, dev.Stats().Ranges)
-			checkDevice(t, a, dev)
-		})
-	}
+	inModes(t, 8*GiB, func(t *testing.T, a *pytorch.Allocator, dev *virtual.Device) {
+		// Large pool: 20 MiB pages; the range grows at its end.
+		b1 := alloc(t, a, 15*MiB, 0)
+		assert.Equal(t, int64(20*MiB), dev.Stats().Used)
+		b2 := alloc(t, a, 10*MiB, 0) // 5 MiB free at the end, grown by one page
+		assert.Equal(t, b1.End(), b2.Addr)
+		assert.Equal(t, int64(40*MiB), dev.Stats().Used)
+		assert.Equal(t, int64(2), allocations(dev.Stats()))
+		b3 := alloc(t, a, 50*MiB, 0) // 15 MiB free, 35 more: two pages
+		assert.Equal(t, b2.End(), b3.Addr)
+		assert.Equal(t, int64(80*MiB), dev.Stats().Used)
+		st := a.Stats()
+		assert.Equal(t, int64(80*MiB), st.Reserved)
+		assert.Equal(t, int64(80*MiB), a.MemoryStats().ReservedBytes.Current)
+		assert.Equal(t, int64(4), st.DeviceMallocs)
+		// Small pool: 2 MiB pages, a range of its own.
+		s1 := alloc(t, a, 600*KiB, 0)
+		s2 := alloc(t, a, 400*KiB, 0)
+		assert.Equal(t, s1.End(), s2.Addr)
+		assert.Equal(t, int64(82*MiB), dev.Stats().Used)
+		s3 := alloc(t, a, 1000*KiB, 0) // fits in the first 2 MiB page
+		assert.Equal(t, s2.End(), s3.Addr)
+		assert.Equal(t, int64(82*MiB), dev.Stats().Used)
+		s4 := alloc(t, a, 1000*KiB, 0) // grows the small range by one page
+		assert.Equal(t, s3.End(), s4.Addr)
+		assert.Equal(t, int64(84*MiB), dev.Stats().Used)
+		assert.False(t, s1.Addr >= b1.Addr && s1.Addr < b1.Addr+uint64(8*GiB))
+		checkDevice(t, a, dev)
+		for _, b := range []gpualloc.Block{b1, b2, b3, s1, s2, s3, s4} {
+			require.NoError(t, a.Free(b))
+		}
+		require.NoError(t, a.ReleaseAll())
+		assert.Equal(t, int64(0), dev.Stats().Used)
+		assert.Equal(t, int64(0), a.Stats().Reserved)
+		assert.Zero(t, dev.Stats().Ranges)
+		checkDevice(t, a, dev)
+	})
 }
 
 func TestExpandableLowestFit(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			a, dev := newExp(t, es, 8*GiB, m.vm)
-			b1 := alloc(t, a, 20*MiB, 0)
-			b2 := alloc(t, a, 20*MiB, 0)
-			b3 := alloc(t, a, 20*MiB, 0)
-			require.NoError(t, a.Free(b1))
-			require.NoError(t, a.Free(b2))
-			require.NoError(t, a.ReleaseAll()) // unmaps the first two pages
-			assert.Equal(t, int64(20*MiB), dev.Stats().Used)
-			// A 30 MiB request maps at the lowest address that fits: the hole.
-			b4 := alloc(t, a, 30*MiB, 0)
-			assert.Equal(t, b1.Addr, b4.Addr)
-			assert.Equal(t, int64(60*MiB), dev.Stats().Used)
-			// 10 MiB are free after b4, in the second page.
-			b5 := alloc(t, a, 10*MiB, 0)
-			assert.Equal(t, b4.End(), b5.Addr)
-			assert.Equal(t, int64(60*MiB), dev.Stats().Used)
-			// A request larger than the hole goes after b3.
-			require.NoError(t, a.Free(b4))
-			require.NoError(t, a.Free(b5))
-			require.NoError(t, a.ReleaseAll())
-			b6 := alloc(t, a, 50*MiB, 0)
-			assert.Equal(t, b3.End(), b6.Addr, "the 40 MiB hole is too small and b3 is live: 50 MiB go after b3")
-			checkDevice(t, a, dev)
-		})
-	}
+	inModes(t, 8*GiB, func(t *testing.T, a *pytorch.Allocator, dev *virtual.Device) {
+		b1 := alloc(t, a, 20*MiB, 0)
+		b2 := alloc(t, a, 20*MiB, 0)
+		b3 := alloc(t, a, 20*MiB, 0)
+		require.NoError(t, a.Free(b1))
+		require.NoError(t, a.Free(b2))
+		require.NoError(t, a.ReleaseAll()) // unmaps the first two pages
+		assert.Equal(t, int64(20*MiB), dev.Stats().Used)
+		// A 30 MiB request maps at the lowest address that fits: the hole.
+		b4 := alloc(t, a, 30*MiB, 0)
+		assert.Equal(t, b1.Addr, b4.Addr)
+		assert.Equal(t, int64(60*MiB), dev.Stats().Used)
+		// 10 MiB are free after b4, in the second page.
+		b5 := alloc(t, a, 10*MiB, 0)
+		assert.Equal(t, b4.End(), b5.Addr)
+		assert.Equal(t, int64(60*MiB), dev.Stats().Used)
+		// A request larger than the hole goes after b3.
+		require.NoError(t, a.Free(b4))
+		require.NoError(t, a.Free(b5))
+		require.NoError(t, a.ReleaseAll())
+		b6 := alloc(t, a, 50*MiB, 0)
+		assert.Equal(t, b3.End(), b6.Addr, "the 40 MiB hole is too small and b3 is live: 50 MiB go after b3")
+		checkDevice(t, a, dev)
+	})
 }
 
 func TestExpandableReleasePartial(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			a, dev := newExp(t, es, 8*GiB, m.vm)
-			b1 := alloc(t, a, 30*MiB, 0) // pages 0 and 1
-			b2 := alloc(t, a, 5*MiB, 0)  // in page 1
-			require.NoError(t, a.Free(b1))
-			require.NoError(t, a.ReleaseAll()) // page 0 wholly free, page 1 not
-			assert.Equal(t, int64(20*MiB), dev.Stats().Used)
-			assert.Equal(t, int64(20*MiB), a.Stats().Reserved)
-			largest, total := a.FreeSpace()
-			assert.Equal(t, int64(15*MiB), total)
-			assert.Equal(t, int64(10*MiB), largest)
-			require.NoError(t, a.Free(b2))
-			require.NoError(t, a.ReleaseAll())
-			assert.Equal(t, int64(0), dev.Stats().Used)
-			assert.Equal(t, allocations(dev.Stats()), frees(dev.Stats()))
-			checkDevice(t, a, dev)
-		})
-	}
+	inModes(t, 8*GiB, func(t *testing.T, a *pytorch.Allocator, dev *virtual.Device) {
+		b1 := alloc(t, a, 30*MiB, 0) // pages 0 and 1
+		b2 := alloc(t, a, 5*MiB, 0)  // in page 1
+		require.NoError(t, a.Free(b1))
+		require.NoError(t, a.ReleaseAll()) // page 0 wholly free, page 1 not
+		assert.Equal(t, int64(20*MiB), dev.Stats().Used)
+		assert.Equal(t, int64(20*MiB), a.Stats().Reserved)
+		largest, total := a.FreeSpace()
+		assert.Equal(t, int64(15*MiB), total)
+		assert.Equal(t, int64(10*MiB), largest)
+		require.NoError(t, a.Free(b2))
+		require.NoError(t, a.ReleaseAll())
+		assert.Equal(t, int64(0), dev.Stats().Used)
+		assert.Equal(t, allocations(dev.Stats()), frees(dev.Stats()))
+		checkDevice(t, a, dev)
+	})
 }
 
 func TestExpandableStreams(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			a, dev := newExp(t, es, 8*GiB, m.vm)
-			b0 := alloc(t, a, 5*MiB, 0)
-			b1 := alloc(t, a, 5*MiB, 1) // stream 1 has a range of its own
-			assert.Equal(t, int64(40*MiB), dev.Stats().Used)
-			assert.NotEqual(t, b0.End(), b1.Addr)
-			require.NoError(t, a.Free(b0))
-			b2 := alloc(t, a, 5*MiB, 1) // from stream 1's page, not stream 0's
-			assert.Equal(t, b1.End(), b2.Addr)
-			assert.Equal(t, int64(40*MiB), dev.Stats().Used)
-			checkDevice(t, a, dev)
-		})
-	}
+	inModes(t, 8*GiB, func(t *testing.T, a *pytorch.Allocator, dev *virtual.Device) {
+		b0 := alloc(t, a, 5*MiB, 0)
+		b1 := alloc(t, a, 5*MiB, 1) // stream 1 has a range of its own
+		assert.Equal(t, int64(40*MiB), dev.Stats().Used)
+		assert.NotEqual(t, b0.End(), b1.Addr)
+		require.NoError(t, a.Free(b0))
+		b2 := alloc(t, a, 5*MiB, 1) // from stream 1's page, not stream 0's
+		assert.Equal(t, b1.End(), b2.Addr)
+		assert.Equal(t, int64(40*MiB), dev.Stats().Used)
+		checkDevice(t, a, dev)
+	})
 }
 
 func TestExpandableOOM(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			a, dev := newExp(t, es, 100*MiB, m.vm)
-			b1 := alloc(t, a, 70*MiB, 0) // 4 pages: 80 MiB
-			_, err := a.Alloc(35 * MiB)  // 25 MiB more than the 10 MiB free: 2 pages, the second refused
-			require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
-			assert.Equal(t, int64(80*MiB), dev.Stats().Used, "the page made before the refusal is given back")
-			assert.Equal(t, int64(1), a.MemoryStats().NumOOMs.Current)
-			assert.Equal(t, int64(80*MiB), a.MemoryStats().ReservedBytes.Peak,
-				"reserved_bytes count pages once all are mapped, as PyTorch's do")
-			checkDevice(t, a, dev)
-			b2 := alloc(t, a, 25*MiB, 0) // one page more is fine
-			assert.Equal(t, b1.End(), b2.Addr)
-			require.NoError(t, a.Free(b1))
-			require.NoError(t, a.Free(b2))
-			require.NoError(t, a.ReleaseAll())
-			assert.Equal(t, int64(0), dev.Stats().Used)
-			checkDevice(t, a, dev)
-		})
-	}
+	inModes(t, 100*MiB, func(t *testing.T, a *pytorch.Allocator, dev *virtual.Device) {
+		b1 := alloc(t, a, 70*MiB, 0) // 4 pages: 80 MiB
+		_, err := a.Alloc(35 * MiB)  // 25 MiB more than the 10 MiB free: 2 pages, the second refused
+		require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
+		assert.Equal(t, int64(80*MiB), dev.Stats().Used, "the page made before the refusal is given back")
+		assert.Equal(t, int64(1), a.MemoryStats().NumOOMs.Current)
+		assert.Equal(t, int64(80*MiB), a.MemoryStats().ReservedBytes.Peak,
+			"reserved_bytes count pages once all are mapped, as PyTorch's do")
+		checkDevice(t, a, dev)
+		b2 := alloc(t, a, 25*MiB, 0) // one page more is fine
+		assert.Equal(t, b1.End(), b2.Addr)
+		require.NoError(t, a.Free(b1))
+		require.NoError(t, a.Free(b2))
+		require.NoError(t, a.ReleaseAll())
+		assert.Equal(t, int64(0), dev.Stats().Used)
+		checkDevice(t, a, dev)
+	})
 }
 
 func TestExpandableSplit(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			a, _ := newExp(t, es, 8*GiB, m.vm)
-			// In the large pool too a remainder of 512 bytes or more is split off.
-			b1 := alloc(t, a, 20*MiB-512, 0)
-			b2 := alloc(t, a, 2*MiB, 0)
-			assert.Equal(t, int64(20*MiB-512), b1.Size)
-			assert.Equal(t, b1.End(), b2.Addr)
-		})
-	}
+	inModes(t, 8*GiB, func(t *testing.T, a *pytorch.Allocator, _ *virtual.Device) {
+		// In the large pool too a remainder of 512 bytes or more is split off.
+		b1 := alloc(t, a, 20*MiB-512, 0)
+		b2 := alloc(t, a, 2*MiB, 0)
+		assert.Equal(t, int64(20*MiB-512), b1.Size)
+		assert.Equal(t, b1.End(), b2.Addr)
+	})
 }
 
 // TestExpandableVirtualMemory checks the device calls of expandable

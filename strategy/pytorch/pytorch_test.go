@@ -9,6 +9,7 @@ import (
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/snapshot"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/pytorch"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 )
@@ -32,9 +33,7 @@ func TestConformance(t *testing.T) {
 		"expandable_segments:True", "expandable_segments:True,max_split_size_mb:40", "expandable_segments:True,roundup_power2_divisions:4"} {
 		t.Run(conf, func(t *testing.T) {
 			c := mustConf(t, conf)
-			strategytest.Run(t, func(b gpualloc.Backend) (gpualloc.Allocator, error) {
-				return pytorch.New(b, c)
-			}, &strategytest.Options{Caching: true, Align: 512})
+			strategytest.Run(t, alloctest.Open(pytorch.New, c), &strategytest.Options{Caching: true, Align: 512})
 		})
 	}
 }
@@ -79,11 +78,21 @@ func alloc(t *testing.T, a *pytorch.Allocator, size int64, s uint64) gpualloc.Bl
 	return b
 }
 
+// cache allocates blocks of each of sizes in turn on stream 0, then frees
+// them in the same order, so that a holds them cached.
+func cache(t *testing.T, a *pytorch.Allocator, sizes ...int64) {
+	t.Helper()
+	var blocks []gpualloc.Block
+	for _, size := range sizes {
+		blocks = append(blocks, alloc(t, a, size, 0))
+	}
+	for _, b := range blocks {
+		require.NoError(t, a.Free(b))
+	}
+}
+
 func newAlloc(t *testing.T, conf string, capacity int64) (*pytorch.Allocator, *virtual.Device) {
-	dev := strategytest.NewDevice(capacity)
-	a, err := pytorch.New(dev, mustConf(t, conf))
-	require.NoError(t, err)
-	return a, dev
+	return alloctest.New(t, capacity, pytorch.New, mustConf(t, conf))
 }
 
 func TestPoolsAndSegments(t *testing.T) {
@@ -171,10 +180,7 @@ func TestStreams(t *testing.T) {
 
 func TestReleaseAndRetry(t *testing.T) {
 	a, dev := newAlloc(t, "", 100*MiB)
-	x := alloc(t, a, 40*MiB, 0)
-	y := alloc(t, a, 40*MiB, 0)
-	require.NoError(t, a.Free(x))
-	require.NoError(t, a.Free(y))
+	cache(t, a, 40*MiB, 40*MiB)
 	// 60 MiB does not fit beside the cached 80 MiB: release all, retry.
 	z := alloc(t, a, 60*MiB, 0)
 	assert.Equal(t, int64(60*MiB), dev.Stats().Used)
@@ -190,13 +196,8 @@ func TestReleaseAndRetry(t *testing.T) {
 
 	// With a max split size, only oversize blocks are released, largest first.
 	m, mdev := newAlloc(t, "max_split_size_mb:20", 100*MiB)
-	p := alloc(t, m, 30*MiB, 0)
-	q := alloc(t, m, 40*MiB, 0)
-	r := alloc(t, m, 5*MiB, 0) // a 20 MiB segment
-	require.NoError(t, m.Free(p))
-	require.NoError(t, m.Free(q))
-	require.NoError(t, m.Free(r))
-	s := alloc(t, m, 50*MiB, 0) // no room: release 40 MiB, then 30 MiB... 40 < 50, so both
+	cache(t, m, 30*MiB, 40*MiB, 5*MiB) // 5 MiB: a 20 MiB segment
+	s := alloc(t, m, 50*MiB, 0)        // no room: release 40 MiB, then 30 MiB... 40 < 50, so both
 	assert.Equal(t, int64(70*MiB), mdev.Stats().Used)
 	assert.Equal(t, int64(0), m.MemoryStats().NumAllocRetries.Current, "served by release_available_cached_blocks")
 	_ = s
@@ -204,12 +205,9 @@ func TestReleaseAndRetry(t *testing.T) {
 
 func TestGarbageCollection(t *testing.T) {
 	a, dev := newAlloc(t, "garbage_collection_threshold:0.5,memory_fraction:1", 200*MiB)
-	old := alloc(t, a, 40*MiB, 0)
-	mid := alloc(t, a, 42*MiB, 0)
-	require.NoError(t, a.Free(old))
-	require.NoError(t, a.Free(mid))
+	cache(t, a, 40*MiB, 42*MiB) // old, mid
 	// Make mid younger: take it and give it back.
-	mid = alloc(t, a, 42*MiB, 0)
+	mid := alloc(t, a, 42*MiB, 0)
 	require.NoError(t, a.Free(mid))
 	// reserved 82 MiB <= 100 MiB: no collection.
 	n1 := alloc(t, a, 30*MiB, 1)

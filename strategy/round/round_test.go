@@ -23,11 +23,10 @@ const (
 )
 
 // strategy is round to the shared tests.
-var strategy = alloctest.Strategy[round.Config, *round.Pool]{Name: "round", New: round.New}
+var strategy = alloctest.Strategy[round.Config, *round.Pool]{Name: "round", New: round.New, Default: round.DefaultConfig()}
 
 func TestConformance(t *testing.T) {
 	strategy.Conformance(t, []round.Config{
-		round.DefaultConfig(),
 		{Page: 32, Cutoff: 20, Reserve: 0},
 		{Page: 512, Cutoff: 22, Reserve: 100},
 		{Page: 1 << 20, Cutoff: 34, Reserve: 50},
@@ -106,8 +105,7 @@ func TestBucketsAreTight(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	strategy.NewValidates(t, round.DefaultConfig(), []alloctest.ConfigCase[round.Config]{
-		{Config: round.DefaultConfig()},
+	strategy.NewValidates(t, []alloctest.ConfigCase[round.Config]{
 		{Config: round.Config{Page: 32, Cutoff: 20}},
 		{Config: round.Config{Page: 1 << 34, Cutoff: 34, Reserve: 100}},
 		{Config: round.Config{Page: 1 << 20, Cutoff: 20}},
@@ -131,22 +129,11 @@ func TestSpec(t *testing.T) {
 // and its rounding: a device that refuses is retried after the cache is
 // released, and requests of one bucket share a free list.
 func TestSharedPool(t *testing.T) {
-	dev := strategytest.NewDevice(GiB)
-	p, err := round.New(dev, round.DefaultConfig())
-	require.NoError(t, err)
-	err = pooltest.Retry(t, p, dev, 100000, 5000)
-	assert.EqualError(t, err, "round: alloc of 5000 bytes (8192 rounded): virtual: device 0: malloc of 8192 bytes: injected failure: out of memory")
-
-	require.NoError(t, p.ReleaseAll())
-	a := pooltest.Alloc(t, p, 65537)
-	pooltest.Free(t, p, a)
-	assert.Equal(t, a.Addr, pooltest.Alloc(t, p, 131072).Addr, "65537 to 131072 bytes share a bucket")
+	pooltest.SharedPool(t, strategy, 65537, 131072, "65537 to 131072 bytes share a bucket")
 }
 
 func TestBeyondLastBucket(t *testing.T) {
-	dev := strategytest.NewDevice(TiB)
-	p, err := round.New(dev, round.DefaultConfig())
-	require.NoError(t, err)
+	p, dev := alloctest.New(t, TiB, round.New, round.DefaultConfig())
 	a := pooltest.Alloc(t, p, 20*GiB)
 	assert.Equal(t, int64(20*GiB), a.Size)
 	pooltest.Free(t, p, a)

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
@@ -39,13 +38,6 @@ func (p *Pool) layout() string { return kit.Layout(p) }
 // otherwise: the smallest chunk, so that a new segment is just the block,
 // rounded up to the start of its list.
 var testConfig = Config{Round: 512, MinBlock: 512, Chunk: 1}
-
-// build returns a pool in the state layout describes, on a device of 1 GiB,
-// and its live blocks in layout order.
-func build(t *testing.T, c Config, layout string) (*Pool, *virtual.Device, []gpualloc.Block) {
-	t.Helper()
-	return kit.Build(t, c, layout)
-}
 
 // TestFreeCoalesces frees a block of a given layout and checks the layout
 // after: merged with free neighbours in its segment, never across segments.
@@ -101,25 +93,8 @@ func TestLargeRequestReuse(t *testing.T) {
 }
 
 func TestOutOfMemory(t *testing.T) {
-	c := Config{Round: 512, MinBlock: 512, Chunk: 4 * KiB}
-	dev := strategytest.NewDevice(8 * KiB)
-	p, err := New(dev, c)
-	require.NoError(t, err)
-	a, err := p.Alloc(3 * KiB)
-	require.NoError(t, err)
-	b, err := p.Alloc(3 * KiB)
-	require.NoError(t, err)
-	require.NoError(t, p.Free(b))
-	_, err = p.Alloc(6 * KiB)
-	require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
-	assert.ErrorContains(t, err, "tlsf: alloc of 6144 bytes (6144 rounded): segment of 6144 bytes: ")
-	require.NoError(t, p.check())
-	assert.Equal(t, "U3K F1K", p.layout(), "the free segment was released")
-	st := p.Stats()
-	assert.Equal(t, int64(1), st.OOMs)
-	assert.Equal(t, int64(1), st.Retries)
-	assert.Equal(t, int64(1), st.DeviceFrees)
-	_, err = p.Alloc(4 * KiB) // fits after the release
+	p, a := kit.OutOfMemory(t, Config{Round: 512, MinBlock: 512, Chunk: 4 * KiB}, "tlsf: alloc of 6144 bytes (6144 rounded): segment of 6144 bytes: ")
+	_, err := p.Alloc(4 * KiB) // fits after the release
 	require.NoError(t, err)
 	require.NoError(t, p.Free(a))
 	require.NoError(t, p.check())
@@ -127,19 +102,11 @@ func TestOutOfMemory(t *testing.T) {
 }
 
 func TestFreeSpace(t *testing.T) {
-	p, _, live := build(t, testConfig, "F2K U512 F1K U512 F1536 | U4K F3K")
-	largest, total := p.FreeSpace()
-	assert.Equal(t, int64(3*KiB), largest)
-	assert.Equal(t, int64(2*KiB+KiB+1536+3*KiB), total)
-	require.NoError(t, p.Free(live[2]))
-	largest, total = p.FreeSpace()
-	assert.Equal(t, int64(7*KiB), largest)
-	assert.Equal(t, int64(2*KiB+KiB+1536+7*KiB), total)
-
+	kit.FreeSpace(t)
 	// Blocks of different sizes in the top list: the largest is found by
 	// a scan of it.
-	p, _, _ = build(t, testConfig, "F33280 U512 F32K U512")
-	largest, _ = p.FreeSpace()
+	p, _, _ := kit.Build(t, testConfig, "F33280 U512 F32K U512")
+	largest, _ := p.FreeSpace()
 	assert.Equal(t, int64(33280), largest)
 }
 

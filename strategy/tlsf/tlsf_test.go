@@ -16,11 +16,10 @@ const (
 )
 
 // strategy is tlsf to the shared tests.
-var strategy = alloctest.Strategy[tlsf.Config, *tlsf.Pool]{Name: "tlsf", New: tlsf.New}
+var strategy = alloctest.Strategy[tlsf.Config, *tlsf.Pool]{Name: "tlsf", New: tlsf.New, Default: tlsf.DefaultConfig()}
 
 func TestConformance(t *testing.T) {
 	strategy.Conformance(t, []tlsf.Config{
-		tlsf.DefaultConfig(),
 		{Round: 256, MinBlock: 256, Chunk: 2 * MiB},
 		{Round: 256, MinBlock: 1024, Chunk: 3*MiB + 1},
 		{Round: 4096, MinBlock: 4096, Chunk: 64 * MiB},
@@ -29,8 +28,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	strategy.NewValidates(t, tlsf.DefaultConfig(), []alloctest.ConfigCase[tlsf.Config]{
-		{Config: tlsf.DefaultConfig()},
+	strategy.NewValidates(t, []alloctest.ConfigCase[tlsf.Config]{
 		{Config: tlsf.Config{Round: 256, MinBlock: 256, Chunk: 1}},
 		{Config: tlsf.Config{Round: 4096, MinBlock: 12288, Chunk: 64 * MiB}},
 		{Config: tlsf.Config{Round: 128, MinBlock: 512, Chunk: MiB}, Err: "tlsf: round=128: must be a power of two of at least 256"},
@@ -56,5 +54,5 @@ func TestRegistry(t *testing.T) {
 }
 
 func TestDefaultSpec(t *testing.T) {
-	strategy.DefaultSpec(t, tlsf.DefaultConfig(), "tlsf:round=512,min_block=512,chunk=20971520")
+	strategy.DefaultSpec(t, "tlsf:round=512,min_block=512,chunk=20971520")
 }

@@ -1,7 +1,6 @@
 package unpooled_test
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 
@@ -16,17 +15,14 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	strategytest.Run(t, func(b gpualloc.Backend) (gpualloc.Allocator, error) {
-		return unpooled.New(b, unpooled.DefaultConfig())
-	}, &strategytest.Options{Align: virtual.Alignment})
+	strategytest.Run(t, alloctest.Open(unpooled.New, unpooled.DefaultConfig()), &strategytest.Options{Align: virtual.Alignment})
 }
 
+// newAllocator returns an allocator on a fresh device of capacity bytes,
+// and the device.
 func newAllocator(t *testing.T, capacity int64) (*unpooled.Allocator, *virtual.Device) {
 	t.Helper()
-	dev := strategytest.NewDevice(capacity)
-	a, err := unpooled.New(dev, unpooled.DefaultConfig())
-	require.NoError(t, err)
-	return a, dev
+	return alloctest.New(t, capacity, unpooled.New, unpooled.DefaultConfig())
 }
 
 func TestEveryCallGoesToTheDevice(t *testing.T) {
@@ -68,11 +64,6 @@ func TestOutOfMemory(t *testing.T) {
 	require.NoError(t, a.Free(b))
 }
 
-// refusing is a backend whose Free fails.
-type refusing struct{ *virtual.Device }
-
-func (refusing) Free(uint64, int64) error { return errors.New("device busy") }
-
 func TestInvalid(t *testing.T) {
 	a, _ := newAllocator(t, 1<<30)
 	_, err := a.Alloc(0)
@@ -92,7 +83,7 @@ func TestInvalid(t *testing.T) {
 	assert.EqualError(t, err, fmt.Sprintf("unpooled: free of %#x (1000 bytes): no live block there: invalid free", b.Addr))
 
 	// A free the device refuses leaves the block live.
-	a, err = unpooled.New(refusing{strategytest.NewDevice(1 << 20)}, unpooled.DefaultConfig())
+	a, err = unpooled.New(alloctest.Refusing{Device: strategytest.NewDevice(1 << 20)}, unpooled.DefaultConfig())
 	require.NoError(t, err)
 	b, err = a.Alloc(100)
 	require.NoError(t, err)

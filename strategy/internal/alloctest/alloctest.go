@@ -29,17 +29,22 @@ type Pool[C any] interface {
 	Config() C
 }
 
-// A Strategy is a built-in strategy: its registry name and its
-// constructor.
+// A Strategy is a built-in strategy: its registry name, its constructor
+// and its default configuration, which the checks below always include.
 type Strategy[C comparable, P Pool[C]] struct {
-	Name string
-	New  func(gpualloc.Backend, C) (P, error)
+	Name    string
+	New     func(gpualloc.Backend, C) (P, error)
+	Default C
 }
 
 // Open returns what [strategytest.Check] opens: a pool of configuration c.
-func (s Strategy[C, P]) Open(c C) strategytest.OpenFunc {
+func (s Strategy[C, P]) Open(c C) strategytest.OpenFunc { return Open(s.New, c) }
+
+// Open returns what [strategytest.Check] and the simulator open: what
+// newPool makes of c on the backend they give.
+func Open[C any, P gpualloc.Allocator](newPool func(gpualloc.Backend, C) (P, error), c C) strategytest.OpenFunc {
 	return func(b gpualloc.Backend) (gpualloc.Allocator, error) {
-		p, err := s.New(b, c)
+		p, err := newPool(b, c)
 		if err != nil {
 			return nil, err // not a nil *Pool in a non-nil Allocator
 		}
@@ -51,17 +56,34 @@ func (s Strategy[C, P]) Open(c C) strategytest.OpenFunc {
 // of capacity bytes, failing t on an error.
 func (s Strategy[C, P]) NewPool(t testing.TB, capacity int64, c C) P {
 	t.Helper()
-	p, err := s.New(strategytest.NewDevice(capacity), c)
-	require.NoError(t, err, "%+v", c)
+	p, _ := New(t, capacity, s.New, c)
 	return p
 }
 
-// Conformance runs [strategytest.Run] on a pool of each configuration, in a
-// subtest named by the pool's spec without the strategy's name, as
-// "round=512,min_block=512,chunk=20971520".
+// New returns what newPool makes of c on a fresh [virtual.Device] of
+// capacity bytes, and the device, failing t on an error.
+func New[C, P any](t testing.TB, capacity int64, newPool func(gpualloc.Backend, C) (P, error), c C) (P, *virtual.Device) {
+	t.Helper()
+	dev := strategytest.NewDevice(capacity)
+	p, err := newPool(dev, c)
+	require.NoError(t, err, "%+v", c)
+	return p, dev
+}
+
+// With returns the default configuration changed by f: a configuration a
+// field or two off the default, for tables of configurations.
+func (s Strategy[C, P]) With(f func(c *C)) C {
+	c := s.Default
+	f(&c)
+	return c
+}
+
+// Conformance runs [strategytest.Run] on a pool of the default
+// configuration, then of each of configs, in a subtest named by the pool's
+// spec without the strategy's name, as "round=512,min_block=512,chunk=20971520".
 func (s Strategy[C, P]) Conformance(t *testing.T, configs []C, opt *strategytest.Options) {
 	t.Helper()
-	for _, c := range configs {
+	for _, c := range append([]C{s.Default}, configs...) {
 		spec := s.NewPool(t, 1<<40, c).Spec()
 		t.Run(strings.TrimPrefix(spec, s.Name+":"), func(t *testing.T) {
 			strategytest.Run(t, s.Open(c), opt)
@@ -76,14 +98,15 @@ type ConfigCase[C any] struct {
 	Err    string
 }
 
-// NewValidates checks New on each case: a valid configuration gives a pool
-// that reports it, an invalid one a nil pool and exactly the error of the
-// case, which wraps a [*gpualloc.ParamError]. It also checks that New with a
-// nil Backend and a valid configuration fails.
-func (s Strategy[C, P]) NewValidates(t *testing.T, valid C, cases []ConfigCase[C]) {
+// NewValidates checks New on the default configuration, then on each case:
+// a valid configuration gives a pool that reports it, an invalid one a nil
+// pool and exactly the error of the case, which wraps a
+// [*gpualloc.ParamError]. It also checks that New with a nil Backend and
+// the default configuration fails.
+func (s Strategy[C, P]) NewValidates(t *testing.T, cases []ConfigCase[C]) {
 	t.Helper()
 	dev := strategytest.NewDevice(1 << 30)
-	for _, tt := range cases {
+	for _, tt := range append([]ConfigCase[C]{{Config: s.Default}}, cases...) {
 		p, err := s.New(dev, tt.Config)
 		if tt.Err == "" {
 			require.NoError(t, err, "%+v", tt.Config)
@@ -95,15 +118,15 @@ func (s Strategy[C, P]) NewValidates(t *testing.T, valid C, cases []ConfigCase[C
 		assert.ErrorAs(t, err, &pe, "%+v", tt.Config)
 		assert.Nil(t, p)
 	}
-	_, err := s.New(nil, valid)
+	_, err := s.New(nil, s.Default)
 	assert.EqualError(t, err, s.Name+": nil Backend")
 }
 
 // DefaultSpec checks that a pool of the default configuration reports the
 // spec want, and that the registry's defaults open the same pool.
-func (s Strategy[C, P]) DefaultSpec(t *testing.T, def C, want string) {
+func (s Strategy[C, P]) DefaultSpec(t *testing.T, want string) {
 	t.Helper()
-	assert.Equal(t, want, s.NewPool(t, 1<<30, def).Spec())
+	assert.Equal(t, want, s.NewPool(t, 1<<30, s.Default).Spec())
 	params, err := gpualloc.Resolve(gpualloc.Spec{Name: s.Name}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, want, params.String(), "the registry's defaults are the default configuration")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/virtual"
+	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/mxnetpool"
 	"github.com/gpualloc/gpualloc/strategy/internal/mxnetpool/pooltest"
 	"github.com/gpualloc/gpualloc/strategy/internal/param"
@@ -59,15 +60,6 @@ func options(reserve int) mxnetpool.Options {
 	return mxnetpool.Options{Name: "test", Spec: "test:unit=512", Reserve: reserve, Round: roundTo512}
 }
 
-// newPool returns a pool with options o on a new device of capacity bytes.
-func newPool(t *testing.T, capacity int64, o mxnetpool.Options) (*mxnetpool.Pool, *virtual.Device) {
-	t.Helper()
-	dev := strategytest.NewDevice(capacity)
-	p, err := mxnetpool.New(dev, o)
-	require.NoError(t, err)
-	return p, dev
-}
-
 // forEachRound runs f as a subtest for each of the rounders, with options
 // that round with it.
 func forEachRound(t *testing.T, reserve int, f func(t *testing.T, o mxnetpool.Options)) {
@@ -84,9 +76,7 @@ func TestConformance(t *testing.T) {
 	for _, reserve := range []int{0, 5, 100} {
 		forEachRound(t, reserve, func(t *testing.T, o mxnetpool.Options) {
 			t.Run(fmt.Sprintf("reserve=%d", reserve), func(t *testing.T) {
-				strategytest.Run(t, func(b gpualloc.Backend) (gpualloc.Allocator, error) {
-					return mxnetpool.New(b, o)
-				}, &strategytest.Options{Caching: true, Align: virtual.Alignment})
+				strategytest.Run(t, alloctest.Open(mxnetpool.New, o), &strategytest.Options{Caching: true, Align: virtual.Alignment})
 			})
 		})
 	}
@@ -146,7 +136,7 @@ func TestRegister(t *testing.T) {
 
 func TestFreeListLIFO(t *testing.T) {
 	forEachRound(t, 5, func(t *testing.T, o mxnetpool.Options) {
-		p, dev := newPool(t, GiB, o)
+		p, dev := alloctest.New(t, GiB, mxnetpool.New, o)
 		size := o.Round(100000)
 		a, b, c := alloc(t, p, size-1), alloc(t, p, size-100), alloc(t, p, size)
 		free(t, p, a)
@@ -172,7 +162,7 @@ func TestFreeListLIFO(t *testing.T) {
 
 func TestFreeCachesAndReleaseAllReturns(t *testing.T) {
 	forEachRound(t, 5, func(t *testing.T, o mxnetpool.Options) {
-		p, dev := newPool(t, GiB, o)
+		p, dev := alloctest.New(t, GiB, mxnetpool.New, o)
 		var blocks []gpualloc.Block
 		var requested, held int64
 		for _, size := range []int64{1, 4096, 100000, 100000, 5000000} {
@@ -240,7 +230,7 @@ func TestReserveRule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, dev := newPool(t, capacity, options(5))
+			p, dev := alloctest.New(t, capacity, mxnetpool.New, options(5))
 			alloc(t, p, capacity-cached-tt.free) // live filler
 			free(t, p, alloc(t, p, cached))
 			f, _ := dev.MemInfo()
@@ -262,7 +252,7 @@ func TestReserveRule(t *testing.T) {
 
 func TestReserveRuleLargeDevice(t *testing.T) {
 	// total*reserve must not overflow, even for a device of 2^62 bytes.
-	p, dev := newPool(t, 1<<62, options(100))
+	p, dev := alloctest.New(t, 1<<62, mxnetpool.New, options(100))
 	free(t, p, alloc(t, p, 4096))
 	b := alloc(t, p, 8192)
 	assert.Equal(t, int64(1), p.Stats().DeviceFrees, "with reserve=100 every miss releases the cache")
@@ -272,7 +262,7 @@ func TestReserveRuleLargeDevice(t *testing.T) {
 
 func TestRetry(t *testing.T) {
 	forEachRound(t, 5, func(t *testing.T, o mxnetpool.Options) {
-		p, dev := newPool(t, GiB, o)
+		p, dev := alloctest.New(t, GiB, mxnetpool.New, o)
 		err := pooltest.Retry(t, p, dev, 100000, 5000)
 		r := o.Round(5000)
 		assert.EqualError(t, err, fmt.Sprintf("test: alloc of 5000 bytes (%d rounded): virtual: device 0: malloc of %d bytes: injected failure: out of memory", r, r))
@@ -280,7 +270,7 @@ func TestRetry(t *testing.T) {
 }
 
 func TestOutOfMemory(t *testing.T) {
-	p, dev := newPool(t, 64*MiB, options(5))
+	p, dev := alloctest.New(t, 64*MiB, mxnetpool.New, options(5))
 	_, err := p.Alloc(64*MiB + 1)
 	require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
 
@@ -330,7 +320,7 @@ func TestDeviceErrorIsNotRetried(t *testing.T) {
 }
 
 func TestInvalid(t *testing.T) {
-	p, dev := newPool(t, GiB, options(5))
+	p, dev := alloctest.New(t, GiB, mxnetpool.New, options(5))
 	for _, size := range []int64{0, -1} {
 		_, err := p.Alloc(size)
 		require.ErrorIs(t, err, gpualloc.ErrInvalidSize)
@@ -360,7 +350,7 @@ func TestInvalid(t *testing.T) {
 
 func TestAllocFreeAllocatesNothing(t *testing.T) {
 	forEachRound(t, 5, func(t *testing.T, o mxnetpool.Options) {
-		p, _ := newPool(t, GiB, o)
+		p, _ := alloctest.New(t, GiB, mxnetpool.New, o)
 		sizes := []int64{1, 4097, 100000, 5000000, 40 * MiB}
 		var live []gpualloc.Block
 		for range 4 {

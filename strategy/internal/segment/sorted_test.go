@@ -16,6 +16,13 @@ func TestSortedRandom(t *testing.T) {
 		var ix Sorted
 		var in []int32 // blocks in the index
 		var out []int32
+		// take removes a random block from *s and returns it.
+		take := func(s *[]int32) int32 {
+			k := r.IntN(len(*s))
+			x := (*s)[k]
+			*s = slices.Delete(*s, k, k+1)
+			return x
+		}
 		addrs := r.Perm(2000) // distinct addresses in random order
 		for i := 1; i <= 2000; i++ {
 			// Sizes: multiples of 512 spread over 2^spread... classes, with
@@ -27,15 +34,11 @@ func TestSortedRandom(t *testing.T) {
 		for step := range 8000 {
 			switch op := r.IntN(3); {
 			case op == 0 && len(out) > 0:
-				k := r.IntN(len(out))
-				x := out[k]
-				out = slices.Delete(out, k, k+1)
+				x := take(&out)
 				ix.Insert(nodes, x)
 				in = append(in, x)
 			case op == 1 && len(in) > 0:
-				k := r.IntN(len(in))
-				x := in[k]
-				in = slices.Delete(in, k, k+1)
+				x := take(&in)
 				ix.Remove(nodes, x)
 				out = append(out, x)
 			default:

@@ -114,22 +114,22 @@ func (m *model) Free(blk gpualloc.Block) error {
 	}
 	b.live = false
 	if n := b.next; n != nil && !n.live {
-		b.size += n.size
-		b.next = n.next
-		if n.next != nil {
-			n.next.prev = b
-		}
-		delete(m.blocks, n.addr)
+		m.merge(b, n)
 	}
 	if p := b.prev; p != nil && !p.live {
-		p.size += b.size
-		p.next = b.next
-		if b.next != nil {
-			b.next.prev = p
-		}
-		delete(m.blocks, b.addr)
+		m.merge(p, b)
 	}
 	return nil
+}
+
+// merge joins the block hi, which follows lo, to lo.
+func (m *model) merge(lo, hi *mblock) {
+	lo.size += hi.size
+	lo.next = hi.next
+	if hi.next != nil {
+		hi.next.prev = lo
+	}
+	delete(m.blocks, hi.addr)
 }
 
 // roundSize is the size PyTorch gives a block of n requested bytes without

@@ -70,6 +70,27 @@ func Retry(t *testing.T, p Pool, dev *virtual.Device, cached, size int64) error 
 	return err
 }
 
+// SharedPool checks that a pool of strategy s, of its default
+// configuration on a device of 1 GiB, reaches the shared pool with its name
+// and its rounding: [Retry] with 100000 bytes cached and requests of 5000
+// bytes, which round to 8192; then, after a ReleaseAll, that a block of a
+// bytes, once freed, serves a request of b bytes, which rounds to the same
+// size (msg says why).
+func SharedPool[C comparable, P interface {
+	alloctest.Pool[C]
+	Pool
+}](t *testing.T, s alloctest.Strategy[C, P], a, b int64, msg string) {
+	t.Helper()
+	p, dev := alloctest.New(t, 1<<30, s.New, s.Default)
+	err := Retry(t, p, dev, 100000, 5000)
+	assert.EqualError(t, err, s.Name+": alloc of 5000 bytes (8192 rounded): virtual: device 0: malloc of 8192 bytes: injected failure: out of memory")
+
+	require.NoError(t, p.ReleaseAll())
+	blk := Alloc(t, p, a)
+	Free(t, p, blk)
+	assert.Equal(t, blk.Addr, Alloc(t, p, b).Addr, msg)
+}
+
 // Params checks the registry parameters every MXNet pool has, of the
 // strategy s: "page" first, read from MXNet 1's and MXNet 2's variables,
 // and "reserve" last.

@@ -176,6 +176,66 @@ func (k Kit[C, P]) AllocSplits(t *testing.T, cases []AllocCase[C]) {
 	}
 }
 
+// Grow allocates each of sizes in turn from p, none freed, checking p's
+// invariants with check after each, and returns the sizes of dev's
+// regions: the segments p took, in order.
+func Grow(t *testing.T, p gpualloc.Allocator, dev *virtual.Device, check func() error, sizes []int64) []int64 {
+	t.Helper()
+	for _, size := range sizes {
+		_, err := p.Alloc(size)
+		require.NoError(t, err)
+		require.NoError(t, check())
+	}
+	var got []int64
+	for _, r := range dev.Regions() {
+		got = append(got, r.Size)
+	}
+	return got
+}
+
+// OutOfMemory checks a pool of configuration c, which takes segments of 4
+// KiB and splits them, on a device of 8 KiB: with a live and a free block
+// of 3 KiB, each in a segment of its own, an Alloc of 6 KiB releases the
+// free segment, retries and fails with [gpualloc.ErrOutOfMemory] and an
+// error that contains msg, and the pool keeps its invariants and its live
+// block. It returns the pool and that block, for the strategy's checks of
+// what it serves next.
+func (k Kit[C, P]) OutOfMemory(t *testing.T, c C, msg string) (P, gpualloc.Block) {
+	t.Helper()
+	p, _ := alloctest.New(t, 8<<10, k.New, c)
+	a, err := p.Alloc(3 << 10)
+	require.NoError(t, err)
+	b, err := p.Alloc(3 << 10)
+	require.NoError(t, err)
+	require.NoError(t, p.Free(b))
+	_, err = p.Alloc(6 << 10)
+	require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
+	assert.ErrorContains(t, err, msg)
+	require.NoError(t, k.Check(p))
+	assert.Equal(t, "U3K F1K", k.Layout(p), "the free segment was released")
+	st := p.Stats()
+	assert.Equal(t, int64(1), st.OOMs)
+	assert.Equal(t, int64(1), st.Retries)
+	assert.Equal(t, int64(1), st.DeviceFrees)
+	return p, a
+}
+
+// FreeSpace checks FreeSpace on a pool of the kit's Config with free blocks
+// in two segments, before and after the free of a live block that merges
+// with the largest of them.
+func (k Kit[C, P]) FreeSpace(t *testing.T) {
+	t.Helper()
+	const kiB = 1 << 10
+	p, _, live := k.Build(t, k.Config, "F2K U512 F1K U512 F1536 | U4K F3K")
+	largest, total := p.FreeSpace()
+	assert.Equal(t, int64(3*kiB), largest)
+	assert.Equal(t, int64(2*kiB+kiB+1536+3*kiB), total)
+	require.NoError(t, p.Free(live[2]))
+	largest, total = p.FreeSpace()
+	assert.Equal(t, int64(7*kiB), largest)
+	assert.Equal(t, int64(2*kiB+kiB+1536+7*kiB), total)
+}
+
 // Drive runs ops, as [Drive] reads them, on a pool of configuration c on a
 // 64 MiB device, checking every invariant after every operation.
 func (k Kit[C, P]) Drive(c C, ops []byte) error {
