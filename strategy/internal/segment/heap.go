@@ -177,20 +177,11 @@ func (h *Heap) Take(n int32, rounded, requested int64, hit bool) (addr uint64, s
 // not live, or whose Size or Requested differ from what Take returned, is
 // an error wrapping [gpualloc.ErrInvalidFree] that changes nothing.
 func (h *Heap) Release(b gpualloc.Block) (int32, error) {
-	p := h.live.Get(b.Handle, b.Addr)
-	if p == nil {
-		return 0, blocktable.NotLive(h.name, b)
+	n, err := FreeLive(h.name, h.Nodes, &h.live, &h.m, &b)
+	if err != nil {
+		return 0, err
 	}
-	n := *p
-	nd := &h.Nodes[n]
-	if nd.Size != b.Size || nd.Requested != b.Requested {
-		return 0, blocktable.Mismatch(h.name, b, nd.Size, nd.Requested)
-	}
-	h.live.Delete(b.Handle)
-	h.m.CountFree(nd.Requested, nd.Size)
-	h.free += nd.Size
-	nd.Free = true
-	nd.Requested = 0
+	h.free += h.Nodes[n].Size
 	return n, nil
 }
 
