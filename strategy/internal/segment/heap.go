@@ -1,7 +1,11 @@
 // Package segment is the machinery of the strategies that carve blocks out
 // of device segments, splitting free blocks and coalescing them again: best
-// fit (strategy/bestfit) and TLSF (strategy/tlsf). They differ only in their
-// index of free blocks; everything else lives here.
+// fit (strategy/bestfit) and TLSF (strategy/tlsf), which differ only in
+// their index of free blocks, so that everything else, their Alloc and
+// Free included, lives here. The other strategies that split and merge
+// blocks (bfc, dualcursor, and pytorch and gmlake through
+// strategy/internal/cachepool) use its nodes, its [Sorted] index and
+// [FreeLive].
 //
 // A [Heap] holds segments, each one device allocation, tiled by blocks in
 // address order. Every block records its neighbours within its segment, so
@@ -13,13 +17,14 @@
 // and no write barrier to run, and freed records are reused. Live blocks are
 // found from their [gpualloc.Block] Handle through a blocktable, in O(1).
 //
-// The strategy owns the free-block index ([Sorted] for best fit). On its hot
-// paths it calls the Heap and its index directly: Alloc is a lookup in the
-// index, then [Heap.Take], which splits the block and hands it out; Free is
-// [Heap.Release], then [Heap.MergeNext] with each free neighbour (removed
-// from the index first), then an insert into the index. Only the slow paths
-// ([Heap.Grow], [Heap.ReleaseFree], the initial segment, tests) reach the
-// index through the [Index] interface.
+// A [Pool] is a Heap with its index of free blocks, [Sorted] for best fit
+// or [Lists] for TLSF's good fit, chosen by its [Fit]. On the hot paths it
+// calls the Heap and its index directly, picking the index by a branch:
+// Alloc is a lookup in the index, then [Heap.Take], which splits the block
+// and hands it out; Free is [FreeLive], then [Heap.MergeNext] with each
+// free neighbour (removed from the index first), then an insert into the
+// index. Only the slow paths ([Heap.Grow], [Heap.ReleaseFree], the initial
+// segment, tests) reach the index through the [Index] interface.
 package segment
 
 import (
@@ -170,19 +175,6 @@ func (h *Heap) Take(n int32, rounded, requested int64, hit bool) (addr uint64, s
 	handle = h.live.Put(addr, n)
 	h.m.CountAlloc(requested, size, hit)
 	return addr, size, handle, rem
-}
-
-// Release marks the live block b free and returns its node, which the
-// caller then merges with its free neighbours and indexes. A block that is
-// not live, or whose Size or Requested differ from what Take returned, is
-// an error wrapping [gpualloc.ErrInvalidFree] that changes nothing.
-func (h *Heap) Release(b gpualloc.Block) (int32, error) {
-	n, err := FreeLive(h.name, h.Nodes, &h.live, &h.m, &b)
-	if err != nil {
-		return 0, err
-	}
-	h.free += h.Nodes[n].Size
-	return n, nil
 }
 
 // MergeNext merges into the free block n the free block that follows it in
