@@ -2,7 +2,6 @@ package segment
 
 import (
 	"fmt"
-	"math/bits"
 )
 
 // A Lists is TLSF's index of free blocks (Masmano et al., 2004), the good
@@ -13,23 +12,20 @@ import (
 // Insert, Remove and Take take O(1) time and allocate nothing. The zero
 // Lists is empty.
 type Lists struct {
-	flMap uint64                  // bit fl: some slMap[fl] bit is set
-	slMap [FLCount]uint32         // bit sl of slMap[fl]: list (fl, sl) is not empty
-	heads [FLCount][SLCount]int32 // first block of each list, 0 if empty
+	classes // first: the head of each class's list
 }
 
 // Insert adds the free block n at the head of its list.
 func (ix *Lists) Insert(nodes []Node, n int32) {
 	fl, sl := Class(nodes[n].Size)
-	head := ix.heads[fl][sl]
+	head := ix.first[fl][sl]
 	nodes[n].Left, nodes[n].Right = 0, head
 	nodes[n].Key = uint32(fl<<SLBits | sl)
 	if head != 0 {
 		nodes[head].Left = n
 	}
-	ix.heads[fl][sl] = n
-	ix.flMap |= 1 << fl
-	ix.slMap[fl] |= 1 << sl
+	ix.first[fl][sl] = n
+	ix.mark(fl, sl)
 }
 
 // Remove takes the free block n out of its list; its size must not have
@@ -43,13 +39,8 @@ func (ix *Lists) Remove(nodes []Node, n int32) {
 		nodes[prev].Right = next
 	} else {
 		fl, sl := int(nodes[n].Key>>SLBits), int(nodes[n].Key&(SLCount-1))
-		ix.heads[fl][sl] = next
-		if next == 0 {
-			ix.slMap[fl] &^= 1 << sl
-			if ix.slMap[fl] == 0 {
-				ix.flMap &^= 1 << fl
-			}
-		}
+		ix.first[fl][sl] = next
+		ix.emptied(fl, sl)
 	}
 	nodes[n].Left, nodes[n].Right = 0, 0
 }
@@ -58,27 +49,17 @@ func (ix *Lists) Remove(nodes []Node, n int32) {
 // or after SearchClass(size), which is at least size bytes; or 0 if there
 // is none. It takes O(1) time: two bit scans at most.
 func (ix *Lists) Take(nodes []Node, size int64) int32 {
-	fl, sl := SearchClass(size)
-	m := ix.slMap[fl] & (^uint32(0) << sl)
-	if m == 0 {
-		fm := ix.flMap & (^uint64(0) << (fl + 1)) // a shift by 64 gives 0
-		if fm == 0 {
-			return 0
-		}
-		fl = bits.TrailingZeros64(fm)
-		m = ix.slMap[fl]
+	fl, sl, ok := ix.from(SearchClass(size))
+	if !ok {
+		return 0
 	}
-	sl = bits.TrailingZeros32(m)
-	n := ix.heads[fl][sl]
+	n := ix.first[fl][sl]
 	next := nodes[n].Right
-	ix.heads[fl][sl] = next
+	ix.first[fl][sl] = next
 	if next != 0 {
 		nodes[next].Left = 0
 	} else {
-		ix.slMap[fl] &^= 1 << sl
-		if ix.slMap[fl] == 0 {
-			ix.flMap &^= 1 << fl
-		}
+		ix.emptied(fl, sl)
 	}
 	nodes[n].Right = 0
 	return n
@@ -88,13 +69,12 @@ func (ix *Lists) Take(nodes []Node, size int64) int32 {
 // none: it finds the highest non-empty list with two bit scans, then scans
 // that list, whose blocks are within 1/32 of each other in size.
 func (ix *Lists) Largest(nodes []Node) int64 {
-	if ix.flMap == 0 {
+	fl, sl, ok := ix.highest()
+	if !ok {
 		return 0
 	}
-	fl := FLCount - 1 - bits.LeadingZeros64(ix.flMap)
-	sl := SLCount - 1 - bits.LeadingZeros32(ix.slMap[fl])
 	var size int64
-	for n := ix.heads[fl][sl]; n != 0; n = nodes[n].Right {
+	for n := ix.first[fl][sl]; n != 0; n = nodes[n].Right {
 		size = max(size, nodes[n].Size)
 	}
 	return size
@@ -108,18 +88,14 @@ func (ix *Lists) Check(nodes []Node, free []int32) error {
 	for _, n := range free {
 		want[n] = true
 	}
+	if err := ix.check(); err != nil {
+		return err
+	}
 	seen := 0
 	for fl := range FLCount {
-		if (ix.flMap>>fl&1 != 0) != (ix.slMap[fl] != 0) {
-			return fmt.Errorf("flMap bit %d is %d but slMap[%d] = %#x", fl, ix.flMap>>fl&1, fl, ix.slMap[fl])
-		}
 		for sl := range SLCount {
-			head := ix.heads[fl][sl]
-			if (ix.slMap[fl]>>sl&1 != 0) != (head != 0) {
-				return fmt.Errorf("slMap[%d] bit %d is %d but the list's head is %d", fl, sl, ix.slMap[fl]>>sl&1, head)
-			}
 			var prev int32
-			for n := head; n != 0; n = nodes[n].Right {
+			for n := ix.first[fl][sl]; n != 0; n = nodes[n].Right {
 				if !want[n] {
 					return fmt.Errorf("list (%d, %d) holds block %d (%d bytes at %#x), which is not free or listed twice", fl, sl, n, nodes[n].Size, nodes[n].Addr)
 				}
