@@ -156,17 +156,23 @@ func (a *Allocator) chunkRange(n int32) (s *cachepool.Segment[segChunks], first,
 	return s, first, first + int(a.cache.Nodes[n].Size/ChunkSize)
 }
 
-// setOwner records n as the owner of its chunks, while its segment has
-// mappings into sBlocks.
-func (a *Allocator) setOwner(n int32) {
+// mappedChunks returns the chunks of pBlock n if its segment has mappings
+// into sBlocks, else nil: the chunks whose owner and use are kept.
+func (a *Allocator) mappedChunks(n int32) []int32 {
 	if a.cache.Meta[n].Small {
-		return
+		return nil
 	}
 	s, first, last := a.chunkRange(n)
 	if s.X.mapped == 0 {
-		return
+		return nil
 	}
-	for _, c := range s.X.chunks[first:last] {
+	return s.X.chunks[first:last]
+}
+
+// setOwner records n as the owner of its chunks, while its segment has
+// mappings into sBlocks.
+func (a *Allocator) setOwner(n int32) {
+	for _, c := range a.mappedChunks(n) {
 		a.chunks[c].owner = n
 	}
 }
@@ -174,14 +180,7 @@ func (a *Allocator) setOwner(n int32) {
 // markChunks marks the chunks of pBlock n used or free, while its segment
 // has mappings, and updates the sBlocks that map them.
 func (a *Allocator) markChunks(n int32, used bool) {
-	if a.cache.Meta[n].Small {
-		return
-	}
-	s, first, last := a.chunkRange(n)
-	if s.X.mapped == 0 {
-		return
-	}
-	for _, c := range s.X.chunks[first:last] {
+	for _, c := range a.mappedChunks(n) {
 		a.markChunk(c, used, 0)
 	}
 }
