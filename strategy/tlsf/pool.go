@@ -51,7 +51,13 @@ func (p *Pool) Stats() gpualloc.Stats { return p.heap.Stats() }
 // its entirely free segments to the device and tries again, then tries a
 // segment of just the block needed, and if that fails too the error wraps
 // [gpualloc.ErrOutOfMemory]. The pool stays usable after a failure.
-func (p *Pool) Alloc(size int64) (gpualloc.Block, error) { return p.heap.Alloc(size) }
+func (p *Pool) Alloc(size int64) (gpualloc.Block, error) {
+	addr, bsize, handle, err := p.heap.Alloc(size)
+	if err != nil {
+		return gpualloc.Block{}, err
+	}
+	return gpualloc.Block{Addr: addr, Size: bsize, Requested: size, Handle: handle}, nil
+}
 
 // Free puts a live block back on the list of its size, merged first with
 // the free blocks just before and after it in its segment, in O(1); no

@@ -61,17 +61,20 @@ func (p *Pool) Remove(nodes []Node, n int32) {
 	p.best.Remove(nodes, n)
 }
 
-// Alloc returns a block for a request of size bytes, rounded by the
+// Alloc hands out a block for a request of size bytes, rounded by the
 // heap's Config: the free block the index finds, else a new segment
 // ([Heap.Grow]), split by [Heap.Take], the rest going back to the index.
-func (p *Pool) Alloc(size int64) (gpualloc.Block, error) {
+// It returns the block's address, size and Handle, scalars for the
+// strategy's Alloc to make its gpualloc.Block of (a struct result is
+// copied at every level, and the copy stalls on store forwarding).
+func (p *Pool) Alloc(size int64) (addr uint64, bsize int64, handle uint64, err error) {
 	h := &p.Heap
 	if size < 1 {
-		return gpualloc.Block{}, h.ErrInvalidSize(size)
+		return 0, 0, 0, h.ErrInvalidSize(size)
 	}
 	rounded := h.Round(size)
 	if rounded == 0 {
-		return gpualloc.Block{}, h.ErrTooLarge(size)
+		return 0, 0, 0, h.ErrTooLarge(size)
 	}
 	var n int32
 	if p.fit == GoodFit {
@@ -85,9 +88,8 @@ func (p *Pool) Alloc(size int64) (gpualloc.Block, error) {
 		if p.fit == GoodFit {
 			fit = ClassStart(rounded)
 		}
-		var err error
 		if n, err = h.Grow(size, rounded, fit); err != nil {
-			return gpualloc.Block{}, err
+			return 0, 0, 0, err
 		}
 	}
 	addr, bsize, handle, rest := h.Take(n, rounded, size, hit)
@@ -98,7 +100,7 @@ func (p *Pool) Alloc(size int64) (gpualloc.Block, error) {
 			p.best.Insert(h.Nodes, rest)
 		}
 	}
-	return gpualloc.Block{Addr: addr, Size: bsize, Requested: size, Handle: handle}, nil
+	return addr, bsize, handle, nil
 }
 
 // Free returns a live block to the index, merged with the free blocks just
