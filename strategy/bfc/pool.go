@@ -325,13 +325,22 @@ func (p *Pool) release() (int64, error) {
 // returned, gives an error wrapping [gpualloc.ErrInvalidFree] and changes
 // nothing.
 func (p *Pool) Free(b gpualloc.Block) error {
-	n, err := segment.FreeLive(name, p.nodes, &p.live, &p.m, &b)
-	if err != nil {
-		return err
+	ref := p.live.Get(b.Handle, b.Addr)
+	if ref == nil {
+		return blocktable.NotLive(name, b)
 	}
+	n := *ref
 	nodes := p.nodes
-	p.freeBytes += nodes[n].Size
-	if next := nodes[n].Next; next != 0 && nodes[next].Free {
+	c := &nodes[n]
+	if c.Size != b.Size || c.Requested != b.Requested {
+		return blocktable.Mismatch(name, b, c.Size, c.Requested)
+	}
+	p.live.Delete(b.Handle)
+	p.m.CountFree(c.Requested, c.Size)
+	p.freeBytes += c.Size
+	c.Free = true
+	c.Requested = 0
+	if next := c.Next; next != 0 && nodes[next].Free {
 		p.free.Remove(nodes, next)
 		p.merge(n)
 	}

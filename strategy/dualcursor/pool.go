@@ -276,15 +276,23 @@ func (p *Pool) addBlock(addr uint64, size int64) int32 {
 // Requested differ from what Alloc returned, gives an error wrapping
 // [gpualloc.ErrInvalidFree] and changes nothing.
 func (p *Pool) Free(b gpualloc.Block) error {
-	n, err := segment.FreeLive(name, p.nodes, &p.live, &p.m, &b)
-	if err != nil {
-		return err
+	pn := p.live.Get(b.Handle, b.Addr)
+	if pn == nil {
+		return blocktable.NotLive(name, b)
 	}
+	n := *pn
 	nodes := p.nodes
-	p.free += nodes[n].Size
+	nd := &nodes[n]
+	if nd.Size != b.Size || nd.Requested != b.Requested {
+		return blocktable.Mismatch(name, b, nd.Size, nd.Requested)
+	}
+	p.live.Delete(b.Handle)
+	p.m.CountFree(nd.Requested, nd.Size)
+	p.free += nd.Size
+	nd.Free, nd.Requested = true, 0
 	p.freed = true
 	s := p.sides[n]
-	if prev := nodes[n].Prev; prev != 0 && nodes[prev].Free {
+	if prev := nd.Prev; prev != 0 && nodes[prev].Free {
 		if p.sides[prev] != gapSide {
 			p.idx[s].Remove(nodes, prev)
 		}

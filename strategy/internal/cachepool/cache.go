@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/strategy/internal/blocktable"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 )
 
@@ -49,10 +48,11 @@ func (s *Stream[P]) Set(small bool) *segment.Sorted {
 // a segment and a stream's pools. The zero Cache is not ready: call
 // [Cache.Init]. A Cache is not safe for concurrent use.
 type Cache[B, S, P any] struct {
-	// Nodes holds every block; Nodes[0] is unused, so that index 0 means
-	// none. The slice may be replaced by any call that adds a block
-	// (NewNode, AddSegment, Split): reload it after one.
-	Nodes []segment.Node
+	// Book's Nodes holds every block, and its Live table the node of each
+	// live block by Handle (where a strategy may also record what it hands
+	// out by other means). Nodes may be replaced by any call that adds a
+	// block (NewNode, AddSegment, Split, Take): reload it after one.
+	segment.Book
 	// Meta[n] is what block n records beside Nodes[n].
 	Meta  []Meta[B]
 	spare []int32 // unused indexes of Nodes
@@ -65,24 +65,15 @@ type Cache[B, S, P any] struct {
 	// Meta[n].Pool indexing them.
 	Streams []*Stream[P]
 
-	// Live holds the node of each live block by its Handle; a strategy
-	// may record there what it hands out by other means.
-	Live blocktable.Table[int32]
-
-	// M counts what a [gpualloc.StatsReporter] reports.
-	M gpualloc.Meter
-
 	// FreeBytes are the bytes of free blocks, kept by the skeleton for
 	// the blocks it frees, hands out, adds and drops, and by the
 	// strategy for any it makes or takes otherwise.
 	FreeBytes int64
-
-	name string // the strategy's, the prefix of errors
 }
 
 // Init makes c an empty cache of the strategy name.
 func (c *Cache[B, S, P]) Init(name string) {
-	*c = Cache[B, S, P]{Nodes: make([]segment.Node, 1, 64), Meta: make([]Meta[B], 1, 64), name: name}
+	*c = Cache[B, S, P]{Book: segment.Book{Nodes: make([]segment.Node, 1, 64), Name: name}, Meta: make([]Meta[B], 1, 64)}
 }
 
 // PoolIndex returns the index in Streams of stream's pools, made on first
@@ -102,14 +93,14 @@ func (c *Cache[B, S, P]) Set(pi int32, small bool) *segment.Sorted { return c.St
 
 // ErrInvalidSize returns the error of an Alloc of size < 1 bytes.
 func (c *Cache[B, S, P]) ErrInvalidSize(size int64) error {
-	return fmt.Errorf("%s: alloc of %d bytes: %w", c.name, size, gpualloc.ErrInvalidSize)
+	return fmt.Errorf("%s: alloc of %d bytes: %w", c.Name, size, gpualloc.ErrInvalidSize)
 }
 
 // ErrTooLarge returns the error of an Alloc of size bytes whose rounded
 // size, or its segment's, overflows, and counts it as out of memory.
 func (c *Cache[B, S, P]) ErrTooLarge(size int64) error {
 	c.M.CountOOM()
-	return fmt.Errorf("%s: alloc of %d bytes: rounded size overflows: %w", c.name, size, gpualloc.ErrOutOfMemory)
+	return fmt.Errorf("%s: alloc of %d bytes: rounded size overflows: %w", c.Name, size, gpualloc.ErrOutOfMemory)
 }
 
 // AddSegment records a segment of size bytes at addr, held from the device
@@ -179,15 +170,6 @@ func (c *Cache[B, S, P]) Take(n int32, rounded, requested int64, split, hit bool
 	handle = c.Live.Put(addr, n)
 	c.M.CountAlloc(requested, size, hit)
 	return addr, size, handle, rest
-}
-
-// Release takes the live block b off the live table and returns its node,
-// marked free but not yet in FreeBytes nor merged: the strategy gives it
-// back with [Cache.FreeBlock]. A block that is not live, or whose Size or
-// Requested differ from what was handed out, is an error wrapping
-// [gpualloc.ErrInvalidFree] that changes nothing.
-func (c *Cache[B, S, P]) Release(b gpualloc.Block) (int32, error) {
-	return segment.FreeLive(c.name, c.Nodes, &c.Live, &c.M, &b)
 }
 
 // FreeBlock makes block n free (free_block): counted in FreeBytes, merged

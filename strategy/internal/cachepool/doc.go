@@ -13,7 +13,7 @@
 //     (free_block and try_merge_blocks: [Cache.FreeBlock]);
 //   - a free block is split at the request, the rest a new free block, and
 //     handed out through a table of live blocks (alloc_found_block:
-//     [Cache.Take]; [Cache.Release] takes it back);
+//     [Cache.Take]; segment.Book's Release takes it back);
 //   - a cached segment is a free block that is a whole segment
 //     ([Cache.Whole]); release_cached_blocks hands each to the strategy to
 //     give back ([Cache.ReleaseCached]), after which the skeleton forgets

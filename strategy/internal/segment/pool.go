@@ -104,10 +104,10 @@ func (p *Pool) Alloc(size int64) (addr uint64, bsize int64, handle uint64, err e
 }
 
 // Free returns a live block to the index, merged with the free blocks just
-// before and after it in its segment ([FreeLive], [Heap.MergeNext]).
+// before and after it in its segment ([Book.Release], [Heap.MergeNext]).
 func (p *Pool) Free(b gpualloc.Block) error {
 	h := &p.Heap
-	n, err := FreeLive(h.name, h.Nodes, &h.live, &h.m, &b)
+	n, err := h.Release(b)
 	if err != nil {
 		return err
 	}
