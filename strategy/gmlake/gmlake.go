@@ -160,11 +160,16 @@ func (a *Allocator) handOut(n int32, rounded, requested int64, stream uint64, be
 	rest := a.cache.Nodes[n].Size - rounded
 	split := (small && rest >= caching.MinBlockSize) || (!small && rest >= ChunkSize)
 	addr, size, handle, r := a.cache.Take(n, rounded, requested, split, a.devAlloc == before)
+	mapped := a.hasMappings(n) // else setOwner and markChunks do nothing
 	if r != 0 {
-		a.setOwner(r)
+		if mapped {
+			a.setOwner(r)
+		}
 		a.cache.Set(a.cache.Meta[n].Pool, small).Insert(a.cache.Nodes, r)
 	}
-	a.markChunks(n, true)
+	if mapped {
+		a.markChunks(n, true)
+	}
 	return gpualloc.Block{Addr: addr, Size: size, Requested: requested, Stream: stream, Handle: handle}
 }
 
@@ -200,9 +205,14 @@ func (a *Allocator) Free(b gpualloc.Block) error {
 	if err != nil {
 		return err
 	}
-	a.markChunks(n, false)
+	mapped := a.hasMappings(n) // else markChunks and setOwner do nothing
+	if mapped {
+		a.markChunks(n, false)
+	}
 	n, _ = a.cache.FreeBlock(n) // a block handed out is not lent
-	a.setOwner(n)
+	if mapped {
+		a.setOwner(n)
+	}
 	return nil
 }
 

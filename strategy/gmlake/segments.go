@@ -156,16 +156,19 @@ func (a *Allocator) chunkRange(n int32) (s *cachepool.Segment[segChunks], first,
 	return s, first, first + int(a.cache.Nodes[n].Size/ChunkSize)
 }
 
-// mappedChunks returns the chunks of pBlock n if its segment has mappings
-// into sBlocks, else nil: the chunks whose owner and use are kept.
+// hasMappings reports whether block n is a pBlock whose segment has
+// mappings into sBlocks: whether its chunks' owner and use are kept.
+func (a *Allocator) hasMappings(n int32) bool {
+	mt := &a.cache.Meta[n]
+	return !mt.Small && a.cache.Segs[mt.Seg].X.mapped != 0
+}
+
+// mappedChunks returns the chunks of block n if hasMappings, else nil.
 func (a *Allocator) mappedChunks(n int32) []int32 {
-	if a.cache.Meta[n].Small {
+	if !a.hasMappings(n) {
 		return nil
 	}
 	s, first, last := a.chunkRange(n)
-	if s.X.mapped == 0 {
-		return nil
-	}
 	return s.X.chunks[first:last]
 }
 
