@@ -28,7 +28,9 @@ type Segment[S any] struct {
 }
 
 // A Stream is a stream's two pools of free blocks, each ordered by (size,
-// address), and X, what the strategy adds.
+// address): PyTorch's small and large BlockPool, whose blocks are ordered by
+// (stream, size, address), cut by stream, which finds the same blocks. X is
+// what the strategy adds.
 type Stream[P any] struct {
 	Stream       uint64
 	Small, Large segment.Sorted
@@ -173,8 +175,9 @@ func (c *Cache[B, S, P]) Take(n int32, rounded, requested int64, split, hit bool
 }
 
 // FreeBlock makes block n free (free_block): counted in FreeBytes, merged
-// with the free blocks just before and after it in its segment, which
-// leave their pool first, and put in its pool. It returns the block that
+// with the free blocks just before and after it in its segment
+// (try_merge_blocks), which leave their pool first, and put in its pool. A
+// live block comes here once Book's Release has taken it back. It returns the block that
 // holds n's bytes then, and the bytes of the neighbours merged into it;
 // the records of those neighbours, n's among them when it merges into the
 // block before it, are recycled.
