@@ -40,7 +40,9 @@ func (ix *Lists) Remove(nodes []Node, n int32) {
 	} else {
 		fl, sl := int(nodes[n].Key>>SLBits), int(nodes[n].Key&(SLCount-1))
 		ix.first[fl][sl] = next
-		ix.emptied(fl, sl)
+		if next == 0 {
+			ix.clear(fl, sl)
+		}
 	}
 	nodes[n].Left, nodes[n].Right = 0, 0
 }
@@ -59,7 +61,7 @@ func (ix *Lists) Take(nodes []Node, size int64) int32 {
 	if next != 0 {
 		nodes[next].Left = 0
 	} else {
-		ix.emptied(fl, sl)
+		ix.clear(fl, sl)
 	}
 	nodes[n].Right = 0
 	return n

@@ -78,10 +78,15 @@ func (c *classes) mark(fl, sl int) {
 // emptied clears the bits of class (fl, sl) if it is empty.
 func (c *classes) emptied(fl, sl int) {
 	if c.first[fl][sl] == 0 {
-		c.slMap[fl] &^= 1 << sl
-		if c.slMap[fl] == 0 {
-			c.flMap &^= 1 << fl
-		}
+		c.clear(fl, sl)
+	}
+}
+
+// clear clears the bits of class (fl, sl), which is empty.
+func (c *classes) clear(fl, sl int) {
+	c.slMap[fl] &^= 1 << sl
+	if c.slMap[fl] == 0 {
+		c.flMap &^= 1 << fl
 	}
 }
 
