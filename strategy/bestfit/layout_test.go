@@ -1,7 +1,6 @@
 package bestfit
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -23,7 +22,7 @@ const (
 // package segment.
 var kit = segmenttest.Kit[Config, *Pool]{
 	New:        New,
-	Heap:       func(p *Pool) *segment.Heap { return &p.h },
+	Heap:       func(p *Pool) *segment.Heap { return &p.heap.Heap },
 	CheckIndex: (*Pool).checkIndex,
 	Config:     testConfig,
 	WantSize: func(c Config) func(int64) int64 {
@@ -38,25 +37,7 @@ var kit = segmenttest.Kit[Config, *Pool]{
 func (p *Pool) check() error { return kit.Check(p) }
 
 // checkIndex checks that the index holds exactly the free blocks.
-func (p *Pool) checkIndex(free []int32) error {
-	inTree, err := p.free.Check(p.h.Nodes)
-	if err != nil {
-		return err
-	}
-	if len(inTree) != len(free) {
-		return fmt.Errorf("the index holds %d blocks, the heap has %d free", len(inTree), len(free))
-	}
-	want := map[int32]bool{}
-	for _, n := range free {
-		want[n] = true
-	}
-	for _, n := range inTree {
-		if !want[n] {
-			return fmt.Errorf("the index holds block %d, which is not free", n)
-		}
-	}
-	return nil
-}
+func (p *Pool) checkIndex(free []int32) error { return p.heap.CheckIndex(free) }
 
 // layout returns the pool's segments in the notation of
 // segmenttest.ParseLayout.

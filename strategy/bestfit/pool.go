@@ -15,8 +15,7 @@ const name = "bestfit"
 // [gpualloc.Specer] and [gpualloc.FreeSpaceReporter]. A Pool is not safe for
 // concurrent use.
 type Pool struct {
-	h    segment.Heap
-	free segment.Sorted // free blocks by (size, address)
+	heap segment.Pool // with free blocks by (size, address)
 	c    Config
 	spec string
 }
@@ -32,7 +31,7 @@ func New(b gpualloc.Backend, c Config) (*Pool, error) {
 	p := &Pool{c: c}
 	p.spec = fmt.Sprintf("%s:round=%d,min_block=%d,split_threshold=%d,grow=%s,chunk=%d,initial=%d",
 		name, c.Round, c.MinBlock, c.SplitThreshold, c.Grow, c.Chunk, c.Initial)
-	if err := p.h.Init(b, name, c.segment(), &p.free); err != nil {
+	if err := p.heap.Init(b, name, c.segment(), segment.BestFit); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -46,7 +45,7 @@ func (p *Pool) Config() Config { return p.c }
 func (p *Pool) Spec() string { return p.spec }
 
 // Stats returns the pool's counters.
-func (p *Pool) Stats() gpualloc.Stats { return p.h.Stats() }
+func (p *Pool) Stats() gpualloc.Stats { return p.heap.Stats() }
 
 // Alloc returns a block for a request of size bytes, rounded to
 // [Config.RoundSize](size): the smallest free block that fits, the one at the
@@ -57,66 +56,27 @@ func (p *Pool) Stats() gpualloc.Stats { return p.h.Stats() }
 // tries a segment of just the block needed, and if that fails too the error
 // wraps [gpualloc.ErrOutOfMemory]. The pool stays usable after a failure.
 func (p *Pool) Alloc(size int64) (gpualloc.Block, error) {
-	h := &p.h
-	if size < 1 {
-		return gpualloc.Block{}, h.ErrInvalidSize(size)
-	}
-	rounded := h.Round(size)
-	if rounded == 0 {
-		return gpualloc.Block{}, h.ErrTooLarge(size)
-	}
-	n := p.free.TakeBest(h.Nodes, rounded)
-	hit := n != 0
-	if !hit {
-		var err error
-		if n, err = h.Grow(size, rounded, rounded); err != nil {
-			return gpualloc.Block{}, err
-		}
-	}
-	addr, bsize, handle, rest := h.Take(n, rounded, size, hit)
-	if rest != 0 {
-		p.free.Insert(h.Nodes, rest)
+	addr, bsize, handle, err := p.heap.Alloc(size)
+	if err != nil {
+		return gpualloc.Block{}, err
 	}
 	return gpualloc.Block{Addr: addr, Size: bsize, Requested: size, Handle: handle}, nil
 }
 
-// Free returns a live block to the pool, merged with the free blocks just
-// before and after it in its segment; no memory goes back to the device. A
-// block that is not live, or whose Size or Requested differ from what Alloc
-// returned, gives an error wrapping [gpualloc.ErrInvalidFree] and changes
-// nothing.
-func (p *Pool) Free(b gpualloc.Block) error {
-	h := &p.h
-	n, err := h.Release(b)
-	if err != nil {
-		return err
-	}
-	nodes := h.Nodes
-	if prev := nodes[n].Prev; prev != 0 && nodes[prev].Free {
-		p.free.Remove(nodes, prev)
-		h.MergeNext(prev)
-		n = prev
-	}
-	if next := nodes[n].Next; next != 0 && nodes[next].Free {
-		p.free.Remove(nodes, next)
-		h.MergeNext(n)
-	}
-	p.free.Insert(nodes, n)
-	return nil
-}
+// Free returns a live block to the pool's tree of free blocks, merged first
+// with the free blocks just before and after it in its segment, in
+// O(log n); no memory goes back to the device. A block that is not live, or
+// whose Size or Requested differ from what Alloc returned, gives an error
+// wrapping [gpualloc.ErrInvalidFree] and changes nothing.
+func (p *Pool) Free(b gpualloc.Block) error { return p.heap.Free(b) }
 
 // ReleaseAll returns every entirely free segment to the device. Live blocks,
 // and the segments that hold them, stay. A segment the device refuses to
 // free stays too, and the device's errors are joined in the one returned.
-func (p *Pool) ReleaseAll() error { return p.h.ReleaseFree() }
+func (p *Pool) ReleaseAll() error { return p.heap.ReleaseFree() }
 
 // FreeSpace returns the largest free block and the total bytes of free
 // blocks in the segments the pool holds: the total in O(1), the largest in
 // O(log k) for the k free blocks of the highest non-empty size class (the
 // rightmost block of its tree).
-func (p *Pool) FreeSpace() (largest, total int64) {
-	if n := p.free.Max(p.h.Nodes); n != 0 {
-		largest = p.h.Nodes[n].Size
-	}
-	return largest, p.h.FreeBytes()
-}
+func (p *Pool) FreeSpace() (largest, total int64) { return p.heap.FreeSpace() }

@@ -2,6 +2,7 @@ package bfc
 
 import (
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
 
 // auto is the value of allow_growth and preallocate when neither the spec
@@ -83,11 +84,7 @@ func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
 	if c.FragmentationFraction, err = p.Float("fragmentation_fraction"); err != nil {
 		return nil, err
 	}
-	pool, err := New(b, c)
-	if err != nil {
-		return nil, err
-	}
-	return pool, nil
+	return param.Open(New(b, c))
 }
 
 // parseTF reads a boolean parameter as TensorFlow reads its variables

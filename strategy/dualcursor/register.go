@@ -20,14 +20,13 @@ func init() {
 			{Name: "unknown", Default: "before_first_free", Doc: "where allocations of unknown category go (traces without categories): before_first_free (static until the pool's first free, then dynamic), dynamic or static"},
 			{Name: "static_end", Default: "high", Doc: "end of a block where static memory starts: high (MindSpore's MemoryManager: static down from the top, dynamic up from the base) or low (the mirror image)"},
 		},
-		New: open,
+		New: param.Opener(readConfig, New),
 	})
 }
 
-// open builds a Pool from resolved registry parameters.
-func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
-	r := param.NewReader(p)
-	c := Config{
+// readConfig reads a Config from resolved registry parameters.
+func readConfig(r *param.Reader) Config {
+	return Config{
 		Align:     r.Size("align"),
 		Pad:       r.Size("pad"),
 		Block:     r.Size("block"),
@@ -36,8 +35,4 @@ func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
 		Unknown:   param.Enum(r, "unknown", parseUnknown, "must be before_first_free, dynamic or static"),
 		StaticEnd: param.Enum(r, "static_end", parseEnd, "must be high or low"),
 	}
-	if err := r.Err(); err != nil {
-		return nil, err
-	}
-	return param.Open(New(b, c))
 }

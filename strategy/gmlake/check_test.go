@@ -19,45 +19,45 @@ import (
 // that of its chunks' sBlocks.
 func (a *Allocator) check() error {
 	var free int64
-	for si := range a.segs {
-		s := &a.segs[si]
-		if s.size == 0 {
+	for si := range a.cache.Segs {
+		s := &a.cache.Segs[si]
+		if s.Size == 0 {
 			continue
 		}
 		var maps int
-		for _, c := range s.chunks {
+		for _, c := range s.X.chunks {
 			maps += len(a.chunks[c].sb)
 		}
-		if maps != s.mapped {
-			return fmt.Errorf("segment %#x: %d mappings counted, %d found", s.addr, s.mapped, maps)
+		if maps != s.X.mapped {
+			return fmt.Errorf("segment %#x: %d mappings counted, %d found", s.Addr, s.X.mapped, maps)
 		}
 		var size int64
-		for n := s.first; n != 0; n = a.nodes[n].Next {
-			nd, mt := &a.nodes[n], a.meta[n]
+		for n := s.First; n != 0; n = a.cache.Nodes[n].Next {
+			nd, mt := &a.cache.Nodes[n], a.cache.Meta[n]
 			size += nd.Size
 			if nd.Free {
 				free += nd.Size
 			}
-			if mt.small || s.mapped == 0 {
+			if mt.Small || s.X.mapped == 0 {
 				continue
 			}
 			_, f, l := a.chunkRange(n)
-			for _, c := range s.chunks[f:l] {
+			for _, c := range s.X.chunks[f:l] {
 				ch := &a.chunks[c]
 				if ch.owner != n {
 					return fmt.Errorf("chunk %d of block %#x: owner %d, want %d", c, nd.Addr, ch.owner, n)
 				}
 				if ch.used == nd.Free {
-					return fmt.Errorf("chunk %d of block %#x (free %t, lent %t): used %t", c, nd.Addr, nd.Free, mt.lent, ch.used)
+					return fmt.Errorf("chunk %d of block %#x (free %t, lent %t): used %t", c, nd.Addr, nd.Free, mt.X.lent, ch.used)
 				}
 			}
 		}
-		if size != s.size {
-			return fmt.Errorf("segment %#x: blocks of %d bytes, segment of %d", s.addr, size, s.size)
+		if size != s.Size {
+			return fmt.Errorf("segment %#x: blocks of %d bytes, segment of %d", s.Addr, size, s.Size)
 		}
 	}
-	if free != a.free {
-		return fmt.Errorf("free bytes: %d counted, %d found", a.free, free)
+	if free != a.cache.FreeBytes {
+		return fmt.Errorf("free bytes: %d counted, %d found", a.cache.FreeBytes, free)
 	}
 	for o := int32(1); o < int32(len(a.sb)); o++ {
 		s := &a.sb[o]

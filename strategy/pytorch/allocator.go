@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/strategy/internal/blocktable"
+	"github.com/gpualloc/gpualloc/strategy/internal/cachepool"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 )
 
@@ -23,21 +23,12 @@ type Allocator struct {
 	c    Config
 	spec string
 
-	nodes []segment.Node // blocks; nodes[0] is unused
-	meta  []meta         // per block, beside nodes
-	spare []int32        // unused indexes of nodes
-
-	segs      []segRec // segments; a zero size marks an unused slot
-	spareSegs []int32
-
-	pools []*streamPools // free blocks of each stream
-	live  blocktable.Table[int32]
-
-	m  gpualloc.Meter
-	ms MemoryStats
+	// cache holds the blocks, segments, each stream's pools of free
+	// blocks and the live blocks: PyTorch's pool skeleton.
+	cache cachepool.Cache[ext, struct{}, unmappedLists]
+	ms    MemoryStats
 
 	reserved int64 // bytes of segments held
-	free     int64 // bytes of free blocks
 
 	allowed int64    // allowed_memory_maximum; 0 without a memory fraction
 	gcOn    bool     // garbage collection is enabled
@@ -49,38 +40,21 @@ type Allocator struct {
 }
 
 // meta is what a block records beside its segment.Node.
-type meta struct {
-	pool   int32 // index in Allocator.pools
-	seg    int32 // index in Allocator.segs
-	small  bool  // of the small pool
+type meta = cachepool.Meta[ext]
+
+// ext is what a block records beyond the skeleton's meta.
+type ext struct {
 	gcBase int64 // the pool's gcCount when the block last entered it
-	// exp marks a block of an expandable segment, seg then indexing
+	// exp marks a block of an expandable segment, meta.Seg then indexing
 	// Allocator.xr; unmapped marks its unmapped blocks.
 	exp, unmapped bool
 }
 
-// A segRec is a segment: one device allocation.
-type segRec struct {
-	addr  uint64
-	size  int64
-	first int32 // the block at addr; it stays that block while the segment lives
-	small bool
-}
-
-// streamPools are a stream's two pools of free blocks, each ordered by
-// (size, address): PyTorch's one set per pool ordered by (stream, size,
-// address), cut by stream, which finds the same blocks.
-type streamPools struct {
-	stream       uint64
-	small, large segment.Sorted
-	unmapped     [2][]int32 // unmapped blocks of the small (0) and large (1) pools, by address
-}
-
-func (p *streamPools) set(small bool) *segment.Sorted {
-	if small {
-		return &p.small
-	}
-	return &p.large
+// unmappedLists are what a stream's pools hold beside their free blocks:
+// the unmapped blocks of the small (0) and large (1) pools' expandable
+// segments, by address.
+type unmappedLists struct {
+	unmapped [2][]int32
 }
 
 func kind(small bool) int {
@@ -100,7 +74,8 @@ func New(b gpualloc.Backend, c Config) (*Allocator, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	a := &Allocator{b: b, vm: virtualMemory(b), c: c, nodes: make([]segment.Node, 1, 64), meta: make([]meta, 1, 64), nextBase: xBase}
+	a := &Allocator{b: b, vm: virtualMemory(b), c: c, nextBase: xBase}
+	a.cache.Init(name)
 	if c.MemoryFraction > 0 {
 		_, total := b.MemInfo()
 		a.allowed = int64(c.MemoryFraction * float64(total))
@@ -130,7 +105,7 @@ func (a *Allocator) Config() Config { return a.c }
 func (a *Allocator) Spec() string { return a.spec }
 
 // Stats returns the allocator's counters.
-func (a *Allocator) Stats() gpualloc.Stats { return a.m.Stats() }
+func (a *Allocator) Stats() gpualloc.Stats { return a.cache.M.Stats() }
 
 // Alloc is AllocStream on stream 0.
 func (a *Allocator) Alloc(size int64) (gpualloc.Block, error) { return a.AllocStream(size, 0) }
@@ -147,16 +122,16 @@ func (a *Allocator) Alloc(size int64) (gpualloc.Block, error) { return a.AllocSt
 // [gpualloc.ErrOutOfMemory]; the allocator stays usable.
 func (a *Allocator) AllocStream(size int64, stream uint64) (gpualloc.Block, error) {
 	if size < 1 {
-		return gpualloc.Block{}, fmt.Errorf("%s: alloc of %d bytes: %w", name, size, gpualloc.ErrInvalidSize)
+		return gpualloc.Block{}, a.cache.ErrInvalidSize(size)
 	}
 	rounded := a.c.RoundSize(size)
 	if rounded == 0 || segmentSize(rounded) == 0 {
-		a.countOOM()
-		return gpualloc.Block{}, fmt.Errorf("%s: alloc of %d bytes: rounded size overflows: %w", name, size, gpualloc.ErrOutOfMemory)
+		a.ms.NumOOMs.add(1)
+		return gpualloc.Block{}, a.cache.ErrTooLarge(size)
 	}
 	small := rounded <= smallSize
-	pi := a.poolIndex(stream)
-	set := a.pools[pi].set(small)
+	pi := a.cache.PoolIndex(stream)
+	set := a.cache.Set(pi, small)
 	k := kind(small)
 	if a.gcOn {
 		a.gcCount[k]++
@@ -176,50 +151,40 @@ func (a *Allocator) AllocStream(size int64, stream uint64) (gpualloc.Block, erro
 	return gpualloc.Block{Addr: addr, Size: bsize, Requested: size, Stream: stream, Handle: handle}, nil
 }
 
-// poolIndex returns the index of stream's pools, made on first use.
-func (a *Allocator) poolIndex(stream uint64) int32 {
-	for i, p := range a.pools {
-		if p.stream == stream {
-			return int32(i)
-		}
-	}
-	a.pools = append(a.pools, &streamPools{stream: stream})
-	return int32(len(a.pools) - 1)
-}
-
 // getFreeBlock takes the best free block for rounded bytes out of set, or
 // returns 0 (get_free_block).
 func (a *Allocator) getFreeBlock(set *segment.Sorted, rounded int64, k int) int32 {
-	n := set.TakeBest(a.nodes, rounded)
+	nodes := a.cache.Nodes
+	n := set.TakeBest(nodes, rounded)
 	if n == 0 {
 		return 0
 	}
-	if a.meta[n].exp && a.c.ExpandableSegments {
+	if a.cache.Meta[n].X.exp && a.c.ExpandableSegments {
 		// Best fit counts the unmapped space after a block as its own:
 		// walk on in (size, address) order while that is smaller.
 		var skipped []int32
 		for {
-			nx := set.TakeBest(a.nodes, a.nodes[n].Size)
+			nx := set.TakeBest(nodes, nodes[n].Size)
 			if nx == 0 {
 				break
 			}
 			if a.expandableSize(nx) >= a.expandableSize(n) {
-				set.Insert(a.nodes, nx)
+				set.Insert(nodes, nx)
 				break
 			}
 			skipped = append(skipped, n)
 			n = nx
 		}
 		for _, x := range skipped {
-			set.Insert(a.nodes, x)
+			set.Insert(nodes, x)
 		}
 	}
-	bs, ms := a.nodes[n].Size, a.c.MaxSplitSize
+	bs, ms := nodes[n].Size, a.c.MaxSplitSize
 	if (rounded < ms && bs >= ms) || (rounded >= ms && bs-rounded >= a.c.MaxNonSplitRounding) {
-		set.Insert(a.nodes, n) // it stays in the pool
+		set.Insert(nodes, n) // it stays in the pool
 		return 0
 	}
-	a.meta[n].gcBase = a.gcCount[k]
+	a.cache.Meta[n].X.gcBase = a.gcCount[k]
 	return n
 }
 
@@ -237,13 +202,13 @@ func (a *Allocator) newBlock(size, rounded int64, pi int32, small bool) (int32, 
 	if n == 0 && err == nil {
 		var ok bool
 		if ok, err = a.releaseAvailable(pi, small, rounded); ok && err == nil {
-			a.m.CountRetry()
+			a.cache.M.CountRetry()
 			n, err = a.tryMalloc(segSize, rounded, pi, small, false)
 		}
 	}
 	if n == 0 && err == nil {
 		if err = a.releaseCached(); err == nil {
-			a.m.CountRetry()
+			a.cache.M.CountRetry()
 			n, err = a.tryMalloc(segSize, rounded, pi, small, true)
 		}
 	}
@@ -251,15 +216,11 @@ func (a *Allocator) newBlock(size, rounded int64, pi int32, small bool) (int32, 
 		return 0, fmt.Errorf("%s: alloc of %d bytes (%d rounded): %w", name, size, rounded, err)
 	}
 	if n == 0 {
-		a.countOOM()
+		a.cache.M.CountOOM()
+		a.ms.NumOOMs.add(1)
 		return 0, fmt.Errorf("%s: alloc of %d bytes (%d rounded): segment of %d bytes: %w", name, size, rounded, segSize, gpualloc.ErrOutOfMemory)
 	}
 	return n, nil
-}
-
-func (a *Allocator) countOOM() {
-	a.m.CountOOM()
-	a.ms.NumOOMs.add(1)
 }
 
 // tryMalloc allocates a segment of size bytes (alloc_block): 0 and no error
@@ -282,7 +243,7 @@ func (a *Allocator) tryMalloc(size, rounded int64, pi int32, small, retry bool) 
 		return 0, err
 	}
 	a.ms.NumDeviceAlloc.add(1)
-	a.m.CountDeviceMalloc(size)
+	a.cache.M.CountDeviceMalloc(size)
 	return a.addSegment(addr, size, pi, small), nil
 }
 
@@ -291,27 +252,13 @@ func (a *Allocator) tryMalloc(size, rounded int64, pi int32, small, retry bool) 
 func (a *Allocator) addSegment(addr uint64, size int64, pi int32, small bool) int32 {
 	a.reserved += size
 	a.ms.ReservedBytes.add(size)
-	a.free += size
-	n := a.newNode()
-	a.nodes[n] = segment.Node{Addr: addr, Size: size, Free: true}
-	s := segRec{addr: addr, size: size, first: n, small: small}
-	var si int32
-	if k := len(a.spareSegs); k > 0 {
-		si = a.spareSegs[k-1]
-		a.spareSegs = a.spareSegs[:k-1]
-		a.segs[si] = s
-	} else {
-		si = int32(len(a.segs))
-		a.segs = append(a.segs, s)
-	}
-	a.meta[n] = meta{pool: pi, seg: si, small: small}
-	return n
+	return a.cache.AddSegment(addr, size, pi, small)
 }
 
 // allocFound hands out block n for a request of requested bytes rounded to
 // rounded, splitting it by the pool's rule (alloc_found_block).
 func (a *Allocator) allocFound(n int32, rounded, requested int64, hit bool, set *segment.Sorted, k int) (uint64, int64, uint64) {
-	nd := &a.nodes[n]
+	nd := &a.cache.Nodes[n]
 	alreadySplit := nd.Prev != 0 || nd.Next != 0
 	rest := nd.Size - rounded
 	var split bool
@@ -320,33 +267,31 @@ func (a *Allocator) allocFound(n int32, rounded, requested int64, hit bool, set 
 	} else {
 		split = rounded < a.c.MaxSplitSize && rest > smallSize
 	}
-	if split {
-		r := a.newNode()
-		segment.SplitAt(a.nodes, n, r, rounded)
-		a.meta[r] = a.meta[n]
-		a.meta[r].gcBase = a.gcCount[k]
-		set.Insert(a.nodes, r)
-		if a.meta[n].exp {
+	exp := a.cache.Meta[n].X.exp
+	addr, size, handle, r := a.cache.Take(n, rounded, requested, split, hit)
+	if r != 0 {
+		a.cache.Meta[r].X.gcBase = a.gcCount[k]
+		set.Insert(a.cache.Nodes, r)
+		if exp {
 			// PyTorch does not count expandable blocks as inactive split.
 		} else if alreadySplit {
 			a.ms.InactiveSplitBytes.add(-rounded)
 		} else {
 			a.ms.InactiveSplitBytes.add(rest)
 		}
-	} else if alreadySplit && !a.meta[n].exp {
-		a.ms.InactiveSplitBytes.add(-nd.Size)
+	} else if alreadySplit && !exp {
+		a.ms.InactiveSplitBytes.add(-size)
 	}
-	nd = &a.nodes[n]
-	nd.Free = false
-	nd.Requested = requested
-	size := nd.Size
-	a.free -= size
-	handle := a.live.Put(nd.Addr, n)
-	a.m.CountAlloc(requested, size, hit)
+	a.countAlloc(size, requested)
+	return addr, size, handle
+}
+
+// countAlloc counts in MemoryStats a block of size bytes handed out for a
+// request of requested bytes.
+func (a *Allocator) countAlloc(size, requested int64) {
 	a.ms.AllocatedBytes.add(size)
 	a.ms.ActiveBytes.add(size)
 	a.ms.RequestedBytes.add(requested)
-	return nd.Addr, size, handle
 }
 
 // Free returns a live block to its pool, merged with the free blocks just
@@ -355,76 +300,37 @@ func (a *Allocator) allocFound(n int32, rounded, requested int64, hit bool, set 
 // or Requested differ from what Alloc returned, gives an error wrapping
 // [gpualloc.ErrInvalidFree] and changes nothing.
 func (a *Allocator) Free(b gpualloc.Block) error {
-	p := a.live.Get(b.Handle, b.Addr)
-	if p == nil {
-		return blocktable.NotLive(name, b)
+	n, err := a.cache.Release(b)
+	if err != nil {
+		return err
 	}
-	n := *p
-	nodes := a.nodes
-	nd := &nodes[n]
-	if nd.Size != b.Size || nd.Requested != b.Requested {
-		return blocktable.Mismatch(name, b, nd.Size, nd.Requested)
-	}
-	a.live.Delete(b.Handle)
-	size := nd.Size
-	a.m.CountFree(nd.Requested, size)
-	a.ms.AllocatedBytes.add(-size)
-	a.ms.ActiveBytes.add(-size)
-	a.ms.RequestedBytes.add(-nd.Requested)
-	a.free += size
-	nd.Free = true
-	nd.Requested = 0
-	mt := a.meta[n] // a copy: merging may recycle n
-	set := a.pools[mt.pool].set(mt.small)
-	var subsumed int64
-	if prev := nd.Prev; prev != 0 && nodes[prev].Free {
-		set.Remove(nodes, prev)
-		subsumed += nodes[prev].Size
-		a.mergeNext(prev)
-		n = prev
-	}
-	if next := nodes[n].Next; next != 0 && nodes[next].Free {
-		set.Remove(nodes, next)
-		subsumed += nodes[next].Size
-		a.mergeNext(n)
-	}
-	if !mt.exp {
+	a.ms.AllocatedBytes.add(-b.Size)
+	a.ms.ActiveBytes.add(-b.Size)
+	a.ms.RequestedBytes.add(-b.Requested)
+	mt := a.cache.Meta[n] // a copy: merging may recycle n
+	n, subsumed := a.cache.FreeBlock(n)
+	if !mt.X.exp {
 		a.ms.InactiveSplitBytes.add(-subsumed)
-		if nodes[n].Prev != 0 || nodes[n].Next != 0 {
-			a.ms.InactiveSplitBytes.add(nodes[n].Size)
+		if nd := &a.cache.Nodes[n]; nd.Prev != 0 || nd.Next != 0 {
+			a.ms.InactiveSplitBytes.add(nd.Size)
 		}
 	}
-	a.meta[n].gcBase = a.gcCount[kind(mt.small)]
-	set.Insert(nodes, n)
+	a.cache.Meta[n].X.gcBase = a.gcCount[kind(mt.Small)]
 	return nil
-}
-
-// mergeNext merges into the free block n the free block after it.
-func (a *Allocator) mergeNext(n int32) { a.recycle(segment.MergeNext(a.nodes, n)) }
-
-// whole reports whether block n is free and a whole segment.
-func (a *Allocator) whole(n int32) bool {
-	nd := &a.nodes[n]
-	return nd.Free && nd.Prev == 0 && nd.Next == 0
 }
 
 // releaseBlock returns to the device the segment of the free block n, a
 // whole segment in its pool (release_block).
 func (a *Allocator) releaseBlock(n int32) error {
-	mt := a.meta[n]
-	s := a.segs[mt.seg]
-	if err := a.b.Free(s.addr, s.size); err != nil {
+	s := a.cache.Segs[a.cache.Meta[n].Seg]
+	if err := a.b.Free(s.Addr, s.Size); err != nil {
 		return err
 	}
-	a.pools[mt.pool].set(mt.small).Remove(a.nodes, n)
-	a.recycle(n)
-	a.segs[mt.seg] = segRec{}
-	a.spareSegs = append(a.spareSegs, mt.seg)
-	a.m.CountDeviceFree(s.size)
+	a.cache.DropSegment(n)
+	a.cache.M.CountDeviceFree(s.Size)
 	a.ms.NumDeviceFree.add(1)
-	a.ms.ReservedBytes.add(-s.size)
-	a.reserved -= s.size
-	a.free -= s.size
+	a.ms.ReservedBytes.add(-s.Size)
+	a.reserved -= s.Size
 	return nil
 }
 
@@ -439,22 +345,22 @@ func (a *Allocator) releaseAvailable(pi int32, small bool, rounded int64) (bool,
 		// PyTorch releases no blocks of expandable segments here.
 		return false, nil
 	}
-	set := a.pools[pi].set(small)
+	set := a.cache.Set(pi, small)
 	key := max(rounded, ms)
-	if n := set.TakeBest(a.nodes, key); n != 0 {
-		set.Insert(a.nodes, n)
-		if !a.whole(n) {
+	if n := set.TakeBest(a.cache.Nodes, key); n != 0 {
+		set.Insert(a.cache.Nodes, n)
+		if !a.cache.Whole(n) {
 			return false, nil
 		}
 		return true, a.releaseBlock(n)
 	}
 	var total int64
 	for total < key {
-		n := set.Max(a.nodes)
-		if n == 0 || a.nodes[n].Size < ms || !a.whole(n) {
+		n := set.Max(a.cache.Nodes)
+		if n == 0 || a.cache.Nodes[n].Size < ms || !a.cache.Whole(n) {
 			break
 		}
-		size := a.nodes[n].Size
+		size := a.cache.Nodes[n].Size
 		if err := a.releaseBlock(n); err != nil {
 			return false, err
 		}
@@ -464,22 +370,11 @@ func (a *Allocator) releaseAvailable(pi int32, small bool, rounded int64) (bool,
 }
 
 // releaseCached returns every free whole segment to the device
-// (release_cached_blocks). A segment the device refuses to free stays, and
-// the errors are joined in the one returned.
+// (release_cached_blocks), and unmaps the free pages of expandable
+// segments. A segment the device refuses to free stays, and the errors are
+// joined in the one returned.
 func (a *Allocator) releaseCached() error {
-	var errs []error
-	for i := range a.segs {
-		s := &a.segs[i]
-		if s.size != 0 && a.whole(s.first) {
-			if err := a.releaseBlock(s.first); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if err := a.releaseExpandable(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errors.Join(a.cache.ReleaseCached(a.releaseBlock), a.releaseExpandable())
 }
 
 // garbageCollect frees free whole segments of the large pool, those at
@@ -493,10 +388,10 @@ func (a *Allocator) garbageCollect() error {
 	}
 	target := a.reserved - thr
 	var totalAge, count int64
-	for i := range a.segs {
-		s := &a.segs[i]
-		if s.size != 0 && !s.small && a.whole(s.first) {
-			totalAge += a.gcCount[1] - a.meta[s.first].gcBase
+	for i := range a.cache.Segs {
+		s := &a.cache.Segs[i]
+		if s.Size != 0 && !s.Small && a.cache.Whole(s.First) {
+			totalAge += a.gcCount[1] - a.cache.Meta[s.First].X.gcBase
 			count++
 		}
 	}
@@ -504,17 +399,17 @@ func (a *Allocator) garbageCollect() error {
 	for freed := true; reclaimed < target && freed && count > 0; {
 		threshold := float64(totalAge) / float64(count)
 		freed = false
-		for i := range a.segs {
-			s := &a.segs[i]
-			if s.size == 0 || s.small || !a.whole(s.first) {
+		for i := range a.cache.Segs {
+			s := &a.cache.Segs[i]
+			if s.Size == 0 || s.Small || !a.cache.Whole(s.First) {
 				continue
 			}
-			age := a.gcCount[1] - a.meta[s.first].gcBase
+			age := a.gcCount[1] - a.cache.Meta[s.First].X.gcBase
 			if float64(age) < threshold {
 				continue
 			}
-			size := s.size
-			if err := a.releaseBlock(s.first); err != nil {
+			size := s.Size
+			if err := a.releaseBlock(s.First); err != nil {
 				return err
 			}
 			freed = true
@@ -538,27 +433,4 @@ func (a *Allocator) ReleaseAll() error {
 
 // FreeSpace returns the largest free block and the total bytes of free
 // blocks: the total in O(1), the largest in O(log n) per pool.
-func (a *Allocator) FreeSpace() (largest, total int64) {
-	for _, p := range a.pools {
-		if n := p.small.Max(a.nodes); n != 0 {
-			largest = max(largest, a.nodes[n].Size)
-		}
-		if n := p.large.Max(a.nodes); n != 0 {
-			largest = max(largest, a.nodes[n].Size)
-		}
-	}
-	return largest, a.free
-}
-
-func (a *Allocator) newNode() int32 {
-	n := segment.NewNode(&a.nodes, &a.spare)
-	if int(n) == len(a.meta) {
-		a.meta = append(a.meta, meta{})
-	}
-	return n
-}
-
-func (a *Allocator) recycle(n int32) {
-	a.meta[n] = meta{}
-	segment.RecycleNode(a.nodes, &a.spare, n)
-}
+func (a *Allocator) FreeSpace() (largest, total int64) { return a.cache.FreeSpace() }

@@ -78,9 +78,9 @@ func virtualMemory(b gpualloc.Backend) gpualloc.VirtualMemory {
 // expandableSize is a block's size for best fit with expandable segments:
 // its own size plus that of the unmapped block after it.
 func (a *Allocator) expandableSize(n int32) int64 {
-	s := a.nodes[n].Size
-	if nx := a.nodes[n].Next; nx != 0 && a.meta[nx].unmapped {
-		s += a.nodes[nx].Size
+	s := a.cache.Nodes[n].Size
+	if nx := a.cache.Nodes[n].Next; nx != 0 && a.cache.Meta[nx].X.unmapped {
+		s += a.cache.Nodes[nx].Size
 	}
 	return s
 }
@@ -88,29 +88,29 @@ func (a *Allocator) expandableSize(n int32) int64 {
 // allocatable reports whether block n may take part in a request: free or
 // unmapped.
 func (a *Allocator) allocatable(n int32) bool {
-	return n != 0 && (a.nodes[n].Free || a.meta[n].unmapped)
+	return n != 0 && (a.cache.Nodes[n].Free || a.cache.Meta[n].X.unmapped)
 }
 
 // unmappedList returns the unmapped blocks of a stream's pool.
 func (a *Allocator) unmappedList(pi int32, small bool) *[]int32 {
-	return &a.pools[pi].unmapped[kind(small)]
+	return &a.cache.Streams[pi].X.unmapped[kind(small)]
 }
 
 func (a *Allocator) insertUnmapped(n int32) {
-	mt := a.meta[n]
-	l := a.unmappedList(mt.pool, mt.small)
-	addr := a.nodes[n].Addr
-	i := sort.Search(len(*l), func(i int) bool { return a.nodes[(*l)[i]].Addr >= addr })
+	mt := a.cache.Meta[n]
+	l := a.unmappedList(mt.Pool, mt.Small)
+	addr := a.cache.Nodes[n].Addr
+	i := sort.Search(len(*l), func(i int) bool { return a.cache.Nodes[(*l)[i]].Addr >= addr })
 	*l = append(*l, 0)
 	copy((*l)[i+1:], (*l)[i:])
 	(*l)[i] = n
 }
 
 func (a *Allocator) removeUnmapped(n int32) {
-	mt := a.meta[n]
-	l := a.unmappedList(mt.pool, mt.small)
-	addr := a.nodes[n].Addr
-	i := sort.Search(len(*l), func(i int) bool { return a.nodes[(*l)[i]].Addr >= addr })
+	mt := a.cache.Meta[n]
+	l := a.unmappedList(mt.Pool, mt.Small)
+	addr := a.cache.Nodes[n].Addr
+	i := sort.Search(len(*l), func(i int) bool { return a.cache.Nodes[(*l)[i]].Addr >= addr })
 	if i == len(*l) || (*l)[i] != n {
 		panic("pytorch: unmapped block not in its list")
 	}
@@ -124,12 +124,12 @@ func (a *Allocator) removeUnmapped(n int32) {
 func (a *Allocator) findExpandable(pi int32, small bool, size int64) (int32, error) {
 	for _, u := range *a.unmappedList(pi, small) {
 		c := u
-		if p := a.nodes[u].Prev; p != 0 && a.nodes[p].Free {
+		if p := a.cache.Nodes[u].Prev; p != 0 && a.cache.Nodes[p].Free {
 			c = p
 		}
 		var bytes int64
-		for b := c; bytes < size && a.allocatable(b); b = a.nodes[b].Next {
-			bytes += a.nodes[b].Size
+		for b := c; bytes < size && a.allocatable(b); b = a.cache.Nodes[b].Next {
+			bytes += a.cache.Nodes[b].Size
 		}
 		if bytes >= size {
 			return c, nil
@@ -183,9 +183,9 @@ func (a *Allocator) addRange(r *xrange) (int32, int32) {
 	} else {
 		a.xr[ri] = r
 	}
-	n := a.newNode()
-	a.nodes[n] = segmentNode(r.base, r.size)
-	a.meta[n] = meta{pool: r.pool, seg: ri, small: r.small, exp: true, unmapped: true}
+	n := a.cache.NewNode()
+	a.cache.Nodes[n] = segmentNode(r.base, r.size)
+	a.cache.Meta[n] = meta{Pool: r.pool, Seg: ri, Small: r.small, X: ext{exp: true, unmapped: true}}
 	a.insertUnmapped(n)
 	return ri, n
 }
@@ -198,18 +198,18 @@ func (a *Allocator) tryExpandable(pi int32, small bool, size int64) (int32, erro
 	if err != nil {
 		return 0, err
 	}
-	if a.meta[c].unmapped {
-		if c, err = a.mapBlock(c, min(a.nodes[c].Size, size)); c == 0 || err != nil {
+	if a.cache.Meta[c].X.unmapped {
+		if c, err = a.mapBlock(c, min(a.cache.Nodes[c].Size, size)); c == 0 || err != nil {
 			return 0, err
 		}
 	}
-	for a.nodes[c].Size < size {
-		next := a.nodes[c].Next
-		if c, err = a.mapBlock(next, min(size-a.nodes[c].Size, a.nodes[next].Size)); c == 0 || err != nil {
+	for a.cache.Nodes[c].Size < size {
+		next := a.cache.Nodes[c].Next
+		if c, err = a.mapBlock(next, min(size-a.cache.Nodes[c].Size, a.cache.Nodes[next].Size)); c == 0 || err != nil {
 			return 0, err
 		}
 	}
-	a.pools[pi].set(small).Remove(a.nodes, c)
+	a.cache.Set(pi, small).Remove(a.cache.Nodes, c)
 	return c, nil
 }
 
@@ -218,9 +218,9 @@ func (a *Allocator) tryExpandable(pi int32, small bool, size int64) (int32, erro
 // block, in its pool; 0 when the device refuses a page, which leaves
 // nothing mapped (map_block).
 func (a *Allocator) mapBlock(n int32, size int64) (int32, error) {
-	mt := a.meta[n]
-	r := a.xr[mt.seg]
-	addr := a.nodes[n].Addr
+	mt := a.cache.Meta[n]
+	r := a.xr[mt.Seg]
+	addr := a.cache.Nodes[n].Addr
 	begin := int64(addr-r.base) / r.page
 	end := (int64(addr-r.base) + size + r.page - 1) / r.page
 	if ok, err := a.mapPages(r, begin, end); !ok || err != nil {
@@ -228,30 +228,18 @@ func (a *Allocator) mapBlock(n int32, size int64) (int32, error) {
 	}
 	mapped := (end - begin) * r.page
 	a.removeUnmapped(n)
-	if mapped < a.nodes[n].Size {
-		rest := a.newNode()
-		a.nodes[rest] = segmentNode(addr+uint64(mapped), a.nodes[n].Size-mapped)
-		a.meta[rest] = mt
+	if mapped < a.cache.Nodes[n].Size {
+		rest := a.cache.NewNode()
+		a.cache.Nodes[rest] = segmentNode(addr+uint64(mapped), a.cache.Nodes[n].Size-mapped)
+		a.cache.Meta[rest] = mt
 		a.link(n, rest)
-		a.nodes[n].Size = mapped
+		a.cache.Nodes[n].Size = mapped
 		a.insertUnmapped(rest)
 	}
-	a.meta[n].unmapped = false
-	a.nodes[n].Free = true
-	a.free += mapped
+	a.cache.Meta[n].X.unmapped = false
 	a.ms.NumDeviceAlloc.add(1)
-	set := a.pools[mt.pool].set(mt.small)
-	if p := a.nodes[n].Prev; p != 0 && a.nodes[p].Free {
-		set.Remove(a.nodes, p)
-		a.mergeNext(p)
-		n = p
-	}
-	if nx := a.nodes[n].Next; nx != 0 && a.nodes[nx].Free {
-		set.Remove(a.nodes, nx)
-		a.mergeNext(n)
-	}
-	a.meta[n].gcBase = a.gcCount[kind(mt.small)]
-	set.Insert(a.nodes, n)
+	n, _ = a.cache.FreeBlock(n) // its size is what was mapped
+	a.cache.Meta[n].X.gcBase = a.gcCount[kind(mt.Small)]
 	return n, nil
 }
 
@@ -292,7 +280,7 @@ func (a *Allocator) mapPages(r *xrange, begin, end int64) (bool, error) {
 			return undo(i, err)
 		}
 		r.pages[i] = xpage{id: id, held: true}
-		a.m.CountDeviceMalloc(r.page)
+		a.cache.M.CountDeviceMalloc(r.page)
 	}
 	if a.vm != nil {
 		for i := begin; i < end; i++ {
@@ -300,7 +288,7 @@ func (a *Allocator) mapPages(r *xrange, begin, end int64) (bool, error) {
 				return undo(end, err)
 			}
 			r.pages[i].mapped = true
-			a.m.CountMap()
+			a.cache.M.CountMap()
 		}
 	}
 	a.pageMaps += end - begin
@@ -326,7 +314,7 @@ func (a *Allocator) freePage(r *xrange, i int64) error {
 			if err := a.vm.Unmap(addr, r.page); err != nil {
 				return err
 			}
-			a.m.CountUnmap()
+			a.cache.M.CountUnmap()
 		}
 		if err := a.vm.Release(p.id); err != nil {
 			if p.mapped {
@@ -334,13 +322,13 @@ func (a *Allocator) freePage(r *xrange, i int64) error {
 					p.mapped = false
 					return errors.Join(err, merr)
 				}
-				a.m.CountMap()
+				a.cache.M.CountMap()
 			}
 			return err
 		}
 	}
 	*p = xpage{}
-	a.m.CountDeviceFree(r.page)
+	a.cache.M.CountDeviceFree(r.page)
 	return nil
 }
 
@@ -353,7 +341,7 @@ func (a *Allocator) trimPages(r *xrange) {
 
 // link puts block x right after block n in its segment.
 func (a *Allocator) link(n, x int32) {
-	nodes := a.nodes
+	nodes := a.cache.Nodes
 	nodes[x].Prev = n
 	nodes[x].Next = nodes[n].Next
 	if nodes[x].Next != 0 {
@@ -365,9 +353,9 @@ func (a *Allocator) link(n, x int32) {
 // unmapBlock unmaps the pages that lie wholly inside the free block n;
 // what is left of the block on either side stays free (unmap_block).
 func (a *Allocator) unmapBlock(n int32) error {
-	mt := a.meta[n]
-	r := a.xr[mt.seg]
-	addr, size := a.nodes[n].Addr, a.nodes[n].Size
+	mt := a.cache.Meta[n]
+	r := a.xr[mt.Seg]
+	addr, size := a.cache.Nodes[n].Addr, a.cache.Nodes[n].Size
 	off := int64(addr - r.base)
 	begin := (off + r.page - 1) / r.page
 	end := (off + size) / r.page
@@ -390,47 +378,47 @@ func (a *Allocator) unmapBlock(n int32) error {
 	if begin >= end {
 		return ferr
 	}
-	set := a.pools[mt.pool].set(mt.small)
-	set.Remove(a.nodes, n)
+	set := a.cache.Set(mt.Pool, mt.Small)
+	set.Remove(a.cache.Nodes, n)
 	uaddr := r.base + uint64(begin*r.page)
 	usize := (end - begin) * r.page
 	if before := int64(uaddr - addr); before > 0 {
-		b := a.newNode()
-		a.nodes[b] = segmentNode(addr, before)
-		a.nodes[b].Free = true
-		a.meta[b] = mt
-		a.meta[b].gcBase = a.gcCount[kind(mt.small)]
-		if p := a.nodes[n].Prev; p != 0 {
+		b := a.cache.NewNode()
+		a.cache.Nodes[b] = segmentNode(addr, before)
+		a.cache.Nodes[b].Free = true
+		a.cache.Meta[b] = mt
+		a.cache.Meta[b].X.gcBase = a.gcCount[kind(mt.Small)]
+		if p := a.cache.Nodes[n].Prev; p != 0 {
 			a.link(p, b)
 		} else {
-			a.nodes[b].Next = n
-			a.nodes[n].Prev = b
+			a.cache.Nodes[b].Next = n
+			a.cache.Nodes[n].Prev = b
 		}
-		set.Insert(a.nodes, b)
+		set.Insert(a.cache.Nodes, b)
 	}
 	if after := size - int64(uaddr-addr) - usize; after > 0 {
-		x := a.newNode()
-		a.nodes[x] = segmentNode(uaddr+uint64(usize), after)
-		a.nodes[x].Free = true
-		a.meta[x] = mt
-		a.meta[x].gcBase = a.gcCount[kind(mt.small)]
+		x := a.cache.NewNode()
+		a.cache.Nodes[x] = segmentNode(uaddr+uint64(usize), after)
+		a.cache.Nodes[x].Free = true
+		a.cache.Meta[x] = mt
+		a.cache.Meta[x].X.gcBase = a.gcCount[kind(mt.Small)]
 		a.link(n, x)
-		set.Insert(a.nodes, x)
+		set.Insert(a.cache.Nodes, x)
 	}
-	a.nodes[n].Addr, a.nodes[n].Size, a.nodes[n].Free = uaddr, usize, false
-	a.meta[n].unmapped = true
-	a.free -= usize
+	a.cache.Nodes[n].Addr, a.cache.Nodes[n].Size, a.cache.Nodes[n].Free = uaddr, usize, false
+	a.cache.Meta[n].X.unmapped = true
+	a.cache.FreeBytes -= usize
 	a.ms.NumDeviceFree.add(1)
-	if p := a.nodes[n].Prev; p != 0 && a.meta[p].unmapped {
+	if p := a.cache.Nodes[n].Prev; p != 0 && a.cache.Meta[p].X.unmapped {
 		a.removeUnmapped(p)
-		a.mergeNext(p)
+		a.cache.MergeNext(p)
 		n = p
 	}
-	if nx := a.nodes[n].Next; nx != 0 && a.meta[nx].unmapped {
+	if nx := a.cache.Nodes[n].Next; nx != 0 && a.cache.Meta[nx].X.unmapped {
 		a.removeUnmapped(nx)
-		a.mergeNext(n)
+		a.cache.MergeNext(n)
 	}
-	if a.nodes[n].Prev == 0 && a.nodes[n].Next == 0 {
+	if a.cache.Nodes[n].Prev == 0 && a.cache.Nodes[n].Next == 0 {
 		// The whole range is unmapped: give it up (release_expandable_segment).
 		return errors.Join(ferr, a.dropRange(n))
 	}
@@ -441,10 +429,10 @@ func (a *Allocator) unmapBlock(n int32) error {
 // dropRange gives up the range whose one block, unmapped and out of the
 // unmapped list, is n: its Unreserve with virtual memory.
 func (a *Allocator) dropRange(n int32) error {
-	seg := a.meta[n].seg
+	seg := a.cache.Meta[n].Seg
 	r := a.xr[seg]
 	a.xr[seg] = nil
-	a.recycle(n)
+	a.cache.Recycle(n)
 	if a.vm != nil {
 		return a.vm.Unreserve(r.base, r.size)
 	}
@@ -456,8 +444,8 @@ func (a *Allocator) dropRange(n int32) error {
 // nothing mapped.
 func (a *Allocator) releaseExpandable() error {
 	var todo []int32
-	for n := int32(1); n < int32(len(a.nodes)); n++ {
-		if a.meta[n].exp && a.nodes[n].Free {
+	for n := int32(1); n < int32(len(a.cache.Nodes)); n++ {
+		if a.cache.Meta[n].X.exp && a.cache.Nodes[n].Free {
 			todo = append(todo, n)
 		}
 	}
@@ -478,11 +466,11 @@ func (a *Allocator) releaseExpandable() error {
 // one anew.
 func (a *Allocator) dropEmptyRanges() error {
 	var errs []error
-	for _, p := range a.pools {
-		for k := range p.unmapped {
-			l := p.unmapped[k][:0]
-			for _, n := range p.unmapped[k] {
-				if a.nodes[n].Prev == 0 && a.nodes[n].Next == 0 {
+	for _, p := range a.cache.Streams {
+		for k := range p.X.unmapped {
+			l := p.X.unmapped[k][:0]
+			for _, n := range p.X.unmapped[k] {
+				if a.cache.Nodes[n].Prev == 0 && a.cache.Nodes[n].Next == 0 {
 					if err := a.dropRange(n); err != nil {
 						errs = append(errs, err)
 					}
@@ -490,7 +478,7 @@ func (a *Allocator) dropEmptyRanges() error {
 				}
 				l = append(l, n)
 			}
-			p.unmapped[k] = l
+			p.X.unmapped[k] = l
 		}
 	}
 	return errors.Join(errs...)

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/param"
 )
 
 // auto is the value of a setting the spec leaves to PYTORCH_ALLOC_CONF or
@@ -63,9 +64,5 @@ func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
 			return nil, err
 		}
 	}
-	a, err := New(b, c)
-	if err != nil {
-		return nil, err
-	}
-	return a, nil
+	return param.Open(New(b, c))
 }

@@ -62,17 +62,17 @@ func (a *Allocator) Restore(s snapshot.Segment) ([]gpualloc.Block, error) {
 		return a.restoreExpandable(s)
 	}
 	end := s.Address + uint64(s.TotalSize)
-	for i := range a.segs {
-		o := &a.segs[i]
-		if o.size != 0 && s.Address < o.addr+uint64(o.size) && o.addr < end {
-			return nil, errors.New(name + ": restore: " + fmt.Sprintf("segment %#x (%d bytes) overlaps segment %#x (%d bytes)", s.Address, s.TotalSize, o.addr, o.size))
+	for i := range a.cache.Segs {
+		o := &a.cache.Segs[i]
+		if o.Size != 0 && s.Address < o.Addr+uint64(o.Size) && o.Addr < end {
+			return nil, errors.New(name + ": restore: " + fmt.Sprintf("segment %#x (%d bytes) overlaps segment %#x (%d bytes)", s.Address, s.TotalSize, o.Addr, o.Size))
 		}
 	}
 	small := s.TotalSize <= smallBuffer
-	pi := a.poolIndex(s.Stream)
-	set := a.pools[pi].set(small)
+	pi := a.cache.PoolIndex(s.Stream)
+	set := a.cache.Set(pi, small)
 	k := kind(small)
-	a.m.CountDeviceMalloc(s.TotalSize)
+	a.cache.M.CountDeviceMalloc(s.TotalSize)
 	first := a.addSegment(s.Address, s.TotalSize, pi, small)
 	split := len(s.Blocks) > 1
 	var live []gpualloc.Block
@@ -80,24 +80,24 @@ func (a *Allocator) Restore(s snapshot.Segment) ([]gpualloc.Block, error) {
 	for i, b := range s.Blocks {
 		if i > 0 {
 			prev := n
-			n = a.newNode()
-			a.nodes[prev].Next = n
-			a.nodes[n].Prev = prev
-			a.meta[n] = a.meta[first]
+			n = a.cache.NewNode()
+			a.cache.Nodes[prev].Next = n
+			a.cache.Nodes[n].Prev = prev
+			a.cache.Meta[n] = a.cache.Meta[first]
 		}
-		nd := &a.nodes[n]
+		nd := &a.cache.Nodes[n]
 		nd.Addr, nd.Size, nd.Free = addr, b.Size, true
-		a.meta[n].gcBase = a.gcCount[k]
+		a.cache.Meta[n].X.gcBase = a.gcCount[k]
 		addr += uint64(b.Size)
 	}
 	// Hand out the live blocks, index the free ones.
 	i := 0
-	for n := first; n != 0; n = a.nodes[n].Next {
+	for n := first; n != 0; n = a.cache.Nodes[n].Next {
 		b := s.Blocks[i]
 		i++
-		nd := &a.nodes[n]
+		nd := &a.cache.Nodes[n]
 		if !b.Live() {
-			set.Insert(a.nodes, n)
+			set.Insert(a.cache.Nodes, n)
 			if split {
 				a.ms.InactiveSplitBytes.add(nd.Size)
 			}
@@ -110,20 +110,13 @@ func (a *Allocator) Restore(s snapshot.Segment) ([]gpualloc.Block, error) {
 
 // restoreLive hands out block n, restored as the live block b.
 func (a *Allocator) restoreLive(n int32, b snapshot.Block, stream uint64) gpualloc.Block {
-	nd := &a.nodes[n]
 	req := b.RequestedSize
 	if req < 1 {
 		req = b.Size
 	}
-	nd.Free = false
-	nd.Requested = req
-	a.free -= nd.Size
-	h := a.live.Put(nd.Addr, n)
-	a.m.CountAlloc(req, nd.Size, true)
-	a.ms.AllocatedBytes.add(nd.Size)
-	a.ms.ActiveBytes.add(nd.Size)
-	a.ms.RequestedBytes.add(req)
-	return gpualloc.Block{Addr: nd.Addr, Size: nd.Size, Requested: req, Stream: stream, Handle: h}
+	addr, size, h, _ := a.cache.Take(n, b.Size, req, false, true)
+	a.countAlloc(size, req)
+	return gpualloc.Block{Addr: addr, Size: size, Requested: req, Stream: stream, Handle: h}
 }
 
 // restoreExpandable restores s, a mapped range of an expandable segment,
@@ -140,7 +133,7 @@ func (a *Allocator) restoreExpandable(s snapshot.Segment) ([]gpualloc.Block, err
 	if s.TotalSize%page != 0 {
 		return fail("not a whole number of pages of %d bytes", page)
 	}
-	pi := a.poolIndex(s.Stream)
+	pi := a.cache.PoolIndex(s.Stream)
 	var r *xrange
 	ri := int32(-1)
 	for i, x := range a.xr {
@@ -167,7 +160,7 @@ func (a *Allocator) restoreExpandable(s snapshot.Segment) ([]gpualloc.Block, err
 	// The unmapped block that holds the segment.
 	var u int32
 	for _, n := range *a.unmappedList(pi, small) {
-		if nd := &a.nodes[n]; nd.Addr <= s.Address && end <= nd.Addr+uint64(nd.Size) {
+		if nd := &a.cache.Nodes[n]; nd.Addr <= s.Address && end <= nd.Addr+uint64(nd.Size) {
 			u = n
 		}
 	}
@@ -175,17 +168,17 @@ func (a *Allocator) restoreExpandable(s snapshot.Segment) ([]gpualloc.Block, err
 		return fail("overlaps memory restored before")
 	}
 	a.removeUnmapped(u)
-	uAddr, uEnd := a.nodes[u].Addr, a.nodes[u].Addr+uint64(a.nodes[u].Size)
-	prev, next := a.nodes[u].Prev, a.nodes[u].Next
-	a.recycle(u)
-	mt := meta{pool: pi, seg: ri, small: small, exp: true}
+	uAddr, uEnd := a.cache.Nodes[u].Addr, a.cache.Nodes[u].Addr+uint64(a.cache.Nodes[u].Size)
+	prev, next := a.cache.Nodes[u].Prev, a.cache.Nodes[u].Next
+	a.cache.Recycle(u)
+	mt := meta{Pool: pi, Seg: ri, Small: small, X: ext{exp: true}}
 	var chain []int32
 	add := func(addr uint64, size int64, unmapped bool) int32 {
-		n := a.newNode()
-		a.nodes[n] = segmentNode(addr, size)
-		a.meta[n] = mt
-		a.meta[n].unmapped = unmapped
-		a.meta[n].gcBase = a.gcCount[kind(small)]
+		n := a.cache.NewNode()
+		a.cache.Nodes[n] = segmentNode(addr, size)
+		a.cache.Meta[n] = mt
+		a.cache.Meta[n].X.unmapped = unmapped
+		a.cache.Meta[n].X.gcBase = a.gcCount[kind(small)]
 		chain = append(chain, n)
 		return n
 	}
@@ -206,15 +199,15 @@ func (a *Allocator) restoreExpandable(s snapshot.Segment) ([]gpualloc.Block, err
 		if i > 0 {
 			p = chain[i-1]
 		}
-		a.nodes[n].Prev = p
+		a.cache.Nodes[n].Prev = p
 		if p != 0 {
-			a.nodes[p].Next = n
+			a.cache.Nodes[p].Next = n
 		}
 	}
 	last := chain[len(chain)-1]
-	a.nodes[last].Next = next
+	a.cache.Nodes[last].Next = next
 	if next != 0 {
-		a.nodes[next].Prev = last
+		a.cache.Nodes[next].Prev = last
 	}
 	// The pages, mapped.
 	for p := off / page; p < (off+s.TotalSize)/page; p++ {
@@ -222,15 +215,15 @@ func (a *Allocator) restoreExpandable(s snapshot.Segment) ([]gpualloc.Block, err
 			r.pages = append(r.pages, xpage{})
 		}
 		r.pages[p] = xpage{id: r.base + uint64(p*page), held: true, mapped: a.vm != nil}
-		a.m.CountDeviceMalloc(page)
+		a.cache.M.CountDeviceMalloc(page)
 		if a.vm != nil {
-			a.m.CountMap()
+			a.cache.M.CountMap()
 		}
 	}
 	a.reserved += s.TotalSize
 	a.ms.ReservedBytes.add(s.TotalSize)
-	a.free += s.TotalSize
-	set := a.pools[pi].set(small)
+	a.cache.FreeBytes += s.TotalSize
+	set := a.cache.Set(pi, small)
 	var live []gpualloc.Block
 	for i, b := range s.Blocks {
 		n := chain[first+i]
@@ -238,12 +231,12 @@ func (a *Allocator) restoreExpandable(s snapshot.Segment) ([]gpualloc.Block, err
 		case b.Live():
 			live = append(live, a.restoreLive(n, b, s.Stream))
 		default:
-			a.nodes[n].Free = true
-			set.Insert(a.nodes, n)
+			a.cache.Nodes[n].Free = true
+			set.Insert(a.cache.Nodes, n)
 		}
 	}
 	for _, n := range chain {
-		if a.meta[n].unmapped {
+		if a.cache.Meta[n].X.unmapped {
 			a.insertUnmapped(n)
 		}
 	}
@@ -260,7 +253,7 @@ func (a *Allocator) RestoreRange(stream uint64, small bool, base uint64) error {
 	if !a.c.ExpandableSegments {
 		return fmt.Errorf("%s: restore of an expandable range at %#x: expandable_segments is off", name, base)
 	}
-	pi := a.poolIndex(stream)
+	pi := a.cache.PoolIndex(stream)
 	for _, x := range a.xr {
 		if x != nil && x.pool == pi && x.small == small && x.base <= base && base-x.base < uint64(x.size) {
 			if err := a.capRange(x, base); err != nil {
@@ -285,7 +278,7 @@ func (a *Allocator) restoreRange(pi int32, small bool, base uint64) (*xrange, in
 func (a *Allocator) capRange(x *xrange, end uint64) error {
 	size := int64(end-x.base) / x.page * x.page
 	for _, n := range *a.unmappedList(x.pool, x.small) {
-		nd := &a.nodes[n]
+		nd := &a.cache.Nodes[n]
 		if nd.Addr+uint64(nd.Size) != x.base+uint64(x.size) {
 			continue
 		}
@@ -297,9 +290,9 @@ func (a *Allocator) capRange(x *xrange, end uint64) error {
 			// Mapped up to the next range: the tail goes.
 			a.removeUnmapped(n)
 			if p := nd.Prev; p != 0 {
-				a.nodes[p].Next = 0
+				a.cache.Nodes[p].Next = 0
 			}
-			a.recycle(n)
+			a.cache.Recycle(n)
 			return nil
 		}
 		nd.Size = int64(x.base + uint64(size) - nd.Addr)

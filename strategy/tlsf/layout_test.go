@@ -1,7 +1,6 @@
 package tlsf
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -23,8 +22,8 @@ const (
 // package segment.
 var kit = segmenttest.Kit[Config, *Pool]{
 	New:        New,
-	Heap:       func(p *Pool) *segment.Heap { return &p.h },
-	CheckIndex: func(p *Pool, free []int32) error { return p.ix.check(p.h.Nodes, free) },
+	Heap:       func(p *Pool) *segment.Heap { return &p.heap.Heap },
+	CheckIndex: func(p *Pool, free []int32) error { return p.heap.CheckIndex(free) },
 	Config:     testConfig,
 	WantSize:   func(c Config) func(int64) int64 { return c.RoundSize }, // every rest is split off
 }
@@ -108,50 +107,4 @@ func TestFreeSpace(t *testing.T) {
 	p, _, _ := kit.Build(t, testConfig, "F33280 U512 F32K U512")
 	largest, _ := p.FreeSpace()
 	assert.Equal(t, int64(33280), largest)
-}
-
-// check verifies the index against the free blocks: every list and bitmap
-// bit consistent, every block in the list of its size, linked both ways,
-// and exactly the blocks of free. It takes O(n) time, for tests.
-func (ix *index) check(nodes []segment.Node, free []int32) error {
-	want := make(map[int32]bool, len(free))
-	for _, n := range free {
-		want[n] = true
-	}
-	seen := 0
-	for fl := range segment.FLCount {
-		if (ix.flMap>>fl&1 != 0) != (ix.slMap[fl] != 0) {
-			return fmt.Errorf("flMap bit %d is %d but slMap[%d] = %#x", fl, ix.flMap>>fl&1, fl, ix.slMap[fl])
-		}
-		for sl := range segment.SLCount {
-			head := ix.heads[fl][sl]
-			if (ix.slMap[fl]>>sl&1 != 0) != (head != 0) {
-				return fmt.Errorf("slMap[%d] bit %d is %d but the list's head is %d", fl, sl, ix.slMap[fl]>>sl&1, head)
-			}
-			var prev int32
-			for n := head; n != 0; n = nodes[n].Right {
-				if !want[n] {
-					return fmt.Errorf("list (%d, %d) holds block %d (%d bytes at %#x), which is not free or listed twice", fl, sl, n, nodes[n].Size, nodes[n].Addr)
-				}
-				delete(want, n)
-				seen++
-				if f, s := segment.Class(nodes[n].Size); f != fl || s != sl {
-					return fmt.Errorf("list (%d, %d) holds a block of %d bytes, whose list is (%d, %d)", fl, sl, nodes[n].Size, f, s)
-				}
-				if k := nodes[n].Key; k != uint32(fl<<segment.SLBits|sl) {
-					return fmt.Errorf("list (%d, %d): block %d has Key %#x", fl, sl, n, k)
-				}
-				if nodes[n].Left != prev {
-					return fmt.Errorf("list (%d, %d): block %d has Left %d, want %d", fl, sl, n, nodes[n].Left, prev)
-				}
-				prev = n
-			}
-		}
-	}
-	if len(want) > 0 {
-		for n := range want {
-			return fmt.Errorf("free block %d (%d bytes at %#x) is in no list (%d of %d free blocks are)", n, nodes[n].Size, nodes[n].Addr, seen, len(free))
-		}
-	}
-	return nil
 }

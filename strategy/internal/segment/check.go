@@ -80,7 +80,7 @@ func (h *Heap) Check() ([]int32, error) {
 			return nil, fmt.Errorf("unused record %d is not cleared: %+v", n, h.Nodes[n])
 		}
 	}
-	st := h.m.Stats()
+	st := h.M.Stats()
 	var bad []string
 	eq := func(what string, got, want int64) {
 		if got != want {
@@ -88,7 +88,7 @@ func (h *Heap) Check() ([]int32, error) {
 		}
 	}
 	eq("FreeBytes", h.free, freeBytes)
-	eq("live blocks", int64(h.live.Len()), int64(liveBlocks))
+	eq("live blocks", int64(h.Live.Len()), int64(liveBlocks))
 	eq("Stats.Reserved", st.Reserved, reserved)
 	eq("Stats.Allocated", st.Allocated, allocated)
 	eq("Stats.Requested", st.Requested, requested)
@@ -143,7 +143,7 @@ func (h *Heap) Layout() []LayoutSegment {
 // block below MinBlock, or two adjacent free blocks are errors.
 func (h *Heap) Build(segs [][]LayoutBlock) ([]gpualloc.Block, error) {
 	if len(h.Nodes) != 1 {
-		return nil, fmt.Errorf("%s: Build on a heap that is not empty", h.name)
+		return nil, fmt.Errorf("%s: Build on a heap that is not empty", h.Name)
 	}
 	var live []gpualloc.Block
 	for i, blocks := range segs {

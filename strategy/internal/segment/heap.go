@@ -1,7 +1,11 @@
 // Package segment is the machinery of the strategies that carve blocks out
 // of device segments, splitting free blocks and coalescing them again: best
-// fit (strategy/bestfit) and TLSF (strategy/tlsf). They differ only in their
-// index of free blocks; everything else lives here.
+// fit (strategy/bestfit) and TLSF (strategy/tlsf), which differ only in
+// their index of free blocks, so that everything else, their Alloc and
+// Free included, lives here. The other strategies that split and merge
+// blocks (bfc, dualcursor, and pytorch and gmlake through
+// strategy/internal/cachepool) use its nodes and its [Sorted] index, and
+// cachepool its [Book] of blocks.
 //
 // A [Heap] holds segments, each one device allocation, tiled by blocks in
 // address order. Every block records its neighbours within its segment, so
@@ -13,13 +17,14 @@
 // and no write barrier to run, and freed records are reused. Live blocks are
 // found from their [gpualloc.Block] Handle through a blocktable, in O(1).
 //
-// The strategy owns the free-block index ([Sorted] for best fit). On its hot
-// paths it calls the Heap and its index directly: Alloc is a lookup in the
-// index, then [Heap.Take], which splits the block and hands it out; Free is
-// [Heap.Release], then [Heap.MergeNext] with each free neighbour (removed
-// from the index first), then an insert into the index. Only the slow paths
-// ([Heap.Grow], [Heap.ReleaseFree], the initial segment, tests) reach the
-// index through the [Index] interface.
+// A [Pool] is a Heap with its index of free blocks, [Sorted] for best fit
+// or [Lists] for TLSF's good fit, chosen by its [Fit]. On the hot paths it
+// calls the Heap and its index directly, picking the index by a branch:
+// Alloc is a lookup in the index, then [Heap.Take], which splits the block
+// and hands it out; Free is [Book.Release], then [Heap.MergeNext] with each
+// free neighbour (removed from the index first), then an insert into the
+// index. Only the slow paths ([Heap.Grow], [Heap.ReleaseFree], the initial
+// segment, tests) reach the index through the [Index] interface.
 package segment
 
 import (
@@ -27,7 +32,6 @@ import (
 	"fmt"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/strategy/internal/blocktable"
 )
 
 // A Node is a block of a segment, free or live.
@@ -58,21 +62,18 @@ type Index interface {
 // A Heap is a set of device segments tiled by blocks. The zero Heap is not
 // ready: call [Heap.Init]. A Heap is not safe for concurrent use.
 type Heap struct {
-	// Nodes holds every block; Nodes[0] is unused, so that index 0 means
-	// none. A slice may be replaced as it grows: callers reload it after
-	// any call that can add a block (Take, Grow).
-	Nodes []Node
+	// Book's Nodes holds every block. The slice may be replaced as it
+	// grows: callers reload it after any call that can add a block (Take,
+	// Grow).
+	Book
 	spare []int32 // unused indexes of Nodes
 
 	segs      []seg   // segments; a zero size marks an unused slot
 	spareSegs []int32 // unused indexes of segs
 
-	live blocktable.Table[int32] // node of each live block, by Handle
-	m    gpualloc.Meter
-	b    gpualloc.Backend
-	idx  Index
-	c    Config
-	name string
+	b   gpualloc.Backend
+	idx Index
+	c   Config
 
 	mask  uint64 // Round - 1
 	split int64  // smallest rest that is split off, at least 1
@@ -98,11 +99,10 @@ func (h *Heap) Init(b gpualloc.Backend, name string, c Config, idx Index) error 
 		return err
 	}
 	*h = Heap{
-		Nodes: make([]Node, 1, 64),
+		Book:  Book{Nodes: make([]Node, 1, 64), Name: name},
 		b:     b,
 		idx:   idx,
 		c:     c,
-		name:  name,
 		mask:  uint64(c.Round) - 1,
 		split: max(c.SplitThreshold, 1),
 	}
@@ -119,7 +119,7 @@ func (h *Heap) Init(b gpualloc.Backend, name string, c Config, idx Index) error 
 }
 
 // Stats returns the heap's counters.
-func (h *Heap) Stats() gpualloc.Stats { return h.m.Stats() }
+func (h *Heap) Stats() gpualloc.Stats { return h.M.Stats() }
 
 // FreeBytes returns the bytes in free blocks, in O(1).
 func (h *Heap) FreeBytes() int64 { return h.free }
@@ -137,13 +137,13 @@ func (h *Heap) Round(size int64) int64 {
 // ErrTooLarge returns the error of an Alloc whose rounded size overflows,
 // and counts it as out of memory.
 func (h *Heap) ErrTooLarge(size int64) error {
-	h.m.CountOOM()
-	return fmt.Errorf("%s: alloc of %d bytes: rounded size overflows: %w", h.name, size, gpualloc.ErrOutOfMemory)
+	h.M.CountOOM()
+	return fmt.Errorf("%s: alloc of %d bytes: rounded size overflows: %w", h.Name, size, gpualloc.ErrOutOfMemory)
 }
 
 // ErrInvalidSize returns the error of an Alloc of size < 1 bytes.
 func (h *Heap) ErrInvalidSize(size int64) error {
-	return fmt.Errorf("%s: alloc of %d bytes: %w", h.name, size, gpualloc.ErrInvalidSize)
+	return fmt.Errorf("%s: alloc of %d bytes: %w", h.Name, size, gpualloc.ErrInvalidSize)
 }
 
 // Take hands out the free block n, which the caller has taken out of its
@@ -167,31 +167,9 @@ func (h *Heap) Take(n int32, rounded, requested int64, hit bool) (addr uint64, s
 	nd.Requested = requested
 	addr, size = nd.Addr, nd.Size
 	h.free -= size
-	handle = h.live.Put(addr, n)
-	h.m.CountAlloc(requested, size, hit)
+	handle = h.Live.Put(addr, n)
+	h.M.CountAlloc(requested, size, hit)
 	return addr, size, handle, rem
-}
-
-// Release marks the live block b free and returns its node, which the
-// caller then merges with its free neighbours and indexes. A block that is
-// not live, or whose Size or Requested differ from what Take returned, is
-// an error wrapping [gpualloc.ErrInvalidFree] that changes nothing.
-func (h *Heap) Release(b gpualloc.Block) (int32, error) {
-	p := h.live.Get(b.Handle, b.Addr)
-	if p == nil {
-		return 0, blocktable.NotLive(h.name, b)
-	}
-	n := *p
-	nd := &h.Nodes[n]
-	if nd.Size != b.Size || nd.Requested != b.Requested {
-		return 0, blocktable.Mismatch(h.name, b, nd.Size, nd.Requested)
-	}
-	h.live.Delete(b.Handle)
-	h.m.CountFree(nd.Requested, nd.Size)
-	h.free += nd.Size
-	nd.Free = true
-	nd.Requested = 0
-	return n, nil
 }
 
 // MergeNext merges into the free block n the free block that follows it in
@@ -218,23 +196,23 @@ func (h *Heap) Grow(request, rounded, fit int64) (int32, error) {
 		var released int64
 		released, relErr = h.releaseFree()
 		if released > 0 {
-			h.m.CountRetry()
+			h.M.CountRetry()
 			addr, err = h.b.Malloc(size)
 		}
 		if errors.Is(err, gpualloc.ErrOutOfMemory) && size > rounded {
 			size = rounded
-			h.m.CountRetry()
+			h.M.CountRetry()
 			addr, err = h.b.Malloc(size)
 		}
 	}
 	if err != nil {
 		if errors.Is(err, gpualloc.ErrOutOfMemory) {
-			h.m.CountOOM()
+			h.M.CountOOM()
 		}
 		if relErr != nil {
 			err = errors.Join(err, relErr)
 		}
-		return 0, fmt.Errorf("%s: alloc of %d bytes (%d rounded): segment of %d bytes: %w", h.name, request, rounded, size, err)
+		return 0, fmt.Errorf("%s: alloc of %d bytes (%d rounded): segment of %d bytes: %w", h.Name, request, rounded, size, err)
 	}
 	h.next = next
 	return h.addSegment(addr, size), nil
@@ -279,7 +257,7 @@ func (h *Heap) segmentSize(size int64) int64 {
 // addSegment records a segment of size bytes at addr, fresh from the device,
 // and returns its one free block.
 func (h *Heap) addSegment(addr uint64, size int64) int32 {
-	h.m.CountDeviceMalloc(size)
+	h.M.CountDeviceMalloc(size)
 	n := h.newNode()
 	h.Nodes[n] = Node{Addr: addr, Size: size, Free: true}
 	s := seg{addr: addr, size: size, first: n}
@@ -298,7 +276,7 @@ func (h *Heap) addSegment(addr uint64, size int64) int32 {
 // the device's errors are joined in the one returned.
 func (h *Heap) ReleaseFree() error {
 	if _, err := h.releaseFree(); err != nil {
-		return fmt.Errorf("%s: release: %w", h.name, err)
+		return fmt.Errorf("%s: release: %w", h.Name, err)
 	}
 	return nil
 }
@@ -322,7 +300,7 @@ func (h *Heap) releaseFree() (released int64, err error) {
 		h.recycle(n)
 		h.segs[i] = seg{}
 		h.spareSegs = append(h.spareSegs, int32(i))
-		h.m.CountDeviceFree(s.size)
+		h.M.CountDeviceFree(s.size)
 		h.free -= s.size
 		released += s.size
 	}

@@ -1,9 +1,6 @@
 package segment
 
-import (
-	"fmt"
-	"math/bits"
-)
+import "fmt"
 
 // A Sorted is an index of free blocks ordered by (size, address), for best
 // fit. Blocks are grouped into the size classes of [Class] (32 per power of
@@ -25,11 +22,9 @@ import (
 // Key. The priorities come from a fixed sequence, so an index behaves the
 // same on every run. The zero Sorted is empty and ready to use.
 type Sorted struct {
-	flMap uint64                  // bit fl: some slMap[fl] bit is set
-	slMap [FLCount]uint32         // bit sl of slMap[fl]: class (fl, sl) is not empty
-	roots [FLCount][SLCount]int32 // the treap of each class, 0 if empty
-	n     int
-	rnd   uint64 // state of the priority sequence, never 0
+	classes // first: the root of each class's treap
+	n       int
+	rnd     uint64 // state of the priority sequence, never 0
 }
 
 // less orders blocks by size, then address.
@@ -60,10 +55,9 @@ func (t *Sorted) Insert(nodes []Node, x int32) {
 	pri := t.priority()
 	nodes[x].Key = pri
 	t.n++
-	t.flMap |= 1 << fl
-	t.slMap[fl] |= 1 << sl
+	t.mark(fl, sl)
 	// Go down while the nodes on the way keep their place above x.
-	link := &t.roots[fl][sl]
+	link := &t.first[fl][sl]
 	for c := *link; c != 0 && nodes[c].Key <= pri; c = *link {
 		if less(nodes, x, c) {
 			link = &nodes[c].Left
@@ -94,7 +88,7 @@ func (t *Sorted) Insert(nodes []Node, x int32) {
 // changed since.
 func (t *Sorted) Remove(nodes []Node, x int32) {
 	fl, sl := Class(nodes[x].Size)
-	link := &t.roots[fl][sl]
+	link := &t.first[fl][sl]
 	for c := *link; c != x; c = *link {
 		if c == 0 {
 			panic(fmt.Sprintf("segment: Sorted.Remove of block %d (%d bytes at %#x), which is not in the index", x, nodes[x].Size, nodes[x].Addr))
@@ -117,7 +111,7 @@ func (t *Sorted) TakeBest(nodes []Node, size int64) int32 {
 	if t.slMap[fl]&(1<<sl) != 0 {
 		// The smallest block of at least size bytes in the request's class.
 		var best *int32
-		for link := &t.roots[fl][sl]; *link != 0; {
+		for link := &t.first[fl][sl]; *link != 0; {
 			c := *link
 			if nodes[c].Size >= size {
 				best = link
@@ -134,17 +128,11 @@ func (t *Sorted) TakeBest(nodes []Node, size int64) int32 {
 		}
 	}
 	// Else the smallest block of the next non-empty class.
-	m := t.slMap[fl] & (^uint32(0) << sl << 1)
-	if m == 0 {
-		fm := t.flMap & (^uint64(0) << fl << 1)
-		if fm == 0 {
-			return 0
-		}
-		fl = bits.TrailingZeros64(fm)
-		m = t.slMap[fl]
+	fl, sl, ok := t.from(fl, sl+1)
+	if !ok {
+		return 0
 	}
-	sl = bits.TrailingZeros32(m)
-	link := &t.roots[fl][sl]
+	link := &t.first[fl][sl]
 	for nodes[*link].Left != 0 {
 		link = &nodes[*link].Left
 	}
@@ -177,25 +165,14 @@ func (t *Sorted) unlink(nodes []Node, link *int32, x int32) {
 	nodes[x].Left, nodes[x].Right = 0, 0
 }
 
-// emptied clears the bitmaps' bits of class (fl, sl) if it is empty.
-func (t *Sorted) emptied(fl, sl int) {
-	if t.roots[fl][sl] == 0 {
-		t.slMap[fl] &^= 1 << sl
-		if t.slMap[fl] == 0 {
-			t.flMap &^= 1 << fl
-		}
-	}
-}
-
 // Max returns the largest block, or 0 if t is empty: the rightmost block
 // of the highest non-empty class.
 func (t *Sorted) Max(nodes []Node) int32 {
-	if t.flMap == 0 {
+	fl, sl, ok := t.highest()
+	if !ok {
 		return 0
 	}
-	fl := FLCount - 1 - bits.LeadingZeros64(t.flMap)
-	sl := SLCount - 1 - bits.LeadingZeros32(t.slMap[fl])
-	x := t.roots[fl][sl]
+	x := t.first[fl][sl]
 	for nodes[x].Right != 0 {
 		x = nodes[x].Right
 	}
@@ -239,15 +216,12 @@ func (t *Sorted) Check(nodes []Node) ([]int32, error) {
 		out = append(out, x)
 		return walk(nd.Right, fl, sl, depth+1)
 	}
+	if err := t.check(); err != nil {
+		return nil, err
+	}
 	for fl := range FLCount {
-		if (t.flMap>>fl&1 != 0) != (t.slMap[fl] != 0) {
-			return nil, fmt.Errorf("flMap bit %d is %d but slMap[%d] = %#x", fl, t.flMap>>fl&1, fl, t.slMap[fl])
-		}
 		for sl := range SLCount {
-			if (t.slMap[fl]>>sl&1 != 0) != (t.roots[fl][sl] != 0) {
-				return nil, fmt.Errorf("slMap[%d] bit %d is %d but the class's root is %d", fl, sl, t.slMap[fl]>>sl&1, t.roots[fl][sl])
-			}
-			if err := walk(t.roots[fl][sl], fl, sl, 0); err != nil {
+			if err := walk(t.first[fl][sl], fl, sl, 0); err != nil {
 				return nil, err
 			}
 		}
