@@ -23,6 +23,7 @@ type Allocator struct {
 	c   Config
 	dev gpualloc.Backend
 	fb  pool
+	tr  *tracker // the fallback's device
 
 	// Recording, while no plan is in use.
 	rec       *recorder
@@ -62,13 +63,13 @@ func New(b gpualloc.Backend, c Config) (*Allocator, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	a := &Allocator{c: c, dev: b, rec: newRecorder(), ring: newRing(c.Window)}
+	a := &Allocator{c: c, dev: b, tr: &tracker{Backend: b}, rec: newRecorder(), ring: newRing(c.Window)}
 	var err error
 	switch c.Fallback {
 	case FallbackBestFit:
-		a.fb, err = bestfit.New(b, bestfit.DefaultConfig())
+		a.fb, err = bestfit.New(a.tr, bestfit.DefaultConfig())
 	default:
-		a.fb, err = pytorch.New(b, pytorch.DefaultConfig())
+		a.fb, err = pytorch.New(a.tr, pytorch.DefaultConfig())
 	}
 	if err != nil {
 		return nil, err
@@ -197,6 +198,9 @@ func (a *Allocator) Alloc(size int64) (gpualloc.Block, error) {
 		a.extraOOMs++
 		a.drop()
 		b, err = a.fb.Alloc(size)
+	}
+	if err == nil {
+		a.tr.block(b.Addr, 1)
 	}
 	if err == nil && a.plan == nil && !a.declined {
 		a.rec.alloc(b.Addr, size)
@@ -343,12 +347,12 @@ func (a *Allocator) activate(n int) {
 		a.waitP = 0
 		return
 	}
-	if fs.Reserved+sp.height > fs.PeakReserved {
-		// The fallback's memory and the plan's together would exceed
-		// what the run has needed so far: the plan would cost memory
-		// (the fallback's cache lies in segments that also hold blocks
-		// that stay, such as weights, and may not be given back). Serve
-		// on from the fallback alone.
+	if fs.Reserved-a.tr.releasable()+sp.height > fs.PeakReserved {
+		// What the fallback keeps after giving back its free segments,
+		// and the plan, would together exceed what the run has needed so
+		// far: the plan would cost memory (the fallback's cache lies in
+		// segments that also hold blocks that stay, such as weights).
+		// Serve on from the fallback alone.
 		a.waitP, a.declined = 0, true
 		a.rec.reset()
 		return
@@ -384,6 +388,7 @@ func (a *Allocator) Free(b gpualloc.Block) error {
 	if err := a.fb.Free(b); err != nil {
 		return err
 	}
+	a.tr.block(b.Addr, -1)
 	if a.plan != nil {
 		a.step(-b.Requested)
 	}
