@@ -95,4 +95,3 @@ func wellFormed(ops []op) []op {
 	}
 	return out
 }
-
