@@ -15,6 +15,7 @@ type pool interface {
 	gpualloc.Allocator
 	gpualloc.StatsReporter
 	gpualloc.Releaser
+	gpualloc.FreeSpaceReporter
 }
 
 // An Allocator serves the requests of a step from a plan and the others
@@ -434,6 +435,27 @@ func (a *Allocator) Stats() gpualloc.Stats {
 	s.PeakAllocated = max(a.peakAllocated, s.Allocated)
 	s.PeakReserved = max(a.peakReserved, s.Reserved)
 	return s
+}
+
+// FreeSpace reports the largest free block and the free bytes of the
+// fallback's memory and of the plan's region together: O(n) for n live
+// planned blocks.
+func (a *Allocator) FreeSpace() (largest, total int64) {
+	largest, total = a.fb.FreeSpace()
+	if a.reg.size == 0 {
+		return largest, total
+	}
+	var end int64
+	gap := func(to int64) {
+		largest = max(largest, to-end)
+		total += to - end
+	}
+	for _, s := range a.reg.live {
+		gap(s.off)
+		end = s.off + s.size
+	}
+	gap(a.reg.size)
+	return largest, total
 }
 
 // Config returns the allocator's configuration.

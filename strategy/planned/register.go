@@ -24,7 +24,8 @@ func init() {
 			{Name: "min_share", Default: "0.25", Doc: "with profile=auto, the least share of the fallback's reserved memory a step's peak must be to be planned (a recurring run inside a step, an optimizer's per-layer update, is not the step)"},
 			{Name: "max_profile", Default: "1048576", Doc: "most requests recorded while no step is found, after which recording starts afresh"},
 		},
-		New: open,
+		New:      open,
+		Optional: true,
 	})
 }
 
