@@ -64,7 +64,7 @@ func New(b gpualloc.Backend, c Config) (*Allocator, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	a := &Allocator{c: c, dev: b, tr: &tracker{Backend: b}, rec: newRecorder(), ring: newRing(c.Window)}
+	a := &Allocator{c: c, dev: b, tr: &tracker{Backend: b}, rec: newRecorder(), ring: newRing(c.Window), reg: newRegion()}
 	var err error
 	switch c.Fallback {
 	case FallbackBestFit:
@@ -168,7 +168,7 @@ func (a *Allocator) drop() {
 }
 
 func (a *Allocator) freeRegionIfEmpty() {
-	if a.reg.size == 0 || len(a.reg.live) > 0 {
+	if a.reg.size == 0 || a.reg.live.Len() > 0 {
 		return
 	}
 	if a.dev.Free(a.reg.base, a.reg.size) == nil {
@@ -193,7 +193,7 @@ func (a *Allocator) Alloc(size int64) (gpualloc.Block, error) {
 		}
 	}
 	b, err := a.fb.Alloc(size)
-	if errors.Is(err, gpualloc.ErrOutOfMemory) && a.reg.size > 0 && len(a.reg.live) == 0 {
+	if errors.Is(err, gpualloc.ErrOutOfMemory) && a.reg.size > 0 && a.reg.live.Len() == 0 {
 		// The plan's memory must never cost the fallback a request:
 		// give it back and learn again.
 		a.extraOOMs++
@@ -338,7 +338,7 @@ func (a *Allocator) activate(n int) {
 			return
 		}
 	}
-	if len(a.reg.live) > 0 {
+	if a.reg.live.Len() > 0 {
 		return // a dropped plan's blocks are still live: wait
 	}
 
@@ -450,10 +450,11 @@ func (a *Allocator) FreeSpace() (largest, total int64) {
 		largest = max(largest, to-end)
 		total += to - end
 	}
-	for _, s := range a.reg.live {
+	a.reg.live.Ascend(func(s span) bool {
 		gap(s.off)
 		end = s.off + s.size
-	}
+		return true
+	})
 	gap(a.reg.size)
 	return largest, total
 }

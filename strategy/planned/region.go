@@ -1,18 +1,18 @@
 package planned
 
-import "slices"
+import "github.com/google/btree"
 
 // A region is the plan's device memory: one device allocation of the
-// plan's height, with the planned blocks live in it, sorted by offset, so
-// that a planned offset is handed out only when nothing live overlaps it
-// (STAlloc checks the same before it trusts a plan: is_overlap in
-// Allocator/StaticAllocator.hpp). Insert and remove cost a binary search
-// and a move of the blocks above: O(log n + n) for n live planned blocks,
-// with no allocation once the slice has grown.
+// plan's height, with the planned blocks live in it, ordered by offset in a
+// B-tree, so that a planned offset is handed out only when nothing live
+// overlaps it (STAlloc checks the same before it trusts a plan: is_overlap
+// in Allocator/StaticAllocator.hpp). A check, an insert and a removal cost
+// O(log n) for n live planned blocks, with no allocation once the tree's
+// free list holds its nodes.
 type region struct {
 	base      uint64
 	size      int64 // 0: not held
-	live      []span
+	live      *btree.BTreeG[span]
 	requested int64
 	allocated int64
 }
@@ -24,39 +24,36 @@ type span struct {
 	k              uint64
 }
 
+func newRegion() region {
+	return region{live: btree.NewWithFreeListG(16, func(a, b span) bool { return a.off < b.off }, btree.NewFreeListG[span](64))}
+}
+
 func (r *region) contains(addr uint64) bool {
 	return r.size > 0 && addr >= r.base && addr-r.base < uint64(r.size)
 }
 
-// search returns the index of the first live span at or above off.
-func (r *region) search(off int64) int {
-	i, _ := slices.BinarySearchFunc(r.live, off, func(s span, off int64) int {
-		switch {
-		case s.off < off:
-			return -1
-		case s.off > off:
-			return 1
-		}
-		return 0
-	})
-	return i
-}
-
-// fits reports whether [off, off+size) overlaps no live span.
+// fits reports whether [off, off+size) lies in the region and overlaps no
+// live span.
 func (r *region) fits(off, size int64) bool {
 	if off+size > r.size {
 		return false
 	}
-	i := r.search(off)
-	if i > 0 && r.live[i-1].off+r.live[i-1].size > off {
+	ok := true
+	r.live.DescendLessOrEqual(span{off: off}, func(s span) bool {
+		ok = s.off+s.size <= off
 		return false
+	})
+	if ok {
+		r.live.AscendGreaterOrEqual(span{off: off}, func(s span) bool {
+			ok = s.off >= off+size
+			return false
+		})
 	}
-	return i == len(r.live) || r.live[i].off >= off+size
+	return ok
 }
 
 func (r *region) insert(s span) {
-	i := r.search(s.off)
-	r.live = slices.Insert(r.live, i, s)
+	r.live.ReplaceOrInsert(s)
 	r.requested += s.req
 	r.allocated += s.size
 }
@@ -64,11 +61,10 @@ func (r *region) insert(s span) {
 // remove removes the live span s; it reports false, changing nothing, if
 // no such span is live.
 func (r *region) remove(s span) bool {
-	i := r.search(s.off)
-	if i == len(r.live) || r.live[i] != s {
+	if got, ok := r.live.Get(s); !ok || got != s {
 		return false
 	}
-	r.live = slices.Delete(r.live, i, i+1)
+	r.live.Delete(s)
 	r.requested -= s.req
 	r.allocated -= s.size
 	return true
