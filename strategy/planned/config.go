@@ -69,6 +69,13 @@ type Config struct {
 	// the plan, over one step, for the plan to be kept; two steps in a row
 	// below it drop the plan.
 	MinHit float64
+	// Reuse makes part 1 of a dropped plan's region (what is not the
+	// prefix's buffers that stay) a best-fit pool that serves requests
+	// before the fallback, until its last block is freed, as STAlloc
+	// lets dynamic requests use the plan's free gaps. Without it, that part
+	// goes back to the device as soon as it holds no block, so that the
+	// plan never keeps memory the fallback could need.
+	Reuse bool
 	// MinShare is, with Profile Auto, the least share of the memory the
 	// fallback holds that a step's peak must reach for the step to be
 	// planned: a short run of requests that recurs inside a step (an
@@ -82,7 +89,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults: profile=auto, the pytorch fallback,
 // a time limit of one second, a window of 16 events, steps of at least 8
-// requests, a hit share of one half, a step share of one quarter and at most 2^20 requests recorded.
+// requests, a hit share of one half, a step share of one quarter, reuse of a dropped plan's region and at most 2^20 requests recorded.
 func DefaultConfig() Config {
 	return Config{
 		Profile:    Auto,
@@ -92,6 +99,7 @@ func DefaultConfig() Config {
 		MinStep:    8,
 		MinHit:     0.5,
 		MinShare:   0.25,
+		Reuse:      true,
 		MaxProfile: 1 << 20,
 	}
 }

@@ -33,6 +33,7 @@ type Allocator struct {
 	z         []int32
 	nextCheck int  // requests recorded at the next look for a step
 	declined  bool // a step was found whose plan would cost memory: no more learning
+	dropped   bool // a plan was dropped: settle gives its memory back
 	waitB     int  // the step found, [waitB, waitB+waitP): planned once
 	waitP     int  // waitB+2*waitP requests are recorded (0: none found)
 
@@ -144,6 +145,7 @@ func (a *Allocator) recSizes() []int64 {
 // step if synced.
 func (a *Allocator) use(sp *stepPlan, ti int, synced bool) {
 	a.plan, a.ti, a.synced, a.run = sp, ti, synced, 0
+	a.reg.layout(sp.cut, sp.height)
 	if synced {
 		a.run = a.c.Window
 	}
@@ -160,21 +162,55 @@ func (a *Allocator) use(sp *stepPlan, ti int, synced bool) {
 
 // drop stops using the plan; the region goes back to the device once no
 // planned block is live, and recording starts afresh.
+//
+// The memory goes back on the next Free (see settle), so that no
+// allocation gives memory back unless the device is full: a replay counts
+// such an allocation as one that met the device's capacity.
 func (a *Allocator) drop() {
 	a.plan, a.synced = nil, false
-	a.freeRegionIfEmpty()
+	if a.c.Reuse {
+		a.reg.pool()
+	}
 	a.rec.reset()
 	a.nextCheck, a.waitP = 0, 0
+	a.dropped = true
 }
 
-func (a *Allocator) freeRegionIfEmpty() {
-	if a.reg.size == 0 || a.reg.live.Len() > 0 {
-		return
+// settle does, on a Free, what a dropped plan or a step found leaves to
+// do: a dropped plan's region goes back to the device if no block is live
+// in it, and what the fallback cached beside the plan is given back, so
+// that the requests to come fill the region's gaps first; a step whose
+// requests are all recorded is planned.
+func (a *Allocator) settle() {
+	if a.dropped {
+		a.dropped = false
+		a.freeRegionIfEmpty()
+		_ = a.fb.ReleaseAll()
 	}
-	if a.dev.Free(a.reg.base, a.reg.size) == nil {
-		a.regionFrees++
+	if a.waitP > 0 && len(a.rec.reqs) >= a.waitB+2*a.waitP {
+		a.activate()
 	}
-	a.reg.size, a.reg.base = 0, 0
+}
+
+// freeRegionIfEmpty gives back each part of the region that is held and
+// has no live block; it reports whether it gave any back.
+func (a *Allocator) freeRegionIfEmpty() bool {
+	freed := false
+	for i := range a.reg.parts {
+		p := &a.reg.parts[i]
+		if p.size == 0 || p.live > 0 {
+			continue
+		}
+		if a.dev.Free(p.base, p.size) == nil {
+			a.regionFrees++
+		}
+		*p = part{}
+		freed = true
+		if i == 1 {
+			a.reg.gaps = nil
+		}
+	}
+	return freed
 }
 
 // Alloc serves a request from the plan when it is the request the plan
@@ -192,23 +228,54 @@ func (a *Allocator) Alloc(size int64) (gpualloc.Block, error) {
 			}
 		}
 	}
+	if a.c.Reuse && a.reg.gaps != nil {
+		if b, ok := a.takeGap(size); ok {
+			return b, nil
+		}
+	}
 	b, err := a.fb.Alloc(size)
-	if errors.Is(err, gpualloc.ErrOutOfMemory) && a.reg.size > 0 && a.reg.live.Len() == 0 {
-		// The plan's memory must never cost the fallback a request:
-		// give it back and learn again.
+	if errors.Is(err, gpualloc.ErrOutOfMemory) && a.reg.held() > 0 {
+		// The plan's memory must not cost the fallback a request: the
+		// plan is dropped, what of the region holds no block goes back
+		// and the fallback tries again; else the request is served from
+		// a free gap of the region's part 1, if one holds it.
 		a.extraOOMs++
-		a.drop()
-		b, err = a.fb.Alloc(size)
+		if a.plan != nil {
+			a.drop()
+			a.dropped = false
+		}
+		if a.freeRegionIfEmpty() {
+			b, err = a.fb.Alloc(size)
+		} else if a.reg.pool(); a.reg.gaps != nil {
+			if g, ok := a.takeGap(size); ok {
+				return g, nil
+			}
+			a.extraOOMs-- // the request fails once
+		} else {
+			a.extraOOMs--
+		}
 	}
 	if err == nil {
 		a.tr.block(b.Addr, 1)
 	}
-	if err == nil && a.plan == nil && !a.declined {
+	if err == nil && a.learning() {
 		a.rec.alloc(b.Addr, size)
 		a.learn()
 	}
 	a.observe()
 	return b, err
+}
+
+// takeGap serves a request from a free gap of a dropped plan's region.
+func (a *Allocator) takeGap(size int64) (gpualloc.Block, bool) {
+	s, ok := a.reg.take(size)
+	if !ok {
+		return gpualloc.Block{}, false
+	}
+	a.plannedAllocs++
+	a.plannedHits++
+	a.observe()
+	return gpualloc.Block{Addr: a.reg.addr(s.off), Size: s.size, Requested: size, Handle: s.k}, true
 }
 
 // position returns the request's position in the step if the plan covers
@@ -273,18 +340,19 @@ func (a *Allocator) step(tok int64) int {
 // cannot be had or the planned memory is in use.
 func (a *Allocator) servePlanned(k int, size int64) (gpualloc.Block, bool) {
 	p := a.plan
+	s := span{off: p.off[k], size: p.rsize[k], req: size, k: uint64(k)}
 	fresh := false
-	if a.reg.size == 0 {
-		addr, err := a.dev.Malloc(p.height)
+	if i := a.reg.partOf(s.off); a.reg.parts[i].size == 0 {
+		lo, hi := a.reg.bounds(i)
+		addr, err := a.dev.Malloc(hi - lo)
 		if err != nil {
 			return gpualloc.Block{}, false
 		}
-		a.reg.base, a.reg.size = addr, p.height
+		a.reg.parts[i] = part{base: addr, size: hi - lo}
 		a.regionMallocs++
-		a.regionBytes += p.height
+		a.regionBytes += hi - lo
 		fresh = true
 	}
-	s := span{off: p.off[k], size: p.rsize[k], req: size, k: uint64(k)}
 	if !a.reg.fits(s.off, s.size) {
 		return gpualloc.Block{}, false
 	}
@@ -294,7 +362,14 @@ func (a *Allocator) servePlanned(k int, size int64) (gpualloc.Block, bool) {
 	if !fresh {
 		a.plannedHits++
 	}
-	return gpualloc.Block{Addr: a.reg.base + uint64(s.off), Size: s.size, Requested: size, Handle: s.k}, true
+	return gpualloc.Block{Addr: a.reg.addr(s.off), Size: s.size, Requested: size, Handle: s.k}, true
+}
+
+// learning reports whether requests are recorded: while no plan is in use,
+// none was declined, and no region is held (a dropped plan's region is
+// given back once its blocks are freed; one region at a time).
+func (a *Allocator) learning() bool {
+	return a.plan == nil && !a.declined && a.reg.held() == 0
 }
 
 // learn looks for a step in the recording, every max(min_step, n/16)
@@ -303,10 +378,7 @@ func (a *Allocator) servePlanned(k int, size int64) (gpualloc.Block, bool) {
 func (a *Allocator) learn() {
 	n := len(a.rec.reqs)
 	if a.waitP > 0 {
-		if n >= a.waitB+2*a.waitP {
-			a.activate(n)
-		}
-		return
+		return // settle plans it
 	}
 	if n >= a.c.MaxProfile {
 		a.rec.reset()
@@ -322,14 +394,12 @@ func (a *Allocator) learn() {
 		return
 	}
 	a.waitB, a.waitP = a.rec.boundary(s, s+p), p
-	if n >= a.waitB+2*a.waitP {
-		a.activate(n)
-	}
 }
 
-// activate plans the step found once n requests are recorded, if the step
-// recurred unchanged, and serves the next request from the plan.
-func (a *Allocator) activate(n int) {
+// activate plans the step found, whose requests and those of the next step
+// are recorded, if the step recurred unchanged, and serves the next request
+// from the plan.
+func (a *Allocator) activate() {
 	b, p := a.waitB, a.waitP
 	q := a.rec.reqs
 	for i := b; i < b+p; i++ {
@@ -338,10 +408,6 @@ func (a *Allocator) activate(n int) {
 			return
 		}
 	}
-	if a.reg.live.Len() > 0 {
-		return // a dropped plan's blocks are still live: wait
-	}
-
 	fs := a.fb.Stats()
 	sp, err := a.rec.build(0, b, p, a.c.Window, a.c.TimeLimit, int64(a.c.MinShare*float64(fs.Reserved)))
 	if err != nil {
@@ -371,8 +437,8 @@ func (a *Allocator) activate(n int) {
 
 // Free returns a block to the plan's region or to the fallback.
 func (a *Allocator) Free(b gpualloc.Block) error {
-	if a.reg.contains(b.Addr) {
-		s := span{off: int64(b.Addr - a.reg.base), size: b.Size, req: b.Requested, k: b.Handle}
+	if off, ok := a.reg.find(b.Addr); ok {
+		s := span{off: off, size: b.Size, req: b.Requested, k: b.Handle}
 		if !a.reg.remove(s) {
 			return fmt.Errorf("%s: free of %#x: %w", name, b.Addr, gpualloc.ErrInvalidFree)
 		}
@@ -383,6 +449,7 @@ func (a *Allocator) Free(b gpualloc.Block) error {
 		if a.plan == nil {
 			a.freeRegionIfEmpty()
 		}
+		a.settle()
 		a.observe()
 		return nil
 	}
@@ -393,9 +460,10 @@ func (a *Allocator) Free(b gpualloc.Block) error {
 	if a.plan != nil {
 		a.step(-b.Requested)
 	}
-	if a.plan == nil && !a.declined {
+	if a.learning() {
 		a.rec.free(b.Addr)
 	}
+	a.settle()
 	a.observe()
 	return nil
 }
@@ -423,7 +491,7 @@ func (a *Allocator) Stats() gpualloc.Stats {
 	s := a.fb.Stats()
 	s.Requested += a.reg.requested
 	s.Allocated += a.reg.allocated
-	s.Reserved += a.reg.size
+	s.Reserved += a.reg.held()
 	s.Allocs += a.plannedAllocs
 	s.Frees += a.plannedFrees
 	s.DeviceMallocs += a.regionMallocs
@@ -442,20 +510,22 @@ func (a *Allocator) Stats() gpualloc.Stats {
 // planned blocks.
 func (a *Allocator) FreeSpace() (largest, total int64) {
 	largest, total = a.fb.FreeSpace()
-	if a.reg.size == 0 {
-		return largest, total
+	for i, p := range a.reg.parts {
+		if p.size == 0 {
+			continue
+		}
+		end, hi := a.reg.bounds(i)
+		gap := func(to int64) {
+			largest = max(largest, to-end)
+			total += to - end
+		}
+		a.reg.live.AscendRange(span{off: end}, span{off: hi}, func(s span) bool {
+			gap(s.off)
+			end = s.off + s.size
+			return true
+		})
+		gap(hi)
 	}
-	var end int64
-	gap := func(to int64) {
-		largest = max(largest, to-end)
-		total += to - end
-	}
-	a.reg.live.Ascend(func(s span) bool {
-		gap(s.off)
-		end = s.off + s.size
-		return true
-	})
-	gap(a.reg.size)
 	return largest, total
 }
 
@@ -465,8 +535,8 @@ func (a *Allocator) Config() Config { return a.c }
 // Spec returns the allocator's spec with every parameter.
 func (a *Allocator) Spec() string {
 	c := a.c
-	return fmt.Sprintf("%s:profile=%s,device=%d,fallback=%s,time_limit=%s,window=%d,min_step=%d,min_hit=%g,min_share=%g,max_profile=%d",
-		name, c.Profile, c.Device, c.Fallback, c.TimeLimit, c.Window, c.MinStep, c.MinHit, c.MinShare, c.MaxProfile)
+	return fmt.Sprintf("%s:profile=%s,device=%d,fallback=%s,time_limit=%s,window=%d,min_step=%d,min_hit=%g,reuse=%t,min_share=%g,max_profile=%d",
+		name, c.Profile, c.Device, c.Fallback, c.TimeLimit, c.Window, c.MinStep, c.MinHit, c.Reuse, c.MinShare, c.MaxProfile)
 }
 
 // PlanInfo describes the plan an [Allocator] serves from.
@@ -492,4 +562,7 @@ func (a *Allocator) Plan() (PlanInfo, bool) {
 }
 
 // Planned reports whether b was served from the plan's region.
-func (a *Allocator) Planned(b gpualloc.Block) bool { return a.reg.contains(b.Addr) }
+func (a *Allocator) Planned(b gpualloc.Block) bool {
+	_, ok := a.reg.find(b.Addr)
+	return ok
+}

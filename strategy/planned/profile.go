@@ -178,7 +178,8 @@ type stepPlan struct {
 	off    []int64
 	height int64
 	solved plan.Solution
-	pre    int // positions of the prefix
+	pre    int   // positions of the prefix
+	cut    int64 // the prefix's buffers that stay lie below it
 	sync   syncTable
 }
 
@@ -193,8 +194,8 @@ func roundUp(n int64) int64 { return (n + align - 1) &^ (align - 1) }
 // b+2p must be recorded, after the prefix [0, b0) (b0 = b - a multiple of
 // p; b0 = 0: none): the profile's requests before its steps (weights,
 // a first step that also allocates the optimizer's state), planned with
-// their own lifetimes, one that outlives the prefix and the first step
-// keeping its memory for good, as STAlloc plans weights, gradients and
+// their own lifetimes, those that outlive the prefix and the first step
+// keeping their memory for good, at the bottom of the region, as STAlloc plans weights, gradients and
 // optimizer state at fixed addresses below the activations
 // (Synthesizer/plan_generator.py, make_plan_for_residents_memory). The
 // step follows the prefix in time. Each request of the step freed within
@@ -218,6 +219,7 @@ func (r *recorder) build(b0, b, p, window int, limit time.Duration, minBytes int
 	sp := &stepPlan{size: make([]int64, m), rsize: make([]int64, m), off: make([]int64, m), pre: b0}
 	var prob plan.Problem
 	var idx []int
+	var stack int64 // the prefix's buffers that stay, one above the other
 	add := func(k int, lower, upper int64) {
 		prob.Buffers = append(prob.Buffers, plan.Buffer{Lower: lower, Upper: upper, Size: sp.rsize[k]})
 		idx = append(idx, k)
@@ -236,7 +238,8 @@ func (r *recorder) build(b0, b, p, window int, limit time.Duration, minBytes int
 			case q.free >= npre && q.free < first:
 				add(k, q.alloc, min(q.free, npre+span))
 			default:
-				add(k, q.alloc, npre+span)
+				sp.off[k] = stack
+				stack += sp.rsize[k]
 			}
 			continue
 		}
@@ -251,6 +254,14 @@ func (r *recorder) build(b0, b, p, window int, limit time.Duration, minBytes int
 	if len(idx) == 0 {
 		return nil, fmt.Errorf("no request of the step is freed within a step")
 	}
+	// The buffers that stay are live together at the end, so that they
+	// need their sum in any placement; below the others, they leave the
+	// rest of the region one range, which a dropped plan's pool serves
+	// whole. The cost: the others cannot use that memory before the
+	// buffers that stay are allocated (an optimizer's state, made at the
+	// end of the first step, above that step's activations), which costs
+	// nothing where the peak comes once everything that stays is live, as
+	// in training.
 	if plan.LowerBound(prob.Buffers) < minBytes {
 		return nil, errSmall
 	}
@@ -259,9 +270,9 @@ func (r *recorder) build(b0, b, p, window int, limit time.Duration, minBytes int
 		return nil, err
 	}
 	for i, k := range idx {
-		sp.off[k] = sol.Offsets[i]
+		sp.off[k] = stack + sol.Offsets[i]
 	}
-	sp.height, sp.solved = roundUp(sol.Height), sol
+	sp.height, sp.solved, sp.cut = stack+roundUp(sol.Height), sol, stack
 	sp.sync = r.syncTable(b0, b, p, window)
 	return sp, nil
 }

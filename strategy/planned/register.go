@@ -21,6 +21,7 @@ func init() {
 			{Name: "window", Default: "16", Doc: "events (allocations and frees, with their sizes) that, found once in the step, locate the position in the step: resynchronisation"},
 			{Name: "min_step", Default: "8", Doc: "fewest requests of a step"},
 			{Name: "min_hit", Default: "0.5", Doc: "share of the plan's requests served from it, per step, below which (two steps in a row) the plan is dropped and learned again"},
+			{Name: "reuse", Default: "true", Doc: "a dropped plan's region (but the weights planned at its bottom) serves requests by best fit before the fallback until it is empty, as STAlloc's dynamic requests use the plan's gaps; false: it goes back to the device once empty"},
 			{Name: "min_share", Default: "0.25", Doc: "with profile=auto, the least share of the fallback's reserved memory a step's peak must be to be planned (a recurring run inside a step, an optimizer's per-layer update, is not the step)"},
 			{Name: "max_profile", Default: "1048576", Doc: "most requests recorded while no step is found, after which recording starts afresh"},
 		},
@@ -62,5 +63,8 @@ func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
 		return nil, p.Errorf("min_share", "want a number from 0 to 1")
 	}
 	c.MinShare = sh
+	if c.Reuse, err = p.Bool("reuse"); err != nil {
+		return nil, err
+	}
 	return param.Open(New(b, c))
 }
