@@ -251,3 +251,24 @@ func TestRegistry(t *testing.T) {
 		})
 	}
 }
+
+// TestDrop checks that a plan whose requests stop coming is dropped, the
+// weights planned at the bottom of its region staying where they are, and
+// the rest of the region going back to the device once it holds no block
+// (here before any request could use its gaps: region_test.go checks them).
+func TestDrop(t *testing.T) {
+	prof := writeProfile(t, steady(20, nil))
+	per := 6*2 + 6 + 1
+	ops := steady(20, func(s, i int) int64 { return int64(s*6+i+1) << 12 })
+	for _, reuse := range []bool{false, true} {
+		a := open(t, prof, func(c *planned.Config) { c.Reuse = reuse })
+		from := replay(t, a, ops)
+		require.True(t, from[0] && from[1], "the weights, planned")
+		info, ok := a.Plan()
+		require.False(t, ok, "dropped")
+		require.EqualValues(t, 1, info.Plans)
+		require.Zero(t, count(from[len(from)-per:]))
+		require.NoError(t, a.ReleaseAll())
+		require.Zero(t, a.Stats().Reserved, "everything freed and released")
+	}
+}
