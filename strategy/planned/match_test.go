@@ -205,6 +205,14 @@ func TestProfileFiles(t *testing.T) {
 		{name: "no step", path: write("flat.csv", "op,id,size\nalloc,1,10\nalloc,2,20\nfree,1,\nfree,2,\n"), err: "no step found on device 0"},
 		{name: "other device", path: writeProfile(t, steady(8, nil)), err: "no step found on device 1", edit: func(c *planned.Config) { c.Device = 1 }},
 		{name: "changing shapes", path: writeProfile(t, steady(8, func(s, i int) int64 { return int64(s+1) << 14 })), err: "no step found"},
+		{name: "a small run recurs, not the step", path: writeProfile(t, func() []op {
+			ops := steady(8, func(s, i int) int64 { return int64(s+1) << 20 })
+			for r := range 8 * 6 {
+				id := uint64(1<<40 + r)
+				ops = append(ops, op{id: id, size: int64(1+r%8) << 12}, op{id: id})
+			}
+			return ops
+		}()), err: "peaks below min_share (0.25) of the profile's peak"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := planned.DefaultConfig()

@@ -124,7 +124,11 @@ func (a *Allocator) profileFile() (*stepPlan, error) {
 	lo := max(s, n-3*p)
 	hi := min(lo+p, n-2*p+1)
 	b := rec.boundary(lo, hi)
-	sp, err := rec.build(b-(b-s)/p*p, b, p, c.Window, c.TimeLimit, 0)
+	sp, err := rec.build(b-(b-s)/p*p, b, p, c.Window, c.TimeLimit, int64(c.MinShare*float64(rec.peak())))
+	if errors.Is(err, errSmall) {
+		return nil, fmt.Errorf("%s: profile %s: no step found on device %d: the run of %d requests that recurs at its end "+
+			"peaks below min_share (%g) of the profile's peak: not a step of the whole program", name, c.Profile, c.Device, p, c.MinShare)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: profile %s: %w", name, c.Profile, err)
 	}

@@ -205,7 +205,8 @@ func roundUp(n int64) int64 { return (n + align - 1) &^ (align - 1) }
 // region of their own: make_plan_for_cross_iteration_tensors); one that
 // lives longer is left to the fallback. Every buffer is placed by
 // plan.Solve within limit, at most once. Positions are the prefix's
-// requests, then the step's. A plan whose lower bound is below minBytes is
+// requests, then the step's. A step whose own buffers' peak is below
+// minBytes is
 // not worth its region: errSmall.
 func (r *recorder) build(b0, b, p, window int, limit time.Duration, minBytes int64) (*stepPlan, error) {
 	npre := r.reqs[b0].alloc
@@ -220,6 +221,7 @@ func (r *recorder) build(b0, b, p, window int, limit time.Duration, minBytes int
 	var prob plan.Problem
 	var idx []int
 	var stack int64 // the prefix's buffers that stay, one above the other
+	nprefix := 0    // buffers of the prefix in prob
 	add := func(k int, lower, upper int64) {
 		prob.Buffers = append(prob.Buffers, plan.Buffer{Lower: lower, Upper: upper, Size: sp.rsize[k]})
 		idx = append(idx, k)
@@ -231,6 +233,9 @@ func (r *recorder) build(b0, b, p, window int, limit time.Duration, minBytes int
 		}
 		q := r.reqs[i]
 		sp.size[k], sp.rsize[k], sp.off[k] = q.size, roundUp(q.size), -1
+		if k == b0 {
+			nprefix = len(prob.Buffers)
+		}
 		if k < b0 {
 			switch {
 			case q.free >= 0 && q.free < npre:
@@ -262,7 +267,7 @@ func (r *recorder) build(b0, b, p, window int, limit time.Duration, minBytes int
 	// end of the first step, above that step's activations), which costs
 	// nothing where the peak comes once everything that stays is live, as
 	// in training.
-	if plan.LowerBound(prob.Buffers) < minBytes {
+	if plan.LowerBound(prob.Buffers[nprefix:]) < minBytes {
 		return nil, errSmall
 	}
 	sol, err := plan.Solve(context.Background(), prob, plan.Options{TimeLimit: limit})
@@ -312,4 +317,21 @@ func (r *recorder) syncTable(b0, b, p, window int) syncTable {
 		}
 	}
 	return newSyncTable(tokens, pos, int(npre), window)
+}
+
+// peak returns the peak of the recorded requests' live bytes: O(n).
+func (r *recorder) peak() int64 {
+	delta := make([]int64, r.events+1)
+	for _, q := range r.reqs {
+		delta[q.alloc] += q.size
+		if q.free >= 0 {
+			delta[q.free] -= q.size
+		}
+	}
+	var live, peak int64
+	for _, d := range delta {
+		live += d
+		peak = max(peak, live)
+	}
+	return peak
 }
