@@ -76,9 +76,10 @@ type Config struct {
 	// goes back to the device as soon as it holds no block, so that the
 	// plan never keeps memory the fallback could need.
 	Reuse bool
-	// MinShare is, with Profile Auto, the least share of the memory the
-	// fallback holds that a step's peak must reach for the step to be
-	// planned: a short run of requests that recurs inside a step (an
+	// MinShare is the least share of the memory in use (the fallback's
+	// reserved memory with Profile Auto, the profile's peak of live bytes
+	// with a file) that a step's own buffers must peak at for the step to
+	// be planned: a short run of requests that recurs inside a step (an
 	// optimizer's update of each layer in turn, its temporaries freed at
 	// once) is a period too, but not the step.
 	MinShare float64
