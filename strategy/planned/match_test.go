@@ -280,3 +280,27 @@ func TestDrop(t *testing.T) {
 		require.Zero(t, a.Stats().Reserved, "everything freed and released")
 	}
 }
+
+func TestNewValidates(t *testing.T) {
+	for _, tc := range []struct {
+		edit func(*planned.Config)
+		err  string
+	}{
+		{func(c *planned.Config) { c.Profile = "" }, "planned: profile=: must be auto or a trace file"},
+		{func(c *planned.Config) { c.Device = -1 }, "planned: device=-1: must not be negative"},
+		{func(c *planned.Config) { c.Fallback = 7 }, "planned: fallback=Fallback(7): must be pytorch or bestfit"},
+		{func(c *planned.Config) { c.TimeLimit = 0 }, "planned: time_limit=0s: must be positive"},
+		{func(c *planned.Config) { c.Window = 0 }, "planned: window=0: must be from 1 to 1024"},
+		{func(c *planned.Config) { c.MinStep = 0 }, "planned: min_step=0: must be positive"},
+		{func(c *planned.Config) { c.MinHit = 1.5 }, "planned: min_hit=1.5: must be from 0 to 1"},
+		{func(c *planned.Config) { c.MinShare = -1 }, "planned: min_share=-1: must be from 0 to 1"},
+		{func(c *planned.Config) { c.MaxProfile = 15 }, "planned: max_profile=15: must be at least twice min_step"},
+	} {
+		c := planned.DefaultConfig()
+		tc.edit(&c)
+		_, err := planned.New(strategytest.NewDevice(1<<30), c)
+		require.EqualError(t, err, tc.err)
+		var pe *gpualloc.ParamError
+		require.ErrorAs(t, err, &pe)
+	}
+}
