@@ -87,3 +87,27 @@ func BenchmarkProfile(b *testing.B) {
 	info, _ := a.Plan()
 	b.ReportMetric(float64(info.Height), "plan-B")
 }
+
+// BenchmarkServe replays the bundled training trace with itself as profile,
+// the allocator opened outside the timer: the cost of serving from the plan
+// alone (BenchmarkReplay's rows include opening, which reads and plans the
+// profile).
+func BenchmarkServe(b *testing.B) {
+	events := replaytest.BundledEvents(b, "training")
+	c := planned.DefaultConfig()
+	c.Profile = bundledFile(b, "training")
+	var blocks []gpualloc.Block
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		a, err := planned.New(strategytest.NewDevice(1<<40), c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if blocks, err = replaytest.Replay(a, events, blocks); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(events))/b.Elapsed().Seconds(), "events/s")
+}

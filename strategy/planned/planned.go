@@ -3,6 +3,7 @@ package planned
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/strategy/bestfit"
@@ -124,7 +125,7 @@ func (a *Allocator) profileFile() (*stepPlan, error) {
 	lo := max(s, n-3*p)
 	hi := min(lo+p, n-2*p+1)
 	b := rec.boundary(lo, hi)
-	sp, err := rec.build(b-(b-s)/p*p, b, p, c.Window, c.TimeLimit, int64(c.MinShare*float64(rec.peak())))
+	sp, err := rec.build(b-(b-s)/p*p, b, p, c.Window, c.TimeLimit, int64(c.MinShare*float64(rec.peak())), math.MaxInt64)
 	if errors.Is(err, errSmall) {
 		return nil, fmt.Errorf("%s: profile %s: no step found on device %d: the run of %d requests that recurs at its end "+
 			"peaks below min_share (%g) of the profile's peak: not a step of the whole program", name, c.Profile, c.Device, p, c.MinShare)
@@ -413,19 +414,20 @@ func (a *Allocator) activate() {
 		}
 	}
 	fs := a.fb.Stats()
-	sp, err := a.rec.build(0, b, p, a.c.Window, a.c.TimeLimit, int64(a.c.MinShare*float64(fs.Reserved)))
-	if err != nil {
-		a.waitP = 0
-		return
-	}
-	if fs.Reserved-a.tr.releasable()+sp.height > fs.PeakReserved {
-		// What the fallback keeps after giving back its free segments,
-		// and the plan, would together exceed what the run has needed so
-		// far: the plan would cost memory (the fallback's cache lies in
-		// segments that also hold blocks that stay, such as weights).
-		// Serve on from the fallback alone.
+	// What the fallback keeps after giving back its free segments, and
+	// the plan, must stay within what the run has needed so far, else the
+	// plan would cost memory (the fallback's cache lies in segments that
+	// also hold blocks that stay, such as weights): the run goes on with
+	// the fallback alone. The plan's lower bound tells before it is solved.
+	room := fs.PeakReserved - (fs.Reserved - a.tr.releasable())
+	sp, err := a.rec.build(0, b, p, a.c.Window, a.c.TimeLimit, int64(a.c.MinShare*float64(fs.Reserved)), room)
+	if errors.Is(err, errCostly) || err == nil && sp.height > room {
 		a.waitP, a.declined = 0, true
 		a.rec.reset()
+		return
+	}
+	if err != nil {
+		a.waitP = 0
 		return
 	}
 	// The steps served while profiling leave cached memory in the
@@ -483,7 +485,13 @@ func (a *Allocator) ReleaseAll() error {
 }
 
 // observe updates the peaks after an operation.
+//
+// While the region holds nothing, the totals are the fallback's, whose own
+// peaks Stats takes: so only moments with a region are observed.
 func (a *Allocator) observe() {
+	if a.reg.held() == 0 {
+		return
+	}
 	s := a.Stats()
 	a.peakRequested = max(a.peakRequested, s.Requested)
 	a.peakAllocated = max(a.peakAllocated, s.Allocated)
@@ -503,9 +511,9 @@ func (a *Allocator) Stats() gpualloc.Stats {
 	s.DeviceMallocBytes += a.regionBytes
 	s.CacheHits += a.plannedHits
 	s.OOMs -= a.extraOOMs
-	s.PeakRequested = max(a.peakRequested, s.Requested)
-	s.PeakAllocated = max(a.peakAllocated, s.Allocated)
-	s.PeakReserved = max(a.peakReserved, s.Reserved)
+	s.PeakRequested = max(a.peakRequested, s.PeakRequested, s.Requested)
+	s.PeakAllocated = max(a.peakAllocated, s.PeakAllocated, s.Allocated)
+	s.PeakReserved = max(a.peakReserved, s.PeakReserved, s.Reserved)
 	return s
 }
 

@@ -205,10 +205,11 @@ func roundUp(n int64) int64 { return (n + align - 1) &^ (align - 1) }
 // region of their own: make_plan_for_cross_iteration_tensors); one that
 // lives longer is left to the fallback. Every buffer is placed by
 // plan.Solve within limit, at most once. Positions are the prefix's
-// requests, then the step's. A step whose own buffers' peak is below
+// requests, then the step's. A plan whose lower bound exceeds maxHeight
+// is not solved: errCostly. A step whose own buffers' peak is below
 // minBytes is
 // not worth its region: errSmall.
-func (r *recorder) build(b0, b, p, window int, limit time.Duration, minBytes int64) (*stepPlan, error) {
+func (r *recorder) build(b0, b, p, window int, limit time.Duration, minBytes, maxHeight int64) (*stepPlan, error) {
 	npre := r.reqs[b0].alloc
 	first := r.reqs[b0+p].alloc // end of the first step after the prefix
 	if b0 == 0 {
@@ -270,6 +271,9 @@ func (r *recorder) build(b0, b, p, window int, limit time.Duration, minBytes int
 	if plan.LowerBound(prob.Buffers[nprefix:]) < minBytes {
 		return nil, errSmall
 	}
+	if stack+plan.LowerBound(prob.Buffers) > maxHeight {
+		return nil, errCostly
+	}
 	sol, err := plan.Solve(context.Background(), prob, plan.Options{TimeLimit: limit})
 	if err != nil {
 		return nil, err
@@ -281,6 +285,9 @@ func (r *recorder) build(b0, b, p, window int, limit time.Duration, minBytes int
 	sp.sync = r.syncTable(b0, b, p, window)
 	return sp, nil
 }
+
+// errCostly reports a plan that would need more than maxHeight.
+var errCostly = errors.New("the plan would need more memory than it may take")
 
 // errSmall reports a step whose plan would hold too little to pay.
 var errSmall = errors.New("the step's peak is too small a share of the memory held")
