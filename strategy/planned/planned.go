@@ -29,9 +29,6 @@ type Allocator struct {
 
 	// Recording, while no plan is in use.
 	rec       *recorder
-	sizes     []int64 // scratch for period
-	rev       []int64
-	z         []int32
 	nextCheck int  // requests recorded at the next look for a step
 	declined  bool // a step was found whose plan would cost memory: no more learning
 	dropped   bool // a plan was dropped: settle gives its memory back
@@ -113,7 +110,7 @@ func (a *Allocator) profileFile() (*stepPlan, error) {
 		return nil, fmt.Errorf("%s: profile: %w", name, err)
 	}
 	n := len(rec.reqs)
-	s, p, ok := period(a.recSizes(), c.MinStep, a.rev, a.z)
+	s, p, ok := rec.period(c.MinStep)
 	if ok && !rec.periodic(s, p) {
 		ok = false
 	}
@@ -135,15 +132,6 @@ func (a *Allocator) profileFile() (*stepPlan, error) {
 	}
 	rec.reset()
 	return sp, nil
-}
-
-// recSizes returns the sizes of the recorded requests, in scratch space.
-func (a *Allocator) recSizes() []int64 {
-	a.sizes = a.sizes[:0]
-	for _, q := range a.rec.reqs {
-		a.sizes = append(a.sizes, q.size)
-	}
-	return a.sizes
 }
 
 // use starts serving from sp, the next event being at token ti of the
@@ -394,7 +382,7 @@ func (a *Allocator) learn() {
 		return
 	}
 	a.nextCheck = n + max(a.c.MinStep, n/16)
-	s, p, ok := period(a.recSizes(), a.c.MinStep, a.rev, a.z)
+	s, p, ok := a.rec.period(a.c.MinStep)
 	if !ok || !a.rec.periodic(s, p) {
 		return
 	}

@@ -26,6 +26,8 @@ type recorder struct {
 	reqs   []request
 	events int64
 	live   map[uint64]int32 // key (address or trace id) -> index in reqs
+	rev    []int64          // scratch of period: the sizes, last first
+	z      []int32          // scratch of period
 }
 
 func newRecorder() *recorder { return &recorder{live: map[uint64]int32{}} }
@@ -58,7 +60,7 @@ func (r *recorder) free(key uint64) {
 // training loop, which ask for the same sizes in the same order every
 // iteration. It returns the suffix's first request and the period; the
 // shortest period among those that cover the longest suffix (a multiple of
-// the step covers as much as the step). z is scratch space.
+// the step covers as much as the step).
 //
 // The Z-function of the reversed sizes gives, for each shift p, how many
 // sizes before the end agree with those p requests earlier: the suffix of
@@ -69,16 +71,17 @@ func (r *recorder) free(key uint64) {
 // one request more or fewer than the next breaks the suffix there; and
 // periodic stretches with no frees (the same layers' weights allocated at
 // start-up) are periods too, which the caller rejects by their lifetimes.
-func period(sizes []int64, minStep int, rev []int64, z []int32) (start, p int, ok bool) {
-	n := len(sizes)
+func (r *recorder) period(minStep int) (start, p int, ok bool) {
+	n := len(r.reqs)
 	if n < 2*minStep {
 		return 0, 0, false
 	}
-	rev = rev[:0]
+	r.rev = r.rev[:0]
 	for i := n - 1; i >= 0; i-- {
-		rev = append(rev, sizes[i])
+		r.rev = append(r.rev, r.reqs[i].size)
 	}
-	z = zfunc(rev, z[:0])
+	r.z = zfunc(r.rev, r.z[:0])
+	z := r.z
 	best := 0
 	for q := minStep; 2*q <= n; q++ {
 		if int(z[q]) >= q && int(z[q])+q > best {
