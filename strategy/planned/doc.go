@@ -59,10 +59,11 @@
 // the plan is dropped: its weights stay where they are, the rest of its
 // region serves requests by best fit before the fallback until it is empty
 // (reuse=true) or goes back to the device once empty (reuse=false), the
-// fallback's cache is emptied, and the step is learned again. When the
-// fallback runs out of device memory, the plan is dropped, what of the
-// region holds no block goes back and the request is tried again, or served
-// from a gap of the region. Memory goes back on frees, so that no
+// fallback's cache is emptied, and once the whole region is back (one
+// region at a time) the step is learned again. When the fallback runs out
+// of device memory, the plan is dropped, what of the region holds no block
+// goes back and the request is tried again, or served from a gap of the
+// region. Memory goes back on frees, so that no
 // allocation gives memory back unless the device is full.
 //
 // Streams are not told apart: the plan follows the order of the requests,

@@ -20,7 +20,7 @@ func init() {
 			{Name: "time_limit", Default: "1s", Doc: "limit of plan.Solve for one plan (STAlloc plans offline, without one)"},
 			{Name: "window", Default: "16", Doc: "events (allocations and frees, with their sizes) that, found once in the step, locate the position in the step: resynchronisation"},
 			{Name: "min_step", Default: "8", Doc: "fewest requests of a step"},
-			{Name: "min_hit", Default: "0.5", Doc: "share of the plan's requests served from it, per step, below which (two steps in a row) the plan is dropped and learned again"},
+			{Name: "min_hit", Default: "0.5", Doc: "share of the plan's requests served from it, per step, below which (two steps in a row) the plan is dropped, and learned again once its region is back"},
 			{Name: "reuse", Default: "true", Doc: "a dropped plan's region (but the weights planned at its bottom) serves requests by best fit before the fallback until it is empty, as STAlloc's dynamic requests use the plan's gaps; false: it goes back to the device once empty"},
 			{Name: "min_share", Default: "0.25", Doc: "the least share of the memory in use (the fallback's reserved bytes; with a profile FILE, its peak of live bytes) a step's own peak must be to be planned: a recurring run inside a step, an optimizer's per-layer update, is not the step"},
 			{Name: "max_profile", Default: "1048576", Doc: "most requests recorded while no step is found, after which recording starts afresh"},
