@@ -9,14 +9,16 @@ import (
 )
 
 // FuzzPlanned serves the requests of a profiled loop with the fuzzer's
-// changes (sizes replaced, requests inserted, frees moved) and checks that
-// live blocks never overlap, every free succeeds and the counters add up.
+// changes (sizes replaced, requests inserted, frees moved), with the loop
+// as profile (with and without reuse) and learning it (auto), and checks
+// that live blocks never overlap, every free succeeds and the counters add
+// up.
 func FuzzPlanned(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{3, 200, 7, 1, 9, 40})
 	f.Add([]byte{0, 0, 0, 255, 128, 64, 32, 16, 8})
 	base := steady(12, nil)
-	prof := writeProfile(f, base)
+	profile := writeProfile(f, base)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ops := append([]op(nil), base...)
 		for i := 0; i+1 < len(data); i += 2 {
@@ -37,39 +39,18 @@ func FuzzPlanned(f *testing.F) {
 			}
 		}
 		ops = wellFormed(ops)
-		c := planned.DefaultConfig()
-		c.Profile = prof
-		dev := strategytest.NewDevice(1 << 34)
-		a, err := planned.New(dev, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		live := map[uint64]gpualloc.Block{}
-		for _, o := range ops {
-			if o.size == 0 {
-				if err := a.Free(live[o.id]); err != nil {
-					t.Fatal(err)
-				}
-				delete(live, o.id)
-				continue
-			}
-			b, err := a.Alloc(o.size)
+		auto := planned.DefaultConfig()
+		auto.MinStep, auto.MinShare = 1, 0
+		prof := planned.DefaultConfig()
+		prof.Profile = profile
+		noReuse := prof
+		noReuse.Reuse, noReuse.Window = false, 1
+		for _, c := range []planned.Config{prof, noReuse, auto} {
+			a, err := planned.New(strategytest.NewDevice(1<<34), c)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, l := range live {
-				if b.Addr < l.End() && l.Addr < b.End() {
-					t.Fatalf("block %+v overlaps %+v", b, l)
-				}
-			}
-			live[o.id] = b
-		}
-		var req int64
-		for _, b := range live {
-			req += b.Requested
-		}
-		if s := a.Stats(); s.Requested != req || s.Reserved < s.Allocated {
-			t.Fatalf("stats %+v, live requested %d", s, req)
+			serve(t, a, ops)
 		}
 	})
 }
@@ -94,4 +75,36 @@ func wellFormed(ops []op) []op {
 		out = append(out, o)
 	}
 	return out
+}
+
+// serve replays ops on a and checks that live blocks never overlap, every
+// free succeeds and the counters add up.
+func serve(t *testing.T, a *planned.Allocator, ops []op) {
+	live := map[uint64]gpualloc.Block{}
+	for _, o := range ops {
+		if o.size == 0 {
+			if err := a.Free(live[o.id]); err != nil {
+				t.Fatal(err)
+			}
+			delete(live, o.id)
+			continue
+		}
+		b, err := a.Alloc(o.size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range live {
+			if b.Addr < l.End() && l.Addr < b.End() {
+				t.Fatalf("block %+v overlaps %+v", b, l)
+			}
+		}
+		live[o.id] = b
+	}
+	var req int64
+	for _, b := range live {
+		req += b.Requested
+	}
+	if s := a.Stats(); s.Requested != req || s.Reserved < s.Allocated {
+		t.Fatalf("stats %+v, live requested %d", s, req)
+	}
 }
