@@ -15,6 +15,8 @@ require github.com/ebitengine/purego v0.11.3
 
 require github.com/klauspost/compress v1.18.0
 
+require github.com/google/btree v1.1.3
+
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect

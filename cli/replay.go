@@ -30,9 +30,10 @@ logging_resource_adaptor logs, MiniMalloc CSV; or - for standard input; or
 the name of a bundled trace (dynamic, training, ...; 'simulate inspect'
 lists them), unless a file of that name exists: the file wins.
 
-Strategies: every -s spec; else the one the environment chooses
-(GPUALLOC_POOL_TYPE, then MXNET_GPU_MEM_POOL_TYPE); else every built-in
-strategy. 'simulate strategies' lists them with their parameters.
+Strategies: every -s spec (-s all: every built-in strategy); else the one
+the environment chooses (GPUALLOC_POOL_TYPE, then MXNET_GPU_MEM_POOL_TYPE);
+else every built-in strategy but planned, which needs a profile to differ
+from its fallback. 'simulate strategies' lists them with their parameters.
 
 Backends (-b): sim, a virtual device of --capacity bytes (the default; a
 PyTorch snapshot that records an out-of-memory error, replayed without
@@ -418,7 +419,7 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 		names = append(names, s)
 	}
 	if len(specs) == 0 {
-		names = gpualloc.Names()
+		names = gpualloc.DefaultNames()
 		if envSet(getenv, gpualloc.EnvPoolType) || envSet(getenv, gpualloc.EnvMXNetPoolType) {
 			names = []string{""} // Select("") takes the environment's strategy
 		}

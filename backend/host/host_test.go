@@ -204,7 +204,7 @@ func TestReplayMatchesSim(t *testing.T) {
 	events := replaytest.BundledEvents(t, "transformer-cpu")
 	for _, capacity := range []int64{8 << 30, 150 << 20} {
 		for _, name := range gpualloc.Names() {
-			addressOrdered := name == "bestfit" || name == "pytorch" || name == "gmlake" || name == "bfc" || name == "dualcursor"
+			addressOrdered := name == "bestfit" || name == "pytorch" || name == "gmlake" || name == "bfc" || name == "dualcursor" || name == "planned"
 			if capacity < 1<<30 && addressOrdered {
 				continue
 			}

@@ -10,6 +10,7 @@ import (
 	_ "github.com/gpualloc/gpualloc/strategy/buddy"    // binary buddy over arenas
 	_ "github.com/gpualloc/gpualloc/strategy/gmlake"   // GMLake's virtual memory stitching
 	_ "github.com/gpualloc/gpualloc/strategy/naive"    // MXNet's Naive pool
+	_ "github.com/gpualloc/gpualloc/strategy/planned"  // STAlloc's plan-guided allocation
 	_ "github.com/gpualloc/gpualloc/strategy/pytorch"  // PyTorch's CUDA caching allocator
 	_ "github.com/gpualloc/gpualloc/strategy/round"    // MXNet's Round pool
 	_ "github.com/gpualloc/gpualloc/strategy/tlsf"     // two-level segregated fit
