@@ -97,6 +97,7 @@ type replayFlags struct {
 	jobs       int
 	lenient    bool
 	out        string
+	force      bool
 	figures    figureFlags
 	progress   string
 	snapshot   snapshotFlags
@@ -122,17 +123,20 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	p, err := planReplay(e, f)
+	p, err := planReplay(ctx, e, f)
 	if err != nil {
 		return err
 	}
 	out := p.run(ctx, e.stderr)
+	if ctx.Err() != nil {
+		return context.Cause(ctx) // nothing written: the results are partial
+	}
 	if f.offline || f.minCapacity {
 		if err := addReferences(ctx, p.inputs, p.jobs, out, f.offline, f.minCapacity, f.timeLimit, f.jobs); err != nil {
 			return err
 		}
 	}
-	return p.write(e, out)
+	return p.write(ctx, e, out)
 }
 
 // parseReplayFlags parses a replay's command line and checks every flag on
@@ -147,6 +151,7 @@ func parseReplayFlags(e *env, args []string) (replayFlags, error) {
 	fs.IntVarP(&f.jobs, "jobs", "j", 0, "replays to run at once (default: the number of cores; 1 with -b host or cuda)")
 	fs.BoolVar(&f.lenient, "lenient", false, "skip bad events of a trace, count them and go on")
 	fs.StringVarP(&f.out, "out", "o", "", "write a report (summaries, time series, figures, index.html) into `DIR`")
+	fs.BoolVar(&f.force, "force", false, "with -o, replace the report that DIR holds already")
 	f.figures.add(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
 	f.snapshot.register(fs)
@@ -173,9 +178,8 @@ func parseReplayFlags(e *env, args []string) (replayFlags, error) {
 	if err := checkProgress(f.progress); err != nil {
 		return f, err
 	}
-	f.capacityBytes, err = gpualloc.ParseSize(f.capacity)
-	if err != nil || f.capacityBytes <= 0 {
-		return f, usagef("--capacity %q: want a positive size such as 80GiB", f.capacity)
+	if f.capacityBytes, err = parseSizeFlag("--capacity", f.capacity); err != nil {
+		return f, err
 	}
 	if f.jobs < 0 {
 		return f, usagef("--jobs %d: want a positive number", f.jobs)
@@ -211,7 +215,7 @@ type replayPlan struct {
 
 // planReplay resolves the backend, the strategies, the traces and the
 // shard that f names, and plans the jobs.
-func planReplay(e *env, f replayFlags) (*replayPlan, error) {
+func planReplay(ctx context.Context, e *env, f replayFlags) (*replayPlan, error) {
 	be, err := chooseBackend(f.backend, f.capacityBytes, f.capacitySet)
 	if err != nil {
 		return nil, err
@@ -225,13 +229,18 @@ func planReplay(e *env, f replayFlags) (*replayPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	inputs, err := traceInputs(f.traces, e.stdin, traces.Options{Lenient: f.lenient})
+	inputs, err := traceInputs(ctx, f.traces, e.stdin, traces.Options{Lenient: f.lenient})
 	if err != nil {
 		return nil, err
 	}
 	sh, err := parseShard(f.shard)
 	if err != nil {
 		return nil, err
+	}
+	if f.out != "" {
+		if err := checkOutputDir("-o", f.out, f.force, fileArgs(f.traces)); err != nil {
+			return nil, err
+		}
 	}
 	p := &replayPlan{f: f, be: be, strategies: strategies, inputs: inputs, shard: sh, id: runID(f, be.capacity, inputs, strategies)}
 	p.planJobs()
@@ -333,8 +342,10 @@ func (p *replayPlan) run(ctx context.Context, stderr io.Writer) []sim.JobResult 
 // succeeded on stdout, in --format; with -o, the report, or the shard's
 // part of it for 'simulate merge'. It then returns the error of the first
 // replay that failed, or notes on stderr the bad events that --lenient
-// skipped.
-func (p *replayPlan) write(e *env, out []sim.JobResult) error {
+// skipped. A run with a replay that failed writes no report, which would
+// look complete: a shard writes its part, which says that it failed, and
+// which merge refuses.
+func (p *replayPlan) write(ctx context.Context, e *env, out []sim.JobResult) error {
 	var results []sim.Result
 	var firstErr error
 	for _, o := range out {
@@ -347,16 +358,19 @@ func (p *replayPlan) write(e *env, out []sim.JobResult) error {
 		results = append(results, o.Result)
 	}
 	if len(results) > 0 {
-		if err := writeResults(e.stdout, p.f.format, results); err != nil {
+		if err := writeResults(ctxWriter(ctx, e.stdout), p.f.format, results); err != nil {
 			return err
 		}
 	}
-	if p.f.out != "" {
-		if err := p.writeReport(results, out); err != nil {
+	if p.f.out != "" && (firstErr == nil || p.shard.n > 0) {
+		if err := p.writeReport(ctx, results, out); err != nil {
 			return err
 		}
 	}
 	if firstErr != nil {
+		if p.f.out != "" && p.shard.n == 0 {
+			return fmt.Errorf("%w (no report written to %s)", firstErr, p.f.out)
+		}
 		return firstErr
 	}
 	if p.f.lenient {
@@ -370,22 +384,35 @@ func (p *replayPlan) write(e *env, out []sim.JobResult) error {
 }
 
 // writeReport writes the report of results into -o's directory, or with
-// --shard the shard's summaries and what merge needs.
-func (p *replayPlan) writeReport(results []sim.Result, out []sim.JobResult) error {
+// --shard the shard's summaries and what merge needs, whole (see
+// report.DirWriter); an interrupt leaves the directory as it was.
+func (p *replayPlan) writeReport(ctx context.Context, results []sim.Result, out []sim.JobResult) error {
 	hist := map[string]*report.SizeHistogram{}
 	for k, sc := range p.sizes {
 		if sc != nil {
 			hist[p.inputs[k].name] = &sc.Sizes
 		}
 	}
-	if p.shard.n > 0 {
-		return writeShard(p.f.out, p.shard, p.id, p.lo, len(p.inputs)*len(p.strategies), out, hist)
-	}
-	if len(results) == 0 {
+	if p.shard.n == 0 && len(results) == 0 {
 		return nil
 	}
-	_, err := report.Write(p.f.out, results, withSizes(p.f.opts, hist))
-	return err
+	d, err := report.NewDirWriter(p.f.out, p.f.force)
+	if err != nil {
+		return err
+	}
+	defer d.Abort()
+	if p.shard.n > 0 {
+		err = writeShard(d, p.shard, p.id, p.lo, len(p.inputs)*len(p.strategies), out, hist)
+	} else {
+		_, err = report.WriteFiles(d, results, withSizes(p.f.opts, hist))
+	}
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return d.Commit()
 }
 
 // chooseStrategies resolves the -s specs, or the environment's choice, or
