@@ -55,7 +55,10 @@ left live at its end.
 A trace that several strategies replay (a sweep: -s round:cutoff=20..24,
 or several -s) is decoded once and held in memory, 48 bytes an event, while
 its replays run from memory, in parallel; a trace of more than 16,777,216
-events (768 MiB) is not held: each of its replays reads the file.
+events (768 MiB) is not held whole: the replays that run at once share one
+decoding of it and hold a window of 48 MiB beyond what the slowest has read
+(a replay that starts after the others have moved on decodes it again).
+A sweep has at most 4096 variants, checked before any is made.
 
 With -o DIR it also writes a report into DIR: summary.csv and summary.json
 (the result schema), timeseries.csv, figures for each trace and across
