@@ -68,11 +68,9 @@ func mergeCmd(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer d.Abort()
+	d.SetContext(ctx)
 	if _, err := report.WriteFiles(d, results, withSizes(opts, sizes)); err != nil {
 		return err
-	}
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
 	}
 	if err := writeResults(ctxWriter(ctx, e.stdout), format, results); err != nil {
 		return err

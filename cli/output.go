@@ -72,8 +72,9 @@ func unwrapPathErr(err error) error {
 
 // checkOutputFile checks, before any work starts, that the output file
 // that flag names ("-o") can be written: it is no directory, its directory
-// exists, and it is none of inputs, which the run reads (the output would
-// replace what it was made from).
+// exists and takes a new file (one made and removed), and it is none of
+// inputs, which the run reads (the output would replace what it was made
+// from).
 func checkOutputFile(flag, out string, inputs []string) error {
 	if out == "-" {
 		return nil
@@ -89,6 +90,12 @@ func checkOutputFile(flag, out string, inputs []string) error {
 	if di, err := os.Stat(dir); err != nil || !di.IsDir() {
 		return usagef("%s %s: no directory %s to write it in", flag, out, dir)
 	}
+	probe, err := os.CreateTemp(dir, "."+filepath.Base(out)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("%s %s: cannot write in %s: %w", flag, out, dir, unwrapPathErr(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
 	for _, in := range inputs {
 		if sameFile(in, out) {
 			return usagef("%s %s: is an input of the run too; name another output file", flag, out)

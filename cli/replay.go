@@ -404,6 +404,7 @@ func (p *replayPlan) writeReport(ctx context.Context, results []sim.Result, out 
 		return err
 	}
 	defer d.Abort()
+	d.SetContext(ctx)
 	if p.shard.n > 0 {
 		err = writeShard(d, p.shard, p.id, p.lo, len(p.inputs)*len(p.strategies), out, hist)
 	} else {
@@ -411,9 +412,6 @@ func (p *replayPlan) writeReport(ctx context.Context, results []sim.Result, out 
 	}
 	if err != nil {
 		return err
-	}
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
 	}
 	return d.Commit()
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -41,9 +42,10 @@ var reportNames = []string{ManifestFile, SummaryCSV, SummaryJSON, IndexHTML, Tim
 var ErrReportExists = errors.New("holds a report already")
 
 // CheckDir checks, before the work of a run, that a report can be written
-// into dir: dir is a directory or does not exist yet, and unless replace
-// it holds no report. It creates nothing; NewDirWriter checks the same and
-// then that dir can be written.
+// into dir: dir is a directory or does not exist yet, it (or the directory
+// that will hold it) can be written, and unless replace it holds no
+// report. It leaves nothing behind: the check of writing makes a file and
+// removes it.
 func CheckDir(dir string, replace bool) error {
 	fi, err := os.Stat(dir)
 	switch {
@@ -57,11 +59,26 @@ func CheckDir(dir string, replace bool) error {
 	if name := heldReport(dir); name != "" && !replace {
 		return fmt.Errorf("%s: %w (%s): name another directory, or replace it with --force", dir, ErrReportExists, name)
 	}
+	return checkWritable(dir, dir)
+}
+
+// checkWritable checks that a file can be made in dir, for a report
+// into target.
+func checkWritable(dir, target string) error {
+	f, err := os.CreateTemp(dir, ".report-check-*")
+	if err != nil {
+		if dir == target {
+			return fmt.Errorf("%s: cannot write into it: %w", target, unwrapPath(err))
+		}
+		return fmt.Errorf("%s: cannot be created in %s: %w", target, dir, unwrapPath(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
 	return nil
 }
 
 // checkParent checks that the nearest existing directory above dir, which
-// does not exist, is a directory.
+// does not exist, is a directory that can be written.
 func checkParent(dir string) error {
 	for p := filepath.Dir(filepath.Clean(dir)); ; p = filepath.Dir(p) {
 		fi, err := os.Stat(p)
@@ -69,7 +86,7 @@ func checkParent(dir string) error {
 			if !fi.IsDir() {
 				return fmt.Errorf("%s: cannot be created: %s is not a directory", dir, p)
 			}
-			return nil
+			return checkWritable(p, dir)
 		}
 		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 			return fmt.Errorf("%s: %w", dir, unwrapPath(err))
@@ -104,6 +121,7 @@ func unwrapPath(err error) error {
 // A DirWriter writes a report into a directory whole: its files go to a
 // staging directory until Commit moves them into place (see ManifestFile).
 type DirWriter struct {
+	ctx      context.Context
 	dir, tmp string
 	replace  bool
 	created  string // the topmost directory NewDirWriter created, removed again on Abort
@@ -137,11 +155,27 @@ func NewDirWriter(dir string, replace bool) (*DirWriter, error) {
 	return d, nil
 }
 
+// SetContext makes ctx's end stop the writer: [WriteFiles] starts no
+// further figure, and WriteFile, Create and Commit fail with ctx's cause,
+// leaving the directory as it was.
+func (d *DirWriter) SetContext(ctx context.Context) { d.ctx = ctx }
+
+// stopped returns ctx's cause once the context of SetContext is done.
+func (d *DirWriter) stopped() error {
+	if d.ctx != nil && d.ctx.Err() != nil {
+		return context.Cause(d.ctx)
+	}
+	return nil
+}
+
 // Dir returns the directory the report goes to.
 func (d *DirWriter) Dir() string { return d.dir }
 
 // WriteFile writes the report's file name (a base name) with data.
 func (d *DirWriter) WriteFile(name string, data []byte) error {
+	if err := d.stopped(); err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(d.tmp, name), data, 0o644); err != nil {
 		return fmt.Errorf("%s: %w", filepath.Join(d.dir, name), unwrapPath(err))
 	}
@@ -152,6 +186,9 @@ func (d *DirWriter) WriteFile(name string, data []byte) error {
 // Create creates the report's file name for writing; close it before
 // Commit.
 func (d *DirWriter) Create(name string) (*os.File, error) {
+	if err := d.stopped(); err != nil {
+		return nil, err
+	}
 	f, err := os.Create(filepath.Join(d.tmp, name))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(d.dir, name), unwrapPath(err))
@@ -167,6 +204,9 @@ func (d *DirWriter) Create(name string) (*os.File, error) {
 func (d *DirWriter) Commit() error {
 	if d.tmp == "" {
 		return errors.New("report: commit of a report already committed or aborted")
+	}
+	if err := d.stopped(); err != nil {
+		return err
 	}
 	unlock, err := lockDir(d.dir)
 	if err != nil {

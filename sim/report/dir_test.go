@@ -1,6 +1,7 @@
 package report_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -122,4 +123,23 @@ func TestDirWriterConcurrent(t *testing.T) {
 		}
 		assert.ElementsMatch(t, append([]string{report.ManifestFile}, files...), names(t, dir))
 	}
+}
+
+// TestDirWriterStopped: a writer whose context ends renders no figure,
+// commits nothing and leaves the directory as it was.
+func TestDirWriterStopped(t *testing.T) {
+	results, _ := replay(t, "testdata/tiny.csv", tinyTrace(t, false), strategies...)
+	dir := filepath.Join(t.TempDir(), "out")
+	d, err := report.NewDirWriter(dir, false)
+	require.NoError(t, err)
+	defer d.Abort()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop := errors.New("interrupted")
+	cancel(stop)
+	d.SetContext(ctx)
+	_, err = report.WriteFiles(d, results, report.Options{Formats: []report.Format{report.SVG}})
+	assert.ErrorIs(t, err, stop)
+	assert.ErrorIs(t, d.Commit(), stop)
+	d.Abort()
+	assert.NoDirExists(t, dir)
 }

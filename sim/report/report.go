@@ -388,7 +388,7 @@ func WriteFiles(d *DirWriter, results []sim.Result, opts Options) ([]string, err
 	}
 
 	figs := Figures(results, o)
-	rendered, err := render(figs, o)
+	rendered, err := render(figs, o, d.stopped)
 	if err != nil {
 		return nil, err
 	}
@@ -409,7 +409,7 @@ func WriteFiles(d *DirWriter, results []sim.Result, opts Options) ([]string, err
 	} else {
 		only := o
 		only.Formats = []Format{SVG}
-		previews, err := render(figs, only)
+		previews, err := render(figs, only, d.stopped)
 		if err != nil {
 			return nil, err
 		}
@@ -430,8 +430,9 @@ func WriteFiles(d *DirWriter, results []sim.Result, opts Options) ([]string, err
 }
 
 // render renders every figure in every format, figures in parallel: out[i][j]
-// is figure i in format j.
-func render(figs []*Figure, o Options) ([][][]byte, error) {
+// is figure i in format j. A figure is not begun once stopped returns an
+// error, which render then returns.
+func render(figs []*Figure, o Options, stopped func() error) ([][][]byte, error) {
 	out := make([][][]byte, len(figs))
 	errs := make([]error, len(figs))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
@@ -440,6 +441,10 @@ func render(figs []*Figure, o Options) ([][][]byte, error) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			if err := stopped(); err != nil {
+				errs[i] = err
+				return
+			}
 			for _, f := range o.Formats {
 				var b bytes.Buffer
 				if err := fig.Write(&b, f, o.DPI); err != nil {
