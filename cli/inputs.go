@@ -214,24 +214,3 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n.Add(int64(n))
 	return n, err
 }
-
-// ctxReader returns a reader of r that fails with ctx's cause once ctx is
-// done, so that a decoder reading it stops at its next read.
-func ctxReader(ctx context.Context, r io.Reader) io.Reader {
-	if ctx.Done() == nil {
-		return r // never done
-	}
-	return &contextReader{ctx: ctx, r: r}
-}
-
-type contextReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *contextReader) Read(p []byte) (int, error) {
-	if c.ctx.Err() != nil {
-		return 0, context.Cause(c.ctx)
-	}
-	return c.r.Read(p)
-}

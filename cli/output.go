@@ -147,21 +147,41 @@ func sameFile(a, b string) bool {
 	return err1 == nil && err2 == nil && x == y
 }
 
+// ctxReader returns a reader of r that fails with ctx's cause once ctx is
+// done, so that a decoder reading it stops at its next read.
+func ctxReader(ctx context.Context, r io.Reader) io.Reader {
+	if ctx.Done() == nil {
+		return r // never done
+	}
+	return &ctxReadWriter{ctx: ctx, r: r}
+}
+
 // ctxWriter returns a writer to w that fails with ctx's cause once ctx is
 // done, so that whatever writes through it stops at its next write.
 func ctxWriter(ctx context.Context, w io.Writer) io.Writer {
 	if ctx.Done() == nil {
 		return w // never done
 	}
-	return &contextWriter{ctx: ctx, w: w}
+	return &ctxReadWriter{ctx: ctx, w: w}
 }
 
-type contextWriter struct {
+// A ctxReadWriter reads r or writes w until its context is done: a check
+// of the context for each call, which a buffered reader or writer makes
+// once every few KiB.
+type ctxReadWriter struct {
 	ctx context.Context
+	r   io.Reader
 	w   io.Writer
 }
 
-func (c *contextWriter) Write(p []byte) (int, error) {
+func (c *ctxReadWriter) Read(p []byte) (int, error) {
+	if c.ctx.Err() != nil {
+		return 0, context.Cause(c.ctx)
+	}
+	return c.r.Read(p)
+}
+
+func (c *ctxReadWriter) Write(p []byte) (int, error) {
 	if c.ctx.Err() != nil {
 		return 0, context.Cause(c.ctx)
 	}
