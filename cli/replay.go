@@ -65,7 +65,9 @@ With -o DIR it also writes a report into DIR: summary.csv and summary.json
 traces (memory over time, in one plot and in a panel per strategy,
 fragmentation over time, peak reserved, the trace, and overhead), and
 index.html, which shows them all. --figures, --width, --height, --title
-and --log-y shape the figures.
+and --log-y shape the figures. The report is written whole, and not at all
+when a replay fails; a DIR that holds a report already is refused before
+any replay unless --force, which replaces that report's files.
 ` + snapshotUsage + `
 With --shard k/n it runs the k-th of n parts of the replays, the traces
 through the strategies taken trace by trace in a fixed order, so that the n
