@@ -35,6 +35,8 @@ type stream struct {
 	stopped bool // every replay of the trace is done: the decoder stops
 	readers map[*streamReader]struct{}
 	skipped int64
+
+	finished chan struct{} // closed when the decoder has returned
 }
 
 // streamWindow is the most chunks a stream holds ahead of its slowest
@@ -44,7 +46,7 @@ var streamWindow = 16
 // newStream starts the decoding of src, of which chunks (full ones) were
 // decoded already, and returns the stream; cls closes src.
 func newStream(d *decoded, src traces.Reader, cls io.Closer, chunks [][]traces.Event) *stream {
-	s := &stream{d: d, src: src, cls: cls, chunks: chunks, n: len(chunks), readers: map[*streamReader]struct{}{}}
+	s := &stream{d: d, src: src, cls: cls, chunks: chunks, n: len(chunks), readers: map[*streamReader]struct{}{}, finished: make(chan struct{})}
 	s.cond = sync.NewCond(&s.mu)
 	go s.decode()
 	return s
@@ -57,6 +59,7 @@ func (s *stream) decode() {
 		if s.cls != nil {
 			s.cls.Close()
 		}
+		close(s.finished)
 	}()
 	for {
 		s.mu.Lock()
@@ -133,13 +136,16 @@ func (s *stream) drop() {
 	s.cond.Broadcast()
 }
 
-// stop ends the decoding: no replay of the trace is left to read it.
+// stop ends the decoding, no replay of the trace being left to read it,
+// and waits for the decoder to return: after it, nothing reads the file or
+// counts its sizes.
 func (s *stream) stop() {
 	s.mu.Lock()
 	s.stopped = true
 	s.chunks = nil
 	s.cond.Broadcast()
 	s.mu.Unlock()
+	<-s.finished
 }
 
 // A streamReader is one replay's reader of a stream.
