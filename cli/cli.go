@@ -21,7 +21,7 @@
 //	simulate tune [flags] TRACE          search PYTORCH_CUDA_ALLOC_CONF for the lowest peak reserved without OOM
 //	simulate merge -o OUT DIR...         merge the outputs of --shard k/n runs into one report
 //
-// Run "simulate -h" or "simulate COMMAND -h" for the flags. Errors go to
+// Run "simulate -h" or "simulate COMMAND -h" ("simulate help COMMAND") for the flags. Errors go to
 // standard error as one line, "simulate: FILE:LINE: ..." where a trace is at
 // fault. The exit status is 0 on success, 1 when a replay or an input failed,
 // 2 for bad usage, 130 after SIGINT (Ctrl-C) and 143 after SIGTERM. Every
@@ -213,6 +213,11 @@ func dispatch(ctx context.Context, e *env, args []string) (string, error) {
 		return name, run(ctx, e, args[1:])
 	}
 	if name == "help" {
+		if len(args) > 1 {
+			if run, ok := commands[args[1]]; ok { // "help gen" is "gen -h"
+				return args[1], run(ctx, e, []string{"-h"})
+			}
+		}
 		return "", replayCmd(ctx, e, []string{"-h"})
 	}
 	if near := nearCommand(name); near != "" {

@@ -374,6 +374,9 @@ func TestMistypedCommand(t *testing.T) {
 		assert.Equal(t, 2, code, "%v", tc.args)
 		assert.Equal(t, tc.want, stderr)
 	}
+	code, stdout, _ := run(t, nil, "help", "gen")
+	assert.Equal(t, 0, code)
+	assert.True(t, strings.HasPrefix(stdout, "usage: simulate gen "), stdout)
 	// A file of a command's near name is a trace.
 	tiny := filepath.Join(testdataDir(t), "tiny.csv")
 	t.Chdir(t.TempDir())

@@ -88,7 +88,7 @@ trying eight capacities spread below the answer, for strategies whose OOMs do
 not follow the capacity (MXNet's reserve, pools sized from the device): for
 those, a smaller capacity without OOM may lie between the points tried.
 
-Commands: inspect, convert, gen, fidelity, plan, strategies, tune, merge ('simulate COMMAND -h').
+Commands: inspect, convert, gen, fidelity, plan, strategies, tune, merge ('simulate COMMAND -h' or 'simulate help COMMAND').
 
 Flags:
 `
