@@ -21,9 +21,9 @@
 //	simulate tune [flags] TRACE          search PYTORCH_CUDA_ALLOC_CONF for the lowest peak reserved without OOM
 //	simulate merge -o OUT DIR...         merge the outputs of --shard k/n runs into one report
 //
-// Run "simulate -h" or "simulate COMMAND -h" ("simulate help COMMAND") for the flags. Errors go to
-// standard error as one line, "simulate: FILE:LINE: ..." where a trace is at
-// fault. The exit status is 0 on success, 1 when a replay or an input failed,
+// Run "simulate -h" or "simulate COMMAND -h" ("simulate help COMMAND") for
+// the flags. Errors go to standard error as one line, "simulate: FILE:LINE:
+// ..." where a trace is at fault. The exit status is 0 on success, 1 when a replay or an input failed,
 // 2 for bad usage, 130 after SIGINT (Ctrl-C) and 143 after SIGTERM. Every
 // input, and every output a command writes, is checked before any work
 // starts; output files are written under a temporary name and renamed once
