@@ -23,12 +23,13 @@
 //
 // Run "simulate -h" or "simulate COMMAND -h" ("simulate help COMMAND") for
 // the flags. Errors go to standard error as one line, "simulate: FILE:LINE:
-// ..." where a trace is at fault. The exit status is 0 on success, 1 when a replay or an input failed,
-// 2 for bad usage, 130 after SIGINT (Ctrl-C) and 143 after SIGTERM. Every
-// input, and every output a command writes, is checked before any work
-// starts; output files are written under a temporary name and renamed once
-// whole, and reports whole (see report.DirWriter), so that a run that fails
-// or is interrupted leaves them as they were.
+// ..." where a trace is at fault. The exit status is 0 on success, 1 when a
+// replay or an input failed, 2 for bad usage, 130 after SIGINT (Ctrl-C) and
+// 143 after SIGTERM. Every input, and every output a command writes, is
+// checked before any work starts; output files are written under a
+// temporary name and renamed once whole, and reports whole (see
+// report.DirWriter), so that a run that fails or is interrupted leaves them
+// as they were.
 package cli
 
 import (
