@@ -200,8 +200,10 @@ func (p *Params) Errorf(key, format string, args ...any) error {
 // Size returns a parameter parsed by [ParseSize].
 func (p *Params) Size(key string) (int64, error) {
 	n, err := ParseSize(p.get(key).value)
-	if err != nil {
-		return 0, p.Errorf(key, "not a size: want bytes or a number with a unit such as MiB")
+	if se := (*SizeError)(nil); errors.As(err, &se) {
+		return 0, p.Errorf(key, "not a size: %s", se.Reason)
+	} else if err != nil {
+		return 0, p.Errorf(key, "not a size: %v", err)
 	}
 	return n, nil
 }

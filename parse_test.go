@@ -4,6 +4,9 @@ package gpualloc
 // ("round:cutoff=20").
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,6 +34,14 @@ func TestParseSize(t *testing.T) {
 		{"2mib", 2 << 20},
 		{" 8 gib ", 8 << 30},
 		{"9223372036854775807", 1<<63 - 1},
+		{"5.41GiB", 5808943268}, // 5808943267.84, rounded to the nearest byte
+		{"0.3KiB", 307},         // 307.2
+		{"0.5KiB", 512},
+		{"1.0005KB", 1001}, // a half rounds up
+		{"1PiB", 1 << 50},
+		{"7EiB", 7 << 60},
+		{"2PB", 2e15},
+		{"9EB", 9e18},
 	} {
 		got, err := ParseSize(tc.in)
 		require.NoError(t, err, tc.in)
@@ -39,10 +50,51 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestParseSizeErrors(t *testing.T) {
-	for _, in := range []string{"", "MiB", "abc", "-1", "1.5", "0.3KiB", "1e9", "9223372036854775808", "8EiB", "10XB", "1/2GiB", "0x10"} {
-		_, err := ParseSize(in)
-		assert.Error(t, err, "%q", in)
+	for _, tc := range []struct{ in, reason string }{
+		{"", "want bytes or a number with a unit"},
+		{"MiB", "want bytes or a number with a unit"},
+		{"abc", "want bytes or a number with a unit"},
+		{"1e9", "want bytes or a number with a unit"},
+		{"10XB", "want bytes or a number with a unit"},
+		{"1/2GiB", "want bytes or a number with a unit"},
+		{"0x10", "want bytes or a number with a unit"},
+		{"-1", "negative"},
+		{"-5.41GiB", "negative"},
+		{"1.5", "not a whole number of bytes"},
+		{"1.5B", "not a whole number of bytes"},
+		{"9223372036854775808", "more than the largest size, 9223372036854775807 bytes"},
+		{"8EiB", "more than the largest size"},
+		{"10EB", "more than the largest size"},
+		{"99999999999999999999999TiB", "more than the largest size"},
+	} {
+		_, err := ParseSize(tc.in)
+		var se *SizeError
+		require.ErrorAs(t, err, &se, "%q", tc.in)
+		assert.Equal(t, tc.in, se.Text)
+		assert.Contains(t, se.Reason, tc.reason, "%q", tc.in)
+		assert.True(t, strings.HasPrefix(err.Error(), fmt.Sprintf("bad size %q: ", tc.in)), err.Error())
 	}
+}
+
+// FuzzParseSize checks that ParseSize never panics, gives a non-negative
+// size or a *SizeError, and reads back what FormatSize's exact form,
+// plain bytes, writes.
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"4096", "5.41GiB", "8EiB", "-1", "1.5", " 2 mib ", "9223372036854775807", "0.0000001KiB"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseSize(s)
+		if err != nil {
+			var se *SizeError
+			require.ErrorAs(t, err, &se)
+			return
+		}
+		require.GreaterOrEqual(t, n, int64(0))
+		back, err := ParseSize(strconv.FormatInt(n, 10))
+		require.NoError(t, err)
+		require.Equal(t, n, back)
+	})
 }
 
 func TestFormatSize(t *testing.T) {

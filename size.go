@@ -13,36 +13,54 @@ var sizeUnits = []struct {
 	name string
 	mult int64
 }{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"PiB", 1 << 50}, {"EiB", 1 << 60},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"PB", 1e15}, {"EB", 1e18},
 	{"B", 1},
 }
 
-// ParseSize parses a byte count: plain bytes ("4096") or a number with a unit,
-// binary (B, KiB, MiB, GiB, TiB) or decimal (KB, MB, GB, TB), as in "80GiB",
-// "2 MiB" or "1.5GB". The result must be a whole, non-negative number of bytes
-// that fits in an int64.
+// A SizeError is a size that [ParseSize] refuses, with what is wrong.
+type SizeError struct {
+	Text   string // the size as given
+	Reason string // "not a number", "more than the largest size, ..."
+}
+
+func (e *SizeError) Error() string { return fmt.Sprintf("bad size %q: %s", e.Text, e.Reason) }
+
+// ParseSize parses a byte count: plain bytes ("4096") or a number with a
+// unit, binary (B, KiB, MiB, GiB, TiB, PiB, EiB) or decimal (KB, MB, GB,
+// TB, PB, EB), as in "80GiB", "2 MiB" or "5.41GiB". A number with a unit
+// may have a fraction, and is rounded to the nearest byte (5.41GiB is
+// 5808943268 bytes); plain bytes are whole. The result is non-negative and
+// fits in an int64: at most 8 EiB less one byte. Its errors are
+// *SizeError, saying what is wrong.
 func ParseSize(s string) (int64, error) {
 	t := strings.TrimSpace(s)
 	mult := int64(1)
+	unit := ""
 	for _, u := range sizeUnits {
 		if len(t) >= len(u.name) && strings.EqualFold(t[len(t)-len(u.name):], u.name) {
-			mult = u.mult
+			mult, unit = u.mult, u.name
 			t = strings.TrimSpace(t[:len(t)-len(u.name)])
 			break
 		}
 	}
+	if strings.HasPrefix(t, "-") && isDecimal(t[1:]) {
+		return 0, &SizeError{s, "negative"}
+	}
 	v, ok := new(big.Rat).SetString(t)
 	if !ok || !isDecimal(t) {
-		return 0, fmt.Errorf("bad size %q: want bytes or a number with a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", s)
+		return 0, &SizeError{s, "want bytes or a number with a unit such as MiB"}
+	}
+	if !v.IsInt() && (unit == "" || unit == "B") {
+		return 0, &SizeError{s, "not a whole number of bytes (a fraction needs a unit, as in 1.5KiB)"}
 	}
 	v.Mul(v, new(big.Rat).SetInt64(mult))
-	if !v.IsInt() {
-		return 0, fmt.Errorf("bad size %q: not a whole number of bytes", s)
-	}
-	n := v.Num()
+	// Round half up: (2num + den) / 2den, floored.
+	num := new(big.Int).Mul(v.Num(), big.NewInt(2))
+	num.Add(num, v.Denom())
+	n := num.Quo(num, new(big.Int).Mul(v.Denom(), big.NewInt(2)))
 	if !n.IsInt64() {
-		return 0, fmt.Errorf("bad size %q: larger than %d bytes", s, int64(math.MaxInt64))
+		return 0, &SizeError{s, fmt.Sprintf("more than the largest size, %d bytes (8 EiB less one byte)", int64(math.MaxInt64))}
 	}
 	return n.Int64(), nil
 }

@@ -21,10 +21,15 @@
 //	simulate tune [flags] TRACE          search PYTORCH_CUDA_ALLOC_CONF for the lowest peak reserved without OOM
 //	simulate merge -o OUT DIR...         merge the outputs of --shard k/n runs into one report
 //
-// Run "simulate -h" or "simulate COMMAND -h" for the flags. Errors go to
-// standard error as one line, "simulate: FILE:LINE: ..." where a trace is at
-// fault. The exit status is 0 on success, 1 when a replay or an input failed
-// and 2 for bad usage.
+// Run "simulate -h" or "simulate COMMAND -h" ("simulate help COMMAND") for
+// the flags. Errors go to standard error as one line, "simulate: FILE:LINE:
+// ..." where a trace is at fault. The exit status is 0 on success, 1 when a
+// replay or an input failed, 2 for bad usage, 130 after SIGINT (Ctrl-C) and
+// 143 after SIGTERM. Every input, and every output a command writes, is
+// checked before any work starts; output files are written under a
+// temporary name and renamed once whole, and reports whole (see
+// report.DirWriter), so that a run that fails or is interrupted leaves them
+// as they were.
 package cli
 
 import (
@@ -34,21 +39,58 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
+	"syscall"
+
+	"github.com/gpualloc/gpualloc/traces"
 )
 
 // Main runs the simulate command with args (the arguments after the
 // program's name) and returns its exit status: 0 on success, 1 when a replay
-// or an input failed, 2 for bad usage. It reads the process's environment
-// and standard input, writes results to stdout and errors to stderr, and
-// stops early on an interrupt (Ctrl-C). A main function is then:
+// or an input failed, 2 for bad usage, 130 after SIGINT (Ctrl-C) and 143
+// after SIGTERM. It reads the process's environment and standard input, and
+// writes results to stdout and errors to stderr. The first SIGINT or SIGTERM
+// stops the run where it is: every output file is then either complete or as
+// it was, since each is written under a temporary name and renamed into
+// place; a second signal kills the process at once. A main function is then:
 //
 //	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 func Main(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case s := <-sigs:
+			signal.Stop(sigs) // the next signal has its default effect: the process ends
+			cancel(&interruptError{s})
+		case <-ctx.Done():
+		}
+	}()
 	c := Command{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, LookupEnv: os.LookupEnv}
 	return c.Run(ctx, args)
+}
+
+// An interruptError is the cause of a run's end by a signal.
+type interruptError struct{ sig os.Signal }
+
+func (e *interruptError) Error() string {
+	if e.sig == syscall.SIGTERM {
+		return "interrupted by SIGTERM"
+	}
+	return "interrupted by SIGINT (Ctrl-C)"
+}
+
+// status is the exit status after the signal: 128 + its number, as a shell
+// reports a process that the signal ended.
+func (e *interruptError) status() int {
+	if e.sig == syscall.SIGTERM {
+		return 128 + 15
+	}
+	return 128 + 2
 }
 
 // A Command is one run of simulate with what it sees of the world: tests
@@ -67,7 +109,10 @@ type Command struct {
 }
 
 // Run runs the command with args (without the program's name) and returns
-// its exit status, as [Main] does; ctx's end stops a replay early.
+// its exit status, as [Main] does. ctx's end stops the run where it is, with
+// its output files complete or as they were: the exit status is then 130
+// (interrupted) when ctx was canceled, 128 + N when its cause is a signal
+// that [Main] caught, and 1 for any other cause (a deadline).
 func (c Command) Run(ctx context.Context, args []string) int {
 	e := &env{stdin: c.Stdin, stdout: c.Stdout, stderr: c.Stderr, getenv: c.LookupEnv}
 	if e.stdin == nil {
@@ -92,28 +137,51 @@ type env struct {
 	getenv         func(string) (string, bool)
 }
 
-// usageError is bad usage: exit status 2.
-type usageError struct{ msg string }
+// usageError is bad usage: exit status 2. cmd is the subcommand whose
+// usage it is ("" for a replay), whose help the error points to.
+type usageError struct{ msg, cmd string }
 
 func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error {
-	return &usageError{fmt.Sprintf(format, args...)}
+	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
 // errHelp ends a run that printed its help.
 var errHelp = errors.New("help")
 
 // simulate runs the command with args (without the program name) and
-// returns its exit status.
+// returns its exit status. A run that ctx ended says so whatever error the
+// work stopped with: what a cancelled read or write reports is no news.
 func simulate(ctx context.Context, e *env, args []string) int {
-	err := dispatch(ctx, e, args)
+	cmd, err := dispatch(ctx, e, args)
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		var ie *interruptError
+		switch {
+		case errors.As(cause, &ie):
+			fmt.Fprintf(e.stderr, "simulate: %s: stopped, output files left complete or as they were\n", ie)
+			return ie.status()
+		case errors.Is(cause, context.Canceled):
+			fmt.Fprintf(e.stderr, "simulate: interrupted: stopped, output files left complete or as they were\n")
+			return 128 + 2
+		default:
+			fmt.Fprintf(e.stderr, "simulate: stopped: %s\n", oneLine(cause.Error()))
+			return 1
+		}
+	}
 	var ue *usageError
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(e.stderr, "simulate: %s (see simulate -h)\n", oneLine(err.Error()))
+		help := "simulate -h"
+		if ue.cmd != "" {
+			help = "simulate " + ue.cmd + " -h"
+		} else if cmd != "" {
+			help = "simulate " + cmd + " -h"
+		}
+		fmt.Fprintf(e.stderr, "simulate: %s (see %s)\n", oneLine(err.Error()), help)
 		return 2
 	default:
 		fmt.Fprintf(e.stderr, "simulate: %s\n", oneLine(err.Error()))
@@ -121,30 +189,97 @@ func simulate(ctx context.Context, e *env, args []string) int {
 	}
 }
 
-func dispatch(ctx context.Context, e *env, args []string) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "inspect":
-			return inspectCmd(ctx, e, args[1:])
-		case "convert":
-			return convertCmd(e, args[1:])
-		case "gen":
-			return genCmd(e, args[1:])
-		case "strategies":
-			return strategiesCmd(e, args[1:])
-		case "fidelity":
-			return fidelityCmd(ctx, e, args[1:])
-		case "plan":
-			return planCmd(ctx, e, args[1:])
-		case "tune":
-			return tuneCmd(ctx, e, args[1:])
-		case "merge":
-			return mergeCmd(e, args[1:])
-		case "help":
-			return replayCmd(ctx, e, []string{"-h"})
+// commands are the subcommands, by name.
+var commands = map[string]func(ctx context.Context, e *env, args []string) error{
+	"inspect":    inspectCmd,
+	"convert":    func(ctx context.Context, e *env, args []string) error { return convertCmd(ctx, e, args) },
+	"gen":        genCmd,
+	"strategies": func(_ context.Context, e *env, args []string) error { return strategiesCmd(e, args) },
+	"fidelity":   fidelityCmd,
+	"plan":       planCmd,
+	"tune":       tuneCmd,
+	"merge":      mergeCmd,
+}
+
+// dispatch runs the subcommand that args name, or a replay, and returns
+// the subcommand's name ("" for a replay) with its error. A first argument
+// that is no file, no bundled trace and no subcommand, but a subcommand
+// misspelt ("stratgies"), is bad usage that names the subcommand.
+func dispatch(ctx context.Context, e *env, args []string) (string, error) {
+	if len(args) == 0 {
+		return "", replayCmd(ctx, e, args)
+	}
+	name := args[0]
+	if run, ok := commands[name]; ok {
+		return name, run(ctx, e, args[1:])
+	}
+	if name == "help" {
+		if len(args) > 1 {
+			if run, ok := commands[args[1]]; ok { // "help gen" is "gen -h"
+				return args[1], run(ctx, e, []string{"-h"})
+			}
+		}
+		return "", replayCmd(ctx, e, []string{"-h"})
+	}
+	if near := nearCommand(name); near != "" {
+		return "", usagef("%s: no such command or file; did you mean 'simulate %s'?", name, near)
+	}
+	return "", replayCmd(ctx, e, args)
+}
+
+// nearCommand returns the subcommand (or "help") that arg misspells: one
+// at most two edits (insertions, deletions, substitutions or swaps of
+// neighbours) away, when arg is no flag, no file and no bundled trace; ""
+// when none is.
+func nearCommand(arg string) string {
+	if arg == "" || arg == "-" || strings.HasPrefix(arg, "-") || strings.ContainsAny(arg, `/\.`) {
+		return ""
+	}
+	if _, err := os.Lstat(arg); err == nil {
+		return ""
+	}
+	if _, ok := traces.LookupBundled(arg); ok {
+		return ""
+	}
+	names := []string{"help"}
+	for n := range commands {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := editDistance(strings.ToLower(arg), n); d < bestD && d < len(n) {
+			best, bestD = n, d
 		}
 	}
-	return replayCmd(ctx, e, args)
+	return best
+}
+
+// editDistance is the optimal string alignment distance of a and b: the
+// fewest insertions, deletions, substitutions and swaps of neighbouring
+// bytes that turn a into b.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 // oneLine folds an error message onto one line.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -28,7 +29,7 @@ uses several is refused.
 Flags:
 `
 
-func convertCmd(e *env, args []string) error {
+func convertCmd(ctx context.Context, e *env, args []string) error {
 	var lenient bool
 	var to string
 	fs := newFlagSet(e, "simulate convert", convertUsage)
@@ -41,6 +42,9 @@ func convertCmd(e *env, args []string) error {
 		return usagef("convert: want IN and OUT")
 	}
 	in, out := fs.Arg(0), fs.Arg(1)
+	if err := checkOutputFile("convert: OUT", out, []string{in}); err != nil {
+		return err
+	}
 	switch to {
 	case "native":
 		if lo := strings.ToLower(out); out != "-" && !strings.HasSuffix(lo, ".csv") && !strings.HasSuffix(lo, ".csv.gz") {
@@ -50,17 +54,17 @@ func convertCmd(e *env, args []string) error {
 		if lo := strings.ToLower(out); out != "-" && !strings.HasSuffix(lo, ".csv") {
 			return usagef("convert: %s: --to minimalloc writes MiniMalloc CSV: want an OUT ending in .csv, or - for standard output", out)
 		}
-		return convertMiniMalloc(e, in, out, traces.Options{Lenient: lenient})
+		return convertMiniMalloc(ctx, e, in, out, traces.Options{Lenient: lenient})
 	default:
 		return usagef("convert: --to %q: want native or minimalloc", to)
 	}
-	r, err := openTrace(e, in, traces.Options{Lenient: lenient})
+	r, c, err := openTrace(ctx, e, in, traces.Options{Lenient: lenient})
 	if err != nil {
 		return err
 	}
-	defer r.Close()
+	defer c.Close()
 	if out == "-" {
-		w := traces.NewWriter(e.stdout, r.Columns()...)
+		w := traces.NewWriter(ctxWriter(ctx, e.stdout), r.Columns()...)
 		if err := copyTrace(w, r); err != nil {
 			return err
 		}

@@ -2,13 +2,16 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 
 	"github.com/gpualloc/gpualloc/internal/tabular"
 	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/fidelity"
+	"github.com/gpualloc/gpualloc/traces"
 )
 
 const fidelityUsage = `usage: simulate fidelity [flags] SNAPSHOT...
@@ -59,12 +62,19 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 	if mismatches <= 0 {
 		mismatches = -1
 	}
+	for _, path := range fs.Args() { // every file can be read, before any work
+		f, err := openSnapshotFile(path)
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
 	var results []*fidelity.Result
 	for _, path := range fs.Args() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r, err := fidelityFile(path, mismatches)
+		r, err := fidelityFile(ctx, path, mismatches)
 		if err != nil {
 			return err
 		}
@@ -156,13 +166,13 @@ func percentDown(n, d int64) string {
 }
 
 // fidelityFile reads and replays one snapshot; its errors name the file.
-func fidelityFile(path string, mismatches int) ([]*fidelity.Result, error) {
-	f, err := os.Open(path)
+func fidelityFile(ctx context.Context, path string, mismatches int) ([]*fidelity.Result, error) {
+	f, err := openSnapshotFile(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	s, err := snapshot.Read(f, path)
+	s, err := snapshot.Read(ctxReader(ctx, f), path)
 	if err != nil {
 		return nil, err
 	}
@@ -171,4 +181,14 @@ func fidelityFile(path string, mismatches int) ([]*fidelity.Result, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil
+}
+
+// openSnapshotFile opens the snapshot file at path; the name of a bundled
+// trace that no file has gets an error saying what fidelity needs.
+func openSnapshotFile(path string) (*os.File, error) {
+	f, err := openInput(path)
+	if _, bundled := traces.LookupBundled(path); bundled && errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: a bundled trace, not a PyTorch snapshot: fidelity needs a snapshot, the file torch.cuda.memory._dump_snapshot writes", path)
+	}
+	return f, err
 }

@@ -24,7 +24,7 @@ func (f *figureFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.width, "width", "3.3in", "width of every figure, with a unit: in, cm, mm or pt (7in: a page of a two-column paper)")
 	fs.StringVar(&f.height, "height", "", "height of every figure, with a unit (default: each figure as tall as it needs)")
 	fs.BoolVar(&f.title, "title", false, "draw each figure's title above it (by default a figure has none, for a paper's own caption)")
-	fs.StringVar(&f.logY, "log-y", "auto", "memory axis over time: auto (logarithmic when peaks differ more than 10x), on (--log-y alone) or off")
+	fs.StringVar(&f.logY, "log-y", "auto", "memory axis over time: auto (logarithmic when peaks differ more than 10x), on or off; --log-y alone is on")
 	fs.Lookup("log-y").NoOptDefVal = "on"
 	fs.StringVar(&f.figures, "figures", "all", "figures to draw, comma-separated: "+strings.Join(report.FigureKinds, ", ")+" (panels: memory over time, a panel per strategy)")
 }

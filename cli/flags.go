@@ -4,8 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/gpualloc/gpualloc"
 )
 
 // newFlagSet returns a flag set whose -h prints usage, followed by the
@@ -21,10 +25,15 @@ func newFlagSet(e *env, name, usage string) *pflag.FlagSet {
 	return fs
 }
 
+// optionalValues are the values of the flags whose value may be left out
+// ("--log-y" alone), which the flag takes when they follow it after a
+// space ("--log-y on"), as the help writes every other flag.
+var optionalValues = map[string][]string{"log-y": {"auto", "on", "off"}}
+
 // parseFlags parses args; -h prints the usage (pflag calls fs.Usage) and
 // gives errHelp, a bad flag gives a usage error.
 func parseFlags(fs *pflag.FlagSet, args []string) error {
-	err := fs.Parse(args)
+	err := fs.Parse(joinOptionalValues(fs, args))
 	if errors.Is(err, pflag.ErrHelp) {
 		return errHelp
 	}
@@ -32,4 +41,42 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 		return usagef("%v", err)
 	}
 	return nil
+}
+
+// parseSizeFlag parses the size that flag gives ("--capacity"), which must
+// be above 0; a bad one is a usage error that says what is wrong.
+func parseSizeFlag(flag, s string) (int64, error) {
+	n, err := gpualloc.ParseSize(s)
+	var se *gpualloc.SizeError
+	switch {
+	case errors.As(err, &se):
+		return 0, usagef("%s %q: %s", flag, s, se.Reason)
+	case err != nil:
+		return 0, usagef("%s %q: %v", flag, s, err)
+	case n == 0:
+		return 0, usagef("%s %q: want a size above 0, such as 80GiB", flag, s)
+	}
+	return n, nil
+}
+
+// joinOptionalValues returns args with "--FLAG VALUE" written
+// "--FLAG=VALUE" for each flag of fs whose value may be left out and a
+// VALUE it takes: pflag reads a flag with an optional value only in the
+// second form, and would take VALUE for an argument.
+func joinOptionalValues(fs *pflag.FlagSet, args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		name, ok := strings.CutPrefix(a, "--")
+		if f := fs.Lookup(name); ok && f != nil && f.NoOptDefVal != "" && i+1 < len(args) && slices.Contains(optionalValues[name], args[i+1]) {
+			out = append(out, a+"="+args[i+1])
+			i++
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"compress/gzip"
+	"context"
 	"fmt"
+	"io"
 	"strings"
 
-	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/traces"
 	"github.com/gpualloc/gpualloc/traces/gen"
 )
@@ -13,14 +15,16 @@ const genUsage = `usage: simulate gen [flags] WORKLOAD
 
 Writes a synthetic trace of the workload in the native format, gzip-compressed
 when the output name ends in .gz. The output depends only on the workload and
-the flags, so anyone can regenerate or vary a trace.
+the flags, so anyone can regenerate or vary a trace. The file is written
+under a temporary name beside it and renamed once whole: a run that fails or
+is interrupted leaves what the file held before.
 
 Workloads:
 %s
 Flags:
 `
 
-func genCmd(e *env, args []string) error {
+func genCmd(ctx context.Context, e *env, args []string) error {
 	d := gen.DefaultOptions()
 	o := d
 	var out, maxSize string
@@ -50,9 +54,9 @@ func genCmd(e *env, args []string) error {
 	if fs.NArg() != 1 {
 		return usagef("gen: name one workload (%s)", workloadNames())
 	}
-	n, err := gpualloc.ParseSize(maxSize)
+	n, err := parseSizeFlag("--max-size", maxSize)
 	if err != nil {
-		return usagef("gen: --max-size: %v", err)
+		return err
 	}
 	o.MaxSize = n
 	name := fs.Arg(0)
@@ -63,10 +67,30 @@ func genCmd(e *env, args []string) error {
 	if !known {
 		return usagef("gen: unknown workload %q (known: %s)", name, workloadNames())
 	}
-	if out == "-" {
-		return genStdout(e, name, o)
+	if err := checkOutputFile("-o", out, nil); err != nil {
+		return err
 	}
-	return gen.WriteFile(out, name, o)
+	if out == "-" {
+		return genTo(ctxWriter(ctx, e.stdout), name, o)
+	}
+	f, err := createAtomic(out)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	var w io.Writer = ctxWriter(ctx, f)
+	if strings.HasSuffix(out, ".gz") {
+		zw := gzip.NewWriter(w)
+		if err := genTo(zw, name, o); err != nil {
+			return err
+		}
+		if err := zw.Close(); err != nil {
+			return fmt.Errorf("%s: %w", out, err)
+		}
+	} else if err := genTo(w, name, o); err != nil {
+		return err
+	}
+	return f.Commit()
 }
 
 func workloadNames() string {
@@ -77,9 +101,9 @@ func workloadNames() string {
 	return strings.Join(names, ", ")
 }
 
-// genStdout writes the workload to the command's standard output.
-func genStdout(e *env, name string, o gen.Options) error {
-	w := traces.NewWriter(e.stdout, gen.ColumnsOf(name)...)
+// genTo writes the workload to out.
+func genTo(out io.Writer, name string, o gen.Options) error {
+	w := traces.NewWriter(out, gen.ColumnsOf(name)...)
 	if err := gen.Generate(w, name, o); err != nil {
 		return err
 	}

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -27,25 +29,84 @@ type input struct {
 }
 
 // openTrace opens the trace at path, the command's standard input for
-// "-", or the bundled trace of that name when no file has it.
-func openTrace(e *env, path string, opts traces.Options) (traces.FileReader, error) {
+// "-", or the bundled trace of that name when no file has it, and returns
+// its reader and what closes the reader and its file. Reading it fails with
+// ctx's cause once ctx is done.
+func openTrace(ctx context.Context, e *env, path string, opts traces.Options) (traces.FileReader, io.Closer, error) {
 	if path == "-" {
-		return traces.NewReader(e.stdin, "stdin", opts)
+		r, err := traces.NewReader(ctxReader(ctx, e.stdin), "stdin", opts)
+		return r, r, err
 	}
 	if b, ok := bundledByName(path); ok {
-		return b.Open()
+		r, err := b.Open()
+		return r, r, err
 	}
-	return traces.Open(path, opts)
+	f, err := openTraceFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := traces.NewReader(ctxReader(ctx, f), path, opts)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return r, closeFunc(func() error {
+		err := r.Close()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}), nil
+}
+
+// openTraceFile opens the trace file at path for reading, as openInput
+// does; a missing file whose name misspells a bundled trace's says so.
+func openTraceFile(path string) (*os.File, error) {
+	f, err := openInput(path)
+	if near := nearBundled(path); near != "" && errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w (did you mean the bundled trace %s?)", err, near)
+	}
+	return f, err
+}
+
+// openInput opens the file at path for reading. Its errors name the file
+// as every error about a trace does, "FILE: no such file or directory"
+// rather than "open FILE: ...".
+func openInput(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if pe := (*os.PathError)(nil); errors.As(err, &pe) {
+			return nil, fmt.Errorf("%s: %w", path, pe.Err)
+		}
+		return nil, err
+	}
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("%s: is a directory, not a file", path)
+	}
+	return f, nil
+}
+
+// nearBundled returns the bundled trace whose name name misspells, by one
+// or two edits, or "".
+func nearBundled(name string) string {
+	for _, b := range traces.Bundled() {
+		if d := editDistance(name, b.Name); d > 0 && d <= 2 {
+			return b.Name
+		}
+	}
+	return ""
 }
 
 // bundledByName returns the bundled trace called name ("training"), when
-// no file of that name exists: a file always wins.
+// no file of that name exists: a file always wins, and a directory never
+// does (a directory is no trace: a report written with -o training, say).
 func bundledByName(name string) (traces.Bundle, bool) {
 	b, ok := traces.LookupBundled(name)
 	if !ok {
 		return b, false
 	}
-	if _, err := os.Lstat(name); err == nil {
+	if fi, err := os.Stat(name); err == nil && !fi.IsDir() {
 		return b, false
 	}
 	return b, true
@@ -66,8 +127,10 @@ func bundledInput(b traces.Bundle) *input {
 
 // traceInputs returns the traces the arguments name ("-" reads stdin, the
 // name of a bundled trace that is no file reads that trace), or the bundled
-// traces when there are none.
-func traceInputs(args []string, stdin io.Reader, opts traces.Options) ([]*input, error) {
+// traces when there are none. It checks that every file named can be
+// opened for reading, before any work starts; reading a trace fails with
+// ctx's cause once ctx is done.
+func traceInputs(ctx context.Context, args []string, stdin io.Reader, opts traces.Options) ([]*input, error) {
 	var ins []*input
 	if len(args) == 0 {
 		for _, b := range traces.Bundled() {
@@ -81,27 +144,29 @@ func traceInputs(args []string, stdin io.Reader, opts traces.Options) ([]*input,
 			continue
 		}
 		in := &input{name: path, size: -1}
-		if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && path != "-" {
-			in.size = fi.Size()
+		if path != "-" {
+			f, err := openTraceFile(path)
+			if err != nil {
+				return nil, err
+			}
+			if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+				in.size = fi.Size()
+			}
+			f.Close()
 		}
 		in.open = func() (traces.Reader, io.Closer, error) {
 			if path == "-" {
-				r, err := traces.NewReader(stdin, "stdin", opts)
+				r, err := traces.NewReader(ctxReader(ctx, stdin), "stdin", opts)
 				if err != nil {
 					return nil, nil, err
 				}
 				return r, in.closer(r, nil), nil
 			}
-			f, err := os.Open(path)
+			f, err := openInput(path)
 			if err != nil {
-				// "FILE: no such file or directory", like every other
-				// error about a trace, rather than "open FILE: ...".
-				if pe := (*os.PathError)(nil); errors.As(err, &pe) {
-					return nil, nil, fmt.Errorf("%s: %w", path, pe.Err)
-				}
 				return nil, nil, err
 			}
-			r, err := traces.NewReader(&countingReader{r: f, n: &in.read}, path, opts)
+			r, err := traces.NewReader(&countingReader{r: ctxReader(ctx, f), n: &in.read}, path, opts)
 			if err != nil {
 				f.Close()
 				return nil, nil, err

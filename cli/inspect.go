@@ -65,7 +65,7 @@ func inspectCmd(ctx context.Context, e *env, args []string) error {
 	if err := checkFormat(format); err != nil {
 		return err
 	}
-	inputs, err := traceInputs(fs.Args(), e.stdin, traces.Options{Lenient: lenient})
+	inputs, err := traceInputs(ctx, fs.Args(), e.stdin, traces.Options{Lenient: lenient})
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -22,16 +24,20 @@ the same table (or -f csv or json) on standard output; the flags that
 shape the figures are those of a run's report. It refuses
 directories that are not shard outputs, shards of different runs (other
 traces, strategies, backend, capacity or --lenient), a shard given twice, a
-missing shard, and a shard whose replays failed.
+missing shard, and a shard whose replays failed. OUT is written whole, as a
+run's -o is: a directory that holds a report already is refused unless
+--force.
 
 Flags:
 `
 
-func mergeCmd(e *env, args []string) error {
+func mergeCmd(ctx context.Context, e *env, args []string) error {
 	var out, format string
+	var force bool
 	var figures figureFlags
 	fs := newFlagSet(e, "simulate merge", mergeUsage)
 	fs.StringVarP(&out, "out", "o", "", "write the merged report into `DIR`")
+	fs.BoolVar(&force, "force", false, "replace the report that DIR holds already")
 	fs.StringVarP(&format, "format", "f", "table", "output format: table, csv or json")
 	figures.add(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -50,15 +56,26 @@ func mergeCmd(e *env, args []string) error {
 	if fs.NArg() == 0 {
 		return usagef("merge: no shard DIR")
 	}
+	if err := checkOutputDir("-o", out, force, fs.Args()); err != nil {
+		return err
+	}
 	results, sizes, err := mergeShards(fs.Args())
 	if err != nil {
 		return err
 	}
-	if err := writeResults(e.stdout, format, results); err != nil {
+	d, err := report.NewDirWriter(out, force)
+	if err != nil {
 		return err
 	}
-	_, err = report.Write(out, results, withSizes(opts, sizes))
-	return err
+	defer d.Abort()
+	d.SetContext(ctx)
+	if _, err := report.WriteFiles(d, results, withSizes(opts, sizes)); err != nil {
+		return err
+	}
+	if err := writeResults(ctxWriter(ctx, e.stdout), format, results); err != nil {
+		return err
+	}
+	return d.Commit()
 }
 
 // mergeShards reads the shards in dirs and returns the results of the
@@ -85,6 +102,11 @@ func mergeShards(dirs []string) ([]sim.Result, map[string]*report.SizeHistogram,
 		want := shard{d.Shard, d.Shards}
 		if lo, hi := want.jobs(d.Jobs); d.Shard < 1 || d.Shard > d.Shards || d.First != lo || len(d.Rows) != hi-lo {
 			return nil, nil, fmt.Errorf("merge: %s: %s does not hold shard %d/%d of %d replays", dir, ShardFile, d.Shard, d.Shards, d.Jobs)
+		}
+		for i, row := range d.Rows {
+			if row == nil || row.Result.Trace == "" || row.Result.Strategy.Spec == "" {
+				return nil, nil, fmt.Errorf("merge: %s: row %d of %d has no result (no trace or strategy): the file is damaged; run the shard again", filepath.Join(dir, ShardFile), i+1, len(d.Rows))
+			}
 		}
 		from[d.Shard] = dir
 		shards = append(shards, d)
@@ -138,14 +160,46 @@ func readShard(dir string) (*shardData, error) {
 	}
 	defer f.Close()
 	zr, err := gzip.NewReader(f)
-	if err != nil {
+	switch {
+	case errors.Is(err, gzip.ErrHeader), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, fmt.Errorf("merge: %s: not gzip-compressed (what simulate --shard writes): %s", path, fileStart(path))
+	case err != nil:
 		return nil, fmt.Errorf("merge: %s: %v", path, err)
 	}
 	var d shardData
 	dec := json.NewDecoder(zr)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+			return nil, fmt.Errorf("merge: %s: cut short (the shard's run did not finish writing it?): %v", path, err)
+		case errors.As(err, &se):
+			return nil, fmt.Errorf("merge: %s: not the JSON simulate --shard writes: byte %d of the decompressed data: %v", path, se.Offset, err)
+		case errors.As(err, &te):
+			return nil, fmt.Errorf("merge: %s: not the JSON simulate --shard writes: byte %d of the decompressed data: %s", path, te.Offset, err)
+		}
 		return nil, fmt.Errorf("merge: %s: %v", path, err)
 	}
+	if dec.More() {
+		return nil, fmt.Errorf("merge: %s: data after the shard's JSON: not what simulate --shard writes", path)
+	}
 	return &d, nil
+}
+
+// fileStart describes what the file at path starts with, for an error
+// about a file that is not what its name says.
+func fileStart(path string) string {
+	b := make([]byte, 16)
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	n, _ := io.ReadFull(f, b)
+	if n == 0 {
+		return "the file is empty"
+	}
+	return fmt.Sprintf("it starts with %q", b[:n])
 }

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -111,5 +114,34 @@ func TestShardGolden(t *testing.T) {
 		{"err_shard_syntax", nil, []string{"--shard", "1-3", "testdata/tiny.csv"}, 2},
 		{"err_merge_no_out", nil, []string{"merge", "testdata"}, 2},
 		{"err_merge_no_dir", nil, []string{"merge", "-o", "x"}, 2},
+	})
+}
+
+// FuzzMergeShard gives merge a shard file of any bytes, seeded with a
+// real one gzipped and plain: merge never panics, and refuses what it
+// cannot use with one line naming the file.
+func FuzzMergeShard(f *testing.F) {
+	one := []byte(`{"run":"x","shard":1,"shards":1,"jobs":1,"first":0,"rows":[{"result":{"trace":"t.csv","strategy":"naive"}}]}`)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(one)
+	zw.Close()
+	f.Add(gz.Bytes())
+	f.Add(one)
+	f.Add([]byte(`{"run":"x","shard":1,"shards":1,"jobs":1,"first":0,"rows":[null]}`))
+	f.Add([]byte{0x1f, 0x8b})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, ShardFile), data, 0o644))
+		results, _, err := mergeShards([]string{dir})
+		if err != nil {
+			assert.True(t, strings.HasPrefix(err.Error(), "merge: "+dir), err.Error())
+			assert.NotContains(t, err.Error(), "\n")
+			return
+		}
+		for _, r := range results {
+			assert.NotEmpty(t, r.Trace)
+			assert.NotEmpty(t, r.Strategy.Spec)
+		}
 	})
 }

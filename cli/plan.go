@@ -73,9 +73,9 @@ func planCmd(ctx context.Context, e *env, args []string) error {
 	}
 	opts := plan.Options{TimeLimit: timeLimit, NoSearch: noSearch}
 	if capacity != "" {
-		c, err := gpualloc.ParseSize(capacity)
-		if err != nil || c <= 0 {
-			return usagef("--capacity %q: want a positive size such as 80GiB", capacity)
+		c, err := parseSizeFlag("--capacity", capacity)
+		if err != nil {
+			return err
 		}
 		opts.Capacity = c
 	}
@@ -88,9 +88,14 @@ func planCmd(ctx context.Context, e *env, args []string) error {
 	if out != "" && fs.NArg() > 1 {
 		return usagef("plan: -o writes the placement of one trace, got %d", fs.NArg())
 	}
+	if out != "" {
+		if err := checkOutputFile("-o", out, fs.Args()); err != nil {
+			return err
+		}
+	}
 	var rows []planRow
 	for _, path := range fs.Args() {
-		probs, err := readProblems(e, path, traces.Options{Lenient: lenient})
+		probs, err := readProblems(ctx, e, path, traces.Options{Lenient: lenient})
 		if err != nil {
 			return err
 		}
@@ -122,12 +127,12 @@ func planCmd(ctx context.Context, e *env, args []string) error {
 // readProblems reads the trace at path into one problem per device: a
 // MiniMalloc CSV with its ids and times, any other trace as plan.FromTrace
 // makes it. A trace without allocations is one empty problem of device 0.
-func readProblems(e *env, path string, opts traces.Options) ([]plan.DeviceProblem, error) {
-	r, err := openTrace(e, path, opts)
+func readProblems(ctx context.Context, e *env, path string, opts traces.Options) ([]plan.DeviceProblem, error) {
+	r, c, err := openTrace(ctx, e, path, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
+	defer c.Close()
 	var probs []plan.DeviceProblem
 	if p, ok := plan.FromMiniMalloc(r); ok {
 		probs = []plan.DeviceProblem{{Problem: p}}
@@ -201,8 +206,8 @@ func writePlanRows(e *env, format string, rows []planRow) error {
 
 // convertMiniMalloc writes the trace at in as a MiniMalloc CSV to out
 // ("-": standard output).
-func convertMiniMalloc(e *env, in, out string, opts traces.Options) error {
-	probs, err := readProblems(e, in, opts)
+func convertMiniMalloc(ctx context.Context, e *env, in, out string, opts traces.Options) error {
+	probs, err := readProblems(ctx, e, in, opts)
 	if err != nil {
 		return err
 	}

@@ -56,14 +56,19 @@ left live at its end.
 A trace that several strategies replay (a sweep: -s round:cutoff=20..24,
 or several -s) is decoded once and held in memory, 48 bytes an event, while
 its replays run from memory, in parallel; a trace of more than 16,777,216
-events (768 MiB) is not held: each of its replays reads the file.
+events (768 MiB) is not held whole: the replays that run at once share one
+decoding of it and hold a window of 48 MiB beyond what the slowest has read
+(a replay that starts after the others have moved on decodes it again).
+A sweep has at most 4096 variants, checked before any is made.
 
 With -o DIR it also writes a report into DIR: summary.csv and summary.json
 (the result schema), timeseries.csv, figures for each trace and across
 traces (memory over time, in one plot and in a panel per strategy,
 fragmentation over time, peak reserved, the trace, and overhead), and
 index.html, which shows them all. --figures, --width, --height, --title
-and --log-y shape the figures.
+and --log-y shape the figures. The report is written whole, and not at all
+when a replay fails; a DIR that holds a report already is refused before
+any replay unless --force, which replaces that report's files.
 ` + snapshotUsage + `
 With --shard k/n it runs the k-th of n parts of the replays, the traces
 through the strategies taken trace by trace in a fixed order, so that the n
@@ -84,7 +89,7 @@ trying eight capacities spread below the answer, for strategies whose OOMs do
 not follow the capacity (MXNet's reserve, pools sized from the device): for
 those, a smaller capacity without OOM may lie between the points tried.
 
-Commands: inspect, convert, gen, fidelity, plan, strategies, tune, merge ('simulate COMMAND -h').
+Commands: inspect, convert, gen, fidelity, plan, strategies, tune, merge ('simulate COMMAND -h' or 'simulate help COMMAND').
 
 Flags:
 `
@@ -98,6 +103,7 @@ type replayFlags struct {
 	jobs       int
 	lenient    bool
 	out        string
+	force      bool
 	figures    figureFlags
 	progress   string
 	snapshot   snapshotFlags
@@ -123,17 +129,20 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	p, err := planReplay(e, f)
+	p, err := planReplay(ctx, e, f)
 	if err != nil {
 		return err
 	}
 	out := p.run(ctx, e.stderr)
+	if ctx.Err() != nil {
+		return context.Cause(ctx) // nothing written: the results are partial
+	}
 	if f.offline || f.minCapacity {
 		if err := addReferences(ctx, p.inputs, p.jobs, out, f.offline, f.minCapacity, f.timeLimit, f.jobs); err != nil {
 			return err
 		}
 	}
-	return p.write(e, out)
+	return p.write(ctx, e, out)
 }
 
 // parseReplayFlags parses a replay's command line and checks every flag on
@@ -148,6 +157,7 @@ func parseReplayFlags(e *env, args []string) (replayFlags, error) {
 	fs.IntVarP(&f.jobs, "jobs", "j", 0, "replays to run at once (default: the number of cores; 1 with -b host or cuda)")
 	fs.BoolVar(&f.lenient, "lenient", false, "skip bad events of a trace, count them and go on")
 	fs.StringVarP(&f.out, "out", "o", "", "write a report (summaries, time series, figures, index.html) into `DIR`")
+	fs.BoolVar(&f.force, "force", false, "with -o, replace the report that DIR holds already")
 	f.figures.add(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
 	f.snapshot.register(fs)
@@ -174,9 +184,8 @@ func parseReplayFlags(e *env, args []string) (replayFlags, error) {
 	if err := checkProgress(f.progress); err != nil {
 		return f, err
 	}
-	f.capacityBytes, err = gpualloc.ParseSize(f.capacity)
-	if err != nil || f.capacityBytes <= 0 {
-		return f, usagef("--capacity %q: want a positive size such as 80GiB", f.capacity)
+	if f.capacityBytes, err = parseSizeFlag("--capacity", f.capacity); err != nil {
+		return f, err
 	}
 	if f.jobs < 0 {
 		return f, usagef("--jobs %d: want a positive number", f.jobs)
@@ -212,7 +221,7 @@ type replayPlan struct {
 
 // planReplay resolves the backend, the strategies, the traces and the
 // shard that f names, and plans the jobs.
-func planReplay(e *env, f replayFlags) (*replayPlan, error) {
+func planReplay(ctx context.Context, e *env, f replayFlags) (*replayPlan, error) {
 	be, err := chooseBackend(f.backend, f.capacityBytes, f.capacitySet)
 	if err != nil {
 		return nil, err
@@ -226,13 +235,18 @@ func planReplay(e *env, f replayFlags) (*replayPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	inputs, err := traceInputs(f.traces, e.stdin, traces.Options{Lenient: f.lenient})
+	inputs, err := traceInputs(ctx, f.traces, e.stdin, traces.Options{Lenient: f.lenient})
 	if err != nil {
 		return nil, err
 	}
 	sh, err := parseShard(f.shard)
 	if err != nil {
 		return nil, err
+	}
+	if f.out != "" {
+		if err := checkOutputDir("-o", f.out, f.force, fileArgs(f.traces)); err != nil {
+			return nil, err
+		}
 	}
 	p := &replayPlan{f: f, be: be, strategies: strategies, inputs: inputs, shard: sh, id: runID(f, be.capacity, inputs, strategies)}
 	p.planJobs()
@@ -334,8 +348,10 @@ func (p *replayPlan) run(ctx context.Context, stderr io.Writer) []sim.JobResult 
 // succeeded on stdout, in --format; with -o, the report, or the shard's
 // part of it for 'simulate merge'. It then returns the error of the first
 // replay that failed, or notes on stderr the bad events that --lenient
-// skipped.
-func (p *replayPlan) write(e *env, out []sim.JobResult) error {
+// skipped. A run with a replay that failed writes no report, which would
+// look complete: a shard writes its part, which says that it failed, and
+// which merge refuses.
+func (p *replayPlan) write(ctx context.Context, e *env, out []sim.JobResult) error {
 	var results []sim.Result
 	var firstErr error
 	for _, o := range out {
@@ -348,16 +364,19 @@ func (p *replayPlan) write(e *env, out []sim.JobResult) error {
 		results = append(results, o.Result)
 	}
 	if len(results) > 0 {
-		if err := writeResults(e.stdout, p.f.format, results); err != nil {
+		if err := writeResults(ctxWriter(ctx, e.stdout), p.f.format, results); err != nil {
 			return err
 		}
 	}
-	if p.f.out != "" {
-		if err := p.writeReport(results, out); err != nil {
+	if p.f.out != "" && (firstErr == nil || p.shard.n > 0) {
+		if err := p.writeReport(ctx, results, out); err != nil {
 			return err
 		}
 	}
 	if firstErr != nil {
+		if p.f.out != "" && p.shard.n == 0 {
+			return fmt.Errorf("%w (no report written to %s)", firstErr, p.f.out)
+		}
 		return firstErr
 	}
 	if p.f.lenient {
@@ -371,22 +390,33 @@ func (p *replayPlan) write(e *env, out []sim.JobResult) error {
 }
 
 // writeReport writes the report of results into -o's directory, or with
-// --shard the shard's summaries and what merge needs.
-func (p *replayPlan) writeReport(results []sim.Result, out []sim.JobResult) error {
+// --shard the shard's summaries and what merge needs, whole (see
+// report.DirWriter); an interrupt leaves the directory as it was.
+func (p *replayPlan) writeReport(ctx context.Context, results []sim.Result, out []sim.JobResult) error {
 	hist := map[string]*report.SizeHistogram{}
 	for k, sc := range p.sizes {
 		if sc != nil {
 			hist[p.inputs[k].name] = &sc.Sizes
 		}
 	}
-	if p.shard.n > 0 {
-		return writeShard(p.f.out, p.shard, p.id, p.lo, len(p.inputs)*len(p.strategies), out, hist)
-	}
-	if len(results) == 0 {
+	if p.shard.n == 0 && len(results) == 0 {
 		return nil
 	}
-	_, err := report.Write(p.f.out, results, withSizes(p.f.opts, hist))
-	return err
+	d, err := report.NewDirWriter(p.f.out, p.f.force)
+	if err != nil {
+		return err
+	}
+	defer d.Abort()
+	d.SetContext(ctx)
+	if p.shard.n > 0 {
+		err = writeShard(d, p.shard, p.id, p.lo, len(p.inputs)*len(p.strategies), out, hist)
+	} else {
+		_, err = report.WriteFiles(d, results, withSizes(p.f.opts, hist))
+	}
+	if err != nil {
+		return err
+	}
+	return d.Commit()
 }
 
 // chooseStrategies resolves the -s specs, or the environment's choice, or

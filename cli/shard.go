@@ -1,12 +1,13 @@
 package cli
 
 import (
+	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -70,7 +71,7 @@ type shardData struct {
 	// First to First+len(Rows)-1.
 	Jobs  int                              `json:"jobs"`
 	First int                              `json:"first"`
-	Rows  []shardRow                       `json:"rows"`
+	Rows  []*shardRow                      `json:"rows"`
 	Sizes map[string]*report.SizeHistogram `json:"sizes"`
 	// Failed is the first error of the shard's replays that failed, ""
 	// when none did.
@@ -89,8 +90,8 @@ type shardRow struct {
 	Params  []sim.StrategyParam `json:"params"`
 }
 
-// writeShard writes a shard's summaries and ShardFile into dir.
-func writeShard(dir string, sh shard, run string, first, total int, out []sim.JobResult, sizes map[string]*report.SizeHistogram) error {
+// writeShard writes a shard's summaries and ShardFile with d.
+func writeShard(dw *report.DirWriter, sh shard, run string, first, total int, out []sim.JobResult, sizes map[string]*report.SizeHistogram) error {
 	d := shardData{Run: run, Shard: sh.k, Shards: sh.n, Jobs: total, First: first, Sizes: sizes}
 	var results []sim.Result
 	for _, o := range out {
@@ -101,38 +102,30 @@ func writeShard(dir string, sh shard, run string, first, total int, out []sim.Jo
 			continue
 		}
 		results = append(results, o.Result)
-		d.Rows = append(d.Rows, shardRow{Result: o.Result, Devices: o.Result.Devices, Series: o.Result.Series, Params: o.Result.Strategy.Params})
+		d.Rows = append(d.Rows, &shardRow{Result: o.Result, Devices: o.Result.Devices, Series: o.Result.Series, Params: o.Result.Strategy.Params})
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for name, write := range map[string]func(*os.File) error{
-		report.SummaryCSV:  func(f *os.File) error { return report.WriteCSV(f, results) },
-		report.SummaryJSON: func(f *os.File) error { return report.WriteJSON(f, results) },
-		ShardFile: func(f *os.File) error {
-			zw := gzip.NewWriter(f)
+	var b bytes.Buffer
+	for _, f := range []struct {
+		name  string
+		write func(w io.Writer) error
+	}{
+		{report.SummaryCSV, func(w io.Writer) error { return report.WriteCSV(w, results) }},
+		{report.SummaryJSON, func(w io.Writer) error { return report.WriteJSON(w, results) }},
+		{ShardFile, func(w io.Writer) error {
+			zw := gzip.NewWriter(w)
 			if err := json.NewEncoder(zw).Encode(d); err != nil {
 				return err
 			}
 			return zw.Close()
-		},
+		}},
 	} {
-		if err := writeFile(filepath.Join(dir, name), write); err != nil {
+		b.Reset()
+		if err := f.write(&b); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(dw.Dir(), f.name), err)
+		}
+		if err := dw.WriteFile(f.name, b.Bytes()); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// writeFile creates path and writes it with write.
-func writeFile(path string, write func(*os.File) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return f.Close()
 }

@@ -13,24 +13,29 @@ import (
 // A decoded trace is decoded once, into memory, for the replays that share
 // it: when several strategies (the variants of a sweep) replay a trace, the
 // first of its replays to start decodes it and every replay then reads the
-// events from memory (48 bytes an event), all of them in parallel. The
+// events from memory, all of them in parallel. The events are held in
+// chunks of chunkEvents, allocated as the decoding fills them, so that
+// holding a trace costs 48 bytes an event and at most one chunk more,
+// without the copies and the spare capacity of a slice grown by append. The
 // events are dropped when the last replay is done with them. A trace of
-// more than decodeLimit events is not held: its replays read the file
-// each, streaming, as a lone replay does, so that memory stays bounded
-// whatever the trace's length. Standard input cannot be read twice: it is
-// held whatever its length.
+// more than decodeLimit events is not held: the replays that run at once
+// read it together from one decoding (see stream), so that memory stays
+// bounded whatever the trace's length. Standard input cannot be read
+// twice: it is held whatever its length.
 type decoded struct {
 	in    *input
 	sizes *report.SizeCounter // counts the request sizes while decoding, when not nil
 	users atomic.Int64        // replays that have not yet closed their reader
 
 	once    sync.Once
-	events  []traces.Event
+	events  eventChunks
 	skipped int64
 	err     error
 	memory  sim.CapacityReporter // the devices' memory, when the reader knows it
-	stream  bool                 // the trace is longer than decodeLimit: each replay reads the file
-	counted atomic.Bool          // a streaming replay counts the sizes
+	stream  bool                 // the trace is longer than decodeLimit: replays read streams of it
+
+	mu      sync.Mutex
+	streams []*stream // the streams of the trace, the last of which replays join
 }
 
 // decodeLimit is the most events a trace shared by several replays is held
@@ -63,17 +68,16 @@ func (d *decoded) load() {
 	d.memory, _ = r.(sim.CapacityReporter)
 	rereadable := d.in.name != "-"
 	for r.Scan() {
-		if rereadable && len(d.events) == decodeLimit {
-			d.events, d.stream = nil, true
-			break
+		d.events.add(r.Event())
+		if rereadable && d.events.n > decodeLimit {
+			// Too long to hold: the first stream goes on from here, with
+			// the events decoded so far, and closes the file.
+			d.streams = []*stream{newStream(d, r, c, d.events.chunks)}
+			d.events, d.stream = eventChunks{}, true
+			return
 		}
-		d.events = append(d.events, r.Event())
 	}
-	if !d.stream {
-		d.err = r.Err()
-	} else if d.sizes != nil {
-		d.sizes.Sizes = report.SizeHistogram{}
-	}
+	d.err = r.Err()
 	if c != nil {
 		if err := c.Close(); d.err == nil {
 			d.err = err
@@ -93,30 +97,36 @@ func (d *decoded) open() (traces.Reader, io.Closer, error) {
 		return nil, nil, d.err
 	}
 	if d.stream {
-		return d.openFile()
+		return d.openStream()
 	}
-	r := &memoryReader{SliceReader: traces.NewSliceReader(d.in.name, d.events), skipped: d.skipped, memory: d.memory}
+	r := &memoryReader{chunks: d.events.chunks, i: -1, name: d.in.name, skipped: d.skipped, memory: d.memory}
 	return r, closeFunc(func() error { d.release(); return nil }), nil
 }
 
-// openFile opens the trace's file for one replay of a trace too long to
-// hold; the first such replay counts the sizes for the report.
-func (d *decoded) openFile() (traces.Reader, io.Closer, error) {
-	r, c, err := d.in.open()
-	if err != nil {
-		d.release()
-		return r, c, err
+// openStream returns a reader of the trace too long to hold: of the last
+// stream, if it can still be joined, else of a new one.
+func (d *decoded) openStream() (traces.Reader, io.Closer, error) {
+	d.mu.Lock()
+	var r *streamReader
+	if len(d.streams) > 0 {
+		r = d.streams[len(d.streams)-1].join()
 	}
-	if d.sizes != nil && d.counted.CompareAndSwap(false, true) {
-		d.sizes.Reader = r
-		r = d.sizes
-	}
-	return r, closeFunc(func() error {
-		d.release()
-		if c != nil {
-			return c.Close()
+	if r == nil {
+		src, c, err := d.in.open()
+		if err != nil {
+			d.mu.Unlock()
+			d.release()
+			return nil, nil, err
 		}
-		return nil
+		s := newStream(d, src, c, nil)
+		d.streams = append(d.streams, s)
+		r = s.join()
+	}
+	d.mu.Unlock()
+	return r, closeFunc(func() error {
+		err := r.Close()
+		d.release()
+		return err
 	}), nil
 }
 
@@ -124,17 +134,68 @@ func (d *decoded) openFile() (traces.Reader, io.Closer, error) {
 // after the last one.
 func (d *decoded) release() {
 	if d.users.Add(-1) == 0 {
-		d.events = nil
+		d.events = eventChunks{}
+		d.mu.Lock()
+		for _, s := range d.streams {
+			s.stop()
+		}
+		d.streams = nil
+		d.mu.Unlock()
 	}
 }
 
-// A memoryReader reads a decoded trace and reports what its decoding
-// skipped (with --lenient), as the file's reader would have.
+// chunkEvents is the number of events in a chunk of a decoded trace:
+// 64 Ki events, 3 MiB.
+var chunkEvents = 1 << 16
+
+// eventChunks are the events of a trace in memory, in chunks of
+// chunkEvents events but the last.
+type eventChunks struct {
+	chunks [][]traces.Event
+	n      int // events
+}
+
+// add appends ev, starting a chunk when the last one is full.
+func (c *eventChunks) add(ev traces.Event) {
+	k := len(c.chunks) - 1
+	if k < 0 || len(c.chunks[k]) == chunkEvents {
+		c.chunks = append(c.chunks, make([]traces.Event, 0, chunkEvents))
+		k++
+	}
+	c.chunks[k] = append(c.chunks[k], ev)
+	c.n++
+}
+
+// A memoryReader reads a decoded trace from its chunks, and reports what
+// its decoding skipped (with --lenient), as the file's reader would have.
 type memoryReader struct {
-	*traces.SliceReader
+	chunks  [][]traces.Event
+	c, i    int // the current event: chunks[c][i]
+	name    string
 	skipped int64
 	memory  sim.CapacityReporter
 }
+
+// Scan advances to the next event.
+func (r *memoryReader) Scan() bool {
+	if r.c >= len(r.chunks) {
+		return false
+	}
+	if r.i++; r.i == len(r.chunks[r.c]) {
+		r.c, r.i = r.c+1, 0
+		return r.c < len(r.chunks) && len(r.chunks[r.c]) > 0
+	}
+	return true
+}
+
+// Event returns the current event.
+func (r *memoryReader) Event() traces.Event { return r.chunks[r.c][r.i] }
+
+// Err returns nil: what is in memory was read without error.
+func (r *memoryReader) Err() error { return nil }
+
+// Name returns the trace's name.
+func (r *memoryReader) Name() string { return r.name }
 
 func (r *memoryReader) Skipped() int64 { return r.skipped }
 

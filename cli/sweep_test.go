@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc/traces"
 )
 
 // TestSweepGolden runs sweeps (ranges, lists and their products in specs
@@ -67,4 +70,86 @@ func TestSweepTooLongToHold(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(want, got), "%s differs when the trace is streamed", fig)
 	}
+}
+
+// TestEventChunks: the events of a decoded trace read back in order
+// across chunks, and holding them costs 48 bytes an event and at most one
+// chunk more, as the help says.
+func TestEventChunks(t *testing.T) {
+	n := 5*chunkEvents/2 + 3
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var c eventChunks
+	for i := range n {
+		c.add(traces.Event{Op: traces.OpAlloc, ID: uint64(i), Size: int64(i) + 1})
+	}
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	assert.LessOrEqual(t, allocated, uint64(48*(n+chunkEvents)+4096), "bytes allocated to hold %d events", n)
+	assert.Equal(t, n, c.n)
+	r := &memoryReader{chunks: c.chunks, i: -1}
+	i := 0
+	for r.Scan() {
+		require.Equal(t, uint64(i), r.Event().ID)
+		i++
+	}
+	assert.Equal(t, n, i)
+	assert.False(t, r.Scan(), "the end stays the end")
+	empty := &memoryReader{i: -1}
+	assert.False(t, empty.Scan())
+}
+
+// TestSweepLimitBeforeBuilding: a sweep of more variants than the limit is
+// refused before the variants are made, whether the spec or the
+// environment gives it.
+func TestSweepLimitBeforeBuilding(t *testing.T) {
+	huge := "max_split_size_mb:21..4000,roundup_power2_divisions:1..4000,garbage_collection_threshold:0.1|0.2|0.3"
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+	}{
+		{nil, []string{"-s", "pytorch:conf=max_split_size_mb:21..4000|21..4000", "testdata/tiny.csv"}},
+		{map[string]string{"PYTORCH_CUDA_ALLOC_CONF": huge}, []string{"-s", "pytorch", "testdata/tiny.csv"}},
+		{nil, []string{"-s", "round:cutoff=20..24,page=1..100000", "testdata/tiny.csv"}},
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		code, stdout, stderr := run(t, tc.env, tc.args...)
+		runtime.ReadMemStats(&after)
+		assert.Equal(t, 2, code, stderr)
+		assert.Empty(t, stdout)
+		assert.Contains(t, stderr, "more than 4096")
+		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20), "%v: bytes allocated before the refusal", tc.args)
+	}
+}
+
+// TestSweepStreams: the replays of a trace too long to hold read streams
+// of it, a window of chunks at a time, and measure what replays from
+// memory measure, whether they start together (-j 5) or a few at a time,
+// some of them then decoding the file again (-j 2).
+func TestSweepStreams(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "r.csv")
+	code, _, stderr := run(t, nil, "gen", "--events", "20000", "--max-live", "300", "-o", trace, "random")
+	require.Equal(t, 0, code, stderr)
+	base := []string{"-f", "csv", "-s", "round:cutoff=20|22", "-s", "naive", "-s", "pytorch", "-s", "bestfit", trace}
+	code, held, stderr := run(t, nil, base...)
+	require.Equal(t, 0, code, stderr)
+	defer func(limit, chunk, window int) { decodeLimit, chunkEvents, streamWindow = limit, chunk, window }(decodeLimit, chunkEvents, streamWindow)
+	decodeLimit, chunkEvents, streamWindow = 1000, 64, 3
+	for _, j := range []string{"5", "2", "1"} {
+		code, streamed, stderr := run(t, nil, append([]string{"-j", j}, base...)...)
+		require.Equal(t, 0, code, stderr)
+		assert.Equal(t, normalize(held), normalize(streamed), "-j %s", j)
+	}
+	// A bad event past the held part ends every replay of the stream with
+	// the file's error.
+	b, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	lines := strings.Split(string(b), "\n")
+	lines[15000] = "free,999999999,0"
+	bad := filepath.Join(t.TempDir(), "bad.csv")
+	require.NoError(t, os.WriteFile(bad, []byte(strings.Join(lines, "\n")), 0o644))
+	code, _, stderr = run(t, nil, "-j", "3", "-s", "round:cutoff=20|22", "-s", "naive", bad)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, bad+":15001:")
 }

@@ -83,11 +83,11 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 	var err error
 	if capacityText == "" {
 		opts.Capacity = virtual.DefaultCapacity
-	} else if opts.Capacity, err = gpualloc.ParseSize(capacityText); err != nil || opts.Capacity <= 0 {
-		return usagef("--capacity %q: want a positive size such as 80GiB", capacityText)
+	} else if opts.Capacity, err = parseSizeFlag("--capacity", capacityText); err != nil {
+		return err
 	}
-	if !(opts.MemoryFraction >= 0 && opts.MemoryFraction <= 1) {
-		return usagef("--memory-fraction %v: want a number in (0, 1]", opts.MemoryFraction)
+	if fs.Changed("memory-fraction") && !(opts.MemoryFraction > 0 && opts.MemoryFraction <= 1) {
+		return usagef("--memory-fraction %v: want a number in (0, 1]; leave the flag out for no fraction", opts.MemoryFraction)
 	}
 	if opts.Workers < 0 {
 		return usagef("--jobs %d: want a positive number", opts.Workers)
@@ -95,7 +95,7 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() != 1 {
 		return usagef("tune: want one TRACE, have %d", fs.NArg())
 	}
-	inputs, err := traceInputs(fs.Args(), e.stdin, traces.Options{Lenient: lenient})
+	inputs, err := traceInputs(ctx, fs.Args(), e.stdin, traces.Options{Lenient: lenient})
 	if err != nil {
 		return err
 	}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"image/color"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -53,6 +51,10 @@ type Options struct {
 	// Colors overrides the colours of strategy specs; a spec without one
 	// gets its colour from StrategyColors over the specs of the results.
 	Colors map[string]color.RGBA
+
+	// Replace lets Write replace the report that its directory holds
+	// already; without it Write refuses such a directory (see CheckDir).
+	Replace bool
 
 	stems  map[string]string // file name stem of each trace
 	labels map[string]string // label of each trace in figures
@@ -329,28 +331,46 @@ const (
 // summary.csv and summary.json (the result schema, with the rows of each
 // device of a trace of several devices: see sim.WithDevices), timeseries.csv (see
 // TimeSeriesHeader), every figure of Figures in each format of
-// opts.Formats (NAME.png, NAME.svg, NAME.pdf), and index.html, which shows
-// the summary table and every figure in one page. It returns the names of
-// the files it wrote, sorted. Files of the same names are overwritten;
-// other files in dir are left alone.
+// opts.Formats (NAME.png, NAME.svg, NAME.pdf), index.html, which shows
+// the summary table and every figure in one page, and ManifestFile. It
+// returns the names of the report's files, sorted, the manifest aside.
+//
+// The report is written whole or not at all (see [DirWriter]): a
+// directory that holds a report already is refused unless opts.Replace,
+// which replaces every file of the old report; other files in dir are left
+// alone.
 //
 // The report depends only on results and opts: it holds no dates, and
 // writing the same results twice gives the same files, byte for byte, but
 // for the timings in the summaries.
 func Write(dir string, results []sim.Result, opts Options) ([]string, error) {
-	o := opts.withDefaults(results)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	d, err := NewDirWriter(dir, opts.Replace)
+	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	var files []string
+	defer d.Abort()
+	files, err := WriteFiles(d, results, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Commit(); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	return files, nil
+}
+
+// WriteFiles writes the files of the report on results, as Write does,
+// with d, and returns the names of d's files, sorted; the caller commits
+// d, after files of its own if it has any.
+func WriteFiles(d *DirWriter, results []sim.Result, opts Options) ([]string, error) {
+	o := opts.withDefaults(results)
 	write := func(name string, data []byte) error {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		if err := d.WriteFile(name, data); err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
-		files = append(files, name)
 		return nil
 	}
-	for _, d := range []struct {
+	for _, data := range []struct {
 		name string
 		fn   func(*bytes.Buffer) error
 	}{
@@ -359,16 +379,16 @@ func Write(dir string, results []sim.Result, opts Options) ([]string, error) {
 		{TimeSeriesCSV, func(b *bytes.Buffer) error { return WriteTimeSeries(b, results) }},
 	} {
 		var b bytes.Buffer
-		if err := d.fn(&b); err != nil {
-			return nil, fmt.Errorf("report: %s: %w", d.name, err)
+		if err := data.fn(&b); err != nil {
+			return nil, fmt.Errorf("report: %s: %w", data.name, err)
 		}
-		if err := write(d.name, b.Bytes()); err != nil {
+		if err := write(data.name, b.Bytes()); err != nil {
 			return nil, err
 		}
 	}
 
 	figs := Figures(results, o)
-	rendered, err := render(figs, o)
+	rendered, err := render(figs, o, d.stopped)
 	if err != nil {
 		return nil, err
 	}
@@ -389,7 +409,7 @@ func Write(dir string, results []sim.Result, opts Options) ([]string, error) {
 	} else {
 		only := o
 		only.Formats = []Format{SVG}
-		previews, err := render(figs, only)
+		previews, err := render(figs, only, d.stopped)
 		if err != nil {
 			return nil, err
 		}
@@ -404,13 +424,15 @@ func Write(dir string, results []sim.Result, opts Options) ([]string, error) {
 	if err := write(IndexHTML, idx.Bytes()); err != nil {
 		return nil, err
 	}
+	files := slices.Clone(d.files)
 	slices.Sort(files)
 	return files, nil
 }
 
 // render renders every figure in every format, figures in parallel: out[i][j]
-// is figure i in format j.
-func render(figs []*Figure, o Options) ([][][]byte, error) {
+// is figure i in format j. A figure is not begun once stopped returns an
+// error, which render then returns.
+func render(figs []*Figure, o Options, stopped func() error) ([][][]byte, error) {
 	out := make([][][]byte, len(figs))
 	errs := make([]error, len(figs))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
@@ -419,6 +441,10 @@ func render(figs []*Figure, o Options) ([][][]byte, error) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			if err := stopped(); err != nil {
+				errs[i] = err
+				return
+			}
 			for _, f := range o.Formats {
 				var b bytes.Buffer
 				if err := fig.Write(&b, f, o.DPI); err != nil {

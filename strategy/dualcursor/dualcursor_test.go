@@ -84,7 +84,7 @@ func TestRegistry(t *testing.T) {
 		{Spec: "dualcursor:static_end=top", Err: "dualcursor: static_end=top: must be high or low"},
 		{Spec: "dualcursor:align=300", Err: "dualcursor: align=300: must be a power of two of at least 256"},
 		{Spec: "dualcursor:block=lots", Err: "dualcursor: block=lots: not a size: want bytes or a number with a unit such as MiB"},
-		{Spec: "dualcursor:pad=-5", Err: "dualcursor: pad=-5: not a size: want bytes or a number with a unit such as MiB"},
+		{Spec: "dualcursor:pad=-5", Err: "dualcursor: pad=-5: not a size: negative"},
 		{Spec: "dualcursor:round=512", Err: `dualcursor: unknown parameter "round" (known: align, pad, block, grow, static, unknown, static_end)`},
 	})
 }

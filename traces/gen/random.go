@@ -13,7 +13,7 @@ import (
 func runRandom(e *emitter, o Options) {
 	live := make([]tensor, 0, o.MaxLive)
 	logMax := math.Log(float64(o.MaxSize) + 1)
-	for left := o.Events; left > 0; left-- {
+	for left := o.Events; left > 0 && e.err == nil; left-- { // a failed write ends it
 		n := len(live)
 		canAlloc := n < o.MaxLive && left >= int64(n)+2
 		if canAlloc && (n == 0 || e.rng.IntN(o.MaxLive) >= n) {

@@ -55,7 +55,7 @@ func (e *emitter) kernel(flops float64, bytes int64) {
 
 func runTraining(e *emitter, o Options) {
 	t := newTrainer(e, models[o.Model], o.Batch, max(o.Seq, models[o.Model].positions))
-	for i := range o.Steps {
+	for i := 0; i < o.Steps && e.err == nil; i++ { // a failed write ends it
 		t.step(o.Seq, i == 0)
 	}
 	t.teardown()
@@ -63,7 +63,7 @@ func runTraining(e *emitter, o Options) {
 
 func runDynamic(e *emitter, o Options) {
 	t := newTrainer(e, models[o.Model], o.Batch, max(o.MaxSeq, models[o.Model].positions))
-	for i := range o.Steps {
+	for i := 0; i < o.Steps && e.err == nil; i++ {
 		seq := o.MinSeq + e.rng.IntN(o.MaxSeq-o.MinSeq+1)
 		t.step(seq, i == 0)
 	}

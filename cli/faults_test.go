@@ -1,0 +1,494 @@
+package cli
+
+// Tests of what the command does with hostile or mistaken input: flags as
+// the help writes them, inputs and outputs checked before any work, report
+// directories written whole, interrupts, and the errors that say what
+// happened.
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// quick are the flags of a report that is fast to write.
+var quick = []string{"-s", "naive", "--plot-format", "svg", "--figures", "peak"}
+
+func args(extra ...string) []string { return append(slices.Clone(quick), extra...) }
+
+// TestLogYWithSpace: "--log-y on" parses as the help writes it, and
+// "--log-y" alone still means on.
+func TestLogYWithSpace(t *testing.T) {
+	for _, a := range [][]string{
+		{"--log-y", "on", "-o", "DIR", "testdata/tiny.csv"},
+		{"--log-y", "off", "-o", "DIR", "testdata/tiny.csv"},
+		{"-o", "DIR", "testdata/tiny.csv", "--log-y"},
+		{"--log-y", "-o", "DIR", "testdata/tiny.csv"},
+	} {
+		dir := filepath.Join(t.TempDir(), "r")
+		a = slices.Clone(a)
+		a[slices.Index(a, "DIR")] = dir
+		code, _, stderr := run(t, nil, args(a...)...)
+		assert.Equal(t, 0, code, "%v: %s", a, stderr)
+		assert.Empty(t, stderr, "%v", a)
+	}
+	code, _, stderr := run(t, nil, args("--log-y", "maybe", "testdata/tiny.csv")...)
+	assert.Equal(t, 1, code, "maybe is taken for a trace, which does not exist")
+	assert.Equal(t, "simulate: maybe: no such file or directory\n", stderr)
+}
+
+// TestInputsCheckedFirst: a missing trace, or an -o that cannot be a
+// report's directory, fails before any replay: nothing on stdout, no
+// report directory.
+func TestInputsCheckedFirst(t *testing.T) {
+	tmp := t.TempDir()
+	file := filepath.Join(tmp, "file")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
+	out := filepath.Join(tmp, "out")
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{args("-o", out, "testdata/tiny.csv", "testdata/nosuch.csv"), 1, "simulate: testdata/nosuch.csv: no such file or directory\n"},
+		{args("-o", out, "trainin"), 1, "simulate: trainin: no such file or directory (did you mean the bundled trace training?)\n"},
+		{args("-o", out, "testdata"), 1, "simulate: testdata: is a directory, not a file\n"},
+		{args("-o", file, "testdata/tiny.csv"), 2, "simulate: -o " + file + ": not a directory: a report is a directory of files (see simulate -h)\n"},
+		{args("-o", filepath.Join(file, "sub"), "testdata/tiny.csv"), 2, "simulate: -o " + filepath.Join(file, "sub") + ": cannot be created: " + file + " is not a directory (see simulate -h)\n"},
+		{args("-o", "testdata/tiny.csv", "testdata/tiny.csv"), 2, "simulate: -o testdata/tiny.csv: is an input of the run too; name another directory (see simulate -h)\n"},
+	} {
+		code, stdout, stderr := run(t, nil, tc.args...)
+		assert.Equal(t, tc.code, code, "%v", tc.args)
+		assert.Empty(t, stdout, "%v: no work done", tc.args)
+		assert.Equal(t, tc.want, stderr)
+		assert.NoDirExists(t, out)
+	}
+}
+
+// TestFailedRunWritesNoReport: a run in which a replay fails writes no
+// report, which would look complete, and says so.
+func TestFailedRunWritesNoReport(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := run(t, nil, args("-o", out, "testdata/tiny.csv", "testdata/badsize.csv")...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stdout, "testdata/tiny.csv", "the table of the replays that succeeded")
+	assert.Contains(t, stderr, "(no report written to "+out+")")
+	assert.NoDirExists(t, out)
+}
+
+// reportFiles returns the files of dir, and the strategies that its
+// summary.csv, summary.json and manifest give.
+func reportFiles(t *testing.T, dir string) (files []string, csvSpecs, jsonSpecs []string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		files = append(files, e.Name())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "summary.csv"))
+	require.NoError(t, err)
+	rows, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	require.NoError(t, err)
+	col := slices.Index(rows[0], "strategy")
+	for _, r := range rows[1:] {
+		csvSpecs = append(csvSpecs, r[col])
+	}
+	b, err = os.ReadFile(filepath.Join(dir, "summary.json"))
+	require.NoError(t, err)
+	var results []struct {
+		Strategy string `json:"strategy"`
+	}
+	require.NoError(t, json.Unmarshal(b, &results))
+	for _, r := range results {
+		jsonSpecs = append(jsonSpecs, r.Strategy)
+	}
+	m, err := os.ReadFile(filepath.Join(dir, ".report-files"))
+	require.NoError(t, err)
+	for _, f := range strings.Fields(string(m)) {
+		assert.Contains(t, files, f, "the manifest lists what the directory holds")
+	}
+	return files, csvSpecs, jsonSpecs
+}
+
+// TestReportDirectory: a second run into a report's directory is refused
+// and leaves it as it was; with --force it replaces the report whole, stale
+// figures gone and other files kept; a shard into a full report likewise.
+func TestReportDirectory(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, stderr := run(t, nil, "-s", "naive", "--plot-format", "svg", "--figures", "peak,memory", "-o", out, "testdata/tiny.csv")
+	require.Equal(t, 0, code, stderr)
+	require.NoError(t, os.WriteFile(filepath.Join(out, "notes.txt"), []byte("mine"), 0o644))
+	before, _, _ := reportFiles(t, out)
+	require.Contains(t, before, "tiny-memory.svg")
+
+	code, stdout, stderr := run(t, nil, "-s", "round", "-o", out, "testdata/tiny.csv")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "simulate: -o "+out+": holds a report already (.report-files): name another directory, or replace it with --force (see simulate -h)\n", stderr)
+	after, specs, _ := reportFiles(t, out)
+	assert.Equal(t, before, after)
+	assert.Equal(t, "naive", strings.SplitN(specs[0], ":", 2)[0])
+
+	code, _, stderr = run(t, nil, "--force", "-s", "round", "--plot-format", "svg", "--figures", "peak", "-o", out, "testdata/tiny.csv")
+	require.Equal(t, 0, code, stderr)
+	after, specs, _ = reportFiles(t, out)
+	assert.NotContains(t, after, "tiny-memory.svg", "the old report's figure is gone")
+	assert.Contains(t, after, "notes.txt", "files not of the report stay")
+	assert.Equal(t, "round", strings.SplitN(specs[0], ":", 2)[0])
+	assert.False(t, slices.ContainsFunc(after, func(f string) bool { return strings.HasPrefix(f, ".report-tmp") || f == ".report.lock" }), "%v", after)
+
+	code, _, stderr = run(t, nil, "--shard", "1/2", "-s", "naive", "-o", out, "testdata/tiny.csv")
+	assert.Equal(t, 2, code, "a shard into a full report: %s", stderr)
+	code, _, stderr = run(t, nil, "--force", "--shard", "1/2", "-s", "naive", "-s", "round", "-o", out, "testdata/tiny.csv")
+	require.Equal(t, 0, code, stderr)
+	after, _, _ = reportFiles(t, out)
+	assert.NotContains(t, after, "index.html", "the full report's index is gone")
+	assert.Contains(t, after, ShardFile)
+}
+
+// TestConcurrentReports: runs writing one directory at once never leave a
+// report mixed of two runs: without --force one wins and the others say
+// that another run wrote it; with --force the last wins whole.
+func TestConcurrentReports(t *testing.T) {
+	specs := []string{"naive", "round", "unpooled", "bestfit"}
+	for _, force := range []bool{false, true} {
+		out := filepath.Join(t.TempDir(), "out")
+		codes := make([]int, len(specs))
+		errs := make([]string, len(specs))
+		var wg sync.WaitGroup
+		for i, s := range specs {
+			wg.Go(func() {
+				a := []string{"-s", s, "--plot-format", "svg", "--figures", "peak", "-o", out, "testdata/tiny.csv"}
+				if force {
+					a = append(a, "--force")
+				}
+				codes[i], _, errs[i] = run(t, nil, a...)
+			})
+		}
+		wg.Wait()
+		wins := 0
+		for i, c := range codes {
+			if c == 0 {
+				wins++
+				continue
+			}
+			assert.False(t, force, "with --force every run succeeds: %s", errs[i])
+			assert.Regexp(t, `^simulate: (-o )?`+regexpQuote(out)+`: (another run wrote a report into it meanwhile|holds a report already)`, errs[i])
+		}
+		if !force {
+			assert.GreaterOrEqual(t, wins, 1)
+		}
+		_, csvSpecs, jsonSpecs := reportFiles(t, out)
+		require.Len(t, csvSpecs, 1)
+		assert.Equal(t, csvSpecs, jsonSpecs, "summary.csv and summary.json of one run")
+		idx, err := os.ReadFile(filepath.Join(out, "index.html"))
+		require.NoError(t, err)
+		assert.Contains(t, string(idx), "<td>"+strings.SplitN(csvSpecs[0], ":", 2)[0]+"</td>")
+	}
+}
+
+func regexpQuote(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`\.+*?()|[]{}^$`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// TestOutputOverInput: no command writes its output over its input.
+func TestOutputOverInput(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "p.csv")
+	b, err := os.ReadFile("testdata/minimalloc.csv")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(in, b, 0o644))
+	for _, a := range [][]string{
+		{"plan", "-o", in, in},
+		{"convert", in, in},
+		{"merge", "-o", dir, dir},
+	} {
+		code, stdout, stderr := run(t, nil, a...)
+		assert.Equal(t, 2, code, "%v: %s", a, stderr)
+		assert.Empty(t, stdout)
+		assert.Contains(t, stderr, "is an input of the run too", "%v", a)
+		got, err := os.ReadFile(in)
+		require.NoError(t, err)
+		assert.Equal(t, b, got, "%v: the input is untouched", a)
+	}
+	code, _, stderr := run(t, nil, "plan", "-o", dir, in)
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "simulate: -o "+dir+": is a directory; want a file (see simulate plan -h)\n", stderr)
+}
+
+// TestInterrupted: a run whose context ends stops, writes nothing, and
+// exits 130 (128 + N after signal N), saying so in words.
+func TestInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "old.csv")
+	require.NoError(t, os.WriteFile(old, []byte("what was there\n"), 0o644))
+	for _, tc := range []struct {
+		cause error
+		code  int
+		want  string
+	}{
+		{context.Canceled, 130, "simulate: interrupted: stopped, output files left complete or as they were\n"},
+		{&interruptError{os.Interrupt}, 130, "simulate: interrupted by SIGINT (Ctrl-C): stopped, output files left complete or as they were\n"},
+		{&interruptError{syscall.SIGTERM}, 143, "simulate: interrupted by SIGTERM: stopped, output files left complete or as they were\n"},
+	} {
+		for _, a := range [][]string{
+			{"gen", "--events", "100000", "-o", old, "random"},
+			{"gen", "--events", "100000", "random"},
+			{"-o", filepath.Join(dir, "report"), "testdata/tiny.csv"},
+			{"inspect", "testdata/tiny.csv"},
+			{"convert", "testdata/tiny.csv", old},
+			{"plan", "-o", old, "testdata/tiny.csv"},
+			{"merge", "-o", filepath.Join(dir, "merged"), "testdata"},
+		} {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			cancel(tc.cause)
+			var stdout, stderr bytes.Buffer
+			code := Command{Stdout: &stdout, Stderr: &stderr}.Run(ctx, a)
+			assert.Equal(t, tc.code, code, "%v", a)
+			assert.Equal(t, tc.want, stderr.String(), "%v", a)
+			assert.Less(t, stdout.Len(), 64<<10, "%v: at most what one buffer held", a)
+		}
+	}
+	b, err := os.ReadFile(old)
+	require.NoError(t, err)
+	assert.Equal(t, "what was there\n", string(b))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temporary file or report left: %v", entries)
+}
+
+// TestSignalDuringGen sends SIGTERM to a simulate gen writing over a file:
+// it exits 143 at once, and the file holds what it held before.
+func TestSignalDuringGen(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGTERM")
+	}
+	if os.Getenv("GPUALLOC_TEST_MAIN") == "1" {
+		os.Exit(Main(strings.Fields(os.Getenv("GPUALLOC_TEST_ARGS")), os.Stdout, os.Stderr))
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "old.csv.gz")
+	require.NoError(t, os.WriteFile(out, []byte("what was there\n"), 0o644))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSignalDuringGen$")
+	cmd.Env = append(os.Environ(), "GPUALLOC_TEST_MAIN=1", "GPUALLOC_TEST_ARGS=gen --events 1000000000 -o "+out+" random")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	// Wait for the temporary to grow: the generator is writing.
+	for deadline := time.Now().Add(time.Minute); ; {
+		entries, _ := os.ReadDir(dir)
+		if len(entries) == 2 {
+			if fi, err := entries[0].Info(); err == nil && fi.Size() > 0 && strings.HasSuffix(entries[0].Name(), ".tmp") {
+				break
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "no temporary written")
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	start := time.Now()
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 143, ee.ExitCode(), stderr.String())
+	assert.Less(t, time.Since(start), 10*time.Second, "stopped promptly")
+	assert.Equal(t, "simulate: interrupted by SIGTERM: stopped, output files left complete or as they were\n", stderr.String())
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, "what was there\n", string(b))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "the temporary is gone")
+}
+
+// TestGenIsAtomic: gen's output file appears whole, with the permissions
+// of a new file, and reads back as what gen writes to stdout.
+func TestGenIsAtomic(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"t.csv", "t.csv.gz"} {
+		out := filepath.Join(dir, name)
+		code, _, stderr := run(t, nil, "gen", "--model", "tiny", "--steps", "1", "-o", out, "training")
+		require.Equal(t, 0, code, stderr)
+		_, want, _ := run(t, nil, "gen", "--model", "tiny", "--steps", "1", "training")
+		f, err := os.Open(out)
+		require.NoError(t, err)
+		var r io.Reader = f
+		if strings.HasSuffix(name, ".gz") {
+			r, err = gzip.NewReader(f)
+			require.NoError(t, err)
+		}
+		got, err := io.ReadAll(r)
+		require.NoError(t, err)
+		f.Close()
+		assert.Equal(t, want, string(got))
+		fi, err := os.Stat(out)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 2, "no temporary left")
+	code, _, stderr := run(t, nil, "gen", "-o", dir, "training")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "simulate: -o "+dir+": is a directory; want a file (see simulate gen -h)\n", stderr)
+}
+
+// TestMistypedCommand: a misspelt subcommand is named, and errors of a
+// subcommand point to its own help.
+func TestMistypedCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stratgies"}, "simulate: stratgies: no such command or file; did you mean 'simulate strategies'? (see simulate -h)\n"},
+		{[]string{"inpsect", "x.csv"}, "simulate: inpsect: no such command or file; did you mean 'simulate inspect'? (see simulate -h)\n"},
+		{[]string{"fidelty"}, "simulate: fidelty: no such command or file; did you mean 'simulate fidelity'? (see simulate -h)\n"},
+		{[]string{"merge", "-o", "x", "--nosuch"}, "simulate: unknown flag: --nosuch (see simulate merge -h)\n"},
+		{[]string{"tune", "--capacity", "big", "training"}, "simulate: --capacity \"big\": want bytes or a number with a unit such as MiB (see simulate tune -h)\n"},
+	} {
+		code, _, stderr := run(t, nil, tc.args...)
+		assert.Equal(t, 2, code, "%v", tc.args)
+		assert.Equal(t, tc.want, stderr)
+	}
+	code, stdout, _ := run(t, nil, "help", "gen")
+	assert.Equal(t, 0, code)
+	assert.True(t, strings.HasPrefix(stdout, "usage: simulate gen "), stdout)
+	// A file of a command's near name is a trace.
+	tiny := filepath.Join(testdataDir(t), "tiny.csv")
+	t.Chdir(t.TempDir())
+	b, err := os.ReadFile(tiny)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile("stratgies", b, 0o644))
+	code, _, stderr := run(t, nil, "-s", "naive", "stratgies")
+	assert.Equal(t, 0, code, stderr)
+}
+
+// testdataDir is the absolute path of testdata, for tests that change
+// directory.
+func testdataDir(t *testing.T) string {
+	d, err := filepath.Abs("testdata")
+	require.NoError(t, err)
+	return d
+}
+
+// TestBundledNameBeatsDirectory: after -o training made a directory of
+// that name, "training" is still the bundled trace; a file of that name
+// wins.
+func TestBundledNameBeatsDirectory(t *testing.T) {
+	t.Chdir(t.TempDir())
+	code, _, stderr := run(t, nil, args("-o", "training", "training")...)
+	require.Equal(t, 0, code, stderr)
+	require.DirExists(t, "training")
+	code, stdout, stderr := run(t, nil, "-s", "naive", "-f", "csv", "training")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "\ntraining,\"naive:")
+}
+
+// TestSizes: fractional sizes with a unit, and errors that say what is
+// wrong with a size or a fraction.
+func TestSizes(t *testing.T) {
+	var res []struct {
+		CapacityBytes int64 `json:"capacity_bytes"`
+	}
+	runJSON(t, nil, &res, "-s", "naive", "-f", "json", "--capacity", "5.41GiB", "testdata/tiny.csv")
+	require.NotEmpty(t, res)
+	assert.Equal(t, int64(5808943268), res[0].CapacityBytes)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--capacity", "8EiB"}, `simulate: --capacity "8EiB": more than the largest size, 9223372036854775807 bytes (8 EiB less one byte) (see simulate -h)` + "\n"},
+		{[]string{"--capacity", "0"}, `simulate: --capacity "0": want a size above 0, such as 80GiB (see simulate -h)` + "\n"},
+		{[]string{"--capacity", "-1GiB"}, `simulate: --capacity "-1GiB": negative (see simulate -h)` + "\n"},
+		{[]string{"--capacity", "1.5"}, `simulate: --capacity "1.5": not a whole number of bytes (a fraction needs a unit, as in 1.5KiB) (see simulate -h)` + "\n"},
+		{[]string{"gen", "--max-size", "99999EB", "random"}, `simulate: --max-size "99999EB": more than the largest size, 9223372036854775807 bytes (8 EiB less one byte) (see simulate gen -h)` + "\n"},
+		{[]string{"tune", "--memory-fraction", "0", "training"}, "simulate: --memory-fraction 0: want a number in (0, 1]; leave the flag out for no fraction (see simulate tune -h)\n"},
+		{[]string{"tune", "--memory-fraction", "-0.5", "training"}, "simulate: --memory-fraction -0.5: want a number in (0, 1]; leave the flag out for no fraction (see simulate tune -h)\n"},
+	} {
+		code, _, stderr := run(t, nil, tc.args...)
+		assert.Equal(t, 2, code, "%v", tc.args)
+		assert.Equal(t, tc.want, stderr)
+	}
+}
+
+// TestFidelityNeedsSnapshot: fidelity on a bundled trace's name says
+// what it needs.
+func TestFidelityNeedsSnapshot(t *testing.T) {
+	code, _, stderr := run(t, nil, "fidelity", "training")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "simulate: training: a bundled trace, not a PyTorch snapshot: fidelity needs a snapshot, the file torch.cuda.memory._dump_snapshot writes\n", stderr)
+	code, _, stderr = run(t, nil, "fidelity", "testdata/nosuch.pickle")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "simulate: testdata/nosuch.pickle: no such file or directory\n", stderr)
+}
+
+// TestMergeRefusesDamagedShards: a shard file that is no gzip, is cut
+// short, or holds a null row is refused with what is wrong with it.
+func TestMergeRefusesDamagedShards(t *testing.T) {
+	dirs := runShards(t, 2)
+	path := filepath.Join(dirs[1], ShardFile)
+	good, err := os.ReadFile(path)
+	require.NoError(t, err)
+	zr, err := gzip.NewReader(bytes.NewReader(good))
+	require.NoError(t, err)
+	plain, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	gz := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
+	}
+	var d map[string]any
+	require.NoError(t, json.Unmarshal(plain, &d))
+	rows := d["rows"].([]any)
+	rows[1] = nil
+	nullRow, err := json.Marshal(d)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"plain JSON", plain, "simulate: merge: " + path + ": not gzip-compressed (what simulate --shard writes): it starts with \"{\\\"run\\\":\\\""},
+		{"empty", nil, "simulate: merge: " + path + ": not gzip-compressed (what simulate --shard writes): the file is empty\n"},
+		{"cut short", good[:len(good)/2], "simulate: merge: " + path + ": cut short (the shard's run did not finish writing it?): unexpected EOF\n"},
+		{"null row", gz(nullRow), "simulate: merge: " + path + ": row 2 of " + itoa(len(rows)) + " has no result (no trace or strategy): the file is damaged; run the shard again\n"},
+		{"not JSON", gz([]byte("{\"run\": nope}")), "simulate: merge: " + path + ": not the JSON simulate --shard writes: byte 10 of the decompressed data: invalid character 'o' in literal null (expecting 'u')\n"},
+	} {
+		require.NoError(t, os.WriteFile(path, tc.data, 0o644))
+		out := filepath.Join(t.TempDir(), "out")
+		code, stdout, stderr := run(t, nil, "merge", "-o", out, dirs[0], dirs[1])
+		assert.Equal(t, 1, code, tc.name)
+		assert.Empty(t, stdout, tc.name)
+		assert.True(t, strings.HasPrefix(stderr, tc.want), "%s: %s", tc.name, stderr)
+		assert.NoDirExists(t, out, tc.name)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
