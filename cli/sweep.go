@@ -29,6 +29,7 @@ type decoded struct {
 	skipped int64
 	err     error
 	memory  sim.CapacityReporter // the devices' memory, when the reader knows it
+	start   sim.StartReporter    // the recorded start state, when the reader knows it
 	stream  bool                 // the trace is longer than decodeLimit: each replay reads the file
 	counted atomic.Bool          // a streaming replay counts the sizes
 }
@@ -61,6 +62,7 @@ func (d *decoded) load() {
 		r = d.sizes
 	}
 	d.memory, _ = r.(sim.CapacityReporter)
+	d.start = sim.StartOf(r)
 	rereadable := d.in.name != "-"
 	for r.Scan() {
 		if rereadable && len(d.events) == decodeLimit {
@@ -95,7 +97,7 @@ func (d *decoded) open() (traces.Reader, io.Closer, error) {
 	if d.stream {
 		return d.openFile()
 	}
-	r := &memoryReader{SliceReader: traces.NewSliceReader(d.in.name, d.events), skipped: d.skipped, memory: d.memory}
+	r := &memoryReader{SliceReader: traces.NewSliceReader(d.in.name, d.events), skipped: d.skipped, memory: d.memory, StartReporter: d.start}
 	return r, closeFunc(func() error { d.release(); return nil }), nil
 }
 
@@ -134,6 +136,7 @@ type memoryReader struct {
 	*traces.SliceReader
 	skipped int64
 	memory  sim.CapacityReporter
+	sim.StartReporter // the decoded reader's
 }
 
 func (r *memoryReader) Skipped() int64 { return r.skipped }

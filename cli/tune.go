@@ -100,10 +100,11 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	in := inputs[0]
-	events, recorded, err := readEvents(in)
+	events, recorded, start, err := readEvents(in)
 	if err != nil {
 		return err
 	}
+	opts.Start = start
 	if !fs.Changed("capacity") && recorded > 0 {
 		opts.Capacity = recorded
 	}
@@ -139,14 +140,14 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// readEvents decodes the trace of in into memory.
 // readEvents decodes the trace of in, and returns with its events the
 // device size it records: the one every device of the trace reports
-// (sim.CapacityReporter), 0 when it records none or devices differ.
-func readEvents(in *input) ([]traces.Event, int64, error) {
+// (sim.CapacityReporter), 0 when it records none or devices differ; and
+// the state the trace starts from (sim.StartReporter).
+func readEvents(in *input) ([]traces.Event, int64, sim.StartReporter, error) {
 	r, c, err := in.open()
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	events, err := traces.ReadAll(r)
 	if c != nil {
@@ -154,7 +155,7 @@ func readEvents(in *input) ([]traces.Event, int64, error) {
 			err = cerr
 		}
 	}
-	return events, recordedCapacity(r, events), err
+	return events, recordedCapacity(r, events), sim.StartOf(r), err
 }
 
 // recordedCapacity is the size every device of events has by r, or 0.

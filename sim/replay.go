@@ -92,7 +92,14 @@ type engine struct {
 	strategy string // short name for errors
 
 	memory CapacityReporter // the trace's devices' memory, with no Config.Capacity
-	hinted bool             // a device took its capacity from memory
+	start  StartReporter    // the trace's recorded start state, if any (see start.go)
+	// initial is the number of the trace's first events that allocate the
+	// blocks of the start state; starting is true while they, or a
+	// restore, are replayed; eventIndex is the index of the event.
+	initial    int64
+	starting   bool
+	eventIndex int64
+	hinted     bool // a device took its capacity from memory
 
 	// Sums over devices.
 	requested, allocated, reserved int64
@@ -148,6 +155,9 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	if cfg.NewBackend == nil && cfg.Capacity == 0 {
 		e.res.CapacityBytes = virtual.DefaultCapacity
 		e.memory, _ = r.(CapacityReporter)
+	}
+	if sr, ok := r.(StartReporter); ok {
+		e.start, e.initial = sr, int64(sr.Initial())
 	}
 	if cfg.SeriesBuckets >= 0 {
 		n := cfg.SeriesBuckets
@@ -223,6 +233,7 @@ func (e *engine) run(ctx context.Context, r traces.Reader) (err error) {
 // step replays event n.
 func (e *engine) step(ev *traces.Event, n int64) error {
 	e.resLo, e.resHi = e.reserved, e.reserved
+	e.eventIndex, e.starting = n, n < e.initial
 	var d *device
 	var err error
 	switch ev.Op {
@@ -291,7 +302,14 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	if e.measure {
 		t0 = time.Now()
 	}
+	restored := false
+	if e.starting && d.startBlocks != nil {
+		if b, restored, err = d.takeStart(ev.Size); err != nil {
+			return d, err
+		}
+	}
 	switch {
+	case restored:
 	case d.cat != nil:
 		b, err = d.cat.AllocCategory(ev.Size, ev.Stream, ev.Category)
 	case d.stream != nil:

@@ -64,6 +64,10 @@ type Options struct {
 	// Workers is the number of replays at once; 0 means
 	// runtime.GOMAXPROCS(0).
 	Workers int
+	// Start is the recorded state the trace starts from (a PyTorch
+	// snapshot's: see sim.StartReporter), which every replay restores, as
+	// a replay of the file does; nil for none.
+	Start sim.StartReporter
 }
 
 // A Setting is one combination of the allocator's settings that the
@@ -241,7 +245,7 @@ func (t *tuner) try(settings []Setting) error {
 		}
 		jobs[i] = sim.Job{
 			Open: func() (traces.Reader, io.Closer, error) {
-				return traces.NewSliceReader(t.name, t.events), nil, nil
+				return startReader{traces.NewSliceReader(t.name, t.events), sim.StartOf(t.opts.Start)}, nil, nil
 			},
 			Config: sim.Config{Trace: t.name, Params: p, Capacity: t.opts.Capacity, SeriesBuckets: -1},
 		}
@@ -253,6 +257,13 @@ func (t *tuner) try(settings []Setting) error {
 		t.seen[todo[i]] = &Trial{Setting: todo[i], Result: out.Result}
 	}
 	return nil
+}
+
+// A startReader reads the events in memory, from the start state of the
+// file they were decoded from.
+type startReader struct {
+	*traces.SliceReader
+	sim.StartReporter
 }
 
 // trials returns every trial, in the order of rank.

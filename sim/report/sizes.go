@@ -4,6 +4,7 @@ import (
 	"math/bits"
 
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -69,6 +70,14 @@ func (c *SizeCounter) DeviceCapacity(device int) int64 {
 	}
 	return 0
 }
+
+// StartState and Initial are those of the reader (see sim.StartReporter).
+func (c *SizeCounter) StartState(device int) *snapshot.State {
+	return sim.StartOf(c.Reader).StartState(device)
+}
+
+// Initial: see StartState.
+func (c *SizeCounter) Initial() int { return sim.StartOf(c.Reader).Initial() }
 
 // NewSizeCounter returns a SizeCounter reading r.
 func NewSizeCounter(r traces.Reader) *SizeCounter { return &SizeCounter{Reader: r} }

@@ -1,0 +1,171 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/snapshot"
+)
+
+// Replays that start from a recorded state.
+//
+// A PyTorch snapshot's trace is the tail of a ring buffer: when it begins,
+// the allocator already holds segments, some of their blocks live, some
+// free in its cache, some segments wholly free. Its reader (package
+// traces) is a StartReporter: it knows that state, and its first Initial
+// events are the allocations of the blocks live in it.
+//
+// A replay of such a trace through an allocator that is a Restorer (the
+// pytorch strategy) starts from the recorded state: when a device is first
+// used, the engine takes each of the state's segments from the device (a
+// Malloc of its size, through the counting wrapper, so that reserved bytes
+// and the device's capacity include it), moves the segment to the address
+// the device gave, and hands it to the allocator's Restore; the Initial
+// events of the segments' live blocks then take the blocks that Restore
+// returned, without calling the allocator. A segment that the allocator
+// cannot restore (Restore fails: an expandable segment, blocks that do not
+// fit its rules) is given back to the device, and the live blocks of it are
+// allocated as the events ask, as are the blocks that no segment holds
+// (State.Unplaced) and every start block for an allocator that is no
+// Restorer.
+//
+// Either way the device calls made to build the start state (the restored
+// segments, and the calls during the Initial events) are reported apart,
+// in Result.StartSegments and Result.StartReservedBytes; DeviceMallocs,
+// DeviceFrees and DeviceMallocBytes count only the calls made while the
+// trace itself was replayed. Peak reserved bytes include the start state,
+// as the recorded peak does.
+
+// A StartReporter is a reader whose trace starts from a recorded state of
+// the allocator, such as the reader of a PyTorch snapshot (package
+// traces). StartState returns the state of a device when its trace began,
+// nil when there is none; the reader's first Initial events are the
+// allocations of the live blocks of those states, device after device and,
+// within a device, segment after segment in address order, the blocks
+// that no segment holds last. A reader that wraps another passes it on.
+type StartReporter interface {
+	StartState(device int) *snapshot.State
+	Initial() int
+}
+
+// A Restorer is an allocator that can hold a segment of a recorded state
+// as if it had allocated it from its backend, without calling the backend
+// (the pytorch strategy's Restore): it returns the segment's live blocks in
+// address order.
+type Restorer interface {
+	Restore(s snapshot.Segment) ([]gpualloc.Block, error)
+}
+
+// A startBlock is a block live at the start of a device's trace, in the
+// order of the reader's Initial events: restored (its Block) or to be
+// allocated.
+type startBlock struct {
+	block    gpualloc.Block
+	restored bool
+}
+
+// restore restores the start state of device d, if the reader reports one
+// and the allocator is a Restorer.
+func (e *engine) restore(d *device) error {
+	if e.start == nil {
+		return nil
+	}
+	st := e.start.StartState(d.index)
+	rs, ok := d.alloc.(Restorer)
+	if st == nil || !ok {
+		return nil
+	}
+	e.starting = true
+	defer func() { e.starting = e.eventIndex < e.initial }()
+	for _, sg := range st.Segments {
+		live := 0
+		for _, b := range sg.Blocks {
+			if b.Live() {
+				live++
+			}
+		}
+		blocks, err := e.restoreSegment(d, rs, sg)
+		if err != nil {
+			return err
+		}
+		if blocks == nil {
+			for range live {
+				d.startBlocks = append(d.startBlocks, startBlock{})
+			}
+			continue
+		}
+		if len(blocks) != live {
+			return fmt.Errorf("restore of the segment at %#x: %d live blocks returned, %d expected", sg.Address, len(blocks), live)
+		}
+		for _, b := range blocks {
+			d.startBlocks = append(d.startBlocks, startBlock{block: b, restored: true})
+		}
+	}
+	for range st.Unplaced {
+		d.startBlocks = append(d.startBlocks, startBlock{})
+	}
+	return nil
+}
+
+// restoreSegment takes memory for segment sg from the device and restores
+// the segment there; it returns the live blocks, or nil when the allocator
+// does not restore the segment (its memory then given back).
+func (e *engine) restoreSegment(d *device, rs Restorer, sg snapshot.Segment) ([]gpualloc.Block, error) {
+	if sg.IsExpandable || sg.TotalSize <= 0 {
+		return nil, nil
+	}
+	addr, err := d.given.Malloc(sg.TotalSize)
+	if err != nil {
+		return nil, fmt.Errorf("restore of the segment at %#x (%d bytes): %w", sg.Address, sg.TotalSize, err)
+	}
+	moved := sg
+	moved.Address = addr
+	moved.Blocks = make([]snapshot.Block, len(sg.Blocks))
+	for i, b := range sg.Blocks {
+		b.Address = b.Address - sg.Address + addr
+		moved.Blocks[i] = b
+	}
+	blocks, err := rs.Restore(moved)
+	if err != nil {
+		if ferr := d.given.Free(addr, sg.TotalSize); ferr != nil {
+			return nil, ferr
+		}
+		return nil, nil
+	}
+	if blocks == nil {
+		blocks = []gpualloc.Block{}
+	}
+	return blocks, nil
+}
+
+// takeStart returns the block restored for the next start event of device
+// d, of size bytes, if there is one.
+func (d *device) takeStart(size int64) (gpualloc.Block, bool, error) {
+	if d.nextStart >= len(d.startBlocks) {
+		return gpualloc.Block{}, false, nil
+	}
+	sb := d.startBlocks[d.nextStart]
+	d.nextStart++
+	if !sb.restored {
+		return gpualloc.Block{}, false, nil
+	}
+	if sb.block.Requested != size {
+		return gpualloc.Block{}, false, fmt.Errorf("the block restored at %#x was asked for %d bytes, the trace's start allocation %d", sb.block.Addr, sb.block.Requested, size)
+	}
+	return sb.block, true, nil
+}
+
+// StartOf returns r as a StartReporter, or one that reports no start
+// state when r is not one: for readers that wrap another and pass its
+// start state on.
+func StartOf(r any) StartReporter {
+	if sr, ok := r.(StartReporter); ok {
+		return sr
+	}
+	return noStart{}
+}
+
+type noStart struct{}
+
+func (noStart) StartState(int) *snapshot.State { return nil }
+func (noStart) Initial() int                   { return 0 }
