@@ -134,8 +134,8 @@ func (d *decoded) release() {
 // skipped (with --lenient), as the file's reader would have.
 type memoryReader struct {
 	*traces.SliceReader
-	skipped int64
-	memory  sim.CapacityReporter
+	skipped           int64
+	memory            sim.CapacityReporter
 	sim.StartReporter // the decoded reader's
 }
 

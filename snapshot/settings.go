@@ -173,6 +173,26 @@ func (s *AllocatorSettings) DeviceMemory(dev int) int64 {
 	return max(n, 0)
 }
 
+// StrategyKey is the key of Other under which a snapshot written by a
+// replay (simulate --snapshot) records the spec of the strategy replayed;
+// PyTorch's own snapshots do not have it.
+const StrategyKey = "strategy"
+
+// Strategy returns the name of the strategy whose replay wrote the
+// snapshot (Other["strategy"], "bestfit" of "bestfit:round=512"), and
+// false for a snapshot that records none, as PyTorch's own do.
+func (s *AllocatorSettings) Strategy() (string, bool) {
+	if s == nil {
+		return "", false
+	}
+	spec, ok := s.Other[StrategyKey].(string)
+	if !ok || spec == "" {
+		return "", false
+	}
+	name, _, _ := strings.Cut(spec, ":")
+	return name, true
+}
+
 // MemoryFraction returns the per-process memory fraction that Conf sets
 // (memory_fraction, the pytorch strategy's extension, which a replay's
 // snapshot writes; PyTorch's own snapshots do not record it), or 0.

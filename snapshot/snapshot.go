@@ -145,11 +145,15 @@ func IsEmptyCacheFrame(name, file string) bool {
 }
 
 // Devices returns the device indices that the snapshot's segments and
-// traces name, in increasing order.
+// traces name, in increasing order: the devices that hold a segment or
+// whose trace has an entry. PyTorch lists a trace, often empty, for every
+// device the process could use; an empty one names no device.
 func (s *Snapshot) Devices() []int {
 	seen := map[int]bool{}
-	for d := range s.DeviceTraces {
-		seen[d] = true
+	for d, t := range s.DeviceTraces {
+		if len(t) > 0 {
+			seen[d] = true
+		}
 	}
 	for _, seg := range s.Segments {
 		seen[seg.Device] = true

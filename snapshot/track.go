@@ -143,3 +143,64 @@ func DeviceMemory(st *State, t []TraceEntry, rules Rules) int64 {
 	}
 	return total
 }
+
+// Figures are what a snapshot records of the memory that the allocator
+// held from one device over its trace, the figures a replay of the trace
+// is compared with.
+type Figures struct {
+	// StartReservedBytes and StartSegments are the segments (mapped ranges
+	// of expandable segments included) held when the trace began.
+	StartReservedBytes int64
+	StartSegments      int64
+	// PeakReservedBytes is the most bytes of segments held at once, the
+	// start included.
+	PeakReservedBytes int64
+	// DeviceMallocs counts the segment_alloc entries of the trace, and
+	// those that a ring buffer cut off just before it (State.Fresh);
+	// DeviceFrees the segment_free entries. Maps and Unmaps count the
+	// segment_map and segment_unmap entries of expandable segments.
+	DeviceMallocs, DeviceFrees int64
+	Maps, Unmaps               int64
+}
+
+// Figures returns the figures that the snapshot records for device dev:
+// the state before its trace ([Snapshot.InitialStateWith] the rules of
+// its settings), then each entry applied as a [Tracker] applies it. An
+// error names the first entry that does not fit the memory.
+func (s *Snapshot) Figures(dev int) (Figures, error) {
+	rules, err := s.AllocatorSettings.Rules()
+	if err != nil {
+		return Figures{}, err
+	}
+	st, err := s.InitialStateWith(dev, rules)
+	if err != nil {
+		return Figures{}, err
+	}
+	var f Figures
+	for _, sg := range st.Segments {
+		f.StartReservedBytes += sg.TotalSize
+		f.StartSegments++
+	}
+	f.PeakReservedBytes = f.StartReservedBytes
+	tr := NewTracker(st, rules)
+	t := append(append([]TraceEntry(nil), st.Fresh...), s.Trace(dev)...)
+	for i := range t {
+		e := &t[i]
+		if err := tr.Apply(e); err != nil {
+			return f, fmt.Errorf("device_traces[%d][%d]: %w", dev, i-len(st.Fresh), err)
+		}
+		switch e.Action {
+		case SegmentAlloc:
+			f.DeviceMallocs++
+			f.PeakReservedBytes = max(f.PeakReservedBytes, tr.Held())
+		case SegmentMap:
+			f.Maps++
+			f.PeakReservedBytes = max(f.PeakReservedBytes, tr.Held())
+		case SegmentFree:
+			f.DeviceFrees++
+		case SegmentUnmap:
+			f.Unmaps++
+		}
+	}
+	return f, nil
+}

@@ -145,10 +145,29 @@ type Result struct {
 	// backend.
 	DeviceFrees int64 `json:"device_frees"`
 	AllocErrors int64 `json:"alloc_errors"` // allocations the model failed
-	InitialLive int64 `json:"initial_live"` // blocks live when the trace began
-	InitialSegs int64 `json:"initial_segments"`
+	// Figures of the device's memory, as recorded (the segments of the
+	// state the trace starts from, then its segment entries: see
+	// [snapshot.Snapshot.Figures]) and as the free-running replay held it
+	// from its device: the peak of reserved bytes (segments and mapped
+	// pages, the start included); the device allocations made during the
+	// trace (segment_alloc entries, against the allocator's Malloc calls;
+	// the pages of expandable segments are not counted); and the largest
+	// difference of reserved bytes between the two after any alloc,
+	// free_completed or oom entry (within an allocation, the record and
+	// the model take and give back segments in different orders).
+	RecordedPeakReservedBytes int64 `json:"recorded_peak_reserved_bytes"`
+	ReplayedPeakReservedBytes int64 `json:"replayed_peak_reserved_bytes"`
+	RecordedDeviceMallocs     int64 `json:"recorded_device_mallocs"`
+	ReplayedDeviceMallocs     int64 `json:"replayed_device_mallocs"`
+	MaxReservedDiffBytes      int64 `json:"max_reserved_diff_bytes"`
+	InitialLive               int64 `json:"initial_live"` // blocks live when the trace began
+	InitialSegs               int64 `json:"initial_segments"`
 	// Note says why the figures claim nothing (NoHistory), or is "".
-	Note         string     `json:"note,omitempty"`
+	Note string `json:"note,omitempty"`
+	// Error, set by a caller that compares several files, says why the
+	// file could not be compared (it is no record of PyTorch's
+	// allocator); its figures are then all zero.
+	Error        string     `json:"error,omitempty"`
 	Mismatches   []Mismatch `json:"mismatches"`
 	mismatchesMx int
 }
@@ -248,6 +267,7 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 	}
 	top = (top + 1<<30) &^ (1<<30 - 1)
 	for _, sg := range st.Segments {
+		res.RecordedPeakReservedBytes += sg.TotalSize
 		res.InitialSegs++
 		for _, b := range sg.Blocks {
 			if b.Live() {
@@ -260,9 +280,16 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 		total = deviceTotal(st, t, rules)
 	}
 	release := releaseInAlloc(s.AllocatorSettings, rules)
-	free := &replay{res: res, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total, releaseInAlloc: release}
+	free := &replay{res: res, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total, releaseInAlloc: release,
+		figures: snapshot.NewTracker(st, rules)}
 	if err := free.run(st, top, nil); err != nil {
 		return err
+	}
+	res.ReplayedPeakReservedBytes, res.ReplayedDeviceMallocs = free.be.peak, free.be.mallocs
+	for i := range t {
+		if t[i].Action == snapshot.SegmentAlloc {
+			res.RecordedDeviceMallocs++
+		}
 	}
 	follow := &replay{res: &Result{mismatchesMx: -1}, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total,
 		releaseInAlloc: release}
