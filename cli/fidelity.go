@@ -31,6 +31,10 @@ cudaMalloc calls; pages of expandable segments not counted), and MAX
 RESERVED DIFF, the largest difference of reserved bytes between the two
 after any alloc, free or oom.
 
+The strategy replays each snapshot with the allocator settings it records
+(the CONF of JSON and CSV); PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF,
+when set, replaces them, which standard error says.
+
 A file that is not a record of PyTorch's allocator (not a snapshot, a
 snapshot whose trace does not fit its segments, or an export of another
 strategy by simulate --snapshot) gets a row of its own saying why; the
@@ -74,13 +78,22 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 	if mismatches <= 0 {
 		mismatches = -1
 	}
+	var conf *string
+	for _, k := range []string{"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"} {
+		if v, ok := e.getenv(k); ok && strings.TrimSpace(v) != "" {
+			v = strings.TrimSpace(v)
+			conf = &v
+			fmt.Fprintf(e.stderr, "simulate: fidelity: the allocator replays with %s=%s, not with the settings each snapshot records\n", k, v)
+			break
+		}
+	}
 	var results []*fidelity.Result
 	failed := 0
 	for _, path := range fs.Args() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r, err := fidelityFile(path, mismatches)
+		r, err := fidelityFile(path, mismatches, conf)
 		if err != nil {
 			// The file's own row says why; the others are compared.
 			failed++
@@ -195,7 +208,7 @@ func percentDown(n, d int64) string {
 }
 
 // fidelityFile reads and replays one snapshot; its errors name the file.
-func fidelityFile(path string, mismatches int) ([]*fidelity.Result, error) {
+func fidelityFile(path string, mismatches int, conf *string) ([]*fidelity.Result, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -208,7 +221,7 @@ func fidelityFile(path string, mismatches int) ([]*fidelity.Result, error) {
 	if name, ok := s.AllocatorSettings.Strategy(); ok && name != "pytorch" {
 		return nil, fmt.Errorf("%s: an export of the simulator's %s strategy, not a record of PyTorch's caching allocator", path, name)
 	}
-	r, err := fidelity.Run(s, path, fidelity.Options{New: newFidelityAllocator, MaxMismatches: mismatches})
+	r, err := fidelity.Run(s, path, fidelity.Options{New: newFidelityAllocator, MaxMismatches: mismatches, Conf: conf})
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a record of PyTorch's caching allocator: %w", path, err)
 	}

@@ -127,6 +127,7 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	out := p.run(ctx, e.stderr)
+	noteRecordedSettings(e.stderr, out)
 	if f.offline || f.minCapacity {
 		if err := addReferences(ctx, p.inputs, p.jobs, out, f.offline, f.minCapacity, f.timeLimit, f.jobs); err != nil {
 			return err

@@ -27,14 +27,18 @@ max_split_size_mb to the MiB; the trace is decoded once and the settings of
 each round replay in parallel.
 
 It prints the line to paste, PYTORCH_CUDA_ALLOC_CONF=..., the figures it
-gives against PyTorch's defaults, and the Pareto front of the settings
+gives against PyTorch's defaults and, for a PyTorch snapshot that records
+other settings, against those ("as recorded": the run's own, named on
+standard error), and the Pareto front of the settings
 tried: those that no other beats on peak reserved memory without making
 more device allocations. Replaying TRACE with that value
 (PYTORCH_CUDA_ALLOC_CONF=... simulate -s pytorch TRACE) gives exactly the
 same figures.
 
 TRACE is a file, or the name of a bundled trace (dynamic, training, ...).
-Without --capacity the device is the one the trace records, where every
+A PyTorch snapshot is replayed from the allocator's state when its trace
+began, as simulate replays it. Without --capacity the device is the one
+the trace records, where every
 device of the trace records the same size (a PyTorch snapshot with an
 out-of-memory error, or one that simulate --snapshot wrote), else 80GiB.
 
@@ -55,6 +59,12 @@ type tuneResult struct {
 	Tried                    int         `json:"tried"`
 	Front                    []tunePoint `json:"front"`
 	DefaultOOMs              int64       `json:"default_ooms"`
+	// The baseline of the settings the trace records, when they are not
+	// PyTorch's defaults (a PyTorch snapshot's allocator_settings).
+	RecordedConf              string `json:"recorded_conf,omitempty"`
+	RecordedPeakReservedBytes int64  `json:"recorded_peak_reserved_bytes,omitempty"`
+	RecordedDeviceMallocs     int64  `json:"recorded_device_mallocs,omitempty"`
+	RecordedOOMs              int64  `json:"recorded_ooms,omitempty"`
 }
 
 // tunePoint is a setting of the Pareto front.
@@ -127,6 +137,13 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 		DefaultOOMs: rep.Default.Result.OOMs, PeakRequestedBytes: rep.Best.Result.PeakRequestedBytes,
 		CapacityBytes: rep.Capacity, MemoryFraction: rep.MemoryFraction, Tried: rep.Tried,
 	}
+	if rep.Recorded != nil {
+		res.RecordedConf = rep.RecordedConf
+		res.RecordedPeakReservedBytes = rep.Recorded.Result.PeakReservedBytes
+		res.RecordedDeviceMallocs = rep.Recorded.Result.DeviceMallocs
+		res.RecordedOOMs = rep.Recorded.Result.OOMs
+		fmt.Fprintf(e.stderr, "simulate: %s: the \"as recorded\" baseline replays with the allocator settings that it records (%s)\n", in.name, rep.RecordedConf)
+	}
 	for _, t := range rep.Front {
 		res.Front = append(res.Front, tunePoint{t.Setting.Conf(), t.Result.PeakReservedBytes, t.Result.DeviceMallocs})
 	}
@@ -191,11 +208,18 @@ func writeTune(w io.Writer, r tuneResult) {
 	rows := [][]string{
 		{"this setting", gpualloc.FormatSize(r.PeakReservedBytes), tabular.Count(r.DeviceMallocs), "0"},
 		{"PyTorch's defaults", gpualloc.FormatSize(r.DefaultPeakReservedBytes), tabular.Count(r.DefaultDeviceMallocs), tabular.Count(r.DefaultOOMs)},
-		{"lower bound (peak live bytes)", gpualloc.FormatSize(r.PeakRequestedBytes), "", ""},
 	}
+	if r.RecordedConf != "" {
+		rows = append(rows, []string{"as recorded (" + r.RecordedConf + ")", gpualloc.FormatSize(r.RecordedPeakReservedBytes),
+			tabular.Count(r.RecordedDeviceMallocs), tabular.Count(r.RecordedOOMs)})
+	}
+	rows = append(rows, []string{"lower bound (peak live bytes)", gpualloc.FormatSize(r.PeakRequestedBytes), "", ""})
 	layoutIndented(w, []string{"", "PEAK RESERVED", "DEVICE MALLOCS", "OOMS"}, []bool{false, true, true, true}, rows)
 	if r.DefaultOOMs == 0 && r.PeakReservedBytes < r.DefaultPeakReservedBytes {
 		fmt.Fprintf(w, "  peak reserved: %.1f%% less than with PyTorch's defaults\n", 100*(1-float64(r.PeakReservedBytes)/float64(r.DefaultPeakReservedBytes)))
+	}
+	if r.RecordedConf != "" && r.RecordedOOMs == 0 && r.PeakReservedBytes < r.RecordedPeakReservedBytes {
+		fmt.Fprintf(w, "  peak reserved: %.1f%% less than with the settings recorded\n", 100*(1-float64(r.PeakReservedBytes)/float64(r.RecordedPeakReservedBytes)))
 	}
 	fmt.Fprintf(w, "\nPareto front, peak reserved against device mallocs (no OOM):\n")
 	rows = rows[:0]

@@ -138,8 +138,13 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 			cfg.Trace = n.Name()
 		}
 	}
+	var recorded bool
+	cfg.Params, recorded = recordedParams(r, cfg.Params, cfg.Trace)
 	e := &engine{cfg: cfg, measure: cfg.MeasureTime}
 	e.res.Trace = cfg.Trace
+	if recorded {
+		e.res.SettingsFrom = cfg.Trace
+	}
 	e.res.Backend = cfg.Backend
 	if e.res.Backend == "" {
 		e.res.Backend = "sim"

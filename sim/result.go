@@ -16,6 +16,10 @@ type Result struct {
 	Strategy      Strategy `json:"strategy"` // written as its full spec, every parameter's effective value
 	Backend       string   `json:"backend"`
 	CapacityBytes int64    `json:"capacity_bytes"`
+	// SettingsFrom names the trace whose recorded allocator settings the
+	// strategy replayed with, given no parameter of its own (see
+	// StartReporter); "" when it replayed with its own.
+	SettingsFrom string `json:"-"`
 	// Device, when not nil, is the index of the one device whose figures
 	// the Result holds (see [Result.PerDevice]); nil, the figures are the
 	// trace's, summed over its devices.

@@ -2,9 +2,11 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/snapshot"
+	"github.com/gpualloc/gpualloc/traces"
 )
 
 // Replays that start from a recorded state.
@@ -43,9 +45,18 @@ import (
 // allocations of the live blocks of those states, device after device and,
 // within a device, segment after segment in address order, the blocks
 // that no segment holds last. A reader that wraps another passes it on.
+//
+// RecordedConf returns the settings of the allocator that recorded the
+// trace, in PYTORCH_CUDA_ALLOC_CONF syntax ("" for PyTorch's defaults or
+// none recorded). A replay whose strategy reads PyTorch's settings (a
+// "conf" parameter that PYTORCH_CUDA_ALLOC_CONF sets, as the pytorch
+// strategy's) and was given no parameter, by its spec or the environment,
+// replays with them: its conf is the recorded one, the Result's spec says
+// so, and Result.SettingsFrom names the trace.
 type StartReporter interface {
 	StartState(device int) *snapshot.State
 	Initial() int
+	RecordedConf() string
 }
 
 // A Restorer is an allocator that can hold a segment of a recorded state
@@ -169,3 +180,22 @@ type noStart struct{}
 
 func (noStart) StartState(int) *snapshot.State { return nil }
 func (noStart) Initial() int                   { return 0 }
+func (noStart) RecordedConf() string           { return "" }
+
+// recordedParams returns p with the settings that the trace of r records,
+// when p is to take them (see StartReporter), and whether it did.
+func recordedParams(r traces.Reader, p *gpualloc.Params, trace string) (*gpualloc.Params, bool) {
+	if p == nil || p.Explicit() {
+		return p, false
+	}
+	conf := StartOf(r).RecordedConf()
+	if conf == "" {
+		return p, false
+	}
+	for _, d := range p.Declared() {
+		if d.Name == "conf" && slices.Contains(d.Env, "PYTORCH_CUDA_ALLOC_CONF") {
+			return p.WithDefault("conf", conf, "the allocator_settings of "+trace), true
+		}
+	}
+	return p, false
+}

@@ -254,6 +254,37 @@ func (s *AllocatorSettings) AllocConf() string {
 	return strings.Join(opts, ",")
 }
 
+// Conf returns the settings of the allocator that took the snapshot, in
+// PYTORCH_CUDA_ALLOC_CONF syntax: those of its allocator_settings
+// ([AllocatorSettings.AllocConf]), with expandable_segments:True when its
+// segments or trace show expandable segments and the settings do not say
+// so (files from before PyTorch recorded the setting). PyTorch's defaults
+// give "".
+func (s *Snapshot) Conf() string {
+	conf := s.AllocatorSettings.AllocConf()
+	if r, err := s.AllocatorSettings.Rules(); (err != nil || !r.Expandable) && s.expandable() {
+		conf = strings.TrimPrefix(conf+",expandable_segments:True", ",")
+	}
+	return conf
+}
+
+// expandable reports whether the snapshot shows expandable segments.
+func (s *Snapshot) expandable() bool {
+	for _, sg := range s.Segments {
+		if sg.IsExpandable {
+			return true
+		}
+	}
+	for _, t := range s.DeviceTraces {
+		for _, e := range t {
+			if e.Action == SegmentMap || e.Action == SegmentUnmap {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // FormatDivisions writes roundup_power2_divisions in PYTORCH_CUDA_ALLOC_CONF
 // syntax (see [torchsize.FormatDivisions]): one number when every interval
 // has the same divisions, else a list of the intervals with divisions,

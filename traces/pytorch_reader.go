@@ -334,6 +334,12 @@ func (r *snapshotReader) DeviceCapacity(dev int) int64 {
 	return r.memory[dev]
 }
 
+// RecordedConf returns the settings of the allocator that took the
+// snapshot, in PYTORCH_CUDA_ALLOC_CONF syntax (see
+// [snapshot.Snapshot.Conf]): a replay of the reader takes them as a
+// sim.StartReporter's.
+func (r *snapshotReader) RecordedConf() string { return r.snap.Conf() }
+
 // StartState returns the allocator's state on device dev when its trace
 // began, as the snapshot records it (see [snapshot.Snapshot.InitialState]):
 // every segment held then, fully free ones included, with its blocks;

@@ -71,13 +71,16 @@ func (c *SizeCounter) DeviceCapacity(device int) int64 {
 	return 0
 }
 
-// StartState and Initial are those of the reader (see sim.StartReporter).
+// StartState, Initial and RecordedConf are those of the reader (see sim.StartReporter).
 func (c *SizeCounter) StartState(device int) *snapshot.State {
 	return sim.StartOf(c.Reader).StartState(device)
 }
 
 // Initial: see StartState.
 func (c *SizeCounter) Initial() int { return sim.StartOf(c.Reader).Initial() }
+
+// RecordedConf: see StartState.
+func (c *SizeCounter) RecordedConf() string { return sim.StartOf(c.Reader).RecordedConf() }
 
 // NewSizeCounter returns a SizeCounter reading r.
 func NewSizeCounter(r traces.Reader) *SizeCounter { return &SizeCounter{Reader: r} }

@@ -84,6 +84,11 @@ type Options struct {
 	// MaxMismatches is how many mismatches to keep: 0 means
 	// DefaultMaxMismatches, a negative number none.
 	MaxMismatches int
+	// Conf, when not nil, configures the allocator in place of the
+	// snapshot's recorded settings (PYTORCH_CUDA_ALLOC_CONF given
+	// explicitly); the state before the trace is still rebuilt with the
+	// recorded ones, which made it.
+	Conf *string
 }
 
 // A Mismatch is a decision of the model that differs from the recorded one.
@@ -195,14 +200,14 @@ func Run(s *snapshot.Snapshot, name string, opts Options) ([]*Result, error) {
 	if opts.New == nil {
 		return nil, errors.New("fidelity: no allocator")
 	}
-	conf := s.AllocatorSettings.AllocConf()
+	conf := s.Conf()
 	rules, err := s.AllocatorSettings.Rules()
 	if err != nil {
 		return nil, err
 	}
-	if expandable(s) && !rules.Expandable {
-		rules.Expandable = true
-		conf = strings.TrimPrefix(conf+",expandable_segments:True", ",")
+	rules.Expandable = rules.Expandable || strings.Contains(conf, "expandable_segments:True")
+	if opts.Conf != nil {
+		conf = *opts.Conf
 	}
 	mx := opts.MaxMismatches
 	if mx == 0 {
@@ -227,23 +232,6 @@ func Run(s *snapshot.Snapshot, name string, opts Options) ([]*Result, error) {
 		out = append(out, res)
 	}
 	return out, nil
-}
-
-// expandable reports whether the snapshot shows expandable segments.
-func expandable(s *snapshot.Snapshot) bool {
-	for _, sg := range s.Segments {
-		if sg.IsExpandable {
-			return true
-		}
-	}
-	for _, t := range s.DeviceTraces {
-		for _, e := range t {
-			if e.Action == snapshot.SegmentMap || e.Action == snapshot.SegmentUnmap {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules, newAlloc NewFunc, res *Result) error {
