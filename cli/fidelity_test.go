@@ -266,6 +266,24 @@ func TestRecordedOOM(t *testing.T) {
 		}
 	}
 
+	// Converted to the native format, the trace keeps the device's
+	// memory, and replays on the same device.
+	csv := filepath.Join(t.TempDir(), "oom.csv")
+	code, _, stderr := run(t, nil, "convert", path, csv)
+	require.Equal(t, 0, code, stderr)
+	var conv []struct {
+		Capacity int64 `json:"capacity_bytes"`
+		OOMs     int64 `json:"ooms"`
+	}
+	runJSON(t, nil, &conv, "-f", "json", "-s", "pytorch", csv)
+	require.Len(t, conv, 1)
+	assert.Equal(t, int64(3<<20), conv[0].Capacity)
+	assert.Equal(t, int64(1), conv[0].OOMs)
+	// tune searches on the same device: every setting fails there.
+	code, stdout, stderr := run(t, nil, "tune", "-f", "json", csv)
+	require.Equal(t, 1, code, "every setting runs out of memory: %s", stdout)
+	assert.Contains(t, stderr, "on a device of 3.00 MiB")
+
 	// Fidelity: the strategy fails the recorded request too.
 	var fr []struct {
 		OOMs       int64 `json:"ooms"`

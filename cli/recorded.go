@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/traces"
 )
 
 // noteRecordedSettings writes one line on w for each trace whose recorded
@@ -28,4 +29,22 @@ func noteRecordedSettings(w io.Writer, out []sim.JobResult) {
 		fmt.Fprintf(w, "simulate: %s: %s replays with the allocator settings that it records (%s); a %s parameter or PYTORCH_CUDA_ALLOC_CONF overrides them\n",
 			r.SettingsFrom, r.Strategy.Name, conf, r.Strategy.Name)
 	}
+}
+
+// writeDeviceMemory records in w the memory of each device that r knows
+// (a PyTorch snapshot's, or a native trace's device_memory comments), so
+// that the converted trace replays on the same devices.
+func writeDeviceMemory(w *traces.Writer, r traces.Reader) error {
+	dm, ok := r.(interface{ DeviceMemory() []int64 })
+	if !ok {
+		return nil
+	}
+	for d, n := range dm.DeviceMemory() {
+		if n > 0 {
+			if err := w.DeviceMemory(d, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -37,10 +37,10 @@ same figures.
 
 TRACE is a file, or the name of a bundled trace (dynamic, training, ...).
 A PyTorch snapshot is replayed from the allocator's state when its trace
-began, as simulate replays it. Without --capacity the device is the one
-the trace records, where every
-device of the trace records the same size (a PyTorch snapshot with an
-out-of-memory error, or one that simulate --snapshot wrote), else 80GiB.
+began, as simulate replays it. Without --capacity each device is the one
+the trace records, as in simulate (a PyTorch snapshot with an
+out-of-memory error, one that simulate --snapshot wrote, or a trace that
+simulate convert made of one), else 80GiB.
 
 Flags:
 `
@@ -115,8 +115,10 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	opts.Start = start
-	if !fs.Changed("capacity") && recorded > 0 {
-		opts.Capacity = recorded
+	if !fs.Changed("capacity") && recorded != nil {
+		// Each device replays on the memory the trace records for it,
+		// as simulate replays it.
+		opts.Capacity, opts.Memory = 0, recorded
 	}
 	rep, err := tune.Run(ctx, in.name, events, opts)
 	if err != nil {
@@ -128,7 +130,7 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 			conf = "PyTorch's defaults"
 		}
 		return fmt.Errorf("%s: every setting tried runs out of memory on a device of %s (the fewest OOMs, %d, with %s)",
-			in.name, gpualloc.FormatSize(opts.Capacity), rep.Best.Result.OOMs, conf)
+			in.name, gpualloc.FormatSize(rep.Capacity), rep.Best.Result.OOMs, conf)
 	}
 	res := tuneResult{
 		Trace: rep.Trace, Conf: rep.Best.Setting.Conf(),
@@ -158,13 +160,13 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 }
 
 // readEvents decodes the trace of in, and returns with its events the
-// device size it records: the one every device of the trace reports
-// (sim.CapacityReporter), 0 when it records none or devices differ; and
-// the state the trace starts from (sim.StartReporter).
-func readEvents(in *input) ([]traces.Event, int64, sim.StartReporter, error) {
+// memory of its devices that it records (sim.CapacityReporter), nil when
+// it records none; and the state the trace starts from
+// (sim.StartReporter).
+func readEvents(in *input) ([]traces.Event, sim.CapacityReporter, sim.StartReporter, error) {
 	r, c, err := in.open()
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, nil, nil, err
 	}
 	events, err := traces.ReadAll(r)
 	if c != nil {
@@ -172,27 +174,27 @@ func readEvents(in *input) ([]traces.Event, int64, sim.StartReporter, error) {
 			err = cerr
 		}
 	}
-	return events, recordedCapacity(r, events), sim.StartOf(r), err
+	return events, recordedMemory(r, events), sim.StartOf(r), err
 }
 
-// recordedCapacity is the size every device of events has by r, or 0.
-func recordedCapacity(r traces.Reader, events []traces.Event) int64 {
+// recordedMemory returns r as the sim.CapacityReporter of the devices of
+// events when it records the memory of one of them, else nil.
+func recordedMemory(r traces.Reader, events []traces.Event) sim.CapacityReporter {
 	cr, ok := r.(sim.CapacityReporter)
-	if !ok || len(events) == 0 {
-		return 0
+	if !ok {
+		return nil
 	}
-	want := cr.DeviceCapacity(int(events[0].Device))
 	seen := map[int32]bool{}
 	for i := range events {
 		d := events[i].Device
 		if !seen[d] {
 			seen[d] = true
-			if cr.DeviceCapacity(int(d)) != want {
-				return 0
+			if cr.DeviceCapacity(int(d)) > 0 {
+				return cr
 			}
 		}
 	}
-	return want
+	return nil
 }
 
 // writeTune writes tune's result as text.

@@ -53,8 +53,8 @@ import (
 // Options configure [Run]. The zero value tunes for an 80 GiB device on
 // every core, without a memory fraction.
 type Options struct {
-	// Capacity is the device's size in bytes; 0 means virtual.DefaultCapacity
-	// (80 GiB).
+	// Capacity is the device's size in bytes; 0 means that of Memory, else
+	// virtual.DefaultCapacity (80 GiB).
 	Capacity int64
 	// MemoryFraction, if in (0, 1], caps reserved memory at this fraction
 	// of Capacity in every replay (the pytorch strategy's memory_fraction,
@@ -69,6 +69,12 @@ type Options struct {
 	// a replay of the file does, and the settings it records, which
 	// Report.Recorded replays with; nil for none.
 	Start sim.StartReporter
+	// Memory, with Capacity 0, gives each device of the trace the memory
+	// that the trace records for it (sim.CapacityReporter: a PyTorch
+	// snapshot's, a native trace's device_memory), as a replay of the file
+	// without --capacity does; virtual.DefaultCapacity where it records
+	// none.
+	Memory sim.CapacityReporter
 }
 
 // A Setting is one combination of the allocator's settings that the
@@ -182,7 +188,7 @@ const maxRounds = 16
 // It fails only when a replay fails for another reason than memory, or
 // when ctx is done.
 func Run(ctx context.Context, name string, events []traces.Event, opts Options) (*Report, error) {
-	if opts.Capacity == 0 {
+	if opts.Capacity == 0 && opts.Memory == nil {
 		opts.Capacity = virtual.DefaultCapacity
 	}
 	if opts.Capacity < 0 {
@@ -225,6 +231,9 @@ func Run(ctx context.Context, name string, events []traces.Event, opts Options) 
 
 	r := &Report{Trace: name, Capacity: opts.Capacity, MemoryFraction: opts.MemoryFraction,
 		Best: *t.best(), Default: *t.seen[Setting{}], Tried: len(t.seen)}
+	if r.Capacity == 0 {
+		r.Capacity = r.Default.Result.CapacityBytes // the largest device's
+	}
 	var err error
 	if r.Recorded, r.RecordedConf, err = t.recorded(); err != nil {
 		return nil, err
@@ -273,7 +282,7 @@ func (t *tuner) replay(specs []gpualloc.Spec) ([]sim.Result, error) {
 		}
 		jobs[i] = sim.Job{
 			Open: func() (traces.Reader, io.Closer, error) {
-				return startReader{traces.NewSliceReader(t.name, t.events), sim.StartOf(t.opts.Start)}, nil, nil
+				return startReader{traces.NewSliceReader(t.name, t.events), sim.StartOf(t.opts.Start), t.opts.Memory}, nil, nil
 			},
 			Config: sim.Config{Trace: t.name, Params: p, Capacity: t.opts.Capacity, SeriesBuckets: -1},
 		}
@@ -305,10 +314,19 @@ func (t *tuner) recorded() (*Trial, string, error) {
 }
 
 // A startReader reads the events in memory, from the start state of the
-// file they were decoded from.
+// file they were decoded from, on the devices it records.
 type startReader struct {
 	*traces.SliceReader
 	sim.StartReporter
+	memory sim.CapacityReporter
+}
+
+// DeviceCapacity is that of Options.Memory (see sim.CapacityReporter).
+func (r startReader) DeviceCapacity(device int) int64 {
+	if r.memory == nil {
+		return 0
+	}
+	return r.memory.DeviceCapacity(device)
 }
 
 // trials returns every trial, in the order of rank.
