@@ -12,7 +12,7 @@ import (
 	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 )
 
-const rL0 uint64 = 0x7f0002000000 // a second large segment
+const rL0 uint64 = 0x7f0004000000 // a second large segment, after fL0
 
 // writeSnapshot writes snapshot v into a temporary file and returns its
 // path.
@@ -164,4 +164,50 @@ func TestRecordedSettings(t *testing.T) {
 		assert.Contains(t, rows[0].Strategy, tc.conf, "%v %v", tc.env, tc.args)
 		assert.NotContains(t, stderr, "allocator settings", "%v %v", tc.env, tc.args)
 	}
+}
+
+// privateSnapshot has a private pool's segment (pool (1, 0)) with 15 MiB
+// free beside a live block, and allocates 5 MiB in the default pool,
+// which PyTorch serves from a new segment: the private pool's free bytes
+// serve no request of the default pools.
+func privateSnapshot() pk.Dict {
+	private := pk.Segment(0, rL0, 0, "large", pk.Block(rL0, 5<<20, 5<<20, "active_allocated"), pk.Block(rL0+5<<20, 15<<20, 0, "inactive"))
+	for i := range private {
+		if private[i].K == "segment_pool_id" {
+			private[i].V = [2]any{1, 0}
+		}
+	}
+	return pk.Snapshot([]any{
+		pk.Segment(0, fL0, 0, "large", pk.Block(fL0, 5<<20, 5<<20, "active_allocated"), pk.Block(fL0+5<<20, 15<<20, 0, "inactive")),
+		private,
+	}, [][]any{{pkEntry("segment_alloc", fL0, 20<<20), pkEntry("alloc", fL0, 5<<20)}}, pkSettings)
+}
+
+// TestPrivatePool: a replay keeps a private pool's segment apart, as
+// PyTorch does; inspect lists the pools and says that the trace records
+// nothing of the private one.
+func TestPrivatePool(t *testing.T) {
+	path := writePickle(t, privateSnapshot())
+	rows, _ := replayRows(t, nil, "-s", "pytorch", path)
+	r := rows[0]
+	assert.Equal(t, int64(1), r.DeviceMallocs, "the default pool's request takes a new segment")
+	assert.Equal(t, int64(40<<20), r.Peak)
+	assert.Equal(t, int64(20<<20), r.StartReserved)
+	assert.Equal(t, int64(1), r.StartSegments)
+
+	code, stdout, stderr := run(t, nil, "inspect", path)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, path+": device 0: default pools: 1 segment, 20.0 MiB reserved; 2 trace entries\n")
+	assert.Contains(t, stdout, path+": device 0: private pool (1, 0): 1 segment, 20.0 MiB reserved; no trace entry: the trace says nothing of it\n")
+	var infos []struct {
+		Pools []struct {
+			Pool          [2]uint64 `json:"pool"`
+			ReservedBytes int64     `json:"reserved_bytes"`
+		} `json:"pools"`
+	}
+	runJSON(t, nil, &infos, "inspect", "-f", "json", path)
+	require.Len(t, infos, 1)
+	require.Len(t, infos[0].Pools, 2)
+	assert.Equal(t, [2]uint64{1, 0}, infos[0].Pools[1].Pool)
+	assert.Equal(t, int64(20<<20), infos[0].Pools[1].ReservedBytes)
 }

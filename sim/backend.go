@@ -36,6 +36,8 @@ type device struct {
 	// trace's start events, and the device calls made to build it.
 	startBlocks                  []startBlock
 	nextStart                    int
+	private                      []startBlock // while restoring: see holdPrivate
+	heldSegs                     int64        // segments of private pools that the engine holds
 	startSegs, startFrees        int64
 	startMallocBytes, startBytes int64
 	callNS                       int64 // time in backend calls, with Config.MeasureTime
@@ -259,7 +261,9 @@ func (e *engine) device(i int32) (*device, error) {
 
 // verify compares the allocator's own statistics with the engine's.
 func (d *device) verify() error {
-	if d.stats == nil {
+	if d.stats == nil || d.heldSegs > 0 {
+		// The memory of private pools, which the engine holds, is not
+		// the allocator's.
 		return nil
 	}
 	s := d.stats.Stats()

@@ -71,6 +71,7 @@ const (
 	slotFree   = iota // no live allocation
 	slotLive          // block holds the live allocation
 	slotFailed        // the alloc failed with out of memory; its free is skipped
+	slotHeld          // a block of a private pool that the engine holds (see start.go)
 )
 
 // A slot is the engine's record of one live allocation, at index Event.Slot.
@@ -307,14 +308,15 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	if e.measure {
 		t0 = time.Now()
 	}
-	restored := false
+	var sb startBlock
 	if e.starting && d.startBlocks != nil {
-		if b, restored, err = d.takeStart(ev.Size); err != nil {
+		if sb, err = d.takeStart(ev.Size); err != nil {
 			return d, err
 		}
+		b = sb.block
 	}
 	switch {
-	case restored:
+	case sb.restored || sb.held:
 	case d.cat != nil:
 		b, err = d.cat.AllocCategory(ev.Size, ev.Stream, ev.Category)
 	case d.stream != nil:
@@ -345,6 +347,9 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	// Field by field: a composite literal would build the slot aside and
 	// copy it, on the hottest line of the replay.
 	s.block, s.size, s.dev, s.state = b, ev.Size, ev.Device, slotLive
+	if sb.held {
+		s.state = slotHeld
+	}
 	d.okAllocs++
 	if e.mallocs == before {
 		e.res.CacheHits++
@@ -388,7 +393,10 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	e.res.Frees++
 	e.live--
 	d.frees++
-	if err := d.alloc.Free(s.block); err != nil {
+	if s.state == slotHeld {
+		// The block of a private pool goes back to it, which keeps its
+		// memory: the strategy never had it.
+	} else if err := d.alloc.Free(s.block); err != nil {
 		return d, err
 	}
 	d.okFrees++

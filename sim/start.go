@@ -73,6 +73,7 @@ type Restorer interface {
 type startBlock struct {
 	block    gpualloc.Block
 	restored bool
+	held     bool // in a private pool's segment, which the engine holds
 }
 
 // restore restores the start state of device d, if the reader reports one
@@ -82,13 +83,36 @@ func (e *engine) restore(d *device) error {
 		return nil
 	}
 	st := e.start.StartState(d.index)
-	rs, ok := d.alloc.(Restorer)
-	if st == nil || !ok {
+	if st == nil {
 		return nil
 	}
 	e.starting = true
 	defer func() { e.starting = e.eventIndex < e.initial }()
+	if err := e.holdPrivate(d, st); err != nil {
+		return err
+	}
+	rs, ok := d.alloc.(Restorer)
+	if !ok {
+		for _, sg := range st.Segments {
+			if sg.Pool.Private() {
+				continue
+			}
+			for _, b := range sg.Blocks {
+				if b.Live() {
+					d.startBlocks = append(d.startBlocks, startBlock{})
+				}
+			}
+		}
+		for range st.Unplaced {
+			d.startBlocks = append(d.startBlocks, startBlock{})
+		}
+		d.sortStart(st)
+		return nil
+	}
 	for _, sg := range st.Segments {
+		if sg.Pool.Private() {
+			continue
+		}
 		live := 0
 		for _, b := range sg.Blocks {
 			if b.Live() {
@@ -115,7 +139,65 @@ func (e *engine) restore(d *device) error {
 	for range st.Unplaced {
 		d.startBlocks = append(d.startBlocks, startBlock{})
 	}
+	d.sortStart(st)
 	return nil
+}
+
+// holdPrivate takes from the device the memory of the segments of st that
+// belong to a private pool (snapshot.Segment.Pool: a CUDA graph's, a
+// torch.cuda.MemPool's), which the engine holds itself, apart from the
+// strategy: no request of the default pools is served from them, and
+// their live blocks are the engine's (their frees give nothing back).
+// d.private collects their live blocks, in the order of the reader's start
+// events (see sortStart).
+func (e *engine) holdPrivate(d *device, st *snapshot.State) error {
+	for _, sg := range st.Segments {
+		if !sg.Pool.Private() {
+			continue
+		}
+		addr, err := d.given.Malloc(sg.TotalSize)
+		if err != nil {
+			return fmt.Errorf("the segment at %#x (%d bytes) of private pool %v: %w", sg.Address, sg.TotalSize, sg.Pool, err)
+		}
+		d.heldSegs++
+		for _, b := range sg.Blocks {
+			if b.Live() {
+				req := b.RequestedSize
+				if req < 1 {
+					req = b.Size
+				}
+				blk := gpualloc.Block{Addr: b.Address - sg.Address + addr, Size: b.Size, Requested: req, Stream: sg.Stream}
+				d.private = append(d.private, startBlock{block: blk, held: true})
+			}
+		}
+	}
+	return nil
+}
+
+// sortStart puts the blocks of private pools (d.private) among
+// d.startBlocks where the reader yields them: segment after segment in
+// address order (see StartReporter).
+func (d *device) sortStart(st *snapshot.State) {
+	if len(d.private) == 0 {
+		return
+	}
+	var out []startBlock
+	i, p := 0, 0
+	for _, sg := range st.Segments {
+		for _, b := range sg.Blocks {
+			if !b.Live() {
+				continue
+			}
+			if sg.Pool.Private() {
+				out = append(out, d.private[p])
+				p++
+			} else {
+				out = append(out, d.startBlocks[i])
+				i++
+			}
+		}
+	}
+	d.startBlocks, d.private = append(out, d.startBlocks[i:]...), nil
 }
 
 // restoreSegment takes memory for segment sg from the device and restores
@@ -149,21 +231,18 @@ func (e *engine) restoreSegment(d *device, rs Restorer, sg snapshot.Segment) ([]
 	return blocks, nil
 }
 
-// takeStart returns the block restored for the next start event of device
-// d, of size bytes, if there is one.
-func (d *device) takeStart(size int64) (gpualloc.Block, bool, error) {
+// takeStart returns the next start block of device d, for a start event
+// of size bytes: restored or held, when it is one, else to be allocated.
+func (d *device) takeStart(size int64) (startBlock, error) {
 	if d.nextStart >= len(d.startBlocks) {
-		return gpualloc.Block{}, false, nil
+		return startBlock{}, nil
 	}
 	sb := d.startBlocks[d.nextStart]
 	d.nextStart++
-	if !sb.restored {
-		return gpualloc.Block{}, false, nil
+	if (sb.restored || sb.held) && sb.block.Requested != size {
+		return startBlock{}, fmt.Errorf("the block restored at %#x was asked for %d bytes, the trace's start allocation %d", sb.block.Addr, sb.block.Requested, size)
 	}
-	if sb.block.Requested != size {
-		return gpualloc.Block{}, false, fmt.Errorf("the block restored at %#x was asked for %d bytes, the trace's start allocation %d", sb.block.Addr, sb.block.Requested, size)
-	}
-	return sb.block, true, nil
+	return sb, nil
 }
 
 // StartOf returns r as a StartReporter, or one that reports no start
