@@ -211,3 +211,24 @@ func TestPrivatePool(t *testing.T) {
 	assert.Equal(t, [2]uint64{1, 0}, infos[0].Pools[1].Pool)
 	assert.Equal(t, int64(20<<20), infos[0].Pools[1].ReservedBytes)
 }
+
+// TestEmptyDeviceTraces: PyTorch lists a trace for every device the
+// process could use, most often empty; fidelity gives no row of zeros for
+// them, and counts the devices as inspect does.
+func TestEmptyDeviceTraces(t *testing.T) {
+	path := writePickle(t, pk.Snapshot([]any{
+		pk.Segment(0, fL0, 0, "large", pk.Block(fL0, 5<<20, 5<<20, "active_allocated"), pk.Block(fL0+5<<20, 15<<20, 0, "inactive")),
+	}, [][]any{{pkEntry("segment_alloc", fL0, 20<<20), pkEntry("alloc", fL0, 5<<20)}, nil, nil, nil}, pkSettings))
+	var fr []struct {
+		Device int `json:"device"`
+	}
+	runJSON(t, nil, &fr, "fidelity", "-f", "json", path)
+	require.Len(t, fr, 1)
+	assert.Zero(t, fr[0].Device)
+	var infos []struct {
+		Devices int64 `json:"devices"`
+	}
+	runJSON(t, nil, &infos, "inspect", "-f", "json", path)
+	require.Len(t, infos, 1)
+	assert.Equal(t, int64(len(fr)), infos[0].Devices)
+}

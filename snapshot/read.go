@@ -368,8 +368,15 @@ func (p *parser) pool(m map[any]any, path string) PoolID {
 		return id
 	}
 	for i, it := range items {
-		pair := map[any]any{"id": it}
-		id[i] = p.uint(pair, "id", path+".segment_pool_id["+strconv.Itoa(i)+"]")
+		n, ok := toInt64(it)
+		if b, big := it.(*big.Int); big && b.IsUint64() {
+			id[i], ok = b.Uint64(), true
+		} else if ok && n >= 0 {
+			id[i] = uint64(n)
+		} else {
+			p.fail(path+".segment_pool_id", "not a pair of non-negative integers of 64 bits: "+pyType(it)+" at "+strconv.Itoa(i))
+			return PoolID{}
+		}
 	}
 	return id
 }
