@@ -96,11 +96,10 @@ type engine struct {
 	start  StartReporter    // the trace's recorded start state, if any (see start.go)
 	// initial is the number of the trace's first events that allocate the
 	// blocks of the start state; starting is true while they, or a
-	// restore, are replayed; eventIndex is the index of the event.
-	initial    int64
-	starting   bool
-	eventIndex int64
-	hinted     bool // a device took its capacity from memory
+	// restore, are replayed.
+	initial  int64
+	starting bool
+	hinted   bool // a device took its capacity from memory
 
 	// Sums over devices.
 	requested, allocated, reserved int64
@@ -239,7 +238,9 @@ func (e *engine) run(ctx context.Context, r traces.Reader) (err error) {
 // step replays event n.
 func (e *engine) step(ev *traces.Event, n int64) error {
 	e.resLo, e.resHi = e.reserved, e.reserved
-	e.eventIndex, e.starting = n, n < e.initial
+	if e.starting || n < e.initial {
+		e.starting = n < e.initial
+	}
 	var d *device
 	var err error
 	switch ev.Op {
@@ -308,15 +309,16 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	if e.measure {
 		t0 = time.Now()
 	}
-	var sb startBlock
+	restored, held := false, false
 	if e.starting && d.startBlocks != nil {
-		if sb, err = d.takeStart(ev.Size); err != nil {
+		sb, err := d.takeStart(ev.Size)
+		if err != nil {
 			return d, err
 		}
-		b = sb.block
+		b, restored, held = sb.block, sb.restored || sb.held, sb.held
 	}
 	switch {
-	case sb.restored || sb.held:
+	case restored:
 	case d.cat != nil:
 		b, err = d.cat.AllocCategory(ev.Size, ev.Stream, ev.Category)
 	case d.stream != nil:
@@ -347,7 +349,7 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	// Field by field: a composite literal would build the slot aside and
 	// copy it, on the hottest line of the replay.
 	s.block, s.size, s.dev, s.state = b, ev.Size, ev.Device, slotLive
-	if sb.held {
+	if held {
 		s.state = slotHeld
 	}
 	d.okAllocs++

@@ -86,8 +86,9 @@ func (e *engine) restore(d *device) error {
 	if st == nil {
 		return nil
 	}
+	was := e.starting
 	e.starting = true
-	defer func() { e.starting = e.eventIndex < e.initial }()
+	defer func() { e.starting = was }()
 	if err := e.holdPrivate(d, st); err != nil {
 		return err
 	}
