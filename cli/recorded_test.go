@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	pk "github.com/gpualloc/gpualloc/internal/pickletest"
+	"github.com/gpualloc/gpualloc/strategy/pytorch/fidelity"
 )
 
 const rL0 uint64 = 0x7f0004000000 // a second large segment, after fL0
@@ -167,38 +168,45 @@ func TestRecordedSettings(t *testing.T) {
 }
 
 // privateSnapshot has a private pool's segment (pool (1, 0)) with 15 MiB
-// free beside a live block, and allocates 5 MiB in the default pool,
-// which PyTorch serves from a new segment: the private pool's free bytes
-// serve no request of the default pools.
+// free beside a live block when the trace begins. The trace allocates
+// 20 MiB in the default pool, which PyTorch serves from a new segment (the
+// private pool's free bytes serve no request of the default pools), then
+// 5 MiB in the private pool, served from its free bytes.
 func privateSnapshot() pk.Dict {
-	private := pk.Segment(0, rL0, 0, "large", pk.Block(rL0, 5<<20, 5<<20, "active_allocated"), pk.Block(rL0+5<<20, 15<<20, 0, "inactive"))
+	private := pk.Segment(0, rL0, 0, "large", pk.Block(rL0, 5<<20, 5<<20, "active_allocated"),
+		pk.Block(rL0+5<<20, 5<<20, 5<<20, "active_allocated"), pk.Block(rL0+10<<20, 10<<20, 0, "inactive"))
 	for i := range private {
 		if private[i].K == "segment_pool_id" {
 			private[i].V = [2]any{1, 0}
 		}
 	}
 	return pk.Snapshot([]any{
-		pk.Segment(0, fL0, 0, "large", pk.Block(fL0, 5<<20, 5<<20, "active_allocated"), pk.Block(fL0+5<<20, 15<<20, 0, "inactive")),
+		pk.Segment(0, fL0, 0, "large", pk.Block(fL0, 20<<20, 20<<20, "active_allocated")),
 		private,
-	}, [][]any{{pkEntry("segment_alloc", fL0, 20<<20), pkEntry("alloc", fL0, 5<<20)}}, pkSettings)
+	}, [][]any{{pkEntry("segment_alloc", fL0, 20<<20), pkEntry("alloc", fL0, 20<<20), pkEntry("alloc", rL0+5<<20, 5<<20)}}, pkSettings)
 }
 
 // TestPrivatePool: a replay keeps a private pool's segment apart, as
-// PyTorch does; inspect lists the pools and says that the trace records
-// nothing of the private one.
+// PyTorch does, and serves the allocations made in it from it; inspect
+// lists the pools.
 func TestPrivatePool(t *testing.T) {
 	path := writePickle(t, privateSnapshot())
 	rows, _ := replayRows(t, nil, "-s", "pytorch", path)
 	r := rows[0]
-	assert.Equal(t, int64(1), r.DeviceMallocs, "the default pool's request takes a new segment")
+	assert.Equal(t, int64(1), r.DeviceMallocs, "the default pool's request takes a new segment, the private pool's none")
 	assert.Equal(t, int64(40<<20), r.Peak)
 	assert.Equal(t, int64(20<<20), r.StartReserved)
 	assert.Equal(t, int64(1), r.StartSegments)
+	var fr []fidelity.Result
+	runJSON(t, nil, &fr, "fidelity", "-f", "json", path)
+	require.Len(t, fr, 1)
+	assert.Equal(t, fr[0].RecordedPeakReservedBytes, r.Peak)
+	assert.Equal(t, fr[0].RecordedDeviceMallocs, r.DeviceMallocs)
 
 	code, stdout, stderr := run(t, nil, "inspect", path)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, path+": device 0: default pools: 1 segment, 20.0 MiB reserved; 2 trace entries\n")
-	assert.Contains(t, stdout, path+": device 0: private pool (1, 0): 1 segment, 20.0 MiB reserved; no trace entry: the trace says nothing of it\n")
+	assert.Contains(t, stdout, path+": device 0: private pool (1, 0): 1 segment, 20.0 MiB reserved; 1 trace entry\n")
 	var infos []struct {
 		Pools []struct {
 			Pool          [2]uint64 `json:"pool"`
@@ -210,6 +218,14 @@ func TestPrivatePool(t *testing.T) {
 	require.Len(t, infos[0].Pools, 2)
 	assert.Equal(t, [2]uint64{1, 0}, infos[0].Pools[1].Pool)
 	assert.Equal(t, int64(20<<20), infos[0].Pools[1].ReservedBytes)
+
+	// A private pool that the trace does not touch: inspect says so.
+	s := privateSnapshot()
+	s[1].V = []any{[]any{pkEntry("segment_alloc", fL0, 20<<20), pkEntry("alloc", fL0, 20<<20)}}
+	path = writePickle(t, s)
+	code, stdout, stderr = run(t, nil, "inspect", path)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, path+": device 0: private pool (1, 0): 1 segment, 20.0 MiB reserved; no trace entry: the trace says nothing of it\n")
 }
 
 // TestEmptyDeviceTraces: PyTorch lists a trace for every device the

@@ -99,7 +99,11 @@ type engine struct {
 	// restore, are replayed.
 	initial  int64
 	starting bool
-	hinted   bool // a device took its capacity from memory
+	// private are the allocations served from private pools
+	// (StartReporter.PrivateAllocs); inPrivate is true during one.
+	private   []uint64
+	inPrivate bool
+	hinted    bool // a device took its capacity from memory
 
 	// Sums over devices.
 	requested, allocated, reserved int64
@@ -162,7 +166,7 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 		e.memory, _ = r.(CapacityReporter)
 	}
 	if sr, ok := r.(StartReporter); ok {
-		e.start, e.initial = sr, int64(sr.Initial())
+		e.start, e.initial, e.private = sr, int64(sr.Initial()), sr.PrivateAllocs()
 	}
 	if cfg.SeriesBuckets >= 0 {
 		n := cfg.SeriesBuckets
@@ -241,6 +245,9 @@ func (e *engine) step(ev *traces.Event, n int64) error {
 	if e.starting || n < e.initial {
 		e.starting = n < e.initial
 	}
+	if e.private != nil {
+		e.inPrivate = n/64 < int64(len(e.private)) && e.private[n/64]&(1<<(n%64)) != 0
+	}
 	var d *device
 	var err error
 	switch ev.Op {
@@ -316,6 +323,10 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 			return d, err
 		}
 		b, restored, held = sb.block, sb.restored || sb.held, sb.held
+	}
+	if e.inPrivate && d.heldSegs > 0 {
+		// Served from a private pool's segments, which the engine holds.
+		b, restored, held = gpualloc.Block{Size: ev.Size, Requested: ev.Size, Stream: ev.Stream}, true, true
 	}
 	switch {
 	case restored:

@@ -53,10 +53,16 @@ import (
 // strategy's) and was given no parameter, by its spec or the environment,
 // replays with them: its conf is the recorded one, the Result's spec says
 // so, and Result.SettingsFrom names the trace.
+//
+// PrivateAllocs returns, as a bitset over the reader's events (bit n of
+// word n/64), the allocations of the trace made in a private pool's
+// segments, nil for none: the engine serves them from the segments of
+// that pool that it holds (see holdPrivate), never through the strategy.
 type StartReporter interface {
 	StartState(device int) *snapshot.State
 	Initial() int
 	RecordedConf() string
+	PrivateAllocs() []uint64
 }
 
 // A Restorer is an allocator that can hold a segment of a recorded state
@@ -147,8 +153,12 @@ func (e *engine) restore(d *device) error {
 // holdPrivate takes from the device the memory of the segments of st that
 // belong to a private pool (snapshot.Segment.Pool: a CUDA graph's, a
 // torch.cuda.MemPool's), which the engine holds itself, apart from the
-// strategy: no request of the default pools is served from them, and
-// their live blocks are the engine's (their frees give nothing back).
+// strategy: no request of the default pools is served from them, the
+// live blocks in them and the allocations that the trace makes in them
+// (StartReporter.PrivateAllocs) are the engine's, and their frees give
+// nothing back: the pool keeps its segments, as PyTorch's private pools do
+// until they are released. A private pool's segments that the trace
+// allocates or frees are not followed.
 // d.private collects their live blocks, in the order of the reader's start
 // events (see sortStart).
 func (e *engine) holdPrivate(d *device, st *snapshot.State) error {
@@ -261,6 +271,7 @@ type noStart struct{}
 func (noStart) StartState(int) *snapshot.State { return nil }
 func (noStart) Initial() int                   { return 0 }
 func (noStart) RecordedConf() string           { return "" }
+func (noStart) PrivateAllocs() []uint64        { return nil }
 
 // recordedParams returns p with the settings that the trace of r records,
 // when p is to take them (see StartReporter), and whether it did.

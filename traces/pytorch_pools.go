@@ -85,3 +85,58 @@ func (r *snapshotReader) Pools() []PoolInfo {
 	}
 	return out
 }
+
+// privateAllocs returns, as a bitset over the reader's events (bit n of
+// word n/64), the allocations of the trace whose address lies in a segment
+// of a private pool, as the snapshot's segments and the state when the
+// trace began place them; nil when there are none. An allocation in a
+// private pool's segment that neither shows (one the trace allocates and
+// frees) counts for the default pools.
+func (r *snapshotReader) privateAllocs() []uint64 {
+	type span struct{ addr, end uint64 }
+	spans := map[int][]span{}
+	add := func(dev int, sg *snapshot.Segment) {
+		if sg.Pool.Private() {
+			spans[dev] = append(spans[dev], span{sg.Address, sg.Address + uint64(sg.TotalSize)})
+		}
+	}
+	for i := range r.snap.Segments {
+		add(r.snap.Segments[i].Device, &r.snap.Segments[i])
+	}
+	for dev, st := range r.states {
+		if st != nil {
+			for i := range st.Segments {
+				add(dev, &st.Segments[i])
+			}
+		}
+	}
+	if len(spans) == 0 {
+		return nil
+	}
+	var bits []uint64
+	n := len(r.start)
+	for _, ref := range r.refs {
+		e := &r.snap.DeviceTraces[ref.device][ref.index]
+		if e.Action == snapshot.Alloc {
+			for _, sp := range spans[int(ref.device)] {
+				if sp.addr <= e.Addr && e.Addr < sp.end {
+					for len(bits) <= n/64 {
+						bits = append(bits, 0)
+					}
+					bits[n/64] |= 1 << (n % 64)
+					break
+				}
+			}
+		}
+		n++
+		if e.Action == snapshot.OutOfMemory {
+			n++ // its alloc and its free
+		}
+	}
+	return bits
+}
+
+// PrivateAllocs returns the reader's allocations in a private pool (see
+// privateAllocs), which a replay serves from that pool's segments, apart
+// from the strategy: the reader is a sim.StartReporter.
+func (r *snapshotReader) PrivateAllocs() []uint64 { return r.private }

@@ -71,6 +71,7 @@ type snapshotReader struct {
 	ooms    uint64            // oom entries yielded
 	memory  []int64           // per device, what DeviceCapacity returns
 	states  []*snapshot.State // per device, what StartState returns
+	private []uint64          // what PrivateAllocs returns
 }
 
 const pytorchFormatName = "PyTorch snapshot"
@@ -124,6 +125,7 @@ func snapshotReaderOf(s *snapshot.Snapshot, name string, opts Options) *snapshot
 	r.start, r.states, r.memory = initialBlocks(s)
 	r.hasTime = hasTime(s)
 	r.refs = mergedRefs(s, r.hasTime)
+	r.private = r.privateAllocs()
 	cols := []Column{ColOp, ColID, ColSize, ColStream, ColDevice}
 	if r.hasTime {
 		cols = append(cols, ColTime)

@@ -71,7 +71,7 @@ func (c *SizeCounter) DeviceCapacity(device int) int64 {
 	return 0
 }
 
-// StartState, Initial and RecordedConf are those of the reader (see sim.StartReporter).
+// StartState, Initial, RecordedConf and PrivateAllocs are those of the reader (see sim.StartReporter).
 func (c *SizeCounter) StartState(device int) *snapshot.State {
 	return sim.StartOf(c.Reader).StartState(device)
 }
@@ -81,6 +81,9 @@ func (c *SizeCounter) Initial() int { return sim.StartOf(c.Reader).Initial() }
 
 // RecordedConf: see StartState.
 func (c *SizeCounter) RecordedConf() string { return sim.StartOf(c.Reader).RecordedConf() }
+
+// PrivateAllocs: see StartState.
+func (c *SizeCounter) PrivateAllocs() []uint64 { return sim.StartOf(c.Reader).PrivateAllocs() }
 
 // NewSizeCounter returns a SizeCounter reading r.
 func NewSizeCounter(r traces.Reader) *SizeCounter { return &SizeCounter{Reader: r} }
