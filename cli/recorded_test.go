@@ -248,3 +248,45 @@ func TestEmptyDeviceTraces(t *testing.T) {
 	require.Len(t, infos, 1)
 	assert.Equal(t, int64(len(fr)), infos[0].Devices)
 }
+
+// TestStartExpandable replays windows of exports with expandable segments
+// from the state they start from: the mapped ranges are restored, and the
+// replay gives the recorded peak of reserved bytes.
+func TestStartExpandable(t *testing.T) {
+	for _, entries := range []string{"3", "6"} {
+		files := exportSnapshots(t, 2, "-s", "pytorch:expandable_segments=true", "--snapshot-entries", entries, "testdata/tiny.csv", "testdata/twodev.csv")
+		for _, f := range files {
+			var fr []fidelity.Result
+			runJSON(t, nil, &fr, "fidelity", "-f", "json", f)
+			var rows []struct {
+				Device        *int  `json:"device"`
+				Peak          int64 `json:"peak_reserved_bytes"`
+				StartReserved int64 `json:"start_reserved_bytes"`
+				OOMs          int64 `json:"ooms"`
+			}
+			code, stdout, stderr := run(t, nil, "-f", "json", "-s", "pytorch", f)
+			require.Equal(t, 0, code, stderr)
+			require.NoError(t, json.Unmarshal([]byte(stdout), &rows))
+			assert.Contains(t, stderr, "expandable_segments:True")
+			for _, r := range rows {
+				if r.Device == nil && len(rows) > 1 {
+					continue
+				}
+				d := 0
+				if r.Device != nil {
+					d = *r.Device
+				}
+				var want *fidelity.Result
+				for i := range fr {
+					if fr[i].Device == d {
+						want = &fr[i]
+					}
+				}
+				require.NotNil(t, want, "%s device %d", f, d)
+				assert.Equal(t, want.RecordedPeakReservedBytes, r.Peak, "%s device %d entries %s", filepath.Base(f), d, entries)
+				assert.Zero(t, r.OOMs)
+				t.Logf("%s device %d: peak %d, start %d", filepath.Base(f), d, r.Peak, r.StartReserved)
+			}
+		}
+	}
+}

@@ -116,9 +116,21 @@ func (e *engine) restore(d *device) error {
 		d.sortStart(st)
 		return nil
 	}
+	expandable, err := restoreExpandable(rs, st)
+	if err != nil {
+		return err
+	}
 	for _, sg := range st.Segments {
 		if sg.Pool.Private() {
 			continue
+		}
+		if sg.IsExpandable {
+			for _, b := range expandable[sg.Address] {
+				d.startBlocks = append(d.startBlocks, startBlock{block: b, restored: true})
+			}
+			if _, ok := expandable[sg.Address]; ok {
+				continue
+			}
 		}
 		live := 0
 		for _, b := range sg.Blocks {
@@ -209,6 +221,45 @@ func (d *device) sortStart(st *snapshot.State) {
 		}
 	}
 	d.startBlocks, d.private = append(out, d.startBlocks[i:]...), nil
+}
+
+// An ExpandableRestorer is a Restorer that can also hold the mapped
+// ranges of expandable segments of a recorded state, taking their memory
+// from its backend itself (the pytorch strategy's RestoreExpandable): the
+// segments of a range keep their offsets from one another. It returns each
+// segment's live blocks in address order, in the order of segs, or
+// nothing when it cannot hold expandable segments (holding none).
+type ExpandableRestorer interface {
+	RestoreExpandable(segs []snapshot.Segment) ([][]gpualloc.Block, []snapshot.Segment, error)
+}
+
+// restoreExpandable restores the expandable segments of st (of the default
+// pools) when rs can, and returns their live blocks by recorded address;
+// nil when it cannot, their live blocks then allocated as the trace's start
+// events ask.
+func restoreExpandable(rs Restorer, st *snapshot.State) (map[uint64][]gpualloc.Block, error) {
+	er, ok := rs.(ExpandableRestorer)
+	if !ok {
+		return nil, nil
+	}
+	var segs []snapshot.Segment
+	for _, sg := range st.Segments {
+		if sg.IsExpandable && !sg.Pool.Private() {
+			segs = append(segs, sg)
+		}
+	}
+	if len(segs) == 0 {
+		return nil, nil
+	}
+	live, _, err := er.RestoreExpandable(segs)
+	if err != nil || live == nil {
+		return nil, err
+	}
+	out := make(map[uint64][]gpualloc.Block, len(segs))
+	for i, sg := range segs {
+		out[sg.Address] = live[i]
+	}
+	return out, nil
 }
 
 // restoreSegment takes memory for segment sg from the device and restores
