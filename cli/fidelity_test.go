@@ -181,6 +181,18 @@ func TestSharedFigures(t *testing.T) {
 			assert.Equal(t, fr[0].RecordedDeviceMallocs, res[0].DeviceMallocs, "device mallocs in the trace")
 			assert.Equal(t, fr[0].InitialSegs, res[0].StartSegments, "segments at the start")
 			assert.Zero(t, res[0].OOMs)
+			// Two replays share one decoding of the trace, and the
+			// recorded state.
+			var two []struct {
+				Peak          int64 `json:"peak_reserved_bytes"`
+				StartSegments int64 `json:"start_segments"`
+			}
+			runJSON(t, nil, &two, "-f", "json", "-s", "pytorch", "-s", "pytorch:max_non_split_rounding_mb=20", f)
+			require.Len(t, two, 2)
+			for _, r := range two {
+				assert.Equal(t, res[0].Peak, r.Peak, "decoded once")
+				assert.Equal(t, res[0].StartSegments, r.StartSegments, "decoded once")
+			}
 			t.Logf("peak reserved %d recorded, %d replayed; device mallocs %d recorded, %d replayed; %d start segments",
 				fr[0].RecordedPeakReservedBytes, res[0].Peak, fr[0].RecordedDeviceMallocs, res[0].DeviceMallocs, res[0].StartSegments)
 		})
