@@ -290,3 +290,16 @@ func TestStartExpandable(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotOfRestoredReplay: a replay that starts from a recorded state
+// can itself be recorded (--snapshot), and its export reads back, with
+// the same peak of reserved bytes.
+func TestSnapshotOfRestoredReplay(t *testing.T) {
+	path := writePickle(t, privateSnapshot())
+	files := exportSnapshots(t, 1, "-s", "pytorch", path)
+	rows, _ := replayRows(t, nil, "-s", "pytorch", path)
+	var fr []fidelity.Result
+	runJSON(t, nil, &fr, "fidelity", "-f", "json", files[0])
+	require.Len(t, fr, 1)
+	assert.Equal(t, rows[0].Peak, fr[0].RecordedPeakReservedBytes)
+}

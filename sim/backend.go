@@ -248,6 +248,9 @@ func (e *engine) device(i int32) (*device, error) {
 		}
 	}
 	d.given = b
+	if e.rec != nil {
+		e.rec.device(int(i)) // the restore's device calls are recorded
+	}
 	if err := e.restore(d); err != nil {
 		return nil, fmt.Errorf("device %d: %w", i, err)
 	}

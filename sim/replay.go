@@ -362,6 +362,11 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	s.block, s.size, s.dev, s.state = b, ev.Size, ev.Device, slotLive
 	if held {
 		s.state = slotHeld
+	} else if restored && e.rec != nil {
+		// A block of the restored state, which the recorder's allocator
+		// did not hand out: recorded as allocated here.
+		e.rec.begin(ev.Stream, ev.Category)
+		e.rec.alloc(d.index, b, ev.Size)
 	}
 	d.okAllocs++
 	if e.mallocs == before {
