@@ -81,6 +81,34 @@ func (p *Params) FromEnv() []string {
 	return out
 }
 
+// Explicit reports whether some parameter has a value that the spec or
+// the environment gave, not its default.
+func (p *Params) Explicit() bool {
+	for _, v := range p.vals {
+		if v.source != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// WithDefault returns a copy of p in which parameter key, when it has its
+// default value, has value instead, coming from source (the name of a file
+// that records it, as a PyTorch snapshot records its allocator's
+// settings), which Errorf then names. It returns p itself when key is not
+// a parameter or has a value of the spec or the environment.
+func (p *Params) WithDefault(key, value, source string) *Params {
+	v := p.find(key)
+	if v == nil || v.source != "" {
+		return p
+	}
+	q := *p
+	q.vals = append([]paramValue(nil), p.vals...)
+	w := q.find(key)
+	w.value, w.source = value, source
+	return &q
+}
+
 // Strategy returns the name of the strategy the parameters belong to.
 func (p *Params) Strategy() string { return p.strategy }
 

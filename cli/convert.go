@@ -16,7 +16,9 @@ const convertUsage = `usage: simulate convert [flags] IN OUT
 Converts a trace in any format simulate reads (or a bundled trace, by
 name) to the native CSV format: OUT ends in .csv, or in .csv.gz for gzip,
 or is "-" for standard output; any other name is refused. OUT is replaced only once the whole trace has
-been read without error.
+been read without error. The memory of each device that IN records (a
+PyTorch snapshot with an out-of-memory error) is kept, in "# device_memory
+DEVICE BYTES" comments, so that OUT replays on the same devices.
 
 With --to minimalloc it writes a MiniMalloc CSV instead (OUT ending in .csv,
 or "-"): id,lower,upper,size, the input of Google's MiniMalloc, the buffers
@@ -65,6 +67,9 @@ func convertCmd(ctx context.Context, e *env, args []string) error {
 	defer c.Close()
 	if out == "-" {
 		w := traces.NewWriter(ctxWriter(ctx, e.stdout), r.Columns()...)
+		if err := writeDeviceMemory(w, r); err != nil {
+			return err
+		}
 		if err := copyTrace(w, r); err != nil {
 			return err
 		}
@@ -89,7 +94,10 @@ func convertCmd(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	err = copyTrace(w, r)
+	err = writeDeviceMemory(w, r)
+	if err == nil {
+		err = copyTrace(w, r)
+	}
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}

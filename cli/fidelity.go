@@ -7,7 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"strings"
 
+	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/tabular"
 	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/fidelity"
@@ -23,6 +25,23 @@ start of its trace, and compares its decisions with the recorded ones: the
 address of each alloc, the segments allocated (segment_alloc, or
 segment_map with expandable segments) and freed, and the recorded out of
 memory errors (oom). One row per file and device.
+
+The figures of memory held from the device follow, as recorded (the
+segments when the trace began, then its segment entries) and as replayed
+by the strategy going on from its own decisions: PEAK RESERVED, MALLOCS
+(device allocations during the trace: segment_alloc entries against
+cudaMalloc calls; pages of expandable segments not counted), and MAX
+RESERVED DIFF, the largest difference of reserved bytes between the two
+after any alloc, free or oom.
+
+The strategy replays each snapshot with the allocator settings it records
+(the CONF of JSON and CSV); PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF,
+when set, replaces them, which standard error says.
+
+A file that is not a record of PyTorch's allocator (not a snapshot, a
+snapshot whose trace does not fit its segments, or an export of another
+strategy by simulate --snapshot) gets a row of its own saying why; the
+other files are compared, and the exit status is 1.
 
 SEGMENT ALLOCS counts the recorded segment_alloc (and segment_map)
 entries, SEGMENT MATCHES those the strategy took too; SEGMENT FREES the
@@ -69,28 +88,46 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 		}
 		f.Close()
 	}
+	var conf *string
+	for _, k := range []string{"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"} {
+		if v, ok := e.getenv(k); ok && strings.TrimSpace(v) != "" {
+			v = strings.TrimSpace(v)
+			conf = &v
+			fmt.Fprintf(e.stderr, "simulate: fidelity: the allocator replays with %s=%s, not with the settings each snapshot records\n", k, v)
+			break
+		}
+	}
 	var results []*fidelity.Result
+	failed := 0
 	for _, path := range fs.Args() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r, err := fidelityFile(ctx, path, mismatches)
+		r, err := fidelityFile(ctx, path, mismatches, conf)
 		if err != nil {
-			return err
+			// The file's own row says why; the others are compared.
+			failed++
+			r = []*fidelity.Result{{File: path, Error: strings.TrimPrefix(oneLine(err.Error()), path+": "), Mismatches: []fidelity.Mismatch{}}}
 		}
 		results = append(results, r...)
 	}
+	var err error
 	switch format {
 	case "json":
-		return tabular.WriteJSON(e.stdout, results)
+		err = tabular.WriteJSON(e.stdout, results)
 	case "csv":
 		rows := make([]fidelity.Result, len(results))
 		for i, r := range results {
 			rows[i] = *r
 		}
-		return tabular.WriteCSV(e.stdout, rows)
+		err = tabular.WriteCSV(e.stdout, rows)
+	default:
+		err = fidelityTable(e, results)
 	}
-	return fidelityTable(e, results)
+	if err == nil && failed > 0 {
+		err = fmt.Errorf("fidelity: %d of %d files could not be compared (see their rows)", failed, fs.NArg())
+	}
+	return err
 }
 
 // fidelityTable writes results as a table, then their notes and first
@@ -108,14 +145,23 @@ func fidelityTable(e *env, results []*fidelity.Result) error {
 	if ooms {
 		head = append(head, "OOMS", "OOM MATCHES")
 	}
-	head = append(head, "MATCH RATE", "DECISION RATE")
+	head = append(head, "MATCH RATE", "DECISION RATE", "PEAK RESERVED REC", "PEAK RESERVED REPLAY", "MALLOCS REC", "MALLOCS REPLAY", "MAX RESERVED DIFF")
 	right := make([]bool, len(head))
 	for i := 1; i < len(right); i++ {
 		right[i] = true
 	}
 	count := tabular.Count
 	var rows [][]string
+	size := gpualloc.FormatSize
 	for _, r := range results {
+		if r.Error != "" {
+			row := []string{r.File, "-"}
+			for len(row) < len(head) {
+				row = append(row, "-")
+			}
+			rows = append(rows, row)
+			continue
+		}
 		row := []string{r.File, strconv.Itoa(r.Device), count(r.Allocs), count(r.AddressMatches), count(r.DecisionMatches),
 			count(r.SegmentAllocs), count(r.SegmentMatches)}
 		if frees {
@@ -131,20 +177,26 @@ func fidelityTable(e *env, results []*fidelity.Result) error {
 		if r.DecisionRate != nil {
 			decision = percentDown(r.DecisionMatches, r.Allocs)
 		}
-		rows = append(rows, append(row, match, decision))
+		rows = append(rows, append(row, match, decision, size(r.RecordedPeakReservedBytes), size(r.ReplayedPeakReservedBytes),
+			count(r.RecordedDeviceMallocs), count(r.ReplayedDeviceMallocs), size(r.MaxReservedDiffBytes)))
 	}
 	if err := tabular.Layout(e.stdout, head, right, rows); err != nil {
 		return err
 	}
 	notes := false
 	for _, r := range results {
-		if r.Note != "" {
-			if !notes {
-				fmt.Fprintln(e.stdout)
-				notes = true
-			}
-			fmt.Fprintf(e.stdout, "%s device %d: %s\n", r.File, r.Device, r.Note)
+		if r.Note == "" && r.Error == "" {
+			continue
 		}
+		if !notes {
+			fmt.Fprintln(e.stdout)
+			notes = true
+		}
+		if r.Error != "" {
+			fmt.Fprintf(e.stdout, "%s: not compared: %s\n", r.File, r.Error)
+			continue
+		}
+		fmt.Fprintf(e.stdout, "%s device %d: %s\n", r.File, r.Device, r.Note)
 	}
 	for _, r := range results {
 		if len(r.Mismatches) == 0 {
@@ -166,7 +218,7 @@ func percentDown(n, d int64) string {
 }
 
 // fidelityFile reads and replays one snapshot; its errors name the file.
-func fidelityFile(ctx context.Context, path string, mismatches int) ([]*fidelity.Result, error) {
+func fidelityFile(ctx context.Context, path string, mismatches int, conf *string) ([]*fidelity.Result, error) {
 	f, err := openSnapshotFile(path)
 	if err != nil {
 		return nil, err
@@ -176,9 +228,12 @@ func fidelityFile(ctx context.Context, path string, mismatches int) ([]*fidelity
 	if err != nil {
 		return nil, err
 	}
-	r, err := fidelity.Run(s, path, fidelity.Options{New: newFidelityAllocator, MaxMismatches: mismatches})
+	if name, ok := s.AllocatorSettings.Strategy(); ok && name != "pytorch" {
+		return nil, fmt.Errorf("%s: an export of the simulator's %s strategy, not a record of PyTorch's caching allocator", path, name)
+	}
+	r, err := fidelity.Run(s, path, fidelity.Options{New: newFidelityAllocator, MaxMismatches: mismatches, Conf: conf})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: not a record of PyTorch's caching allocator: %w", path, err)
 	}
 	return r, nil
 }

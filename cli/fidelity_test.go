@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -147,11 +149,79 @@ func TestFidelityShared(t *testing.T) {
 			assert.Equal(t, "no allocation history: nothing to compare", r.Note)
 			continue
 		}
+		assert.Equal(t, r.RecordedPeakReservedBytes, r.ReplayedPeakReservedBytes, "%s", r.File)
+		assert.Equal(t, r.RecordedDeviceMallocs, r.ReplayedDeviceMallocs, "%s", r.File)
+		assert.Zero(t, r.MaxReservedDiffBytes, "%s", r.File)
 		require.NotNil(t, r.MatchRate, "%s", r.File)
 		assert.Equal(t, 1.0, *r.MatchRate, "%s", r.File)
 		assert.Equal(t, 1.0, *r.DecisionRate, "%s", r.File)
 		assert.Equal(t, r.SegmentAllocs, r.SegmentMatches, "%s", r.File)
 	}
+}
+
+// TestSharedFigures replays the shared real snapshots with simulate's
+// pytorch row and checks that it gives the figures PyTorch recorded: the
+// peak of reserved bytes to the byte, the device allocations made during
+// the trace, and the state the trace starts from.
+func TestSharedFigures(t *testing.T) {
+	for _, f := range pk.SharedSnapshots(t, sharedSnapshotDir) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			var fr []fidelity.Result
+			runJSON(t, nil, &fr, "fidelity", "-f", "json", f)
+			require.Len(t, fr, 1)
+			var res []struct {
+				Peak          int64 `json:"peak_reserved_bytes"`
+				DeviceMallocs int64 `json:"device_mallocs"`
+				StartSegments int64 `json:"start_segments"`
+				OOMs          int64 `json:"ooms"`
+			}
+			runJSON(t, nil, &res, "-f", "json", "-s", "pytorch", f)
+			require.Len(t, res, 1)
+			assert.Equal(t, fr[0].RecordedPeakReservedBytes, res[0].Peak, "peak reserved")
+			assert.Equal(t, fr[0].RecordedDeviceMallocs, res[0].DeviceMallocs, "device mallocs in the trace")
+			assert.Equal(t, fr[0].InitialSegs, res[0].StartSegments, "segments at the start")
+			assert.Zero(t, res[0].OOMs)
+			// Two replays share one decoding of the trace, and the
+			// recorded state.
+			var two []struct {
+				Peak          int64 `json:"peak_reserved_bytes"`
+				StartSegments int64 `json:"start_segments"`
+			}
+			runJSON(t, nil, &two, "-f", "json", "-s", "pytorch", "-s", "pytorch:max_non_split_rounding_mb=20", f)
+			require.Len(t, two, 2)
+			for _, r := range two {
+				assert.Equal(t, res[0].Peak, r.Peak, "decoded once")
+				assert.Equal(t, res[0].StartSegments, r.StartSegments, "decoded once")
+			}
+			t.Logf("peak reserved %d recorded, %d replayed; device mallocs %d recorded, %d replayed; %d start segments",
+				fr[0].RecordedPeakReservedBytes, res[0].Peak, fr[0].RecordedDeviceMallocs, res[0].DeviceMallocs, res[0].StartSegments)
+		})
+	}
+}
+
+// TestFidelityRefusesExports compares a batch that holds an export of
+// bestfit, which is no record of PyTorch's allocator: its row says so, the
+// rows of the other files are printed, and the exit status is 1.
+func TestFidelityRefusesExports(t *testing.T) {
+	files := exportSnapshots(t, 2, "-s", "bestfit", "-s", "pytorch", "testdata/tiny.csv")
+	var res []fidelity.Result
+	code, stdout, stderr := run(t, nil, append([]string{"fidelity", "-f", "json"}, files...)...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "1 of 2 files could not be compared")
+	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+	require.Len(t, res, 2)
+	for _, r := range res {
+		if strings.Contains(filepath.Base(r.File), "bestfit") {
+			assert.Contains(t, r.Error, "an export of the simulator's bestfit strategy, not a record of PyTorch's caching allocator")
+			continue
+		}
+		assert.Empty(t, r.Error)
+		assert.Equal(t, r.Allocs, r.DecisionMatches)
+		assert.Equal(t, r.RecordedPeakReservedBytes, r.ReplayedPeakReservedBytes)
+	}
+	code, stdout, _ = run(t, nil, append([]string{"fidelity"}, files...)...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stdout, "not compared: an export of the simulator's bestfit strategy")
 }
 
 // TestFidelityOfExports exports pytorch replays, whole and as windows, with
@@ -207,6 +277,24 @@ func TestRecordedOOM(t *testing.T) {
 			assert.Equal(t, int64(2), r.Allocs, "the alloc and the recorded request")
 		}
 	}
+
+	// Converted to the native format, the trace keeps the device's
+	// memory, and replays on the same device.
+	csv := filepath.Join(t.TempDir(), "oom.csv")
+	code, _, stderr := run(t, nil, "convert", path, csv)
+	require.Equal(t, 0, code, stderr)
+	var conv []struct {
+		Capacity int64 `json:"capacity_bytes"`
+		OOMs     int64 `json:"ooms"`
+	}
+	runJSON(t, nil, &conv, "-f", "json", "-s", "pytorch", csv)
+	require.Len(t, conv, 1)
+	assert.Equal(t, int64(3<<20), conv[0].Capacity)
+	assert.Equal(t, int64(1), conv[0].OOMs)
+	// tune searches on the same device: every setting fails there.
+	code, stdout, stderr := run(t, nil, "tune", "-f", "json", csv)
+	require.Equal(t, 1, code, "every setting runs out of memory: %s", stdout)
+	assert.Contains(t, stderr, "on a device of 3.00 MiB")
 
 	// Fidelity: the strategy fails the recorded request too.
 	var fr []struct {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 
@@ -17,7 +18,12 @@ const inspectUsage = `usage: simulate inspect [flags] TRACE...
 Describes each trace: its events, the peak of live requested bytes (the
 lower bound any strategy needs), its sizes, streams and devices. A trace of
 several devices is described whole (DEVICE all) and then device by device,
-each with its own lower bound. With no TRACE it describes the bundled sample
+each with its own lower bound. A PyTorch snapshot with private memory pools
+(CUDA graphs, torch.cuda.MemPool: a segment_pool_id other than (0, 0)) gets
+a line per pool of each device: its segments and reserved bytes, and how
+many trace entries fall in it (PyTorch's entries do not name their pool;
+none means that the trace says nothing of it); JSON lists every pool of a
+snapshot under "pools". With no TRACE it describes the bundled sample
 traces. A TRACE is read as simulate reads it (simulate -h): a file in any of
 the four formats, - for standard input, or the name of a bundled trace (a
 file of that name wins).
@@ -51,6 +57,18 @@ type traceInfo struct {
 	DurationUS    int64  `json:"duration_us"` // last time_us - first; 0 without timestamps
 	Skipped       int64  `json:"skipped"`
 	AllocFailures int64  `json:"alloc_failures"` // failed allocations the trace records, not events
+	// Pools are the memory pools of a PyTorch snapshot, on its first row
+	// (see traces.PoolInfo); not in CSV.
+	Pools []poolInfo `json:"pools,omitempty"`
+}
+
+// poolInfo is a memory pool of a PyTorch snapshot's device.
+type poolInfo struct {
+	Device        int       `json:"device"`
+	Pool          [2]uint64 `json:"pool"` // segment_pool_id; (0, 0) for the default pools
+	Segments      int64     `json:"segments"`
+	ReservedBytes int64     `json:"reserved_bytes"`
+	TraceEntries  int64     `json:"trace_entries"`
 }
 
 func inspectCmd(ctx context.Context, e *env, args []string) error {
@@ -113,7 +131,39 @@ func inspectCmd(ctx context.Context, e *env, args []string) error {
 		}
 		rows = append(rows, row)
 	}
-	return tabular.Layout(e.stdout, head, right, rows)
+	if err := tabular.Layout(e.stdout, head, right, rows); err != nil {
+		return err
+	}
+	return writePools(e.stdout, infos)
+}
+
+// writePools writes a line per memory pool of the snapshots that have a
+// private pool: its segments and reserved bytes, and whether the trace says
+// anything of it.
+func writePools(w io.Writer, infos []traceInfo) error {
+	for _, i := range infos {
+		if !slices.ContainsFunc(i.Pools, func(p poolInfo) bool { return p.Pool != [2]uint64{} }) {
+			continue
+		}
+		for _, p := range i.Pools {
+			what := "default pools"
+			if p.Pool != [2]uint64{} {
+				what = fmt.Sprintf("private pool (%d, %d)", p.Pool[0], p.Pool[1])
+			}
+			entries := tabular.Count(p.TraceEntries) + " trace entries"
+			switch p.TraceEntries {
+			case 0:
+				entries = "no trace entry: the trace says nothing of it"
+			case 1:
+				entries = "1 trace entry"
+			}
+			if _, err := fmt.Fprintf(w, "%s: device %d: %s: %s, %s reserved; %s\n", i.Trace, p.Device, what,
+				plural(p.Segments, "segment"), gpualloc.FormatSize(p.ReservedBytes), entries); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // inspect reads a trace through and describes it, and, for a trace of
@@ -152,6 +202,11 @@ func inspect(in *input) ([]traceInfo, error) {
 		all.info.AllocFailures = f.AllocFailures()
 	}
 	out := []traceInfo{all.done()}
+	if pr, ok := r.(interface{ Pools() []traces.PoolInfo }); ok {
+		for _, p := range pr.Pools() {
+			out[0].Pools = append(out[0].Pools, poolInfo{p.Device, p.Pool, p.Segments, p.ReservedBytes, p.Entries})
+		}
+	}
 	if out[0].Devices > 1 {
 		for _, d := range devs {
 			if d != nil {

@@ -137,6 +137,7 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx) // nothing written: the results are partial
 	}
+	noteRecordedSettings(e.stderr, out)
 	if f.offline || f.minCapacity {
 		if err := addReferences(ctx, p.inputs, p.jobs, out, f.offline, f.minCapacity, f.timeLimit, f.jobs); err != nil {
 			return err

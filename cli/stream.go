@@ -113,7 +113,7 @@ func (s *stream) join() *streamReader {
 	if s.first > 0 || s.stopped {
 		return nil
 	}
-	r := &streamReader{s: s, k: -1, i: -1}
+	r := &streamReader{s: s, k: -1, i: -1, StartReporter: s.d.start}
 	s.readers[r] = struct{}{}
 	return r
 }
@@ -155,6 +155,7 @@ type streamReader struct {
 	i   int // the event of cur read
 	cur []traces.Event
 	err error
+	sim.StartReporter // the source reader's recorded start state
 }
 
 // Scan advances to the next event, waiting for the decoder when it is

@@ -32,6 +32,7 @@ type decoded struct {
 	skipped int64
 	err     error
 	memory  sim.CapacityReporter // the devices' memory, when the reader knows it
+	start   sim.StartReporter    // the recorded start state, when the reader knows it
 	stream  bool                 // the trace is longer than decodeLimit: replays read streams of it
 
 	mu      sync.Mutex
@@ -66,6 +67,7 @@ func (d *decoded) load() {
 		r = d.sizes
 	}
 	d.memory, _ = r.(sim.CapacityReporter)
+	d.start = sim.StartOf(r)
 	rereadable := d.in.name != "-"
 	for r.Scan() {
 		d.events.add(r.Event())
@@ -99,7 +101,7 @@ func (d *decoded) open() (traces.Reader, io.Closer, error) {
 	if d.stream {
 		return d.openStream()
 	}
-	r := &memoryReader{chunks: d.events.chunks, i: -1, name: d.in.name, skipped: d.skipped, memory: d.memory}
+	r := &memoryReader{chunks: d.events.chunks, i: -1, name: d.in.name, skipped: d.skipped, memory: d.memory, StartReporter: d.start}
 	return r, closeFunc(func() error { d.release(); return nil }), nil
 }
 
@@ -169,11 +171,12 @@ func (c *eventChunks) add(ev traces.Event) {
 // A memoryReader reads a decoded trace from its chunks, and reports what
 // its decoding skipped (with --lenient), as the file's reader would have.
 type memoryReader struct {
-	chunks  [][]traces.Event
-	c, i    int // the current event: chunks[c][i]
-	name    string
-	skipped int64
-	memory  sim.CapacityReporter
+	chunks            [][]traces.Event
+	c, i              int // the current event: chunks[c][i]
+	name              string
+	skipped           int64
+	memory            sim.CapacityReporter
+	sim.StartReporter // the decoded reader\'s
 }
 
 // Scan advances to the next event.

@@ -27,16 +27,20 @@ max_split_size_mb to the MiB; the trace is decoded once and the settings of
 each round replay in parallel.
 
 It prints the line to paste, PYTORCH_CUDA_ALLOC_CONF=..., the figures it
-gives against PyTorch's defaults, and the Pareto front of the settings
+gives against PyTorch's defaults and, for a PyTorch snapshot that records
+other settings, against those ("as recorded": the run's own, named on
+standard error), and the Pareto front of the settings
 tried: those that no other beats on peak reserved memory without making
 more device allocations. Replaying TRACE with that value
 (PYTORCH_CUDA_ALLOC_CONF=... simulate -s pytorch TRACE) gives exactly the
 same figures.
 
 TRACE is a file, or the name of a bundled trace (dynamic, training, ...).
-Without --capacity the device is the one the trace records, where every
-device of the trace records the same size (a PyTorch snapshot with an
-out-of-memory error, or one that simulate --snapshot wrote), else 80GiB.
+A PyTorch snapshot is replayed from the allocator's state when its trace
+began, as simulate replays it. Without --capacity each device is the one
+the trace records, as in simulate (a PyTorch snapshot with an
+out-of-memory error, one that simulate --snapshot wrote, or a trace that
+simulate convert made of one), else 80GiB.
 
 Flags:
 `
@@ -55,6 +59,12 @@ type tuneResult struct {
 	Tried                    int         `json:"tried"`
 	Front                    []tunePoint `json:"front"`
 	DefaultOOMs              int64       `json:"default_ooms"`
+	// The baseline of the settings the trace records, when they are not
+	// PyTorch's defaults (a PyTorch snapshot's allocator_settings).
+	RecordedConf              string `json:"recorded_conf,omitempty"`
+	RecordedPeakReservedBytes int64  `json:"recorded_peak_reserved_bytes,omitempty"`
+	RecordedDeviceMallocs     int64  `json:"recorded_device_mallocs,omitempty"`
+	RecordedOOMs              int64  `json:"recorded_ooms,omitempty"`
 }
 
 // tunePoint is a setting of the Pareto front.
@@ -100,12 +110,15 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	in := inputs[0]
-	events, recorded, err := readEvents(in)
+	events, recorded, start, err := readEvents(in)
 	if err != nil {
 		return err
 	}
-	if !fs.Changed("capacity") && recorded > 0 {
-		opts.Capacity = recorded
+	opts.Start = start
+	if !fs.Changed("capacity") && recorded != nil {
+		// Each device replays on the memory the trace records for it,
+		// as simulate replays it.
+		opts.Capacity, opts.Memory = 0, recorded
 	}
 	rep, err := tune.Run(ctx, in.name, events, opts)
 	if err != nil {
@@ -117,7 +130,7 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 			conf = "PyTorch's defaults"
 		}
 		return fmt.Errorf("%s: every setting tried runs out of memory on a device of %s (the fewest OOMs, %d, with %s)",
-			in.name, gpualloc.FormatSize(opts.Capacity), rep.Best.Result.OOMs, conf)
+			in.name, gpualloc.FormatSize(rep.Capacity), rep.Best.Result.OOMs, conf)
 	}
 	res := tuneResult{
 		Trace: rep.Trace, Conf: rep.Best.Setting.Conf(),
@@ -125,6 +138,13 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 		DeviceMallocs: rep.Best.Result.DeviceMallocs, DefaultDeviceMallocs: rep.Default.Result.DeviceMallocs,
 		DefaultOOMs: rep.Default.Result.OOMs, PeakRequestedBytes: rep.Best.Result.PeakRequestedBytes,
 		CapacityBytes: rep.Capacity, MemoryFraction: rep.MemoryFraction, Tried: rep.Tried,
+	}
+	if rep.Recorded != nil {
+		res.RecordedConf = rep.RecordedConf
+		res.RecordedPeakReservedBytes = rep.Recorded.Result.PeakReservedBytes
+		res.RecordedDeviceMallocs = rep.Recorded.Result.DeviceMallocs
+		res.RecordedOOMs = rep.Recorded.Result.OOMs
+		fmt.Fprintf(e.stderr, "simulate: %s: the \"as recorded\" baseline replays with the allocator settings that it records (%s)\n", in.name, rep.RecordedConf)
 	}
 	for _, t := range rep.Front {
 		res.Front = append(res.Front, tunePoint{t.Setting.Conf(), t.Result.PeakReservedBytes, t.Result.DeviceMallocs})
@@ -139,14 +159,14 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// readEvents decodes the trace of in into memory.
 // readEvents decodes the trace of in, and returns with its events the
-// device size it records: the one every device of the trace reports
-// (sim.CapacityReporter), 0 when it records none or devices differ.
-func readEvents(in *input) ([]traces.Event, int64, error) {
+// memory of its devices that it records (sim.CapacityReporter), nil when
+// it records none; and the state the trace starts from
+// (sim.StartReporter).
+func readEvents(in *input) ([]traces.Event, sim.CapacityReporter, sim.StartReporter, error) {
 	r, c, err := in.open()
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, nil, err
 	}
 	events, err := traces.ReadAll(r)
 	if c != nil {
@@ -154,27 +174,27 @@ func readEvents(in *input) ([]traces.Event, int64, error) {
 			err = cerr
 		}
 	}
-	return events, recordedCapacity(r, events), err
+	return events, recordedMemory(r, events), sim.StartOf(r), err
 }
 
-// recordedCapacity is the size every device of events has by r, or 0.
-func recordedCapacity(r traces.Reader, events []traces.Event) int64 {
+// recordedMemory returns r as the sim.CapacityReporter of the devices of
+// events when it records the memory of one of them, else nil.
+func recordedMemory(r traces.Reader, events []traces.Event) sim.CapacityReporter {
 	cr, ok := r.(sim.CapacityReporter)
-	if !ok || len(events) == 0 {
-		return 0
+	if !ok {
+		return nil
 	}
-	want := cr.DeviceCapacity(int(events[0].Device))
 	seen := map[int32]bool{}
 	for i := range events {
 		d := events[i].Device
 		if !seen[d] {
 			seen[d] = true
-			if cr.DeviceCapacity(int(d)) != want {
-				return 0
+			if cr.DeviceCapacity(int(d)) > 0 {
+				return cr
 			}
 		}
 	}
-	return want
+	return nil
 }
 
 // writeTune writes tune's result as text.
@@ -190,11 +210,18 @@ func writeTune(w io.Writer, r tuneResult) {
 	rows := [][]string{
 		{"this setting", gpualloc.FormatSize(r.PeakReservedBytes), tabular.Count(r.DeviceMallocs), "0"},
 		{"PyTorch's defaults", gpualloc.FormatSize(r.DefaultPeakReservedBytes), tabular.Count(r.DefaultDeviceMallocs), tabular.Count(r.DefaultOOMs)},
-		{"lower bound (peak live bytes)", gpualloc.FormatSize(r.PeakRequestedBytes), "", ""},
 	}
+	if r.RecordedConf != "" {
+		rows = append(rows, []string{"as recorded (" + r.RecordedConf + ")", gpualloc.FormatSize(r.RecordedPeakReservedBytes),
+			tabular.Count(r.RecordedDeviceMallocs), tabular.Count(r.RecordedOOMs)})
+	}
+	rows = append(rows, []string{"lower bound (peak live bytes)", gpualloc.FormatSize(r.PeakRequestedBytes), "", ""})
 	layoutIndented(w, []string{"", "PEAK RESERVED", "DEVICE MALLOCS", "OOMS"}, []bool{false, true, true, true}, rows)
 	if r.DefaultOOMs == 0 && r.PeakReservedBytes < r.DefaultPeakReservedBytes {
 		fmt.Fprintf(w, "  peak reserved: %.1f%% less than with PyTorch's defaults\n", 100*(1-float64(r.PeakReservedBytes)/float64(r.DefaultPeakReservedBytes)))
+	}
+	if r.RecordedConf != "" && r.RecordedOOMs == 0 && r.PeakReservedBytes < r.RecordedPeakReservedBytes {
+		fmt.Fprintf(w, "  peak reserved: %.1f%% less than with the settings recorded\n", 100*(1-float64(r.PeakReservedBytes)/float64(r.RecordedPeakReservedBytes)))
 	}
 	fmt.Fprintf(w, "\nPareto front, peak reserved against device mallocs (no OOM):\n")
 	rows = rows[:0]

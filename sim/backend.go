@@ -16,6 +16,7 @@ type device struct {
 	e       *engine
 	index   int
 	backend gpualloc.Backend
+	given   gpualloc.Backend // what the allocator was given: d, or a wrapper of it
 	alloc   gpualloc.Allocator
 	stream  gpualloc.StreamAllocator
 	cat     gpualloc.CategoryAllocator
@@ -31,7 +32,15 @@ type device struct {
 	fullAllocs, releases           int64
 	mallocs, mfrees, mallocBytes   int64
 	maps, unmaps                   int64
-	callNS                         int64 // time in backend calls, with Config.MeasureTime
+	// The start state (see start.go): the blocks restored for the
+	// trace's start events, and the device calls made to build it.
+	startBlocks                  []startBlock
+	nextStart                    int
+	private                      []startBlock // while restoring: see holdPrivate
+	heldSegs                     int64        // segments of private pools that the engine holds
+	startSegs, startFrees        int64
+	startMallocBytes, startBytes int64
+	callNS                       int64 // time in backend calls, with Config.MeasureTime
 }
 
 // Malloc, Free and MemInfo make a device the counting wrapper of its
@@ -65,6 +74,11 @@ func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 	d.reserved += size
 	d.peakRes = max(d.peakRes, d.reserved)
 	e := d.e
+	if e.starting {
+		d.startSegs++
+		d.startMallocBytes += size
+		d.startBytes += size
+	}
 	e.mallocs++
 	e.reserved += size
 	e.peakRes = max(e.peakRes, e.reserved)
@@ -93,6 +107,10 @@ func (d *device) freed(size int64) {
 	d.mfrees++
 	d.reserved -= size
 	e := d.e
+	if e.starting {
+		d.startFrees++
+		d.startBytes -= size
+	}
 	e.frees++
 	e.reserved -= size
 	e.resLo = min(e.resLo, e.reserved)
@@ -229,6 +247,13 @@ func (e *engine) device(i int32) (*device, error) {
 			}
 		}
 	}
+	d.given = b
+	if e.rec != nil {
+		e.rec.device(int(i)) // the restore's device calls are recorded
+	}
+	if err := e.restore(d); err != nil {
+		return nil, fmt.Errorf("device %d: %w", i, err)
+	}
 	if e.rec != nil {
 		e.rec.open(d, e.res.Strategy.Spec)
 		e.rec.deviceMemory(int(i), d.backend)
@@ -239,7 +264,9 @@ func (e *engine) device(i int32) (*device, error) {
 
 // verify compares the allocator's own statistics with the engine's.
 func (d *device) verify() error {
-	if d.stats == nil {
+	if d.stats == nil || d.heldSegs > 0 {
+		// The memory of private pools, which the engine holds, is not
+		// the allocator's.
 		return nil
 	}
 	s := d.stats.Stats()

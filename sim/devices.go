@@ -27,6 +27,7 @@ func (r Result) PerDevice() []Result {
 			Overhead:      ratio(d.PeakReservedBytes, d.PeakRequestedBytes),
 			DeviceMallocs: d.DeviceMallocs, DeviceFrees: d.DeviceFrees, DeviceMallocBytes: d.DeviceMallocBytes,
 			DeviceMaps: d.DeviceMaps, DeviceUnmaps: d.DeviceUnmaps,
+			StartReservedBytes: d.StartReservedBytes, StartSegments: d.StartSegments,
 			CacheHits: d.CacheHits, OOMs: d.OOMs, DeviceFullAllocs: d.DeviceFullAllocs,
 			LiveAtEnd: d.LiveAtEnd, LiveBytesAtEnd: d.RequestedBytes,
 			ElapsedNS:    r.ElapsedNS,

@@ -48,6 +48,13 @@
 // per action (or the last [Config].SnapshotEntries per device); a replay
 // that does not record runs without it.
 //
+// A trace that starts from a recorded state of PyTorch's allocator (a
+// reader that is a [StartReporter]: a PyTorch snapshot's) is replayed from
+// it: a [Restorer] holds every segment of it, private pools stay with the
+// engine, the strategy given no parameter takes the recorded settings,
+// and the device calls that build the state are reported apart
+// (Result.StartReservedBytes, Result.StartSegments). See start.go.
+//
 // # Cost
 //
 // The engine does O(1) work per event, besides the allocator's own, and

@@ -71,6 +71,7 @@ const (
 	slotFree   = iota // no live allocation
 	slotLive          // block holds the live allocation
 	slotFailed        // the alloc failed with out of memory; its free is skipped
+	slotHeld          // a block of a private pool that the engine holds (see start.go)
 )
 
 // A slot is the engine's record of one live allocation, at index Event.Slot.
@@ -92,7 +93,17 @@ type engine struct {
 	strategy string // short name for errors
 
 	memory CapacityReporter // the trace's devices' memory, with no Config.Capacity
-	hinted bool             // a device took its capacity from memory
+	start  StartReporter    // the trace's recorded start state, if any (see start.go)
+	// initial is the number of the trace's first events that allocate the
+	// blocks of the start state; starting is true while they, or a
+	// restore, are replayed.
+	initial  int64
+	starting bool
+	// private are the allocations served from private pools
+	// (StartReporter.PrivateAllocs); inPrivate is true during one.
+	private   []uint64
+	inPrivate bool
+	hinted    bool // a device took its capacity from memory
 
 	// Sums over devices.
 	requested, allocated, reserved int64
@@ -131,8 +142,13 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 			cfg.Trace = n.Name()
 		}
 	}
+	var recorded bool
+	cfg.Params, recorded = recordedParams(r, cfg.Params, cfg.Trace)
 	e := &engine{cfg: cfg, measure: cfg.MeasureTime}
 	e.res.Trace = cfg.Trace
+	if recorded {
+		e.res.SettingsFrom = cfg.Trace
+	}
 	e.res.Backend = cfg.Backend
 	if e.res.Backend == "" {
 		e.res.Backend = "sim"
@@ -148,6 +164,9 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	if cfg.NewBackend == nil && cfg.Capacity == 0 {
 		e.res.CapacityBytes = virtual.DefaultCapacity
 		e.memory, _ = r.(CapacityReporter)
+	}
+	if sr, ok := r.(StartReporter); ok {
+		e.start, e.initial, e.private = sr, int64(sr.Initial()), sr.PrivateAllocs()
 	}
 	if cfg.SeriesBuckets >= 0 {
 		n := cfg.SeriesBuckets
@@ -223,6 +242,12 @@ func (e *engine) run(ctx context.Context, r traces.Reader) (err error) {
 // step replays event n.
 func (e *engine) step(ev *traces.Event, n int64) error {
 	e.resLo, e.resHi = e.reserved, e.reserved
+	if e.starting || n < e.initial {
+		e.starting = n < e.initial
+	}
+	if e.private != nil {
+		e.inPrivate = n/64 < int64(len(e.private)) && e.private[n/64]&(1<<(n%64)) != 0
+	}
 	var d *device
 	var err error
 	switch ev.Op {
@@ -291,7 +316,20 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	if e.measure {
 		t0 = time.Now()
 	}
+	restored, held := false, false
+	if e.starting && d.startBlocks != nil {
+		sb, err := d.takeStart(ev.Size)
+		if err != nil {
+			return d, err
+		}
+		b, restored, held = sb.block, sb.restored || sb.held, sb.held
+	}
+	if e.inPrivate && d.heldSegs > 0 {
+		// Served from a private pool's segments, which the engine holds.
+		b, restored, held = gpualloc.Block{Size: ev.Size, Requested: ev.Size, Stream: ev.Stream}, true, true
+	}
 	switch {
+	case restored:
 	case d.cat != nil:
 		b, err = d.cat.AllocCategory(ev.Size, ev.Stream, ev.Category)
 	case d.stream != nil:
@@ -322,6 +360,14 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	// Field by field: a composite literal would build the slot aside and
 	// copy it, on the hottest line of the replay.
 	s.block, s.size, s.dev, s.state = b, ev.Size, ev.Device, slotLive
+	if held {
+		s.state = slotHeld
+	} else if restored && e.rec != nil {
+		// A block of the restored state, which the recorder's allocator
+		// did not hand out: recorded as allocated here.
+		e.rec.begin(ev.Stream, ev.Category)
+		e.rec.alloc(d.index, b, ev.Size)
+	}
 	d.okAllocs++
 	if e.mallocs == before {
 		e.res.CacheHits++
@@ -365,7 +411,10 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	e.res.Frees++
 	e.live--
 	d.frees++
-	if err := d.alloc.Free(s.block); err != nil {
+	if s.state == slotHeld {
+		// The block of a private pool goes back to it, which keeps its
+		// memory: the strategy never had it.
+	} else if err := d.alloc.Free(s.block); err != nil {
 		return d, err
 	}
 	d.okFrees++

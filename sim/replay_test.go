@@ -299,7 +299,7 @@ func TestResultJSON(t *testing.T) {
 		"events_per_sec", "fragmentation", "free_fragmentation", "frees", "largest_free_bytes",
 		"live_at_end", "live_bytes_at_end", "min_capacity_bytes", "offline_bytes", "ooms", "overhead",
 		"peak_allocated_bytes", "peak_requested_bytes", "peak_reserved_bytes",
-		"releases", "skipped", "strategy", "trace",
+		"releases", "skipped", "start_reserved_bytes", "start_segments", "strategy", "trace",
 	}
 	assert.Equal(t, want, keys)
 	assert.Equal(t, 13312.0, m["peak_reserved_bytes"])

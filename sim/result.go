@@ -16,6 +16,10 @@ type Result struct {
 	Strategy      Strategy `json:"strategy"` // written as its full spec, every parameter's effective value
 	Backend       string   `json:"backend"`
 	CapacityBytes int64    `json:"capacity_bytes"`
+	// SettingsFrom names the trace whose recorded allocator settings the
+	// strategy replayed with, given no parameter of its own (see
+	// StartReporter); "" when it replayed with its own.
+	SettingsFrom string `json:"-"`
 	// Device, when not nil, is the index of the one device whose figures
 	// the Result holds (see [Result.PerDevice]); nil, the figures are the
 	// trace's, summed over its devices.
@@ -55,6 +59,16 @@ type Result struct {
 	DeviceMallocBytes int64 `json:"device_malloc_bytes"` // bytes of all successful device allocations
 	DeviceMaps        int64 `json:"device_maps"`         // successful Map calls
 	DeviceUnmaps      int64 `json:"device_unmaps"`       // successful Unmap calls
+
+	// StartReservedBytes and StartSegments are the memory held from the
+	// devices when the trace began, for a trace that starts from a recorded
+	// state (a PyTorch snapshot, see StartReporter): the bytes and the
+	// device allocations of the restored segments, or of the allocations
+	// that rebuilt the live blocks of that state. The device figures
+	// above count only the calls made while the trace was replayed; peak
+	// reserved bytes include the start. Both are 0 for other traces.
+	StartReservedBytes int64 `json:"start_reserved_bytes"`
+	StartSegments      int64 `json:"start_segments"`
 
 	CacheHits int64 `json:"cache_hits"` // successful allocs during which no device allocation succeeded
 	OOMs      int64 `json:"ooms"`       // allocs that failed with gpualloc.ErrOutOfMemory
@@ -154,6 +168,10 @@ type DeviceResult struct {
 	DeviceMaps        int64
 	DeviceUnmaps      int64
 
+	// StartReservedBytes and StartSegments: see Result's.
+	StartReservedBytes int64
+	StartSegments      int64
+
 	// DeviceFullAllocs and Releases count the device's allocs that met its
 	// capacity and the releases of its cache (see Result's).
 	DeviceFullAllocs int64
@@ -198,17 +216,21 @@ func (e *engine) finish(r traces.Reader) {
 			continue
 		}
 		callNS += d.callNS
-		res.DeviceMallocs += d.mallocs
-		res.DeviceFrees += d.mfrees
-		res.DeviceMallocBytes += d.mallocBytes
+		mallocs, frees, mallocBytes := d.mallocs-d.startSegs, d.mfrees-d.startFrees, d.mallocBytes-d.startMallocBytes
+		res.DeviceMallocs += mallocs
+		res.DeviceFrees += frees
+		res.DeviceMallocBytes += mallocBytes
+		res.StartReservedBytes += d.startBytes
+		res.StartSegments += d.startSegs - d.startFrees
 		res.DeviceMaps += d.maps
 		res.DeviceUnmaps += d.unmaps
 		dr := DeviceResult{
 			Device: d.index,
 			Allocs: d.allocs, Frees: d.frees, CacheHits: d.hits, OOMs: d.ooms,
 			PeakRequestedBytes: d.peakLower, PeakAllocatedBytes: d.peakAlloc, PeakReservedBytes: d.peakRes,
-			DeviceMallocs: d.mallocs, DeviceFrees: d.mfrees, DeviceMallocBytes: d.mallocBytes,
+			DeviceMallocs: mallocs, DeviceFrees: frees, DeviceMallocBytes: mallocBytes,
 			DeviceMaps: d.maps, DeviceUnmaps: d.unmaps,
+			StartReservedBytes: d.startBytes, StartSegments: d.startSegs - d.startFrees,
 			DeviceFullAllocs: d.fullAllocs, Releases: d.releases, LiveAtEnd: d.allocs - d.frees,
 			RequestedBytes: d.lower, AllocatedBytes: d.allocated, ReservedBytes: d.reserved,
 		}

@@ -165,7 +165,7 @@ func (r *snapRecorder) open(d *device, spec string) {
 		s = sr.AllocatorSettings()
 	}
 	if spec != "" {
-		other := map[string]any{"strategy": spec}
+		other := map[string]any{snapshot.StrategyKey: spec}
 		for k, v := range s.Other {
 			other[k] = v
 		}

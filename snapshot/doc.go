@@ -5,18 +5,20 @@
 // viewer (pytorch.org/memory_viz) draws.
 //
 // A snapshot is a dict. [Read] decodes these keys of it and ignores the
-// others ("external_annotations", the entries' "frames", ...):
+// others ("external_annotations", the blocks' "frames", ...):
 //
 //   - "segments": the allocator's segments when the snapshot was taken, with
 //     "device", "address", "total_size", "allocated_size", "active_size",
-//     "requested_size", "stream", "segment_type", "is_expandable" and
-//     "blocks", each block with "address", "size", "requested_size" and
-//     "state";
+//     "requested_size", "stream", "segment_type", "segment_pool_id" (the
+//     memory pool, [PoolID]), "is_expandable" and "blocks", each block with
+//     "address", "size", "requested_size" and "state";
 //   - "device_traces": for each device, the allocator's recorded actions in
 //     order, each with "action", "addr" ("device_free" for oom), "size",
-//     "stream" and, from about PyTorch 2.2, "time_us". It is the tail of a
-//     ring buffer (_record_memory_history(max_entries=N)), so blocks may be
-//     live before its first entry;
+//     "stream" and, from about PyTorch 2.2, "time_us"; of a segment_free or
+//     segment_unmap, the "frames" are scanned for empty_cache
+//     ([TraceEntry.EmptyCache]). It is the tail of a ring buffer
+//     (_record_memory_history(max_entries=N)), so blocks may be live
+//     before its first entry;
 //   - "allocator_settings": the allocator's effective settings
 //     ("max_split_size", "roundup_power2_divisions",
 //     "garbage_collection_threshold", "expandable_segments") and the

@@ -286,6 +286,7 @@ func (p *parser) segment(v any, path string) Segment {
 	if b, ok := m["is_expandable"].(bool); ok {
 		seg.IsExpandable = b
 	}
+	seg.Pool = p.pool(m, path)
 	if bv, ok := m["blocks"]; ok && !isNone(bv) {
 		blocks, ok := bv.([]any)
 		if !ok {
@@ -330,6 +331,9 @@ func (p *parser) entry(v any, path string) TraceEntry {
 		TimeUS:   p.int(m, "time_us", path, NoTime),
 		Category: p.str(m, "category", path),
 	}
+	if e.Action == SegmentFree || e.Action == SegmentUnmap {
+		e.EmptyCache = emptyCacheFrames(m["frames"])
+	}
 	if _, ok := m["addr"]; !ok && e.Action == OutOfMemory {
 		e.Addr = p.uint(m, "device_free", path)
 	} else {
@@ -342,6 +346,59 @@ func (p *parser) entry(v any, path string) TraceEntry {
 		p.fail(path+".time_us", "negative: "+strconv.FormatInt(e.TimeUS, 10))
 	}
 	return e
+}
+
+// pool returns the "segment_pool_id" of segment m, a pair of
+// non-negative integers; absent (or None) gives the default pool.
+func (p *parser) pool(m map[any]any, path string) PoolID {
+	v, ok := m["segment_pool_id"]
+	if !ok || isNone(v) {
+		return PoolID{}
+	}
+	var items []any
+	switch x := v.(type) {
+	case ogórek.Tuple:
+		items = x
+	case []any:
+		items = x
+	}
+	var id PoolID
+	if len(items) != 2 {
+		p.fail(path+".segment_pool_id", "not a pair of integers but "+pyType(v))
+		return id
+	}
+	for i, it := range items {
+		n, ok := toInt64(it)
+		if b, big := it.(*big.Int); big && b.IsUint64() {
+			id[i], ok = b.Uint64(), true
+		} else if ok && n >= 0 {
+			id[i] = uint64(n)
+		} else {
+			p.fail(path+".segment_pool_id", "not a pair of non-negative integers of 64 bits: "+pyType(it)+" at "+strconv.Itoa(i))
+			return PoolID{}
+		}
+	}
+	return id
+}
+
+// emptyCacheFrames reports whether the frames of a trace entry, a list of
+// dicts with "name" and "filename", hold a frame of
+// torch.cuda.empty_cache() (see IsEmptyCacheFrame). Frames of another
+// shape are ignored: PyTorch's stacks are optional.
+func emptyCacheFrames(v any) bool {
+	frames, _ := v.([]any)
+	for _, f := range frames {
+		m, ok := f.(map[any]any)
+		if !ok {
+			continue
+		}
+		name, _ := toString(m["name"])
+		file, _ := toString(m["filename"])
+		if IsEmptyCacheFrame(name, file) {
+			return true
+		}
+	}
+	return false
 }
 
 // plain converts a decoded pickle value into plain Go values: dicts with

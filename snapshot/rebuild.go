@@ -144,7 +144,7 @@ func (s *Snapshot) InitialStateWith(dev int, rules Rules) (*State, error) {
 func (r *rebuild) state(dev int) *State {
 	st := &State{Segments: make([]Segment, len(r.segs))}
 	for i, sg := range r.segs {
-		seg := Segment{Device: dev, Address: sg.addr, TotalSize: sg.size, Stream: sg.stream, IsExpandable: sg.expandable, SegmentType: "large"}
+		seg := Segment{Device: dev, Address: sg.addr, TotalSize: sg.size, Stream: sg.stream, IsExpandable: sg.expandable, SegmentType: "large", Pool: sg.pool}
 		if sg.small {
 			seg.SegmentType = "small"
 		}
@@ -178,6 +178,7 @@ type rseg struct {
 	addr       uint64
 	size       int64
 	stream     uint64
+	pool       PoolID // the snapshot's segment's; the default for one the trace implies
 	small      bool
 	expandable bool
 	blocks     []rblock // in address order, covering the segment
@@ -203,7 +204,7 @@ func (r *rebuild) fail(format string, args ...any) {
 // addSnapshotSegment adds a segment of the snapshot; one whose blocks do not
 // cover it is left out, its live blocks unplaced.
 func (r *rebuild) addSnapshotSegment(sg *Segment) {
-	rs := &rseg{addr: sg.Address, size: sg.TotalSize, stream: sg.Stream,
+	rs := &rseg{addr: sg.Address, size: sg.TotalSize, stream: sg.Stream, pool: sg.Pool,
 		small: sg.SegmentType == "small", expandable: sg.IsExpandable}
 	if rs.size == 0 {
 		for _, b := range sg.Blocks {
@@ -398,13 +399,13 @@ func (r *rebuild) unmap(a uint64, size int64) string {
 	}
 	var parts []*rseg
 	if a > sg.addr {
-		left := &rseg{addr: sg.addr, size: int64(a - sg.addr), stream: sg.stream, small: sg.small, expandable: true}
+		left := &rseg{addr: sg.addr, size: int64(a - sg.addr), stream: sg.stream, pool: sg.pool, small: sg.small, expandable: true}
 		left.blocks = append(left.blocks, sg.blocks[:bi+1]...)
 		left.blocks[bi].size = int64(a - left.blocks[bi].addr)
 		parts = append(parts, left)
 	}
 	if end < sg.end() {
-		right := &rseg{addr: end, size: int64(sg.end() - end), stream: sg.stream, small: sg.small, expandable: true}
+		right := &rseg{addr: end, size: int64(sg.end() - end), stream: sg.stream, pool: sg.pool, small: sg.small, expandable: true}
 		b := sg.blocks[bi]
 		right.blocks = append([]rblock{{addr: end, size: int64(b.addr + uint64(b.size) - end)}}, sg.blocks[bi+1:]...)
 		if right.blocks[0].size == 0 {
@@ -434,7 +435,7 @@ func (r *rebuild) mapRange(a uint64, size int64, stream uint64) string {
 	joins := func(o *rseg) bool { return o.expandable && o.stream == stream }
 	if i > 0 && r.segs[i-1].end() == a && joins(r.segs[i-1]) {
 		p := r.segs[i-1]
-		ns.small = p.small
+		ns.small, ns.pool = p.small, p.pool
 		ns.addr, ns.size = p.addr, p.size+size
 		ns.blocks = append(append([]rblock(nil), p.blocks...), ns.blocks...)
 		i--
@@ -442,7 +443,7 @@ func (r *rebuild) mapRange(a uint64, size int64, stream uint64) string {
 	}
 	if i < len(r.segs) && r.segs[i].addr == end && joins(r.segs[i]) {
 		n := r.segs[i]
-		ns.small = n.small
+		ns.small, ns.pool = n.small, n.pool
 		ns.size += n.size
 		ns.blocks = append(ns.blocks, n.blocks...)
 		r.segs = append(r.segs[:i], r.segs[i+1:]...)

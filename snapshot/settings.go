@@ -173,6 +173,26 @@ func (s *AllocatorSettings) DeviceMemory(dev int) int64 {
 	return max(n, 0)
 }
 
+// StrategyKey is the key of Other under which a snapshot written by a
+// replay (simulate --snapshot) records the spec of the strategy replayed;
+// PyTorch's own snapshots do not have it.
+const StrategyKey = "strategy"
+
+// Strategy returns the name of the strategy whose replay wrote the
+// snapshot (Other["strategy"], "bestfit" of "bestfit:round=512"), and
+// false for a snapshot that records none, as PyTorch's own do.
+func (s *AllocatorSettings) Strategy() (string, bool) {
+	if s == nil {
+		return "", false
+	}
+	spec, ok := s.Other[StrategyKey].(string)
+	if !ok || spec == "" {
+		return "", false
+	}
+	name, _, _ := strings.Cut(spec, ":")
+	return name, true
+}
+
 // MemoryFraction returns the per-process memory fraction that Conf sets
 // (memory_fraction, the pytorch strategy's extension, which a replay's
 // snapshot writes; PyTorch's own snapshots do not record it), or 0.
@@ -232,6 +252,37 @@ func (s *AllocatorSettings) AllocConf() string {
 		}
 	}
 	return strings.Join(opts, ",")
+}
+
+// Conf returns the settings of the allocator that took the snapshot, in
+// PYTORCH_CUDA_ALLOC_CONF syntax: those of its allocator_settings
+// ([AllocatorSettings.AllocConf]), with expandable_segments:True when its
+// segments or trace show expandable segments and the settings do not say
+// so (files from before PyTorch recorded the setting). PyTorch's defaults
+// give "".
+func (s *Snapshot) Conf() string {
+	conf := s.AllocatorSettings.AllocConf()
+	if r, err := s.AllocatorSettings.Rules(); (err != nil || !r.Expandable) && s.expandable() {
+		conf = strings.TrimPrefix(conf+",expandable_segments:True", ",")
+	}
+	return conf
+}
+
+// expandable reports whether the snapshot shows expandable segments.
+func (s *Snapshot) expandable() bool {
+	for _, sg := range s.Segments {
+		if sg.IsExpandable {
+			return true
+		}
+	}
+	for _, t := range s.DeviceTraces {
+		for _, e := range t {
+			if e.Action == SegmentMap || e.Action == SegmentUnmap {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // FormatDivisions writes roundup_power2_divisions in PYTORCH_CUDA_ALLOC_CONF

@@ -1,6 +1,10 @@
 package snapshot
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
 
 // A Snapshot is a PyTorch memory snapshot.
 type Snapshot struct {
@@ -27,10 +31,26 @@ type Segment struct {
 	Stream        uint64
 	SegmentType   string // "large" or "small"
 	IsExpandable  bool
+	// Pool is the segment's memory pool ("segment_pool_id"): the zero
+	// value for the allocator's default pools, another for a private
+	// pool (a CUDA graph's, a torch.cuda.MemPool's).
+	Pool PoolID
 	// Blocks are the segment's blocks in address order, each starting
 	// where the one before ends, together covering the segment.
 	Blocks []Block
 }
+
+// A PoolID names a memory pool of PyTorch's allocator as a snapshot's
+// "segment_pool_id" does: the pair of ids of a MempoolId_t
+// (c10/cuda/CUDACachingAllocator.h), (0, 0) for the default pools of
+// each stream, another pair for a private pool that a CUDA graph capture
+// or a torch.cuda.MemPool made (CUDACachingAllocator.cpp, PrivatePool).
+type PoolID [2]uint64
+
+// Private reports whether the pool is a private pool, not the default.
+func (p PoolID) Private() bool { return p != PoolID{} }
+
+func (p PoolID) String() string { return fmt.Sprintf("(%d, %d)", p[0], p[1]) }
 
 // A Block is a part of a [Segment]: allocated, or free in the allocator's
 // cache.
@@ -100,14 +120,40 @@ type TraceEntry struct {
 	// Category is what the block holds, from a "category" key of the
 	// entry, as Block's; "" when the file records none.
 	Category string
+	// EmptyCache is true when the entry's frames show that
+	// torch.cuda.empty_cache() made it (see IsEmptyCacheFrame): a
+	// segment_free or segment_unmap of a release that the program asked
+	// for, not one the allocator made to make room. False when the file
+	// records no frames.
+	EmptyCache bool
+}
+
+// IsEmptyCacheFrame reports whether a frame of a trace entry, of the
+// given function name and file name, is on the path of
+// torch.cuda.empty_cache(): the Python function empty_cache of
+// torch/cuda/memory.py, or the allocator's C++ emptyCache
+// (NativeCachingAllocator::emptyCache and DeviceCachingAllocator::emptyCache
+// in c10/cuda/CUDACachingAllocator.cpp, which call release_cached_blocks,
+// whose release_block records the segment_free). PyTorch records the
+// Python frames with _record_memory_history(stacks="python") and the C++
+// ones with stacks="all".
+func IsEmptyCacheFrame(name, file string) bool {
+	if name == "empty_cache" {
+		return strings.HasSuffix(file, "memory.py")
+	}
+	return strings.Contains(name, "::emptyCache(")
 }
 
 // Devices returns the device indices that the snapshot's segments and
-// traces name, in increasing order.
+// traces name, in increasing order: the devices that hold a segment or
+// whose trace has an entry. PyTorch lists a trace, often empty, for every
+// device the process could use; an empty one names no device.
 func (s *Snapshot) Devices() []int {
 	seen := map[int]bool{}
-	for d := range s.DeviceTraces {
-		seen[d] = true
+	for d, t := range s.DeviceTraces {
+		if len(t) > 0 {
+			seen[d] = true
+		}
 	}
 	for _, seg := range s.Segments {
 		seen[seg.Device] = true

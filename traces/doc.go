@@ -117,6 +117,27 @@
 // live before its first entry; errors name the entry ("x.pickle:
 // device_traces[0][2]: ...").
 //
+// A snapshot's releases. PyTorch records each segment it gives back to the
+// device (segment_free, or segment_unmap for expandable segments), but not
+// why. Those that no failing allocation caused, torch.cuda.empty_cache()
+// first among them, are yielded as release events where they happened;
+// those made inside malloc to satisfy a failing cudaMalloc
+// (release_available_cached_blocks, release_cached_blocks: PyTorch's
+// c10/cuda/CUDACachingAllocator.cpp) are the allocator's own decision,
+// which the replayed strategy takes or not. The two are told apart by the
+// entries' frames when the file records stacks: a frame of empty_cache
+// (torch/cuda/memory.py) or of the allocator's emptyCache marks a release
+// (snapshot.TraceEntry.EmptyCache). Without such a frame, by the pattern:
+// a malloc's release is followed by the segment_alloc or segment_map of
+// the room it made, or by the oom it failed with; a run of frees followed
+// by anything else is a release.
+//
+// A replay of a snapshot starts from the allocator's state when its trace
+// began: the reader reports it (StartState, with the settings recorded,
+// RecordedConf), and a strategy that can restore it (package sim's
+// Restorer: the pytorch strategy) holds every segment of it, fully free
+// ones included.
+//
 // # Ids
 //
 // An Event's ID is a uint64 made from the id's text: canonical decimal and

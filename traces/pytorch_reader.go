@@ -67,9 +67,11 @@ type snapshotReader struct {
 	hasTime bool
 	time0   int64 // time of the start events
 
-	oomFree bool    // the free of the current oom entry comes next
-	ooms    uint64  // oom entries yielded
-	memory  []int64 // per device, what DeviceCapacity returns
+	oomFree bool              // the free of the current oom entry comes next
+	ooms    uint64            // oom entries yielded
+	memory  []int64           // per device, what DeviceCapacity returns
+	states  []*snapshot.State // per device, what StartState returns
+	private []uint64          // what PrivateAllocs returns
 }
 
 const pytorchFormatName = "PyTorch snapshot"
@@ -120,9 +122,10 @@ func snapshotError(err error) error {
 // frees, named name in errors.
 func snapshotReaderOf(s *snapshot.Snapshot, name string, opts Options) *snapshotReader {
 	r := &snapshotReader{snap: s, time0: NoTime}
-	r.start, r.memory = initialBlocks(s)
+	r.start, r.states, r.memory = initialBlocks(s)
 	r.hasTime = hasTime(s)
 	r.refs = mergedRefs(s, r.hasTime)
+	r.private = r.privateAllocs()
 	cols := []Column{ColOp, ColID, ColSize, ColStream, ColDevice}
 	if r.hasTime {
 		cols = append(cols, ColTime)
@@ -224,28 +227,43 @@ func isEventAt(t []snapshot.TraceEntry, i int) bool {
 }
 
 // isCacheRelease reports whether entry i of a device's trace starts a
-// release of the cache that the program asked for (torch.cuda.empty_cache).
-// PyTorch records no entry of its own for it: emptyCache calls
-// release_cached_blocks, whose release_block records a segment_free (a
-// segment_unmap for expandable segments) per segment it gives back
-// (c10/cuda/CUDACachingAllocator.cpp). The allocator also releases segments
-// inside malloc, to make room (garbage collection, or the retry after a
-// failed cudaMalloc); those releases are followed by the segment_alloc (or
-// segment_map) of the room they made, or by the oom that it failed with.
-// So a run of segment_free and segment_unmap entries is a cache release
-// when what follows it is none of those; the release is yielded at the
-// run's first entry. An empty_cache followed at once by an allocation that
-// takes a new segment reads as a malloc's own release, and is not yielded.
+// release of the cache that no failing allocation caused, such as one the
+// program asked for (torch.cuda.empty_cache). PyTorch records no entry of
+// its own for it: emptyCache calls release_cached_blocks, whose
+// release_block records a segment_free (a segment_unmap for expandable
+// segments) per segment it gives back (c10/cuda/CUDACachingAllocator.cpp).
+// The allocator also releases segments inside malloc when a cudaMalloc
+// fails (release_available_cached_blocks, then release_cached_blocks, and
+// the retry); those releases stay the allocator's own decision, which the
+// replayed strategy takes again or not.
+//
+// The two are told apart by the entries' frames where the file records
+// them: a segment_free or segment_unmap whose frames name empty_cache
+// (snapshot.TraceEntry.EmptyCache) is a release, and a run of such entries
+// is one release, yielded at its first entry. Where the frames do not say
+// so (no frames recorded, or frames of malloc), the pattern decides: a
+// malloc's release is followed by the segment_alloc (or segment_map) of
+// the room it made, or by the oom it failed with, so a run of segment_free
+// and segment_unmap entries is a release when what follows it is none of
+// those. Without frames, an empty_cache followed at once by an allocation
+// that takes a new segment reads as a malloc's own release, and is not
+// yielded.
 func isCacheRelease(t []snapshot.TraceEntry, i int) bool {
 	released := func(a snapshot.Action) bool { return a == snapshot.SegmentFree || a == snapshot.SegmentUnmap }
-	if !released(t[i].Action) || i > 0 && released(t[i-1].Action) {
+	if !released(t[i].Action) {
+		return false
+	}
+	if t[i].EmptyCache {
+		return i == 0 || !released(t[i-1].Action) || !t[i-1].EmptyCache
+	}
+	if i > 0 && released(t[i-1].Action) && !t[i-1].EmptyCache {
 		return false
 	}
 	j := i
-	for j < len(t) && released(t[j].Action) {
+	for j < len(t) && released(t[j].Action) && !t[j].EmptyCache {
 		j++
 	}
-	if j == len(t) {
+	if j == len(t) || t[j].EmptyCache {
 		return true
 	}
 	switch t[j].Action {
@@ -256,10 +274,12 @@ func isCacheRelease(t []snapshot.TraceEntry, i int) bool {
 }
 
 // initialBlocks returns the blocks live before the first entry of the
-// trace, ordered by device and address, and the memory of each device as
+// trace, ordered by device and, within a device, as [StartBlocks] orders
+// them; the state of each device then; and the memory of each device as
 // its oom entries tell it (0 where they do not).
-func initialBlocks(s *snapshot.Snapshot) ([]initialBlock, []int64) {
+func initialBlocks(s *snapshot.Snapshot) ([]initialBlock, []*snapshot.State, []int64) {
 	var blocks []initialBlock
+	var states []*snapshot.State
 	var memory []int64
 	rules, err := s.AllocatorSettings.Rules()
 	if err != nil {
@@ -267,7 +287,11 @@ func initialBlocks(s *snapshot.Snapshot) ([]initialBlock, []int64) {
 	}
 	for _, dev := range s.Devices() {
 		st, _ := s.InitialStateWith(dev, rules) // the best state, even when inconsistent
-		for _, e := range st.Allocs() {
+		for len(states) <= dev {
+			states = append(states, nil)
+		}
+		states[dev] = st
+		for _, e := range StartBlocks(st) {
 			blocks = append(blocks, initialBlock{dev, e.Addr, e.Size, e.Stream, ""})
 		}
 		m := s.AllocatorSettings.DeviceMemory(dev)
@@ -281,7 +305,25 @@ func initialBlocks(s *snapshot.Snapshot) ([]initialBlock, []int64) {
 			memory[dev] = m
 		}
 	}
-	return blocks, memory
+	return blocks, states, memory
+}
+
+// StartBlocks returns the blocks live in st as the alloc entries that
+// would have made them, in the order in which a snapshot's reader yields
+// them before its trace: the live blocks of st's segments, segment after
+// segment in address order and in address order within each (the order
+// in which a strategy's Restore returns them), then the unplaced ones in
+// address order.
+func StartBlocks(st *snapshot.State) []snapshot.TraceEntry {
+	var out []snapshot.TraceEntry
+	for _, sg := range st.Segments {
+		for _, b := range sg.Blocks {
+			if b.Live() {
+				out = append(out, snapshot.TraceEntry{Action: snapshot.Alloc, Addr: b.Address, Size: b.RequestedSize, Stream: sg.Stream, TimeUS: snapshot.NoTime})
+			}
+		}
+	}
+	return append(out, st.Unplaced...)
 }
 
 // DeviceCapacity returns the memory of device dev as the snapshot's oom
@@ -292,6 +334,25 @@ func (r *snapshotReader) DeviceCapacity(dev int) int64 {
 		return 0
 	}
 	return r.memory[dev]
+}
+
+// RecordedConf returns the settings of the allocator that took the
+// snapshot, in PYTORCH_CUDA_ALLOC_CONF syntax (see
+// [snapshot.Snapshot.Conf]): a replay of the reader takes them as a
+// sim.StartReporter's.
+func (r *snapshotReader) RecordedConf() string { return r.snap.Conf() }
+
+// StartState returns the allocator's state on device dev when its trace
+// began, as the snapshot records it (see [snapshot.Snapshot.InitialState]):
+// every segment held then, fully free ones included, with its blocks;
+// nil for a device the snapshot does not name. The reader is a
+// sim.StartReporter: the first Initial events are the live blocks of
+// these states, device after device, in the order of [StartBlocks].
+func (r *snapshotReader) StartState(dev int) *snapshot.State {
+	if dev < 0 || dev >= len(r.states) {
+		return nil
+	}
+	return r.states[dev]
 }
 
 // mergedRefs returns the alloc and free_completed entries of all devices in

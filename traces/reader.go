@@ -76,6 +76,7 @@ type Options struct {
 // keeps of an id that is not a number (see idKey) while that id is live.
 type csvReader struct {
 	checker
+	memory []int64 // per device, from device_memory comments (devicemem.go)
 
 	src    io.Reader // the text
 	buf    []byte    // input buffer
@@ -133,7 +134,15 @@ func (r *csvReader) readHeader() error {
 			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf")) // byte order mark
 		}
 		line = bytes.TrimSuffix(line, []byte("\r"))
-		if len(trimSpace(line)) == 0 || line[0] == '#' {
+		if len(trimSpace(line)) == 0 {
+			continue
+		}
+		if line[0] == '#' {
+			if d, n, ok, err := deviceMemoryLine(line); err != nil {
+				return r.fatalf("%v", err)
+			} else if ok {
+				setDeviceMemory(&r.memory, d, n)
+			}
 			continue
 		}
 		return r.parseHeader(line)

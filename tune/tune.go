@@ -53,8 +53,8 @@ import (
 // Options configure [Run]. The zero value tunes for an 80 GiB device on
 // every core, without a memory fraction.
 type Options struct {
-	// Capacity is the device's size in bytes; 0 means virtual.DefaultCapacity
-	// (80 GiB).
+	// Capacity is the device's size in bytes; 0 means that of Memory, else
+	// virtual.DefaultCapacity (80 GiB).
 	Capacity int64
 	// MemoryFraction, if in (0, 1], caps reserved memory at this fraction
 	// of Capacity in every replay (the pytorch strategy's memory_fraction,
@@ -64,6 +64,17 @@ type Options struct {
 	// Workers is the number of replays at once; 0 means
 	// runtime.GOMAXPROCS(0).
 	Workers int
+	// Start is the recorded state the trace starts from (a PyTorch
+	// snapshot's: see sim.StartReporter), which every replay restores, as
+	// a replay of the file does, and the settings it records, which
+	// Report.Recorded replays with; nil for none.
+	Start sim.StartReporter
+	// Memory, with Capacity 0, gives each device of the trace the memory
+	// that the trace records for it (sim.CapacityReporter: a PyTorch
+	// snapshot's, a native trace's device_memory), as a replay of the file
+	// without --capacity does; virtual.DefaultCapacity where it records
+	// none.
+	Memory sim.CapacityReporter
 }
 
 // A Setting is one combination of the allocator's settings that the
@@ -124,6 +135,13 @@ type Report struct {
 	// Best is the best setting found (with OOMs only when every setting
 	// tried ran out of memory); Default is PyTorch's defaults.
 	Best, Default Trial
+	// Recorded is the replay with the settings that the trace records
+	// (Options.Start's RecordedConf, in RecordedConf), the run's own, when
+	// they are not PyTorch's defaults; nil otherwise. The search does not
+	// rank it: its settings may lie outside the search's (several
+	// divisions per interval, max_non_split_rounding_mb).
+	Recorded     *Trial
+	RecordedConf string
 	// Front is the Pareto front of the settings tried without OOM, peak
 	// reserved bytes against device allocations: every setting that no
 	// other beats on one without losing on the other, in increasing order
@@ -170,7 +188,7 @@ const maxRounds = 16
 // It fails only when a replay fails for another reason than memory, or
 // when ctx is done.
 func Run(ctx context.Context, name string, events []traces.Event, opts Options) (*Report, error) {
-	if opts.Capacity == 0 {
+	if opts.Capacity == 0 && opts.Memory == nil {
 		opts.Capacity = virtual.DefaultCapacity
 	}
 	if opts.Capacity < 0 {
@@ -213,6 +231,13 @@ func Run(ctx context.Context, name string, events []traces.Event, opts Options) 
 
 	r := &Report{Trace: name, Capacity: opts.Capacity, MemoryFraction: opts.MemoryFraction,
 		Best: *t.best(), Default: *t.seen[Setting{}], Tried: len(t.seen)}
+	if r.Capacity == 0 {
+		r.Capacity = r.Default.Result.CapacityBytes // the largest device's
+	}
+	var err error
+	if r.Recorded, r.RecordedConf, err = t.recorded(); err != nil {
+		return nil, err
+	}
 	r.Front = front(t.trials())
 	return r, nil
 }
@@ -233,26 +258,75 @@ func (t *tuner) try(settings []Setting) error {
 			todo = append(todo, s)
 		}
 	}
-	jobs := make([]sim.Job, len(todo))
+	specs := make([]gpualloc.Spec, len(todo))
 	for i, s := range todo {
-		p, err := gpualloc.Resolve(Spec(s, t.opts.MemoryFraction), nil)
+		specs[i] = Spec(s, t.opts.MemoryFraction)
+	}
+	results, err := t.replay(specs)
+	if err != nil {
+		return err
+	}
+	for i, r := range results {
+		t.seen[todo[i]] = &Trial{Setting: todo[i], Result: r}
+	}
+	return nil
+}
+
+// replay replays the trace with each spec, in parallel.
+func (t *tuner) replay(specs []gpualloc.Spec) ([]sim.Result, error) {
+	jobs := make([]sim.Job, len(specs))
+	for i, sp := range specs {
+		p, err := gpualloc.Resolve(sp, nil)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		jobs[i] = sim.Job{
 			Open: func() (traces.Reader, io.Closer, error) {
-				return traces.NewSliceReader(t.name, t.events), nil, nil
+				return startReader{traces.NewSliceReader(t.name, t.events), sim.StartOf(t.opts.Start), t.opts.Memory}, nil, nil
 			},
 			Config: sim.Config{Trace: t.name, Params: p, Capacity: t.opts.Capacity, SeriesBuckets: -1},
 		}
 	}
-	for i, out := range sim.RunAll(t.ctx, jobs, t.opts.Workers) {
-		if out.Err != nil {
-			return out.Err
+	out := make([]sim.Result, len(jobs))
+	for i, o := range sim.RunAll(t.ctx, jobs, t.opts.Workers) {
+		if o.Err != nil {
+			return nil, o.Err
 		}
-		t.seen[todo[i]] = &Trial{Setting: todo[i], Result: out.Result}
+		out[i] = o.Result
 	}
-	return nil
+	return out, nil
+}
+
+// recorded replays the trace with the settings it records, when they are
+// not PyTorch's defaults.
+func (t *tuner) recorded() (*Trial, string, error) {
+	conf := sim.StartOf(t.opts.Start).RecordedConf()
+	if conf == "" {
+		return nil, "", nil
+	}
+	sp := Spec(Setting{}, t.opts.MemoryFraction)
+	sp.Params[0].Value = conf
+	res, err := t.replay([]gpualloc.Spec{sp})
+	if err != nil {
+		return nil, "", err
+	}
+	return &Trial{Result: res[0]}, conf, nil
+}
+
+// A startReader reads the events in memory, from the start state of the
+// file they were decoded from, on the devices it records.
+type startReader struct {
+	*traces.SliceReader
+	sim.StartReporter
+	memory sim.CapacityReporter
+}
+
+// DeviceCapacity is that of Options.Memory (see sim.CapacityReporter).
+func (r startReader) DeviceCapacity(device int) int64 {
+	if r.memory == nil {
+		return 0
+	}
+	return r.memory.DeviceCapacity(device)
 }
 
 // trials returns every trial, in the order of rank.

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -69,6 +70,20 @@ func (c *SizeCounter) DeviceCapacity(device int) int64 {
 	}
 	return 0
 }
+
+// StartState, Initial, RecordedConf and PrivateAllocs are those of the reader (see sim.StartReporter).
+func (c *SizeCounter) StartState(device int) *snapshot.State {
+	return sim.StartOf(c.Reader).StartState(device)
+}
+
+// Initial: see StartState.
+func (c *SizeCounter) Initial() int { return sim.StartOf(c.Reader).Initial() }
+
+// RecordedConf: see StartState.
+func (c *SizeCounter) RecordedConf() string { return sim.StartOf(c.Reader).RecordedConf() }
+
+// PrivateAllocs: see StartState.
+func (c *SizeCounter) PrivateAllocs() []uint64 { return sim.StartOf(c.Reader).PrivateAllocs() }
 
 // NewSizeCounter returns a SizeCounter reading r.
 func NewSizeCounter(r traces.Reader) *SizeCounter { return &SizeCounter{Reader: r} }

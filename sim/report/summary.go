@@ -111,7 +111,8 @@ const CapacityMark = "*"
 // percentage, device calls, cache hits and OOMs; and,
 // when a result was timed (see sim.Config.MeasureTime), the mean time of an
 // alloc served from the cache and of one that called the device, and the
-// total time of device calls; the offline plan's bytes and the minimum
+// total time of device calls; the memory held when the trace began, when
+// some result starts from a recorded state; the offline plan's bytes and the minimum
 // capacity when results have them. A peak reserved that depends on the
 // capacity carries [CapacityMark]; the notes say what the mark means, and
 // which traces end with allocations still live.
@@ -166,8 +167,23 @@ func SummaryTable(results []sim.Result) Table {
 				meanNS(r.AllocDeviceNSMean, r.Allocs-r.CacheHits-r.OOMs), totalNS(r.DeviceCallNSTotal))
 		}
 	}
+	addStartColumns(&t, results)
 	addReferenceColumns(&t, results)
 	return t
+}
+
+// addStartColumns adds the memory held when the trace began (a trace that
+// starts from a recorded state: see sim.StartReporter) when some result
+// has any: its bytes and segments, which the device calls do not count.
+func addStartColumns(t *Table, results []sim.Result) {
+	if !slices.ContainsFunc(results, func(r sim.Result) bool { return r.StartSegments != 0 || r.StartReservedBytes != 0 }) {
+		return
+	}
+	t.Head = append(t.Head, "START RESERVED", "START SEGMENTS")
+	t.Right = append(t.Right, true, true)
+	for i, r := range results {
+		t.Rows[i] = append(t.Rows[i], gpualloc.FormatSize(r.StartReservedBytes), tabular.Count(r.StartSegments))
+	}
 }
 
 // meanNS formats a mean time in nanoseconds over n calls, "-" when it was

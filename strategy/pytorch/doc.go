@@ -56,6 +56,16 @@
 // MemoryStats count one device allocation per mapping (not per page), as
 // PyTorch does, and no inactive split bytes for expandable blocks.
 //
-// Not implemented: CUDA graph private pools, stream events (record_stream) and the out-of-memory
-// callbacks.
+// Recorded state: [Allocator.Restore] holds a segment of a PyTorch memory
+// snapshot as if the allocator had allocated it, without a backend call
+// (package fidelity's replays), and [Allocator.RestoreExpandable] holds the
+// mapped ranges of expandable segments on memory it takes from its
+// backend (package sim's replays of a snapshot from the state its trace
+// starts from). A snapshot's recorded allocator settings configure the
+// strategy when its spec and the environment give none (see package sim's
+// StartReporter).
+//
+// Not implemented: CUDA graph private pools (package sim holds a
+// snapshot's private pools apart from the strategy), stream events
+// (record_stream) and the out-of-memory callbacks.
 package pytorch

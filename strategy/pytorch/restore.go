@@ -300,3 +300,107 @@ func (a *Allocator) capRange(x *xrange, end uint64) error {
 	}
 	return fmt.Errorf("the range at %#x is mapped to its end", x.base)
 }
+
+// RestoreExpandable makes the allocator hold segs, mapped ranges of
+// expandable segments of a recorded state (their IsExpandable set), on
+// memory it takes from its backend: unlike Restore it calls the backend,
+// for a replay whose device must hold the state too. The segments of one
+// stream and pool (SegmentType "small" or "large") lie in one range,
+// reserved from the backend (Reserve, or an address of its own without
+// virtual memory), at the offsets from one another that they were
+// recorded at, the lowest at the range's start; each page of them is
+// created and mapped (Create and Map, or a Malloc without virtual
+// memory). It returns each segment's live blocks, in the order of segs,
+// and the segments moved to where they now lie; nothing, holding none,
+// when expandable_segments is off. On error the allocator may hold part of
+// them.
+func (a *Allocator) RestoreExpandable(segs []snapshot.Segment) ([][]gpualloc.Block, []snapshot.Segment, error) {
+	if !a.c.ExpandableSegments {
+		return nil, nil, nil
+	}
+	type group struct {
+		pi    int32
+		small bool
+	}
+	bases := map[group]uint64{}   // the lowest recorded address of each group
+	ranges := map[group]*xrange{} // its range, reserved
+	kindOf := func(s *snapshot.Segment) group {
+		small := s.SegmentType == "small" || (s.SegmentType == "" && s.TotalSize%largeBuffer != 0)
+		return group{a.cache.PoolIndex(s.Stream), small}
+	}
+	for i := range segs {
+		g := kindOf(&segs[i])
+		if b, ok := bases[g]; !ok || segs[i].Address < b {
+			bases[g] = segs[i].Address
+		}
+	}
+	moved := make([]snapshot.Segment, len(segs))
+	live := make([][]gpualloc.Block, len(segs))
+	for i := range segs {
+		s := segs[i]
+		g := kindOf(&s)
+		r := ranges[g]
+		if r == nil {
+			r = a.newRange(g.pi, g.small)
+			if a.vm != nil {
+				base, err := a.vm.Reserve(r.size)
+				if err != nil {
+					return nil, nil, fmt.Errorf("%s: restore: reserve of %d bytes for an expandable segment: %v", name, r.size, err)
+				}
+				r.base = base
+			} else {
+				r.base = a.nextBase
+				a.nextBase += (uint64(r.size) + 2*xAlign - 1) &^ (xAlign - 1)
+			}
+			a.addRange(r)
+			ranges[g] = r
+		}
+		off := s.Address - bases[g]
+		if off+uint64(s.TotalSize) > uint64(r.size) {
+			return nil, nil, fmt.Errorf("%s: restore of expandable segment %#x (%d bytes): %d bytes from the first of its range, past the range's %d", name, s.Address, s.TotalSize, off, r.size)
+		}
+		m := s
+		m.Address = r.base + off
+		m.Blocks = make([]snapshot.Block, len(s.Blocks))
+		for j, b := range s.Blocks {
+			b.Address = b.Address - s.Address + m.Address
+			m.Blocks[j] = b
+		}
+		blocks, err := a.Restore(m)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := a.backPages(r, m); err != nil {
+			return nil, nil, err
+		}
+		moved[i], live[i] = m, blocks
+	}
+	return live, moved, nil
+}
+
+// backPages gives the pages of s, restored in range r as held without a
+// backend call, memory of the backend: a created handle mapped at each,
+// or a Malloc without virtual memory.
+func (a *Allocator) backPages(r *xrange, s snapshot.Segment) error {
+	first := int64(s.Address-r.base) / r.page
+	for p := first; p < first+s.TotalSize/r.page; p++ {
+		addr := r.base + uint64(p*r.page)
+		if a.vm == nil {
+			id, err := a.b.Malloc(r.page)
+			if err != nil {
+				return fmt.Errorf("%s: restore of the page at %#x: %w", name, addr, err)
+			}
+			r.pages[p].id = id
+			continue
+		}
+		id, err := a.vm.Create(r.page)
+		if err != nil {
+			return fmt.Errorf("%s: restore of the page at %#x: %w", name, addr, err)
+		}
+		if err := a.vm.Map(addr, id); err != nil {
+			return fmt.Errorf("%s: restore of the page at %#x: %w", name, addr, err)
+		}
+		r.pages[p].id = id
+	}
+	return nil
+}

@@ -41,10 +41,17 @@ type backend struct {
 	dirty   int             // index of the last entry with a mismatch of the backend, or noEntry
 	freed   map[uint64]bool // segments freed and pages unmapped, by address
 	handles uint64          // handles created
+	// The device's memory as the model holds it: bytes of segments and
+	// mapped pages (reserved, and its peak), the Malloc calls, and the
+	// sizes of the handles created, by handle.
+	reserved, peak int64
+	mallocs        int64
+	sizes          map[uint64]int64
 }
 
 func newBackend(res *Result, dev int, top uint64, total int64) *backend {
-	return &backend{res: res, dev: dev, next: top, total: total, dirty: noEntry, freed: map[uint64]bool{}, held: map[uint64]int64{}}
+	return &backend{res: res, dev: dev, next: top, total: total, dirty: noEntry, freed: map[uint64]bool{}, held: map[uint64]int64{},
+		sizes: map[uint64]int64{}}
 }
 
 // noEntry is no entry's index: the implied entries of State.Fresh have
@@ -66,6 +73,8 @@ func (b *backend) Malloc(size int64) (uint64, error) {
 	if b.full || b.releasing() {
 		return 0, gpualloc.ErrOutOfMemory
 	}
+	b.hold(size)
+	b.mallocs++
 	for _, p := range b.pending {
 		if p.Action != snapshot.SegmentAlloc || b.taken {
 			continue
@@ -109,7 +118,14 @@ func (b *backend) fresh(size int64) uint64 {
 	return a
 }
 
+// hold counts size bytes more held from the device.
+func (b *backend) hold(size int64) {
+	b.reserved += size
+	b.peak = max(b.peak, b.reserved)
+}
+
 func (b *backend) Free(addr uint64, size int64) error {
+	b.reserved -= size
 	b.res.DeviceFrees++
 	b.freed[addr] = true
 	return nil
@@ -186,6 +202,7 @@ func (b *backend) Create(size int64) (uint64, error) {
 		return 0, gpualloc.ErrOutOfMemory
 	}
 	b.handles++
+	b.sizes[b.handles] = size
 	return b.handles, nil
 }
 
@@ -199,10 +216,12 @@ func (b *backend) Map(addr uint64, handle uint64) error {
 	}
 	b.mapped = append(b.mapped, addr)
 	delete(b.freed, addr)
+	b.hold(b.sizes[handle])
 	return nil
 }
 
 func (b *backend) Unmap(addr uint64, size int64) error {
+	b.reserved -= size
 	b.res.DeviceFrees++
 	b.freed[addr] = true
 	return nil

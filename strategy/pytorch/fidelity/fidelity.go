@@ -84,6 +84,11 @@ type Options struct {
 	// MaxMismatches is how many mismatches to keep: 0 means
 	// DefaultMaxMismatches, a negative number none.
 	MaxMismatches int
+	// Conf, when not nil, configures the allocator in place of the
+	// snapshot's recorded settings (PYTORCH_CUDA_ALLOC_CONF given
+	// explicitly); the state before the trace is still rebuilt with the
+	// recorded ones, which made it.
+	Conf *string
 }
 
 // A Mismatch is a decision of the model that differs from the recorded one.
@@ -145,10 +150,29 @@ type Result struct {
 	// backend.
 	DeviceFrees int64 `json:"device_frees"`
 	AllocErrors int64 `json:"alloc_errors"` // allocations the model failed
-	InitialLive int64 `json:"initial_live"` // blocks live when the trace began
-	InitialSegs int64 `json:"initial_segments"`
+	// Figures of the device's memory, as recorded (the segments of the
+	// state the trace starts from, then its segment entries: see
+	// [snapshot.Snapshot.Figures]) and as the free-running replay held it
+	// from its device: the peak of reserved bytes (segments and mapped
+	// pages, the start included); the device allocations made during the
+	// trace (segment_alloc entries, against the allocator's Malloc calls;
+	// the pages of expandable segments are not counted); and the largest
+	// difference of reserved bytes between the two after any alloc,
+	// free_completed or oom entry (within an allocation, the record and
+	// the model take and give back segments in different orders).
+	RecordedPeakReservedBytes int64 `json:"recorded_peak_reserved_bytes"`
+	ReplayedPeakReservedBytes int64 `json:"replayed_peak_reserved_bytes"`
+	RecordedDeviceMallocs     int64 `json:"recorded_device_mallocs"`
+	ReplayedDeviceMallocs     int64 `json:"replayed_device_mallocs"`
+	MaxReservedDiffBytes      int64 `json:"max_reserved_diff_bytes"`
+	InitialLive               int64 `json:"initial_live"` // blocks live when the trace began
+	InitialSegs               int64 `json:"initial_segments"`
 	// Note says why the figures claim nothing (NoHistory), or is "".
-	Note         string     `json:"note,omitempty"`
+	Note string `json:"note,omitempty"`
+	// Error, set by a caller that compares several files, says why the
+	// file could not be compared (it is no record of PyTorch's
+	// allocator); its figures are then all zero.
+	Error        string     `json:"error,omitempty"`
 	Mismatches   []Mismatch `json:"mismatches"`
 	mismatchesMx int
 }
@@ -176,14 +200,14 @@ func Run(s *snapshot.Snapshot, name string, opts Options) ([]*Result, error) {
 	if opts.New == nil {
 		return nil, errors.New("fidelity: no allocator")
 	}
-	conf := s.AllocatorSettings.AllocConf()
+	conf := s.Conf()
 	rules, err := s.AllocatorSettings.Rules()
 	if err != nil {
 		return nil, err
 	}
-	if expandable(s) && !rules.Expandable {
-		rules.Expandable = true
-		conf = strings.TrimPrefix(conf+",expandable_segments:True", ",")
+	rules.Expandable = rules.Expandable || strings.Contains(conf, "expandable_segments:True")
+	if opts.Conf != nil {
+		conf = *opts.Conf
 	}
 	mx := opts.MaxMismatches
 	if mx == 0 {
@@ -210,23 +234,6 @@ func Run(s *snapshot.Snapshot, name string, opts Options) ([]*Result, error) {
 	return out, nil
 }
 
-// expandable reports whether the snapshot shows expandable segments.
-func expandable(s *snapshot.Snapshot) bool {
-	for _, sg := range s.Segments {
-		if sg.IsExpandable {
-			return true
-		}
-	}
-	for _, t := range s.DeviceTraces {
-		for _, e := range t {
-			if e.Action == snapshot.SegmentMap || e.Action == snapshot.SegmentUnmap {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules, newAlloc NewFunc, res *Result) error {
 	st, err := s.InitialStateWith(dev, rules)
 	if err != nil {
@@ -248,6 +255,7 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 	}
 	top = (top + 1<<30) &^ (1<<30 - 1)
 	for _, sg := range st.Segments {
+		res.RecordedPeakReservedBytes += sg.TotalSize
 		res.InitialSegs++
 		for _, b := range sg.Blocks {
 			if b.Live() {
@@ -260,9 +268,16 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 		total = deviceTotal(st, t, rules)
 	}
 	release := releaseInAlloc(s.AllocatorSettings, rules)
-	free := &replay{res: res, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total, releaseInAlloc: release}
+	free := &replay{res: res, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total, releaseInAlloc: release,
+		figures: snapshot.NewTracker(st, rules)}
 	if err := free.run(st, top, nil); err != nil {
 		return err
+	}
+	res.ReplayedPeakReservedBytes, res.ReplayedDeviceMallocs = free.be.peak, free.be.mallocs
+	for i := range t {
+		if t[i].Action == snapshot.SegmentAlloc {
+			res.RecordedDeviceMallocs++
+		}
 	}
 	follow := &replay{res: &Result{mismatchesMx: -1}, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total,
 		releaseInAlloc: release}

@@ -92,13 +92,15 @@ func fromEmpty() *snapshot.Snapshot {
 
 func TestFromEmpty(t *testing.T) {
 	assert.Equal(t, []*Result{{File: "t.pickle", Allocs: 5, AddressMatches: 5, DecisionMatches: 5, SegmentAllocs: 2, SegmentMatches: 2,
-		MatchRate: pf(1), DecisionRate: pf(1), OOMs: 1, OOMMatches: 1, SegmentFrees: 1, SegmentFreeMatches: 1, DeviceFrees: 1, Mismatches: []Mismatch{}}},
+		MatchRate: pf(1), DecisionRate: pf(1), OOMs: 1, OOMMatches: 1, SegmentFrees: 1, SegmentFreeMatches: 1, DeviceFrees: 1,
+		RecordedPeakReservedBytes: 22 * mib, ReplayedPeakReservedBytes: 22 * mib, RecordedDeviceMallocs: 2, ReplayedDeviceMallocs: 2, Mismatches: []Mismatch{}}},
 		run(t, fromEmpty(), PyTorch))
 
 	// The test's model takes the same decisions but cannot empty its cache:
 	// the segment it keeps is the one decision of 8 it misses.
 	assert.Equal(t, []*Result{{File: "t.pickle", Allocs: 5, AddressMatches: 5, DecisionMatches: 5, SegmentAllocs: 2, SegmentMatches: 2,
 		MatchRate: pf(7.0 / 8), DecisionRate: pf(1), OOMs: 1, OOMMatches: 1, SegmentFrees: 1,
+		RecordedPeakReservedBytes: 22 * mib, ReplayedPeakReservedBytes: 22 * mib, RecordedDeviceMallocs: 2, ReplayedDeviceMallocs: 2,
 		Mismatches: []Mismatch{{0, 14, "segment_free", 20 * mib, "0x7f0001000000", "kept"}}}},
 		run(t, fromEmpty(), newModel))
 }
@@ -129,7 +131,7 @@ func oomReleases() *snapshot.Snapshot {
 func TestOOMReleases(t *testing.T) {
 	assert.Equal(t, []*Result{{File: "t.pickle", Allocs: 1, AddressMatches: 1, DecisionMatches: 1, SegmentAllocs: 1, SegmentMatches: 1,
 		MatchRate: pf(1), DecisionRate: pf(1), OOMs: 2, OOMMatches: 2, SegmentFrees: 2, SegmentFreeMatches: 2, DeviceFrees: 2,
-		InitialLive: 2, InitialSegs: 2, Mismatches: []Mismatch{}}},
+		InitialLive: 2, InitialSegs: 2, RecordedPeakReservedBytes: 4 * mib, ReplayedPeakReservedBytes: 4 * mib, RecordedDeviceMallocs: 1, ReplayedDeviceMallocs: 1, Mismatches: []Mismatch{}}},
 		run(t, oomReleases(), PyTorch))
 }
 
@@ -148,7 +150,7 @@ func TestReleasesBetweenFrees(t *testing.T) {
 		}},
 	}
 	assert.Equal(t, []*Result{{File: "t.pickle", SegmentFrees: 2, SegmentFreeMatches: 2, DeviceFrees: 2,
-		InitialLive: 2, InitialSegs: 2, Note: NoHistory, Mismatches: []Mismatch{}}},
+		InitialLive: 2, InitialSegs: 2, Note: NoHistory, RecordedPeakReservedBytes: 4 * mib, ReplayedPeakReservedBytes: 4 * mib, RecordedDeviceMallocs: 0, ReplayedDeviceMallocs: 0, Mismatches: []Mismatch{}}},
 		run(t, s, PyTorch))
 }
 
@@ -177,9 +179,9 @@ func started() *snapshot.Snapshot {
 func TestStarted(t *testing.T) {
 	assert.Equal(t, []*Result{
 		{File: "t.pickle", Allocs: 2, AddressMatches: 2, DecisionMatches: 2, MatchRate: pf(1), DecisionRate: pf(1),
-			InitialLive: 2, InitialSegs: 1, Mismatches: []Mismatch{}},
+			InitialLive: 2, InitialSegs: 1, RecordedPeakReservedBytes: 2 * mib, ReplayedPeakReservedBytes: 2 * mib, RecordedDeviceMallocs: 0, ReplayedDeviceMallocs: 0, Mismatches: []Mismatch{}},
 		{File: "t.pickle", Device: 1, Allocs: 1, AddressMatches: 1, DecisionMatches: 1, MatchRate: pf(1), DecisionRate: pf(1),
-			InitialLive: 2, InitialSegs: 1, Mismatches: []Mismatch{}},
+			InitialLive: 2, InitialSegs: 1, RecordedPeakReservedBytes: 20 * mib, ReplayedPeakReservedBytes: 20 * mib, RecordedDeviceMallocs: 0, ReplayedDeviceMallocs: 0, Mismatches: []Mismatch{}},
 	}, run(t, started(), PyTorch))
 }
 
@@ -205,7 +207,8 @@ func TestMismatches(t *testing.T) {
 	}
 	res := runOpts(t, s, Options{New: PyTorch, MaxMismatches: 10})
 	want := &Result{File: "t.pickle", Allocs: 4, AddressMatches: 2, DecisionMatches: 1, SegmentAllocs: 3, SegmentMatches: 1,
-		MatchRate: pf(3.0 / 8), DecisionRate: pf(1.0 / 4), ExtraMallocs: 1, SegmentFrees: 1, Mismatches: []Mismatch{
+		MatchRate: pf(3.0 / 8), DecisionRate: pf(1.0 / 4), ExtraMallocs: 1, SegmentFrees: 1,
+		RecordedPeakReservedBytes: 62 * mib, ReplayedPeakReservedBytes: 52 * mib, RecordedDeviceMallocs: 3, ReplayedDeviceMallocs: 3, MaxReservedDiffBytes: 40 * mib, Mismatches: []Mismatch{
 			{0, 1, "alloc", 100, "0x7f0000000200", "0x7f0000000000"},
 			{0, 2, "segment_alloc", 40 * mib, "41943040 bytes", "20971520 bytes"},
 			{0, 5, "segment_alloc", 20 * mib, "20971520 bytes", "none (served from the cache)"},
@@ -237,12 +240,12 @@ func TestSettings(t *testing.T) {
 			RoundupPower2Divisions: [snapshot.Intervals]int64{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}},
 	}
 	assert.Equal(t, []*Result{{File: "t.pickle", Conf: "roundup_power2_divisions:4", Allocs: 2, AddressMatches: 2, DecisionMatches: 2,
-		SegmentAllocs: 1, SegmentMatches: 1, MatchRate: pf(1), DecisionRate: pf(1), Mismatches: []Mismatch{}}}, run(t, s, PyTorch))
+		SegmentAllocs: 1, SegmentMatches: 1, MatchRate: pf(1), DecisionRate: pf(1), RecordedPeakReservedBytes: 20 * mib, ReplayedPeakReservedBytes: 20 * mib, RecordedDeviceMallocs: 1, ReplayedDeviceMallocs: 1, Mismatches: []Mismatch{}}}, run(t, s, PyTorch))
 
 	// Without the settings, the second block comes sooner.
 	s.AllocatorSettings = nil
 	assert.Equal(t, []*Result{{File: "t.pickle", Allocs: 2, AddressMatches: 1, DecisionMatches: 1, SegmentAllocs: 1, SegmentMatches: 1,
-		MatchRate: pf(2.0 / 3), DecisionRate: pf(1.0 / 2), Mismatches: []Mismatch{{0, 2, "alloc", req, "0x7f0001140000", "0x7f0001119a00"}}}},
+		MatchRate: pf(2.0 / 3), DecisionRate: pf(1.0 / 2), RecordedPeakReservedBytes: 20 * mib, ReplayedPeakReservedBytes: 20 * mib, RecordedDeviceMallocs: 1, ReplayedDeviceMallocs: 1, Mismatches: []Mismatch{{0, 2, "alloc", req, "0x7f0001140000", "0x7f0001119a00"}}}},
 		run(t, s, PyTorch))
 }
 
@@ -292,6 +295,7 @@ func TestAllocError(t *testing.T) {
 		ent(snapshot.FreeCompleted, sA, 777),
 	}}}
 	assert.Equal(t, []*Result{{File: "t.pickle", Allocs: 1, SegmentAllocs: 1, AllocErrors: 1, MatchRate: pf(0), DecisionRate: pf(0),
+		RecordedPeakReservedBytes: 2 * mib, ReplayedPeakReservedBytes: 0, RecordedDeviceMallocs: 1, ReplayedDeviceMallocs: 0, MaxReservedDiffBytes: 2 * mib,
 		Mismatches: []Mismatch{
 			{0, 1, "segment_alloc", 2 * mib, "2097152 bytes", "none (served from the cache)"},
 			{0, 1, "alloc", 777, "0x7f0000000000", "error: out of memory"},

@@ -43,6 +43,9 @@ type replay struct {
 	// free may make a segment whole, which the next release gives back.
 	released  bool
 	decisions int64 // allocs that matched wholly
+	// figures, when not nil, follows the record for the figures of the
+	// free-running replay (see Result.RecordedPeakReservedBytes).
+	figures *snapshot.Tracker
 }
 
 // start makes a new allocator that holds the segments of st.
@@ -53,6 +56,9 @@ func (r *replay) start(st *snapshot.State, top uint64) error {
 		return err
 	}
 	r.a, r.live, r.failed, r.released = a, map[uint64]gpualloc.Block{}, map[uint64]bool{}, false
+	for _, sg := range st.Segments {
+		r.be.hold(sg.TotalSize) // restored without a backend call
+	}
 	if rr, ok := a.(RangeRestorer); ok {
 		for _, x := range ranges(st, r.trace) {
 			if x.initial {
@@ -98,6 +104,9 @@ func (r *replay) run(st *snapshot.State, top uint64, tr *snapshot.Tracker) error
 		if err != nil {
 			return err
 		}
+		if err := r.figure(e, at); err != nil {
+			return err
+		}
 		if tr == nil {
 			continue
 		}
@@ -116,6 +125,27 @@ func (r *replay) run(st *snapshot.State, top uint64, tr *snapshot.Tracker) error
 		}
 	}
 	r.be.endAlloc()
+	return nil
+}
+
+// figure follows entry e, the at-th of the file, in r.figures, if it is
+// not nil, and compares the bytes held by the record and by the model
+// after the entry when it ends an allocation or a free.
+func (r *replay) figure(e *snapshot.TraceEntry, at int) error {
+	f := r.figures
+	if f == nil {
+		return nil
+	}
+	if err := f.Apply(e); err != nil {
+		return fmt.Errorf("device_traces[%d][%d]: %w", r.dev, at, err)
+	}
+	res := r.res
+	res.RecordedPeakReservedBytes = max(res.RecordedPeakReservedBytes, f.Held())
+	switch e.Action {
+	case snapshot.Alloc, snapshot.FreeCompleted, snapshot.OutOfMemory:
+		d := f.Held() - r.be.reserved
+		res.MaxReservedDiffBytes = max(res.MaxReservedDiffBytes, d, -d)
+	}
 	return nil
 }
 

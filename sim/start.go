@@ -1,0 +1,343 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/snapshot"
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+// Replays that start from a recorded state.
+//
+// A PyTorch snapshot's trace is the tail of a ring buffer: when it begins,
+// the allocator already holds segments, some of their blocks live, some
+// free in its cache, some segments wholly free. Its reader (package
+// traces) is a StartReporter: it knows that state, and its first Initial
+// events are the allocations of the blocks live in it.
+//
+// A replay of such a trace through an allocator that is a Restorer (the
+// pytorch strategy) starts from the recorded state: when a device is first
+// used, the engine takes each of the state's segments from the device (a
+// Malloc of its size, through the counting wrapper, so that reserved bytes
+// and the device's capacity include it), moves the segment to the address
+// the device gave, and hands it to the allocator's Restore; the Initial
+// events of the segments' live blocks then take the blocks that Restore
+// returned, without calling the allocator. A segment that the allocator
+// cannot restore (Restore fails: an expandable segment, blocks that do not
+// fit its rules) is given back to the device, and the live blocks of it are
+// allocated as the events ask, as are the blocks that no segment holds
+// (State.Unplaced) and every start block for an allocator that is no
+// Restorer.
+//
+// Either way the device calls made to build the start state (the restored
+// segments, and the calls during the Initial events) are reported apart,
+// in Result.StartSegments and Result.StartReservedBytes; DeviceMallocs,
+// DeviceFrees and DeviceMallocBytes count only the calls made while the
+// trace itself was replayed. Peak reserved bytes include the start state,
+// as the recorded peak does.
+
+// A StartReporter is a reader whose trace starts from a recorded state of
+// the allocator, such as the reader of a PyTorch snapshot (package
+// traces). StartState returns the state of a device when its trace began,
+// nil when there is none; the reader's first Initial events are the
+// allocations of the live blocks of those states, device after device and,
+// within a device, segment after segment in address order, the blocks
+// that no segment holds last. A reader that wraps another passes it on.
+//
+// RecordedConf returns the settings of the allocator that recorded the
+// trace, in PYTORCH_CUDA_ALLOC_CONF syntax ("" for PyTorch's defaults or
+// none recorded). A replay whose strategy reads PyTorch's settings (a
+// "conf" parameter that PYTORCH_CUDA_ALLOC_CONF sets, as the pytorch
+// strategy's) and was given no parameter, by its spec or the environment,
+// replays with them: its conf is the recorded one, the Result's spec says
+// so, and Result.SettingsFrom names the trace.
+//
+// PrivateAllocs returns, as a bitset over the reader's events (bit n of
+// word n/64), the allocations of the trace made in a private pool's
+// segments, nil for none: the engine serves them from the segments of
+// that pool that it holds (see holdPrivate), never through the strategy.
+type StartReporter interface {
+	StartState(device int) *snapshot.State
+	Initial() int
+	RecordedConf() string
+	PrivateAllocs() []uint64
+}
+
+// A Restorer is an allocator that can hold a segment of a recorded state
+// as if it had allocated it from its backend, without calling the backend
+// (the pytorch strategy's Restore): it returns the segment's live blocks in
+// address order.
+type Restorer interface {
+	Restore(s snapshot.Segment) ([]gpualloc.Block, error)
+}
+
+// A startBlock is a block live at the start of a device's trace, in the
+// order of the reader's Initial events: restored (its Block) or to be
+// allocated.
+type startBlock struct {
+	block    gpualloc.Block
+	restored bool
+	held     bool // in a private pool's segment, which the engine holds
+}
+
+// restore restores the start state of device d, if the reader reports one
+// and the allocator is a Restorer.
+func (e *engine) restore(d *device) error {
+	if e.start == nil {
+		return nil
+	}
+	st := e.start.StartState(d.index)
+	if st == nil {
+		return nil
+	}
+	was := e.starting
+	e.starting = true
+	defer func() { e.starting = was }()
+	if err := e.holdPrivate(d, st); err != nil {
+		return err
+	}
+	rs, ok := d.alloc.(Restorer)
+	if !ok {
+		for _, sg := range st.Segments {
+			if sg.Pool.Private() {
+				continue
+			}
+			for _, b := range sg.Blocks {
+				if b.Live() {
+					d.startBlocks = append(d.startBlocks, startBlock{})
+				}
+			}
+		}
+		for range st.Unplaced {
+			d.startBlocks = append(d.startBlocks, startBlock{})
+		}
+		d.sortStart(st)
+		return nil
+	}
+	expandable, err := restoreExpandable(rs, st)
+	if err != nil {
+		return err
+	}
+	for _, sg := range st.Segments {
+		if sg.Pool.Private() {
+			continue
+		}
+		if sg.IsExpandable {
+			for _, b := range expandable[sg.Address] {
+				d.startBlocks = append(d.startBlocks, startBlock{block: b, restored: true})
+			}
+			if _, ok := expandable[sg.Address]; ok {
+				continue
+			}
+		}
+		live := 0
+		for _, b := range sg.Blocks {
+			if b.Live() {
+				live++
+			}
+		}
+		blocks, err := e.restoreSegment(d, rs, sg)
+		if err != nil {
+			return err
+		}
+		if blocks == nil {
+			for range live {
+				d.startBlocks = append(d.startBlocks, startBlock{})
+			}
+			continue
+		}
+		if len(blocks) != live {
+			return fmt.Errorf("restore of the segment at %#x: %d live blocks returned, %d expected", sg.Address, len(blocks), live)
+		}
+		for _, b := range blocks {
+			d.startBlocks = append(d.startBlocks, startBlock{block: b, restored: true})
+		}
+	}
+	for range st.Unplaced {
+		d.startBlocks = append(d.startBlocks, startBlock{})
+	}
+	d.sortStart(st)
+	return nil
+}
+
+// holdPrivate takes from the device the memory of the segments of st that
+// belong to a private pool (snapshot.Segment.Pool: a CUDA graph's, a
+// torch.cuda.MemPool's), which the engine holds itself, apart from the
+// strategy: no request of the default pools is served from them, the
+// live blocks in them and the allocations that the trace makes in them
+// (StartReporter.PrivateAllocs) are the engine's, and their frees give
+// nothing back: the pool keeps its segments, as PyTorch's private pools do
+// until they are released. A private pool's segments that the trace
+// allocates or frees are not followed.
+// d.private collects their live blocks, in the order of the reader's start
+// events (see sortStart).
+func (e *engine) holdPrivate(d *device, st *snapshot.State) error {
+	for _, sg := range st.Segments {
+		if !sg.Pool.Private() {
+			continue
+		}
+		addr, err := d.given.Malloc(sg.TotalSize)
+		if err != nil {
+			return fmt.Errorf("the segment at %#x (%d bytes) of private pool %v: %w", sg.Address, sg.TotalSize, sg.Pool, err)
+		}
+		d.heldSegs++
+		for _, b := range sg.Blocks {
+			if b.Live() {
+				req := b.RequestedSize
+				if req < 1 {
+					req = b.Size
+				}
+				blk := gpualloc.Block{Addr: b.Address - sg.Address + addr, Size: b.Size, Requested: req, Stream: sg.Stream}
+				d.private = append(d.private, startBlock{block: blk, held: true})
+			}
+		}
+	}
+	return nil
+}
+
+// sortStart puts the blocks of private pools (d.private) among
+// d.startBlocks where the reader yields them: segment after segment in
+// address order (see StartReporter).
+func (d *device) sortStart(st *snapshot.State) {
+	if len(d.private) == 0 {
+		return
+	}
+	var out []startBlock
+	i, p := 0, 0
+	for _, sg := range st.Segments {
+		for _, b := range sg.Blocks {
+			if !b.Live() {
+				continue
+			}
+			if sg.Pool.Private() {
+				out = append(out, d.private[p])
+				p++
+			} else {
+				out = append(out, d.startBlocks[i])
+				i++
+			}
+		}
+	}
+	d.startBlocks, d.private = append(out, d.startBlocks[i:]...), nil
+}
+
+// An ExpandableRestorer is a Restorer that can also hold the mapped
+// ranges of expandable segments of a recorded state, taking their memory
+// from its backend itself (the pytorch strategy's RestoreExpandable): the
+// segments of a range keep their offsets from one another. It returns each
+// segment's live blocks in address order, in the order of segs, or
+// nothing when it cannot hold expandable segments (holding none).
+type ExpandableRestorer interface {
+	RestoreExpandable(segs []snapshot.Segment) ([][]gpualloc.Block, []snapshot.Segment, error)
+}
+
+// restoreExpandable restores the expandable segments of st (of the default
+// pools) when rs can, and returns their live blocks by recorded address;
+// nil when it cannot, their live blocks then allocated as the trace's start
+// events ask.
+func restoreExpandable(rs Restorer, st *snapshot.State) (map[uint64][]gpualloc.Block, error) {
+	er, ok := rs.(ExpandableRestorer)
+	if !ok {
+		return nil, nil
+	}
+	var segs []snapshot.Segment
+	for _, sg := range st.Segments {
+		if sg.IsExpandable && !sg.Pool.Private() {
+			segs = append(segs, sg)
+		}
+	}
+	if len(segs) == 0 {
+		return nil, nil
+	}
+	live, _, err := er.RestoreExpandable(segs)
+	if err != nil || live == nil {
+		return nil, err
+	}
+	out := make(map[uint64][]gpualloc.Block, len(segs))
+	for i, sg := range segs {
+		out[sg.Address] = live[i]
+	}
+	return out, nil
+}
+
+// restoreSegment takes memory for segment sg from the device and restores
+// the segment there; it returns the live blocks, or nil when the allocator
+// does not restore the segment (its memory then given back).
+func (e *engine) restoreSegment(d *device, rs Restorer, sg snapshot.Segment) ([]gpualloc.Block, error) {
+	if sg.IsExpandable || sg.TotalSize <= 0 {
+		return nil, nil
+	}
+	addr, err := d.given.Malloc(sg.TotalSize)
+	if err != nil {
+		return nil, fmt.Errorf("restore of the segment at %#x (%d bytes): %w", sg.Address, sg.TotalSize, err)
+	}
+	moved := sg
+	moved.Address = addr
+	moved.Blocks = make([]snapshot.Block, len(sg.Blocks))
+	for i, b := range sg.Blocks {
+		b.Address = b.Address - sg.Address + addr
+		moved.Blocks[i] = b
+	}
+	blocks, err := rs.Restore(moved)
+	if err != nil {
+		if ferr := d.given.Free(addr, sg.TotalSize); ferr != nil {
+			return nil, ferr
+		}
+		return nil, nil
+	}
+	if blocks == nil {
+		blocks = []gpualloc.Block{}
+	}
+	return blocks, nil
+}
+
+// takeStart returns the next start block of device d, for a start event
+// of size bytes: restored or held, when it is one, else to be allocated.
+func (d *device) takeStart(size int64) (startBlock, error) {
+	if d.nextStart >= len(d.startBlocks) {
+		return startBlock{}, nil
+	}
+	sb := d.startBlocks[d.nextStart]
+	d.nextStart++
+	if (sb.restored || sb.held) && sb.block.Requested != size {
+		return startBlock{}, fmt.Errorf("the block restored at %#x was asked for %d bytes, the trace's start allocation %d", sb.block.Addr, sb.block.Requested, size)
+	}
+	return sb, nil
+}
+
+// StartOf returns r as a StartReporter, or one that reports no start
+// state when r is not one: for readers that wrap another and pass its
+// start state on.
+func StartOf(r any) StartReporter {
+	if sr, ok := r.(StartReporter); ok {
+		return sr
+	}
+	return noStart{}
+}
+
+type noStart struct{}
+
+func (noStart) StartState(int) *snapshot.State { return nil }
+func (noStart) Initial() int                   { return 0 }
+func (noStart) RecordedConf() string           { return "" }
+func (noStart) PrivateAllocs() []uint64        { return nil }
+
+// recordedParams returns p with the settings that the trace of r records,
+// when p is to take them (see StartReporter), and whether it did.
+func recordedParams(r traces.Reader, p *gpualloc.Params, trace string) (*gpualloc.Params, bool) {
+	if p == nil || p.Explicit() {
+		return p, false
+	}
+	conf := StartOf(r).RecordedConf()
+	if conf == "" {
+		return p, false
+	}
+	for _, d := range p.Declared() {
+		if d.Name == "conf" && slices.Contains(d.Env, "PYTORCH_CUDA_ALLOC_CONF") {
+			return p.WithDefault("conf", conf, "the allocator_settings of "+trace), true
+		}
+	}
+	return p, false
+}
