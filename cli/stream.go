@@ -150,11 +150,11 @@ func (s *stream) stop() {
 
 // A streamReader is one replay's reader of a stream.
 type streamReader struct {
-	s   *stream
-	k   int // the chunk read, its stream index; -1 before the first
-	i   int // the event of cur read
-	cur []traces.Event
-	err error
+	s                 *stream
+	k                 int // the chunk read, its stream index; -1 before the first
+	i                 int // the event of cur read
+	cur               []traces.Event
+	err               error
 	sim.StartReporter // the source reader's recorded start state
 }
 
