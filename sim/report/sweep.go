@@ -78,11 +78,22 @@ func Sweeps(strategies []sim.Strategy) []Sweep {
 }
 
 func newSweep(name string, variants []sim.Strategy) Sweep {
+	// A parameter made of settings in one variant is compared by its
+	// settings in all: where it holds none (pytorch's conf=none), it has
+	// nothing to compare.
+	made := map[string]bool{}
+	for _, s := range variants {
+		for _, p := range s.Params {
+			if len(p.Settings) > 0 {
+				made[p.Key] = true
+			}
+		}
+	}
 	params := make([]map[string]string, len(variants))
 	var keys []string
 	for i, s := range variants {
 		params[i] = map[string]string{}
-		for _, kv := range sweepParams(s) {
+		for _, kv := range sweepParams(s, made) {
 			params[i][kv.Key] = kv.Value
 			if !slices.Contains(keys, kv.Key) {
 				keys = append(keys, kv.Key)
@@ -127,12 +138,13 @@ func newSweep(name string, variants []sim.Strategy) Sweep {
 // own key ("max_split_size_mb" of "conf=max_split_size_mb:64"), so that a
 // sweep of conf varies them one by one. A parameter of the same name as a
 // setting overrides it unless it is at its default (pytorch's "auto"
-// leaves the setting as conf gives it).
-func sweepParams(s sim.Strategy) []gpualloc.KeyValue {
+// leaves the setting as conf gives it). A parameter named in made, made of
+// settings in some variant, contributes only its settings.
+func sweepParams(s sim.Strategy, made map[string]bool) []gpualloc.KeyValue {
 	var out []gpualloc.KeyValue
 	fromSettings := map[string]int{} // index in out
 	for _, p := range s.Params {
-		if len(p.Settings) > 0 {
+		if len(p.Settings) > 0 || made[p.Key] {
 			for _, kv := range p.Settings {
 				fromSettings[kv.Key] = len(out)
 				out = append(out, kv)
