@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -644,4 +645,16 @@ func TestReplayFreeSpaceAtPeak(t *testing.T) {
 	js, err := json.Marshal(res)
 	require.NoError(t, err)
 	assert.Contains(t, string(js), `"largest_free_bytes":null,"free_fragmentation":null`)
+}
+
+// The bytes of all device allocations, summed over a run, stay at 2^63-1
+// rather than wrap; the allocator's own Meter agrees (Verify).
+func TestDeviceMallocBytesSaturate(t *testing.T) {
+	const big = 6_000_000_000_000_000_000
+	tr := newTrace().alloc(1, big).free(1).alloc(2, big).free(2)
+	res, err := Replay(tr.reader(), Config{Trace: "big", Open: openExact, Strategy: "exact", Verify: true, Capacity: 7 << 60})
+	require.NoError(t, err)
+	assert.Equal(t, int64(math.MaxInt64), res.DeviceMallocBytes)
+	assert.Equal(t, int64(math.MaxInt64), res.Devices[0].DeviceMallocBytes)
+	assert.Equal(t, int64(big), res.PeakReservedBytes)
 }

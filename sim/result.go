@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/satsum"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -52,7 +53,7 @@ type Result struct {
 	// strategies that do not use it).
 	DeviceMallocs     int64 `json:"device_mallocs"`      // successful device allocations
 	DeviceFrees       int64 `json:"device_frees"`        // successful device frees
-	DeviceMallocBytes int64 `json:"device_malloc_bytes"` // bytes of all successful device allocations
+	DeviceMallocBytes int64 `json:"device_malloc_bytes"` // bytes of all successful device allocations; a sum past 2^63-1 stays at 2^63-1
 	DeviceMaps        int64 `json:"device_maps"`         // successful Map calls
 	DeviceUnmaps      int64 `json:"device_unmaps"`       // successful Unmap calls
 
@@ -200,7 +201,7 @@ func (e *engine) finish(r traces.Reader) {
 		callNS += d.callNS
 		res.DeviceMallocs += d.mallocs
 		res.DeviceFrees += d.mfrees
-		res.DeviceMallocBytes += d.mallocBytes
+		res.DeviceMallocBytes = satsum.Add(res.DeviceMallocBytes, d.mallocBytes)
 		res.DeviceMaps += d.maps
 		res.DeviceUnmaps += d.unmaps
 		dr := DeviceResult{
