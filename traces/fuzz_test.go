@@ -40,6 +40,8 @@ func FuzzReader(f *testing.F) {
 		"category,op,id\n,alloc,1\nunknown,free,1\n",
 		"op,id,size,tag,device\nalloc,1,5,warm up,1\nrelease,,,x,1\nfree,1,,\"q\",1\nrelease,7,,,0\nrelease,,5,,0\n",
 		"tag,op,id,size\n,alloc,1,5\n,release,,\n,free,1,\n",
+		",op,id,size,time_us\n0,alloc,1,4096.0,0\n1,free,1,,1.0\n2,alloc,2,1.5,2\n",
+		"op,id,size,\nalloc,1,6000000000000000000,\nalloc,2,6000000000000000000,\n",
 		"",
 	} {
 		f.Add([]byte(s))
