@@ -71,6 +71,10 @@
 //
 //	x.bin: not a trace in any known format (native CSV, ...)
 //
+// A zip archive is named as one, and a file that torch.save wrote (a zip
+// archive of pickles and tensors) as that, with the way to record a memory
+// snapshot instead.
+//
 // The reader is a [FileReader]: a [Reader] that streams, like
 // bufio.Scanner, and also names its format and the native columns that hold
 // what the trace records. Whatever the format, the reader checks the trace

@@ -75,7 +75,8 @@ func FuzzDetect(f *testing.F) {
 	fuzzSeeds(f, "testdata/*.csv", "testdata/rmm/*.log", "testdata/minimalloc/*.csv")
 	f.Add([]byte(""))
 	f.Add([]byte("\x1f\x8b"))
-	for _, s := range []string{"id,size\n1,5\n", "op;id;size\nalloc;1;5\n", "\"op\",\"id\"\n", "# c\nevent\tid\top\n", "operation,id,size\n"} {
+	for _, s := range []string{"id,size\n1,5\n", "op;id;size\nalloc;1;5\n", "\"op\",\"id\"\n", "# c\nevent\tid\top\n", "operation,id,size\n",
+		"PK\x03\x04\x14\x00\x00\x00\x08\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x0e\x00\x00\x00archive/data.pkl"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
