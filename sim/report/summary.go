@@ -62,7 +62,7 @@ func WriteTimeSeries(w io.Writer, results []sim.Result) error {
 	rec := make([]string, len(TimeSeriesHeader))
 	for _, r := range results {
 		for _, p := range r.Series.All() {
-			rec = append(rec[:0], r.Trace, r.Strategy.Spec, num(p.First), tm(p.FirstTimeUS),
+			rec = append(rec[:0], tabular.TextCell(r.Trace), tabular.TextCell(r.Strategy.Spec), num(p.First), tm(p.FirstTimeUS),
 				num(p.Requested.Max), num(p.Allocated.Max), num(p.Reserved.Max),
 				num(p.Last), tm(p.LastTimeUS),
 				num(p.Requested.Min), num(p.Allocated.Min), num(p.Reserved.Min))
