@@ -177,10 +177,26 @@ func (c cp1252Canvas) FillString(f font.Face, pt vg.Point, s string) {
 	c.Canvas.FillString(f, pt, s)
 }
 
-// A legendEntry is a name and a way to draw its sample.
+// A legendEntry is a name and a way to draw its sample. A wide entry (a
+// note on a mark, longer than the rest) takes a row of its own below the
+// grid of the others, so that it does not widen their columns.
 type legendEntry struct {
 	name  string
 	thumb func(c draw.Canvas) // draws into a thumbWidth × row-height box
+	wide  bool
+}
+
+// gridEntries splits entries into those laid out in the grid and the wide
+// ones below it.
+func gridEntries(entries []legendEntry) (grid, wide []legendEntry) {
+	for _, e := range entries {
+		if e.wide {
+			wide = append(wide, e)
+		} else {
+			grid = append(grid, e)
+		}
+	}
+	return grid, wide
 }
 
 const (
@@ -212,11 +228,16 @@ func areaThumb(fill, edge color.Color, width vg.Length) func(draw.Canvas) {
 // legendLayout lays the entries out in a grid, row by row, with as many
 // columns as the width holds, each column as wide as its widest entry; it
 // returns the columns' widths, the row height and the legend's height.
-func legendLayout(entries []legendEntry, width vg.Length) (colW []vg.Length, rowH, height vg.Length) {
-	if len(entries) == 0 {
-		return nil, 0, 0
-	}
+func legendLayout(all []legendEntry, width vg.Length) (colW []vg.Length, rowH, height vg.Length) {
+	entries, wide := gridEntries(all)
 	sty := textStyle(smallPt)
+	rowH = sty.Height("Hg") * 1.25
+	if len(entries) == 0 {
+		if len(wide) == 0 {
+			return nil, 0, 0
+		}
+		return nil, rowH, vg.Length(len(wide))*rowH + legendPadY
+	}
 	w := make([]vg.Length, len(entries))
 	for i, e := range entries {
 		w[i] = thumbWidth + legendInset + sty.Width(e.name)
@@ -234,8 +255,7 @@ func legendLayout(entries []legendEntry, width vg.Length) (colW []vg.Length, row
 			break
 		}
 	}
-	rows := (len(entries) + len(colW) - 1) / len(colW)
-	rowH = sty.Height("Hg") * 1.25
+	rows := (len(entries)+len(colW)-1)/len(colW) + len(wide)
 	return colW, rowH, vg.Length(rows)*rowH + legendPadY
 }
 
@@ -247,33 +267,41 @@ func legendHeight(entries []legendEntry, width vg.Length) vg.Length {
 
 // drawLegend draws the legend at the top of c, centred, and returns the
 // canvas below it.
-func drawLegend(c draw.Canvas, entries []legendEntry) draw.Canvas {
+func drawLegend(c draw.Canvas, all []legendEntry) draw.Canvas {
 	width := c.Max.X - c.Min.X
-	colW, rowH, height := legendLayout(entries, width)
-	if len(colW) == 0 {
+	colW, rowH, height := legendLayout(all, width)
+	if height == 0 {
 		return c
 	}
-	cols := len(colW)
+	entries, wide := gridEntries(all)
+	cols := max(len(colW), 1)
 	sty := textStyle(smallPt)
 	sty.YAlign = draw.YCenter
-	total := vg.Length(cols-1) * legendGapX
+	total := vg.Length(len(colW)-1) * legendGapX
 	for _, w := range colW {
 		total += w
 	}
 	x0 := c.Min.X + max(0, width-total)/2
-	for i, e := range entries {
-		col, row := i%cols, i/cols
-		x := x0
-		for _, w := range colW[:col] {
-			x += w + legendGapX
-		}
-		top := c.Max.Y - vg.Length(row)*rowH
+	entry := func(e legendEntry, x, top vg.Length) {
 		box := draw.Canvas{Canvas: c.Canvas, Rectangle: vg.Rectangle{
 			Min: vg.Point{X: x, Y: top - rowH},
 			Max: vg.Point{X: x + thumbWidth, Y: top},
 		}}
 		e.thumb(box)
 		c.FillText(sty, vg.Point{X: x + thumbWidth + legendInset, Y: top - rowH/2}, e.name)
+	}
+	for i, e := range entries {
+		col, row := i%cols, i/cols
+		x := x0
+		for _, w := range colW[:col] {
+			x += w + legendGapX
+		}
+		entry(e, x, c.Max.Y-vg.Length(row)*rowH)
+	}
+	rows := (len(entries) + cols - 1) / cols
+	for i, e := range wide {
+		w := thumbWidth + legendInset + sty.Width(e.name)
+		entry(e, c.Min.X+max(0, width-w)/2, c.Max.Y-vg.Length(rows+i)*rowH)
 	}
 	c.Max.Y -= height
 	return c
