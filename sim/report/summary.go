@@ -105,7 +105,8 @@ const CapacityMark = "*"
 
 // SummaryTable formats results as the table simulate prints: trace,
 // strategy (its [ShortSpec], or its label in a sweep: see [SweepLabels]),
-// the device when some result is one device's ("all" on the rows of sums),
+// the device when some result is one device's ("all" on the rows of sums,
+// empty on the rows of traces of one device),
 // events, lower bound, peaks, overhead as a ratio (peak reserved / lower
 // bound, "1.47×", as in JSON and the figures), fragmentation as a
 // percentage, device calls, cache hits and OOMs; and,
@@ -143,13 +144,23 @@ func SummaryTable(results []sim.Result) Table {
 	}
 	if slices.ContainsFunc(results, func(r sim.Result) bool { return r.Device != nil }) {
 		// Rows of single devices (sim.Result.PerDevice): which device, or
-		// "all" for the sums.
+		// "all" for the sums; empty on the rows of traces of one device,
+		// which have no rows of devices to tell apart.
+		several := map[string]bool{}
+		for _, r := range results {
+			if r.Device != nil {
+				several[r.Trace] = true
+			}
+		}
 		t.Head = slices.Insert(t.Head, 2, "DEVICE")
 		t.Right = slices.Insert(t.Right, 2, true)
 		for i, r := range results {
-			d := "all"
-			if r.Device != nil {
+			d := ""
+			switch {
+			case r.Device != nil:
 				d = strconv.Itoa(*r.Device)
+			case several[r.Trace]:
+				d = "all"
 			}
 			t.Rows[i] = slices.Insert(t.Rows[i], 2, d)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/sim/report"
 )
 
@@ -23,4 +24,18 @@ func TestCSVEscapesFormulas(t *testing.T) {
 	require.NoError(t, report.WriteTimeSeries(&b, results))
 	lines = strings.Split(b.String(), "\n")
 	assert.True(t, strings.HasPrefix(lines[1], "'=HYPERLINK(1),unpooled,0,"), lines[1])
+}
+
+// The DEVICE column names devices only on the rows of traces of several:
+// a trace of one device leaves it empty rather than "all".
+func TestSummaryTableDeviceColumn(t *testing.T) {
+	one := 1
+	results := []sim.Result{
+		{Trace: "single", Strategy: specOnly("naive")},
+		{Trace: "multi", Strategy: specOnly("naive")},
+		{Trace: "multi", Strategy: specOnly("naive"), Device: &one},
+	}
+	tab := report.SummaryTable(results)
+	require.Equal(t, "DEVICE", tab.Head[2])
+	assert.Equal(t, []string{"", "all", "1"}, []string{tab.Rows[0][2], tab.Rows[1][2], tab.Rows[2][2]})
 }
