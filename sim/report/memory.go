@@ -202,13 +202,12 @@ func (decadeTicks) Ticks(min, max float64) []plot.Tick {
 }
 
 // panelLabel names a panel above its data area, flush with its left edge,
-// where it covers no data: the plot's title, which the layout makes room
-// for, drawn by a plotter at the left rather than by the plot at the
-// centre.
+// where it covers no data: a blank title makes the layout leave a line of
+// room above the data, and a plotter writes the name there at the left
+// rather than the plot at the centre.
 func panelLabel(p *plot.Plot, text string) {
-	p.Title.Text = text
+	p.Title.Text = " "
 	p.Title.TextStyle = textStyle(smallPt)
-	p.Title.TextStyle.Color = color.Transparent
 	p.Title.Padding = 1
 	p.Add(aboveLabel{text: text})
 }

@@ -256,7 +256,7 @@ func TestWrite(t *testing.T) {
 	assert.NoError(t, wellFormed(bytes.TrimPrefix(idx, []byte("<!DOCTYPE html>"))), "index.html")
 	assert.Equal(t, 6, strings.Count(string(idx), "<svg "), "every figure inline")
 	for _, s := range strategies {
-		assert.Contains(t, string(idx), "<td>"+s+"</td>")
+		assert.Contains(t, string(idx), `<td class="text">`+s+"</td>")
 	}
 }
 
