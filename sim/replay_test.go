@@ -658,3 +658,24 @@ func TestDeviceMallocBytesSaturate(t *testing.T) {
 	assert.Equal(t, int64(math.MaxInt64), res.Devices[0].DeviceMallocBytes)
 	assert.Equal(t, int64(big), res.PeakReservedBytes)
 }
+
+// formatReader is a reader that names its format.
+type formatReader struct {
+	traces.Reader
+	format string
+}
+
+func (f formatReader) Format() string { return f.format }
+
+// A replay of a memory snapshot says that the trace is a window of a run,
+// so that what is live at its end is not taken for a leak.
+func TestReplayMidRun(t *testing.T) {
+	tr := newTrace().alloc(1, 1000)
+	for format, want := range map[string]bool{"PyTorch snapshot": true, "native CSV": false} {
+		res, err := Replay(formatReader{tr.reader(), format}, Config{Trace: "t", Open: openExact, Strategy: "exact"})
+		require.NoError(t, err)
+		assert.Equal(t, want, res.MidRun, format)
+		assert.Equal(t, int64(1), res.LiveAtEnd)
+	}
+	assert.True(t, slices.ContainsFunc(traces.Formats(), traces.MidRun), "the snapshot format is among those detected")
+}

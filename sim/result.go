@@ -93,6 +93,12 @@ type Result struct {
 	// the reader has a Skipped() int64 method.
 	Skipped int64 `json:"skipped"`
 
+	// MidRun says that the trace is a window of a running program (see
+	// traces.MidRun: a memory snapshot), so that what is live at its end
+	// was in use, not leaked; set when the reader has a Format() string
+	// method whose format says so. Not in JSON.
+	MidRun bool `json:"-"`
+
 	// Timings, when Config.MeasureTime is set (else nil, null in JSON,
 	// empty in CSV), in nanoseconds of wall-clock time: the mean time of a
 	// successful alloc served from the strategy's cache (no device
@@ -185,6 +191,9 @@ func (e *engine) finish(r traces.Reader) {
 	}
 	if sk, ok := r.(interface{ Skipped() int64 }); ok {
 		res.Skipped = sk.Skipped()
+	}
+	if f, ok := r.(interface{ Format() string }); ok {
+		res.MidRun = traces.MidRun(f.Format())
 	}
 	if e.freeKnown {
 		largest, frag := e.largestFree, 0.0

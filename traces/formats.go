@@ -89,6 +89,14 @@ var _ = func() bool {
 
 const nativeFormat = "native CSV"
 
+// MidRun reports whether traces of the named format (a [FileReader]'s
+// Format) are windows of a running program rather than whole runs: a
+// PyTorch memory snapshot records the history up to the moment it was
+// taken, so the allocations live at its end (weights, optimizer state,
+// activations in flight) were in use then, not leaked. Live allocations
+// at the end of a trace in any other format were never freed.
+func MidRun(format string) bool { return format == pytorchFormatName }
+
 // Formats returns the names of the formats that [Open] detects, in the order
 // it tries them.
 func Formats() []string {

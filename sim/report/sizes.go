@@ -94,6 +94,14 @@ func (c *SizeCounter) Name() string {
 	return ""
 }
 
+// Format returns the format of the underlying reader, if it names one.
+func (c *SizeCounter) Format() string {
+	if f, ok := c.Reader.(interface{ Format() string }); ok {
+		return f.Format()
+	}
+	return ""
+}
+
 // Skipped returns the bad events the underlying reader skipped, if it
 // counts them.
 func (c *SizeCounter) Skipped() int64 {

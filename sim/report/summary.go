@@ -115,7 +115,9 @@ const CapacityMark = "*"
 // total time of device calls; the offline plan's bytes and the minimum
 // capacity when results have them. A peak reserved that depends on the
 // capacity carries [CapacityMark]; the notes say what the mark means, and
-// which traces end with allocations still live.
+// which traces end with allocations never freed (not a memory snapshot's,
+// whose live allocations at its end were in use when it was taken: see
+// sim.Result.MidRun).
 func SummaryTable(results []sim.Result) Table {
 	t := Table{
 		Head: []string{"TRACE", "STRATEGY", "EVENTS", "LOWER BOUND", "PEAK ALLOCATED", "PEAK RESERVED",
@@ -132,10 +134,17 @@ func SummaryTable(results []sim.Result) Table {
 			reserved += CapacityMark
 			marked = true
 		}
-		if r.LiveAtEnd > 0 && !seen[r.Trace] {
+		if r.LiveAtEnd > 0 && !r.MidRun && !seen[r.Trace] {
+			// A snapshot's live allocations at its end were in use when
+			// it was taken: no note. Any other trace's were never freed,
+			// which the user can check against the program.
 			seen[r.Trace] = true
-			leaks = append(leaks, fmt.Sprintf("%s: %s (%s) still live at the end of the trace (a leak, or a trace that ended mid-step)",
-				r.Trace, plural(r.LiveAtEnd, "allocation"), gpualloc.FormatSize(r.LiveBytesAtEnd)))
+			them := "them"
+			if r.LiveAtEnd == 1 {
+				them = "it"
+			}
+			leaks = append(leaks, fmt.Sprintf("%s: %s (%s) never freed: every strategy's peak counts %s; if the program frees %s, the trace was cut short",
+				r.Trace, plural(r.LiveAtEnd, "allocation"), gpualloc.FormatSize(r.LiveBytesAtEnd), them, them))
 		}
 		t.Rows = append(t.Rows, []string{r.Trace, labels[r.Strategy.Spec], tabular.Count(r.Events),
 			gpualloc.FormatSize(r.PeakRequestedBytes), gpualloc.FormatSize(r.PeakAllocatedBytes), reserved,
