@@ -30,6 +30,7 @@ type decoded struct {
 	err     error
 	memory  sim.CapacityReporter // the devices' memory, when the reader knows it
 	stream  bool                 // the trace is longer than decodeLimit: each replay reads the file
+	format  string               // the trace's format, when the reader names it
 	counted atomic.Bool          // a streaming replay counts the sizes
 }
 
@@ -61,6 +62,9 @@ func (d *decoded) load() {
 		r = d.sizes
 	}
 	d.memory, _ = r.(sim.CapacityReporter)
+	if f, ok := r.(interface{ Format() string }); ok {
+		d.format = f.Format()
+	}
 	rereadable := d.in.name != "-"
 	for r.Scan() {
 		if rereadable && len(d.events) == decodeLimit {
@@ -95,7 +99,7 @@ func (d *decoded) open() (traces.Reader, io.Closer, error) {
 	if d.stream {
 		return d.openFile()
 	}
-	r := &memoryReader{SliceReader: traces.NewSliceReader(d.in.name, d.events), skipped: d.skipped, memory: d.memory}
+	r := &memoryReader{SliceReader: traces.NewSliceReader(d.in.name, d.events), skipped: d.skipped, memory: d.memory, format: d.format}
 	return r, closeFunc(func() error { d.release(); return nil }), nil
 }
 
@@ -134,9 +138,14 @@ type memoryReader struct {
 	*traces.SliceReader
 	skipped int64
 	memory  sim.CapacityReporter
+	format  string
 }
 
 func (r *memoryReader) Skipped() int64 { return r.skipped }
+
+// Format is the file's format, so that a replay knows a snapshot's
+// (sim.Result.MidRun).
+func (r *memoryReader) Format() string { return r.format }
 
 // DeviceCapacity is the decoded reader's (see sim.CapacityReporter).
 func (r *memoryReader) DeviceCapacity(device int) int64 {
