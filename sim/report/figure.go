@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -81,6 +82,20 @@ type Figure struct {
 	panels []*plot.Plot // stacked top to bottom, their data areas aligned
 	cols   int          // panels in a grid of cols columns, row by row (0: one)
 	title  bool         // draw Title above the figure
+	// yLabel, if not "", is the label of a single panel's logarithmic y
+	// axis, drawn by the figure (see logYLabel).
+	yLabel string
+}
+
+// logYLabel has the figure draw the y label of its one panel p, whose y
+// axis is logarithmic. gonum's layout places the label's box at the
+// middle of the data range, which on a logarithmic axis lies near the
+// top, and shrinks the plot from above to make the box fit: a gap under
+// the legend. The axis keeps a blank label of the same height, which
+// makes the layout leave the label's room at the left, and the figure
+// writes the label there, centred on the data.
+func (fig *Figure) logYLabel(p *plot.Plot) {
+	fig.yLabel, p.Y.Label.Text = p.Y.Label.Text, " "
 }
 
 // titleHeight is the room a figure's title takes.
@@ -322,7 +337,14 @@ func (fig *Figure) draw(c draw.Canvas) {
 	}
 	c = drawLegend(c, fig.legend)
 	if len(fig.panels) == 1 {
-		fig.panels[0].Draw(c)
+		p := fig.panels[0]
+		p.Draw(c)
+		if fig.yLabel != "" {
+			sty := p.Y.Label.TextStyle
+			sty.Rotation += math.Pi / 2
+			dc := p.DataCanvas(c)
+			c.FillText(sty, vg.Point{X: c.Min.X + sty.Height(fig.yLabel), Y: (dc.Min.Y + dc.Max.Y) / 2}, fig.yLabel)
+		}
 		return
 	}
 	cols := max(fig.cols, 1)

@@ -38,6 +38,7 @@ func MemoryFigure(trace string, results []sim.Result, opts Options) *Figure {
 	y := o.memoryScale(p, rs, ss)
 	if y.log {
 		fig.Caption += " The memory axis is logarithmic."
+		fig.logYLabel(p)
 	}
 	live := ax.steps(ss[0], func(q sim.Point) float64 { return y.at(q.Requested.Max) })
 	p.Add(areaPlotter{upper: live, fill: liveFill})
