@@ -68,15 +68,25 @@ func Select(explicit string, getenv func(string) (string, bool)) (*Params, error
 	return p, nil
 }
 
-// Open builds the allocator a spec names, on b. The environment supplies
-// defaults for parameters the spec leaves out (MXNet's variables for its
-// pools, for example).
-func Open(spec string, b Backend) (Allocator, error) {
+// ResolveSpec parses a spec string and resolves it: [ParseSpec] and then
+// [Resolve] in one call, the common way to go from the text a user wrote
+// to a strategy's parameters, which open an allocator ([Params.Open]),
+// expand a sweep ([Params.Expand]) or configure a replay (sim.Config's
+// Params). getenv is os.LookupEnv to let environment variables supply
+// what the spec leaves out, or nil for the defaults alone.
+func ResolveSpec(spec string, getenv func(string) (string, bool)) (*Params, error) {
 	sp, err := ParseSpec(spec)
 	if err != nil {
 		return nil, err
 	}
-	p, err := Resolve(sp, os.LookupEnv)
+	return Resolve(sp, getenv)
+}
+
+// Open builds the allocator a spec names, on b. The environment supplies
+// defaults for parameters the spec leaves out (MXNet's variables for its
+// pools, for example).
+func Open(spec string, b Backend) (Allocator, error) {
+	p, err := ResolveSpec(spec, os.LookupEnv)
 	if err != nil {
 		return nil, err
 	}

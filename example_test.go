@@ -52,6 +52,42 @@ func ExampleOpen() {
 	// naive: unknown parameter "pagesize" (known: page, large_round, reserve)
 }
 
+// A spec written by a user, in one call to the strategy's parameters:
+// every parameter with its effective value, ready to open an allocator or
+// to expand into a sweep's variants.
+func ExampleResolveSpec() {
+	p, err := gpualloc.ResolveSpec("pytorch:conf=max_split_size_mb:128,expandable_segments:True", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(p.Value("conf"))
+	dev, _ := virtual.New(virtual.Options{Capacity: 16 << 30})
+	a, err := p.Open(dev)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, _ := a.Alloc(1 << 20)
+	fmt.Println(b.Size, "bytes set aside")
+
+	sweep, _ := gpualloc.ResolveSpec("round:cutoff=20..22", nil)
+	variants, _ := sweep.Expand()
+	for _, v := range variants {
+		fmt.Println(v.Value("cutoff"))
+	}
+
+	_, err = gpualloc.ResolveSpec("round:cutof=20", nil)
+	fmt.Println(err)
+	// Output:
+	// max_split_size_mb:128,expandable_segments:True
+	// 1048576 bytes set aside
+	// 20
+	// 21
+	// 22
+	// round: unknown parameter "cutof" (known: page, cutoff, reserve)
+}
+
 func ExampleSelect() {
 	env := map[string]string{
 		"GPUALLOC_POOL_TYPE":      "round:cutoff=20",

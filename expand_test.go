@@ -132,12 +132,13 @@ func TestExpandFromEnvironment(t *testing.T) {
 	assert.Equal(t, []string{"fakepool:page=4096,cutoff=20,reserve=5,strict=false", "fakepool:page=4096,cutoff=24,reserve=5,strict=false"}, got)
 
 	// Settings vary one by one, in the variable or in the spec, in the
-	// syntax that the parameter reads.
+	// syntax that the parameter reads. A value whose comma would not read
+	// back is quoted.
 	want := []string{
-		"fakeconf:conf=a=1;b=x;c=[1,2],n=1",
-		"fakeconf:conf=a=1;b=y;c=[1,2],n=1",
-		"fakeconf:conf=a=2;b=x;c=[1,2],n=1",
-		"fakeconf:conf=a=2;b=y;c=[1,2],n=1",
+		`fakeconf:conf="a=1;b=x;c=[1,2]",n=1`,
+		`fakeconf:conf="a=1;b=y;c=[1,2]",n=1`,
+		`fakeconf:conf="a=2;b=x;c=[1,2]",n=1`,
+		`fakeconf:conf="a=2;b=y;c=[1,2]",n=1`,
 	}
 	got, err = expandSpec(t, "fakeconf", env("FAKE_CONF", "a=1..2;b=x|y;c=[1,2]"))
 	require.NoError(t, err)

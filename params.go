@@ -3,6 +3,7 @@ package gpualloc
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -19,6 +20,8 @@ type Params struct {
 	// specVar names the environment variable the spec came from, if it
 	// did; specText is its value.
 	specVar, specText string
+	// ignored are the variables set but not read (see IgnoredEnv).
+	ignored []string
 }
 
 type paramValue struct {
@@ -45,10 +48,15 @@ func Resolve(spec Spec, getenv func(string) (string, bool)) (*Params, error) {
 			continue
 		}
 		for _, name := range d.Env {
-			if v, ok := getenv(name); ok && strings.TrimSpace(v) != "" {
-				p.vals[i].value, p.vals[i].source = strings.TrimSpace(v), name
-				break
+			v, ok := getenv(name)
+			if !ok || strings.TrimSpace(v) == "" {
+				continue
 			}
+			if w := p.vals[i].source; w != "" {
+				p.ignored = append(p.ignored, fmt.Sprintf("%s=%s is ignored: %s, also set, wins", name, strings.TrimSpace(v), w))
+				continue
+			}
+			p.vals[i].value, p.vals[i].source = strings.TrimSpace(v), name
 		}
 	}
 	for _, kv := range spec.Params {
@@ -108,6 +116,13 @@ func (p *Params) WithDefault(key, value, source string) *Params {
 	w.value, w.source = value, source
 	return &q
 }
+
+// IgnoredEnv returns the environment variables that were set but not
+// read, because a variable before them in a parameter's Env is set too
+// (PYTORCH_CUDA_ALLOC_CONF when PYTORCH_ALLOC_CONF is set), each as a
+// sentence for the user: "PYTORCH_CUDA_ALLOC_CONF=... is ignored:
+// PYTORCH_ALLOC_CONF, also set, wins". Their values are not checked.
+func (p *Params) IgnoredEnv() []string { return slices.Clone(p.ignored) }
 
 // Strategy returns the name of the strategy the parameters belong to.
 func (p *Params) Strategy() string { return p.strategy }

@@ -127,6 +127,17 @@ func TestParseSpec(t *testing.T) {
 		{" Round ", Spec{Name: "Round"}, "Round"},
 		{"round:cutoff=20,page=4096", Spec{"round", []KeyValue{{"cutoff", "20"}, {"page", "4096"}}}, "round:cutoff=20,page=4096"},
 		{"pytorch: max_split_size_mb = 128 ", Spec{"pytorch", []KeyValue{{"max_split_size_mb", "128"}}}, "pytorch:max_split_size_mb=128"},
+		// A value in a key:value syntax of its own keeps its commas.
+		{"pytorch:conf=max_split_size_mb:128,expandable_segments:True", Spec{"pytorch", []KeyValue{{"conf", "max_split_size_mb:128,expandable_segments:True"}}},
+			"pytorch:conf=max_split_size_mb:128,expandable_segments:True"},
+		{"pytorch:conf=roundup_power2_divisions:[256:1, 512:2,>:8],expandable_segments:True,memory_fraction=0.5",
+			Spec{"pytorch", []KeyValue{{"conf", "roundup_power2_divisions:[256:1,512:2,>:8],expandable_segments:True"}, {"memory_fraction", "0.5"}}},
+			"pytorch:conf=roundup_power2_divisions:[256:1,512:2,>:8],expandable_segments:True,memory_fraction=0.5"},
+		// Quoted values hold anything; String quotes only what needs it.
+		{`x:a="1,b=2", b = "c" ,c=" d"`, Spec{"x", []KeyValue{{"a", "1,b=2"}, {"b", "c"}, {"c", " d"}}}, `x:a="1,b=2",b=c,c=" d"`},
+		{`x:a=""`, Spec{"x", []KeyValue{{"a", ""}}}, `x:a=""`},
+		{`x:a=1"2`, Spec{"x", []KeyValue{{"a", `1"2`}}}, `x:a=1"2`},
+		{`x:a="\"q\""`, Spec{"x", []KeyValue{{"a", `"q"`}}}, `x:a="\"q\""`},
 	} {
 		got, err := ParseSpec(tc.in)
 		require.NoError(t, err, tc.in)
@@ -140,17 +151,58 @@ func TestParseSpec(t *testing.T) {
 
 func TestParseSpecErrors(t *testing.T) {
 	for in, msg := range map[string]string{
-		"":                    "no strategy name",
-		":page=4096":          "no strategy name",
-		"round:":              "no parameters",
-		"round:page":          `parameter "page" is not key=value`,
-		"round:page=":         `parameter "page=" is not key=value`,
-		"round:=4096":         `parameter "=4096" is not key=value`,
-		"round:page=1,,x=2":   `parameter "" is not key=value`,
-		"round:page=1,Page=2": `parameter "Page" given twice`,
+		"":                       "no strategy name",
+		":page=4096":             "no strategy name",
+		"round:":                 "no parameters",
+		"round:page":             `parameter "page" is not key=value`,
+		"round:page=":            `parameter "page=" is not key=value`,
+		"round:=4096":            `parameter "=4096" is not key=value`,
+		"round:page=1,,x=2":      `parameter "" is not key=value`,
+		"round:page=1,Page=2":    `parameter "Page" given twice`,
+		"round:page=4096,cutoff": `parameter "cutoff" is not key=value`,
+		"pytorch:a:1":            `parameter "a:1" is not key=value`,
+		"round:page=4096,":       `parameter "" is not key=value`,
+		`x:a="1,b:2`:             `parameter "a": the quoted value has no closing`,
+		`x:a="1"2`:               `parameter "a": text after the quoted value`,
+		`x:a="1",b:2`:            `parameter "b:2" is not key=value`,
+		"pytorch:conf=a:1,,b:2":  `parameter "" is not key=value`,
 	} {
 		_, err := ParseSpec(in)
 		require.Error(t, err, "%q", in)
 		assert.Contains(t, err.Error(), msg, "%q", in)
 	}
+}
+
+// Every Spec that String writes parses back to itself: specs with values
+// that need quoting included.
+func TestSpecStringRoundTrip(t *testing.T) {
+	for _, v := range []string{"", " ", "a,b", "a:1,b", "a:1,b=2", "a:1,,b:2", "a:1, b:2", `"`, `"x"`, "x\n", "a:1,", ",a:1", "\x00\xff", "a=b"} {
+		sp := Spec{Name: "s", Params: []KeyValue{{"k", v}, {"j", "1"}}}
+		got, err := ParseSpec(sp.String())
+		require.NoError(t, err, "%q", sp.String())
+		assert.Equal(t, sp, got, "%q", sp.String())
+	}
+}
+
+func FuzzParseSpec(f *testing.F) {
+	for _, s := range []string{"round", "round:cutoff=20,page=4096", "pytorch:conf=max_split_size_mb:128,expandable_segments:True",
+		`x:a="1,b=2",b=c`, `x:a=""`, "x:a=1,b", `x:a="\q"`, "x:a=[1:2,3:4],b=2", "x: a = 1 , b:2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sp, err := ParseSpec(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseSpec(sp.String())
+		require.NoError(t, err, "%q from %q", sp.String(), s)
+		require.Equal(t, sp, again, "%q from %q", sp.String(), s)
+		for _, p := range sp.Params {
+			// Any value under the parsed keys round-trips too.
+			q := Spec{Name: sp.Name, Params: []KeyValue{{p.Key, s}, {p.Key + "x", p.Value}}}
+			back, err := ParseSpec(q.String())
+			require.NoError(t, err, "%q", q.String())
+			require.Equal(t, q, back, "%q", q.String())
+		}
+	})
 }

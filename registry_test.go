@@ -255,3 +255,18 @@ func TestParamErrorFromNewNamesItsSource(t *testing.T) {
 	_, err = p.Open(nil)
 	assert.EqualError(t, err, `fakeparamerr: limit=5: must be even`)
 }
+
+// A variable set but not read, because one before it wins, is reported
+// with its value, whatever the value.
+func TestIgnoredEnv(t *testing.T) {
+	p, err := Resolve(Spec{Name: "fakepool"}, env("FAKE_PAGE", "8192", "FAKE_PAGE_OLD", "not a size"))
+	require.NoError(t, err)
+	assert.Equal(t, "8192", p.Value("page"))
+	assert.Equal(t, []string{"FAKE_PAGE=8192"}, p.FromEnv())
+	assert.Equal(t, []string{"FAKE_PAGE_OLD=not a size is ignored: FAKE_PAGE, also set, wins"}, p.IgnoredEnv())
+
+	p, err = Resolve(Spec{Name: "fakepool"}, env("FAKE_PAGE_OLD", "8192", "FAKE_PAGE", " "))
+	require.NoError(t, err)
+	assert.Empty(t, p.IgnoredEnv(), "a blank variable counts as unset")
+	assert.Equal(t, []string{"FAKE_PAGE_OLD=8192"}, p.FromEnv())
+}

@@ -1,5 +1,7 @@
 package gpualloc
 
+import "github.com/gpualloc/gpualloc/internal/satsum"
+
 // Stats are an allocator's counters. Byte counts without "Peak" are live
 // values at the moment of the call; their peaks are the largest values seen.
 type Stats struct {
@@ -19,7 +21,7 @@ type Stats struct {
 	// are Free and Release calls.
 	DeviceMallocs     int64 // successful device allocations
 	DeviceFrees       int64 // device frees
-	DeviceMallocBytes int64 // bytes of all successful device allocations
+	DeviceMallocBytes int64 // bytes of all successful device allocations, at most math.MaxInt64 (a sum that would pass it stays there)
 
 	DeviceMaps   int64 // successful Map calls of a VirtualMemory backend
 	DeviceUnmaps int64 // successful Unmap calls of a VirtualMemory backend
@@ -70,7 +72,7 @@ func (m *Meter) CountFree(requested, size int64) {
 func (m *Meter) CountDeviceMalloc(size int64) {
 	s := &m.s
 	s.DeviceMallocs++
-	s.DeviceMallocBytes += size
+	s.DeviceMallocBytes = satsum.Add(s.DeviceMallocBytes, size)
 	s.Reserved += size
 	if s.Reserved > s.PeakReserved {
 		s.PeakReserved = s.Reserved

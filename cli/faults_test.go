@@ -200,7 +200,7 @@ func TestConcurrentReports(t *testing.T) {
 		assert.Equal(t, csvSpecs, jsonSpecs, "summary.csv and summary.json of one run")
 		idx, err := os.ReadFile(filepath.Join(out, "index.html"))
 		require.NoError(t, err)
-		assert.Contains(t, string(idx), "<td>"+strings.SplitN(csvSpecs[0], ":", 2)[0]+"</td>")
+		assert.Contains(t, string(idx), ">"+strings.SplitN(csvSpecs[0], ":", 2)[0]+"</td>")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/bits"
 	"slices"
 	"strconv"
 
@@ -224,8 +225,10 @@ type infoAcc struct {
 	streams         map[uint64]struct{}
 	devices         map[int32]struct{}
 	live, liveBytes int64
-	total           int64
-	first, last     int64
+	// total sums the sizes of every allocation in 128 bits, hi and lo, so
+	// that the mean is exact however many large allocations there are.
+	totalHi, totalLo uint64
+	first, last      int64
 }
 
 func newInfoAcc(name string, device *int) *infoAcc {
@@ -255,7 +258,9 @@ func (a *infoAcc) add(ev *traces.Event) {
 	info.Allocs++
 	a.live++
 	a.liveBytes += ev.Size
-	a.total += ev.Size
+	var carry uint64
+	a.totalLo, carry = bits.Add64(a.totalLo, uint64(ev.Size), 0)
+	a.totalHi += carry
 	info.PeakLive = max(info.PeakLive, a.live)
 	info.PeakLiveBytes = max(info.PeakLiveBytes, a.liveBytes)
 	a.sizes[ev.Size] = struct{}{}
@@ -274,7 +279,9 @@ func (a *infoAcc) done() traceInfo {
 	info.Streams = int64(len(a.streams))
 	info.Devices = int64(len(a.devices))
 	if info.Allocs > 0 {
-		info.MeanSize = a.total / info.Allocs
+		// Sizes are below 2^63, so totalHi < Allocs and the quotient fits.
+		mean, _ := bits.Div64(a.totalHi, a.totalLo, uint64(info.Allocs))
+		info.MeanSize = int64(mean)
 	}
 	if a.first != traces.NoTime {
 		info.DurationUS = a.last - a.first

@@ -479,6 +479,11 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 				notes = append(notes, note)
 			}
 		}
+		for _, note := range sel.IgnoredEnv() {
+			if !slices.Contains(notes, note) {
+				notes = append(notes, note)
+			}
+		}
 	}
 	if len(notes) > 0 {
 		fmt.Fprintf(stderr, "simulate: environment: %s\n", strings.Join(notes, "; "))

@@ -129,8 +129,12 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 		if rep.Best.Setting.Conf() == "" {
 			conf = "PyTorch's defaults"
 		}
+		device := gpualloc.FormatSize(rep.Capacity)
+		if rep.MemoryFraction > 0 {
+			device += fmt.Sprintf(" under memory fraction %g", rep.MemoryFraction)
+		}
 		return fmt.Errorf("%s: every setting tried runs out of memory on a device of %s (the fewest OOMs, %d, with %s)",
-			in.name, gpualloc.FormatSize(rep.Capacity), rep.Best.Result.OOMs, conf)
+			in.name, device, rep.Best.Result.OOMs, conf)
 	}
 	res := tuneResult{
 		Trace: rep.Trace, Conf: rep.Best.Setting.Conf(),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/virtual"
+	"github.com/gpualloc/gpualloc/internal/satsum"
 )
 
 // A device is one device of the trace: its allocator, and the counting
@@ -70,7 +71,7 @@ func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 		return addr, err
 	}
 	d.mallocs++
-	d.mallocBytes += size
+	d.mallocBytes = satsum.Add(d.mallocBytes, size)
 	d.reserved += size
 	d.peakRes = max(d.peakRes, d.reserved)
 	e := d.e

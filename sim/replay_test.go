@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -644,4 +645,37 @@ func TestReplayFreeSpaceAtPeak(t *testing.T) {
 	js, err := json.Marshal(res)
 	require.NoError(t, err)
 	assert.Contains(t, string(js), `"largest_free_bytes":null,"free_fragmentation":null`)
+}
+
+// The bytes of all device allocations, summed over a run, stay at 2^63-1
+// rather than wrap; the allocator's own Meter agrees (Verify).
+func TestDeviceMallocBytesSaturate(t *testing.T) {
+	const big = 6_000_000_000_000_000_000
+	tr := newTrace().alloc(1, big).free(1).alloc(2, big).free(2)
+	res, err := Replay(tr.reader(), Config{Trace: "big", Open: openExact, Strategy: "exact", Verify: true, Capacity: 7 << 60})
+	require.NoError(t, err)
+	assert.Equal(t, int64(math.MaxInt64), res.DeviceMallocBytes)
+	assert.Equal(t, int64(math.MaxInt64), res.Devices[0].DeviceMallocBytes)
+	assert.Equal(t, int64(big), res.PeakReservedBytes)
+}
+
+// formatReader is a reader that names its format.
+type formatReader struct {
+	traces.Reader
+	format string
+}
+
+func (f formatReader) Format() string { return f.format }
+
+// A replay of a memory snapshot says that the trace is a window of a run,
+// so that what is live at its end is not taken for a leak.
+func TestReplayMidRun(t *testing.T) {
+	tr := newTrace().alloc(1, 1000)
+	for format, want := range map[string]bool{"PyTorch snapshot": true, "native CSV": false} {
+		res, err := Replay(formatReader{tr.reader(), format}, Config{Trace: "t", Open: openExact, Strategy: "exact"})
+		require.NoError(t, err)
+		assert.Equal(t, want, res.MidRun, format)
+		assert.Equal(t, int64(1), res.LiveAtEnd)
+	}
+	assert.True(t, slices.ContainsFunc(traces.Formats(), traces.MidRun), "the snapshot format is among those detected")
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/satsum"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -56,7 +57,7 @@ type Result struct {
 	// strategies that do not use it).
 	DeviceMallocs     int64 `json:"device_mallocs"`      // successful device allocations
 	DeviceFrees       int64 `json:"device_frees"`        // successful device frees
-	DeviceMallocBytes int64 `json:"device_malloc_bytes"` // bytes of all successful device allocations
+	DeviceMallocBytes int64 `json:"device_malloc_bytes"` // bytes of all successful device allocations; a sum past 2^63-1 stays at 2^63-1
 	DeviceMaps        int64 `json:"device_maps"`         // successful Map calls
 	DeviceUnmaps      int64 `json:"device_unmaps"`       // successful Unmap calls
 
@@ -105,6 +106,12 @@ type Result struct {
 	// Skipped is the number of bad events a lenient reader skipped, when
 	// the reader has a Skipped() int64 method.
 	Skipped int64 `json:"skipped"`
+
+	// MidRun says that the trace is a window of a running program (see
+	// traces.MidRun: a memory snapshot), so that what is live at its end
+	// was in use, not leaked; set when the reader has a Format() string
+	// method whose format says so. Not in JSON.
+	MidRun bool `json:"-"`
 
 	// Timings, when Config.MeasureTime is set (else nil, null in JSON,
 	// empty in CSV), in nanoseconds of wall-clock time: the mean time of a
@@ -203,6 +210,9 @@ func (e *engine) finish(r traces.Reader) {
 	if sk, ok := r.(interface{ Skipped() int64 }); ok {
 		res.Skipped = sk.Skipped()
 	}
+	if f, ok := r.(interface{ Format() string }); ok {
+		res.MidRun = traces.MidRun(f.Format())
+	}
 	if e.freeKnown {
 		largest, frag := e.largestFree, 0.0
 		if e.freeSize > 0 {
@@ -219,7 +229,7 @@ func (e *engine) finish(r traces.Reader) {
 		mallocs, frees, mallocBytes := d.mallocs-d.startSegs, d.mfrees-d.startFrees, d.mallocBytes-d.startMallocBytes
 		res.DeviceMallocs += mallocs
 		res.DeviceFrees += frees
-		res.DeviceMallocBytes += mallocBytes
+		res.DeviceMallocBytes = satsum.Add(res.DeviceMallocBytes, mallocBytes)
 		res.StartReservedBytes += d.startBytes
 		res.StartSegments += d.startSegs - d.startFrees
 		res.DeviceMaps += d.maps

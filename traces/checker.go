@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 
 	"github.com/gpualloc/gpualloc"
@@ -45,6 +46,7 @@ type checker struct {
 	last int64 // the previous event's time, or NoTime
 
 	live      liveTable
+	liveBytes int64             // the sizes of the live allocations, summed: never past math.MaxInt64
 	tokens    map[string]uint64 // interned ids of live allocations
 	nextToken uint64            // counts allocations of interned ids
 	freeSlots []int32           // released slots, reused last in, first out
@@ -122,6 +124,11 @@ func (c *checker) event(rec *record) error {
 		if !rec.hasSize {
 			return c.errorf("missing size on %s of %s%s", c.words.alloc, c.words.id, c.idText(rec))
 		}
+		if ev.Size > math.MaxInt64-c.liveBytes {
+			// Every sum of live sizes downstream (peak live bytes, a
+			// replay's lower bound) then fits in an int64.
+			return c.errorf("%s of %s%s (%d bytes) takes the live bytes past 2^63-1 (8 EiB), more than a trace can sum", c.words.alloc, c.words.id, c.idText(rec), ev.Size)
+		}
 		if rec.tok != nil {
 			if _, live := c.tokens[string(rec.tok)]; live {
 				return c.errorf("%s of %s%s that is already live", c.words.alloc, c.words.id, c.idText(rec))
@@ -135,6 +142,7 @@ func (c *checker) event(rec *record) error {
 		if !c.live.insert(liveInfo{key: ev.ID, size: ev.Size, stream: ev.Stream, slot: ev.Slot, device: ev.Device}) {
 			return c.errorf("%s of %s%s that is already live", c.words.alloc, c.words.id, c.idText(rec))
 		}
+		c.liveBytes += ev.Size
 		if n := len(c.freeSlots); n > 0 {
 			c.freeSlots = c.freeSlots[:n-1]
 		} else {
@@ -182,6 +190,7 @@ func (c *checker) event(rec *record) error {
 			ev.Category = cat
 		}
 		ev.Slot, ev.Size, ev.Stream, ev.Device = a.slot, a.size, a.stream, a.device
+		c.liveBytes -= a.size
 		c.live.removeAt(i)
 		c.freeSlots = append(c.freeSlots, ev.Slot)
 		if rec.tok != nil {

@@ -42,7 +42,12 @@
 // a header without size and with an unknown column is an error that names
 // both, as a renamed column is the likely cause. Input that is nearly a
 // header (no op column among known names, fields separated by ';' or tabs,
-// quoted names) is reported as what it lacks, at its line.
+// quoted names) is reported as what it lacks, at its line. What pandas'
+// DataFrame.to_csv writes reads as it is: a first column without a name
+// (its index) and a last one (a trailing comma) are read past; a number
+// with a fraction of zeros ("4096.0", as pandas writes the integers of a
+// column with empty cells) is a whole number, and any other fraction an
+// error. Other columns without a name are an error.
 //
 // Column names are matched without regard to case, and so are the ops;
 // spaces and tabs around fields are ignored; lines may end in "\r\n". Fields
@@ -65,6 +70,10 @@
 // an error wrapping [ErrNotTrace] that lists the formats tried ([Formats]):
 //
 //	x.bin: not a trace in any known format (native CSV, ...)
+//
+// A zip archive is named as one, and a file that torch.save wrote (a zip
+// archive of pickles and tensors) as that, with the way to record a memory
+// snapshot instead.
 //
 // The reader is a [FileReader]: a [Reader] that streams, like
 // bufio.Scanner, and also names its format and the native columns that hold

@@ -89,6 +89,14 @@ var _ = func() bool {
 
 const nativeFormat = "native CSV"
 
+// MidRun reports whether traces of the named format (a [FileReader]'s
+// Format) are windows of a running program rather than whole runs: a
+// PyTorch memory snapshot records the history up to the moment it was
+// taken, so the allocations live at its end (weights, optimizer state,
+// activations in flight) were in use then, not leaked. Live allocations
+// at the end of a trace in any other format were never freed.
+func MidRun(format string) bool { return format == pytorchFormatName }
+
 // Formats returns the names of the formats that [Open] detects, in the order
 // it tries them.
 func Formats() []string {
@@ -151,6 +159,9 @@ func newReader(src io.Reader, name string, opts Options) (formatReader, error) {
 		}
 		return r, nil
 	}
+	if why := zipArchive(head); why != "" {
+		return nil, &ParseError{Name: name, Msg: why, Err: ErrNotTrace}
+	}
 	if line, n, why := nearNative(head); why != "" {
 		return nil, &ParseError{Name: name, Line: n, Msg: nativeFormat + ": " + why + "; the header: " + printable(line), Err: ErrNotTrace}
 	}
@@ -159,6 +170,36 @@ func newReader(src io.Reader, name string, opts Options) (formatReader, error) {
 		msg = "empty input: " + msg
 	}
 	return nil, &ParseError{Name: name, Msg: msg, Err: ErrNotTrace}
+}
+
+// snapshotHowTo says how PyTorch writes the snapshot this package reads.
+const snapshotHowTo = "a PyTorch memory snapshot is the pickle that torch.cuda.memory._dump_snapshot(\"snapshot.pickle\") writes after torch.cuda.memory._record_memory_history()"
+
+// zipArchive says what a zip archive is and what to give instead, or ""
+// when head is no zip archive. torch.save writes its files as zip
+// archives whose entries are NAME/data.pkl (the pickled object), NAME/data/0
+// (tensors' storage) and more (torch/serialization.py, _save): a model or
+// tensors, which hold no allocations.
+func zipArchive(head []byte) string {
+	if !bytes.HasPrefix(head, []byte("PK\x03\x04")) {
+		return ""
+	}
+	// The first entry's name follows its local header: 30 bytes, of which
+	// bytes 26-27 give the name's length.
+	entry := ""
+	if len(head) >= 30 {
+		if n := int(head[26]) | int(head[27])<<8; 30+n <= len(head) {
+			entry = string(head[30 : 30+n])
+		}
+	}
+	if strings.HasSuffix(entry, "data.pkl") || bytes.Contains(head, []byte("/data.pkl")) || bytes.Contains(head, []byte(".data/version")) {
+		return "a zip archive that torch.save wrote (" + printable([]byte(entry)) + "), not a trace: " + snapshotHowTo
+	}
+	what := "a zip archive"
+	if entry != "" {
+		what += " (its first entry: " + printable([]byte(entry)) + ")"
+	}
+	return what + ", not a trace: unzip it and give the trace it holds (" + snapshotHowTo + ")"
 }
 
 // nearNative looks at input that no format recognised for a first line that

@@ -137,9 +137,17 @@ func TestRMM(t *testing.T) {
 		{"1,10:00:00,allocate,0x1,5,0x0", "allocate of pointer 0x1 that is already live"},
 		{"1,10:00:00,free,0x2,5,0x0", "free of unknown pointer 0x2 (freed twice, or allocated before the log began: reading leniently skips such frees)"},
 		{"1,10:00:00,free,0x1,6,0x0", "free of pointer 0x1 with size 6, allocated with size 5"},
-		{"1,1634567890,free,0x1,5,0x0", `bad time "1634567890": not in the form of the first event's`},
+		{"1,1634567890,free,0x1,5,0x0", `bad time "1634567890": the first event's time is a clock time HH:MM:SS.ffffff, and every time must be`},
 	} {
 		checkBadLine(t, head+"1,10:00:00,allocate,0x1,5,0x0\n"+tc.line+"\n1,10:00:01,free,0x1,5,0x0\n", tc.msg, 2)
+	}
+	// A log in seconds says so of a bad time.
+	for _, tc := range []struct{ line, msg string }{
+		{"1,1634567890.x,free,0x1,5,0x0", `bad time "1634567890.x": want seconds such as 1634567890.234567`},
+		{"1,-5,free,0x1,5,0x0", `bad time "-5": want seconds such as 1634567890.234567`},
+		{"1,10:00:01,free,0x1,5,0x0", `bad time "10:00:01": the first event's time is in seconds (1634567890.234567), and every time must be`},
+	} {
+		checkBadLine(t, head+"1,1634567890.1,allocate,0x1,5,0x0\n"+tc.line+"\n1,1634567891,free,0x1,5,0x0\n", tc.msg, 2)
 	}
 	_, err = newRMMReader(strings.NewReader("op,id\n"), "t", Options{})
 	assert.ErrorIs(t, err, ErrNotTrace)

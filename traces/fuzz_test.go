@@ -40,6 +40,8 @@ func FuzzReader(f *testing.F) {
 		"category,op,id\n,alloc,1\nunknown,free,1\n",
 		"op,id,size,tag,device\nalloc,1,5,warm up,1\nrelease,,,x,1\nfree,1,,\"q\",1\nrelease,7,,,0\nrelease,,5,,0\n",
 		"tag,op,id,size\n,alloc,1,5\n,release,,\n,free,1,\n",
+		",op,id,size,time_us\n0,alloc,1,4096.0,0\n1,free,1,,1.0\n2,alloc,2,1.5,2\n",
+		"op,id,size,\nalloc,1,6000000000000000000,\nalloc,2,6000000000000000000,\n",
 		"",
 	} {
 		f.Add([]byte(s))
@@ -73,7 +75,8 @@ func FuzzDetect(f *testing.F) {
 	fuzzSeeds(f, "testdata/*.csv", "testdata/rmm/*.log", "testdata/minimalloc/*.csv")
 	f.Add([]byte(""))
 	f.Add([]byte("\x1f\x8b"))
-	for _, s := range []string{"id,size\n1,5\n", "op;id;size\nalloc;1;5\n", "\"op\",\"id\"\n", "# c\nevent\tid\top\n", "operation,id,size\n"} {
+	for _, s := range []string{"id,size\n1,5\n", "op;id;size\nalloc;1;5\n", "\"op\",\"id\"\n", "# c\nevent\tid\top\n", "operation,id,size\n",
+		"PK\x03\x04\x14\x00\x00\x00\x08\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x0e\x00\x00\x00archive/data.pkl"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

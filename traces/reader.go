@@ -164,11 +164,16 @@ func (r *csvReader) parseHeader(line []byte) error {
 	}
 	var seen [maxCols + 1]bool
 	var extra []string
-	for _, s := range names {
+	for i, s := range names {
 		c := columnByName(s)
 		switch {
+		case s == "" && (i == 0 || i == len(names)-1):
+			// pandas' DataFrame.to_csv writes its index first, in a
+			// column without a name, and a trailing comma leaves a
+			// last one: both are read past and ignored, as a column of
+			// one's own is.
 		case s == "":
-			return r.fatalf("empty column name in header")
+			return r.fatalf("empty column name in header (column %d)", i+1)
 		case c == 0:
 			// A column of the researcher's own (a tag, a note) is
 			// read past and ignored.
@@ -627,6 +632,15 @@ func (r *csvReader) parseNum(f []byte, col string, hex bool, lo, hi uint64) (uin
 	s := string(f) // only on the slow path
 	var v uint64
 	var err error
+	if i := strings.IndexByte(s, '.'); i > 0 && s[:i] != "-" && onlyDigits(strings.TrimPrefix(s[:i], "-")) && onlyDigits(s[i+1:]) {
+		// pandas writes the integers of a column that has empty cells
+		// as floats: "4096.0". A fraction of zeros is a whole number;
+		// any other is no count of bytes or microseconds.
+		if strings.Trim(s[i+1:], "0") != "" {
+			return 0, r.errorf("bad %s %s: not a whole number", col, quote(f))
+		}
+		s = s[:i]
+	}
 	if hex && len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
 		v, err = strconv.ParseUint(s[2:], 16, 64)
 	} else if s[0] >= '0' && s[0] <= '9' {

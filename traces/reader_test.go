@@ -57,7 +57,7 @@ func TestReadErrors(t *testing.T) {
 		{hdr + "alloc,1,000,0\n", `t.csv:2: bad size "000": must be > 0`},
 		{hdr + "alloc,1,-5,0\n", `t.csv:2: bad size "-5": must be > 0`},
 		{hdr + "alloc,1,abc,0\n", `t.csv:2: bad size "abc": not a number`},
-		{hdr + "alloc,1,1.5,0\n", `t.csv:2: bad size "1.5": not a number`},
+		{hdr + "alloc,1,1.5,0\n", `t.csv:2: bad size "1.5": not a whole number`},
 		{hdr + "alloc,1,+5,0\n", `t.csv:2: bad size "+5": not a number`},
 		{hdr + "alloc,1,9223372036854775808,0\n", `t.csv:2: bad size "9223372036854775808": larger than 9223372036854775807`},
 		{hdr + "alloc,1,99999999999999999999,0\n", `t.csv:2: bad size "99999999999999999999": larger than 9223372036854775807`},
@@ -90,8 +90,14 @@ func TestReadErrors(t *testing.T) {
 		{"op,size,tag\n", `t.csv:1: header has no id column (not known, and ignored: tag; known: op, id, size, stream, device, time_us, category)`},
 		{"op,id,ID\n", `t.csv:1: column "ID" appears twice in header`},
 		{"op,size\n", `t.csv:1: header has no id column`},
-		{"op,,id\n", `t.csv:1: empty column name in header`},
-		{"op,id,\n", `t.csv:1: empty column name in header`},
+		{"op,,id\n", `t.csv:1: empty column name in header (column 2)`},
+		{"op,id,,size\n", `t.csv:1: empty column name in header (column 3)`},
+		{"op,id,size\nalloc,1,4096.5\n", `t.csv:2: bad size "4096.5": not a whole number`},
+		{"op,id,size\nalloc,1,-4096.0\n", `t.csv:2: bad size "-4096.0": must be > 0`},
+		{"op,id,size\nalloc,1,0.0\n", `t.csv:2: bad size "0.0": must be > 0`},
+		{"op,id,size\nalloc,1,.5\n", `t.csv:2: bad size ".5": not a number`},
+		{"op,id,size\nalloc,1,1e3\n", `t.csv:2: bad size "1e3": not a number`},
+		{"op,id,size,time_us\nalloc,1,1,0.25\n", `t.csv:2: bad time_us "0.25": not a whole number`},
 		{"op,id,size\nalloc," + strings.Repeat("x", maxLineBytes) + ",1\n", `t.csv:2: line too long (more than 65536 bytes)`},
 		{"op,id,size\nalloc,1,1\n# " + strings.Repeat("x", maxLineBytes) + "\n", `t.csv:3: line too long (more than 65536 bytes)`},
 	} {
@@ -102,6 +108,26 @@ func TestReadErrors(t *testing.T) {
 			assert.True(t, errors.As(err, &pe))
 			assert.False(t, errors.Is(err, ErrNotTrace))
 		}
+	}
+}
+
+// What pandas' DataFrame.to_csv writes: its index first, in a column
+// without a name, and the integers of a column with empty cells as floats;
+// and a header ended by a comma.
+func TestReadPandas(t *testing.T) {
+	want := []Event{
+		{Op: OpAlloc, ID: 1, Size: 4096, TimeUS: 0},
+		{Op: OpAlloc, ID: 2, Size: 1 << 20, TimeUS: 5, Slot: 1},
+		{Op: OpFree, ID: 1, Size: 4096, TimeUS: 9},
+	}
+	for _, in := range []string{
+		",op,id,size,time_us\n0,alloc,1,4096.0,0\n1,alloc,2,1048576.0,5\n2,free,1,,9\n",
+		"op,id,size,time_us,\nalloc,1,4096,0,\nalloc,2,1048576,5,\nfree,1,,9,\n",
+		",op,id,size,time_us\n0,alloc,1,4096.000,0.0\n1,alloc,2,1048576.,5\n2,free,1,4096.0,9\n",
+	} {
+		evs, _, err := readAll(t, in, Options{})
+		require.NoError(t, err, "%q", in)
+		assert.Equal(t, want, evs, "%q", in)
 	}
 }
 

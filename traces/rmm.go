@@ -205,7 +205,7 @@ const (
 func (r *rmmReader) parseTime(f []byte) (int64, error) {
 	clock := bytes.IndexByte(f, ':') >= 0
 	if r.started && clock != r.clock {
-		return 0, r.errorf("bad time %s: not in the form of the first event's", quote(f))
+		return 0, r.errorf("bad time %s: the first event's time is %s, and every time must be", quote(f), timeForm(r.clock))
 	}
 	var us int64
 	var ok bool
@@ -217,13 +217,21 @@ func (r *rmmReader) parseTime(f []byte) (int64, error) {
 	} else {
 		us, ok = parseSeconds(f)
 		if !ok {
-			return 0, r.errorf("bad time %s: want a clock time HH:MM:SS.ffffff", quote(f))
+			return 0, r.errorf("bad time %s: want seconds such as 1634567890.234567", quote(f))
 		}
 	}
 	if !r.started {
 		r.clock = clock
 	}
 	return us, nil
+}
+
+// timeForm names a form of times, for messages.
+func timeForm(clock bool) string {
+	if clock {
+		return "a clock time HH:MM:SS.ffffff"
+	}
+	return "in seconds (1634567890.234567)"
 }
 
 // timeOf returns t, a time from parseTime, as µs since the log's first

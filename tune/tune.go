@@ -45,6 +45,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/virtual"
+	"github.com/gpualloc/gpualloc/internal/torchsize"
 	"github.com/gpualloc/gpualloc/sim"
 	_ "github.com/gpualloc/gpualloc/strategy/pytorch" // the strategy tuned
 	"github.com/gpualloc/gpualloc/traces"
@@ -196,6 +197,12 @@ func Run(ctx context.Context, name string, events []traces.Event, opts Options) 
 	}
 	if !(opts.MemoryFraction >= 0 && opts.MemoryFraction <= 1) {
 		return nil, fmt.Errorf("tune: memory fraction %v: want a number in (0, 1], or 0 for none", opts.MemoryFraction)
+	}
+	if capBytes := int64(opts.MemoryFraction * float64(opts.Capacity)); opts.MemoryFraction > 0 && capBytes < torchsize.SmallBuffer {
+		// PyTorch caps at the fraction even when the cap rounds to 0
+		// bytes: no setting could allocate anything.
+		return nil, fmt.Errorf("tune: memory fraction %v of %s caps reserved memory at %s, under PyTorch's smallest segment (%s): every allocation fails whatever the setting",
+			opts.MemoryFraction, gpualloc.FormatSize(opts.Capacity), gpualloc.FormatSize(capBytes), gpualloc.FormatSize(torchsize.SmallBuffer))
 	}
 	t := &tuner{ctx: ctx, name: name, events: events, opts: opts, seen: map[Setting]*Trial{}}
 

@@ -81,4 +81,9 @@ func TestRunErrors(t *testing.T) {
 	assert.EqualError(t, err, "tune: negative capacity -1")
 	_, err = Run(context.Background(), "x", nil, Options{MemoryFraction: 2})
 	assert.EqualError(t, err, "tune: memory fraction 2: want a number in (0, 1], or 0 for none")
+	// A cap that rounds to nothing is no "no cap".
+	_, err = Run(context.Background(), "x", nil, Options{MemoryFraction: 1e-300})
+	assert.EqualError(t, err, "tune: memory fraction 1e-300 of 80.0 GiB caps reserved memory at 0 B, under PyTorch's smallest segment (2.00 MiB): every allocation fails whatever the setting")
+	_, err = Run(context.Background(), "x", nil, Options{Capacity: 1 << 30, MemoryFraction: 0.001})
+	assert.ErrorContains(t, err, "caps reserved memory at 1.02 MiB")
 }

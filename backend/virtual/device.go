@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/satsum"
 	"github.com/gpualloc/gpualloc/internal/vmem"
 )
 
@@ -67,7 +68,7 @@ type Stats struct {
 
 	Mallocs       int64 // successful Malloc calls
 	Frees         int64 // successful Free calls
-	MallocBytes   int64 // bytes of all successful Malloc calls
+	MallocBytes   int64 // bytes of all successful Malloc calls, at most math.MaxInt64 (the sum saturates)
 	FailedMallocs int64 // Malloc and Create calls refused with ErrOutOfMemory, injected failures included
 
 	// Virtual memory (see [gpualloc.VirtualMemory]).
@@ -205,7 +206,7 @@ func (d *Device) Malloc(size int64) (uint64, error) {
 		d.live[addr] = size
 	}
 	d.st.Mallocs++
-	d.st.MallocBytes += size
+	d.st.MallocBytes = satsum.Add(d.st.MallocBytes, size)
 	return addr, nil
 }
 

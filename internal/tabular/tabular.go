@@ -64,7 +64,8 @@ func WriteJSON(w io.Writer, v any) error {
 // WriteCSV writes rows of a struct type as CSV with a header: one column
 // per field with a JSON name, named and ordered as in the JSON, but for
 // lists and maps, which have no cell; a nil pointer (null in JSON) is an
-// empty cell. Numbers are written as JSON writes them.
+// empty cell. Numbers are written as JSON writes them, and text as
+// [TextCell] escapes it.
 func WriteCSV[T any](w io.Writer, rows []T) error {
 	cw := csv.NewWriter(w)
 	typ := reflect.TypeFor[T]()
@@ -112,7 +113,20 @@ func cell(f reflect.Value) string {
 	case reflect.Bool:
 		return strconv.FormatBool(f.Bool())
 	}
-	return fmt.Sprint(f.Interface())
+	return TextCell(fmt.Sprint(f.Interface()))
+}
+
+// TextCell returns a CSV cell of text that a spreadsheet reads as text:
+// a cell that starts with '=', '+', '-', '@', a tab or a carriage return
+// (a trace named "=cmd|...", from its file's name) would be read as a
+// formula, so it gets a leading "'", as OWASP's advice on CSV injection
+// has it; any other text is as it is. Numbers are never text cells: -2
+// stays -2.
+func TextCell(s string) string {
+	if s != "" && strings.IndexByte("=+-@\t\r", s[0]) >= 0 {
+		return "'" + s
+	}
+	return s
 }
 
 // Count formats n with thousands separators: 1,234,567.

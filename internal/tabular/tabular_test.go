@@ -24,6 +24,16 @@ func TestWriteCSV(t *testing.T) {
 	assert.Equal(t, "name,n,f,maybe,ratio\n\"a,b\",1,0.25,,\nc,-2,1e+21,7,0.5\n", b.String())
 }
 
+// Text that a spreadsheet would read as a formula is escaped; numbers are
+// not text.
+func TestWriteCSVFormulas(t *testing.T) {
+	var b bytes.Buffer
+	rows := []row{{"=1+2", -2, -0.5, nil, "", nil}, {"+x", 0, 0, nil, "", nil}, {"-x", 0, 0, nil, "", nil},
+		{"@SUM(A1)", 0, 0, nil, "", nil}, {"\tx", 0, 0, nil, "", nil}, {"a=b", 0, 0, nil, "", nil}}
+	require.NoError(t, WriteCSV(&b, rows))
+	assert.Equal(t, "name,n,f,maybe,ratio\n'=1+2,-2,-0.5,,\n'+x,0,0,,\n'-x,0,0,,\n'@SUM(A1),0,0,,\n'\tx,0,0,,\na=b,0,0,,\n", b.String())
+}
+
 func TestWriteJSON(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, WriteJSON(&b, []row(nil)))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -81,6 +82,20 @@ type Figure struct {
 	panels []*plot.Plot // stacked top to bottom, their data areas aligned
 	cols   int          // panels in a grid of cols columns, row by row (0: one)
 	title  bool         // draw Title above the figure
+	// yLabel, if not "", is the label of a single panel's logarithmic y
+	// axis, drawn by the figure (see logYLabel).
+	yLabel string
+}
+
+// logYLabel has the figure draw the y label of its one panel p, whose y
+// axis is logarithmic. gonum's layout places the label's box at the
+// middle of the data range, which on a logarithmic axis lies near the
+// top, and shrinks the plot from above to make the box fit: a gap under
+// the legend. The axis keeps a blank label of the same height, which
+// makes the layout leave the label's room at the left, and the figure
+// writes the label there, centred on the data.
+func (fig *Figure) logYLabel(p *plot.Plot) {
+	fig.yLabel, p.Y.Label.Text = p.Y.Label.Text, " "
 }
 
 // titleHeight is the room a figure's title takes.
@@ -177,10 +192,26 @@ func (c cp1252Canvas) FillString(f font.Face, pt vg.Point, s string) {
 	c.Canvas.FillString(f, pt, s)
 }
 
-// A legendEntry is a name and a way to draw its sample.
+// A legendEntry is a name and a way to draw its sample. A wide entry (a
+// note on a mark, longer than the rest) takes a row of its own below the
+// grid of the others, so that it does not widen their columns.
 type legendEntry struct {
 	name  string
 	thumb func(c draw.Canvas) // draws into a thumbWidth × row-height box
+	wide  bool
+}
+
+// gridEntries splits entries into those laid out in the grid and the wide
+// ones below it.
+func gridEntries(entries []legendEntry) (grid, wide []legendEntry) {
+	for _, e := range entries {
+		if e.wide {
+			wide = append(wide, e)
+		} else {
+			grid = append(grid, e)
+		}
+	}
+	return grid, wide
 }
 
 const (
@@ -212,11 +243,16 @@ func areaThumb(fill, edge color.Color, width vg.Length) func(draw.Canvas) {
 // legendLayout lays the entries out in a grid, row by row, with as many
 // columns as the width holds, each column as wide as its widest entry; it
 // returns the columns' widths, the row height and the legend's height.
-func legendLayout(entries []legendEntry, width vg.Length) (colW []vg.Length, rowH, height vg.Length) {
-	if len(entries) == 0 {
-		return nil, 0, 0
-	}
+func legendLayout(all []legendEntry, width vg.Length) (colW []vg.Length, rowH, height vg.Length) {
+	entries, wide := gridEntries(all)
 	sty := textStyle(smallPt)
+	rowH = sty.Height("Hg") * 1.25
+	if len(entries) == 0 {
+		if len(wide) == 0 {
+			return nil, 0, 0
+		}
+		return nil, rowH, vg.Length(len(wide))*rowH + legendPadY
+	}
 	w := make([]vg.Length, len(entries))
 	for i, e := range entries {
 		w[i] = thumbWidth + legendInset + sty.Width(e.name)
@@ -234,8 +270,7 @@ func legendLayout(entries []legendEntry, width vg.Length) (colW []vg.Length, row
 			break
 		}
 	}
-	rows := (len(entries) + len(colW) - 1) / len(colW)
-	rowH = sty.Height("Hg") * 1.25
+	rows := (len(entries)+len(colW)-1)/len(colW) + len(wide)
 	return colW, rowH, vg.Length(rows)*rowH + legendPadY
 }
 
@@ -247,33 +282,41 @@ func legendHeight(entries []legendEntry, width vg.Length) vg.Length {
 
 // drawLegend draws the legend at the top of c, centred, and returns the
 // canvas below it.
-func drawLegend(c draw.Canvas, entries []legendEntry) draw.Canvas {
+func drawLegend(c draw.Canvas, all []legendEntry) draw.Canvas {
 	width := c.Max.X - c.Min.X
-	colW, rowH, height := legendLayout(entries, width)
-	if len(colW) == 0 {
+	colW, rowH, height := legendLayout(all, width)
+	if height == 0 {
 		return c
 	}
-	cols := len(colW)
+	entries, wide := gridEntries(all)
+	cols := max(len(colW), 1)
 	sty := textStyle(smallPt)
 	sty.YAlign = draw.YCenter
-	total := vg.Length(cols-1) * legendGapX
+	total := vg.Length(len(colW)-1) * legendGapX
 	for _, w := range colW {
 		total += w
 	}
 	x0 := c.Min.X + max(0, width-total)/2
-	for i, e := range entries {
-		col, row := i%cols, i/cols
-		x := x0
-		for _, w := range colW[:col] {
-			x += w + legendGapX
-		}
-		top := c.Max.Y - vg.Length(row)*rowH
+	entry := func(e legendEntry, x, top vg.Length) {
 		box := draw.Canvas{Canvas: c.Canvas, Rectangle: vg.Rectangle{
 			Min: vg.Point{X: x, Y: top - rowH},
 			Max: vg.Point{X: x + thumbWidth, Y: top},
 		}}
 		e.thumb(box)
 		c.FillText(sty, vg.Point{X: x + thumbWidth + legendInset, Y: top - rowH/2}, e.name)
+	}
+	for i, e := range entries {
+		col, row := i%cols, i/cols
+		x := x0
+		for _, w := range colW[:col] {
+			x += w + legendGapX
+		}
+		entry(e, x, c.Max.Y-vg.Length(row)*rowH)
+	}
+	rows := (len(entries) + cols - 1) / cols
+	for i, e := range wide {
+		w := thumbWidth + legendInset + sty.Width(e.name)
+		entry(e, c.Min.X+max(0, width-w)/2, c.Max.Y-vg.Length(rows+i)*rowH)
 	}
 	c.Max.Y -= height
 	return c
@@ -294,7 +337,14 @@ func (fig *Figure) draw(c draw.Canvas) {
 	}
 	c = drawLegend(c, fig.legend)
 	if len(fig.panels) == 1 {
-		fig.panels[0].Draw(c)
+		p := fig.panels[0]
+		p.Draw(c)
+		if fig.yLabel != "" {
+			sty := p.Y.Label.TextStyle
+			sty.Rotation += math.Pi / 2
+			dc := p.DataCanvas(c)
+			c.FillText(sty, vg.Point{X: c.Min.X + sty.Height(fig.yLabel), Y: (dc.Min.Y + dc.Max.Y) / 2}, fig.yLabel)
+		}
 		return
 	}
 	cols := max(fig.cols, 1)

@@ -93,12 +93,14 @@ var indexTemplate = template.Must(template.New("index").Parse(`<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Replay report</title>
 <style>
-body { font-family: 'Liberation Sans', Arial, Helvetica, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #222; }
+body { font-family: 'Liberation Sans', Arial, Helvetica, sans-serif; margin: 2em auto; max-width: 86em; padding: 0 1em; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
 .table { overflow-x: auto; max-width: 100%; }
-table { border-collapse: collapse; font-size: 0.78em; }
-th, td { padding: 0.2em 0.4em; border-bottom: 1px solid #e4e4e4; white-space: nowrap; }
-th { text-align: left; } .num { text-align: right; font-variant-numeric: tabular-nums; }
+table { border-collapse: collapse; font-size: 0.72em; }
+th, td { padding: 0.2em 0.3em; border-bottom: 1px solid #e4e4e4; white-space: nowrap; }
+th { text-align: left; vertical-align: bottom; white-space: normal; }
+td.text { white-space: normal; overflow-wrap: anywhere; max-width: 11em; }
+.num { text-align: right; font-variant-numeric: tabular-nums; }
 .figs { display: flex; flex-wrap: wrap; gap: 1.5em; }
 figure { margin: 0; width: 30em; max-width: 100%; }
 svg.fig, img.fig { width: 100%; height: auto; border: 1px solid #eee; }
@@ -115,7 +117,7 @@ Traces: {{range $i, $s := .Sections}}{{if $i}}, {{end}}<a href="#{{$s.Stem}}">{{
 <div class="table"><table>
 <thead><tr>{{range $i, $h := .Table.Head}}<th{{if index $.Table.Right $i}} class="num"{{end}}>{{$h}}</th>{{end}}</tr></thead>
 <tbody>
-{{range .Table.Rows}}<tr>{{range $i, $c := .}}<td{{if index $.Table.Right $i}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
+{{range .Table.Rows}}<tr>{{range $i, $c := .}}<td class="{{if index $.Table.Right $i}}num{{else}}text{{end}}">{{$c}}</td>{{end}}</tr>
 {{end}}</tbody>
 </table></div>
 {{range .Table.Notes}}<p class="note">{{.}}</p>

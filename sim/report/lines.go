@@ -19,10 +19,6 @@ var (
 		nil, {4, 1.5}, {1, 1.2}, {4, 1.2, 1, 1.2}, {7, 2}, {2, 2},
 		{4, 1, 1, 1, 1, 1}, {8, 2, 2, 2}, {1.5, 3}, {5, 1},
 	}
-	markerShapes = []draw.GlyphDrawer{
-		draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}, draw.PyramidGlyph{},
-		draw.RingGlyph{}, draw.BoxGlyph{}, draw.CrossGlyph{}, draw.PlusGlyph{},
-	}
 )
 
 // markerRadius is the radius of a line's markers.
@@ -38,24 +34,40 @@ func paletteIndex(c color.RGBA) int {
 	return 0
 }
 
-// lineStyle is the line of a strategy drawn in c.
-func lineStyle(c color.RGBA) draw.LineStyle {
-	return draw.LineStyle{Color: c, Width: dataWidth, Dashes: dashPatterns[paletteIndex(c)%len(dashPatterns)]}
+// A look is how a strategy's line is drawn: its colour, and the indexes of
+// its marker (in markerShapes) and its dash pattern. A strategy of
+// Palette's colour takes the marker and the pattern of its place there;
+// the variants of a sweep, which share their strategy's hue, keep its
+// pattern and take a marker each, in the sweep's order (see
+// [Options.look]).
+type look struct {
+	c          color.RGBA
+	mark, dash int
 }
 
-// glyphStyle is the marker of a strategy drawn in c.
-func glyphStyle(c color.RGBA) draw.GlyphStyle {
-	return draw.GlyphStyle{Color: c, Radius: markerRadius, Shape: markerShapes[paletteIndex(c)%len(markerShapes)]}
+// lookOf is the look of a strategy drawn in c, by c's place in Palette.
+func lookOf(c color.RGBA) look {
+	i := paletteIndex(c)
+	return look{c: c, mark: i, dash: i}
 }
 
-// strategyThumb is the legend sample of a strategy's line: its dashes and
-// its marker.
-func strategyThumb(c color.Color) func(draw.Canvas) {
-	rgba, _ := c.(color.RGBA)
+// line is the look's line.
+func (l look) line() draw.LineStyle {
+	return draw.LineStyle{Color: l.c, Width: dataWidth, Dashes: dashPatterns[l.dash%len(dashPatterns)]}
+}
+
+// glyph is the look's marker.
+func (l look) glyph() draw.GlyphStyle {
+	return draw.GlyphStyle{Color: l.c, Radius: markerRadius, Shape: marker(l.mark)}
+}
+
+// thumb is the legend sample of a strategy's line: its dashes and its
+// marker.
+func (l look) thumb() func(draw.Canvas) {
 	return func(cv draw.Canvas) {
 		y := (cv.Min.Y + cv.Max.Y) / 2
-		cv.StrokeLine2(lineStyle(rgba), cv.Min.X, y, cv.Max.X, y)
-		cv.DrawGlyph(glyphStyle(rgba), vg.Point{X: (cv.Min.X + cv.Max.X) / 2, Y: y})
+		cv.StrokeLine2(l.line(), cv.Min.X, y, cv.Max.X, y)
+		cv.DrawGlyph(l.glyph(), vg.Point{X: (cv.Min.X + cv.Max.X) / 2, Y: y})
 	}
 }
 
@@ -65,7 +77,7 @@ func strategyThumb(c color.Color) func(draw.Canvas) {
 // other. Points with a NaN y break the line.
 type markedLine struct {
 	pts         []xy
-	c           color.RGBA
+	look        look
 	slot, slots int
 }
 
@@ -73,12 +85,12 @@ type markedLine struct {
 const markersPerLine = 5
 
 func (m markedLine) Plot(c draw.Canvas, p *plot.Plot) {
-	sty := lineStyle(m.c)
+	sty := m.look.line()
 	for _, run := range runs(m.pts) {
 		linePlotter{pts: run, sty: sty}.Plot(c, p)
 	}
 	trX, trY := p.Transforms(&c)
-	gs := glyphStyle(m.c)
+	gs := m.look.glyph()
 	span := p.X.Max - p.X.Min
 	for k := range markersPerLine {
 		x := p.X.Min + span*(float64(k)+(float64(m.slot)+0.5)/float64(max(m.slots, 1)))/markersPerLine

@@ -32,17 +32,18 @@ func MemoryFigure(trace string, results []sim.Result, opts Options) *Figure {
 	if len(rs) == 0 {
 		return nil
 	}
-	legend := append([]legendEntry{liveEntry()}, o.strategyLegend(rs, strategyThumb)...)
+	legend := append([]legendEntry{liveEntry()}, o.strategyLegend(rs)...)
 	fig, p := o.seriesFigure(trace, "memory", legend, ax, ss)
 	fig.Caption = fmt.Sprintf("Bytes reserved from the device by each strategy (lines, each with its own colour, dashes and marker) and bytes requested by the trace's live allocations (grey, edged in black: no strategy can reserve less, and its peak is the lower bound), against %s. Each line is the largest value within each of at most %d buckets of events, so that every peak shows.", ax.what(), o.MaxPoints)
 	y := o.memoryScale(p, rs, ss)
 	if y.log {
 		fig.Caption += " The memory axis is logarithmic."
+		fig.logYLabel(p)
 	}
 	live := ax.steps(ss[0], func(q sim.Point) float64 { return y.at(q.Requested.Max) })
 	p.Add(areaPlotter{upper: live, fill: liveFill})
 	for i, r := range rs {
-		p.Add(markedLine{pts: ax.stepsOf(ss[i], y.values(reservedPeaks(ss[i]))), c: o.color(r.Strategy.Spec), slot: i, slots: len(rs)})
+		p.Add(markedLine{pts: ax.stepsOf(ss[i], y.values(reservedPeaks(ss[i]))), look: o.look(r.Strategy.Spec), slot: i, slots: len(rs)})
 	}
 	// The lower bound last, thinner than the strategies' lines: a strategy
 	// that holds no more than the trace needs shows on both sides of it.
@@ -166,7 +167,7 @@ func (o *Options) panelsFigure(trace, what string, results []sim.Result, legend 
 	}
 	for i := range rs {
 		p := timePlot(ax, ss...)
-		p.Add(cornerLabel{text: fill(p, i, rs, ss, ax)})
+		panelLabel(p, fill(p, i, rs, ss, ax))
 		if squeezed {
 			p.Y.Tick.Marker = endTicks{p.Y.Tick.Marker}
 		}
@@ -186,7 +187,7 @@ func (o *Options) panelsFigure(trace, what string, results []sim.Result, legend 
 // Heights of a figure in small multiples: a row of panels, and the x axis
 // below the last.
 const (
-	panelRow  = 0.62 * vg.Inch
+	panelRow  = 0.74 * vg.Inch // a panel's label above it included
 	panelAxes = 0.3 * vg.Inch
 )
 
@@ -201,18 +202,24 @@ func (decadeTicks) Ticks(min, max float64) []plot.Tick {
 	return ts
 }
 
-// cornerLabel names a panel in the top left corner of its data area, on a
-// ground of translucent white, over what the panel draws.
-type cornerLabel struct{ text string }
+// panelLabel names a panel above its data area, flush with its left edge,
+// where it covers no data: a blank title makes the layout leave a line of
+// room above the data, and a plotter writes the name there at the left
+// rather than the plot at the centre.
+func panelLabel(p *plot.Plot, text string) {
+	p.Title.Text = " "
+	p.Title.TextStyle = textStyle(smallPt)
+	p.Title.Padding = 1
+	p.Add(aboveLabel{text: text})
+}
 
-func (l cornerLabel) Plot(c draw.Canvas, _ *plot.Plot) {
+// aboveLabel writes its text above the data area, from its left edge.
+type aboveLabel struct{ text string }
+
+func (l aboveLabel) Plot(c draw.Canvas, _ *plot.Plot) {
 	sty := textStyle(smallPt)
-	sty.XAlign, sty.YAlign = draw.XLeft, draw.YTop
-	at := vg.Point{X: c.Min.X + 2, Y: c.Max.Y - 1}
-	r := sty.Rectangle(l.text)
-	c.SetColor(color.NRGBA{R: 255, G: 255, B: 255, A: 200}) // the data shows through
-	c.Fill(vg.Rectangle{Min: vg.Point{X: at.X + r.Min.X - 1, Y: at.Y + r.Min.Y}, Max: vg.Point{X: at.X + r.Max.X + 1, Y: at.Y + r.Max.Y}}.Path())
-	c.FillText(sty, at, l.text)
+	sty.XAlign, sty.YAlign = draw.XLeft, draw.YBottom
+	c.FillText(sty, vg.Point{X: c.Min.X, Y: c.Max.Y + 1 + sty.FontExtents().Descent}, l.text)
 }
 
 // endTicks are the ticks of t with only the first and the last label.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/text"
@@ -26,7 +27,7 @@ import (
 // results.
 func PeakFigure(trace string, results []sim.Result, opts Options) *Figure {
 	o := opts.withDefaults(results)
-	rs := traceResults(trace, results)
+	rs := groupResults(traceResults(trace, results))
 	if len(rs) == 0 {
 		return nil
 	}
@@ -87,7 +88,9 @@ func PeakFigure(trace string, results []sim.Result, opts Options) *Figure {
 // JSON) as a dot plot: a row per strategy, a marker per trace, its shape
 // the trace's, so that the figure stays one column wide and under 2.5 in
 // tall for ten strategies and reads in greyscale. A strategy that ran out
-// of memory on a trace has no marker for it, and a † after its name. The
+// of memory on a trace has no marker for it, and a † after its name, which
+// the legend explains (naming the traces, up to three). Rows of one sweep
+// sit together. The
 // axis is logarithmic when an overhead passes 6×. It returns nil when
 // there are no results.
 func OverheadFigure(results []sim.Result, opts Options) *Figure {
@@ -102,6 +105,7 @@ func OverheadFigure(results []sim.Result, opts Options) *Figure {
 			strategies = append(strategies, r.Strategy.Spec)
 		}
 	}
+	strategies = groupVariants(strategies, Sweeps(strategiesOf(results)))
 	hi := 1.0
 	for _, r := range results {
 		if r.OOMs == 0 {
@@ -118,8 +122,21 @@ func OverheadFigure(results []sim.Result, opts Options) *Figure {
 		rows++
 	}
 	var legend []legendEntry
+	var oomTraces []string
 	for i, t := range tracesInOrder {
 		legend = append(legend, legendEntry{name: o.traceLabel(t), thumb: glyphThumb(traceGlyph(i))})
+		if slices.ContainsFunc(traceResults(t, results), func(r sim.Result) bool { return r.OOMs > 0 || r.PeakRequestedBytes == 0 }) {
+			oomTraces = append(oomTraces, o.traceLabel(t))
+		}
+	}
+	if len(oomTraces) > 0 {
+		// The dagger explained where it is seen, not in a caption a
+		// paper drops: which traces ran out of memory, when few did.
+		what := "out of memory on a trace: no marker for it"
+		if len(oomTraces) <= 3 {
+			what = "out of memory on " + strings.Join(oomTraces, ", ") + ": no marker for it"
+		}
+		legend = append(legend, legendEntry{name: what, thumb: textThumb("†"), wide: true})
 	}
 	k := len(strategies)
 	fig := &Figure{
@@ -172,6 +189,45 @@ func OverheadFigure(results []sim.Result, opts Options) *Figure {
 	return o.finish(fig)
 }
 
+// groupVariants orders specs so that the variants of each sweep sit
+// together, in the sweep's order, where the first of them stood: a
+// strategy's default beside the variants of its sweep.
+func groupVariants(specs []string, sweeps []Sweep) []string {
+	out := make([]string, 0, len(specs))
+	done := map[string]bool{}
+	for _, s := range specs {
+		if done[s] {
+			continue
+		}
+		group := []string{s}
+		if sw, _, ok := sweepOf(sweeps, s); ok {
+			group = sw.Specs
+		}
+		for _, v := range group {
+			if slices.Contains(specs, v) && !done[v] {
+				out = append(out, v)
+				done[v] = true
+			}
+		}
+	}
+	return out
+}
+
+// groupResults orders the results of one trace as groupVariants orders
+// their specs.
+func groupResults(rs []sim.Result) []sim.Result {
+	var specs []string
+	for _, r := range rs {
+		specs = append(specs, r.Strategy.Spec)
+	}
+	order := groupVariants(specs, Sweeps(strategiesOf(rs)))
+	out := slices.Clone(rs)
+	slices.SortStableFunc(out, func(a, b sim.Result) int {
+		return slices.Index(order, a.Strategy.Spec) - slices.Index(order, b.Strategy.Spec)
+	})
+	return out
+}
+
 // traceOffset places the g-th of n traces within a row of the overhead
 // figure: side by side, so that equal overheads (1× for unpooled) do not
 // hide each other.
@@ -188,7 +244,17 @@ const dotPitch = 0.15 * vg.Inch
 // traceGlyph is the marker of the i-th trace of the overhead figure: a
 // shape of its own, in the trace colour, which greyscale keeps.
 func traceGlyph(i int) draw.GlyphStyle {
-	return draw.GlyphStyle{Color: traceColor, Radius: 2, Shape: markerShapes[i%len(markerShapes)]}
+	return draw.GlyphStyle{Color: traceColor, Radius: 2, Shape: marker(i)}
+}
+
+// textThumb is a legend sample that is a mark of text, as the mark
+// written after a name in the figure.
+func textThumb(mark string) func(draw.Canvas) {
+	return func(cv draw.Canvas) {
+		sty := textStyle(smallPt)
+		sty.XAlign, sty.YAlign = draw.XCenter, draw.YCenter
+		cv.FillText(sty, vg.Point{X: (cv.Min.X + cv.Max.X) / 2, Y: (cv.Min.Y + cv.Max.Y) / 2}, mark)
+	}
 }
 
 func glyphThumb(g draw.GlyphStyle) func(draw.Canvas) {

@@ -1,11 +1,8 @@
 package report
 
 import (
-	"image/color"
-
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/gpualloc/gpualloc/sim"
 )
@@ -58,8 +55,9 @@ func withSeries(results []sim.Result, n int) ([]sim.Result, [][]sim.Point) {
 	return rs, ss
 }
 
-// strategyLegend returns a legend entry for each strategy of rs, in order.
-func (o *Options) strategyLegend(rs []sim.Result, thumb func(color.Color) func(draw.Canvas)) []legendEntry {
+// strategyLegend returns a legend entry for each strategy of rs, in order,
+// with the sample of its line.
+func (o *Options) strategyLegend(rs []sim.Result) []legendEntry {
 	var out []legendEntry
 	seen := map[string]bool{}
 	for _, r := range rs {
@@ -67,7 +65,7 @@ func (o *Options) strategyLegend(rs []sim.Result, thumb func(color.Color) func(d
 			continue
 		}
 		seen[r.Strategy.Spec] = true
-		out = append(out, legendEntry{name: o.Label(r.Strategy.Spec), thumb: thumb(o.color(r.Strategy.Spec))})
+		out = append(out, legendEntry{name: o.Label(r.Strategy.Spec), thumb: o.look(r.Strategy.Spec).thumb()})
 	}
 	return out
 }

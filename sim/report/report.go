@@ -59,6 +59,7 @@ type Options struct {
 	stems  map[string]string // file name stem of each trace
 	labels map[string]string // label of each trace in figures
 	colors map[string]color.RGBA
+	looks  map[string]look // the looks of sweep variants (see look)
 }
 
 // withDefaults fills in the defaults, and the colours and file names that
@@ -88,10 +89,12 @@ func (o Options) withDefaults(results []sim.Result) Options {
 	}
 	if o.colors == nil {
 		o.colors = StrategyColors(strategies)
-		sweepColors(o.colors, Sweeps(strategies))
+		sweeps := Sweeps(strategies)
+		sweepColors(o.colors, sweeps)
 		for s, c := range o.Colors {
 			o.colors[s] = c
 		}
+		o.looks = sweepLooks(o.colors, sweeps)
 	}
 	if o.stems == nil {
 		o.stems = FileStems(traceNames(results))
@@ -103,16 +106,14 @@ func (o Options) withDefaults(results []sim.Result) Options {
 }
 
 // traceLabels names traces in figures by the base names of their files
-// ("tiny.csv" for "testdata/tiny.csv"), or by their full names when two
-// base names are the same.
+// without the extensions of traces ("tiny" for "testdata/tiny.csv.gz"),
+// which keeps legends short, or by their full names when two such names
+// are the same.
 func traceLabels(names []string) map[string]string {
 	out := map[string]string{}
 	seen := map[string]bool{}
 	for _, n := range names {
-		b := n
-		if i := strings.LastIndexAny(n, `/\`); i >= 0 && i < len(n)-1 {
-			b = n[i+1:]
-		}
+		b := trimExt(n)
 		if seen[b] {
 			for _, m := range names {
 				out[m] = m
@@ -137,6 +138,15 @@ func (o *Options) color(spec string) color.RGBA {
 		return c
 	}
 	return StrategyColors([]sim.Strategy{specOnly(spec)})[spec]
+}
+
+// look returns how spec's line is drawn: a sweep variant's look, else its
+// colour's (see lookOf).
+func (o *Options) look(spec string) look {
+	if l, ok := o.looks[spec]; ok {
+		return l
+	}
+	return lookOf(o.color(spec))
 }
 
 // specOnly returns the strategy a spec names, for a spec that no result
@@ -189,7 +199,9 @@ func FileStems(names []string) map[string]string {
 	return out
 }
 
-func sanitize(name string) string {
+// trimExt returns the base name of a trace's file without the extensions
+// of traces: "tiny" for "testdata/tiny.csv.gz".
+func trimExt(name string) string {
 	base := name
 	if i := strings.LastIndexAny(base, `/\`); i >= 0 && i < len(base)-1 {
 		base = base[i+1:]
@@ -199,6 +211,11 @@ func sanitize(name string) string {
 			base = base[:len(base)-len(ext)]
 		}
 	}
+	return base
+}
+
+func sanitize(name string) string {
+	base := trimExt(name)
 	var b strings.Builder
 	under := false
 	for _, r := range base {

@@ -52,7 +52,7 @@ func newXAxis(series ...[]sim.Point) xAxis {
 // strategySeries returns the results of trace that have a series, their
 // series decimated to at most o.MaxPoints points, and the x axis of them.
 func (o *Options) strategySeries(trace string, results []sim.Result) ([]sim.Result, [][]sim.Point, xAxis) {
-	rs, ss := withSeries(traceResults(trace, results), o.MaxPoints)
+	rs, ss := withSeries(groupResults(traceResults(trace, results)), o.MaxPoints)
 	return rs, ss, newXAxis(ss...)
 }
 

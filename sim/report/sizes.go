@@ -3,6 +3,7 @@ package report
 import (
 	"math/bits"
 
+	"github.com/gpualloc/gpualloc/internal/satsum"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
@@ -14,7 +15,8 @@ type SizeHistogram struct {
 	// Counts[k] is the number of allocations of 2^(k-1) < size <= 2^k
 	// bytes (Counts[0]: 1 byte).
 	Counts [64]int64
-	// Bytes[k] is the sum of their sizes.
+	// Bytes[k] is the sum of their sizes, at most math.MaxInt64 (a sum
+	// that would pass it stays there).
 	Bytes [64]int64
 }
 
@@ -25,7 +27,7 @@ func (h *SizeHistogram) Add(size int64) {
 	}
 	k := bits.Len64(uint64(size - 1))
 	h.Counts[k]++
-	h.Bytes[k] += size
+	h.Bytes[k] = satsum.Add(h.Bytes[k], size)
 }
 
 // Total returns the number of allocations counted.
@@ -103,6 +105,14 @@ func (c *SizeCounter) Scan() bool {
 func (c *SizeCounter) Name() string {
 	if n, ok := c.Reader.(interface{ Name() string }); ok {
 		return n.Name()
+	}
+	return ""
+}
+
+// Format returns the format of the underlying reader, if it names one.
+func (c *SizeCounter) Format() string {
+	if f, ok := c.Reader.(interface{ Format() string }); ok {
+		return f.Format()
 	}
 	return ""
 }

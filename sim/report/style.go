@@ -69,26 +69,32 @@ func rgb(hex uint32) color.RGBA {
 	return color.RGBA{R: uint8(hex >> 16), G: uint8(hex >> 8), B: uint8(hex), A: 255}
 }
 
-// Palette is the strategies' colours, colour-blind safe. The first six
-// are Okabe and Ito's (Color Universal Design, 2008) without black, which
-// the report keeps for the lower bound, and without yellow, which is faint
-// on white; the rest are the darker colours of Paul Tol's muted scheme,
-// then the yellow. The first ten are reserved for the built-in
-// strategies (see StrategyColors).
+// Palette is the strategies' colours, colour-blind safe. Six are Okabe
+// and Ito's (Color Universal Design, 2008) without black, which the report
+// keeps for the lower bound; then the darker colours of Paul Tol's muted
+// scheme, ColorBrewer's brown (BrBG) and CARTO Bold's purple. The first ten
+// are reserved for the built-in strategies (see StrategyColors), chosen so
+// that every two of them differ by at least 26 in CIELAB (ΔE*ab) to normal
+// vision and 13 to a deuteranope's or protanope's (Machado, Oliveira and
+// Fernandes, 2009): bestfit brown and gmlake purple, where bestfit's
+// reddish purple was near pytorch's wine and, to a deuteranope, the same
+// as gmlake's teal. The rest serve other strategies.
 var Palette = []color.RGBA{
 	rgb(0xD55E00), // vermillion: naive
 	rgb(0x0072B2), // blue: round
 	rgb(0x009E73), // bluish green: unpooled
-	rgb(0xCC79A7), // reddish purple: bestfit
+	rgb(0x8C510A), // brown (ColorBrewer BrBG): bestfit
 	rgb(0xE69F00), // orange: buddy
 	rgb(0x56B4E9), // sky blue: tlsf
 	rgb(0x882255), // wine (Tol): pytorch
 	rgb(0x332288), // indigo (Tol): bfc
-	rgb(0x44AA99), // teal (Tol): gmlake
+	rgb(0x7F3C8D), // purple (CARTO Bold): gmlake
 	rgb(0x999933), // olive (Tol): dualcursor
-	rgb(0xAA4499), // purple (Tol)
+	rgb(0xCC79A7), // reddish purple (Okabe–Ito)
+	rgb(0x44AA99), // teal (Tol)
 	rgb(0xCC6677), // rose (Tol)
 	rgb(0x117733), // green (Tol)
+	rgb(0xAA4499), // purple (Tol)
 	rgb(0xF0E442), // yellow (Okabe–Ito)
 }
 
@@ -113,8 +119,8 @@ var fixedColor = map[string]int{
 //
 //   - a built-in strategy at its default parameters (as the defaults it
 //     carries say: see [ShortSpec]) has a fixed colour
-//     (naive vermillion, round blue, unpooled green, bestfit purple, buddy
-//     orange, tlsf sky blue, pytorch wine, bfc indigo, gmlake teal,
+//     (naive vermillion, round blue, unpooled green, bestfit brown, buddy
+//     orange, tlsf sky blue, pytorch wine, bfc indigo, gmlake purple,
 //     dualcursor olive), whatever else is in the set;
 //   - any other spec (a built-in with other parameters, a strategy of your
 //     own) takes one of the colours no built-in has, chosen by a hash of

@@ -62,7 +62,7 @@ func WriteTimeSeries(w io.Writer, results []sim.Result) error {
 	rec := make([]string, len(TimeSeriesHeader))
 	for _, r := range results {
 		for _, p := range r.Series.All() {
-			rec = append(rec[:0], r.Trace, r.Strategy.Spec, num(p.First), tm(p.FirstTimeUS),
+			rec = append(rec[:0], tabular.TextCell(r.Trace), tabular.TextCell(r.Strategy.Spec), num(p.First), tm(p.FirstTimeUS),
 				num(p.Requested.Max), num(p.Allocated.Max), num(p.Reserved.Max),
 				num(p.Last), tm(p.LastTimeUS),
 				num(p.Requested.Min), num(p.Allocated.Min), num(p.Reserved.Min))
@@ -105,7 +105,8 @@ const CapacityMark = "*"
 
 // SummaryTable formats results as the table simulate prints: trace,
 // strategy (its [ShortSpec], or its label in a sweep: see [SweepLabels]),
-// the device when some result is one device's ("all" on the rows of sums),
+// the device when some result is one device's ("all" on the rows of sums,
+// empty on the rows of traces of one device),
 // events, lower bound, peaks, overhead as a ratio (peak reserved / lower
 // bound, "1.47×", as in JSON and the figures), fragmentation as a
 // percentage, device calls, cache hits and OOMs; and,
@@ -115,7 +116,9 @@ const CapacityMark = "*"
 // some result starts from a recorded state; the offline plan's bytes and the minimum
 // capacity when results have them. A peak reserved that depends on the
 // capacity carries [CapacityMark]; the notes say what the mark means, and
-// which traces end with allocations still live.
+// which traces end with allocations never freed (not a memory snapshot's,
+// whose live allocations at its end were in use when it was taken: see
+// sim.Result.MidRun).
 func SummaryTable(results []sim.Result) Table {
 	t := Table{
 		Head: []string{"TRACE", "STRATEGY", "EVENTS", "LOWER BOUND", "PEAK ALLOCATED", "PEAK RESERVED",
@@ -132,10 +135,17 @@ func SummaryTable(results []sim.Result) Table {
 			reserved += CapacityMark
 			marked = true
 		}
-		if r.LiveAtEnd > 0 && !seen[r.Trace] {
+		if r.LiveAtEnd > 0 && !r.MidRun && !seen[r.Trace] {
+			// A snapshot's live allocations at its end were in use when
+			// it was taken: no note. Any other trace's were never freed,
+			// which the user can check against the program.
 			seen[r.Trace] = true
-			leaks = append(leaks, fmt.Sprintf("%s: %s (%s) still live at the end of the trace (a leak, or a trace that ended mid-step)",
-				r.Trace, plural(r.LiveAtEnd, "allocation"), gpualloc.FormatSize(r.LiveBytesAtEnd)))
+			them := "them"
+			if r.LiveAtEnd == 1 {
+				them = "it"
+			}
+			leaks = append(leaks, fmt.Sprintf("%s: %s (%s) never freed: every strategy's peak counts %s; if the program frees %s, the trace was cut short",
+				r.Trace, plural(r.LiveAtEnd, "allocation"), gpualloc.FormatSize(r.LiveBytesAtEnd), them, them))
 		}
 		t.Rows = append(t.Rows, []string{r.Trace, labels[r.Strategy.Spec], tabular.Count(r.Events),
 			gpualloc.FormatSize(r.PeakRequestedBytes), gpualloc.FormatSize(r.PeakAllocatedBytes), reserved,
@@ -144,13 +154,23 @@ func SummaryTable(results []sim.Result) Table {
 	}
 	if slices.ContainsFunc(results, func(r sim.Result) bool { return r.Device != nil }) {
 		// Rows of single devices (sim.Result.PerDevice): which device, or
-		// "all" for the sums.
+		// "all" for the sums; empty on the rows of traces of one device,
+		// which have no rows of devices to tell apart.
+		several := map[string]bool{}
+		for _, r := range results {
+			if r.Device != nil {
+				several[r.Trace] = true
+			}
+		}
 		t.Head = slices.Insert(t.Head, 2, "DEVICE")
 		t.Right = slices.Insert(t.Right, 2, true)
 		for i, r := range results {
-			d := "all"
-			if r.Device != nil {
+			d := ""
+			switch {
+			case r.Device != nil:
 				d = strconv.Itoa(*r.Device)
+			case several[r.Trace]:
+				d = "all"
 			}
 			t.Rows[i] = slices.Insert(t.Rows[i], 2, d)
 		}

@@ -78,11 +78,22 @@ func Sweeps(strategies []sim.Strategy) []Sweep {
 }
 
 func newSweep(name string, variants []sim.Strategy) Sweep {
+	// A parameter made of settings in one variant is compared by its
+	// settings in all: where it holds none (pytorch's conf=none), it has
+	// nothing to compare.
+	made := map[string]bool{}
+	for _, s := range variants {
+		for _, p := range s.Params {
+			if len(p.Settings) > 0 {
+				made[p.Key] = true
+			}
+		}
+	}
 	params := make([]map[string]string, len(variants))
 	var keys []string
 	for i, s := range variants {
 		params[i] = map[string]string{}
-		for _, kv := range sweepParams(s) {
+		for _, kv := range sweepParams(s, made) {
 			params[i][kv.Key] = kv.Value
 			if !slices.Contains(keys, kv.Key) {
 				keys = append(keys, kv.Key)
@@ -127,12 +138,13 @@ func newSweep(name string, variants []sim.Strategy) Sweep {
 // own key ("max_split_size_mb" of "conf=max_split_size_mb:64"), so that a
 // sweep of conf varies them one by one. A parameter of the same name as a
 // setting overrides it unless it is at its default (pytorch's "auto"
-// leaves the setting as conf gives it).
-func sweepParams(s sim.Strategy) []gpualloc.KeyValue {
+// leaves the setting as conf gives it). A parameter named in made, made of
+// settings in some variant, contributes only its settings.
+func sweepParams(s sim.Strategy, made map[string]bool) []gpualloc.KeyValue {
 	var out []gpualloc.KeyValue
 	fromSettings := map[string]int{} // index in out
 	for _, p := range s.Params {
-		if len(p.Settings) > 0 {
+		if len(p.Settings) > 0 || made[p.Key] {
 			for _, kv := range p.Settings {
 				fromSettings[kv.Key] = len(out)
 				out = append(out, kv)
@@ -258,6 +270,21 @@ func sweepColors(colors map[string]color.RGBA, sweeps []Sweep) {
 			colors[sw.Specs[i]] = c
 		}
 	}
+}
+
+// sweepLooks gives the variants of each sweep their looks: the colour
+// colors holds, the dash pattern of the strategy's own colour, and a
+// marker each, in the sweep's order, so that variants whose lines meet
+// are told apart in greyscale too.
+func sweepLooks(colors map[string]color.RGBA, sweeps []Sweep) map[string]look {
+	out := map[string]look{}
+	for _, sw := range sweeps {
+		base := lookOf(StrategyColors([]sim.Strategy{{Spec: sw.Strategy, Name: sw.Strategy}})[sw.Strategy])
+		for i, spec := range sw.Specs {
+			out[spec] = look{c: colors[spec], mark: i, dash: base.dash}
+		}
+	}
+	return out
 }
 
 // sweepHeight is the height of each panel of a sweep figure.
@@ -436,9 +463,11 @@ func ParetoFigure(trace string, results []sim.Result, opts Options) *Figure {
 	}
 	front := ParetoFront(rs)
 	var top int64
+	bottom := rs[0].PeakReservedBytes
 	hiX := 1.0
 	for _, r := range rs {
 		top = max(top, r.PeakReservedBytes)
+		bottom = min(bottom, r.PeakReservedBytes)
 		hiX = max(hiX, float64(r.DeviceMallocs))
 	}
 	u := byteUnit(float64(top))
@@ -472,7 +501,7 @@ func ParetoFigure(trace string, results []sim.Result, opts Options) *Figure {
 	fig := &Figure{
 		Name: o.stem(trace) + "-pareto", Trace: trace,
 		Title:   trace + ": peak reserved against device allocations",
-		Caption: "Each strategy and variant that did not run out of memory: device allocations across (log scale), peak reserved memory up. The ringed points joined by the dashed line are the Pareto front: no other point is lower without being further right. Variants of one strategy go from light to dark in the order of their parameter.",
+		Caption: "Each strategy and variant that did not run out of memory: device allocations across (log scale), peak reserved memory up. The ringed points joined by the dashed line are the Pareto front: no other point is lower without being further right. The memory axis spans the points and does not start at 0. Variants of one strategy go from light to dark in the order of their parameter.",
 		Width:   o.Width,
 		Height:  legendHeight(legend, o.Width-4) + seriesHeight,
 		legend:  legend,
@@ -486,7 +515,11 @@ func ParetoFigure(trace string, results []sim.Result, opts Options) *Figure {
 	p.Y.Label.Text = "peak reserved (" + u.Name + ")"
 	p.Y.Tick.Marker = plainTicks{yLabels}
 	p.X.Max = hiX * 1.5
-	p.Y.Min, p.Y.Max = 0, float64(top)/u.Size*1.08
+	// The memory axis spans the points, not 0 to the top: the peaks
+	// compared differ by a few percent (6.05 against 6.09 GiB), which an
+	// axis from 0 flattens.
+	pad := max(float64(top-bottom)*0.08, float64(top)*0.005)
+	p.Y.Min, p.Y.Max = max(float64(bottom)-pad, 0)/u.Size, (float64(top)+pad)/u.Size
 	pt := func(r sim.Result) xy {
 		return xy{max(float64(r.DeviceMallocs), 1), float64(r.PeakReservedBytes) / u.Size}
 	}
@@ -499,7 +532,7 @@ func ParetoFigure(trace string, results []sim.Result, opts Options) *Figure {
 	lo := hiX
 	for _, r := range rs {
 		q := pt(r)
-		sty := draw.GlyphStyle{Color: o.color(r.Strategy.Spec), Radius: markerRadius, Shape: markerShapes[shape[r.Strategy.Spec]%len(markerShapes)]}
+		sty := draw.GlyphStyle{Color: o.color(r.Strategy.Spec), Radius: markerRadius, Shape: marker(shape[r.Strategy.Spec])}
 		dots = append(dots, dot{x: q.X, y: q.Y, sty: sty})
 		lo = min(lo, q.X)
 	}
@@ -547,7 +580,7 @@ func sweepRange(sw Sweep) string {
 
 // drawMarker draws marker number shape (of markerShapes) at pt.
 func drawMarker(c draw.Canvas, pt vg.Point, shape int, fill color.Color) {
-	c.DrawGlyph(draw.GlyphStyle{Color: fill, Radius: markerRadius, Shape: markerShapes[shape%len(markerShapes)]}, pt)
+	c.DrawGlyph(draw.GlyphStyle{Color: fill, Radius: markerRadius, Shape: marker(shape)}, pt)
 }
 
 // markerLinePlotter draws a line through points with a marker at each; a

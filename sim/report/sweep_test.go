@@ -66,6 +66,15 @@ func TestSweeps(t *testing.T) {
 	assert.Equal(t, "pytorch:max_split_size_mb=64,expandable_segments=True", py.Label(py.Specs[1]))
 }
 
+// Variants given one by one, one with a conf and one without, are
+// labelled by the settings, not by conf's text ("conf=none" against "conf=").
+func TestSweepLabelsOfConf(t *testing.T) {
+	specs := append(expand(t, "pytorch"), expand(t, "pytorch:conf=max_split_size_mb:128,expandable_segments:True")...)
+	labels := report.SweepLabels(specs)
+	assert.Equal(t, "pytorch:max_split_size_mb=auto,expandable_segments=auto", labels[specs[0].Spec])
+	assert.Equal(t, "pytorch:max_split_size_mb=128,expandable_segments=True", labels[specs[1].Spec])
+}
+
 func TestRamp(t *testing.T) {
 	base := report.Palette[1]
 	ramp := report.Ramp(base, 7)

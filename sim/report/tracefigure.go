@@ -42,6 +42,11 @@ func TraceFigure(trace string, results []sim.Result, sizes *SizeHistogram, opts 
 		p.Add(areaPlotter{upper: hi, fill: liveFill}, areaPlotter{lower: lo, upper: hi, fill: bandFill},
 			linePlotter{pts: hi, sty: draw.LineStyle{Color: traceColor, Width: boundWidth}})
 		fig.panels = append(fig.panels, p)
+		// The two greys named where they are seen.
+		fig.legend = []legendEntry{
+			{name: "live bytes, the most in each bucket", thumb: areaThumb(liveFill, traceColor, boundWidth)},
+			{name: "from the least to the most", thumb: areaThumb(bandFill, bandFill, boundWidth)},
+		}
 		fig.Caption = fmt.Sprintf("Top: bytes requested by live allocations against %s: the line and the light area below it are the largest value within each bucket of events, the darker band reaches down to the smallest. ", ax.what())
 	}
 	if sizes != nil {
@@ -74,6 +79,6 @@ func TraceFigure(trace string, results []sim.Result, sizes *SizeHistogram, opts 
 		}
 		fig.Caption += "share of allocations by requested size, in power-of-two bins (a bar from 2^(k-1) to 2^k bytes counts sizes above the first, up to the second)."
 	}
-	fig.Height = vg.Length(len(fig.panels)) * panelHeight
+	fig.Height = vg.Length(len(fig.panels))*panelHeight + legendHeight(fig.legend, o.Width-4)
 	return o.finish(fig)
 }

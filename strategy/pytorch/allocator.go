@@ -30,7 +30,8 @@ type Allocator struct {
 
 	reserved int64 // bytes of segments held
 
-	allowed int64    // allowed_memory_maximum; 0 without a memory fraction
+	allowed int64    // allowed_memory_maximum, when capped
+	capped  bool     // set_fraction: a memory fraction caps reserved memory, even at 0 bytes
 	gcOn    bool     // garbage collection is enabled
 	gcCount [2]int64 // get_free_blocks_call_count of the small (0) and large (1) pools
 
@@ -78,7 +79,12 @@ func New(b gpualloc.Backend, c Config) (*Allocator, error) {
 	a.cache.Init(name)
 	if c.MemoryFraction > 0 {
 		_, total := b.MemInfo()
+		// A fraction so small that the cap rounds to 0 bytes still caps:
+		// every segment is refused, as set_fraction makes alloc_block
+		// refuse it (c10/cuda/CUDACachingAllocator.cpp,
+		// DeviceCachingAllocator::setMemoryFraction and alloc_block).
 		a.allowed = int64(c.MemoryFraction * float64(total))
+		a.capped = true
 		a.gcOn = c.GarbageCollectionThreshold > 0
 	}
 	a.spec = c.spec()
@@ -229,7 +235,7 @@ func (a *Allocator) tryMalloc(size, rounded int64, pi int32, small, retry bool) 
 	if retry {
 		a.ms.NumAllocRetries.add(1)
 	}
-	if a.allowed > 0 && a.reserved+size > a.allowed {
+	if a.capped && a.reserved+size > a.allowed {
 		return 0, nil
 	}
 	if a.c.ExpandableSegments {

@@ -218,6 +218,23 @@ func TestGarbageCollection(t *testing.T) {
 	_, _ = n1, n2
 }
 
+// A memory fraction whose cap rounds to 0 bytes caps all the same: every
+// allocation fails, as in PyTorch, where set_fraction is what caps.
+func TestMemoryFractionRoundingToZero(t *testing.T) {
+	for _, conf := range []string{"memory_fraction:1e-12", "memory_fraction:1e-300", "memory_fraction:1e-12,expandable_segments:True"} {
+		a, dev := newAlloc(t, conf, 8*GiB)
+		_, err := a.Alloc(512)
+		require.ErrorIs(t, err, gpualloc.ErrOutOfMemory, conf)
+		_, err = a.Alloc(100 * MiB)
+		require.ErrorIs(t, err, gpualloc.ErrOutOfMemory, conf)
+		assert.Zero(t, dev.Stats().Used, conf)
+	}
+	// A cap of a few bytes, under the smallest segment, refuses too.
+	a, _ := newAlloc(t, "memory_fraction:1e-9", 8*GiB) // 8 bytes
+	_, err := a.Alloc(1)
+	require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
+}
+
 func TestParseConf(t *testing.T) {
 	c, err := pytorch.ParseConf("max_split_size_mb:128,roundup_power2_divisions:[256:1,512:2,>:8],expandable_segments:False,garbage_collection_threshold:0.6,max_non_split_rounding_mb:30")
 	require.NoError(t, err)

@@ -88,13 +88,19 @@ func ilog2ul(a uint64) int { return max(bits.Len64(a), 1) }
 func log2(page int64) int { return bits.TrailingZeros64(uint64(page)) }
 
 // validate reports the first parameter of c, other than Reserve, that MXNet
-// would reject, in MXNet's order; [mxnetpool.New] checks Reserve last.
+// would reject, in MXNet's order, but for a page above 2^34, which no
+// cutoff suits: MXNet blames the cutoff, validate the page.
+// [mxnetpool.New] checks Reserve last.
 func (c Config) validate() error {
 	switch {
 	case c.Page < 32:
 		return param.Error(name, "page", c.Page, "must be at least 32")
 	case c.Page&(c.Page-1) != 0:
 		return param.Error(name, "page", c.Page, "must be a power of two")
+	case c.Page > 1<<maxCutoff:
+		// No cutoff could be at least log2(page): the page is what is
+		// wrong, though MXNet would name the cutoff.
+		return param.Error(name, "page", c.Page, fmt.Sprintf("must be at most 2^%d (16 GiB), as the cutoff, at most %d, must be at least log2(page)", maxCutoff, maxCutoff))
 	case c.Cutoff < minCutoff || c.Cutoff > maxCutoff:
 		return param.Error(name, "cutoff", c.Cutoff, cutoffRange)
 	case c.Cutoff < log2(c.Page):

@@ -115,6 +115,8 @@ func TestNewValidates(t *testing.T) {
 		{Config: round.Config{Page: 4096, Cutoff: 19, Reserve: 5}, Err: "round: cutoff=19: must be from 20 to 34"},
 		{Config: round.Config{Page: 4096, Cutoff: 35, Reserve: 5}, Err: "round: cutoff=35: must be from 20 to 34"},
 		{Config: round.Config{Page: 1 << 21, Cutoff: 20, Reserve: 5}, Err: "round: cutoff=20: must be at least log2(page) = 21"},
+		{Config: round.Config{Page: 1 << 35, Cutoff: 34, Reserve: 5}, Err: "round: page=34359738368: must be at most 2^34 (16 GiB), as the cutoff, at most 34, must be at least log2(page)"},
+		{Config: round.Config{Page: 1 << 62, Cutoff: 24, Reserve: 5}, Err: "round: page=4611686018427387904: must be at most 2^34 (16 GiB), as the cutoff, at most 34, must be at least log2(page)"},
 		{Config: round.Config{Page: 4096, Cutoff: 24, Reserve: -1}, Err: "round: reserve=-1: must be a percentage from 0 to 100"},
 		{Config: round.Config{Page: 4096, Cutoff: 24, Reserve: 101}, Err: "round: reserve=101: must be a percentage from 0 to 100"},
 	})
