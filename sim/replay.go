@@ -78,8 +78,9 @@ const (
 // slots are no work for the garbage collector.
 type slot struct {
 	block gpualloc.Block
-	size  int64 // bytes requested by the event
-	dev   int32 // device index, in engine.devs
+	size  int64  // bytes requested by the event
+	span  int32  // the ledger's range that holds the block, -1 for none or several (see device.holdBlock)
+	dev   uint16 // device index, in engine.devs (at most virtual.MaxIndex)
 	state uint8
 }
 
@@ -101,6 +102,13 @@ type engine struct {
 	mallocs, frees                 int64 // device allocations and frees
 	refused                        bool  // a device allocation failed with out of memory
 	live                           int64 // the trace's live allocations
+
+	// Where the memory goes (see ledger): the requested bytes of the
+	// blocks served, the cached bytes of all devices, and the split of
+	// reserved bytes at the peak (splitAfter as device's).
+	served, cached int64
+	split          split
+	splitAfter     bool
 
 	// Free space just after the event at which reserved memory reached
 	// its peak (see Result.LargestFreeBytes).
@@ -247,6 +255,17 @@ func (e *engine) step(ev *traces.Event, n int64) error {
 	if e.peakRes != e.peakSeen {
 		e.takeFreeSpace()
 	}
+	// The split at the peak is that of the state after the first event
+	// after which reserved memory is at its peak; until one is, that of
+	// the moment the peak was reached (see malloced).
+	if e.reserved == e.peakRes && !e.splitAfter && e.peakRes > 0 {
+		e.takeSplit()
+		e.splitAfter = true
+	}
+	if d != nil && d.reserved == d.peakRes && !d.splitAfter && d.peakRes > 0 {
+		d.takeSplit()
+		d.splitAfter = true
+	}
 	return nil
 }
 
@@ -311,7 +330,7 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 		if errors.Is(err, gpualloc.ErrOutOfMemory) {
 			e.res.OOMs++
 			d.ooms++
-			*s = slot{size: ev.Size, dev: ev.Device, state: slotFailed}
+			*s = slot{size: ev.Size, dev: uint16(ev.Device), state: slotFailed}
 			return d, nil
 		}
 		return d, err
@@ -321,7 +340,9 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	}
 	// Field by field: a composite literal would build the slot aside and
 	// copy it, on the hottest line of the replay.
-	s.block, s.size, s.dev, s.state = b, ev.Size, ev.Device, slotLive
+	s.block, s.size, s.dev, s.state = b, ev.Size, uint16(ev.Device), slotLive
+	s.span = d.holdBlock(b.Addr, b.Size)
+	e.served += ev.Size
 	d.okAllocs++
 	if e.mallocs == before {
 		e.res.CacheHits++
@@ -365,10 +386,17 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	e.res.Frees++
 	e.live--
 	d.frees++
-	if err := d.alloc.Free(s.block); err != nil {
+	// The block leaves the ledger first, so that a device free of its
+	// region finds it through the hint.
+	d.releaseBlock(s.span, s.block.Addr, s.block.Size)
+	d.led.hint = s.span
+	err := d.alloc.Free(s.block)
+	d.led.hint = 0
+	if err != nil {
 		return d, err
 	}
 	d.okFrees++
+	e.served -= s.size
 	e.requested -= s.size
 	e.allocated -= s.block.Size
 	d.lower -= s.size
