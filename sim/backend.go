@@ -83,6 +83,7 @@ func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 		d.peakRes = d.reserved
 		d.takeSplit()
 		d.splitAfter = false
+		d.e.unsettled = true
 	}
 	e := d.e
 	e.mallocs++
@@ -91,6 +92,7 @@ func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 		e.peakRes = e.reserved
 		e.takeSplit()
 		e.splitAfter = false
+		e.unsettled = true
 	}
 	e.resHi = max(e.resHi, e.reserved)
 	return addr, nil
@@ -211,7 +213,7 @@ func (e *engine) device(i int32) (*device, error) {
 	if int(i) >= len(e.devs) {
 		e.devs = append(e.devs, make([]*device, int(i)+1-len(e.devs))...)
 	}
-	d := &device{e: e, index: int(i)}
+	d := &device{e: e, index: int(i), led: newLedger()}
 	var err error
 	if e.cfg.NewBackend != nil {
 		d.backend, err = e.cfg.NewBackend(int(i))

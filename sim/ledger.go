@@ -20,8 +20,8 @@ package sim
 // the free space inside the device allocations that hold a live block.
 //
 // Cost: a block is found in its address range through the range of the
-// last block, then a direct-mapped cache keyed by its address's 2 MiB
-// page, then a sorted index of the ranges, which is built when first
+// last block, then a direct-mapped cache keyed by its address, then a
+// sorted index of the ranges, which is built when first
 // needed and kept while lookups use it (O(log ranges) a lookup, O(ranges)
 // a range added out of address order or removed while it is kept, O(ranges
 // log ranges) to build it again). A free finds its block's range in O(1)
@@ -54,41 +54,49 @@ type ledgerRec struct {
 	kind       uint8
 }
 
-// ledgerSlots is the size of the direct-mapped cache of ranges.
-const ledgerSlots = 256
+// ledgerBits is the log2 of the size of the direct-mapped cache of ranges,
+// keyed by a hash of a block's address (aligned to 512 bytes, as every
+// device hands them out): a block handed out again, or at the start of its
+// range, is found at once.
+const ledgerBits = 12
 
-func ledgerKey(addr uint64) int { return int(addr>>21) & (ledgerSlots - 1) }
+func ledgerKey(addr uint64) int { return int(((addr >> 9) * 0x9e3779b97f4a7c15) >> (64 - ledgerBits)) }
+
+// An indexEntry is a range in the index: its start, beside its record, so
+// that a search reads the index alone.
+type indexEntry struct {
+	start uint64
+	id    int32
+}
 
 // A ledger is one device's record of its allocations. Record 0 is never
 // used, so that 0 means none: it holds no range, and every lookup that
-// lands on it fails.
+// lands on it fails. The engine makes it with newLedger.
 type ledger struct {
 	recs    []ledgerRec
 	spare   []int32
-	index   []int32 // the ranges, by start address, while indexed
-	indexed bool    // index holds every range
-	used    bool    // a lookup used the index since it last changed
-	last    int32   // the range that the last block was found in
-	hint    int32   // the range of the block being freed
-	cache   [ledgerSlots]int32
-	cached  int64 // bytes of the allocations that hold no live block
+	index   []indexEntry // the ranges, by start address, while indexed
+	indexed bool         // index holds every range
+	used    bool         // a lookup used the index since it last changed
+	last    int32        // the range that the last block was found in
+	hint    int32        // the range of the block being freed
+	cache   [1 << ledgerBits]int32
+	pos     [1 << ledgerBits]int32 // where walk found the first range of a block over several, by the block's address
+	cached  int64                  // bytes of the allocations that hold no live block
+	ranges  int                    // records with a range
 }
+
+func newLedger() ledger { return ledger{recs: make([]ledgerRec, 1, 16)} }
 
 // split is the breakdown of reserved bytes at one moment.
 type split struct {
 	live, rounding, fragmented, cached int64
 }
 
-// addCached adds n bytes to the device's and the engine's cached bytes.
-func (d *device) addCached(n int64) {
-	d.led.cached += n
-	d.e.cached += n
-}
+// addCached adds n bytes to the device's cached bytes.
+func (d *device) addCached(n int64) { d.led.cached += n }
 
 func (l *ledger) newRec(r ledgerRec) int32 {
-	if len(l.recs) == 0 {
-		l.recs = append(l.recs, ledgerRec{}) // record 0
-	}
 	var id int32
 	if k := len(l.spare); k > 0 {
 		id = l.spare[k-1]
@@ -102,6 +110,7 @@ func (l *ledger) newRec(r ledgerRec) int32 {
 		l.recs[id].owner = id
 	}
 	if r.end != 0 {
+		l.ranges++
 		l.insert(id)
 		l.cache[ledgerKey(r.start)] = id
 		l.last = id
@@ -109,11 +118,21 @@ func (l *ledger) newRec(r ledgerRec) int32 {
 	return id
 }
 
+// dropRec drops record id. A range that live blocks still count in
+// (which a strategy should not free) keeps its record, emptied, for good,
+// so that the slots that name it never name another: the engine's free
+// trusts a slot's region.
 func (l *ledger) dropRec(id int32) {
-	if l.recs[id].end != 0 {
+	r := &l.recs[id]
+	if r.end != 0 {
+		l.ranges--
 		l.remove(id)
 	}
-	l.recs[id] = ledgerRec{}
+	if r.kind == recRegion && r.hold > 0 || r.kind == recMapping && r.live > 0 {
+		*r = ledgerRec{kind: r.kind, owner: id, hold: r.hold, live: r.live}
+		return
+	}
+	*r = ledgerRec{}
 	l.spare = append(l.spare, id)
 }
 
@@ -186,19 +205,13 @@ func (d *device) unmapped(addr uint64) {
 	l.dropRec(id)
 }
 
-// holdBlock counts a live block of size bytes at addr in the ranges it
-// overlaps, and returns the range that holds all of it, or -1 when it
-// overlaps several ranges, or ranges only in part, or none.
-func (d *device) holdBlock(addr uint64, size int64) int32 {
+// holdSlow counts a live block over [addr, end) in the ranges it
+// overlaps, and returns the range that holds all of it; else, when it
+// overlaps ranges (several, or one in part), -2 - the position in the
+// index of the first (see walk); else -1. (The engine tries the region of
+// the last block itself first: see engine.alloc.)
+func (d *device) holdSlow(addr, end uint64) int32 {
 	l := &d.led
-	if len(l.recs) == 0 {
-		return -1
-	}
-	end := addr + uint64(size)
-	if r := &l.recs[l.last]; r.start <= addr && end <= r.end {
-		d.hold(l.last)
-		return l.last
-	}
 	if id := l.cache[ledgerKey(addr)]; id != 0 {
 		if r := &l.recs[id]; r.start <= addr && end <= r.end {
 			l.last = id
@@ -206,35 +219,49 @@ func (d *device) holdBlock(addr uint64, size int64) int32 {
 			return id
 		}
 	}
-	return d.walk(addr, end, +1)
+	return d.walk(addr, end, +1, int(l.pos[ledgerKey(addr)]))
 }
 
-// releaseBlock undoes holdBlock for a block that is freed; span is what
-// holdBlock returned.
-func (d *device) releaseBlock(span int32, addr uint64, size int64) {
+// releaseSlow undoes holdSlow for a block that is freed; span is what
+// holdSlow returned. (The engine tries a span that is a region itself
+// first: see engine.free.)
+func (d *device) releaseSlow(span int32, addr, end uint64) {
 	l := &d.led
-	end := addr + uint64(size)
+	if span == -1 {
+		return // the block lay in no range
+	}
 	if span > 0 {
-		if r := &l.recs[span]; r.live > 0 && r.start <= addr && end <= r.end {
+		r := &l.recs[span]
+		if r.kind == recMapping && r.end == 0 {
+			// Unmapped under the block, which stopped counting then.
+			r.live = max(r.live-1, 0)
+			return
+		}
+		if r.kind == recMapping && r.live > 0 && r.start <= addr && end <= r.end {
 			d.unhold(span)
 			return
 		}
 	}
-	if len(l.recs) > 0 {
-		d.walk(addr, end, -1)
-	}
+	d.walk(addr, end, -1, int(-span-2))
 }
 
 // walk counts (by +1) or uncounts (by -1) a block over [addr, end) in every
-// range it overlaps, through the index, and returns what holdBlock
-// returns.
-func (d *device) walk(addr, end uint64, by int) int32 {
+// range it overlaps, through the index, and returns what holdSlow
+// returns: the range that holds all of the block; else, when the block
+// overlaps ranges, -2 - the position in the index of the first, which
+// releaseSlow gives back as at, where the search starts when the range
+// there still holds addr (positions move as ranges come and go); else -1.
+func (d *device) walk(addr, end uint64, by int, at int) int32 {
 	l := &d.led
 	l.search()
-	i := max(l.upper(addr)-1, 0)
+	i := at
+	if i < 0 || i >= len(l.index) || l.index[i].start > addr || l.recs[l.index[i].id].end <= addr {
+		i = max(l.upper(addr)-1, 0)
+	}
+	first := i
 	found, n := int32(-1), 0
-	for ; i < len(l.index) && l.recs[l.index[i]].start < end; i++ {
-		id := l.index[i]
+	for ; i < len(l.index) && l.index[i].start < end; i++ {
+		id := l.index[i].id
 		r := &l.recs[id]
 		if r.end <= addr {
 			continue
@@ -245,22 +272,29 @@ func (d *device) walk(addr, end uint64, by int) int32 {
 			if r.start <= addr && end <= r.end {
 				found = id
 			}
-		} else if r.live > 0 {
+		} else if r.live > 0 || r.kind == recRegion && r.hold > 0 {
 			d.unhold(id)
 		}
 	}
-	if n != 1 || found < 0 {
+	if n == 0 {
 		return -1
+	}
+	if n > 1 || found < 0 {
+		l.pos[ledgerKey(addr)] = int32(first)
+		return int32(-2 - first)
 	}
 	l.last = found
 	l.cache[ledgerKey(addr)] = found
 	return found
 }
 
-// hold counts one live block more in range id.
+// hold counts one live block more in range id. A region counts its live
+// blocks in hold alone, a mapping in live and in its memory's hold.
 func (d *device) hold(id int32) {
 	r := &d.led.recs[id]
-	r.live++
+	if r.kind == recMapping {
+		r.live++
+	}
 	o := &d.led.recs[r.owner]
 	o.hold++
 	if o.hold == 1 {
@@ -271,7 +305,9 @@ func (d *device) hold(id int32) {
 // unhold counts one live block less in range id.
 func (d *device) unhold(id int32) {
 	r := &d.led.recs[id]
-	r.live--
+	if r.kind == recMapping {
+		r.live--
+	}
 	o := &d.led.recs[r.owner]
 	if o.hold > 0 {
 		o.hold--
@@ -283,17 +319,14 @@ func (d *device) unhold(id int32) {
 
 // find returns the range that starts at addr, 0 if there is none.
 func (l *ledger) find(addr uint64) int32 {
-	if len(l.recs) == 0 {
-		return 0
-	}
 	for _, id := range [...]int32{l.hint, l.last, l.cache[ledgerKey(addr)]} {
 		if id > 0 && int(id) < len(l.recs) && l.recs[id].start == addr && l.recs[id].end != 0 {
 			return id
 		}
 	}
 	l.search()
-	if i := l.upper(addr) - 1; i >= 0 && l.recs[l.index[i]].start == addr {
-		return l.index[i]
+	if i := l.upper(addr) - 1; i >= 0 && l.index[i].start == addr {
+		return l.index[i].id
 	}
 	return 0
 }
@@ -305,12 +338,12 @@ func (l *ledger) search() {
 		return
 	}
 	l.index = l.index[:0]
-	for id := range l.recs {
-		if l.recs[id].end != 0 {
-			l.index = append(l.index, int32(id))
+	for id, r := range l.recs {
+		if r.end != 0 {
+			l.index = append(l.index, indexEntry{r.start, int32(id)})
 		}
 	}
-	slices.SortFunc(l.index, func(a, b int32) int { return cmp.Compare(l.recs[a].start, l.recs[b].start) })
+	slices.SortFunc(l.index, func(a, b indexEntry) int { return cmp.Compare(a.start, b.start) })
 	l.indexed = true
 }
 
@@ -320,7 +353,7 @@ func (l *ledger) upper(addr uint64) int {
 	lo, hi := 0, len(l.index)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if l.recs[l.index[m]].start <= addr {
+		if l.index[m].start <= addr {
 			lo = m + 1
 		} else {
 			hi = m
@@ -335,15 +368,15 @@ func (l *ledger) insert(id int32) {
 		return
 	}
 	start := l.recs[id].start
-	if n := len(l.index); n == 0 || l.recs[l.index[n-1]].start < start {
-		l.index = append(l.index, id)
+	if n := len(l.index); n == 0 || l.index[n-1].start < start {
+		l.index = append(l.index, indexEntry{start, id})
 		return
 	}
 	if !l.used {
 		l.indexed = false
 		return
 	}
-	l.index = slices.Insert(l.index, l.upper(start), id)
+	l.index = slices.Insert(l.index, l.upper(start), indexEntry{start, id})
 	l.used = false
 }
 
@@ -354,7 +387,7 @@ func (l *ledger) remove(id int32) {
 		return
 	}
 	n := len(l.index)
-	if n > 0 && l.index[n-1] == id {
+	if n > 0 && l.index[n-1].id == id {
 		l.index = l.index[:n-1]
 		return
 	}
@@ -363,8 +396,8 @@ func (l *ledger) remove(id int32) {
 		return
 	}
 	start := l.recs[id].start
-	for i := l.upper(start) - 1; i >= 0 && l.recs[l.index[i]].start == start; i-- {
-		if l.index[i] == id {
+	for i := l.upper(start) - 1; i >= 0 && l.index[i].start == start; i-- {
+		if l.index[i].id == id {
 			l.index = slices.Delete(l.index, i, i+1)
 			l.used = false
 			return
@@ -382,9 +415,45 @@ func (d *device) takeSplit() {
 }
 
 // takeSplit notes the split of the reserved bytes of all devices now.
+// O(devices).
 func (e *engine) takeSplit() {
-	e.split = split{
-		live: e.served, rounding: e.allocated - e.served,
-		fragmented: e.reserved - e.allocated - e.cached, cached: e.cached,
+	var served, cached int64
+	for _, d := range e.devs {
+		if d != nil {
+			served += d.requested
+			cached += d.led.cached
+		}
 	}
+	e.split = split{
+		live: served, rounding: e.allocated - served,
+		fragmented: e.reserved - e.allocated - cached, cached: cached,
+	}
+}
+
+// settle runs after an event while the split at the peak of the engine or
+// of a device is that of a moment inside an event (see malloced): the
+// split is that of the state after the first event after which reserved
+// memory stands at its peak. O(devices).
+func (e *engine) settle() {
+	still := false
+	if !e.splitAfter {
+		if e.reserved == e.peakRes {
+			e.takeSplit()
+			e.splitAfter = true
+		} else {
+			still = true
+		}
+	}
+	for _, d := range e.devs {
+		if d == nil || d.splitAfter {
+			continue
+		}
+		if d.reserved == d.peakRes {
+			d.takeSplit()
+			d.splitAfter = true
+		} else {
+			still = true
+		}
+	}
+	e.unsettled = still
 }

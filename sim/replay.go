@@ -79,7 +79,7 @@ const (
 type slot struct {
 	block gpualloc.Block
 	size  int64  // bytes requested by the event
-	span  int32  // the ledger's range that holds the block, -1 for none or several (see device.holdBlock)
+	span  int32  // the ledger's range that holds the block, below -1 several, -1 none (see device.holdSlow)
 	dev   uint16 // device index, in engine.devs (at most virtual.MaxIndex)
 	state uint8
 }
@@ -103,12 +103,12 @@ type engine struct {
 	refused                        bool  // a device allocation failed with out of memory
 	live                           int64 // the trace's live allocations
 
-	// Where the memory goes (see ledger): the requested bytes of the
-	// blocks served, the cached bytes of all devices, and the split of
-	// reserved bytes at the peak (splitAfter as device's).
-	served, cached int64
-	split          split
-	splitAfter     bool
+	// Where the memory goes (see ledger): the split of reserved bytes at
+	// the peak (splitAfter as device's), and whether the engine's or a
+	// device's split is still that of a moment inside an event.
+	split      split
+	splitAfter bool
+	unsettled  bool
 
 	// Free space just after the event at which reserved memory reached
 	// its peak (see Result.LargestFreeBytes).
@@ -255,16 +255,8 @@ func (e *engine) step(ev *traces.Event, n int64) error {
 	if e.peakRes != e.peakSeen {
 		e.takeFreeSpace()
 	}
-	// The split at the peak is that of the state after the first event
-	// after which reserved memory is at its peak; until one is, that of
-	// the moment the peak was reached (see malloced).
-	if e.reserved == e.peakRes && !e.splitAfter && e.peakRes > 0 {
-		e.takeSplit()
-		e.splitAfter = true
-	}
-	if d != nil && d.reserved == d.peakRes && !d.splitAfter && d.peakRes > 0 {
-		d.takeSplit()
-		d.splitAfter = true
+	if e.unsettled {
+		e.settle()
 	}
 	return nil
 }
@@ -341,8 +333,19 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	// Field by field: a composite literal would build the slot aside and
 	// copy it, on the hottest line of the replay.
 	s.block, s.size, s.dev, s.state = b, ev.Size, uint16(ev.Device), slotLive
-	s.span = d.holdBlock(b.Addr, b.Size)
-	e.served += ev.Size
+	// The block's device allocation (see ledger.go): the region of the
+	// last block, as it nearly always is in a pool of few regions, tried
+	// here, where it costs no call.
+	if r := &d.led.recs[d.led.last]; r.kind == recRegion && r.start <= b.Addr && b.End() <= r.end {
+		if r.hold++; r.hold == 1 {
+			d.addCached(-r.size)
+		}
+		s.span = d.led.last
+	} else if d.led.ranges > 0 {
+		s.span = d.holdSlow(b.Addr, b.End())
+	} else {
+		s.span = -1
+	}
 	d.okAllocs++
 	if e.mallocs == before {
 		e.res.CacheHits++
@@ -387,16 +390,21 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	e.live--
 	d.frees++
 	// The block leaves the ledger first, so that a device free of its
-	// region finds it through the hint.
-	d.releaseBlock(s.span, s.block.Addr, s.block.Size)
-	d.led.hint = s.span
+	// region finds it through the hint. A region's record is never reused while a block counts in it
+	// (see ledger.dropRec): the slot's span is the block's region.
+	if r := &d.led.recs[max(s.span, 0)]; r.kind == recRegion && r.hold > 0 {
+		if r.hold--; r.hold == 0 {
+			d.addCached(r.size)
+		}
+	} else if s.span != -1 {
+		d.releaseSlow(s.span, s.block.Addr, s.block.End())
+	}
+	d.led.hint = s.span // a stale hint is harmless: find checks it
 	err := d.alloc.Free(s.block)
-	d.led.hint = 0
 	if err != nil {
 		return d, err
 	}
 	d.okFrees++
-	e.served -= s.size
 	e.requested -= s.size
 	e.allocated -= s.block.Size
 	d.lower -= s.size
