@@ -96,23 +96,28 @@ type split struct {
 // addCached adds n bytes to the device's cached bytes.
 func (d *device) addCached(n int64) { d.led.cached += n }
 
-func (l *ledger) newRec(r ledgerRec) int32 {
+// newRec makes a record of kind over [start, end) (0, 0 for physical
+// memory) of size bytes, owned by owner (0: by itself), and returns it.
+func (l *ledger) newRec(kind uint8, start, end uint64, size int64, owner int32) int32 {
 	var id int32
 	if k := len(l.spare); k > 0 {
 		id = l.spare[k-1]
 		l.spare = l.spare[:k-1]
-		l.recs[id] = r
 	} else {
 		id = int32(len(l.recs))
-		l.recs = append(l.recs, r)
+		l.recs = append(l.recs, ledgerRec{})
 	}
-	if r.kind == recRegion {
-		l.recs[id].owner = id
+	if owner == 0 {
+		owner = id
 	}
-	if r.end != 0 {
+	r := &l.recs[id]
+	r.start, r.end, r.size, r.owner, r.kind = start, end, size, owner, kind
+	if end != 0 {
 		l.ranges++
-		l.insert(id)
-		l.cache[ledgerKey(r.start)] = id
+		if l.indexed {
+			l.insert(id)
+		}
+		l.cache[ledgerKey(start)] = id
 		l.last = id
 	}
 	return id
@@ -126,19 +131,21 @@ func (l *ledger) dropRec(id int32) {
 	r := &l.recs[id]
 	if r.end != 0 {
 		l.ranges--
-		l.remove(id)
+		if l.indexed {
+			l.remove(id)
+		}
 	}
-	if r.kind == recRegion && r.hold > 0 || r.kind == recMapping && r.live > 0 {
-		*r = ledgerRec{kind: r.kind, owner: id, hold: r.hold, live: r.live}
+	r.start, r.end, r.size = 0, 0, 0
+	if r.hold > 0 && r.kind == recRegion || r.live > 0 && r.kind == recMapping {
 		return
 	}
-	*r = ledgerRec{}
+	r.kind, r.hold, r.live = recFree, 0, 0
 	l.spare = append(l.spare, id)
 }
 
 // region notes a region of size bytes at addr that Malloc returned.
 func (d *device) region(addr uint64, size int64) {
-	d.led.newRec(ledgerRec{start: addr, end: addr + uint64(size), size: size, kind: recRegion})
+	d.led.newRec(recRegion, addr, addr+uint64(size), size, 0)
 	d.addCached(size)
 }
 
@@ -158,8 +165,7 @@ func (d *device) regionFreed(addr uint64) {
 
 // memory notes physical memory of size bytes and returns its record.
 func (d *device) memory(size int64) int32 {
-	id := d.led.newRec(ledgerRec{size: size, kind: recMemory})
-	d.led.recs[id].owner = id
+	id := d.led.newRec(recMemory, 0, 0, size, 0)
 	d.addCached(size)
 	return id
 }
@@ -182,7 +188,7 @@ func (d *device) mapped(addr uint64, mem int32) {
 	if mem <= 0 || int(mem) >= len(l.recs) || l.recs[mem].kind != recMemory {
 		return
 	}
-	l.newRec(ledgerRec{start: addr, end: addr + uint64(l.recs[mem].size), owner: mem, kind: recMapping})
+	l.newRec(recMapping, addr, addr+uint64(l.recs[mem].size), 0, mem)
 }
 
 // unmapped notes the Unmap of the mapping at addr. Live blocks that still
@@ -319,10 +325,14 @@ func (d *device) unhold(id int32) {
 
 // find returns the range that starts at addr, 0 if there is none.
 func (l *ledger) find(addr uint64) int32 {
-	for _, id := range [...]int32{l.hint, l.last, l.cache[ledgerKey(addr)]} {
-		if id > 0 && int(id) < len(l.recs) && l.recs[id].start == addr && l.recs[id].end != 0 {
-			return id
-		}
+	if id := l.hint; id > 0 && l.recs[id].start == addr && l.recs[id].end != 0 {
+		return id
+	}
+	if id := l.last; l.recs[id].start == addr && l.recs[id].end != 0 {
+		return id
+	}
+	if id := l.cache[ledgerKey(addr)]; l.recs[id].start == addr && l.recs[id].end != 0 {
+		return id
 	}
 	l.search()
 	if i := l.upper(addr) - 1; i >= 0 && l.index[i].start == addr {

@@ -229,7 +229,6 @@ type stackPlotter struct {
 
 func (s stackPlotter) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, trY := p.Transforms(&c)
-	edge := draw.LineStyle{Color: black, Width: edgeWidth}
 	for _, st := range s.stacks {
 		y0, y1 := trY(st.y-s.thickness/2), trY(st.y+s.thickness/2)
 		at := 0.0
@@ -240,13 +239,7 @@ func (s stackPlotter) Plot(c draw.Canvas, p *plot.Plot) {
 			x0, x1 := trX(at), trX(at+v)
 			at += v
 			r := vg.Rectangle{Min: vg.Point{X: x0, Y: y0}, Max: vg.Point{X: x1, Y: y1}}
-			sty := splitStyles[i]
-			c.SetColor(sty.fill)
-			c.Fill(r.Path())
-			if sty.hatch {
-				hatch(c, r)
-			}
-			c.StrokeLines(edge, []vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}, r.Min})
+			part(c, r, splitStyles[i].fill, splitStyles[i].hatch)
 		}
 	}
 }
@@ -275,12 +268,17 @@ func partThumb(fill color.Color, hatched bool) func(draw.Canvas) {
 			Min: vg.Point{X: cv.Min.X + 1, Y: cv.Min.Y + h*0.15},
 			Max: vg.Point{X: cv.Max.X - 1, Y: cv.Max.Y - h*0.15},
 		}
-		cv.SetColor(fill)
-		cv.Fill(r.Path())
-		if hatched {
-			hatch(cv, r)
-		}
-		cv.StrokeLines(draw.LineStyle{Color: black, Width: edgeWidth},
-			[]vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}, r.Min})
+		part(cv, r, fill, hatched)
 	}
+}
+
+// part fills r, hatches it if asked, and outlines it.
+func part(c draw.Canvas, r vg.Rectangle, fill color.Color, hatched bool) {
+	c.SetColor(fill)
+	c.Fill(r.Path())
+	if hatched {
+		hatch(c, r)
+	}
+	c.StrokeLines(draw.LineStyle{Color: black, Width: edgeWidth},
+		[]vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}, r.Min})
 }
