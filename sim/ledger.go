@@ -84,6 +84,7 @@ type ledger struct {
 	pos     [1 << ledgerBits]int32 // where walk found the first range of a block over several, by the block's address
 	cached  int64                  // bytes of the allocations that hold no live block
 	ranges  int                    // records with a range
+	orphan  int64                  // bytes of the live blocks that lie in no range
 }
 
 func newLedger() ledger { return ledger{recs: make([]ledgerRec, 1, 16)} }
@@ -418,11 +419,20 @@ func (l *ledger) remove(id int32) {
 
 // takeSplit notes the device's split of its reserved bytes now.
 func (d *device) takeSplit() {
+	cached := d.cachedNow()
 	d.split = split{
 		live: d.requested, rounding: d.allocated - d.requested,
-		fragmented: d.reserved - d.allocated - d.led.cached, cached: d.led.cached,
+		fragmented: d.reserved - d.allocated - cached, cached: cached,
 	}
 }
+
+// cachedNow returns the device's cached bytes. Blocks that lie in no
+// device allocation the ledger knows (a strategy that hands out addresses
+// of its own, as pytorch's expandable segments do on a backend without
+// virtual memory) are held by allocations it cannot name: they are taken
+// to fill allocations that hold no known block, whose bytes, as many as
+// theirs, stop counting as cached.
+func (d *device) cachedNow() int64 { return max(d.led.cached-d.led.orphan, 0) }
 
 // takeSplit notes the split of the reserved bytes of all devices now.
 // O(devices).
@@ -431,7 +441,7 @@ func (e *engine) takeSplit() {
 	for _, d := range e.devs {
 		if d != nil {
 			served += d.requested
-			cached += d.led.cached
+			cached += d.cachedNow()
 		}
 	}
 	e.split = split{

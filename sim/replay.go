@@ -346,6 +346,9 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	} else {
 		s.span = -1
 	}
+	if s.span == -1 {
+		d.led.orphan += b.Size
+	}
 	d.okAllocs++
 	if e.mallocs == before {
 		e.res.CacheHits++
@@ -398,6 +401,8 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 		}
 	} else if s.span != -1 {
 		d.releaseSlow(s.span, s.block.Addr, s.block.End())
+	} else {
+		d.led.orphan -= s.block.Size
 	}
 	d.led.hint = s.span // a stale hint is harmless: find checks it
 	err := d.alloc.Free(s.block)

@@ -60,7 +60,10 @@ type Result struct {
 	// allocation just made counted as cached. All four are 0 when
 	// PeakReservedBytes is. A device allocation the engine did not see
 	// made (none, with the strategies of this module) counts as
-	// fragmented.
+	// fragmented. A block that lies in no device allocation (pytorch's
+	// expandable segments on a backend without virtual memory hand out
+	// addresses of their own) is taken to fill allocations that hold no
+	// other: as many of their bytes as it has stop counting as cached.
 	AtPeakLiveBytes       int64 `json:"at_peak_live_bytes"`
 	AtPeakRoundingBytes   int64 `json:"at_peak_rounding_bytes"`
 	AtPeakFragmentedBytes int64 `json:"at_peak_fragmented_bytes"`
