@@ -85,10 +85,11 @@ func Example() {
 		os.Exit(code)
 	}
 	// Output:
-	// TRACE            STRATEGY     EVENTS  LOWER BOUND  PEAK ALLOCATED  PEAK RESERVED  OVERHEAD   FRAG  FREE FRAG  DEVICE MALLOCS  DEVICE MALLOC BYTES  CACHE HITS  OOMS
-	// dynamic          exactcache  182,288     4.91 GiB        4.91 GiB      80.0 GiB*     16.3×  93.9%          -          23,959              166 GiB       73.7%     0
-	// resnet18-cpu     exactcache   29,728      313 MiB         313 MiB        409 MiB     1.31×  23.4%          -             616              409 MiB       95.9%     0
-	// training         exactcache   91,588     2.87 GiB        2.87 GiB       3.51 GiB     1.22×  18.2%          -             843             3.51 GiB       98.2%     0
-	// transformer-cpu  exactcache   16,728      174 MiB         174 MiB       1.54 GiB     9.06×  89.0%          -           1,017             1.54 GiB       87.8%     0
+	// TRACE            STRATEGY     EVENTS  LOWER BOUND  PEAK ALLOCATED  PEAK RESERVED  OVERHEAD   FRAG  FREE FRAG  AT PEAK L/R/F/C  DEVICE MALLOCS  DEVICE MALLOC BYTES  CACHE HITS  OOMS
+	// dynamic          exactcache  182,288     4.91 GiB        4.91 GiB      80.0 GiB*     16.3×  93.9%          -         2/0/0/98          23,959              166 GiB       73.7%     0
+	// resnet18-cpu     exactcache   29,728      313 MiB         313 MiB        409 MiB     1.31×  23.4%          -        74/0/0/26             616              409 MiB       95.9%     0
+	// training         exactcache   91,588     2.87 GiB        2.87 GiB       3.51 GiB     1.22×  18.2%          -        71/0/0/29             843             3.51 GiB       98.2%     0
+	// transformer-cpu  exactcache   16,728      174 MiB         174 MiB       1.54 GiB     9.06×  89.0%          -         3/0/0/97           1,017             1.54 GiB       87.8%     0
 	// * the strategy met the device's capacity (it released its cache or retried because the device was full): its figures change with --capacity
+	// AT PEAK L/R/F/C: peak reserved in % live / rounding / fragmented (free inside device allocations in use) / cached (device allocations holding nothing live); in bytes as at_peak_* in CSV and JSON
 }

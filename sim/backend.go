@@ -42,6 +42,14 @@ type device struct {
 	startSegs, startFrees        int64
 	startMallocBytes, startBytes int64
 	callNS                       int64 // time in backend calls, with Config.MeasureTime
+
+	// Where the memory goes (see ledger): the device's allocations, and
+	// the split of its reserved bytes at its peak; splitAfter is set once
+	// the split is that of the state after an event at the peak, not of a
+	// moment inside one.
+	led        ledger
+	split      split
+	splitAfter bool
 }
 
 // Malloc, Free and MemInfo make a device the counting wrapper of its
@@ -52,6 +60,9 @@ func (d *device) Malloc(size int64) (uint64, error) {
 		return d.timedMalloc(size)
 	}
 	addr, err := d.backend.Malloc(size)
+	if err == nil {
+		d.region(addr, size)
+	}
 	return d.malloced(addr, size, err)
 }
 
@@ -59,6 +70,9 @@ func (d *device) timedMalloc(size int64) (uint64, error) {
 	t0 := time.Now()
 	addr, err := d.backend.Malloc(size)
 	d.callNS += int64(time.Since(t0))
+	if err == nil {
+		d.region(addr, size)
+	}
 	return d.malloced(addr, size, err)
 }
 
@@ -73,7 +87,14 @@ func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 	d.mallocs++
 	d.mallocBytes = satsum.Add(d.mallocBytes, size)
 	d.reserved += size
-	d.peakRes = max(d.peakRes, d.reserved)
+	if d.reserved > d.peakRes {
+		// A new peak, maybe only for a moment of the event: its split now
+		// (see step for the split after the event).
+		d.peakRes = d.reserved
+		d.takeSplit()
+		d.splitAfter = false
+		d.e.unsettled = true
+	}
 	e := d.e
 	if e.starting {
 		d.startSegs++
@@ -82,7 +103,12 @@ func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 	}
 	e.mallocs++
 	e.reserved += size
-	e.peakRes = max(e.peakRes, e.reserved)
+	if e.reserved > e.peakRes {
+		e.peakRes = e.reserved
+		e.takeSplit()
+		e.splitAfter = false
+		e.unsettled = true
+	}
 	e.resHi = max(e.resHi, e.reserved)
 	return addr, nil
 }
@@ -99,6 +125,7 @@ func (d *device) Free(addr uint64, size int64) error {
 	if err != nil {
 		return err
 	}
+	d.regionFreed(addr)
 	d.freed(size)
 	return nil
 }
@@ -130,6 +157,7 @@ type vmDevice struct {
 	*device
 	vm    gpualloc.VirtualMemory
 	sizes map[uint64]int64 // live physical memory: handle -> bytes
+	mem   map[uint64]int32 // live physical memory: handle -> its ledger record
 }
 
 func (v *vmDevice) Granularity() int64 { return v.vm.Granularity() }
@@ -158,6 +186,7 @@ func (v *vmDevice) Create(size int64) (h uint64, err error) {
 	err = v.timed(func() (err error) { h, err = v.vm.Create(size); return err })
 	if err == nil {
 		v.sizes[h] = size
+		v.mem[h] = v.memory(size)
 	}
 	_, err = v.malloced(0, size, err)
 	return h, err
@@ -168,7 +197,9 @@ func (v *vmDevice) Release(h uint64) error {
 		return err
 	}
 	v.freed(v.sizes[h])
+	v.memoryReleased(v.mem[h])
 	delete(v.sizes, h)
+	delete(v.mem, h)
 	return nil
 }
 
@@ -176,6 +207,7 @@ func (v *vmDevice) Map(addr uint64, h uint64) error {
 	err := v.timed(func() error { return v.vm.Map(addr, h) })
 	if err == nil {
 		v.maps++
+		v.mapped(addr, v.mem[h])
 	}
 	return err
 }
@@ -184,6 +216,7 @@ func (v *vmDevice) Unmap(addr uint64, size int64) error {
 	err := v.timed(func() error { return v.vm.Unmap(addr, size) })
 	if err == nil {
 		v.unmaps++
+		v.unmapped(addr)
 	}
 	return err
 }
@@ -199,7 +232,7 @@ func (e *engine) device(i int32) (*device, error) {
 	if int(i) >= len(e.devs) {
 		e.devs = append(e.devs, make([]*device, int(i)+1-len(e.devs))...)
 	}
-	d := &device{e: e, index: int(i)}
+	d := &device{e: e, index: int(i), led: newLedger()}
 	var err error
 	if e.cfg.NewBackend != nil {
 		d.backend, err = e.cfg.NewBackend(int(i))
@@ -217,7 +250,7 @@ func (e *engine) device(i int32) (*device, error) {
 	}
 	var b gpualloc.Backend = d
 	if vm, ok := d.backend.(gpualloc.VirtualMemory); ok {
-		b = &vmDevice{device: d, vm: vm, sizes: make(map[uint64]int64)}
+		b = &vmDevice{device: d, vm: vm, sizes: make(map[uint64]int64), mem: make(map[uint64]int32)}
 	}
 	if e.rec != nil {
 		b = e.rec.backend(d, b)

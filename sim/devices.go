@@ -24,6 +24,8 @@ func (r Result) PerDevice() []Result {
 			Trace: r.Trace, Strategy: r.Strategy, Backend: r.Backend, CapacityBytes: r.CapacityBytes,
 			Events: d.Allocs + d.Frees + d.Releases, Allocs: d.Allocs, Frees: d.Frees, Releases: d.Releases,
 			PeakRequestedBytes: d.PeakRequestedBytes, PeakAllocatedBytes: d.PeakAllocatedBytes, PeakReservedBytes: d.PeakReservedBytes,
+			AtPeakLiveBytes: d.AtPeakLiveBytes, AtPeakRoundingBytes: d.AtPeakRoundingBytes,
+			AtPeakFragmentedBytes: d.AtPeakFragmentedBytes, AtPeakCachedBytes: d.AtPeakCachedBytes,
 			Overhead:      ratio(d.PeakReservedBytes, d.PeakRequestedBytes),
 			DeviceMallocs: d.DeviceMallocs, DeviceFrees: d.DeviceFrees, DeviceMallocBytes: d.DeviceMallocBytes,
 			DeviceMaps: d.DeviceMaps, DeviceUnmaps: d.DeviceUnmaps,

@@ -31,6 +31,12 @@
 //   - cache hits: allocations during which no device allocation succeeded.
 //   - ooms: allocations that failed with [gpualloc.ErrOutOfMemory]. The
 //     replay goes on; the free of such an allocation is skipped.
+//   - where the memory goes: peak reserved split, at the first event after
+//     which reserved memory stood at its peak, into live, rounding,
+//     fragmented and cached bytes ([Result].AtPeakLiveBytes and the three
+//     after it), from a ledger of each device's allocations that the
+//     counting wrapper keeps (a count of live blocks in each, and the
+//     running total of the bytes of those holding none).
 //
 // A [Series] keeps the course of requested, allocated and reserved bytes in
 // a bounded number of buckets without losing any peak, for plots.
@@ -57,7 +63,9 @@
 //
 // # Cost
 //
-// The engine does O(1) work per event, besides the allocator's own, and
+// The engine does O(1) work per event, besides the allocator's own (a
+// block found in its device allocation through the last one or a small
+// cache, else O(log allocations); O(k) for a block over k mapped pages), and
 // allocates nothing per event: its memory grows with the peak number of
 // live allocations (a slice indexed by [traces.Event].Slot) and the number
 // of devices, not with the trace's length. The series has a fixed size. The

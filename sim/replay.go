@@ -79,8 +79,9 @@ const (
 // slots are no work for the garbage collector.
 type slot struct {
 	block gpualloc.Block
-	size  int64 // bytes requested by the event
-	dev   int32 // device index, in engine.devs
+	size  int64  // bytes requested by the event
+	span  int32  // the ledger's range that holds the block, below -1 several, -1 none (see device.holdSlow)
+	dev   uint16 // device index, in engine.devs (at most virtual.MaxIndex)
 	state uint8
 }
 
@@ -112,6 +113,13 @@ type engine struct {
 	mallocs, frees                 int64 // device allocations and frees
 	refused                        bool  // a device allocation failed with out of memory
 	live                           int64 // the trace's live allocations
+
+	// Where the memory goes (see ledger): the split of reserved bytes at
+	// the peak (splitAfter as device's), and whether the engine's or a
+	// device's split is still that of a moment inside an event.
+	split      split
+	splitAfter bool
+	unsettled  bool
 
 	// Free space just after the event at which reserved memory reached
 	// its peak (see Result.LargestFreeBytes).
@@ -272,6 +280,9 @@ func (e *engine) step(ev *traces.Event, n int64) error {
 	if e.peakRes != e.peakSeen {
 		e.takeFreeSpace()
 	}
+	if e.unsettled {
+		e.settle()
+	}
 	return nil
 }
 
@@ -349,7 +360,7 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 		if errors.Is(err, gpualloc.ErrOutOfMemory) {
 			e.res.OOMs++
 			d.ooms++
-			*s = slot{size: ev.Size, dev: ev.Device, state: slotFailed}
+			*s = slot{size: ev.Size, dev: uint16(ev.Device), state: slotFailed}
 			return d, nil
 		}
 		return d, err
@@ -359,7 +370,23 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	}
 	// Field by field: a composite literal would build the slot aside and
 	// copy it, on the hottest line of the replay.
-	s.block, s.size, s.dev, s.state = b, ev.Size, ev.Device, slotLive
+	s.block, s.size, s.dev, s.state = b, ev.Size, uint16(ev.Device), slotLive
+	// The block's device allocation (see ledger.go): the region of the
+	// last block, as it nearly always is in a pool of few regions, tried
+	// here, where it costs no call.
+	if r := &d.led.recs[d.led.last]; r.kind == recRegion && r.start <= b.Addr && b.End() <= r.end {
+		if r.hold++; r.hold == 1 {
+			d.addCached(-r.size)
+		}
+		s.span = d.led.last
+	} else if d.led.ranges > 0 {
+		s.span = d.holdSlow(b.Addr, b.End())
+	} else {
+		s.span = -1
+	}
+	if s.span == -1 {
+		d.led.orphan += b.Size
+	}
 	if held {
 		s.state = slotHeld
 	} else if restored && e.rec != nil {
@@ -411,6 +438,19 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	e.res.Frees++
 	e.live--
 	d.frees++
+	// The block leaves the ledger first, so that a device free of its
+	// region finds it through the hint. A region's record is never reused while a block counts in it
+	// (see ledger.dropRec): the slot's span is the block's region.
+	if r := &d.led.recs[max(s.span, 0)]; r.kind == recRegion && r.hold > 0 {
+		if r.hold--; r.hold == 0 {
+			d.addCached(r.size)
+		}
+	} else if s.span != -1 {
+		d.releaseSlow(s.span, s.block.Addr, s.block.End())
+	} else {
+		d.led.orphan -= s.block.Size
+	}
+	d.led.hint = s.span // a stale hint is harmless: find checks it
 	if s.state == slotHeld {
 		// The block of a private pool goes back to it, which keeps its
 		// memory: the strategy never had it.

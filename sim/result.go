@@ -42,6 +42,38 @@ type Result struct {
 	PeakAllocatedBytes int64 `json:"peak_allocated_bytes"`
 	PeakReservedBytes  int64 `json:"peak_reserved_bytes"`
 
+	// Where the memory goes: PeakReservedBytes split, at the first event
+	// after which reserved memory was at its peak (the state after it),
+	// into four parts that add up to it exactly:
+	//
+	//   - AtPeakLiveBytes, the bytes requested by the live allocations
+	//     the strategy served;
+	//   - AtPeakRoundingBytes, their rounding: the bytes of the blocks
+	//     handed out for them less AtPeakLiveBytes;
+	//   - AtPeakFragmentedBytes, the free bytes inside the device
+	//     allocations (regions of the backend's Malloc, physical memory
+	//     of a gpualloc.VirtualMemory, mapped wherever) that hold a live
+	//     block: reserved less handed out less cached;
+	//   - AtPeakCachedBytes, the bytes of the device allocations that hold
+	//     no live block, which the strategy could give back whole.
+	//
+	// An allocation that failed with out of memory is in none of them
+	// (PeakRequestedBytes counts it). When reserved memory reached its
+	// peak only for a moment inside an event (a strategy took memory from
+	// the device and gave some back within one call) and never stood at
+	// it after one, the split is that of that moment, the device
+	// allocation just made counted as cached. All four are 0 when
+	// PeakReservedBytes is. A device allocation the engine did not see
+	// made (none, with the strategies of this module) counts as
+	// fragmented. A block that lies in no device allocation (pytorch's
+	// expandable segments on a backend without virtual memory hand out
+	// addresses of their own) is taken to fill allocations that hold no
+	// other: as many of their bytes as it has stop counting as cached.
+	AtPeakLiveBytes       int64 `json:"at_peak_live_bytes"`
+	AtPeakRoundingBytes   int64 `json:"at_peak_rounding_bytes"`
+	AtPeakFragmentedBytes int64 `json:"at_peak_fragmented_bytes"`
+	AtPeakCachedBytes     int64 `json:"at_peak_cached_bytes"`
+
 	// Overhead is PeakReservedBytes / PeakRequestedBytes, Fragmentation
 	// 1 - PeakRequestedBytes / PeakReservedBytes; each is 0 when its
 	// denominator is. After out-of-memory failures the reserved peak can
@@ -169,6 +201,13 @@ type DeviceResult struct {
 	PeakAllocatedBytes int64
 	PeakReservedBytes  int64
 
+	// The split of the device's PeakReservedBytes at its own peak (see
+	// Result.AtPeakLiveBytes).
+	AtPeakLiveBytes       int64
+	AtPeakRoundingBytes   int64
+	AtPeakFragmentedBytes int64
+	AtPeakCachedBytes     int64
+
 	DeviceMallocs     int64
 	DeviceFrees       int64
 	DeviceMallocBytes int64
@@ -202,6 +241,8 @@ func (e *engine) finish(r traces.Reader) {
 	res.PeakRequestedBytes = e.peakReq
 	res.PeakAllocatedBytes = e.peakAlloc
 	res.PeakReservedBytes = e.peakRes
+	res.AtPeakLiveBytes, res.AtPeakRoundingBytes = e.split.live, e.split.rounding
+	res.AtPeakFragmentedBytes, res.AtPeakCachedBytes = e.split.fragmented, e.split.cached
 	res.LiveAtEnd, res.LiveBytesAtEnd = e.live, e.requested
 	res.Overhead = ratio(e.peakRes, e.peakReq)
 	if e.peakRes > 0 {
@@ -238,6 +279,8 @@ func (e *engine) finish(r traces.Reader) {
 			Device: d.index,
 			Allocs: d.allocs, Frees: d.frees, CacheHits: d.hits, OOMs: d.ooms,
 			PeakRequestedBytes: d.peakLower, PeakAllocatedBytes: d.peakAlloc, PeakReservedBytes: d.peakRes,
+			AtPeakLiveBytes: d.split.live, AtPeakRoundingBytes: d.split.rounding,
+			AtPeakFragmentedBytes: d.split.fragmented, AtPeakCachedBytes: d.split.cached,
 			DeviceMallocs: mallocs, DeviceFrees: frees, DeviceMallocBytes: mallocBytes,
 			DeviceMaps: d.maps, DeviceUnmaps: d.unmaps,
 			StartReservedBytes: d.startBytes, StartSegments: d.startSegs - d.startFrees,

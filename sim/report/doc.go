@@ -11,7 +11,8 @@
 //     [FragmentationFigure] (TRACE-fragmentation), [PeakFigure]
 //     (TRACE-peak) and [TraceFigure] (TRACE-trace), where TRACE is a
 //     file-safe stem of the trace's name ([FileStems]);
-//   - across traces, [OverheadFigure] (overhead);
+//   - across traces, [OverheadFigure] (overhead) and [BreakdownFigure]
+//     (breakdown: where each strategy's peak reserved memory went);
 //   - index.html: the summary table and every figure, inline.
 //
 // Each figure is a [Figure] that can also be written on its own, in PNG,

@@ -61,6 +61,7 @@ free,3,,50
 		fmt.Println(f)
 	}
 	// Output:
+	// breakdown.svg
 	// index.html
 	// overhead.svg
 	// step-fragmentation.svg

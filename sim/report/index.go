@@ -97,7 +97,7 @@ body { font-family: 'Liberation Sans', Arial, Helvetica, sans-serif; margin: 2em
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
 .table { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; font-size: 0.72em; }
-th, td { padding: 0.2em 0.3em; border-bottom: 1px solid #e4e4e4; white-space: nowrap; }
+th, td { padding: 0.2em 0.25em; border-bottom: 1px solid #e4e4e4; white-space: nowrap; }
 th { text-align: left; vertical-align: bottom; white-space: normal; }
 td.text { white-space: normal; overflow-wrap: anywhere; max-width: 11em; }
 .num { text-align: right; font-variant-numeric: tabular-nums; }

@@ -251,12 +251,12 @@ const (
 
 // FigureKinds are the kinds of figure of a report, as Options.Figures and
 // simulate's --figures name them, in the order of the index: the overhead
-// across traces, and for each sweep (see [Sweeps]) its figures against its
+// and the breakdown of peak reserved memory across traces, and for each sweep (see [Sweeps]) its figures against its
 // parameter; then for each trace memory over time (all strategies in one
 // plot), memory over time in small multiples (one panel per strategy),
 // fragmentation over time, peak reserved, the trace itself and, when there
 // is a sweep, peak reserved against device allocations (the Pareto figure).
-var FigureKinds = []string{"overhead", "sweep", "memory", "panels", "fragmentation", "peak", "trace", "pareto"}
+var FigureKinds = []string{"overhead", "breakdown", "sweep", "memory", "panels", "fragmentation", "peak", "trace", "pareto"}
 
 // ParseFigureKinds parses a comma-separated list of FigureKinds ("all" for
 // every kind).
@@ -278,7 +278,7 @@ func ParseFigureKinds(s string) ([]string, error) {
 
 // Figures returns the figures of a report on results that opts.Figures
 // asks for (every kind by default), in the order of the index: the
-// overhead across traces, then for each trace (in order of first
+// overhead and the breakdown across traces, then for each trace (in order of first
 // appearance) the kinds of FigureKinds in their order. Figures over time
 // need the results' series; they are left out for traces without one.
 func Figures(results []sim.Result, opts Options) []*Figure {
@@ -292,6 +292,9 @@ func Figures(results []sim.Result, opts Options) []*Figure {
 	want := func(kind string) bool { return len(o.Figures) == 0 || slices.Contains(o.Figures, kind) }
 	if want("overhead") {
 		add(OverheadFigure(results, o))
+	}
+	if want("breakdown") {
+		add(BreakdownFigure(results, o))
 	}
 	sweeps := Sweeps(strategiesOf(results))
 	if want("sweep") {

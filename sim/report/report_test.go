@@ -131,7 +131,7 @@ func TestFigureNames(t *testing.T) {
 		assert.Equal(t, report.ColumnWidth, f.Width, f.Name)
 		assert.Greater(t, f.Height, f.Width/4, f.Name)
 	}
-	assert.Equal(t, []string{"overhead", "tiny-memory", "tiny-memory-panels", "tiny-fragmentation", "tiny-peak", "tiny-trace"}, names)
+	assert.Equal(t, []string{"overhead", "breakdown", "tiny-memory", "tiny-memory-panels", "tiny-fragmentation", "tiny-peak", "tiny-trace"}, names)
 }
 
 // TestFigureOptions checks the options authors change: which figures, the
@@ -149,7 +149,7 @@ func TestFigureOptions(t *testing.T) {
 	}
 	assert.Equal(t, []string{"tiny-memory", "tiny-peak"}, names)
 	_, err = report.ParseFigureKinds("memory,pie")
-	assert.EqualError(t, err, `unknown figure "pie" (known: all, overhead, sweep, memory, panels, fragmentation, peak, trace, pareto)`)
+	assert.EqualError(t, err, `unknown figure "pie" (known: all, overhead, breakdown, sweep, memory, panels, fragmentation, peak, trace, pareto)`)
 
 	plain := report.PeakFigure("testdata/tiny.csv", results, report.Options{})
 	titled := report.PeakFigure("testdata/tiny.csv", results, report.Options{Title: true})
@@ -199,7 +199,7 @@ func TestTableMarks(t *testing.T) {
 	assert.False(t, strings.HasSuffix(tab.Rows[1][col], report.CapacityMark), tab.Rows[1][col])
 	assert.Regexp(t, `^[0-9.]+×$`, tab.Rows[1][over])
 	assert.Equal(t, "oom", tab.Rows[2][over])
-	require.Len(t, tab.Notes, 2)
+	require.Len(t, tab.Notes, 3)
 	assert.Contains(t, tab.Notes[0], "met the device's capacity")
 	// tiny ends with one allocation live, the same for every strategy.
 	assert.Equal(t, int64(1), results[1].LiveAtEnd)
@@ -233,7 +233,7 @@ func TestWrite(t *testing.T) {
 	})
 	require.NoError(t, err)
 	var want []string
-	for _, fig := range []string{"overhead", "tiny-fragmentation", "tiny-memory", "tiny-memory-panels", "tiny-peak", "tiny-trace"} {
+	for _, fig := range []string{"overhead", "breakdown", "tiny-fragmentation", "tiny-memory", "tiny-memory-panels", "tiny-peak", "tiny-trace"} {
 		for _, ext := range []string{"pdf", "png", "svg"} {
 			want = append(want, fig+"."+ext)
 		}
@@ -260,7 +260,7 @@ func TestWrite(t *testing.T) {
 	idx, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	require.NoError(t, err)
 	assert.NoError(t, wellFormed(bytes.TrimPrefix(idx, []byte("<!DOCTYPE html>"))), "index.html")
-	assert.Equal(t, 6, strings.Count(string(idx), "<svg "), "every figure inline")
+	assert.Equal(t, 7, strings.Count(string(idx), "<svg "), "every figure inline")
 	for _, s := range strategies {
 		assert.Contains(t, string(idx), `<td class="text">`+s+"</td>")
 	}
@@ -316,7 +316,7 @@ func TestWriteWithoutSeries(t *testing.T) {
 	dir := t.TempDir()
 	files, err := report.Write(dir, results, report.Options{Formats: []report.Format{report.PNG}})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"index.html", "overhead.png", "summary.csv", "summary.json", "timeseries.csv", "tiny-peak.png"}, files)
+	assert.Equal(t, []string{"breakdown.png", "index.html", "overhead.png", "summary.csv", "summary.json", "timeseries.csv", "tiny-peak.png"}, files)
 	idx, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	require.NoError(t, err)
 	assert.Contains(t, string(idx), `id="tiny-peak"`)

@@ -109,7 +109,8 @@ const CapacityMark = "*"
 // empty on the rows of traces of one device),
 // events, lower bound, peaks, overhead as a ratio (peak reserved / lower
 // bound, "1.47×", as in JSON and the figures), fragmentation as a
-// percentage, device calls, cache hits and OOMs; and,
+// percentage, the split of peak reserved (see [SplitHead]), device calls,
+// cache hits and OOMs; and,
 // when a result was timed (see sim.Config.MeasureTime), the mean time of an
 // alloc served from the cache and of one that called the device, and the
 // total time of device calls; the memory held when the trace began, when
@@ -122,8 +123,8 @@ const CapacityMark = "*"
 func SummaryTable(results []sim.Result) Table {
 	t := Table{
 		Head: []string{"TRACE", "STRATEGY", "EVENTS", "LOWER BOUND", "PEAK ALLOCATED", "PEAK RESERVED",
-			"OVERHEAD", "FRAG", "FREE FRAG", "DEVICE MALLOCS", "DEVICE MALLOC BYTES", "CACHE HITS", "OOMS"},
-		Right: []bool{false, false, true, true, true, true, true, true, true, true, true, true, true},
+			"OVERHEAD", "FRAG", "FREE FRAG", SplitHead, "DEVICE MALLOCS", "DEVICE MALLOC BYTES", "CACHE HITS", "OOMS"},
+		Right: []bool{false, false, true, true, true, true, true, true, true, true, true, true, true, true},
 	}
 	labels := SweepLabels(strategiesOf(results))
 	marked := false
@@ -149,7 +150,7 @@ func SummaryTable(results []sim.Result) Table {
 		}
 		t.Rows = append(t.Rows, []string{r.Trace, labels[r.Strategy.Spec], tabular.Count(r.Events),
 			gpualloc.FormatSize(r.PeakRequestedBytes), gpualloc.FormatSize(r.PeakAllocatedBytes), reserved,
-			overheadCell(r), fragmentation(r), freeFragmentation(r), tabular.Count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
+			overheadCell(r), fragmentation(r), freeFragmentation(r), splitCell(r), tabular.Count(r.DeviceMallocs), gpualloc.FormatSize(r.DeviceMallocBytes),
 			share(r.CacheHits, r.Allocs), tabular.Count(r.OOMs)})
 	}
 	if slices.ContainsFunc(results, func(r sim.Result) bool { return r.Device != nil }) {
@@ -179,6 +180,7 @@ func SummaryTable(results []sim.Result) Table {
 		t.Notes = append(t.Notes, CapacityMark+" the strategy met the device's capacity (it released its cache or retried because the device was full): its figures change with --capacity")
 	}
 	t.Notes = append(t.Notes, leaks...)
+	t.Notes = append(t.Notes, splitNote)
 	if slices.ContainsFunc(results, func(r sim.Result) bool { return r.DeviceCallNSTotal != nil }) {
 		t.Head = append(t.Head, "ALLOC HIT", "ALLOC DEVICE", "DEVICE TIME")
 		t.Right = append(t.Right, true, true, true)

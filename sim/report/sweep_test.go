@@ -110,7 +110,7 @@ func TestSweepFigures(t *testing.T) {
 		names = append(names, f.Name)
 		assert.NotEmpty(t, f.Caption, f.Name)
 	}
-	assert.Equal(t, []string{"overhead", "sweep-round-cutoff", "sweep-pytorch-max_split_size_mb",
+	assert.Equal(t, []string{"overhead", "breakdown", "sweep-round-cutoff", "sweep-pytorch-max_split_size_mb",
 		"tiny-memory", "tiny-memory-panels", "tiny-fragmentation", "tiny-peak", "tiny-trace", "tiny-pareto",
 		"notime-memory", "notime-memory-panels", "notime-fragmentation", "notime-peak", "notime-trace", "notime-pareto"}, names)
 }
