@@ -23,23 +23,23 @@ import (
 type kind uint8
 
 const (
-	kMark  kind = iota // a MARK, on the stack only
-	kNone              // None
-	kBool              // x is 0 or 1
-	kInt               // x holds an int64
-	kUint              // x holds a uint64 above math.MaxInt64
-	kBig               // x indexes decoder.bigs: an integer beyond 64 bits
-	kFloat             // x holds a float64's bits
-	kStr               // x indexes decoder.strs
-	kBytes             // x indexes decoder.strs
-	kCont              // x indexes decoder.conts: a list, dict, tuple or set
-	kEntry             // x is a trace list number << 32 | the entry's index
-	kTrace             // x is a trace list number
-	kBlock             // x is a block list number << 32 | the block's index
-	kBlocks            // x is a block list number
-	kSegment           // x is a segment list number << 32 | the segment's index
-	kFrame             // x is a frame's index in Snapshot.Frames
-	kStack             // x is a StackID
+	kMark    kind = iota // a MARK, on the stack only
+	kNone                // None
+	kBool                // x is 0 or 1
+	kInt                 // x holds an int64
+	kUint                // x holds a uint64 above math.MaxInt64
+	kBig                 // x indexes decoder.bigs: an integer beyond 64 bits
+	kFloat               // x holds a float64's bits
+	kStr                 // x indexes decoder.strs
+	kBytes               // x indexes decoder.strs
+	kCont                // x indexes decoder.conts: a list, dict, tuple or set
+	kEntry               // x is a trace list number << 32 | the entry's index
+	kTrace               // x is a trace list number
+	kBlock               // x is a block list number << 32 | the block's index
+	kBlocks              // x is a block list number
+	kSegment             // x is a segment list number << 32 | the segment's index
+	kFrame               // x is a frame's index in Snapshot.Frames
+	kStack               // x is a StackID
 )
 
 // A val is a value of the machine.
@@ -437,29 +437,29 @@ func (d *decoder) step(op byte) {
 // Opcodes beyond those that Write uses (Python's Lib/pickletools.py names
 // them).
 const (
-	opLong4           = 0x8b
-	opShortBinBytes   = 'C'
-	opBinBytes        = 'B'
-	opShortBinString  = 'U'
-	opBinString       = 'T'
-	opBinUnicode8     = 0x8d
-	opBinBytes8       = 0x8e
-	opByteArray8      = 0x96
-	opEmptyTuple      = ')'
-	opEmptySet        = 0x8f
-	opFrozenSet       = 0x91
-	opAddItems        = 0x90
-	opTuple           = 't'
-	opTuple1          = 0x85
-	opTuple2          = 0x86
-	opTuple3          = 0x87
-	opList            = 'l'
-	opDict            = 'd'
-	opAppend          = 'a'
-	opSetItem         = 's'
-	opPop             = '0'
-	opPopMark         = '1'
-	opDup             = '2'
+	opLong4          = 0x8b
+	opShortBinBytes  = 'C'
+	opBinBytes       = 'B'
+	opShortBinString = 'U'
+	opBinString      = 'T'
+	opBinUnicode8    = 0x8d
+	opBinBytes8      = 0x8e
+	opByteArray8     = 0x96
+	opEmptyTuple     = ')'
+	opEmptySet       = 0x8f
+	opFrozenSet      = 0x91
+	opAddItems       = 0x90
+	opTuple          = 't'
+	opTuple1         = 0x85
+	opTuple2         = 0x86
+	opTuple3         = 0x87
+	opList           = 'l'
+	opDict           = 'd'
+	opAppend         = 'a'
+	opSetItem        = 's'
+	opPop            = '0'
+	opPopMark        = '1'
+	opDup            = '2'
 )
 
 // long pushes a LONG1 or LONG4 integer of n bytes, two's complement,

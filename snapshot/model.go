@@ -1,8 +1,8 @@
 package snapshot
 
 import (
-	"fmt"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/big"
 	"strconv"

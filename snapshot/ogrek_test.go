@@ -112,7 +112,6 @@ func isLegacy(l []any) bool {
 	return size && blocks
 }
 
-
 // decodeSafely decodes one pickle, turning a panic of the decoder on
 // malformed input into an error.
 func decodeSafely(d *ogórek.Decoder) (v any, err error) {
@@ -137,8 +136,6 @@ func (p *ogParser) fail(path, msg string) error {
 	}
 	return p.err
 }
-
-
 
 // int returns the integer at key of m; absent (or None) gives def.
 func (p *ogParser) int(m map[any]any, key string, path string, def int64) int64 {
@@ -193,7 +190,6 @@ func (p *ogParser) str(m map[any]any, key string, path string) string {
 	p.fail(path+"."+key, "not a string but "+pyType(v))
 	return ""
 }
-
 
 func (p *ogParser) ogSegment(v any, path string) Segment {
 	m := p.dict(v, path)
@@ -274,8 +270,6 @@ func (p *ogParser) ogEntry(v any, path string) TraceEntry {
 	}
 	return e
 }
-
-
 
 func (p *ogParser) dict(v any, path string) map[any]any {
 	m, ok := v.(map[any]any)

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/klauspost/compress/gzip"
 	ogórek "github.com/kisielk/og-rek"
+	"github.com/klauspost/compress/gzip"
 )
 
 // ErrNotSnapshot is wrapped by the error of [Read] when its input is not a
