@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -25,13 +27,26 @@ get the trace's id (".k" added on the k-th reuse of an id) and the event
 indexes of their alloc and free. MiniMalloc CSV has no devices: a trace that
 uses several is refused.
 
+With an OUT ending in .pickle, IN must be a PyTorch memory snapshot, and
+convert writes it again as one (pickle protocol 4, the opcodes PyTorch's
+memory viewer reads), frames included unless --no-frames is given.
+--snapshot-entries N keeps the last N trace entries of each device, as
+PyTorch's ring buffer (_record_memory_history(max_entries=N)) does: the
+segments stay the state after the last entry, so the viewer walks back
+over the kept entries without error, and blocks allocated before them show
+as allocated from the start. That is how a snapshot too big for the viewer
+(about 500 MB and up) becomes one it opens.
+
 Flags:
 `
 
 func convertCmd(e *env, args []string) error {
-	var lenient bool
+	var lenient, noFrames bool
 	var to string
+	var entries int
 	fs := newFlagSet(e, "simulate convert", convertUsage)
+	fs.IntVar(&entries, "snapshot-entries", 0, "with a .pickle OUT: keep the last N trace entries of each device (0: all)")
+	fs.BoolVar(&noFrames, "no-frames", false, "with a .pickle OUT: leave out the stacks of entries, blocks and segments")
 	fs.BoolVar(&lenient, "lenient", false, "skip bad events, count them and go on")
 	fs.StringVarP(&to, "to", "t", "native", "output format: native (trace CSV) or minimalloc (MiniMalloc CSV)")
 	if err := parseFlags(fs, args); err != nil {
@@ -41,6 +56,15 @@ func convertCmd(e *env, args []string) error {
 		return usagef("convert: want IN and OUT")
 	}
 	in, out := fs.Arg(0), fs.Arg(1)
+	if strings.HasSuffix(strings.ToLower(out), ".pickle") {
+		if entries < 0 {
+			return usagef("convert: --snapshot-entries %d: want 0 or more", entries)
+		}
+		return convertSnapshot(in, out, entries, noFrames)
+	}
+	if entries != 0 || noFrames {
+		return usagef("convert: --snapshot-entries and --no-frames want an OUT ending in .pickle")
+	}
 	switch to {
 	case "native":
 		if lo := strings.ToLower(out); out != "-" && !strings.HasSuffix(lo, ".csv") && !strings.HasSuffix(lo, ".csv.gz") {
@@ -97,6 +121,55 @@ func convertCmd(e *env, args []string) error {
 	}
 	reportSkipped(e, in, r)
 	return nil
+}
+
+// convertSnapshot writes the PyTorch snapshot in as one again at out,
+// keeping the last entries of each device's trace (all if 0) and, unless
+// noFrames, the stacks.
+func convertSnapshot(in, out string, entries int, noFrames bool) error {
+	f, err := os.Open(in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	s, err := snapshot.Read(f, in)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	cutSnapshot(s, entries, noFrames)
+	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	err = snapshot.Write(bw, s, snapshot.WriteOptions{Protocol: 4})
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", out, err)
+	}
+	return os.Rename(tmp.Name(), out)
+}
+
+// cutSnapshot keeps the last entries of each device's trace of s (all if
+// entries is 0), as PyTorch's ring buffer does, and drops the stacks if
+// noFrames. The segments, the state after the last entry, stay: a suffix
+// of a trace that fits them fits them too.
+func cutSnapshot(s *snapshot.Snapshot, entries int, noFrames bool) {
+	for d, t := range s.DeviceTraces {
+		if entries > 0 && len(t) > entries {
+			s.DeviceTraces[d] = t[len(t)-entries:]
+		}
+	}
+	if noFrames {
+		s.Frames, s.Stacks = nil, nil
+	}
 }
 
 // reportSkipped notes on stderr the bad events a lenient reader skipped.

@@ -169,6 +169,17 @@ func (d *decoder) run() (val, error) {
 		d.opOff = in.off()
 		op := in.buf[in.pos]
 		in.pos++
+		if op == opBinGet && in.pos < in.end {
+			// The most frequent opcode of a snapshot with frames.
+			i := int(in.buf[in.pos])
+			in.pos++
+			if i < len(d.memo) && d.memo[i].k > kCont {
+				d.stack = append(d.stack, d.memo[i])
+				continue
+			}
+			d.get(uint64(i))
+			continue
+		}
 		if op == opStop {
 			if len(d.stack) != 1 || len(d.marks) != 0 {
 				d.fail("STOP with %d values on the stack, not one", len(d.stack))
@@ -359,6 +370,16 @@ func (d *decoder) step(op byte) {
 			want, name = ctSet, "ADDITEMS"
 		}
 		if p, ok := d.target(want, name); ok {
+			if c := &d.conts[p]; c.role == rStack {
+				// The hot path of a snapshot with frames: memo
+				// references to frame dicts already read.
+				for len(items) > 0 && items[0].k == kFrame {
+					f := uint32(items[0].x)
+					c.ids = append(c.ids, byte(f), byte(f>>8), byte(f>>16), byte(f>>24))
+					c.count++
+					items = items[1:]
+				}
+			}
 			for _, v := range items {
 				if d.add(p, v); d.err != nil {
 					return
