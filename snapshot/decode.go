@@ -169,15 +169,29 @@ func (d *decoder) run() (val, error) {
 		d.opOff = in.off()
 		op := in.buf[in.pos]
 		in.pos++
-		if op == opBinGet && in.pos < in.end {
-			// The most frequent opcode of a snapshot with frames.
-			i := int(in.buf[in.pos])
-			in.pos++
-			if i < len(d.memo) && d.memo[i].k > kCont {
+		if op == opBinGet {
+			// The most frequent opcode of a snapshot with frames, in
+			// runs: an entry's frames are memo references.
+			for in.pos < in.end {
+				i := int(in.buf[in.pos])
+				in.pos++
+				if i >= len(d.memo) || d.memo[i].k <= kCont {
+					d.get(uint64(i))
+					break
+				}
 				d.stack = append(d.stack, d.memo[i])
-				continue
+				if in.pos+1 >= in.end || in.buf[in.pos] != opBinGet {
+					break
+				}
+				in.pos++
+				d.opOff = in.off() - 1
 			}
-			d.get(uint64(i))
+			if in.pos == in.end && d.in.buf[in.pos-1] == opBinGet && d.opOff == in.off()-1 {
+				// The argument is in the next read.
+				if b := d.arg(1); b != nil {
+					d.get(uint64(b[0]))
+				}
+			}
 			continue
 		}
 		if op == opStop {
