@@ -91,7 +91,7 @@ type cont struct {
 	items  []val    // a generic container's items, or a dict's keys and values
 	ids    []byte   // a stack's frame indexes, 4 bytes each
 	lists  []uint32 // device_traces: the trace list of each device
-	f      fields   // a modelled dict's fields
+	fi     int32    // a modelled dict's fields in decoder.fields, or -1
 }
 
 // A fieldKey is a key that the package models.
@@ -200,12 +200,22 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 		i = d.free[len(d.free)-1]
 		d.free = d.free[:len(d.free)-1]
 	} else {
-		d.conts = append(d.conts, cont{})
+		d.conts = append(d.conts, cont{fi: -1})
 		i = int32(len(d.conts) - 1)
 	}
 	c := &d.conts[i]
-	ids := c.ids[:0]
-	*c = cont{typ: t, role: r, memo: -1, parent: parent, idx: idx, key: key, done: val{k: kMark}, ids: ids}
+	ids, fi := c.ids[:0], c.fi
+	switch {
+	case r == rGeneric || t != ctDict:
+		// A list keeps the fields it had, for when it is reused as a
+		// dict.
+	case fi < 0:
+		d.fields = append(d.fields, fields{})
+		fi = int32(len(d.fields) - 1)
+	default:
+		d.fields[fi] = fields{}
+	}
+	*c = cont{typ: t, role: r, memo: -1, parent: parent, idx: idx, key: key, done: val{k: kMark}, ids: ids, fi: fi}
 	switch r {
 	case rSegments, rLegacy:
 		c.num = uint32(len(d.m.segs))
@@ -415,11 +425,12 @@ func (d *decoder) set(p int32, k, v val) {
 		v = d.listVal(v, rTraces, p, k)
 	}
 	c = &d.conts[p]
-	if old := c.f.v[fk]; c.f.present(fk) && old.k == kCont {
+	f := &d.fields[c.fi]
+	if old := f.v[fk]; f.present(fk) && old.k == kCont {
 		d.drop(old)
 	}
-	c.f.has |= 1 << fk
-	c.f.v[fk] = v
+	f.has |= 1 << fk
+	f.v[fk] = v
 }
 
 // listVal returns a list value of a modelled key as a container of role r:
@@ -510,7 +521,7 @@ func (d *decoder) dictFields(v val, r role, at itemAt) (*fields, int32, bool) {
 	}
 	c := &d.conts[v.x]
 	if c.role == r {
-		return &c.f, int32(v.x), true
+		return &d.fields[c.fi], int32(v.x), true
 	}
 	items := c.items
 	i := d.alloc(ctDict, r, at.list, at.index, -1)
@@ -520,7 +531,7 @@ func (d *decoder) dictFields(v val, r role, at itemAt) (*fields, int32, bool) {
 		}
 		d.set(i, items[j], items[j+1])
 	}
-	return &d.conts[i].f, i, d.err == nil
+	return &d.fields[d.conts[i].fi], i, d.err == nil
 }
 
 // done reports what a container already became, if it was used before.

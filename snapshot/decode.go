@@ -138,8 +138,9 @@ type decoder struct {
 	keyOf  []fieldKey        // for each string, the modelled key it is, or noKey
 	bigs   []*big.Int
 
-	conts []cont  // containers; free ones are listed in free
-	free  []int32 // reusable modelled containers
+	conts  []cont   // containers; free ones are listed in free
+	free   []int32  // reusable modelled containers
+	fields []fields // the fields of modelled dicts, each kept by its container
 
 	m model // what the containers became
 

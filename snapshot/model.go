@@ -274,7 +274,8 @@ func (d *decoder) looksLikeSegment(v val) bool {
 	}
 	c := &d.conts[v.x]
 	if c.role == rSegment {
-		return c.f.present(keyTotalSize) && c.f.present(keyBlocks)
+		f := &d.fields[c.fi]
+		return f.present(keyTotalSize) && f.present(keyBlocks)
 	}
 	var size, blocks bool
 	for j := 0; j+1 < len(c.items); j += 2 {
@@ -414,7 +415,7 @@ func (d *decoder) snapshotOf(v val, name string) (*Snapshot, error) {
 		s.Segments = d.m.segs[c.num]
 		return s, nil
 	}
-	f := &c.f
+	f := &d.fields[c.fi]
 	sv, ok := f.get(keySegments)
 	if !ok || sv.k != kCont || d.conts[sv.x].role != rSegments {
 		return nil, errNotSnapshot("no segments list")
