@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,11 +43,12 @@ Flags:
 
 func convertCmd(e *env, args []string) error {
 	var lenient, noFrames bool
-	var to string
+	var to, progressMode string
 	var entries int
 	fs := newFlagSet(e, "simulate convert", convertUsage)
 	fs.IntVar(&entries, "snapshot-entries", 0, "with a .pickle OUT: keep the last N trace entries of each device (0: all)")
 	fs.BoolVar(&noFrames, "no-frames", false, "with a .pickle OUT: leave out the stacks of entries, blocks and segments")
+	fs.StringVar(&progressMode, "progress", "auto", "with a .pickle OUT: show how much of IN is read, once a read takes 2 s: auto (on a terminal), always or never")
 	fs.BoolVar(&lenient, "lenient", false, "skip bad events, count them and go on")
 	fs.StringVarP(&to, "to", "t", "native", "output format: native (trace CSV) or minimalloc (MiniMalloc CSV)")
 	if err := parseFlags(fs, args); err != nil {
@@ -60,7 +62,14 @@ func convertCmd(e *env, args []string) error {
 		if entries < 0 {
 			return usagef("convert: --snapshot-entries %d: want 0 or more", entries)
 		}
-		return convertSnapshot(in, out, entries, noFrames)
+		if err := checkProgress(progressMode); err != nil {
+			return err
+		}
+		var stderr io.Writer
+		if showProgress(progressMode, e.stderr) {
+			stderr = e.stderr
+		}
+		return convertSnapshot(in, out, entries, noFrames, stderr)
 	}
 	if entries != 0 || noFrames {
 		return usagef("convert: --snapshot-entries and --no-frames want an OUT ending in .pickle")
@@ -125,14 +134,24 @@ func convertCmd(e *env, args []string) error {
 
 // convertSnapshot writes the PyTorch snapshot in as one again at out,
 // keeping the last entries of each device's trace (all if 0) and, unless
-// noFrames, the stacks.
-func convertSnapshot(in, out string, entries int, noFrames bool) error {
+// noFrames, the stacks; progress, if not nil, shows the read's progress.
+func convertSnapshot(in, out string, entries int, noFrames bool, progress io.Writer) error {
 	f, err := os.Open(in)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	s, err := snapshot.Read(f, in)
+	var o snapshot.ReadOptions
+	if progress != nil {
+		size := int64(-1)
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+		update, done := readProgress(progress, in, size)
+		defer done()
+		o.Progress = update
+	}
+	s, err := snapshot.ReadWith(f, in, o)
 	if err != nil {
 		return err
 	}
@@ -150,6 +169,9 @@ func convertSnapshot(in, out string, entries int, noFrames bool) error {
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644) // CreateTemp's 0600 is for the temporary file only
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", out, err)

@@ -51,11 +51,13 @@ func envInt(k string, def int) int {
 }
 
 // bigOptions are those of the benchmarks' snapshot: a device with
-// GPUALLOC_SNAPSHOT_EVENTS entries (200,000 unless set), each with 40 to 90
-// frames of 2,000 stacks drawn from 300 frame dicts, as a training loop's
-// snapshot has.
+// GPUALLOC_SNAPSHOT_EVENTS entries (200,000 unless set) in
+// GPUALLOC_SNAPSHOT_SEGMENTS segments (64 unless set), each entry with 40
+// to 90 frames of 2,000 stacks drawn from 300 frame dicts, as a training
+// loop's snapshot has.
 func bigOptions() genOptions {
-	return genOptions{Devices: 1, Events: envInt("GPUALLOC_SNAPSHOT_EVENTS", 200_000), Slots: 64, Frames: 300, Stacks: 2000, Seed: 1}
+	return genOptions{Devices: 1, Events: envInt("GPUALLOC_SNAPSHOT_EVENTS", 200_000), Slots: envInt("GPUALLOC_SNAPSHOT_SEGMENTS", 64),
+		Frames: 300, Stacks: 2000, Seed: 1}
 }
 
 // TestGenerateSnapshotFile writes the benchmarks' snapshot to the file that

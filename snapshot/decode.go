@@ -170,29 +170,7 @@ func (d *decoder) run() (val, error) {
 		d.opOff = in.off()
 		op := in.buf[in.pos]
 		in.pos++
-		if op == opBinGet {
-			// The most frequent opcode of a snapshot with frames, in
-			// runs: an entry's frames are memo references.
-			for in.pos < in.end {
-				i := int(in.buf[in.pos])
-				in.pos++
-				if i >= len(d.memo) || d.memo[i].k <= kCont {
-					d.get(uint64(i))
-					break
-				}
-				d.stack = append(d.stack, d.memo[i])
-				if in.pos+1 >= in.end || in.buf[in.pos] != opBinGet {
-					break
-				}
-				in.pos++
-				d.opOff = in.off() - 1
-			}
-			if in.pos == in.end && d.in.buf[in.pos-1] == opBinGet && d.opOff == in.off()-1 {
-				// The argument is in the next read.
-				if b := d.arg(1); b != nil {
-					d.get(uint64(b[0]))
-				}
-			}
+		if (op == opBinGet || op == opLongBinGet) && d.memoRun(op) {
 			continue
 		}
 		if op == opStop {
@@ -205,6 +183,57 @@ func (d *decoder) run() (val, error) {
 		d.step(op)
 	}
 	return val{}, d.err
+}
+
+// memoRun pushes the memo references that start with op, a BINGET or
+// LONG_BINGET, and those that follow it, as long as their arguments are in
+// the buffer and they refer to values other than open containers: the
+// bulk of a snapshot with frames, whose entries list their frames as memo
+// references. It reports false, having consumed nothing, when op is left
+// for step.
+func (d *decoder) memoRun(op byte) bool {
+	in := &d.in
+	buf, memo := in.buf[:in.end], d.memo
+	pos := in.pos // just after op
+	ran := false
+	for {
+		var i uint64
+		if op == opBinGet {
+			if pos >= len(buf) {
+				break
+			}
+			i = uint64(buf[pos])
+			pos++
+		} else {
+			if pos+4 > len(buf) {
+				break
+			}
+			i = uint64(binary.LittleEndian.Uint32(buf[pos:]))
+			pos += 4
+		}
+		if i >= uint64(len(memo)) || memo[i].k <= kCont {
+			// Rewind to op: step runs it.
+			if op == opBinGet {
+				pos -= 2
+			} else {
+				pos -= 5
+			}
+			break
+		}
+		d.stack = append(d.stack, memo[i])
+		ran = true
+		in.pos = pos
+		if pos >= len(buf) || (buf[pos] != opBinGet && buf[pos] != opLongBinGet) {
+			return true
+		}
+		op = buf[pos]
+		pos++
+	}
+	if !ran {
+		return false
+	}
+	// The next opcode starts at in.pos, for run's loop to read.
+	return true
 }
 
 // ioErr returns the error of a read that came short.
