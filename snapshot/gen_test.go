@@ -23,8 +23,8 @@ type genOptions struct {
 // 4, frames of 64 KiB, every dict and list memoized, each entry listing
 // its frames as memo references to frame dicts shared by all entries) and
 // consistent with PyTorch's allocator: each device allocates its segments
-// first, then allocates and frees whole 20 MiB blocks in them; the
-// segments are the state after the last entry. It returns the bytes
+// as an alloc needs one, then allocates and frees whole 20 MiB blocks in
+// them, best fit first; the segments are the state after the last entry. It returns the bytes
 // written.
 func genSnapshot(w io.Writer, o genOptions) (int64, error) {
 	g := &gen{w: bufio.NewWriterSize(w, 1<<20), memo: map[string]uint32{}}
@@ -51,16 +51,39 @@ func genSnapshot(w io.Writer, o genOptions) (int64, error) {
 		size   int64
 		stack  int
 	}
-	traceOf := func(dev int, emit func(entry)) []int64 {
+	traceOf := func(dev int, emit func(entry)) ([]int64, []bool) {
 		r := rand.New(rand.NewPCG(o.Seed+uint64(dev), 11))
 		live := make([]int64, o.Slots) // requested size, 0 when free
-		for s := 0; s < o.Slots && s < o.Events; s++ {
-			emit(entry{"segment_alloc", base(dev, s), seg, r.IntN(o.Stacks)})
-		}
-		for n := o.Slots; n < o.Events; {
+		made := make([]bool, o.Slots)  // the segment was allocated
+		for n := 0; n < o.Events; {
 			s := r.IntN(o.Slots)
 			st := r.IntN(o.Stacks)
+			if live[s] == 0 || r.IntN(2) == 0 {
+				// An alloc takes the cached block PyTorch's best fit
+				// takes, the lowest free one (all are 20 MiB), else a
+				// new segment; a free, a random live block.
+				s = -1
+				for k := range o.Slots {
+					if live[k] == 0 && (made[k] || s < 0) {
+						if s = k; made[k] {
+							break
+						}
+					}
+				}
+				if s < 0 {
+					s = r.IntN(o.Slots)
+				}
+			}
 			if live[s] == 0 {
+				if !made[s] {
+					// PyTorch records the segment_alloc right before
+					// the alloc it serves.
+					made[s] = true
+					emit(entry{"segment_alloc", base(dev, s), seg, st})
+					if n++; n == o.Events {
+						break
+					}
+				}
 				live[s] = seg - 512*int64(1+r.IntN(1000))
 				emit(entry{"alloc", base(dev, s), live[s], st})
 				n++
@@ -76,7 +99,7 @@ func genSnapshot(w io.Writer, o genOptions) (int64, error) {
 				live[s] = -live[s] // pending free at the end
 			}
 		}
-		return live
+		return live, made
 	}
 	g.raw(0x80, 4)
 	g.raw('}')
@@ -87,8 +110,11 @@ func genSnapshot(w io.Writer, o genOptions) (int64, error) {
 	g.put()
 	g.op('(')
 	for dev := range o.Devices {
-		live := traceOf(dev, func(entry) {})
+		live, made := traceOf(dev, func(entry) {})
 		for s := range o.Slots {
+			if !made[s] {
+				continue
+			}
 			g.op('}')
 			g.put()
 			g.op('(')
