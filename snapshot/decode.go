@@ -212,13 +212,7 @@ func (d *decoder) memoRun(op byte) bool {
 			pos += 4
 		}
 		if i >= uint64(len(memo)) || memo[i].k <= kCont {
-			// Rewind to op: step runs it.
-			if op == opBinGet {
-				pos -= 2
-			} else {
-				pos -= 5
-			}
-			break
+			break // in.pos is still at op: step runs it
 		}
 		d.stack = append(d.stack, memo[i])
 		ran = true

@@ -56,7 +56,7 @@ func readOgrek(r io.Reader, name string) (*Snapshot, error) {
 	if !ok {
 		return nil, notSnapshot(name, "no segments list", nil)
 	}
-	p := &ogParser{name: name}
+	p := &parser{name: name}
 	s := &Snapshot{}
 	for i, sv := range segs {
 		seg := p.ogSegment(sv, fmt.Sprintf("segments[%d]", i))
@@ -123,35 +123,11 @@ func decodeSafely(d *ogórek.Decoder) (v any, err error) {
 	return d.Decode()
 }
 
-// ogParser converts decoded pickle values into a Snapshot's fields, keeping
-// the first error.
-type ogParser struct {
-	name string
-	err  error
-}
 
-func (p *ogParser) fail(path, msg string) error {
-	if p.err == nil {
-		p.err = &Error{Name: p.name, Msg: path + ": " + msg}
-	}
-	return p.err
-}
 
-// int returns the integer at key of m; absent (or None) gives def.
-func (p *ogParser) int(m map[any]any, key string, path string, def int64) int64 {
-	v, ok := m[key]
-	if !ok || isNone(v) {
-		return def
-	}
-	if n, ok := toInt64(v); ok {
-		return n
-	}
-	p.fail(path+"."+key, "not an integer of 64 bits: "+pyType(v))
-	return def
-}
 
 // size returns the non-negative integer at key of m, like int.
-func (p *ogParser) size(m map[any]any, key string, path string, def int64) int64 {
+func (p *parser) size(m map[any]any, key string, path string, def int64) int64 {
 	n := p.int(m, key, path, def)
 	if n < 0 {
 		p.fail(path+"."+key, "negative: "+strconv.FormatInt(n, 10))
@@ -160,7 +136,7 @@ func (p *ogParser) size(m map[any]any, key string, path string, def int64) int64
 }
 
 // uint returns the non-negative integer at key of m, like int.
-func (p *ogParser) uint(m map[any]any, key string, path string) uint64 {
+func (p *parser) uint(m map[any]any, key string, path string) uint64 {
 	v, ok := m[key]
 	if !ok || isNone(v) {
 		return 0
@@ -179,19 +155,8 @@ func (p *ogParser) uint(m map[any]any, key string, path string) uint64 {
 	return 0
 }
 
-func (p *ogParser) str(m map[any]any, key string, path string) string {
-	v, ok := m[key]
-	if !ok || isNone(v) {
-		return ""
-	}
-	if s, ok := toString(v); ok {
-		return s
-	}
-	p.fail(path+"."+key, "not a string but "+pyType(v))
-	return ""
-}
 
-func (p *ogParser) ogSegment(v any, path string) Segment {
+func (p *parser) ogSegment(v any, path string) Segment {
 	m := p.dict(v, path)
 	if m == nil {
 		return Segment{}
@@ -245,7 +210,7 @@ func (p *ogParser) ogSegment(v any, path string) Segment {
 	return seg
 }
 
-func (p *ogParser) ogEntry(v any, path string) TraceEntry {
+func (p *parser) ogEntry(v any, path string) TraceEntry {
 	m := p.dict(v, path)
 	if m == nil {
 		return TraceEntry{}
@@ -271,10 +236,3 @@ func (p *ogParser) ogEntry(v any, path string) TraceEntry {
 	return e
 }
 
-func (p *ogParser) dict(v any, path string) map[any]any {
-	m, ok := v.(map[any]any)
-	if !ok {
-		p.fail(path, "not a dict but "+pyType(v))
-	}
-	return m
-}
