@@ -123,9 +123,6 @@ func decodeSafely(d *ogórek.Decoder) (v any, err error) {
 	return d.Decode()
 }
 
-
-
-
 // size returns the non-negative integer at key of m, like int.
 func (p *parser) size(m map[any]any, key string, path string, def int64) int64 {
 	n := p.int(m, key, path, def)
@@ -154,7 +151,6 @@ func (p *parser) uint(m map[any]any, key string, path string) uint64 {
 	p.fail(path+"."+key, "not a non-negative integer of 64 bits: "+pyType(v))
 	return 0
 }
-
 
 func (p *parser) ogSegment(v any, path string) Segment {
 	m := p.dict(v, path)
@@ -235,4 +231,3 @@ func (p *parser) ogEntry(v any, path string) TraceEntry {
 	}
 	return e
 }
-
