@@ -139,3 +139,32 @@ func BenchmarkReadSegments(b *testing.B) {
 	per := time.Since(start).Seconds() / float64(b.N)
 	b.ReportMetric(100_000/per, "segments/s")
 }
+
+// BenchmarkReadShared reads each real snapshot of the shared fixtures
+// with Read and with the decoder it replaced (og-rek's object tree).
+func BenchmarkReadShared(b *testing.B) {
+	files, _ := filepath.Glob(filepath.Join(sharedDir, "*.pickle"))
+	if len(files) == 0 {
+		b.Skip("the shared PyTorch snapshots are not checked out beside the repository")
+	}
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		require.NoError(b, err)
+		for _, dec := range []struct {
+			name string
+			read func(r *bytes.Reader, name string) (*snapshot.Snapshot, error)
+		}{
+			{"stream", func(r *bytes.Reader, name string) (*snapshot.Snapshot, error) { return snapshot.Read(r, name) }},
+			{"ogrek", func(r *bytes.Reader, name string) (*snapshot.Snapshot, error) { return snapshot.ReadOgrek(r, name) }},
+		} {
+			b.Run(filepath.Base(path)+"/"+dec.name, func(b *testing.B) {
+				b.SetBytes(int64(len(data)))
+				for b.Loop() {
+					if _, err := dec.read(bytes.NewReader(data), path); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -30,7 +30,7 @@
 // strings are shared through the pickle's memo, and most of a big file is
 // memo references to the frame dicts that every entry's "frames" lists.
 // Read streams: a pickle machine of the package's own reads the input
-// through a 256 KiB buffer (gzip is decompressed as it goes) and builds no
+// through a 64 KiB buffer (gzip is decompressed as it goes) and builds no
 // generic object tree for what the package models. A container's role (a
 // trace entry, a block, a stack of frames) is told by its place when it
 // is created; a trace entry is kept as its few scalar fields until it is

@@ -1,7 +1,7 @@
 package snapshot
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -83,20 +83,24 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	if o.Progress != nil {
 		r = &counter{r: r, f: o.Progress}
 	}
-	br := bufio.NewReaderSize(r, 64<<10)
-	src := io.Reader(br)
+	d := newDecoder(r)
 	gz := ""
-	if head, _ := br.Peek(2); len(head) == 2 && head[0] == 0x1f && head[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
+	for range 2 {
+		if !d.in.need(2) && d.in.err != nil && d.in.err != io.EOF {
+			return nil, &Error{Name: name, Msg: "read: " + d.in.err.Error(), Err: d.in.err}
+		}
+		if b := d.in.buf[d.in.pos:d.in.end]; gz != "" || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			break
+		}
+		// gzip: decompress as the pickle is read, starting with the bytes
+		// read so far.
+		zr, err := gzip.NewReader(io.MultiReader(bytes.NewReader(bytes.Clone(d.in.buf[d.in.pos:d.in.end])), r))
 		if err != nil {
 			return nil, &Error{Name: name, Msg: "read: gzip: " + err.Error(), Err: err}
 		}
 		defer zr.Close()
-		src, gz = zr, " of the decompressed data"
-	}
-	d := newDecoder(src)
-	if !d.in.need(2) && d.in.err != nil && d.in.err != io.EOF {
-		return nil, &Error{Name: name, Msg: "read: " + d.in.err.Error(), Err: d.in.err}
+		d.in = input{r: zr, buf: d.in.buf}
+		gz = " of the decompressed data"
 	}
 	if b := d.in.buf[d.in.pos:d.in.end]; len(b) < 2 || b[0] != opProto || b[1] < 2 || b[1] > 5 {
 		return nil, notSnapshot(name, "not a pickle of protocol 2 to 5", nil)
@@ -128,7 +132,7 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 
 func newDecoder(r io.Reader) *decoder {
 	return &decoder{
-		in:     input{r: r, buf: make([]byte, 256<<10)},
+		in:     input{r: r, buf: make([]byte, 64<<10)},
 		strIdx: map[string]uint32{},
 	}
 }
