@@ -61,8 +61,6 @@ const (
 	MaxRepeated = 1 << 20
 	// maxString is the longest string or bytes value read.
 	maxString = 1 << 30
-	// maxMemoGap is how far beyond the memo's end a PUT may store.
-	maxMemoGap = 1 << 16
 )
 
 // input reads the pickle through a buffer of its own, counting the bytes
@@ -73,14 +71,15 @@ type input struct {
 	pos, end int
 	base     int64 // offset of buf[0] in the input
 	err      error // the reader's error, once it has one
-	progress func(int64)
 }
 
 // off returns the offset of the next byte.
 func (in *input) off() int64 { return in.base + int64(in.pos) }
 
 // need makes n bytes available at buf[pos:], reading more; false at the
-// input's end or error.
+// input's end or error. The buffer grows only as the bytes arrive, so that
+// a length that a damaged file claims costs no more memory than the file
+// holds.
 func (in *input) need(n int) bool {
 	if in.end-in.pos >= n {
 		return true
@@ -88,24 +87,23 @@ func (in *input) need(n int) bool {
 	if in.err != nil {
 		return false
 	}
-	copy(in.buf, in.buf[in.pos:in.end])
-	in.base += int64(in.pos)
-	in.end -= in.pos
-	in.pos = 0
-	if n > len(in.buf) {
-		nb := make([]byte, max(n, 2*len(in.buf)))
-		copy(nb, in.buf[:in.end])
-		in.buf = nb
+	if in.pos > 0 {
+		copy(in.buf, in.buf[in.pos:in.end])
+		in.base += int64(in.pos)
+		in.end -= in.pos
+		in.pos = 0
 	}
 	for in.end < n && in.err == nil {
+		if in.end == len(in.buf) {
+			nb := make([]byte, min(n, 2*len(in.buf)))
+			copy(nb, in.buf[:in.end])
+			in.buf = nb
+		}
 		m, err := in.r.Read(in.buf[in.end:])
 		in.end += m
 		if err != nil {
 			in.err = err
 		}
-	}
-	if in.progress != nil {
-		in.progress(in.base + int64(in.end))
 	}
 	return in.end-in.pos >= n
 }
@@ -127,11 +125,12 @@ type markRec struct {
 
 // decoder runs the pickle machine over one input.
 type decoder struct {
-	in    input
-	stack []val
-	marks []markRec
-	memo  []val
-	opOff int64 // offset of the opcode being run
+	in      input
+	stack   []val
+	marks   []markRec
+	memo    []val
+	memoFar map[uint64]val // memo entries stored out of order
+	opOff   int64          // offset of the opcode being run
 
 	strs   []string          // interned strings
 	strIdx map[string]uint32 // string: index in strs
@@ -467,7 +466,7 @@ func (d *decoder) step(op byte) {
 			d.fail("DUP of nothing")
 		}
 	case opMemoize:
-		d.put(uint64(len(d.memo)))
+		d.memoize()
 	case opBinPut:
 		if b := d.arg(1); b != nil {
 			d.put(uint64(b[0]))
@@ -587,38 +586,54 @@ func (d *decoder) intern(b []byte) uint32 {
 	return i
 }
 
-// put stores the top of the stack in the memo at i.
+// put stores the top of the stack in the memo at i. The memo is a slice
+// while the indexes come in order, as picklers write them; others go to a
+// map, so that no index makes the memo larger than the PUTs in the file.
 func (d *decoder) put(i uint64) {
 	n := len(d.stack)
 	if n == 0 || d.stack[n-1].k == kMark {
 		d.fail("memo PUT of nothing")
 		return
 	}
-	if i > uint64(len(d.memo))+maxMemoGap {
-		d.fail("memo index %d far beyond the memo's %d entries", i, len(d.memo))
-		return
-	}
-	for uint64(len(d.memo)) <= i {
-		d.memo = append(d.memo, val{k: kMark})
-	}
 	v := d.stack[n-1]
-	d.memo[i] = v
+	switch {
+	case i < uint64(len(d.memo)):
+		d.memo[i] = v
+	case i == uint64(len(d.memo)) && d.memoFar[i].k == kMark:
+		d.memo = append(d.memo, v)
+	default:
+		if d.memoFar == nil {
+			d.memoFar = map[uint64]val{}
+		}
+		d.memoFar[i] = v
+	}
 	if v.k == kCont {
 		c := &d.conts[v.x]
 		if c.memo >= 0 && c.memo != int64(i) {
 			c.shared = true // two memo slots: keep it whole
 		}
-		c.memo = int64(i)
+		if i < uint64(len(d.memo)) {
+			c.memo = int64(i)
+		} else {
+			c.shared = true // in the map: kept whole, never released
+		}
 	}
 }
 
+// memoize is MEMOIZE: a PUT at the number of memo entries.
+func (d *decoder) memoize() { d.put(uint64(len(d.memo) + len(d.memoFar))) }
+
 // get pushes the memo's entry i.
 func (d *decoder) get(i uint64) {
-	if i >= uint64(len(d.memo)) || d.memo[i].k == kMark {
+	var v val
+	if i < uint64(len(d.memo)) {
+		v = d.memo[i]
+	} else if f, ok := d.memoFar[i]; ok {
+		v = f
+	} else {
 		d.fail("memo GET %d of an entry never stored", i)
 		return
 	}
-	v := d.memo[i]
 	d.share(v)
 	d.push(v)
 }

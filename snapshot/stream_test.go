@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -272,4 +273,31 @@ func TestGenSnapshotPython(t *testing.T) {
 	require.Len(t, want, 2)
 	assert.Equal(t, want[0], itoa(len(s.Trace(0))+len(s.Trace(1))))
 	assert.Equal(t, want[1], itoa(len(s.StackFrames(s.Trace(0)[7].Stack))))
+}
+
+func TestReadClaimedLengthCostsNoMemory(t *testing.T) {
+	// A string that claims 1 GiB in a file of a few bytes: refused as
+	// truncated, without a buffer of the claimed size.
+	data := []byte{0x80, 4, 0x8d, 0, 0, 0, 0x40, 0, 0, 0, 0, 'x'}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := snapshot.Read(bytes.NewReader(data), "s.pickle")
+	runtime.ReadMemStats(&after)
+	require.ErrorContains(t, err, "s.pickle: not a PyTorch snapshot (bad pickle: at byte 2: truncated")
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(16<<20))
+}
+
+func TestReadMemoIndexesOutOfOrder(t *testing.T) {
+	// LONG_BINPUT at far indexes, then GETs of them: the memo holds what
+	// the PUTs stored, no more.
+	data := []byte{0x80, 2, '}', 'r', 0xff, 0xff, 0xff, 0x0f, '(', 0x8c, 8}
+	data = append(data, "segments"...)
+	data = append(data, ']', 'r', 0xfe, 0xff, 0xff, 0x0f, 0x8c, 13)
+	data = append(data, "device_traces"...)
+	data = append(data, 'j', 0xfe, 0xff, 0xff, 0x0f, 'u', '.')
+	s, err := snapshot.Read(bytes.NewReader(data), "m.pickle")
+	require.NoError(t, err)
+	assert.Empty(t, s.Segments)
+	_, err = snapshot.Read(bytes.NewReader(append(data[:len(data)-7:len(data)-7], 'j', 0xfd, 0xff, 0xff, 0x0f, 'u', '.')), "m.pickle")
+	require.ErrorContains(t, err, "memo GET 268435453 of an entry never stored")
 }
