@@ -301,3 +301,37 @@ func TestReadMemoIndexesOutOfOrder(t *testing.T) {
 	_, err = snapshot.Read(bytes.NewReader(append(data[:len(data)-7:len(data)-7], 'j', 0xfd, 0xff, 0xff, 0x0f, 'u', '.')), "m.pickle")
 	require.ErrorContains(t, err, "memo GET 268435453 of an entry never stored")
 }
+
+func TestReadEmptyCacheAndPool(t *testing.T) {
+	frames := func(names ...string) []any {
+		var l []any
+		for _, n := range names {
+			l = append(l, pk.Dict{{K: "name", V: n}, {K: "filename", V: "f.cpp"}, {K: "line", V: 0}})
+		}
+		return l
+	}
+	entry := func(action string, names ...string) pk.Dict {
+		return pk.Dict{{K: "action", V: action}, {K: "addr", V: a0}, {K: "size", V: 2 << 20}, {K: "stream", V: 0}, {K: "frames", V: frames(names...)}}
+	}
+	seg := pk.Segment(0, a0, 0, "small")
+	for i := range seg {
+		if seg[i].K == "segment_pool_id" {
+			seg[i].V = [2]any{3, 7}
+		}
+	}
+	data := pk.Encode(pk.Snapshot([]any{seg}, [][]any{{
+		entry("segment_free", "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::release_cached_blocks()",
+			"c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::emptyCache()", "empty_cache"),
+		entry("segment_free", "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc()"),
+		entry("segment_free", "empty_cache"),
+	}}, nil), pk.Options{Proto: 4, Memo: true})
+	s, err := snapshot.Read(bytes.NewReader(data), "e.pickle")
+	require.NoError(t, err)
+	var got []bool
+	for _, e := range s.Trace(0) {
+		got = append(got, e.EmptyCache)
+	}
+	assert.Equal(t, []bool{true, false, true}, got)
+	assert.Equal(t, snapshot.PoolID{3, 7}, s.Segments[0].Pool)
+	assert.Len(t, s.StackFrames(s.Trace(0)[0].Stack), 3)
+}
