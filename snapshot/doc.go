@@ -46,10 +46,11 @@
 // still open, at most a batch of 1,000 entries. On a file of 3 million
 // entries with 40 to 90 frames each (1.16 GB) that is about 350 MiB live,
 // 680 to 840 MiB resident with the collector's headroom (simulate inspect,
-// convert), against 2.8 GiB for CPython's pickle.load. The memo may be referred to freely, but
-// trace entries, blocks and segments repeated through it (a list referred
-// to twice is decoded twice, as Python does) count against [MaxRepeated],
-// so memory is bounded by what the file describes.
+// convert), against 2.8 GiB for CPython's pickle.load. The memo may be
+// referred to freely, but trace entries, blocks and segments repeated
+// through it (a device trace referred to twice is two devices with the
+// same entries, as in Python) count against [MaxRepeated], so that memory
+// is bounded by what the file describes.
 //
 // [Write] writes a Snapshot as such a pickle again, with only the opcodes
 // PyTorch's memory viewer reads: the simulator exports its replays so.
