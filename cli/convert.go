@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -183,10 +184,36 @@ func convertSnapshot(in, out string, entries int, noFrames bool, progress io.Wri
 // entries is 0), as PyTorch's ring buffer does, and drops the stacks if
 // noFrames. The segments, the state after the last entry, stay: a suffix
 // of a trace that fits them fits them too.
+//
+// PyTorch's viewer fails to load a snapshot whose entries have categories
+// but none "unknown": when the cut leaves such entries, the last device's
+// window ends, as a replay's export does, with a "snapshot" entry of
+// category "unknown" in place of its oldest entry.
 func cutSnapshot(s *snapshot.Snapshot, entries int, noFrames bool) {
+	cats, unknown := false, false
 	for d, t := range s.DeviceTraces {
 		if entries > 0 && len(t) > entries {
-			s.DeviceTraces[d] = t[len(t)-entries:]
+			t = t[len(t)-entries:]
+			s.DeviceTraces[d] = t
+		}
+		for i := range t {
+			cats = cats || t[i].Category != ""
+			unknown = unknown || t[i].Category == gpualloc.CategoryUnknown.String()
+		}
+	}
+	if cats && !unknown {
+		for d := len(s.DeviceTraces) - 1; d >= 0; d-- {
+			t := s.DeviceTraces[d]
+			if len(t) == 0 {
+				continue
+			}
+			last := t[len(t)-1].TimeUS
+			if entries > 0 && len(t) == entries {
+				t = t[1:]
+			}
+			s.DeviceTraces[d] = append(t[:len(t):len(t)], snapshot.TraceEntry{Action: snapshot.TakeSnapshot, TimeUS: last,
+				Category: gpualloc.CategoryUnknown.String()})
+			break
 		}
 	}
 	if noFrames {
