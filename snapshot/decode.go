@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"slices"
 )
 
 // The decoder is a pickle machine of its own, for the opcodes of protocols
@@ -410,12 +411,17 @@ func (d *decoder) step(op byte) {
 			if c := &d.conts[p]; c.role == rStack {
 				// The hot path of a snapshot with frames: memo
 				// references to frame dicts already read.
-				for len(items) > 0 && items[0].k == kFrame {
-					f := uint32(items[0].x)
-					c.ids = append(c.ids, byte(f), byte(f>>8), byte(f>>16), byte(f>>24))
-					c.count++
-					items = items[1:]
+				n := 0
+				for n < len(items) && items[n].k == kFrame {
+					n++
 				}
+				at := len(c.ids)
+				c.ids = slices.Grow(c.ids, 4*n)[:at+4*n]
+				for j, it := range items[:n] {
+					binary.LittleEndian.PutUint32(c.ids[at+4*j:], uint32(it.x))
+				}
+				c.count += int32(n)
+				items = items[n:]
 			}
 			for _, v := range items {
 				if d.add(p, v); d.err != nil {
