@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -28,13 +32,27 @@ get the trace's id (".k" added on the k-th reuse of an id) and the event
 indexes of their alloc and free. MiniMalloc CSV has no devices: a trace that
 uses several is refused.
 
+With an OUT ending in .pickle, IN must be a PyTorch memory snapshot, and
+convert writes it again as one (pickle protocol 4, the opcodes PyTorch's
+memory viewer reads), frames included unless --no-frames is given.
+--snapshot-entries N keeps the last N trace entries of each device, as
+PyTorch's ring buffer (_record_memory_history(max_entries=N)) does: the
+segments stay the state after the last entry, so the viewer walks back
+over the kept entries without error, and blocks allocated before them show
+as allocated from the start. That is how a snapshot too big for the viewer
+(about 500 MB and up) becomes one it opens.
+
 Flags:
 `
 
 func convertCmd(ctx context.Context, e *env, args []string) error {
-	var lenient bool
-	var to string
+	var lenient, noFrames bool
+	var to, progressMode string
+	var entries int
 	fs := newFlagSet(e, "simulate convert", convertUsage)
+	fs.IntVar(&entries, "snapshot-entries", 0, "with a .pickle OUT: keep the last N trace entries of each device (0: all)")
+	fs.BoolVar(&noFrames, "no-frames", false, "with a .pickle OUT: leave out the stacks of entries, blocks and segments")
+	fs.StringVar(&progressMode, "progress", "auto", "with a .pickle OUT: show how much of IN is read, once a read takes 2 s: auto (on a terminal), always or never")
 	fs.BoolVar(&lenient, "lenient", false, "skip bad events, count them and go on")
 	fs.StringVarP(&to, "to", "t", "native", "output format: native (trace CSV) or minimalloc (MiniMalloc CSV)")
 	if err := parseFlags(fs, args); err != nil {
@@ -46,6 +64,22 @@ func convertCmd(ctx context.Context, e *env, args []string) error {
 	in, out := fs.Arg(0), fs.Arg(1)
 	if err := checkOutputFile("convert: OUT", out, []string{in}); err != nil {
 		return err
+	}
+	if strings.HasSuffix(strings.ToLower(out), ".pickle") {
+		if entries < 0 {
+			return usagef("convert: --snapshot-entries %d: want 0 or more", entries)
+		}
+		if err := checkProgress(progressMode); err != nil {
+			return err
+		}
+		var stderr io.Writer
+		if showProgress(progressMode, e.stderr) {
+			stderr = e.stderr
+		}
+		return convertSnapshot(ctx, in, out, entries, noFrames, stderr)
+	}
+	if entries != 0 || noFrames {
+		return usagef("convert: --snapshot-entries and --no-frames want an OUT ending in .pickle")
 	}
 	switch to {
 	case "native":
@@ -109,6 +143,94 @@ func convertCmd(ctx context.Context, e *env, args []string) error {
 	}
 	reportSkipped(e, in, r)
 	return nil
+}
+
+// convertSnapshot writes the PyTorch snapshot in as one again at out,
+// keeping the last entries of each device's trace (all if 0) and, unless
+// noFrames, the stacks; progress, if not nil, shows the read's progress.
+func convertSnapshot(ctx context.Context, in, out string, entries int, noFrames bool, progress io.Writer) error {
+	f, err := os.Open(in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var o snapshot.ReadOptions
+	if progress != nil {
+		size := int64(-1)
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+		update, done := readProgress(progress, in, size)
+		defer done()
+		o.Progress = update
+	}
+	s, err := snapshot.ReadWith(ctxReader(ctx, f), in, o)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	cutSnapshot(s, entries, noFrames)
+	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	err = snapshot.Write(ctxWriter(ctx, bw), s, snapshot.WriteOptions{Protocol: 4})
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644) // CreateTemp's 0600 is for the temporary file only
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", out, err)
+	}
+	return os.Rename(tmp.Name(), out)
+}
+
+// cutSnapshot keeps the last entries of each device's trace of s (all if
+// entries is 0), as PyTorch's ring buffer does, and drops the stacks if
+// noFrames. The segments, the state after the last entry, stay: a suffix
+// of a trace that fits them fits them too.
+//
+// PyTorch's viewer fails to load a snapshot whose entries have categories
+// but none "unknown": when the cut leaves such entries, the last device's
+// window ends, as a replay's export does, with a "snapshot" entry of
+// category "unknown" in place of its oldest entry.
+func cutSnapshot(s *snapshot.Snapshot, entries int, noFrames bool) {
+	cats, unknown := false, false
+	for d, t := range s.DeviceTraces {
+		if entries > 0 && len(t) > entries {
+			t = t[len(t)-entries:]
+			s.DeviceTraces[d] = t
+		}
+		for i := range t {
+			cats = cats || t[i].Category != ""
+			unknown = unknown || t[i].Category == gpualloc.CategoryUnknown.String()
+		}
+	}
+	if cats && !unknown {
+		for d := len(s.DeviceTraces) - 1; d >= 0; d-- {
+			t := s.DeviceTraces[d]
+			if len(t) == 0 {
+				continue
+			}
+			last := t[len(t)-1].TimeUS
+			if entries > 0 && len(t) == entries {
+				t = t[1:]
+			}
+			s.DeviceTraces[d] = append(t[:len(t):len(t)], snapshot.TraceEntry{Action: snapshot.TakeSnapshot, TimeUS: last,
+				Category: gpualloc.CategoryUnknown.String()})
+			break
+		}
+	}
+	if noFrames {
+		s.Frames, s.Stacks = nil, nil
+	}
 }
 
 // reportSkipped notes on stderr the bad events a lenient reader skipped.

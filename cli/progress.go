@@ -140,3 +140,48 @@ func shortCount(n int64) string {
 	}
 	return strconv.FormatInt(n, 10)
 }
+
+// readProgressDelay is how long a read goes before it shows its progress.
+const readProgressDelay = 2 * time.Second
+
+// readProgress returns a snapshot.ReadOptions.Progress function that shows
+// on w the bytes of a file of size bytes (-1 if unknown) read so far, once
+// the read has taken readProgressDelay, and a function that removes the
+// bar.
+func readProgress(w io.Writer, name string, size int64) (update func(read int64), done func()) {
+	start := time.Now()
+	var bar *progressbar.ProgressBar
+	update = func(read int64) {
+		if bar == nil {
+			if time.Since(start) < readProgressDelay {
+				return
+			}
+			opts := []progressbar.Option{
+				progressbar.OptionSetWriter(w),
+				progressbar.OptionSetDescription("reading " + name),
+				progressbar.OptionSetWidth(24),
+				progressbar.OptionThrottle(progressEvery),
+				progressbar.OptionClearOnFinish(),
+				progressbar.OptionShowBytes(true),
+				progressbar.OptionUseIECUnits(true),
+			}
+			if size > 0 {
+				opts = append(opts, progressbar.OptionSetPredictTime(true))
+			} else {
+				size = -1
+			}
+			bar = progressbar.NewOptions64(size, opts...)
+		}
+		if size > 0 {
+			read = min(read, size)
+		}
+		bar.Set64(read)
+	}
+	done = func() {
+		if bar != nil {
+			bar.Finish()
+			bar.Exit()
+		}
+	}
+	return update, done
+}

@@ -44,7 +44,9 @@ import (
 //
 // Entries carry the event's time or, when the trace has none, the event's
 // index in the trace, so that a reader that merges the devices' traces by
-// time finds the replay's order. When the trace has categories, alloc and
+// time finds the replay's order; the snapshot then says so, openly, in its
+// allocator_settings (which the viewer shows in a tab of their own):
+// "time_us": "event index (the replayed trace records no times)". When the trace has categories, alloc and
 // free entries and blocks carry them and the other entries "unknown" (the
 // viewer needs at least one "unknown" once any entry has a category: when
 // the kept entries have none, a last "snapshot" entry has it).
@@ -66,6 +68,9 @@ type snapRecorder struct {
 	timeUS int64 // its time, or its index in the trace when it has none
 	cat    gpualloc.Category
 	cats   bool // some event had a category
+	// indexTimes says that some entry's time is its event's index: the
+	// trace records no times.
+	indexTimes bool
 
 	settings *snapshot.AllocatorSettings
 }
@@ -173,6 +178,13 @@ func (r *snapRecorder) open(d *device, spec string) {
 	}
 	r.settings = &s
 }
+
+// The allocator_settings key, and its value, by which a replay's snapshot
+// says that its times are event indexes.
+const (
+	timeSourceKey   = "time_us"
+	indexTimeSource = "event index (the replayed trace records no times)"
+)
 
 // entryChunk is the largest chunk of entries: 64K entries, 2.5 MiB.
 const entryChunk = 1 << 16
@@ -298,6 +310,14 @@ func (d *snapDevice) rangeOf(addr uint64) (uint64, *vrange) {
 // device memory the strategy holds, which no snapshot can show.
 func (r *snapRecorder) snapshot() (*snapshot.Snapshot, error) {
 	s := &snapshot.Snapshot{AllocatorSettings: r.settings, DeviceTraces: make([][]snapshot.TraceEntry, len(r.devs))}
+	if r.indexTimes && r.settings != nil {
+		set := *r.settings
+		set.Other = map[string]any{timeSourceKey: indexTimeSource}
+		for k, v := range r.settings.Other {
+			set.Other[k] = v
+		}
+		s.AllocatorSettings = &set
+	}
 	unknown := false
 	for i, d := range r.devs {
 		if d == nil {

@@ -215,3 +215,20 @@ func TestSnapshotBatchReader(t *testing.T) {
 	res.ElapsedNS, res.EventsPerSec = plain.ElapsedNS, plain.EventsPerSec
 	assert.Equal(t, plain, res)
 }
+
+func TestSnapshotSaysTimesAreIndexes(t *testing.T) {
+	tb := newTrace().on(0, 7).alloc(1, 1000).alloc(2, 3000).free(1)
+	s, _ := replaySnapshot(t, tb, Config{Open: openExact, Strategy: "exact"})
+	assert.NotContains(t, s.AllocatorSettings.Other, timeSourceKey, "the trace has times")
+	for i := range tb.events {
+		tb.events[i].TimeUS = traces.NoTime
+	}
+	s, _ = replaySnapshot(t, tb, Config{Open: openExact, Strategy: "exact"})
+	assert.Equal(t, indexTimeSource, s.AllocatorSettings.Other[timeSourceKey])
+	assert.Equal(t, "exact", s.AllocatorSettings.Other["strategy"])
+	var times []int64
+	for _, e := range s.Trace(0) {
+		times = append(times, e.TimeUS)
+	}
+	assert.Equal(t, []int64{0, 0, 1, 1, 2, 2, 2}, times, "each entry's event index")
+}

@@ -70,6 +70,7 @@ func (r *snapRecorder) at(ev *traces.Event, n int64) {
 	r.timeUS = ev.TimeUS
 	if ev.TimeUS == traces.NoTime {
 		r.timeUS = n
+		r.indexTimes = true
 	}
 }
 

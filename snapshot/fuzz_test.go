@@ -3,6 +3,8 @@ package snapshot_test
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,8 +16,8 @@ import (
 
 // FuzzRead checks that no input makes Read, InitialState or a Tracker
 // panic, that every error of Read is one line naming the file, and that
-// every rebuilt or tracked segment is tiled by its blocks. It is seeded with the tests' snapshots
-// (the shared real ones are large: mutating them is slow).
+// every rebuilt or tracked segment is tiled by its blocks. It is seeded with the tests' snapshots, a
+// generated one and the smallest of the shared real ones.
 func FuzzRead(f *testing.F) {
 	for _, proto := range []int{2, 4, 5} {
 		f.Add(pk.Encode(pk.TwoDevices(true), pk.Options{Proto: proto, Memo: true}))
@@ -32,6 +34,20 @@ func FuzzRead(f *testing.F) {
 		{K: "roundup_power2_divisions", V: pk.Dict{{K: "1", V: 4}}}}), pk.Options{Proto: 4, Memo: true}))
 	legacy := pk.Dict{{K: "device", V: 0}, {K: "address", V: a0}, {K: "total_size", V: int64(2 << 20)}, {K: "blocks", V: oldBlocks()}}
 	f.Add(pk.Encode([]any{legacy}, pk.Options{Proto: 2}))
+	// A generated snapshot with frames shared through the memo, several
+	// devices and pools; a shared list; a reference bomb; code.
+	var g bytes.Buffer
+	if _, err := genSnapshot(&g, genOptions{Devices: 2, Events: 40, Slots: 3, Frames: 6, Stacks: 3, Pools: true, Seed: 9}); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(g.Bytes())
+	f.Add(mustHex(sharedListHex))
+	f.Add(bomb(3, 4))
+	f.Add(mustHex(codeHex))
+	// The smallest real snapshot, where the shared fixtures are present.
+	if data, err := os.ReadFile(filepath.Join(sharedDir, "small_train_step.pickle")); err == nil {
+		f.Add(data)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := snapshot.Read(bytes.NewReader(data), "f.pickle")
 		if err != nil {

@@ -48,8 +48,8 @@ func TestReadPoolAndEmptyCache(t *testing.T) {
 		id   any
 		want string
 	}{
-		{"pool", "x.pickle: segments[0].segment_pool_id: not a pair of integers but a string"},
-		{[2]any{-1, 0}, "x.pickle: segments[0].segment_pool_id: not a pair of non-negative integers of 64 bits: an integer at 0"},
+		{"pool", "x.pickle: segments[0].segment_pool_id: not a pair of non-negative integers but a string"},
+		{[2]any{-1, 0}, "x.pickle: segments[0].segment_pool_id: not a pair of non-negative integers but a tuple"},
 	} {
 		for i := range seg {
 			if seg[i].K == "segment_pool_id" {

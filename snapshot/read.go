@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/big"
 	"strconv"
 	"strings"
 	"unicode"
 
 	ogórek "github.com/kisielk/og-rek"
+	"github.com/klauspost/compress/gzip"
 )
 
 // ErrNotSnapshot is wrapped by the error of [Read] when its input is not a
@@ -34,100 +34,125 @@ func notSnapshot(name, why string, cause error) error {
 	return &Error{Name: name, Msg: "not a PyTorch snapshot (" + why + ")", Err: errors.Join(ErrNotSnapshot, cause)}
 }
 
+// notSnapshotError is the decoder's word that its input is not a
+// snapshot.
+type notSnapshotError struct{ why string }
+
+func (e *notSnapshotError) Error() string { return e.why }
+
+func errNotSnapshot(why string) error { return &notSnapshotError{why} }
+
+// ReadOptions choose how [ReadWith] reads.
+type ReadOptions struct {
+	// Progress, if not nil, is called as the input is read with the bytes
+	// read so far (before decompression), at most once per MiB.
+	Progress func(read int64)
+}
+
 // Read decodes a PyTorch memory snapshot from r, read to its end, naming it
-// name in errors. Every error is an [*Error]. Input that is not a pickle of
-// protocol 2 to 5, or a pickle that is not a snapshot (no "segments"
-// list), gives one wrapping [ErrNotSnapshot]; a snapshot with a field of
-// the wrong type, or a negative size, one naming the field: "x.pickle:
-// segments[3].blocks[0].size: not an integer of 64 bits: a string". Keys
-// that the package does not model are ignored. Read does not check that the
-// trace fits the segments: see [Snapshot.InitialState].
+// name in errors: [ReadWith] with no options.
+func Read(r io.Reader, name string) (*Snapshot, error) {
+	return ReadWith(r, name, ReadOptions{})
+}
+
+// ReadWith decodes a PyTorch memory snapshot from r, read to its end,
+// naming it name in errors. Input compressed with gzip (recognised by its
+// first bytes) is decompressed as it is read.
+//
+// Every error is an [*Error]. Input that is not a pickle of protocol 2 to
+// 5, a damaged or truncated pickle (named by the byte offset of the fault
+// in the pickle), or a pickle that is not a snapshot (no "segments" list)
+// gives one wrapping [ErrNotSnapshot]. A pickle that names Python code
+// (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, persistent
+// ids, ...) is refused wherever it stands, even under a key the package
+// ignores: loading it in Python would run that code. A snapshot with a
+// field of the wrong type, or a negative size, gives one naming the field:
+// "x.pickle: segments[3].blocks[0].size: not an integer of 64 bits: a
+// string"; an oom entry without a "size" is refused so. A file that
+// repeats more than [MaxRepeated] entries, blocks or segments through memo
+// references is refused. Keys that the package does not model are
+// ignored. Read does not check that the trace fits the segments: see
+// [Snapshot.InitialState].
 //
 // Older files are read for what they hold: a bare list of segments
 // (torch.cuda.memory_snapshot(), and PyTorch before 2.0) is a snapshot
 // with no trace and no settings; a block with no "address" (PyTorch 2.0
 // and 2.1) starts where the one before it ends, the first at its segment's
 // address.
-func Read(r io.Reader, name string) (*Snapshot, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, &Error{Name: name, Msg: "read: " + err.Error(), Err: err}
+func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
+	if o.Progress != nil {
+		r = &counter{r: r, f: o.Progress}
 	}
-	if len(data) < 2 || data[0] != 0x80 || data[1] < 2 || data[1] > 5 {
+	d := newDecoder(r)
+	gz := ""
+	for range 2 {
+		if !d.in.need(2) && d.in.err != nil && d.in.err != io.EOF {
+			return nil, &Error{Name: name, Msg: "read: " + d.in.err.Error(), Err: d.in.err}
+		}
+		if b := d.in.buf[d.in.pos:d.in.end]; gz != "" || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			break
+		}
+		// gzip: decompress as the pickle is read, starting with the bytes
+		// read so far.
+		zr, err := gzip.NewReader(io.MultiReader(bytes.NewReader(bytes.Clone(d.in.buf[d.in.pos:d.in.end])), r))
+		if err != nil {
+			return nil, &Error{Name: name, Msg: "read: gzip: " + err.Error(), Err: err}
+		}
+		defer zr.Close()
+		d.in = input{r: zr, buf: d.in.buf}
+		gz = " of the decompressed data"
+	}
+	if b := d.in.buf[d.in.pos:d.in.end]; len(b) < 2 || b[0] != opProto || b[1] < 2 || b[1] > 5 {
 		return nil, notSnapshot(name, "not a pickle of protocol 2 to 5", nil)
 	}
-	d := ogórek.NewDecoderWithConfig(bytes.NewReader(data), &ogórek.DecoderConfig{})
-	v, err := decodeSafely(d)
-	if err != nil {
-		return nil, notSnapshot(name, "bad pickle: "+oneLine(err.Error()), err)
+	v, err := d.run()
+	var s *Snapshot
+	if err == nil {
+		s, err = d.snapshotOf(v, name)
 	}
-	top, ok := v.(map[any]any)
-	if l, isList := v.([]any); isList && isLegacy(l) {
-		// torch.cuda.memory_snapshot() and PyTorch before 2.0 give the
-		// bare list of segments, which PyTorch's own tools wrap as
-		// {"segments": list} (torch/cuda/_memory_viz.py).
-		top, ok = map[any]any{"segments": l}, true
+	if err == nil {
+		return s, nil
 	}
-	if !ok {
-		return nil, notSnapshot(name, fmt.Sprintf("the pickle holds %s, not a dict or a list of segments", pyType(v)), nil)
+	var pe *pickleError
+	var fe *fieldError
+	var ne *notSnapshotError
+	var se *Error
+	switch {
+	case errors.As(err, &pe):
+		return nil, notSnapshot(name, "bad pickle: "+oneLine(pe.Error())+gz, err)
+	case errors.As(err, &fe):
+		return nil, &Error{Name: name, Msg: oneLine(fe.msg)}
+	case errors.As(err, &ne):
+		return nil, notSnapshot(name, ne.why, nil)
+	case errors.As(err, &se):
+		return nil, err
 	}
-	segs, ok := top["segments"].([]any)
-	if !ok {
-		return nil, notSnapshot(name, "no segments list", nil)
-	}
-	p := &parser{name: name}
-	s := &Snapshot{}
-	for i, sv := range segs {
-		seg := p.segment(sv, fmt.Sprintf("segments[%d]", i))
-		if p.err != nil {
-			return nil, p.err
-		}
-		s.Segments = append(s.Segments, seg)
-	}
-	if tv, ok := top["device_traces"]; ok && !isNone(tv) {
-		traces, ok := tv.([]any)
-		if !ok {
-			return nil, p.fail("device_traces", "not a list")
-		}
-		s.DeviceTraces = make([][]TraceEntry, len(traces))
-		for dev, t := range traces {
-			entries, ok := t.([]any)
-			if !ok {
-				return nil, p.fail(fmt.Sprintf("device_traces[%d]", dev), "not a list")
-			}
-			s.DeviceTraces[dev] = make([]TraceEntry, 0, len(entries))
-			for i, ev := range entries {
-				e := p.entry(ev, fmt.Sprintf("device_traces[%d][%d]", dev, i))
-				if p.err != nil {
-					return nil, p.err
-				}
-				s.DeviceTraces[dev] = append(s.DeviceTraces[dev], e)
-			}
-		}
-	}
-	if as, ok := top["allocator_settings"]; ok && !isNone(as) {
-		s.AllocatorSettings = p.settings(as, "allocator_settings")
-		if p.err != nil {
-			return nil, p.err
-		}
-	}
-	return s, nil
+	return nil, &Error{Name: name, Msg: "read: " + oneLine(err.Error()), Err: err}
 }
 
-// isLegacy reports whether l is a legacy snapshot, a bare list of
-// segments: empty, or whose first item is a dict with "total_size" and
-// "blocks".
-func isLegacy(l []any) bool {
-	if len(l) == 0 {
-		return true
+func newDecoder(r io.Reader) *decoder {
+	return &decoder{
+		in:     input{r: r, buf: make([]byte, 64<<10)},
+		strIdx: map[string]uint32{},
 	}
-	m, ok := l[0].(map[any]any)
-	if !ok {
-		return false
+}
+
+// counter reports the bytes read through it, once per MiB.
+type counter struct {
+	r    io.Reader
+	f    func(int64)
+	n    int64
+	next int64
+}
+
+func (c *counter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.n >= c.next || err != nil {
+		c.f(c.n)
+		c.next = c.n + 1<<20
 	}
-	_, size := m["total_size"]
-	_, blocks := m["blocks"]
-	return size && blocks
+	return n, err
 }
 
 // oneLine escapes the control characters of a message, such as the bytes
@@ -145,19 +170,9 @@ func oneLine(msg string) string {
 	return b.String()
 }
 
-// decodeSafely decodes one pickle, turning a panic of the decoder on
-// malformed input into an error.
-func decodeSafely(d *ogórek.Decoder) (v any, err error) {
-	defer func() {
-		if e := recover(); e != nil {
-			v, err = nil, fmt.Errorf("malformed pickle: %v", e)
-		}
-	}()
-	return d.Decode()
-}
-
-// parser converts decoded pickle values into a Snapshot's fields, keeping
-// the first error.
+// parser converts decoded values of allocator_settings (og-rek's types,
+// which the decoder's plain gives) into AllocatorSettings, keeping the
+// first error.
 type parser struct {
 	name string
 	err  error
@@ -211,35 +226,6 @@ func (p *parser) int(m map[any]any, key string, path string, def int64) int64 {
 	return def
 }
 
-// size returns the non-negative integer at key of m, like int.
-func (p *parser) size(m map[any]any, key string, path string, def int64) int64 {
-	n := p.int(m, key, path, def)
-	if n < 0 {
-		p.fail(path+"."+key, "negative: "+strconv.FormatInt(n, 10))
-	}
-	return n
-}
-
-// uint returns the non-negative integer at key of m, like int.
-func (p *parser) uint(m map[any]any, key string, path string) uint64 {
-	v, ok := m[key]
-	if !ok || isNone(v) {
-		return 0
-	}
-	switch x := v.(type) {
-	case int64:
-		if x >= 0 {
-			return uint64(x)
-		}
-	case *big.Int:
-		if x.Sign() >= 0 && x.IsUint64() {
-			return x.Uint64()
-		}
-	}
-	p.fail(path+"."+key, "not a non-negative integer of 64 bits: "+pyType(v))
-	return 0
-}
-
 func (p *parser) str(m map[any]any, key string, path string) string {
 	v, ok := m[key]
 	if !ok || isNone(v) {
@@ -262,143 +248,6 @@ func toString(v any) (string, bool) {
 		return string(x), true
 	}
 	return "", false
-}
-
-func (p *parser) segment(v any, path string) Segment {
-	m := p.dict(v, path)
-	if m == nil {
-		return Segment{}
-	}
-	dev := p.int(m, "device", path, 0)
-	if dev < 0 || dev > math.MaxInt32 {
-		p.fail(path+".device", "out of range: "+strconv.FormatInt(dev, 10))
-	}
-	seg := Segment{
-		Device:        int(dev),
-		Address:       p.uint(m, "address", path),
-		TotalSize:     p.size(m, "total_size", path, 0),
-		AllocatedSize: p.size(m, "allocated_size", path, 0),
-		ActiveSize:    p.size(m, "active_size", path, 0),
-		RequestedSize: p.size(m, "requested_size", path, 0),
-		Stream:        p.uint(m, "stream", path),
-		SegmentType:   p.str(m, "segment_type", path),
-	}
-	if b, ok := m["is_expandable"].(bool); ok {
-		seg.IsExpandable = b
-	}
-	seg.Pool = p.pool(m, path)
-	if bv, ok := m["blocks"]; ok && !isNone(bv) {
-		blocks, ok := bv.([]any)
-		if !ok {
-			p.fail(path+".blocks", "not a list but "+pyType(bv))
-			return seg
-		}
-		seg.Blocks = make([]Block, 0, len(blocks))
-		at := seg.Address // where the block starts if it does not say
-		for i, b := range blocks {
-			bp := fmt.Sprintf("%s.blocks[%d]", path, i)
-			bm := p.dict(b, bp)
-			if bm == nil {
-				return seg
-			}
-			addr := at
-			if _, ok := bm["address"]; ok {
-				addr = p.uint(bm, "address", bp)
-			}
-			blk := Block{
-				Address:  addr,
-				Size:     p.size(bm, "size", bp, 0),
-				State:    BlockState(p.str(bm, "state", bp)),
-				Category: p.str(bm, "category", bp),
-			}
-			blk.RequestedSize = p.size(bm, "requested_size", bp, blk.Size)
-			seg.Blocks = append(seg.Blocks, blk)
-			at = blk.Address + uint64(blk.Size)
-		}
-	}
-	return seg
-}
-
-func (p *parser) entry(v any, path string) TraceEntry {
-	m := p.dict(v, path)
-	if m == nil {
-		return TraceEntry{}
-	}
-	e := TraceEntry{
-		Action:   Action(p.str(m, "action", path)),
-		Size:     p.size(m, "size", path, 0),
-		Stream:   p.uint(m, "stream", path),
-		TimeUS:   p.int(m, "time_us", path, NoTime),
-		Category: p.str(m, "category", path),
-	}
-	if e.Action == SegmentFree || e.Action == SegmentUnmap {
-		e.EmptyCache = emptyCacheFrames(m["frames"])
-	}
-	if _, ok := m["addr"]; !ok && e.Action == OutOfMemory {
-		e.Addr = p.uint(m, "device_free", path)
-	} else {
-		e.Addr = p.uint(m, "addr", path)
-	}
-	switch {
-	case e.Action == "":
-		p.fail(path, "no action")
-	case e.TimeUS < 0 && e.TimeUS != NoTime:
-		p.fail(path+".time_us", "negative: "+strconv.FormatInt(e.TimeUS, 10))
-	}
-	return e
-}
-
-// pool returns the "segment_pool_id" of segment m, a pair of
-// non-negative integers; absent (or None) gives the default pool.
-func (p *parser) pool(m map[any]any, path string) PoolID {
-	v, ok := m["segment_pool_id"]
-	if !ok || isNone(v) {
-		return PoolID{}
-	}
-	var items []any
-	switch x := v.(type) {
-	case ogórek.Tuple:
-		items = x
-	case []any:
-		items = x
-	}
-	var id PoolID
-	if len(items) != 2 {
-		p.fail(path+".segment_pool_id", "not a pair of integers but "+pyType(v))
-		return id
-	}
-	for i, it := range items {
-		n, ok := toInt64(it)
-		if b, big := it.(*big.Int); big && b.IsUint64() {
-			id[i], ok = b.Uint64(), true
-		} else if ok && n >= 0 {
-			id[i] = uint64(n)
-		} else {
-			p.fail(path+".segment_pool_id", "not a pair of non-negative integers of 64 bits: "+pyType(it)+" at "+strconv.Itoa(i))
-			return PoolID{}
-		}
-	}
-	return id
-}
-
-// emptyCacheFrames reports whether the frames of a trace entry, a list of
-// dicts with "name" and "filename", hold a frame of
-// torch.cuda.empty_cache() (see IsEmptyCacheFrame). Frames of another
-// shape are ignored: PyTorch's stacks are optional.
-func emptyCacheFrames(v any) bool {
-	frames, _ := v.([]any)
-	for _, f := range frames {
-		m, ok := f.(map[any]any)
-		if !ok {
-			continue
-		}
-		name, _ := toString(m["name"])
-		file, _ := toString(m["filename"])
-		if IsEmptyCacheFrame(name, file) {
-			return true
-		}
-	}
-	return false
 }
 
 // plain converts a decoded pickle value into plain Go values: dicts with

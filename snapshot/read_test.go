@@ -58,6 +58,13 @@ func wantTwoDevices(withTime bool) *snapshot.Snapshot {
 			{Action: snapshot.FreeCompleted, Addr: a3 + 0x1000, Size: 500, Stream: 9, TimeUS: tm(25)},
 		}},
 	}
+	for _, t := range s.DeviceTraces {
+		for i := range t {
+			t[i].Stack = 1 // pk.Entry's one frame
+		}
+	}
+	s.Frames = []snapshot.Frame{{Name: "f", Filename: "x.py", Line: 1}}
+	s.Stacks = [][]int32{nil, {0}}
 	if withTime {
 		s.AllocatorSettings = &snapshot.AllocatorSettings{
 			Conf: "max_split_size_mb:64", Effective: true, MaxSplitSize: 64 << 20, GarbageCollectionThreshold: 0.5,

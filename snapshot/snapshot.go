@@ -17,6 +17,40 @@ type Snapshot struct {
 	// AllocatorSettings are the allocator's settings, nil in files from
 	// before PyTorch recorded them.
 	AllocatorSettings *AllocatorSettings
+	// Frames are the distinct frames of the recorded stacks ("frames" of
+	// entries, blocks and segments), each once; nil when the file records
+	// none.
+	Frames []Frame
+	// Stacks are the distinct stacks, each a list of indexes into Frames,
+	// innermost first, as PyTorch records them; Stacks[0] is the empty
+	// stack. Nil when the file records no frames.
+	Stacks [][]int32
+}
+
+// A Frame is one frame of a recorded stack: a dict with "name",
+// "filename" and "line".
+type Frame struct {
+	Name     string
+	Filename string
+	Line     int64
+}
+
+// A StackID is an index into [Snapshot.Stacks]; 0 is the empty stack, and
+// the stack of everything read from a file without frames.
+type StackID uint32
+
+// StackFrames returns the frames of stack id, innermost first; nil for the
+// empty stack or an id out of range.
+func (s *Snapshot) StackFrames(id StackID) []Frame {
+	if int(id) >= len(s.Stacks) {
+		return nil
+	}
+	ids := s.Stacks[id]
+	f := make([]Frame, len(ids))
+	for i, k := range ids {
+		f[i] = s.Frames[k]
+	}
+	return f
 }
 
 // A Segment is memory that the allocator holds from the device: one
@@ -35,6 +69,8 @@ type Segment struct {
 	// value for the allocator's default pools, another for a private
 	// pool (a CUDA graph's, a torch.cuda.MemPool's).
 	Pool PoolID
+	// Stack is where the segment was allocated ("frames").
+	Stack StackID
 	// Blocks are the segment's blocks in address order, each starting
 	// where the one before ends, together covering the segment.
 	Blocks []Block
@@ -66,6 +102,8 @@ type Block struct {
 	// block; "" when the file records none, as PyTorch's own snapshots
 	// do not (memory_viz computes categories in its profiler timeline).
 	Category string
+	// Stack is where the block was allocated ("frames").
+	Stack StackID
 }
 
 // A BlockState is the state of a block.
@@ -120,6 +158,8 @@ type TraceEntry struct {
 	// Category is what the block holds, from a "category" key of the
 	// entry, as Block's; "" when the file records none.
 	Category string
+	// Stack is the entry's stack ("frames").
+	Stack StackID
 	// EmptyCache is true when the entry's frames show that
 	// torch.cuda.empty_cache() made it (see IsEmptyCacheFrame): a
 	// segment_free or segment_unmap of a release that the program asked

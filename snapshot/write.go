@@ -31,7 +31,10 @@ type WriteOptions struct {
 // "blocks" (each block's "address", "size", "requested_size", "state",
 // "frames"), each trace entry's "action", "addr" ("device_free" for an
 // oom), "size", "stream", "time_us" (left out when the entry has none) and
-// "frames". Frames are empty lists: a replay has no stacks. A category is
+// "frames". Frames are those of s.Stacks (empty lists for a replay, which
+// has no stacks), each frame dict and each distinct stack written once and
+// referred to through the memo after, as "segment_pool_id" when the
+// segment is in a pool other than the default. A category is
 // written, as "category", on the blocks and entries that have one.
 // Settings are written as PyTorch records them when they are
 // [AllocatorSettings.Effective] ("max_split_size" -1 for no limit,
@@ -57,7 +60,14 @@ func Write(w io.Writer, s *Snapshot, o WriteOptions) error {
 	if proto < 2 || proto > 4 {
 		return fmt.Errorf("snapshot: write: pickle protocol %d: want 2, 3 or 4", o.Protocol)
 	}
-	p := &pickler{w: w, proto: proto, memo: map[string]uint32{}}
+	p := &pickler{w: w, proto: proto, memo: map[string]uint32{}, snap: s,
+		frameMemo: make([]int64, len(s.Frames)), stackMemo: make([]int64, len(s.Stacks))}
+	for i := range p.frameMemo {
+		p.frameMemo[i] = -1
+	}
+	for i := range p.stackMemo {
+		p.stackMemo[i] = -1
+	}
 	// The header stands outside the frames, as Python writes it.
 	if _, err := w.Write([]byte{opProto, byte(proto)}); err != nil {
 		return err
@@ -126,6 +136,10 @@ type pickler struct {
 	memo  map[string]uint32 // strings written: memo index
 	n     uint32            // memo entries
 	err   error
+
+	snap      *Snapshot
+	frameMemo []int64 // memo index of each frame written, or -1
+	stackMemo []int64 // memo index of each stack written, or -1
 }
 
 func (p *pickler) op(b byte) { p.buf = append(p.buf, b) }
@@ -189,13 +203,7 @@ func (p *pickler) dict(kv func()) {
 // str writes a string through the memo.
 func (p *pickler) str(s string) {
 	if i, ok := p.memo[s]; ok {
-		if i < 256 {
-			p.buf = append(p.buf, opBinGet, byte(i))
-		} else {
-			p.buf = append(p.buf, opLongBinGet)
-			p.buf = binary.LittleEndian.AppendUint32(p.buf, i)
-		}
-		p.end()
+		p.get(int64(i))
 		return
 	}
 	if len(s) < 256 && p.proto >= 4 {
@@ -205,9 +213,14 @@ func (p *pickler) str(s string) {
 		p.buf = binary.LittleEndian.AppendUint32(p.buf, uint32(len(s)))
 	}
 	p.buf = append(p.buf, s...)
+	p.memo[s] = p.put()
+	p.end()
+}
+
+// put memoizes the value just written and returns its memo index.
+func (p *pickler) put() uint32 {
 	i := p.n
 	p.n++
-	p.memo[s] = i
 	switch {
 	case p.proto >= 4:
 		p.op(opMemoize)
@@ -216,6 +229,17 @@ func (p *pickler) str(s string) {
 	default:
 		p.buf = append(p.buf, opLongBinPut)
 		p.buf = binary.LittleEndian.AppendUint32(p.buf, i)
+	}
+	return i
+}
+
+// get refers to memo entry i.
+func (p *pickler) get(i int64) {
+	if i < 256 {
+		p.buf = append(p.buf, opBinGet, byte(i))
+	} else {
+		p.buf = append(p.buf, opLongBinGet)
+		p.buf = binary.LittleEndian.AppendUint32(p.buf, uint32(i))
 	}
 	p.end()
 }
@@ -287,9 +311,50 @@ func (p *pickler) uintItem(k string, v uint64) { p.str(k); p.uint(v) }
 func (p *pickler) strItem(k, v string)         { p.str(k); p.str(v) }
 func (p *pickler) boolItem(k string, v bool)   { p.str(k); p.bool(v) }
 
-func (p *pickler) noFrames() {
+// frames writes the "frames" of a stack: each distinct stack once, then
+// through the memo, as each frame dict.
+func (p *pickler) frames(id StackID) {
 	p.str("frames")
+	if id == 0 || int(id) >= len(p.snap.Stacks) {
+		p.op(opEmptyList)
+		p.end()
+		return
+	}
+	if m := p.stackMemo[id]; m >= 0 {
+		p.get(m)
+		return
+	}
+	st := p.snap.Stacks[id]
 	p.op(opEmptyList)
+	p.stackMemo[id] = int64(p.put())
+	for i := 0; i < len(st); i += batchSize {
+		p.mark()
+		for _, f := range st[i:min(len(st), i+batchSize)] {
+			p.frame(f)
+		}
+		p.op(opAppends)
+		p.end()
+	}
+}
+
+func (p *pickler) frame(f int32) {
+	if int(f) >= len(p.snap.Frames) || f < 0 {
+		p.op(opNone)
+		p.fail("frames", "a frame index out of range")
+		return
+	}
+	if m := p.frameMemo[f]; m >= 0 {
+		p.get(m)
+		return
+	}
+	fr := &p.snap.Frames[f]
+	p.op(opEmptyDict)
+	p.frameMemo[f] = int64(p.put())
+	p.mark()
+	p.strItem("name", fr.Name)
+	p.strItem("filename", fr.Filename)
+	p.intItem("line", fr.Line)
+	p.op(opSetItems)
 	p.end()
 }
 
@@ -305,8 +370,15 @@ func (p *pickler) segment(s *Segment) {
 		if s.SegmentType != "" {
 			p.strItem("segment_type", s.SegmentType)
 		}
+		if s.Pool != (PoolID{}) {
+			p.str("segment_pool_id")
+			p.uint(s.Pool[0])
+			p.uint(s.Pool[1])
+			p.op(opTuple2)
+			p.end()
+		}
 		p.boolItem("is_expandable", s.IsExpandable)
-		p.noFrames()
+		p.frames(s.Stack)
 		p.str("blocks")
 		p.list(len(s.Blocks), func(i int) { p.block(&s.Blocks[i]) })
 	})
@@ -318,7 +390,7 @@ func (p *pickler) block(b *Block) {
 		p.intItem("size", b.Size)
 		p.intItem("requested_size", b.RequestedSize)
 		p.strItem("state", string(b.State))
-		p.noFrames()
+		p.frames(b.Stack)
 		if b.Category != "" {
 			p.strItem("category", b.Category)
 		}
@@ -339,7 +411,7 @@ func (p *pickler) entry(e *TraceEntry) {
 		if e.TimeUS != NoTime {
 			p.intItem("time_us", e.TimeUS)
 		}
-		p.noFrames()
+		p.frames(e.Stack)
 		if e.Category != "" {
 			p.strItem("category", e.Category)
 		}
@@ -391,7 +463,7 @@ func (p *pickler) value(v any, path string) {
 		p.str(x)
 	case *big.Int:
 		if !x.IsInt64() {
-			p.fail(path, "an integer beyond 64 bits")
+			p.fail("allocator_settings."+path, "an integer beyond 64 bits")
 			return
 		}
 		p.int(x.Int64())
@@ -405,13 +477,13 @@ func (p *pickler) value(v any, path string) {
 			}
 		})
 	default:
-		p.fail(path, fmt.Sprintf("a %T", v))
+		p.fail("allocator_settings."+path, fmt.Sprintf("a %T", v))
 	}
 }
 
 func (p *pickler) fail(path, what string) {
 	if p.err == nil {
-		p.err = errors.New("snapshot: write: allocator_settings." + path + ": cannot write " + what)
+		p.err = errors.New("snapshot: write: " + path + ": cannot write " + what)
 	}
 }
 

@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc/snapshot"
+)
+
+func readSnapshotFile(t *testing.T, path string) *snapshot.Snapshot {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	s, err := snapshot.Read(f, path)
+	require.NoError(t, err)
+	return s
+}
+
+// TestConvertSnapshotCut cuts a real snapshot to the last entries of its
+// device, as PyTorch's ring buffer does: the cut walks back from its
+// segments without error, keeps its frames unless told not to, and is the
+// tail of the original.
+func TestConvertSnapshotCut(t *testing.T) {
+	in := filepath.Join(sharedSnapshotDir, "forward_ctx128.pickle")
+	if _, err := os.Stat(in); err != nil {
+		t.Skip("the shared PyTorch snapshots are not checked out beside the repository")
+	}
+	dir := t.TempDir()
+	orig := readSnapshotFile(t, in)
+	for _, noFrames := range []bool{false, true} {
+		out := filepath.Join(dir, "cut.pickle")
+		args := []string{"convert", "--snapshot-entries", "500", in, out}
+		if noFrames {
+			args = append(args[:1], append([]string{"--no-frames"}, args[1:]...)...)
+		}
+		code, _, stderr := run(t, nil, args...)
+		require.Equal(t, 0, code, stderr)
+		cut := readSnapshotFile(t, out)
+		full := orig.Trace(0)
+		require.Len(t, cut.Trace(0), 500)
+		for i, e := range cut.Trace(0) {
+			o := full[len(full)-500+i]
+			assert.Equal(t, o.Addr, e.Addr)
+			assert.Equal(t, o.Action, e.Action)
+			if noFrames {
+				assert.Empty(t, cut.StackFrames(e.Stack))
+			} else {
+				assert.Equal(t, orig.StackFrames(o.Stack), cut.StackFrames(e.Stack))
+			}
+		}
+		assert.Equal(t, len(orig.Segments), len(cut.Segments))
+		st, err := cut.InitialState(0)
+		require.NoError(t, err)
+		assert.Empty(t, st.Unplaced)
+	}
+	code, _, stderr := run(t, nil, "convert", "--no-frames", in, filepath.Join(dir, "x.csv"))
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "want an OUT ending in .pickle")
+}
+
+func TestCutSnapshotKeepsAnUnknownCategory(t *testing.T) {
+	e := func(a snapshot.Action, cat string, tm int64) snapshot.TraceEntry {
+		return snapshot.TraceEntry{Action: a, Addr: 0x1000, Size: 512, TimeUS: tm, Category: cat}
+	}
+	s := &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{{
+		e(snapshot.SegmentAlloc, "unknown", 1), e(snapshot.Alloc, "activation", 2), e(snapshot.FreeRequested, "activation", 3),
+		e(snapshot.FreeCompleted, "activation", 4), e(snapshot.Alloc, "activation", 5),
+	}}}
+	cutSnapshot(s, 3, false)
+	assert.Equal(t, []snapshot.TraceEntry{e(snapshot.FreeRequested, "activation", 3), e(snapshot.FreeCompleted, "activation", 4),
+		e(snapshot.Alloc, "activation", 5), {Action: snapshot.TakeSnapshot, TimeUS: 5, Category: "unknown"}}[1:], s.Trace(0))
+	// Without categories nothing is added.
+	s = &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{{e(snapshot.Alloc, "", 1), e(snapshot.Alloc, "", 2)}}}
+	cutSnapshot(s, 1, false)
+	assert.Equal(t, []snapshot.TraceEntry{e(snapshot.Alloc, "", 2)}, s.Trace(0))
+}

@@ -1,0 +1,553 @@
+package snapshot
+
+import (
+	"strconv"
+)
+
+// A ctype is the Python type of a container.
+type ctype uint8
+
+const (
+	ctList ctype = iota
+	ctDict
+	ctTuple
+	ctSet
+)
+
+func (t ctype) pyName() string {
+	return [...]string{"a list", "a dict", "a tuple", "a set"}[t]
+}
+
+// A role is what a container is in a snapshot, told by its place.
+type role uint8
+
+const (
+	rGeneric  role = iota // anything else: kept as it is
+	rTop                  // the snapshot's dict
+	rLegacy               // a bare list of segments
+	rSegments             // "segments"
+	rSegment              // one of its dicts
+	rBlocks               // a segment's "blocks"
+	rBlock                // one of their dicts
+	rTraces               // "device_traces"
+	rTrace                // one device's list
+	rEntry                // one of its dicts
+	rStack                // a "frames" list
+	rFrame                // one of its dicts
+)
+
+// childRole returns the role of a container of type t at key (noKey for a
+// list's item) of a container of role parent.
+func childRole(parent role, key fieldKey, t ctype) role {
+	switch {
+	case parent == rTop && key == keySegments && t == ctList:
+		return rSegments
+	case parent == rTop && key == keyDeviceTraces && t == ctList:
+		return rTraces
+	case (parent == rSegments || parent == rLegacy) && t == ctDict:
+		return rSegment
+	case parent == rSegment && key == keyBlocks && t == ctList:
+		return rBlocks
+	case parent == rBlocks && t == ctDict:
+		return rBlock
+	case parent == rTraces && t == ctList:
+		return rTrace
+	case parent == rTrace && t == ctDict:
+		return rEntry
+	case (parent == rEntry || parent == rBlock || parent == rSegment) && key == keyFrames && t == ctList:
+		return rStack
+	case parent == rStack && t == ctDict:
+		return rFrame
+	}
+	return rGeneric
+}
+
+// itemType returns the type of the items of a list of role r, for telling
+// an item of a list just created from the next item of the list it goes
+// into; a generic list takes anything.
+func itemType(r role) (ctype, bool) {
+	switch r {
+	case rLegacy, rSegments, rBlocks, rTrace, rStack:
+		return ctDict, true
+	case rTraces:
+		return ctList, true
+	}
+	return 0, false
+}
+
+// A cont is a container being built or kept.
+type cont struct {
+	typ    ctype
+	role   role
+	shared bool  // referenced more than once: kept after its first use
+	memo   int64 // the memo slot that holds it, or -1
+	parent int32 // the container it goes into, or -1
+	idx    int32 // its index in a parent list
+	key    int64 // its key's string in a parent dict, or -1
+	count  int32 // items added
+	num    uint32
+	done   val      // what it became once used; kMark before
+	items  []val    // a generic container's items, or a dict's keys and values
+	ids    []byte   // a stack's frame indexes, 4 bytes each
+	lists  []uint32 // device_traces: the trace list of each device
+	fi     int32    // a modelled dict's fields in decoder.fields, or -1
+}
+
+// A fieldKey is a key that the package models.
+type fieldKey uint8
+
+const (
+	keyAction fieldKey = iota
+	keyAddr
+	keyDeviceFree
+	keySize
+	keyStream
+	keyTimeUS
+	keyCategory
+	keyFrames
+	keyDevice
+	keyAddress
+	keyTotalSize
+	keyAllocatedSize
+	keyActiveSize
+	keyRequestedSize
+	keySegmentType
+	keySegmentPoolID
+	keyIsExpandable
+	keyBlocks
+	keyState
+	keyFilename
+	keyLine
+	keyName
+	keySegments
+	keyDeviceTraces
+	keyAllocatorSettings
+	nKeys
+	noKey fieldKey = 0xff
+)
+
+var keyNames = [nKeys]string{"action", "addr", "device_free", "size", "stream", "time_us", "category", "frames",
+	"device", "address", "total_size", "allocated_size", "active_size", "requested_size", "segment_type",
+	"segment_pool_id", "is_expandable", "blocks", "state", "filename", "line", "name", "segments", "device_traces",
+	"allocator_settings"}
+
+func keyNamed(s string) fieldKey {
+	for i, n := range keyNames {
+		if n == s {
+			return fieldKey(i)
+		}
+	}
+	return noKey
+}
+
+func bits(keys ...fieldKey) uint32 {
+	var b uint32
+	for _, k := range keys {
+		b |= 1 << k
+	}
+	return b
+}
+
+// roleKeys are the keys that each dict role keeps.
+var roleKeys = [...]uint32{
+	rTop:     bits(keySegments, keyDeviceTraces, keyAllocatorSettings),
+	rSegment: bits(keyDevice, keyAddress, keyTotalSize, keyAllocatedSize, keyActiveSize, keyRequestedSize, keyStream, keySegmentType, keySegmentPoolID, keyIsExpandable, keyBlocks, keyFrames),
+	rBlock:   bits(keyAddress, keySize, keyRequestedSize, keyState, keyCategory, keyFrames),
+	rEntry:   bits(keyAction, keyAddr, keyDeviceFree, keySize, keyStream, keyTimeUS, keyCategory, keyFrames),
+	rFrame:   bits(keyFilename, keyLine, keyName),
+}
+
+// fields are the modelled keys of a dict being built.
+type fields struct {
+	has uint32
+	v   [nKeys]val
+}
+
+// get returns the value at k, false when absent or None.
+func (f *fields) get(k fieldKey) (val, bool) {
+	if f.has&(1<<k) == 0 || f.v[k].k == kNone {
+		return val{}, false
+	}
+	return f.v[k], true
+}
+
+func (f *fields) present(k fieldKey) bool { return f.has&(1<<k) != 0 }
+
+// newCont creates a container of type t, its role told by its place.
+func (d *decoder) newCont(t ctype) int32 {
+	parent, idx, key := d.place(t)
+	r := rGeneric
+	switch {
+	case parent >= 0:
+		fk := noKey
+		if key >= 0 {
+			fk = d.keyOf[key]
+		}
+		r = childRole(d.conts[parent].role, fk, t)
+	case len(d.stack) == 0 && t == ctDict:
+		r = rTop
+	case len(d.stack) == 0 && t == ctList:
+		r = rLegacy
+	}
+	return d.alloc(t, r, parent, idx, key)
+}
+
+// alloc returns a fresh container.
+func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
+	var i int32
+	if r != rGeneric && len(d.free) > 0 {
+		i = d.free[len(d.free)-1]
+		d.free = d.free[:len(d.free)-1]
+	} else {
+		d.conts = append(d.conts, cont{fi: -1})
+		i = int32(len(d.conts) - 1)
+	}
+	c := &d.conts[i]
+	ids, fi := c.ids[:0], c.fi
+	switch {
+	case r == rGeneric || t != ctDict:
+		// A list keeps the fields it had, for when it is reused as a
+		// dict.
+	case fi < 0:
+		d.fields = append(d.fields, fields{})
+		fi = int32(len(d.fields) - 1)
+	default:
+		d.fields[fi] = fields{}
+	}
+	*c = cont{typ: t, role: r, memo: -1, parent: parent, idx: idx, key: key, done: val{k: kMark}, ids: ids, fi: fi}
+	switch r {
+	case rSegments, rLegacy:
+		c.num = uint32(len(d.m.segs))
+		d.m.segs = append(d.m.segs, nil)
+	case rBlocks:
+		c.num = uint32(len(d.m.blocks))
+		d.m.blocks = append(d.m.blocks, []Block{})
+	case rTrace:
+		c.num = uint32(len(d.m.traces))
+		d.m.traces = append(d.m.traces, []TraceEntry{})
+	}
+	return i
+}
+
+// release frees a container that was used and is referenced from nowhere
+// else; one in the memo or shared stays, as what it became.
+func (d *decoder) release(i int32) {
+	c := &d.conts[i]
+	if c.done.k != kMark && c.memo >= 0 {
+		d.memo[c.memo] = c.done
+		c.memo = -1
+	}
+	if c.shared || c.memo >= 0 || c.role == rGeneric {
+		return
+	}
+	c.done = val{k: kMark}
+	c.typ = ctTuple // no target of an APPEND or SETITEM
+	d.free = append(d.free, i)
+}
+
+// place returns where a container about to be pushed goes: the container
+// (or -1), its index there, and its key's string (or -1).
+func (d *decoder) place(t ctype) (int32, int32, int64) {
+	n := len(d.stack)
+	lastMark, owner := -1, int32(-1)
+	if len(d.marks) > 0 {
+		m := d.marks[len(d.marks)-1]
+		lastMark, owner = m.pos, m.owner
+	}
+	// Right above an open list: its one item (APPEND), or the next item of
+	// what holds the list when the list is empty and takes other items.
+	if n > 0 && lastMark < n-1 && d.stack[n-1].k == kCont {
+		c := &d.conts[d.stack[n-1].x]
+		if c.typ == ctList && c.done.k == kMark {
+			if it, ok := itemType(c.role); !ok || it == t {
+				return int32(d.stack[n-1].x), c.count, -1
+			}
+		}
+	}
+	// A value for a key (SETITEM).
+	if n > 1 && lastMark < n-2 && d.stack[n-1].k == kStr && d.stack[n-2].k == kCont && d.conts[d.stack[n-2].x].typ == ctDict {
+		return int32(d.stack[n-2].x), 0, int64(d.stack[n-1].x)
+	}
+	if owner < 0 {
+		return -1, 0, -1
+	}
+	c := &d.conts[owner]
+	k := n - lastMark - 1
+	switch c.typ {
+	case ctList, ctSet:
+		return owner, c.count + int32(k), -1
+	case ctDict:
+		if k%2 == 1 && d.stack[n-1].k == kStr {
+			return owner, 0, int64(d.stack[n-1].x)
+		}
+	}
+	return -1, 0, -1
+}
+
+// generic returns a new generic container of the given items.
+func (d *decoder) generic(t ctype, items []val) int32 {
+	i := d.alloc(t, rGeneric, -1, 0, -1)
+	c := &d.conts[i]
+	c.items = append([]val(nil), items...)
+	c.count = int32(len(items))
+	if t == ctDict {
+		c.count /= 2
+	}
+	return i
+}
+
+// path returns the path of container i in the snapshot, as messages name
+// it: "segments[3].blocks[0]".
+func (d *decoder) path(i int32) string {
+	if i < 0 {
+		return ""
+	}
+	c := &d.conts[i]
+	if c.role == rLegacy {
+		return "segments"
+	}
+	if c.parent < 0 {
+		return ""
+	}
+	pp := d.path(c.parent)
+	if c.key >= 0 {
+		return join(pp, d.strs[c.key])
+	}
+	return pp + "[" + strconv.Itoa(int(c.idx)) + "]"
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// A fieldError is a modelled field of the wrong type or value.
+type fieldError struct{ msg string }
+
+func (e *fieldError) Error() string { return e.msg }
+
+// failAt records that the field at path is wrong.
+func (d *decoder) failAt(path, msg string) {
+	if d.err == nil {
+		d.err = &fieldError{path + ": " + msg}
+	}
+}
+
+// typeName names the Python type of a value, for messages.
+func (d *decoder) typeName(v val) string {
+	switch v.k {
+	case kNone:
+		return "None"
+	case kBool:
+		return "a bool"
+	case kInt, kUint, kBig:
+		return "an integer"
+	case kFloat:
+		return "a float"
+	case kStr:
+		return "a string"
+	case kBytes:
+		return "bytes"
+	case kCont:
+		return d.conts[v.x].typ.pyName()
+	case kEntry, kBlock, kSegment, kFrame:
+		return "a dict"
+	}
+	return "a list"
+}
+
+// add appends v to the list (or set) p.
+func (d *decoder) add(p int32, v val) {
+	c := &d.conts[p]
+	at := itemAt{p, c.count}
+	switch c.role {
+	case rLegacy, rSegments:
+		if c.role == rLegacy && c.count == 0 && !d.looksLikeSegment(v) {
+			d.err = errNotSnapshot("the pickle holds a list, not a dict or a list of segments")
+			return
+		}
+		if seg, ok := d.segmentOf(v, at); ok {
+			num := d.conts[p].num
+			d.m.segs[num] = append(d.m.segs[num], seg)
+		}
+	case rBlocks:
+		if b, ok := d.blockOf(v, at); ok {
+			num := d.conts[p].num
+			d.m.blocks[num] = append(d.m.blocks[num], b)
+		}
+	case rTraces:
+		if n, ok := d.traceOf(v, at); ok {
+			d.conts[p].lists = append(d.conts[p].lists, n)
+		}
+	case rTrace:
+		if e, ok := d.entryOf(v, at); ok {
+			num := d.conts[p].num
+			d.m.traces[num] = append(d.m.traces[num], e)
+		}
+	case rStack:
+		if f, ok := d.frameOf(v, at); ok {
+			c = &d.conts[p]
+			c.ids = append(c.ids, byte(f), byte(f>>8), byte(f>>16), byte(f>>24))
+		}
+	default:
+		c.items = append(c.items, v)
+	}
+	d.conts[p].count++
+}
+
+// set sets key k of dict p to v.
+func (d *decoder) set(p int32, k, v val) {
+	c := &d.conts[p]
+	if c.role == rGeneric {
+		c.items = append(c.items, k, v)
+		c.count++
+		return
+	}
+	fk := noKey
+	if k.k == kStr {
+		fk = d.keyOf[k.x]
+	}
+	if fk == noKey || roleKeys[c.role]&(1<<fk) == 0 {
+		d.drop(v)
+		return
+	}
+	switch fk {
+	case keyFrames:
+		v = d.stackVal(v, p)
+	case keyBlocks:
+		v = d.listVal(v, rBlocks, p, k)
+	case keySegments:
+		v = d.listVal(v, rSegments, p, k)
+	case keyDeviceTraces:
+		v = d.listVal(v, rTraces, p, k)
+	}
+	c = &d.conts[p]
+	f := &d.fields[c.fi]
+	if old := f.v[fk]; f.present(fk) && old.k == kCont {
+		d.drop(old)
+	}
+	f.has |= 1 << fk
+	f.v[fk] = v
+}
+
+// listVal returns a list value of a modelled key as a container of role r:
+// itself, or a copy of a generic list filled item by item. Other values
+// are left for the field's conversion to refuse.
+func (d *decoder) listVal(v val, r role, parent int32, key val) val {
+	if v.k != kCont {
+		return v
+	}
+	c := &d.conts[v.x]
+	if c.role == r || c.typ != ctList || c.done.k != kMark {
+		return v
+	}
+	items := c.items
+	i := d.alloc(ctList, r, parent, 0, int64(key.x))
+	for _, it := range items {
+		if d.add(i, it); d.err != nil {
+			break
+		}
+	}
+	return val{kCont, uint64(i)}
+}
+
+// stackVal returns the "frames" value v of dict p as a kStack.
+func (d *decoder) stackVal(v val, p int32) val {
+	switch v.k {
+	case kNone, kStack:
+		return v
+	case kCont:
+	default:
+		d.failAt(join(d.path(p), "frames"), "not a list but "+d.typeName(v))
+		return val{k: kNone}
+	}
+	c := &d.conts[v.x]
+	if c.done.k != kMark {
+		return c.done
+	}
+	if c.typ != ctList {
+		d.failAt(join(d.path(p), "frames"), "not a list but "+c.typ.pyName())
+		return val{k: kNone}
+	}
+	i := int32(v.x)
+	if c.role != rStack {
+		items := c.items
+		i = d.alloc(ctList, rStack, c.parent, c.idx, c.key)
+		for _, it := range items {
+			if d.add(i, it); d.err != nil {
+				return val{k: kNone}
+			}
+		}
+	}
+	s := val{kStack, uint64(d.m.internStack(d.conts[i].ids))}
+	d.used(int32(v.x), s)
+	if i != int32(v.x) {
+		d.release(i)
+	}
+	return s
+}
+
+// used records what container i became, once used, and frees it.
+func (d *decoder) used(i int32, became val) {
+	c := &d.conts[i]
+	c.done = became
+	d.release(i)
+}
+
+// An itemAt is the place of an item being added to a list.
+type itemAt struct {
+	list  int32
+	index int32
+}
+
+func (d *decoder) pathOf(at itemAt) string {
+	if at.list < 0 {
+		return ""
+	}
+	return d.path(at.list) + "[" + strconv.Itoa(int(at.index)) + "]"
+}
+
+// dictFields returns the fields of a dict value that is to become an item
+// of role r: its own for a modelled container, else those of a generic
+// dict read key by key. ok is false, with the error recorded, when v is
+// not a dict.
+func (d *decoder) dictFields(v val, r role, at itemAt) (*fields, int32, bool) {
+	if v.k != kCont || d.conts[v.x].typ != ctDict {
+		d.failAt(d.pathOf(at), "not a dict but "+d.typeName(v))
+		return nil, -1, false
+	}
+	c := &d.conts[v.x]
+	if c.role == r {
+		return &d.fields[c.fi], int32(v.x), true
+	}
+	items := c.items
+	i := d.alloc(ctDict, r, at.list, at.index, -1)
+	for j := 0; j+1 < len(items) && d.err == nil; j += 2 {
+		if k := items[j+1]; k.k == kCont {
+			d.share(k) // the generic dict keeps it too
+		}
+		d.set(i, items[j], items[j+1])
+	}
+	return &d.fields[d.conts[i].fi], i, d.err == nil
+}
+
+// done reports what a container already became, if it was used before.
+func (d *decoder) doneOf(v val) val {
+	if v.k == kCont {
+		return d.conts[v.x].done
+	}
+	return v
+}
+
+// repeat counts n items copied from the memo.
+func (d *decoder) repeat(n int, at itemAt) bool {
+	d.repeated += n
+	if d.repeated > MaxRepeated {
+		d.failAt(d.pathOf(at), "the file repeats more than "+strconv.Itoa(MaxRepeated)+
+			" entries, blocks or segments through memo references (PyTorch writes each once): refused")
+		return false
+	}
+	return true
+}

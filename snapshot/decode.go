@@ -1,0 +1,687 @@
+package snapshot
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"slices"
+)
+
+// The decoder is a pickle machine of its own, for the opcodes of protocols
+// 2 to 5 that hold data: it runs no code and builds no generic object tree
+// for the parts of a snapshot that the package models. Each container gets
+// a role when it is created, from its place (the dict key or list it goes
+// into): a trace entry's dict is kept as a handful of scalar fields until
+// it is appended to its trace, then converted into a TraceEntry and its
+// container reused. The memo keeps 16 bytes per entry: a scalar, a string
+// of the interned string table, a container, or a reference to what a
+// container became (a trace entry, a segment, a frame, a stack), so that a
+// list referenced twice decodes the same both times.
+
+// A kind is the kind of a value on the machine's stack or in its memo.
+type kind uint8
+
+const (
+	kMark    kind = iota // a MARK, on the stack only
+	kNone                // None
+	kBool                // x is 0 or 1
+	kInt                 // x holds an int64
+	kUint                // x holds a uint64 above math.MaxInt64
+	kBig                 // x indexes decoder.bigs: an integer beyond 64 bits
+	kFloat               // x holds a float64's bits
+	kStr                 // x indexes decoder.strs
+	kBytes               // x indexes decoder.strs
+	kCont                // x indexes decoder.conts: a list, dict, tuple or set
+	kEntry               // x is a trace list number << 32 | the entry's index
+	kTrace               // x is a trace list number
+	kBlock               // x is a block list number << 32 | the block's index
+	kBlocks              // x is a block list number
+	kSegment             // x is a segment list number << 32 | the segment's index
+	kFrame               // x is a frame's index in Snapshot.Frames
+	kStack               // x is a StackID
+)
+
+// A val is a value of the machine.
+type val struct {
+	k kind
+	x uint64
+}
+
+func intVal(n int64) val { return val{kInt, uint64(n)} }
+
+// The limits of the decoder. Each is a bound on what a file describes, so
+// that memory grows with the file, never with how often it refers to its
+// memo.
+const (
+	// MaxRepeated is the most trace entries, blocks and segments that a
+	// snapshot may repeat through memo references, in all: PyTorch writes
+	// each once, and a file that repeats one segment of 10,000 blocks
+	// 100,000 times is refused rather than expanded.
+	MaxRepeated = 1 << 20
+	// maxString is the longest string or bytes value read.
+	maxString = 1 << 30
+)
+
+// input reads the pickle through a buffer of its own, counting the bytes
+// read for error messages.
+type input struct {
+	r        io.Reader
+	buf      []byte
+	pos, end int
+	base     int64 // offset of buf[0] in the input
+	err      error // the reader's error, once it has one
+}
+
+// off returns the offset of the next byte.
+func (in *input) off() int64 { return in.base + int64(in.pos) }
+
+// need makes n bytes available at buf[pos:], reading more; false at the
+// input's end or error. The buffer grows only as the bytes arrive, so that
+// a length that a damaged file claims costs no more memory than the file
+// holds.
+func (in *input) need(n int) bool {
+	if in.end-in.pos >= n {
+		return true
+	}
+	if in.err != nil {
+		return false
+	}
+	if in.pos > 0 {
+		copy(in.buf, in.buf[in.pos:in.end])
+		in.base += int64(in.pos)
+		in.end -= in.pos
+		in.pos = 0
+	}
+	for in.end < n && in.err == nil {
+		if in.end == len(in.buf) {
+			nb := make([]byte, min(n, 2*len(in.buf)))
+			copy(nb, in.buf[:in.end])
+			in.buf = nb
+		}
+		m, err := in.r.Read(in.buf[in.end:])
+		in.end += m
+		if err != nil {
+			in.err = err
+		}
+	}
+	return in.end-in.pos >= n
+}
+
+// A pickleError is a fault of the pickle itself, at a byte offset.
+type pickleError struct {
+	off int64
+	msg string
+}
+
+func (e *pickleError) Error() string { return fmt.Sprintf("at byte %d: %s", e.off, e.msg) }
+
+// A markRec is a MARK on the stack: where it stands and the open
+// container that it batches items for, or -1.
+type markRec struct {
+	pos   int
+	owner int32
+}
+
+// decoder runs the pickle machine over one input.
+type decoder struct {
+	in      input
+	stack   []val
+	marks   []markRec
+	memo    []val
+	memoFar map[uint64]val // memo entries stored out of order
+	opOff   int64          // offset of the opcode being run
+
+	strs   []string          // interned strings
+	strIdx map[string]uint32 // string: index in strs
+	keyOf  []fieldKey        // for each string, the modelled key it is, or noKey
+	bigs   []*big.Int
+
+	conts  []cont   // containers; free ones are listed in free
+	free   []int32  // reusable modelled containers
+	fields []fields // the fields of modelled dicts, each kept by its container
+
+	m model // what the containers became
+
+	repeated int // entries, blocks and segments copied from the memo
+	err      error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = &pickleError{off: d.opOff, msg: fmt.Sprintf(format, args...)}
+	}
+}
+
+// run decodes the pickle up to its STOP and returns the value left.
+func (d *decoder) run() (val, error) {
+	in := &d.in
+	if !in.need(2) {
+		return val{}, d.ioErr()
+	}
+	for d.err == nil {
+		if in.pos >= in.end && !in.need(1) {
+			if in.err == io.EOF {
+				return val{}, &pickleError{off: in.off(), msg: "truncated: the input ends before the pickle's STOP"}
+			}
+			return val{}, d.ioErr()
+		}
+		d.opOff = in.off()
+		op := in.buf[in.pos]
+		in.pos++
+		if (op == opBinGet || op == opLongBinGet) && d.memoRun(op) {
+			continue
+		}
+		if op == opStop {
+			if len(d.stack) != 1 || len(d.marks) != 0 {
+				d.fail("STOP with %d values on the stack, not one", len(d.stack))
+				break
+			}
+			return d.stack[0], nil
+		}
+		d.step(op)
+	}
+	return val{}, d.err
+}
+
+// memoRun pushes the memo references that start with op, a BINGET or
+// LONG_BINGET, and those that follow it, as long as their arguments are in
+// the buffer and they refer to values other than open containers: the
+// bulk of a snapshot with frames, whose entries list their frames as memo
+// references. It reports false, having consumed nothing, when op is left
+// for step.
+func (d *decoder) memoRun(op byte) bool {
+	in := &d.in
+	buf, memo := in.buf[:in.end], d.memo
+	pos := in.pos // just after op
+	ran := false
+	for {
+		var i uint64
+		if op == opBinGet {
+			if pos >= len(buf) {
+				break
+			}
+			i = uint64(buf[pos])
+			pos++
+		} else {
+			if pos+4 > len(buf) {
+				break
+			}
+			i = uint64(binary.LittleEndian.Uint32(buf[pos:]))
+			pos += 4
+		}
+		if i >= uint64(len(memo)) || memo[i].k <= kCont {
+			break // in.pos is still at op: step runs it
+		}
+		d.stack = append(d.stack, memo[i])
+		ran = true
+		in.pos = pos
+		if pos >= len(buf) || (buf[pos] != opBinGet && buf[pos] != opLongBinGet) {
+			return true
+		}
+		op = buf[pos]
+		pos++
+	}
+	if !ran {
+		return false
+	}
+	// The next opcode starts at in.pos, for run's loop to read.
+	return true
+}
+
+// ioErr returns the error of a read that came short.
+func (d *decoder) ioErr() error {
+	if d.in.err == nil || d.in.err == io.EOF || d.in.err == io.ErrUnexpectedEOF {
+		return &pickleError{off: d.in.off(), msg: "truncated: the input ends inside an opcode"}
+	}
+	return d.in.err
+}
+
+// arg returns the next n bytes of the opcode's argument, or nil when the
+// input ends first.
+func (d *decoder) arg(n int) []byte {
+	if !d.in.need(n) {
+		if d.err == nil {
+			if err := d.ioErr(); err != nil {
+				if pe, ok := err.(*pickleError); ok {
+					pe.off = d.opOff
+					d.err = pe
+				} else {
+					d.err = err
+				}
+			}
+		}
+		return nil
+	}
+	b := d.in.buf[d.in.pos : d.in.pos+n]
+	d.in.pos += n
+	return b
+}
+
+func (d *decoder) push(v val) { d.stack = append(d.stack, v) }
+
+// pop removes and returns the top of the stack; a MARK there is a fault.
+func (d *decoder) pop() (val, bool) {
+	n := len(d.stack)
+	if n == 0 || (len(d.marks) > 0 && d.marks[len(d.marks)-1].pos == n-1) {
+		d.fail("a value is needed and the stack has none above its mark")
+		return val{}, false
+	}
+	v := d.stack[n-1]
+	d.stack = d.stack[:n-1]
+	return v, true
+}
+
+// popMark removes the items above the last MARK and the MARK, returning
+// the items (valid until the next push) and the MARK's owner.
+func (d *decoder) popMark() ([]val, int32, bool) {
+	if len(d.marks) == 0 {
+		d.fail("no MARK on the stack")
+		return nil, -1, false
+	}
+	m := d.marks[len(d.marks)-1]
+	d.marks = d.marks[:len(d.marks)-1]
+	items := d.stack[m.pos+1:]
+	d.stack = d.stack[:m.pos]
+	return items, m.owner, true
+}
+
+// refused names the opcodes that would run code or call into Python.
+var refused = map[byte]string{
+	'c': "GLOBAL", 0x93: "STACK_GLOBAL", 'R': "REDUCE", 'b': "BUILD", 'i': "INST", 'o': "OBJ",
+	0x81: "NEWOBJ", 0x92: "NEWOBJ_EX", 'P': "PERSID", 'Q': "BINPERSID", 0x82: "EXT1", 0x83: "EXT2", 0x84: "EXT4",
+}
+
+// step runs one opcode other than STOP.
+func (d *decoder) step(op byte) {
+	switch op {
+	case opProto:
+		if b := d.arg(1); b != nil && (b[0] < 2 || b[0] > 5) {
+			d.fail("pickle protocol %d: want 2 to 5", b[0])
+		}
+	case opFrame:
+		d.arg(8)
+	case opMark:
+		owner := int32(-1)
+		if n := len(d.stack); n > 0 && d.stack[n-1].k == kCont && (len(d.marks) == 0 || d.marks[len(d.marks)-1].pos < n-1) {
+			owner = int32(d.stack[n-1].x)
+		}
+		d.marks = append(d.marks, markRec{pos: len(d.stack), owner: owner})
+		d.stack = append(d.stack, val{k: kMark})
+	case opNone:
+		d.push(val{k: kNone})
+	case opNewTrue:
+		d.push(val{kBool, 1})
+	case opNewFalse:
+		d.push(val{kBool, 0})
+	case opBinInt1:
+		if b := d.arg(1); b != nil {
+			d.push(intVal(int64(b[0])))
+		}
+	case opBinInt2:
+		if b := d.arg(2); b != nil {
+			d.push(intVal(int64(binary.LittleEndian.Uint16(b))))
+		}
+	case opBinInt:
+		if b := d.arg(4); b != nil {
+			d.push(intVal(int64(int32(binary.LittleEndian.Uint32(b)))))
+		}
+	case opLong1:
+		if b := d.arg(1); b != nil {
+			d.long(int(b[0]))
+		}
+	case opLong4:
+		if b := d.arg(4); b != nil {
+			n := int32(binary.LittleEndian.Uint32(b))
+			if n < 0 || n > maxString {
+				d.fail("LONG4 of %d bytes", n)
+				return
+			}
+			d.long(int(n))
+		}
+	case opBinFloat:
+		if b := d.arg(8); b != nil {
+			d.push(val{kFloat, binary.BigEndian.Uint64(b)})
+		}
+	case opShortBinUnicode, opShortBinBytes, opShortBinString:
+		if b := d.arg(1); b != nil {
+			d.str(op, int(b[0]))
+		}
+	case opBinUnicode, opBinBytes, opBinString:
+		if b := d.arg(4); b != nil {
+			d.str(op, int(binary.LittleEndian.Uint32(b)))
+		}
+	case opBinUnicode8, opBinBytes8, opByteArray8:
+		if b := d.arg(8); b != nil {
+			n := binary.LittleEndian.Uint64(b)
+			if n > maxString {
+				d.fail("a string of %d bytes", n)
+				return
+			}
+			d.str(op, int(n))
+		}
+	case opEmptyList:
+		d.push(val{kCont, uint64(d.newCont(ctList))})
+	case opEmptyDict:
+		d.push(val{kCont, uint64(d.newCont(ctDict))})
+	case opEmptyTuple:
+		d.push(val{kCont, uint64(d.newCont(ctTuple))})
+	case opEmptySet:
+		d.push(val{kCont, uint64(d.newCont(ctSet))})
+	case opTuple1, opTuple2, opTuple3:
+		n := int(op-opTuple1) + 1
+		if len(d.stack) < n || (len(d.marks) > 0 && d.marks[len(d.marks)-1].pos >= len(d.stack)-n) {
+			d.fail("TUPLE%d with too few values above the mark", n)
+			return
+		}
+		items := d.stack[len(d.stack)-n:]
+		c := d.generic(ctTuple, items)
+		d.stack = d.stack[:len(d.stack)-n]
+		d.push(val{kCont, uint64(c)})
+	case opTuple, opList, opDict, opFrozenSet:
+		items, _, ok := d.popMark()
+		if !ok {
+			return
+		}
+		t := map[byte]ctype{opTuple: ctTuple, opList: ctList, opDict: ctDict, opFrozenSet: ctSet}[op]
+		if t == ctDict && len(items)%2 != 0 {
+			d.fail("DICT with an odd number of values")
+			return
+		}
+		d.push(val{kCont, uint64(d.generic(t, items))})
+	case opAppend:
+		v, ok := d.pop()
+		if !ok {
+			return
+		}
+		if p, ok := d.target(ctList, "APPEND"); ok {
+			d.add(p, v)
+		}
+	case opAppends, opAddItems:
+		items, _, ok := d.popMark()
+		if !ok {
+			return
+		}
+		want, name := ctList, "APPENDS"
+		if op == opAddItems {
+			want, name = ctSet, "ADDITEMS"
+		}
+		if p, ok := d.target(want, name); ok {
+			if c := &d.conts[p]; c.role == rStack {
+				// The hot path of a snapshot with frames: memo
+				// references to frame dicts already read.
+				n := 0
+				for n < len(items) && items[n].k == kFrame {
+					n++
+				}
+				at := len(c.ids)
+				c.ids = slices.Grow(c.ids, 4*n)[:at+4*n]
+				for j, it := range items[:n] {
+					binary.LittleEndian.PutUint32(c.ids[at+4*j:], uint32(it.x))
+				}
+				c.count += int32(n)
+				items = items[n:]
+			}
+			for _, v := range items {
+				if d.add(p, v); d.err != nil {
+					return
+				}
+			}
+		}
+	case opSetItem:
+		v, ok1 := d.pop()
+		k, ok2 := d.pop()
+		if !ok1 || !ok2 {
+			return
+		}
+		if p, ok := d.target(ctDict, "SETITEM"); ok {
+			d.set(p, k, v)
+		}
+	case opSetItems:
+		items, _, ok := d.popMark()
+		if !ok {
+			return
+		}
+		if len(items)%2 != 0 {
+			d.fail("SETITEMS with an odd number of values")
+			return
+		}
+		if p, ok := d.target(ctDict, "SETITEMS"); ok {
+			for i := 0; i < len(items); i += 2 {
+				if d.set(p, items[i], items[i+1]); d.err != nil {
+					return
+				}
+			}
+		}
+	case opPop:
+		if v, ok := d.pop(); ok {
+			d.drop(v)
+		}
+	case opPopMark:
+		if items, _, ok := d.popMark(); ok {
+			for _, v := range items {
+				d.drop(v)
+			}
+		}
+	case opDup:
+		if n := len(d.stack); n > 0 && d.stack[n-1].k != kMark {
+			d.share(d.stack[n-1])
+			d.push(d.stack[n-1])
+		} else {
+			d.fail("DUP of nothing")
+		}
+	case opMemoize:
+		d.memoize()
+	case opBinPut:
+		if b := d.arg(1); b != nil {
+			d.put(uint64(b[0]))
+		}
+	case opLongBinPut:
+		if b := d.arg(4); b != nil {
+			d.put(uint64(binary.LittleEndian.Uint32(b)))
+		}
+	case opBinGet:
+		if b := d.arg(1); b != nil {
+			d.get(uint64(b[0]))
+		}
+	case opLongBinGet:
+		if b := d.arg(4); b != nil {
+			d.get(uint64(binary.LittleEndian.Uint32(b)))
+		}
+	default:
+		if name, ok := refused[op]; ok {
+			d.fail("opcode %s: the pickle names Python code, which loading would run; a snapshot holds only data", name)
+			return
+		}
+		d.fail("opcode 0x%02x (%q): not one that a snapshot's pickle holds", op, rune(op))
+	}
+}
+
+// Opcodes beyond those that Write uses (Python's Lib/pickletools.py names
+// them).
+const (
+	opLong4          = 0x8b
+	opShortBinBytes  = 'C'
+	opBinBytes       = 'B'
+	opShortBinString = 'U'
+	opBinString      = 'T'
+	opBinUnicode8    = 0x8d
+	opBinBytes8      = 0x8e
+	opByteArray8     = 0x96
+	opEmptyTuple     = ')'
+	opEmptySet       = 0x8f
+	opFrozenSet      = 0x91
+	opAddItems       = 0x90
+	opTuple          = 't'
+	opTuple1         = 0x85
+	opTuple2         = 0x86
+	opTuple3         = 0x87
+	opList           = 'l'
+	opDict           = 'd'
+	opAppend         = 'a'
+	opSetItem        = 's'
+	opPop            = '0'
+	opPopMark        = '1'
+	opDup            = '2'
+)
+
+// long pushes a LONG1 or LONG4 integer of n bytes, two's complement,
+// little-endian.
+func (d *decoder) long(n int) {
+	b := d.arg(n)
+	if b == nil {
+		return
+	}
+	switch {
+	case n == 0:
+		d.push(intVal(0))
+	case n <= 8:
+		var u uint64
+		for i := n - 1; i >= 0; i-- {
+			u = u<<8 | uint64(b[i])
+		}
+		if shift := 64 - 8*n; shift > 0 {
+			u = uint64(int64(u<<shift) >> shift) // sign-extend
+		}
+		d.push(intVal(int64(u)))
+	case n == 9 && b[8] == 0 && b[7]&0x80 != 0:
+		d.push(val{kUint, binary.LittleEndian.Uint64(b)})
+	default:
+		be := make([]byte, n)
+		for i := range b {
+			be[n-1-i] = b[i]
+		}
+		x := new(big.Int).SetBytes(be)
+		if b[n-1]&0x80 != 0 {
+			x.Sub(x, new(big.Int).Lsh(big.NewInt(1), uint(8*n)))
+		}
+		d.bigs = append(d.bigs, x)
+		d.push(val{kBig, uint64(len(d.bigs) - 1)})
+	}
+}
+
+// str pushes a string (or bytes) of n bytes, interned.
+func (d *decoder) str(op byte, n int) {
+	if n > maxString {
+		d.fail("a string of %d bytes", n)
+		return
+	}
+	b := d.arg(n)
+	if b == nil {
+		return
+	}
+	k := kStr
+	switch op {
+	case opShortBinBytes, opBinBytes, opBinBytes8, opByteArray8:
+		k = kBytes
+	}
+	d.push(val{k, uint64(d.intern(b))})
+}
+
+// intern returns the index of the string b in the string table.
+func (d *decoder) intern(b []byte) uint32 {
+	if i, ok := d.strIdx[string(b)]; ok {
+		return i
+	}
+	s := string(b)
+	i := uint32(len(d.strs))
+	d.strs = append(d.strs, s)
+	d.strIdx[s] = i
+	d.keyOf = append(d.keyOf, keyNamed(s))
+	return i
+}
+
+// put stores the top of the stack in the memo at i. The memo is a slice
+// while the indexes come in order, as picklers write them; others go to a
+// map, so that no index makes the memo larger than the PUTs in the file.
+func (d *decoder) put(i uint64) {
+	n := len(d.stack)
+	if n == 0 || d.stack[n-1].k == kMark {
+		d.fail("memo PUT of nothing")
+		return
+	}
+	v := d.stack[n-1]
+	switch {
+	case i < uint64(len(d.memo)):
+		d.memo[i] = v
+	case i == uint64(len(d.memo)) && d.memoFar[i].k == kMark:
+		d.memo = append(d.memo, v)
+	default:
+		if d.memoFar == nil {
+			d.memoFar = map[uint64]val{}
+		}
+		d.memoFar[i] = v
+	}
+	if v.k == kCont {
+		c := &d.conts[v.x]
+		if c.memo >= 0 && c.memo != int64(i) {
+			c.shared = true // two memo slots: keep it whole
+		}
+		if i < uint64(len(d.memo)) {
+			c.memo = int64(i)
+		} else {
+			c.shared = true // in the map: kept whole, never released
+		}
+	}
+}
+
+// memoize is MEMOIZE: a PUT at the number of memo entries.
+func (d *decoder) memoize() { d.put(uint64(len(d.memo) + len(d.memoFar))) }
+
+// get pushes the memo's entry i.
+func (d *decoder) get(i uint64) {
+	var v val
+	if i < uint64(len(d.memo)) {
+		v = d.memo[i]
+	} else if f, ok := d.memoFar[i]; ok {
+		v = f
+	} else {
+		d.fail("memo GET %d of an entry never stored", i)
+		return
+	}
+	d.share(v)
+	d.push(v)
+}
+
+// share notes that a container is referenced more than once, so that it
+// outlives its first use.
+func (d *decoder) share(v val) {
+	if v.k == kCont {
+		d.conts[v.x].shared = true
+	}
+}
+
+// target returns the open container under the values just popped, which
+// an APPEND or SETITEM goes into.
+func (d *decoder) target(want ctype, name string) (int32, bool) {
+	n := len(d.stack)
+	if n == 0 || d.stack[n-1].k != kCont {
+		what := "nothing"
+		if n > 0 {
+			what = d.typeName(d.stack[n-1])
+		}
+		d.fail("%s into %s", name, what)
+		return 0, false
+	}
+	c := &d.conts[d.stack[n-1].x]
+	if c.typ != want {
+		d.fail("%s into %s", name, c.typ.pyName())
+		return 0, false
+	}
+	if c.done.k != kMark {
+		d.fail("%s into a container already used", name)
+		return 0, false
+	}
+	return int32(d.stack[n-1].x), true
+}
+
+// drop discards a value popped from the stack.
+func (d *decoder) drop(v val) {
+	if v.k == kCont {
+		d.release(int32(v.x))
+	}
+}
+
+// floatOf returns a kFloat's value.
+func floatOf(v val) float64 { return math.Float64frombits(v.x) }

@@ -1,0 +1,543 @@
+package snapshot
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+
+	ogórek "github.com/kisielk/og-rek"
+)
+
+// model holds what the decoder's containers became: the lists of
+// segments, blocks and trace entries, each under a number that a memo
+// reference names, and the interned frames and stacks.
+type model struct {
+	segs   [][]Segment
+	blocks [][]Block
+	noAddr map[uint32][]int32 // block list: its blocks with no "address"
+	traces [][]TraceEntry
+
+	frames   []Frame
+	frameIdx map[Frame]uint32
+	stacks   [][]int32
+	stackIdx map[string]StackID
+	stackEC  []bool // whether each stack names the empty-cache path
+}
+
+// internFrame returns the index of f in the frame table.
+func (m *model) internFrame(f Frame) uint32 {
+	if i, ok := m.frameIdx[f]; ok {
+		return i
+	}
+	if m.frameIdx == nil {
+		m.frameIdx = map[Frame]uint32{}
+	}
+	i := uint32(len(m.frames))
+	m.frames = append(m.frames, f)
+	m.frameIdx[f] = i
+	return i
+}
+
+// internStack returns the StackID of the frames whose indexes ids holds,
+// 4 bytes each, little-endian.
+func (m *model) internStack(ids []byte) StackID {
+	if len(ids) == 0 {
+		return 0
+	}
+	if id, ok := m.stackIdx[string(ids)]; ok {
+		return id
+	}
+	if m.stackIdx == nil {
+		m.stackIdx = map[string]StackID{}
+		m.stacks = [][]int32{nil}
+		m.stackEC = []bool{false}
+	}
+	st := make([]int32, len(ids)/4)
+	ec := false
+	for j := range st {
+		st[j] = int32(binary.LittleEndian.Uint32(ids[4*j:]))
+		f := &m.frames[st[j]]
+		ec = ec || IsEmptyCacheFrame(f.Name, f.Filename)
+	}
+	id := StackID(len(m.stacks))
+	m.stacks = append(m.stacks, st)
+	m.stackEC = append(m.stackEC, ec)
+	m.stackIdx[string(ids)] = id
+	return id
+}
+
+// Field conversions, with the messages of a field of the wrong type.
+
+func (d *decoder) fieldPath(at itemAt, k fieldKey) string {
+	return join(d.pathOf(at), keyNames[k])
+}
+
+// fint returns the integer (or bool) at k; absent or None gives def.
+func (d *decoder) fint(f *fields, k fieldKey, at itemAt, def int64) int64 {
+	v, ok := f.get(k)
+	if !ok {
+		return def
+	}
+	switch v.k {
+	case kInt, kBool:
+		return int64(v.x)
+	case kBig:
+		if b := d.bigs[v.x]; b.IsInt64() {
+			return b.Int64()
+		}
+	}
+	d.failAt(d.fieldPath(at, k), "not an integer of 64 bits: "+d.typeName(v))
+	return def
+}
+
+// fsize returns the non-negative integer at k, like fint.
+func (d *decoder) fsize(f *fields, k fieldKey, at itemAt, def int64) int64 {
+	n := d.fint(f, k, at, def)
+	if n < 0 {
+		d.failAt(d.fieldPath(at, k), "negative: "+strconv.FormatInt(n, 10))
+	}
+	return n
+}
+
+// fuint returns the non-negative integer of 64 bits at k, 0 when absent.
+func (d *decoder) fuint(f *fields, k fieldKey, at itemAt) uint64 {
+	v, ok := f.get(k)
+	if !ok {
+		return 0
+	}
+	switch v.k {
+	case kInt:
+		if int64(v.x) >= 0 {
+			return v.x
+		}
+	case kUint:
+		return v.x
+	case kBig:
+		if b := d.bigs[v.x]; b.Sign() >= 0 && b.IsUint64() {
+			return b.Uint64()
+		}
+	}
+	d.failAt(d.fieldPath(at, k), "not a non-negative integer of 64 bits: "+d.typeName(v))
+	return 0
+}
+
+// fstr returns the string at k, "" when absent.
+func (d *decoder) fstr(f *fields, k fieldKey, at itemAt) string {
+	v, ok := f.get(k)
+	if !ok {
+		return ""
+	}
+	if v.k == kStr || v.k == kBytes {
+		return d.strs[v.x]
+	}
+	d.failAt(d.fieldPath(at, k), "not a string but "+d.typeName(v))
+	return ""
+}
+
+// fstack returns the stack at "frames".
+func (d *decoder) fstack(f *fields) StackID {
+	if v, ok := f.get(keyFrames); ok && v.k == kStack {
+		return StackID(v.x)
+	}
+	return 0
+}
+
+// finish records what the value v, read through container tmp, became.
+func (d *decoder) finish(v val, tmp int32, became val) {
+	if v.k == kCont {
+		d.used(int32(v.x), became)
+	}
+	if tmp >= 0 && (v.k != kCont || tmp != int32(v.x)) {
+		d.release(tmp)
+	}
+}
+
+func (d *decoder) entryOf(v val, at itemAt) (TraceEntry, bool) {
+	if dv := d.doneOf(v); dv.k == kEntry {
+		return d.m.traces[dv.x>>32][uint32(dv.x)], d.repeat(1, at)
+	}
+	f, tmp, ok := d.dictFields(v, rEntry, at)
+	if !ok {
+		return TraceEntry{}, false
+	}
+	e := TraceEntry{
+		Action:   Action(d.fstr(f, keyAction, at)),
+		Size:     d.fsize(f, keySize, at, 0),
+		Stream:   d.fuint(f, keyStream, at),
+		TimeUS:   d.fint(f, keyTimeUS, at, NoTime),
+		Category: d.fstr(f, keyCategory, at),
+		Stack:    d.fstack(f),
+	}
+	if !f.present(keyAddr) && e.Action == OutOfMemory {
+		e.Addr = d.fuint(f, keyDeviceFree, at)
+	} else {
+		e.Addr = d.fuint(f, keyAddr, at)
+	}
+	_, sized := f.get(keySize)
+	switch {
+	case e.Action == "":
+		d.failAt(d.pathOf(at), "no action")
+	case e.TimeUS < 0 && e.TimeUS != NoTime:
+		d.failAt(d.fieldPath(at, keyTimeUS), "negative: "+strconv.FormatInt(e.TimeUS, 10))
+	case e.Action == OutOfMemory && !sized:
+		d.failAt(d.fieldPath(at, keySize), "missing: an oom entry records the size that failed")
+	}
+	if int(e.Stack) < len(d.m.stackEC) && (e.Action == SegmentFree || e.Action == SegmentUnmap) {
+		e.EmptyCache = d.m.stackEC[e.Stack]
+	}
+	num := d.conts[at.list].num
+	d.finish(v, tmp, val{kEntry, uint64(num)<<32 | uint64(at.index)})
+	return e, d.err == nil
+}
+
+// traceOf returns the number of a device's trace list.
+func (d *decoder) traceOf(v val, at itemAt) (uint32, bool) {
+	if dv := d.doneOf(v); dv.k == kTrace {
+		t := d.m.traces[dv.x]
+		if !d.repeat(len(t), at) {
+			return 0, false
+		}
+		d.m.traces = append(d.m.traces, append(make([]TraceEntry, 0, len(t)), t...))
+		return uint32(len(d.m.traces) - 1), true
+	}
+	if v.k != kCont || d.conts[v.x].typ != ctList {
+		d.failAt(d.pathOf(at), "not a list")
+		return 0, false
+	}
+	i := int32(v.x)
+	if c := &d.conts[i]; c.role != rTrace {
+		items := c.items
+		i = d.alloc(ctList, rTrace, at.list, at.index, -1)
+		for _, it := range items {
+			if d.add(i, it); d.err != nil {
+				return 0, false
+			}
+		}
+	}
+	num := d.conts[i].num
+	d.finish(v, i, val{kTrace, uint64(num)})
+	return num, true
+}
+
+func (d *decoder) frameOf(v val, at itemAt) (uint32, bool) {
+	if dv := d.doneOf(v); dv.k == kFrame {
+		return uint32(dv.x), true
+	}
+	f, tmp, ok := d.dictFields(v, rFrame, at)
+	if !ok {
+		return 0, false
+	}
+	fr := Frame{Name: d.fstr(f, keyName, at), Filename: d.fstr(f, keyFilename, at), Line: d.fint(f, keyLine, at, 0)}
+	id := d.m.internFrame(fr)
+	d.finish(v, tmp, val{kFrame, uint64(id)})
+	return id, d.err == nil
+}
+
+func (d *decoder) blockOf(v val, at itemAt) (Block, bool) {
+	num := d.conts[at.list].num
+	if dv := d.doneOf(v); dv.k == kBlock {
+		b := d.m.blocks[dv.x>>32][uint32(dv.x)]
+		return b, d.repeat(1, at)
+	}
+	f, tmp, ok := d.dictFields(v, rBlock, at)
+	if !ok {
+		return Block{}, false
+	}
+	b := Block{
+		Size:     d.fsize(f, keySize, at, 0),
+		State:    BlockState(d.fstr(f, keyState, at)),
+		Category: d.fstr(f, keyCategory, at),
+		Stack:    d.fstack(f),
+	}
+	if f.present(keyAddress) {
+		b.Address = d.fuint(f, keyAddress, at)
+	} else {
+		if d.m.noAddr == nil {
+			d.m.noAddr = map[uint32][]int32{}
+		}
+		d.m.noAddr[num] = append(d.m.noAddr[num], at.index)
+	}
+	b.RequestedSize = d.fsize(f, keyRequestedSize, at, b.Size)
+	d.finish(v, tmp, val{kBlock, uint64(num)<<32 | uint64(at.index)})
+	return b, d.err == nil
+}
+
+// looksLikeSegment reports whether the first item of a top-level list is
+// a segment: a dict with "total_size" and "blocks".
+func (d *decoder) looksLikeSegment(v val) bool {
+	if dv := d.doneOf(v); dv.k == kSegment {
+		return true
+	}
+	if v.k != kCont || d.conts[v.x].typ != ctDict {
+		return false
+	}
+	c := &d.conts[v.x]
+	if c.role == rSegment {
+		f := &d.fields[c.fi]
+		return f.present(keyTotalSize) && f.present(keyBlocks)
+	}
+	var size, blocks bool
+	for j := 0; j+1 < len(c.items); j += 2 {
+		if k := c.items[j]; k.k == kStr {
+			size = size || d.strs[k.x] == "total_size"
+			blocks = blocks || d.strs[k.x] == "blocks"
+		}
+	}
+	return size && blocks
+}
+
+func (d *decoder) segmentOf(v val, at itemAt) (Segment, bool) {
+	num := d.conts[at.list].num
+	if dv := d.doneOf(v); dv.k == kSegment {
+		s := d.m.segs[dv.x>>32][uint32(dv.x)]
+		if !d.repeat(1+len(s.Blocks), at) {
+			return Segment{}, false
+		}
+		s.Blocks = append([]Block(nil), s.Blocks...)
+		return s, true
+	}
+	f, tmp, ok := d.dictFields(v, rSegment, at)
+	if !ok {
+		return Segment{}, false
+	}
+	dev := d.fint(f, keyDevice, at, 0)
+	if dev < 0 || dev > math.MaxInt32 {
+		d.failAt(d.fieldPath(at, keyDevice), "out of range: "+strconv.FormatInt(dev, 10))
+	}
+	seg := Segment{
+		Device:        int(dev),
+		Address:       d.fuint(f, keyAddress, at),
+		TotalSize:     d.fsize(f, keyTotalSize, at, 0),
+		AllocatedSize: d.fsize(f, keyAllocatedSize, at, 0),
+		ActiveSize:    d.fsize(f, keyActiveSize, at, 0),
+		RequestedSize: d.fsize(f, keyRequestedSize, at, 0),
+		Stream:        d.fuint(f, keyStream, at),
+		SegmentType:   d.fstr(f, keySegmentType, at),
+		Stack:         d.fstack(f),
+	}
+	if x, ok := f.get(keyIsExpandable); ok && x.k == kBool {
+		seg.IsExpandable = x.x != 0
+	}
+	if x, ok := f.get(keySegmentPoolID); ok {
+		seg.Pool = d.pool(x, at)
+	}
+	if bv, ok := f.get(keyBlocks); ok {
+		seg.Blocks = d.segmentBlocks(bv, at)
+		at := seg.Address
+		fix := d.m.noAddr[uint32(d.doneOf(bv).x)]
+		for i := range seg.Blocks {
+			if len(fix) > 0 && fix[0] == int32(i) {
+				seg.Blocks[i].Address = at
+				fix = fix[1:]
+			}
+			at = seg.Blocks[i].Address + uint64(seg.Blocks[i].Size)
+		}
+	}
+	d.finish(v, tmp, val{kSegment, uint64(num)<<32 | uint64(at.index)})
+	return seg, d.err == nil
+}
+
+// segmentBlocks returns the blocks of a segment's "blocks" value: a block
+// list's own on its first use, a copy on later ones.
+func (d *decoder) segmentBlocks(bv val, at itemAt) []Block {
+	if bv.k == kCont {
+		c := &d.conts[bv.x]
+		if c.role == rBlocks && c.done.k == kMark {
+			num := c.num
+			d.used(int32(bv.x), val{kBlocks, uint64(num)})
+			return d.m.blocks[num]
+		}
+	}
+	if dv := d.doneOf(bv); dv.k == kBlocks {
+		b := d.m.blocks[dv.x]
+		if !d.repeat(len(b), at) {
+			return nil
+		}
+		return append(make([]Block, 0, len(b)), b...)
+	}
+	d.failAt(d.fieldPath(at, keyBlocks), "not a list but "+d.typeName(bv))
+	return nil
+}
+
+// pool returns a segment_pool_id: a pair of non-negative integers.
+func (d *decoder) pool(v val, at itemAt) PoolID {
+	var p PoolID
+	if v.k == kCont {
+		c := &d.conts[v.x]
+		if (c.typ == ctTuple || c.typ == ctList) && len(c.items) == 2 {
+			ok := true
+			for i, it := range c.items {
+				switch {
+				case it.k == kInt && int64(it.x) >= 0, it.k == kUint:
+					p[i] = it.x
+				default:
+					ok = false
+				}
+			}
+			if ok {
+				return p
+			}
+		}
+	}
+	d.failAt(d.fieldPath(at, keySegmentPoolID), "not a pair of non-negative integers but "+d.typeName(v))
+	return p
+}
+
+// snapshotOf returns the snapshot that the pickle's value v is.
+func (d *decoder) snapshotOf(v val, name string) (*Snapshot, error) {
+	if v.k != kCont || (d.conts[v.x].typ != ctDict && d.conts[v.x].typ != ctList) {
+		return nil, errNotSnapshot("the pickle holds " + d.typeName(v) + ", not a dict or a list of segments")
+	}
+	top := int32(v.x)
+	c := &d.conts[top]
+	switch {
+	case c.typ == ctList && c.role != rLegacy:
+		items := c.items
+		top = d.alloc(ctList, rLegacy, -1, 0, -1)
+		for _, it := range items {
+			if d.add(top, it); d.err != nil {
+				return nil, d.err
+			}
+		}
+	case c.typ == ctDict && c.role != rTop:
+		items := c.items
+		top = d.alloc(ctDict, rTop, -1, 0, -1)
+		for j := 0; j+1 < len(items); j += 2 {
+			if d.set(top, items[j], items[j+1]); d.err != nil {
+				return nil, d.err
+			}
+		}
+	}
+	c = &d.conts[top]
+	s := &Snapshot{Frames: d.m.frames, Stacks: d.m.stacks}
+	if c.role == rLegacy {
+		s.Segments = d.m.segs[c.num]
+		return s, nil
+	}
+	f := &d.fields[c.fi]
+	sv, ok := f.get(keySegments)
+	if !ok || sv.k != kCont || d.conts[sv.x].role != rSegments {
+		return nil, errNotSnapshot("no segments list")
+	}
+	s.Segments = d.m.segs[d.conts[sv.x].num]
+	if tv, ok := f.get(keyDeviceTraces); ok {
+		if tv.k != kCont || d.conts[tv.x].role != rTraces {
+			return nil, &fieldError{"device_traces: not a list"}
+		}
+		lists := d.conts[tv.x].lists
+		s.DeviceTraces = make([][]TraceEntry, len(lists))
+		for dev, n := range lists {
+			s.DeviceTraces[dev] = d.m.traces[n]
+		}
+	}
+	if av, ok := f.get(keyAllocatorSettings); ok {
+		x, err := d.settingsValue(av)
+		if err != nil {
+			return nil, err
+		}
+		p := &parser{name: name}
+		s.AllocatorSettings = p.settings(x, "allocator_settings")
+		if p.err != nil {
+			return nil, p.err
+		}
+	}
+	return s, nil
+}
+
+// settingsValue returns the value of allocator_settings as plain values,
+// naming the key whose value is too large to convert.
+func (d *decoder) settingsValue(v val) (any, error) {
+	items := 0
+	if v.k == kCont && d.conts[v.x].typ == ctDict && d.conts[v.x].role == rGeneric {
+		c := &d.conts[v.x]
+		m := make(map[any]any, len(c.items)/2)
+		for j := 0; j+1 < len(c.items); j += 2 {
+			k, ok := d.plain(c.items[j], 1, &items)
+			if !ok || !hashable(k) {
+				return nil, &fieldError{"allocator_settings: a key is not a string"}
+			}
+			x, ok := d.plain(c.items[j+1], 1, &items)
+			if !ok {
+				return nil, &fieldError{"allocator_settings." + fmt.Sprint(k) + ": nested too deeply, too large, or holding itself"}
+			}
+			m[k] = x
+		}
+		return m, nil
+	}
+	x, ok := d.plain(v, 0, &items)
+	if !ok {
+		return nil, &fieldError{"allocator_settings: nested too deeply, too large, or holding itself"}
+	}
+	return x, nil
+}
+
+// plain returns a generic value as the decoded values that settings.go
+// reads (og-rek's types), within the limits of depth.go.
+func (d *decoder) plain(v val, depth int, items *int) (any, bool) {
+	*items++
+	if depth > maxPlainDepth || *items > maxPlainItems {
+		return nil, false
+	}
+	switch v.k {
+	case kNone:
+		return ogórek.None{}, true
+	case kBool:
+		return v.x != 0, true
+	case kInt:
+		return int64(v.x), true
+	case kUint:
+		return new(big.Int).SetUint64(v.x), true
+	case kBig:
+		return d.bigs[v.x], true
+	case kFloat:
+		return floatOf(v), true
+	case kStr:
+		return d.strs[v.x], true
+	case kBytes:
+		return ogórek.Bytes(d.strs[v.x]), true
+	case kCont:
+	default:
+		return nil, false
+	}
+	c := &d.conts[v.x]
+	if c.role != rGeneric {
+		return nil, false
+	}
+	switch c.typ {
+	case ctDict:
+		m := make(map[any]any, len(c.items)/2)
+		for j := 0; j+1 < len(c.items); j += 2 {
+			k, ok1 := d.plain(c.items[j], depth+1, items)
+			x, ok2 := d.plain(c.items[j+1], depth+1, items)
+			if !ok1 || !ok2 || !hashable(k) {
+				return nil, false
+			}
+			m[k] = x
+		}
+		return m, true
+	default:
+		l := make([]any, len(c.items))
+		for j, it := range c.items {
+			x, ok := d.plain(it, depth+1, items)
+			if !ok {
+				return nil, false
+			}
+			l[j] = x
+		}
+		if c.typ == ctTuple {
+			return ogórek.Tuple(l), true
+		}
+		return l, true
+	}
+}
+
+// hashable reports whether a plain value can be a key of a Go map.
+func hashable(k any) bool {
+	switch k.(type) {
+	case map[any]any, []any, ogórek.Tuple:
+		return false
+	}
+	return true
+}
