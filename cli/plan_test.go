@@ -43,7 +43,7 @@ func TestPlanTable(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	require.Len(t, lines, 4)
 	assert.Regexp(t, `^TRACE +DEVICE +BUFFERS +LOWER BOUND +OFFLINE +GAP +OPTIMAL +METHOD +TIME$`, lines[0])
-	assert.Regexp(t, `^testdata/minimalloc.csv +0 +5 +3.00 MiB +3.00 MiB +\+0.00% +yes +\S+/\S+ +\S+$`, lines[1])
+	assert.Regexp(t, `^testdata/minimalloc.csv +0 +5 +3.00 MiB +3.00 MiB +\+0.00% +yes +\S+/\S+ +\d+ ms$`, lines[1])
 	assert.Regexp(t, `^testdata/twodev.csv +1 `, lines[3])
 }
 

@@ -126,11 +126,17 @@ func newPlacer(bufs []Buffer) *placer {
 }
 
 // run places the buffers in order o with fit f, writing offsets, and
-// returns the height. It checks ctx every 4096 buffers and returns its
-// error when it is done.
+// returns the height (see runOrder).
 func (p *placer) run(ctx context.Context, o order, f int, offsets []int64) (int64, error) {
-	p.off = offsets
 	inOrder(p.order, func(a, b int32) int { return o.cmp(&p.bufs[a], &p.bufs[b]) })
+	return p.runOrder(ctx, p.order, f, offsets)
+}
+
+// runOrder places the buffers in the order idx with fit f, writing
+// offsets, and returns the height. It checks ctx every 1024 buffers and
+// returns its error when it is done.
+func (p *placer) runOrder(ctx context.Context, idx []int32, f int, offsets []int64) (int64, error) {
+	p.off = offsets
 	for i := range p.full {
 		p.full[i] = p.full[i][:0]
 		p.all[i] = p.all[i][:0]
@@ -139,8 +145,8 @@ func (p *placer) run(ctx context.Context, o order, f int, offsets []int64) (int6
 		p.part[i] = p.part[i][:0]
 	}
 	var height int64
-	for k, b := range p.order {
-		if k&4095 == 4095 {
+	for k, b := range idx {
+		if k&1023 == 1023 {
 			if err := ctx.Err(); err != nil {
 				return 0, err
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"sync/atomic"
 )
 
 // The outcome of a search for a placement within a height.
@@ -62,9 +63,12 @@ type searcher struct {
 	eligible  []int32  // scratch: the buffers that can cover a section's floor
 	pass      int64    // passes of covered so far, a stamp for reach and req
 
-	po    [3]func(s *searcher, a, b int32) int // the preorder of this round
-	ctx   context.Context
-	nodes int64 // nodes left for this preorder
+	po     [3]func(s *searcher, a, b int32) int // the preorder of this round
+	mine   []int                                // the preorders this searcher tries, indexes in preorders
+	ctx    context.Context
+	halt   *atomic.Bool // set when another searcher has the answer
+	nodes  int64        // nodes left for this preorder
+	budget int64        // nodes of the last round of solve; 0: no limit
 }
 
 type change struct {
@@ -77,21 +81,21 @@ type change struct {
 func newSearcher(ctx context.Context, bufs []Buffer) *searcher {
 	n := len(bufs)
 	s := &searcher{ctx: ctx, bufs: bufs, secLo: make([]int32, n), secHi: make([]int32, n), overlaps: make([][]int32, n),
-		rank: make([]int32, n), off: make([]int64, n), minOff: make([]int64, n), sol: make([]int64, n)}
+		rank: make([]int32, n), off: make([]int64, n), minOff: make([]int64, n), sol: make([]int64, n),
+		halt: new(atomic.Bool), mine: []int{0, 1, 2}}
+	if overlapPairs(bufs) > maxSearchPairs {
+		return nil
+	}
 	// Pairs that overlap in time: sweep in the order of Lower, keeping the
 	// buffers still live.
 	byLower := make([]int32, n)
 	inOrder(byLower, func(a, b int32) int { return cmp.Compare(bufs[a].Lower, bufs[b].Lower) })
 	var live []int32
-	pairs := 0
 	for _, b := range byLower {
 		live = slices.DeleteFunc(live, func(a int32) bool { return bufs[a].Upper <= bufs[b].Lower })
 		for _, a := range live {
 			s.overlaps[a] = append(s.overlaps[a], b)
 			s.overlaps[b] = append(s.overlaps[b], a)
-		}
-		if pairs += len(live); pairs > maxSearchPairs {
-			return nil
 		}
 		live = append(live, b)
 	}
@@ -126,6 +130,26 @@ func newSearcher(ctx context.Context, bufs []Buffer) *searcher {
 	return s
 }
 
+// overlapPairs counts the pairs of buffers that overlap in time, from the
+// sorted ends of the lifetimes: O(n log n), without listing them. A buffer
+// b overlaps every buffer that starts before it (or with it, earlier in
+// the problem) less those that ended by b.Lower.
+func overlapPairs(bufs []Buffer) int64 {
+	lowers := make([]int64, len(bufs))
+	uppers := make([]int64, len(bufs))
+	for i, b := range bufs {
+		lowers[i], uppers[i] = b.Lower, b.Upper
+	}
+	slices.Sort(lowers)
+	slices.Sort(uppers)
+	var pairs int64
+	for i, l := range lowers {
+		ended, _ := slices.BinarySearch(uppers, l+1) // uppers <= l
+		pairs += int64(i - ended)
+	}
+	return pairs
+}
+
 // preorders are the static orders in which the search tries buffers of
 // equal lowest offset, MiniMalloc's default preordering heuristics ("WAT",
 // "TAW", "TWA"), each key from the largest: W the width of the lifetime, A
@@ -155,7 +179,8 @@ func (s *searcher) maxTotal(b int32) int64 {
 
 // solve looks for a placement within height, trying the preorders in turn
 // with a node limit that doubles each round (MiniMalloc's RoundRobin), until
-// one finds a placement or proves there is none, or the time is up.
+// one finds a placement or proves there is none, or the time is up, or a
+// round has used s.budget nodes (when > 0; then it returns aborted).
 func (s *searcher) solve(height int64) outcome {
 	s.height = height
 	n := len(s.bufs)
@@ -164,7 +189,8 @@ func (s *searcher) solve(height int64) outcome {
 		s.full[k] = t == height
 	}
 	ranks := make([][]int32, len(preorders))
-	for i, po := range preorders {
+	for _, i := range s.mine {
+		po := preorders[i]
 		idx := make([]int32, n)
 		inOrder(idx, func(a, b int32) int { return s.preorder(po, a, b) })
 		ranks[i] = make([]int32, n)
@@ -173,13 +199,20 @@ func (s *searcher) solve(height int64) outcome {
 		}
 	}
 	for limit := int64(max(n, 64)); ; limit *= 2 {
-		for i, r := range ranks {
-			s.rank, s.po = r, preorders[i]
+		last := s.budget > 0 && limit >= s.budget
+		if last {
+			limit = s.budget
+		}
+		for _, i := range s.mine {
+			s.rank, s.po = ranks[i], preorders[i]
 			s.nodes = limit
 			switch out := s.solveAll(); out {
 			case found, infeasible, stopped:
 				return out
 			}
+		}
+		if last {
+			return aborted
 		}
 	}
 }
@@ -260,7 +293,7 @@ func (s *searcher) search(bufs []int32, lo, hi int32, lastOff int64, lastRank in
 		return aborted
 	}
 	s.nodes--
-	if s.nodes&255 == 0 && s.ctx.Err() != nil {
+	if s.nodes&255 == 0 && (s.ctx.Err() != nil || s.halt.Load()) {
 		return stopped
 	}
 	cands := make([]int32, 0, len(bufs))
