@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"sync"
@@ -14,22 +16,67 @@ import (
 	"github.com/gpualloc/gpualloc/traces"
 )
 
+// refOptions say which references addReferences adds, and how.
+type refOptions struct {
+	offline, minCap bool
+	// limit bounds, for --offline, the reading and the plans of each
+	// trace; for --min-capacity, the reading of each trace's events and
+	// each search.
+	limit   time.Duration
+	workers int
+	// notes receives a line for each reference left out because its time
+	// ran out; progress, if not nil, the progress of the offline plans.
+	notes, progress io.Writer
+}
+
+// errOutOfTime is a reference whose time limit ran out: it is left out,
+// with a note.
+var errOutOfTime = errors.New("out of time")
+
 // offlineBytes plans the allocations of a trace offline (see simulate
 // plan), one problem per device, and returns the height of each device's
-// plan, by device index.
-func offlineBytes(ctx context.Context, in *input, limit time.Duration) (map[int]int64, error) {
-	r, c, err := in.open()
-	if err != nil {
-		return nil, err
+// plan, by device index. The reading and the plans together take at most
+// limit (the devices share what the reading leaves, as in simulate plan);
+// when the reading has not ended by then it returns errOutOfTime.
+func offlineBytes(ctx context.Context, in *input, limit time.Duration, progress io.Writer) (map[int]int64, error) {
+	pr := newPlanProgress(progress, in.name)
+	defer pr.stop()
+	deadline := pr.start.Add(limit)
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	type result struct {
+		probs []plan.DeviceProblem
+		err   error
 	}
-	defer c.Close()
-	probs, err := plan.FromTrace(r)
-	if err != nil {
-		return nil, err
+	done := make(chan result, 1)
+	pr.reading()
+	go func() {
+		r, c, err := in.open()
+		if err != nil {
+			done <- result{nil, err}
+			return
+		}
+		defer c.Close()
+		probs, err := plan.FromTraceContext(rctx, r)
+		done <- result{probs, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-rctx.Done():
+		res.err = rctx.Err()
+	}
+	if res.err != nil {
+		if ctx.Err() == nil && rctx.Err() != nil {
+			return nil, errOutOfTime
+		}
+		return nil, res.err
 	}
 	heights := map[int]int64{}
-	for _, p := range probs {
-		sol, err := plan.Solve(ctx, p.Problem, plan.Options{TimeLimit: limit})
+	for i, p := range res.probs {
+		o := plan.Options{TimeLimit: max(time.Until(deadline)/time.Duration(len(res.probs)-i), time.Millisecond),
+			Progress: pr.device(p.Device, len(res.probs) > 1)}
+		sol, err := plan.Solve(ctx, p.Problem, o)
 		if err != nil {
 			return nil, fmt.Errorf("%s: offline plan: %w", in.name, err)
 		}
@@ -38,11 +85,12 @@ func offlineBytes(ctx context.Context, in *input, limit time.Duration) (map[int]
 	return heights, nil
 }
 
-// addReferences fills the OfflineBytes (offline: the sum over devices, and
-// each device's in Devices) and MinCapacityBytes (minCap, see
+// addReferences fills the OfflineBytes (o.offline: the sum over devices,
+// and each device's in Devices) and MinCapacityBytes (o.minCap, see
 // [mincap.Search]) of the successful results of out, which are those of
-// jobs, on up to workers goroutines.
-func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []sim.JobResult, offline, minCap bool, limit time.Duration, workers int) error {
+// jobs, on up to o.workers goroutines. A reference whose time limit runs
+// out is left out, with a note.
+func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []sim.JobResult, o refOptions) error {
 	// The traces of the jobs (a shard runs some of them).
 	var used []*input
 	for _, in := range inputs {
@@ -50,9 +98,13 @@ func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []s
 			used = append(used, in)
 		}
 	}
-	if offline {
+	if o.offline {
 		for _, in := range used {
-			heights, err := offlineBytes(ctx, in, limit)
+			heights, err := offlineBytes(ctx, in, o.limit, o.progress)
+			if errors.Is(err, errOutOfTime) {
+				fmt.Fprintf(o.notes, "simulate: %s: offline plan: the time limit %v ran out while reading the trace; offline_bytes left out (give a longer --time-limit)\n", in.name, o.limit)
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -74,18 +126,17 @@ func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []s
 			}
 		}
 	}
-	if !minCap {
+	if !o.minCap {
 		return nil
 	}
-	// Each trace decoded once, replayed from memory.
+	// Each trace decoded once, within the limit, replayed from memory.
 	events := map[string][]traces.Event{}
 	for _, in := range used {
-		r, c, err := in.open()
-		if err != nil {
-			return err
+		evs, err := readEventsWithin(ctx, in, o.limit)
+		if errors.Is(err, errOutOfTime) {
+			fmt.Fprintf(o.notes, "simulate: %s: min capacity: the time limit %v ran out while reading the trace; min_capacity_bytes left out (give a longer --time-limit)\n", in.name, o.limit)
+			continue
 		}
-		evs, err := traces.ReadAll(r)
-		c.Close()
 		if err != nil {
 			return err
 		}
@@ -97,6 +148,7 @@ func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []s
 		firstEr error
 		next    = make(chan int)
 	)
+	workers := o.workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -104,12 +156,18 @@ func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []s
 		wg.Go(func() {
 			for i := range next {
 				cfg := jobs[i].Config
-				c, err := mincap.Search(ctx, events[cfg.Trace], cfg, &out[i].Result)
+				sctx, cancel := context.WithTimeout(ctx, o.limit)
+				c, err := mincap.Search(sctx, events[cfg.Trace], cfg, &out[i].Result)
+				cancel()
 				mu.Lock()
-				if err != nil && firstEr == nil {
-					firstEr = err
-				}
-				if err == nil {
+				switch {
+				case err != nil && ctx.Err() == nil && sctx.Err() != nil:
+					fmt.Fprintf(o.notes, "simulate: %s: %s: min capacity: not found within the time limit %v; min_capacity_bytes left out (give a longer --time-limit)\n", cfg.Trace, out[i].Result.Strategy.Spec, o.limit)
+				case err != nil:
+					if firstEr == nil {
+						firstEr = err
+					}
+				default:
 					out[i].Result.MinCapacityBytes = &c
 				}
 				mu.Unlock()
@@ -117,11 +175,43 @@ func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []s
 		})
 	}
 	for i := range out {
-		if out[i].Err == nil {
+		if out[i].Err == nil && events[jobs[i].Config.Trace] != nil {
 			next <- i
 		}
 	}
 	close(next)
 	wg.Wait()
 	return firstEr
+}
+
+// readEventsWithin decodes the events of in, or returns errOutOfTime when
+// limit passes first (the decoding, which a format read whole when opened
+// cannot stop, is left to end alone).
+func readEventsWithin(ctx context.Context, in *input, limit time.Duration) ([]traces.Event, error) {
+	rctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	type result struct {
+		evs []traces.Event
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, c, err := in.open()
+		if err != nil {
+			done <- result{nil, err}
+			return
+		}
+		defer c.Close()
+		evs, err := traces.ReadAll(r)
+		done <- result{evs, err}
+	}()
+	select {
+	case res := <-done:
+		return res.evs, res.err
+	case <-rctx.Done():
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, errOutOfTime
+	}
 }
