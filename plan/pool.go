@@ -106,7 +106,7 @@ func (s *searcher) clone() *searcher {
 	c.full = make([]bool, nsec)
 	c.reach = make([]int64, nsec+1)
 	c.req = make([]int64, nsec)
-	c.undoOff, c.undoFloor, c.secOrder, c.eligible = nil, nil, nil, nil
+	c.undoOff, c.undoFloor, c.secOrder, c.eligible, c.scratch = nil, nil, nil, nil, nil
 	c.pass = 0
 	return &c
 }

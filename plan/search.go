@@ -69,6 +69,9 @@ type searcher struct {
 	halt   *atomic.Bool // set when another searcher has the answer
 	nodes  int64        // nodes left for this preorder
 	budget int64        // nodes of the last round of solve; 0: no limit
+
+	depth   int       // buffers placed
+	scratch [][]int32 // per depth: the candidates of search
 }
 
 type change struct {
@@ -296,7 +299,13 @@ func (s *searcher) search(bufs []int32, lo, hi int32, lastOff int64, lastRank in
 	if s.nodes&255 == 0 && (s.ctx.Err() != nil || s.halt.Load()) {
 		return stopped
 	}
-	cands := make([]int32, 0, len(bufs))
+	// The candidates, in a scratch slice of this depth: a node allocates
+	// nothing.
+	for len(s.scratch) <= s.depth {
+		s.scratch = append(s.scratch, nil)
+	}
+	cands := s.scratch[s.depth][:0]
+	defer func() { s.scratch[s.depth] = cands[:0] }()
 	minHeight := int64(-1)
 	for _, b := range bufs {
 		if s.off[b] < 0 {
@@ -524,11 +533,13 @@ func (s *searcher) place(bufs []int32, lo, hi int32, b int32, off int64) outcome
 		}
 	}
 	var out outcome
+	s.depth++
 	if cutAt != nil {
 		out = s.decompose(bufs, lo, hi, cutAt)
 	} else {
 		out = s.search(bufs, lo, hi, off, s.rank[b])
 	}
+	s.depth--
 	// Undo.
 	for k := s.secLo[b]; k+1 < s.secHi[b]; k++ {
 		s.cuts[k]++
