@@ -359,6 +359,32 @@ func (s *searcher) search(bufs []int32, lo, hi int32, lastOff int64, lastRank in
 	return infeasible
 }
 
+// consistent reports whether the unplaced buffers of bufs, which live in
+// sections [lo, hi), pass the bounds of a node after (lastOff, lastRank)
+// (see bounded and covered). It uses the scratch slice of the depth below
+// the caller's.
+func (s *searcher) consistent(bufs []int32, lo, hi int32, lastOff int64, lastRank int32) bool {
+	for len(s.scratch) <= s.depth {
+		s.scratch = append(s.scratch, nil)
+	}
+	cands := s.scratch[s.depth][:0]
+	defer func() { s.scratch[s.depth] = cands[:0] }()
+	next := int32(-1)
+	for _, b := range bufs {
+		if s.off[b] < 0 {
+			cands = append(cands, b)
+			if !s.before(b, lastOff, lastRank) && (next < 0 || s.before(b, s.minOff[next], s.rank[next])) {
+				next = b
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return true
+	}
+	return next >= 0 && s.bounded(cands, s.minOff[next], lastOff, lastRank, lo, hi) &&
+		s.covered(cands, lastOff, lastRank, lo, hi)
+}
+
 // before reports whether unplaced buffer b, at its lowest offset, comes
 // at or before (lastOff, lastRank) in the canonical order, so that it
 // cannot be placed next.
@@ -535,7 +561,17 @@ func (s *searcher) place(bufs []int32, lo, hi int32, b int32, off int64) outcome
 	var out outcome
 	s.depth++
 	if cutAt != nil {
-		out = s.decompose(bufs, lo, hi, cutAt)
+		// Before the parts are solved apart, each from offset 0, the
+		// bounds of the whole range in the canonical order that goes on
+		// from b: a placement of the range has a canonical form, so what
+		// no canonical completion can fit, no placement of the parts can
+		// (MiniMalloc checks its monotonic floor before it decomposes,
+		// solver.cc, SearchSolutions then DynamicallyDecompose).
+		if s.consistent(bufs, lo, hi, off, s.rank[b]) {
+			out = s.decompose(bufs, lo, hi, cutAt)
+		} else {
+			out = infeasible
+		}
 	} else {
 		out = s.search(bufs, lo, hi, off, s.rank[b])
 	}
