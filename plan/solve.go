@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,8 +27,8 @@ type Options struct {
 	TimeLimit time.Duration
 	// NoSearch keeps to the heuristics.
 	NoSearch bool
-	// Workers is the number of cores the exact search uses; 0 means
-	// GOMAXPROCS.
+	// Workers is the number of cores the heuristics and the exact search
+	// use; 0 means GOMAXPROCS.
 	Workers int
 	// Progress, if not nil, is called (on the goroutine of Solve) when a
 	// phase starts and each time the best placement or the proven lower
@@ -127,7 +129,11 @@ func Solve(ctx context.Context, p Problem, opts Options) (Solution, error) {
 	}
 	progress("heuristics", sol.LowerBound)
 
-	if err := heuristics(ctx, tctx, limit, p.Buffers, target, &sol, func() { progress("heuristics", sol.LowerBound) }); err != nil {
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = defaultWorkers()
+	}
+	if err := heuristics(ctx, tctx, limit, workers, p.Buffers, target, &sol, func() { progress("heuristics", sol.LowerBound) }); err != nil {
 		return Solution{}, err
 	}
 	sol.Optimal = sol.Height == sol.LowerBound
@@ -145,10 +151,6 @@ func Solve(ctx context.Context, p Problem, opts Options) (Solution, error) {
 		return done()
 	}
 
-	workers := opts.Workers
-	if workers <= 0 {
-		workers = defaultWorkers()
-	}
 	pl := newPool(tctx, p.Buffers, workers)
 	if pl == nil {
 		if opts.Capacity > 0 {
@@ -184,9 +186,10 @@ func Solve(ctx context.Context, p Problem, opts Options) (Solution, error) {
 // heuristics fills sol with the best placement of the portfolio: the
 // time-order first fit first (or, when it has not ended a tenth of limit
 // after tctx, the stack placement), then every other order x fit until one is within
-// target or tctx ends. improved is called each time sol gets better. It
-// returns ctx's error (not tctx's) when ctx is done.
-func heuristics(ctx, tctx context.Context, limit time.Duration, bufs []Buffer, target int64, sol *Solution, improved func()) error {
+// target or tctx ends, on up to workers cores. improved is called (on the
+// caller's goroutine) each time sol gets better. It returns ctx's error
+// (not tctx's) when ctx is done.
+func heuristics(ctx, tctx context.Context, limit time.Duration, workers int, bufs []Buffer, target int64, sol *Solution, improved func()) error {
 	n := len(bufs)
 	idx := make([]int32, n)
 	t0 := time.Now()
@@ -212,56 +215,85 @@ func heuristics(ctx, tctx context.Context, limit time.Duration, bufs []Buffer, t
 	if sol.Height <= target || tctx.Err() != nil {
 		return nil
 	}
-	var pl *placer
-	cand := make([]int64, n)
-	for _, o := range orders {
-		// An order's sort cannot be stopped: skip it when the time left
-		// is less than twice what the time order's sort took.
-		if dl, ok := tctx.Deadline(); ok && time.Until(dl) < 2*sortCost {
-			break
-		}
-		if pl == nil {
-			pl = newPlacer(bufs)
-		}
-		inOrder(idx, func(a, b int32) int { return o.cmp(&bufs[a], &bufs[b]) })
-		for f := range fitNames {
-			if o.name == "time" && f == firstFit {
-				continue // the sweep's placement
-			}
-			h, err := pl.runOrder(tctx, idx, f, cand)
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
+	// The other orders, on workers cores: each worker takes an order at a
+	// time (its sort serves both fits) with a placer of its own. The best
+	// height wins, ties going to the first in the portfolio, so that the
+	// answer does not depend on which worker ends first.
+	hctx, stop := context.WithCancel(tctx)
+	defer stop()
+	type result struct {
+		h    int64
+		offs []int64
+		name string
+		rank int
+	}
+	var (
+		next atomic.Int32
+		wg   sync.WaitGroup
+		res  = make(chan result)
+	)
+	for range max(1, min(workers, len(orders))) {
+		wg.Go(func() {
+			var pl *placer
+			idx := make([]int32, n)
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(orders) {
+					return
 				}
-				return nil // out of time
+				// An order's sort cannot be stopped: skip it when the
+				// time left is less than twice what the time order's
+				// sort took.
+				if dl, ok := hctx.Deadline(); ok && time.Until(dl) < 2*sortCost {
+					return
+				}
+				if pl == nil {
+					pl = newPlacer(bufs)
+				}
+				o := orders[i]
+				inOrder(idx, func(a, b int32) int { return o.cmp(&bufs[a], &bufs[b]) })
+				for f := range fitNames {
+					if o.name == "time" && f == firstFit {
+						continue // the sweep's placement
+					}
+					offs := make([]int64, n)
+					h, err := pl.runOrder(hctx, idx, f, offs)
+					if err != nil {
+						return
+					}
+					res <- result{h, offs, o.name + "/" + fitNames[f], 2*i + f}
+				}
 			}
-			if h < sol.Height {
-				sol.Height, sol.Method = h, o.name+"/"+fitNames[f]
-				sol.Offsets, cand = cand, sol.Offsets
-				improved()
-			}
-			if sol.Height <= target {
-				return nil
-			}
+		})
+	}
+	go func() { wg.Wait(); close(res) }()
+	bestRank := -1 // the sweep's
+	for r := range res {
+		if r.h < sol.Height || (r.h == sol.Height && r.rank < bestRank) {
+			sol.Height, sol.Method, sol.Offsets, bestRank = r.h, r.name, r.offs, r.rank
+			improved()
+		}
+		if sol.Height <= target {
+			stop()
 		}
 	}
-	return nil
+	return ctx.Err()
 }
 
 // searchDown lowers sol by the exact search until the time runs out or
 // the best height is proven optimal, and returns the proven bound: no
 // placement is lower than it.
 //
-// Policy. It first asks for a placement at the lower bound, then probes
-// heights by bisection between the lowest height not yet ruled out and
-// the best found, each probe with a node budget: a probe that finds a
-// placement lowers the best to that placement's height; one that proves
-// none exists raises the proven bound; one that runs out of nodes moves
-// the probes above it, for this pass. When the probes meet the best, a
-// new pass starts from the proven bound with four times the budget. So
-// the easy heights are settled first, and the hard ones get the time
-// that is left, as in MiniMalloc's capacity minimization (solver.cc,
-// Solver::SolveWithStartTime, which bisects without budgets).
+// Policy. Each pass first asks for a placement at the proven bound (the
+// lower bound at first), then probes heights by bisection between the
+// lowest height not yet ruled out and the best found, each probe with a
+// node budget: a probe that finds a placement lowers the best to that
+// placement's height; one that proves none exists raises the proven
+// bound; one that runs out of nodes moves the probes above it, for this
+// pass. When the probes meet the best, a new pass starts with twice the
+// budget. So the easy heights are settled first, and the hard ones get
+// the time that is left, as in MiniMalloc's capacity minimization
+// (solver.cc, Solver::SolveWithStartTime, which bisects without budgets).
 func searchDown(pl *pool, bufs []Buffer, sol *Solution, progress func(proven int64)) int64 {
 	proven := sol.LowerBound
 	budget := int64(max(64*len(bufs), 1<<14))
@@ -280,14 +312,22 @@ func searchDown(pl *pool, bufs []Buffer, sol *Solution, progress func(proven int
 		}
 		return out
 	}
-	if probe(sol.LowerBound) == stopped {
-		return proven
-	}
 	tryLo := proven
 	for proven < sol.Height {
 		lo := max(tryLo, proven)
 		if lo >= sol.Height {
-			tryLo, budget = proven, 4*budget
+			// A new pass: the lowest height not ruled out first, then the
+			// bisection again, with twice the budget.
+			tryLo, budget = proven, 2*budget
+			continue
+		}
+		if lo == proven {
+			switch probe(proven) {
+			case stopped:
+				return proven
+			case aborted:
+				tryLo = proven + 1
+			}
 			continue
 		}
 		h := lo + (sol.Height-1-lo)/2
