@@ -42,40 +42,22 @@ func offlineBytes(ctx context.Context, in *input, limit time.Duration, progress 
 	pr := newPlanProgress(progress, in.name)
 	defer pr.stop()
 	deadline := pr.start.Add(limit)
-	rctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	type result struct {
-		probs []plan.DeviceProblem
-		err   error
-	}
-	done := make(chan result, 1)
 	pr.reading()
-	go func() {
+	probs, err := within(ctx, deadline, func(rctx context.Context) ([]plan.DeviceProblem, error) {
 		r, c, err := in.open()
 		if err != nil {
-			done <- result{nil, err}
-			return
+			return nil, err
 		}
 		defer c.Close()
-		probs, err := plan.FromTraceContext(rctx, r)
-		done <- result{probs, err}
-	}()
-	var res result
-	select {
-	case res = <-done:
-	case <-rctx.Done():
-		res.err = rctx.Err()
-	}
-	if res.err != nil {
-		if ctx.Err() == nil && rctx.Err() != nil {
-			return nil, errOutOfTime
-		}
-		return nil, res.err
+		return plan.FromTraceContext(rctx, r)
+	})
+	if err != nil {
+		return nil, err
 	}
 	heights := map[int]int64{}
-	for i, p := range res.probs {
-		o := plan.Options{TimeLimit: max(time.Until(deadline)/time.Duration(len(res.probs)-i), time.Millisecond),
-			Progress: pr.device(p.Device, len(res.probs) > 1)}
+	for i, p := range probs {
+		o := plan.Options{TimeLimit: max(time.Until(deadline)/time.Duration(len(probs)-i), time.Millisecond),
+			Progress: pr.device(p.Device, len(probs) > 1)}
 		sol, err := plan.Solve(ctx, p.Problem, o)
 		if err != nil {
 			return nil, fmt.Errorf("%s: offline plan: %w", in.name, err)
@@ -185,33 +167,45 @@ func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []s
 }
 
 // readEventsWithin decodes the events of in, or returns errOutOfTime when
-// limit passes first (the decoding, which a format read whole when opened
-// cannot stop, is left to end alone).
+// limit passes first.
 func readEventsWithin(ctx context.Context, in *input, limit time.Duration) ([]traces.Event, error) {
-	rctx, cancel := context.WithTimeout(ctx, limit)
+	return within(ctx, time.Now().Add(limit), func(context.Context) ([]traces.Event, error) {
+		r, c, err := in.open()
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		return traces.ReadAll(r)
+	})
+}
+
+// within runs read, which should stop when its context ends, and returns
+// what it returns, or errOutOfTime when deadline passes first, or ctx's
+// error when ctx ends first. A read that does not stop (a format read
+// whole when it is opened) is left to end alone, its result dropped.
+func within[T any](ctx context.Context, deadline time.Time, read func(ctx context.Context) (T, error)) (T, error) {
+	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	type result struct {
-		evs []traces.Event
+		v   T
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		r, c, err := in.open()
-		if err != nil {
-			done <- result{nil, err}
-			return
-		}
-		defer c.Close()
-		evs, err := traces.ReadAll(r)
-		done <- result{evs, err}
+		v, err := read(rctx)
+		done <- result{v, err}
 	}()
+	var zero T
 	select {
 	case res := <-done:
-		return res.evs, res.err
-	case <-rctx.Done():
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if res.err != nil && ctx.Err() == nil && rctx.Err() != nil {
+			return zero, errOutOfTime
 		}
-		return nil, errOutOfTime
+		return res.v, res.err
+	case <-rctx.Done():
+		if err := ctx.Err(); err != nil {
+			return zero, err
+		}
+		return zero, errOutOfTime
 	}
 }

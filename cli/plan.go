@@ -181,33 +181,24 @@ func readProblems(ctx context.Context, e *env, path string, opts traces.Options)
 // reading, which a format read whole when opened cannot stop, to end
 // alone). ctx's end is its error. pr shows the reading.
 func readProblemsWithin(ctx context.Context, e *env, path string, opts traces.Options, limit time.Duration, pr *planProgress) ([]plan.DeviceProblem, error) {
-	rctx, cancel := context.WithDeadline(ctx, pr.start.Add(limit))
-	defer cancel()
-	type result struct {
+	type read struct {
 		probs []plan.DeviceProblem
-		err   error
+		notes []byte
 	}
-	// The reading's notes go to a buffer, written here once it has ended.
-	var notes bytes.Buffer
-	ne := *e
-	ne.stderr = &notes
-	done := make(chan result, 1)
-	go func() {
-		probs, err := readProblems(rctx, &ne, path, opts)
-		done <- result{probs, err}
-	}()
 	pr.reading()
-	var res result
-	select {
-	case res = <-done:
-		e.stderr.Write(notes.Bytes())
-	case <-rctx.Done():
-		res.err = rctx.Err()
-	}
-	if res.err != nil && ctx.Err() == nil && rctx.Err() != nil {
+	res, err := within(ctx, pr.start.Add(limit), func(rctx context.Context) (read, error) {
+		// The reading's notes go to a buffer, written once it has ended.
+		var notes bytes.Buffer
+		ne := *e
+		ne.stderr = &notes
+		probs, err := readProblems(rctx, &ne, path, opts)
+		return read{probs, notes.Bytes()}, err
+	})
+	if errors.Is(err, errOutOfTime) {
 		return nil, fmt.Errorf("%s: the time limit %v ran out while reading the trace, before any plan (a plan needs every allocation): give a longer --time-limit", path, limit)
 	}
-	return res.probs, res.err
+	e.stderr.Write(res.notes)
+	return res.probs, err
 }
 
 // writeFileVia writes the file at path with write, beside it first and
