@@ -299,35 +299,15 @@ func (s *searcher) search(bufs []int32, lo, hi int32, lastOff int64, lastRank in
 	if s.nodes&255 == 0 && (s.ctx.Err() != nil || s.halt.Load()) {
 		return stopped
 	}
-	// The candidates, in a scratch slice of this depth: a node allocates
-	// nothing.
-	for len(s.scratch) <= s.depth {
-		s.scratch = append(s.scratch, nil)
-	}
-	cands := s.scratch[s.depth][:0]
+	cands, next, minHeight := s.gather(bufs, lastOff, lastRank)
 	defer func() { s.scratch[s.depth] = cands[:0] }()
-	minHeight := int64(-1)
-	for _, b := range bufs {
-		if s.off[b] < 0 {
-			cands = append(cands, b)
-			if t := s.minOff[b] + s.bufs[b].Size; minHeight < 0 || t < minHeight {
-				minHeight = t
-			}
-		}
-	}
 	if len(cands) == 0 {
 		return found
 	}
 	// Canonical placements only: offsets never go down, and at equal
 	// offsets the preorder decides. The candidates in order after
-	// (lastOff, lastRank) may go next, the lowest first; the others wait
-	// until a placement raises them.
-	next := int32(-1)
-	for _, b := range cands {
-		if !s.before(b, lastOff, lastRank) && (next < 0 || s.before(b, s.minOff[next], s.rank[next])) {
-			next = b
-		}
-	}
+	// (lastOff, lastRank) may go next, the lowest first (next); the
+	// others wait until a placement raises them.
 	if next < 0 || !s.bounded(cands, s.minOff[next], lastOff, lastRank, lo, hi) ||
 		!s.covered(cands, lastOff, lastRank, lo, hi) {
 		return infeasible
@@ -364,25 +344,34 @@ func (s *searcher) search(bufs []int32, lo, hi int32, lastOff int64, lastRank in
 // (see bounded and covered). It uses the scratch slice of the depth below
 // the caller's.
 func (s *searcher) consistent(bufs []int32, lo, hi int32, lastOff int64, lastRank int32) bool {
+	cands, next, _ := s.gather(bufs, lastOff, lastRank)
+	defer func() { s.scratch[s.depth] = cands[:0] }()
+	return len(cands) == 0 || next >= 0 && s.bounded(cands, s.minOff[next], lastOff, lastRank, lo, hi) &&
+		s.covered(cands, lastOff, lastRank, lo, hi)
+}
+
+// gather returns the unplaced buffers of bufs, in the scratch slice of the
+// current depth (the caller gives it back), the first of them in canonical
+// order after (lastOff, lastRank) (-1 if none), and the lowest top any of
+// them can have: a node allocates nothing.
+func (s *searcher) gather(bufs []int32, lastOff int64, lastRank int32) (cands []int32, next int32, minHeight int64) {
 	for len(s.scratch) <= s.depth {
 		s.scratch = append(s.scratch, nil)
 	}
-	cands := s.scratch[s.depth][:0]
-	defer func() { s.scratch[s.depth] = cands[:0] }()
-	next := int32(-1)
+	cands, next, minHeight = s.scratch[s.depth][:0], -1, -1
 	for _, b := range bufs {
-		if s.off[b] < 0 {
-			cands = append(cands, b)
-			if !s.before(b, lastOff, lastRank) && (next < 0 || s.before(b, s.minOff[next], s.rank[next])) {
-				next = b
-			}
+		if s.off[b] >= 0 {
+			continue
+		}
+		cands = append(cands, b)
+		if t := s.minOff[b] + s.bufs[b].Size; minHeight < 0 || t < minHeight {
+			minHeight = t
+		}
+		if !s.before(b, lastOff, lastRank) && (next < 0 || s.before(b, s.minOff[next], s.rank[next])) {
+			next = b
 		}
 	}
-	if len(cands) == 0 {
-		return true
-	}
-	return next >= 0 && s.bounded(cands, s.minOff[next], lastOff, lastRank, lo, hi) &&
-		s.covered(cands, lastOff, lastRank, lo, hi)
+	return cands, next, minHeight
 }
 
 // before reports whether unplaced buffer b, at its lowest offset, comes
