@@ -285,7 +285,8 @@ func heuristics(ctx, tctx context.Context, limit time.Duration, workers int, buf
 // placement is lower than it.
 //
 // Policy. Each pass first asks for a placement at the proven bound (the
-// lower bound at first), then probes heights by bisection between the
+// lower bound at first; with 16 times the budget, about what the
+// bisection of a pass spends), then probes heights by bisection between the
 // lowest height not yet ruled out and the best found, each probe with a
 // node budget: a probe that finds a placement lowers the best to that
 // placement's height; one that proves none exists raises the proven
@@ -298,7 +299,13 @@ func searchDown(pl *pool, bufs []Buffer, sol *Solution, progress func(proven int
 	proven := sol.LowerBound
 	budget := int64(max(64*len(bufs), 1<<14))
 	probe := func(h int64) outcome {
-		out, offs := pl.solve(h, budget)
+		b := budget
+		if h == proven {
+			// The proven bound gets about what the bisection of a pass
+			// does: it is the one height that can end the descent.
+			b = 16 * budget
+		}
+		out, offs := pl.solve(h, b)
 		switch out {
 		case found:
 			if hh := heightOf(bufs, offs); hh < sol.Height {
