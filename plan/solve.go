@@ -284,15 +284,15 @@ func heuristics(ctx, tctx context.Context, limit time.Duration, workers int, buf
 // the best height is proven optimal, and returns the proven bound: no
 // placement is lower than it.
 //
-// Policy. Each pass first asks for a placement at the proven bound (the
-// lower bound at first; with 16 times the budget, about what the
-// bisection of a pass spends), then probes heights by bisection between the
-// lowest height not yet ruled out and the best found, each probe with a
-// node budget: a probe that finds a placement lowers the best to that
-// placement's height; one that proves none exists raises the proven
+// Policy. Each pass probes heights by bisection between the lowest height
+// not yet ruled out (above the proven bound) and the best found, each probe
+// with a node budget: a probe that finds a placement lowers the best to
+// that placement's height; one that proves none exists raises the proven
 // bound; one that runs out of nodes moves the probes above it, for this
-// pass. When the probes meet the best, a new pass starts with twice the
-// budget. So the easy heights are settled first, and the hard ones get
+// pass. When the probes meet the best, the pass asks for a placement at
+// the proven bound (the lower bound at first) with 16 times the budget,
+// about what its bisection spent, since that is the one height that ends
+// the descent; then a new pass starts with twice the budget. So the easy heights are settled first, and the hard ones get
 // the time that is left, as in MiniMalloc's capacity minimization
 // (solver.cc, Solver::SolveWithStartTime, which bisects without budgets).
 func searchDown(pl *pool, bufs []Buffer, sol *Solution, progress func(proven int64)) int64 {
@@ -319,22 +319,16 @@ func searchDown(pl *pool, bufs []Buffer, sol *Solution, progress func(proven int
 		}
 		return out
 	}
-	tryLo := proven
+	// Each pass bisects the heights above the proven bound, then asks for
+	// the proven bound itself.
+	tryLo := proven + 1
 	for proven < sol.Height {
-		lo := max(tryLo, proven)
+		lo := max(tryLo, proven+1)
 		if lo >= sol.Height {
-			// A new pass: the lowest height not ruled out first, then the
-			// bisection again, with twice the budget.
-			tryLo, budget = proven, 2*budget
-			continue
-		}
-		if lo == proven {
-			switch probe(proven) {
-			case stopped:
+			if probe(proven) == stopped {
 				return proven
-			case aborted:
-				tryLo = proven + 1
 			}
+			tryLo, budget = proven+1, 2*budget
 			continue
 		}
 		h := lo + (sol.Height-1-lo)/2
