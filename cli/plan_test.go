@@ -34,6 +34,7 @@ func TestPlanGolden(t *testing.T) {
 		{"err_plan_out_two", nil, []string{"plan", "-o", "x.csv", "testdata/tiny.csv", "testdata/minimalloc.csv"}, 2},
 		{"err_plan_out_devices", nil, []string{"plan", "-o", "x.csv", "testdata/twodev.csv"}, 1},
 		{"err_plan_bad_trace", nil, []string{"plan", "testdata/badfree.csv"}, 1},
+		{"err_plan_huge_sizes", nil, []string{"plan", "testdata/plan_huge_sizes.csv"}, 1},
 		{"err_convert_to", nil, []string{"convert", "-t", "xla", "testdata/tiny.csv", "-"}, 2},
 		{"err_convert_minimalloc_gz", nil, []string{"convert", "-t", "minimalloc", "testdata/tiny.csv", "out.csv.gz"}, 2},
 		{"plan_bundled_by_name", nil, []string{"plan", "-f", "json", "--no-search", "transformer-cpu"}, 0},
