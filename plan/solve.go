@@ -284,7 +284,8 @@ func heuristics(ctx, tctx context.Context, limit time.Duration, workers int, buf
 // the best height is proven optimal, and returns the proven bound: no
 // placement is lower than it.
 //
-// Policy. Each pass probes heights by bisection between the lowest height
+// Policy. First a probe at the lower bound with the first budget. Then
+// each pass probes heights by bisection between the lowest height
 // not yet ruled out (above the proven bound) and the best found, each probe
 // with a node budget: a probe that finds a placement lowers the best to
 // that placement's height; one that proves none exists raises the proven
@@ -298,13 +299,7 @@ func heuristics(ctx, tctx context.Context, limit time.Duration, workers int, buf
 func searchDown(pl *pool, bufs []Buffer, sol *Solution, progress func(proven int64)) int64 {
 	proven := sol.LowerBound
 	budget := int64(max(64*len(bufs), 1<<14))
-	probe := func(h int64) outcome {
-		b := budget
-		if h == proven {
-			// The proven bound gets about what the bisection of a pass
-			// does: it is the one height that can end the descent.
-			b = 16 * budget
-		}
+	probe := func(h, b int64) outcome {
 		out, offs := pl.solve(h, b)
 		switch out {
 		case found:
@@ -319,20 +314,24 @@ func searchDown(pl *pool, bufs []Buffer, sol *Solution, progress func(proven int
 		}
 		return out
 	}
-	// Each pass bisects the heights above the proven bound, then asks for
-	// the proven bound itself.
+	// A quick look at the lower bound, where most problems have a
+	// placement; then each pass bisects the heights above the proven
+	// bound and asks for the proven bound itself.
+	if probe(proven, budget) == stopped {
+		return proven
+	}
 	tryLo := proven + 1
 	for proven < sol.Height {
 		lo := max(tryLo, proven+1)
 		if lo >= sol.Height {
-			if probe(proven) == stopped {
+			if probe(proven, 16*budget) == stopped {
 				return proven
 			}
 			tryLo, budget = proven+1, 2*budget
 			continue
 		}
 		h := lo + (sol.Height-1-lo)/2
-		switch probe(h) {
+		switch probe(h, budget) {
 		case stopped:
 			return proven
 		case infeasible, aborted:
