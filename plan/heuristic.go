@@ -58,7 +58,13 @@ func inOrder(idx []int32, cmp func(a, b int32) int) {
 	for i := range idx {
 		idx[i] = int32(i)
 	}
-	slices.SortStableFunc(idx, cmp)
+	// Ties by index: the order of a stable sort, from the faster one.
+	slices.SortFunc(idx, func(a, b int32) int {
+		if c := cmp(a, b); c != 0 {
+			return c
+		}
+		return int(a - b)
+	})
 }
 
 // A placer runs greedy placements of one problem. The question it answers
