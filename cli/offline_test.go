@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -82,4 +83,17 @@ func TestOfflineInReport(t *testing.T) {
 	svg, err := os.ReadFile(filepath.Join(dir, "tiny-peak.svg"))
 	require.NoError(t, err)
 	assert.Contains(t, string(svg), "offline plan")
+}
+
+// TestReferencesOutOfTime checks that a reference whose time limit runs
+// out is left out with a note, and the run still succeeds: with a limit
+// of 1ns every offline plan and min capacity search runs out.
+func TestReferencesOutOfTime(t *testing.T) {
+	code, stdout, stderr := run(t, nil, "--offline", "--min-capacity", "--time-limit", "1ns", "-f", "json", "-s", "naive", "testdata/tiny.csv")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, `"min_capacity_bytes": null`)
+	assert.Regexp(t, `simulate: testdata/tiny.csv: (naive: )?min capacity: .*time limit 1ns.*; min_capacity_bytes left out`, stderr)
+	if strings.Contains(stdout, `"offline_bytes": null`) {
+		assert.Contains(t, stderr, "simulate: testdata/tiny.csv: offline plan: the time limit 1ns ran out while reading the trace; offline_bytes left out")
+	}
 }

@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/tabular"
@@ -24,12 +28,22 @@ make for a whole graph), and reports the memory the placement needs
 live requested bytes). A multi-device trace is one problem per device, one
 row each.
 
-It runs a portfolio of greedy heuristics (orders size, area, lifetime and
-time x first fit and best fit) and, while the best is above the lower bound
-(or --capacity), an exact search in the manner of MiniMalloc until
---time-limit. optimal is true when the placement is at the lower bound or
-the search proved that no lower one exists; method names the heuristic
-(ORDER/FIT) or "search".
+It runs a portfolio of greedy heuristics (the time-order first fit, then
+orders size, area, lifetime and time x first fit and best fit) and, while
+the best is above the lower bound (or --capacity), an exact search in the
+manner of MiniMalloc on every core: with --capacity it looks for a placement
+within it; without, it searches down from the best heuristic toward the
+lower bound and keeps the lowest placement found. optimal is true when the
+placement is at the lower bound or the search proved that no lower one
+exists; method names the heuristic (ORDER/FIT), "search", or "time/stack"
+(a quick placement given when the time ran out before any heuristic ended).
+
+--time-limit bounds each trace whole: reading it and planning all its
+devices (the time left after reading is shared out among the devices). A
+trace still being read when the limit passes is an error, since a plan
+needs every allocation. With --progress (on a terminal by default) a run
+longer than a second shows on standard error what it is doing: reading,
+the heuristics or the search, the best height so far and its gap.
 
 A TRACE is a file in any format simulate reads, or a bundled trace by
 name. A MiniMalloc CSV (id,lower,upper,size) keeps its ids and times. Any other
@@ -54,24 +68,28 @@ type planRow struct {
 
 func planCmd(ctx context.Context, e *env, args []string) error {
 	var (
-		format, capacity, out string
-		timeLimit             time.Duration
-		lenient, noSearch     bool
+		format, capacity, out, progress string
+		timeLimit                       time.Duration
+		lenient, noSearch               bool
 	)
 	fs := newFlagSet(e, "simulate plan", planUsage)
 	fs.StringVar(&capacity, "capacity", "", "find a placement within `SIZE` (bytes, or units KiB, MiB, GiB, ...); exit 1 when none is found in the time limit")
-	fs.DurationVar(&timeLimit, "time-limit", plan.DefaultTimeLimit, "`DURATION` for each problem: the heuristics and then the search")
+	fs.DurationVar(&timeLimit, "time-limit", plan.DefaultTimeLimit, "`DURATION` for each trace: reading it, the heuristics and the search, for all its devices")
 	fs.BoolVar(&noSearch, "no-search", false, "the heuristics only")
 	fs.StringVarP(&format, "format", "f", "table", "output format: table, csv or json")
 	fs.StringVarP(&out, "out", "o", "", "write the placement to `FILE` as CSV id,lower,upper,size,offset (MiniMalloc's solution format); one trace of one device")
 	fs.BoolVar(&lenient, "lenient", false, "skip bad events of a trace, count them and go on")
+	fs.StringVar(&progress, "progress", "auto", "progress of runs over a second on standard error: auto (when it is a terminal), always or never")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := checkFormat(format); err != nil {
 		return err
 	}
-	opts := plan.Options{TimeLimit: timeLimit, NoSearch: noSearch}
+	if err := checkProgress(progress); err != nil {
+		return err
+	}
+	opts := plan.Options{NoSearch: noSearch}
 	if capacity != "" {
 		c, err := parseSizeFlag("--capacity", capacity)
 		if err != nil {
@@ -93,18 +111,32 @@ func planCmd(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
+	var show io.Writer
+	if showProgress(progress, e.stderr) {
+		show = e.stderr
+	}
 	var rows []planRow
 	for _, path := range fs.Args() {
-		probs, err := readProblems(ctx, e, path, traces.Options{Lenient: lenient})
+		pr := newPlanProgress(show, path)
+		probs, err := readProblemsWithin(ctx, e, path, traces.Options{Lenient: lenient}, timeLimit, pr)
 		if err != nil {
+			pr.stop()
 			return err
 		}
 		if out != "" && len(probs) > 1 {
+			pr.stop()
 			return fmt.Errorf("%s: -o: the trace uses %d devices, and a placement file holds one", path, len(probs))
 		}
-		for _, p := range probs {
-			sol, err := plan.Solve(ctx, p.Problem, opts)
+		deadline := pr.start.Add(timeLimit)
+		for i, p := range probs {
+			// The devices share the time left; what one leaves goes to
+			// the next.
+			o := opts
+			o.TimeLimit = max(time.Until(deadline)/time.Duration(len(probs)-i), time.Millisecond)
+			o.Progress = pr.device(p.Device, len(probs) > 1)
+			sol, err := plan.Solve(ctx, p.Problem, o)
 			if err != nil {
+				pr.stop()
 				if errors.Is(err, plan.ErrNoPlacement) && len(probs) > 1 {
 					return fmt.Errorf("%s: device %d: %w", path, p.Device, err)
 				}
@@ -116,10 +148,12 @@ func planCmd(ctx context.Context, e *env, args []string) error {
 			if out != "" {
 				placed := sol.Placements(p.Problem)
 				if err := writeFileVia(out, func(w io.Writer) error { return plan.WritePlacements(w, placed) }); err != nil {
+					pr.stop()
 					return err
 				}
 			}
 		}
+		pr.stop()
 	}
 	return writePlanRows(e, format, rows)
 }
@@ -127,6 +161,7 @@ func planCmd(ctx context.Context, e *env, args []string) error {
 // readProblems reads the trace at path into one problem per device: a
 // MiniMalloc CSV with its ids and times, any other trace as plan.FromTrace
 // makes it. A trace without allocations is one empty problem of device 0.
+// ctx stops the reading of a trace in another format.
 func readProblems(ctx context.Context, e *env, path string, opts traces.Options) ([]plan.DeviceProblem, error) {
 	r, c, err := openTrace(ctx, e, path, opts)
 	if err != nil {
@@ -136,7 +171,7 @@ func readProblems(ctx context.Context, e *env, path string, opts traces.Options)
 	var probs []plan.DeviceProblem
 	if p, ok := plan.FromMiniMalloc(r); ok {
 		probs = []plan.DeviceProblem{{Problem: p}}
-	} else if probs, err = plan.FromTrace(r); err != nil {
+	} else if probs, err = plan.FromTraceContext(ctx, r); err != nil {
 		return nil, err
 	}
 	reportSkipped(e, path, r)
@@ -144,6 +179,31 @@ func readProblems(ctx context.Context, e *env, path string, opts traces.Options)
 		probs = []plan.DeviceProblem{{}}
 	}
 	return probs, nil
+}
+
+// readProblemsWithin is readProblems within limit from pr.start: when the
+// limit passes first it returns an error that says so (and leaves the
+// reading, which a format read whole when opened cannot stop, to end
+// alone). ctx's end is its error. pr shows the reading.
+func readProblemsWithin(ctx context.Context, e *env, path string, opts traces.Options, limit time.Duration, pr *planProgress) ([]plan.DeviceProblem, error) {
+	type read struct {
+		probs []plan.DeviceProblem
+		notes []byte
+	}
+	pr.reading()
+	res, err := within(ctx, pr.start.Add(limit), func(rctx context.Context) (read, error) {
+		// The reading's notes go to a buffer, written once it has ended.
+		var notes bytes.Buffer
+		ne := *e
+		ne.stderr = &notes
+		probs, err := readProblems(rctx, &ne, path, opts)
+		return read{probs, notes.Bytes()}, err
+	})
+	if errors.Is(err, errOutOfTime) {
+		return nil, fmt.Errorf("%s: the time limit %v ran out while reading the trace, before any plan (a plan needs every allocation): give a longer --time-limit", path, limit)
+	}
+	e.stderr.Write(res.notes)
+	return res.probs, err
 }
 
 // writeFileVia writes the file at path with write, beside it first and
@@ -185,7 +245,12 @@ func writePlanRows(e *env, format string, rows []planRow) error {
 		right = append([]bool{false, true}, right[1:]...)
 	}
 	var cells [][]string
-	for _, r := range rows {
+	elapsed := make([]time.Duration, len(rows))
+	for i, r := range rows {
+		elapsed[i] = time.Duration(r.ElapsedNS)
+	}
+	times := formatDurations(elapsed)
+	for i, r := range rows {
 		gap := "-"
 		if r.PeakRequestedBytes > 0 {
 			gap = fmt.Sprintf("+%.2f%%", 100*float64(r.OfflineBytes-r.PeakRequestedBytes)/float64(r.PeakRequestedBytes))
@@ -195,13 +260,148 @@ func writePlanRows(e *env, format string, rows []planRow) error {
 			opt = "yes"
 		}
 		c := []string{r.Trace, tabular.Count(int64(r.Buffers)), gpualloc.FormatSize(r.PeakRequestedBytes),
-			gpualloc.FormatSize(r.OfflineBytes), gap, opt, r.Method, time.Duration(r.ElapsedNS).Round(time.Microsecond).String()}
+			gpualloc.FormatSize(r.OfflineBytes), gap, opt, r.Method, times[i]}
 		if multi {
 			c = append([]string{r.Trace, fmt.Sprint(r.Device)}, c[1:]...)
 		}
 		cells = append(cells, c)
 	}
 	return tabular.Layout(e.stdout, head, right, cells)
+}
+
+// formatDurations formats a column of durations in one unit, chosen by
+// the longest, with little precision: whole milliseconds up to a second
+// ("34 ms"), seconds with two decimals up to 10 s ("1.05 s") and one up
+// to 100 s ("34.3 s"), minutes with one decimal above ("3.0 min").
+func formatDurations(ds []time.Duration) []string {
+	var longest time.Duration
+	for _, d := range ds {
+		longest = max(longest, d)
+	}
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		switch {
+		case longest < time.Second:
+			out[i] = fmt.Sprintf("%d ms", d.Round(time.Millisecond).Milliseconds())
+		case longest < 10*time.Second:
+			out[i] = fmt.Sprintf("%.2f s", d.Seconds())
+		case longest < 100*time.Second:
+			out[i] = fmt.Sprintf("%.1f s", d.Seconds())
+		default:
+			out[i] = fmt.Sprintf("%.1f min", d.Minutes())
+		}
+	}
+	return out
+}
+
+// planProgressEvery is how often the progress of a plan is drawn (on a
+// terminal; elsewhere a line is written when what it says changes, or
+// every planProgressQuiet), and planProgressAfter how long a trace takes
+// before its progress shows.
+var (
+	planProgressEvery = time.Second
+	planProgressQuiet = 10 * time.Second
+	planProgressAfter = time.Second
+)
+
+// A planProgress shows on standard error what the plan of one trace is
+// doing: reading, the heuristics or the search, the best height so far.
+// A goroutine draws it; the callbacks only record the state. With no
+// writer it shows nothing, and only keeps the trace's start.
+type planProgress struct {
+	w     io.Writer
+	tty   bool
+	trace string
+	start time.Time
+
+	mu    sync.Mutex
+	state string // what is under way, "" before anything
+
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newPlanProgress(w io.Writer, trace string) *planProgress {
+	p := &planProgress{w: w, trace: trace, start: time.Now()}
+	if w == nil {
+		return p
+	}
+	if f, ok := w.(*os.File); ok {
+		p.tty = term.IsTerminal(int(f.Fd()))
+	}
+	p.quit = make(chan struct{})
+	p.wg.Go(p.draw)
+	return p
+}
+
+// draw writes the state every planProgressEvery, once the trace has taken
+// planProgressAfter, until stop.
+func (p *planProgress) draw() {
+	t := time.NewTicker(planProgressEvery)
+	defer t.Stop()
+	var last string
+	var lastAt time.Time
+	for {
+		select {
+		case <-p.quit:
+			if p.tty && last != "" {
+				fmt.Fprint(p.w, "\r\x1b[K")
+			}
+			return
+		case now := <-t.C:
+			el := now.Sub(p.start)
+			p.mu.Lock()
+			state := p.state
+			p.mu.Unlock()
+			if state == "" || el < planProgressAfter {
+				continue
+			}
+			if p.tty {
+				fmt.Fprintf(p.w, "\r\x1b[Kplan: %s: %s, %s", p.trace, state, formatDurations([]time.Duration{el})[0])
+			} else if state != last || now.Sub(lastAt) >= planProgressQuiet {
+				fmt.Fprintf(p.w, "plan: %s: %s, %s\n", p.trace, state, formatDurations([]time.Duration{el})[0])
+				lastAt = now
+			}
+			last = state
+		}
+	}
+}
+
+func (p *planProgress) set(state string) {
+	p.mu.Lock()
+	p.state = state
+	p.mu.Unlock()
+}
+
+// reading records that the trace is being read.
+func (p *planProgress) reading() { p.set("reading") }
+
+// device returns the plan.Options.Progress of the plan of device dev,
+// named when the trace has several devices.
+func (p *planProgress) device(dev int, multi bool) func(plan.Progress) {
+	prefix := ""
+	if multi {
+		prefix = fmt.Sprintf("device %d: ", dev)
+	}
+	return func(g plan.Progress) {
+		st := prefix + g.Phase
+		if g.Height > 0 {
+			st += ", best " + gpualloc.FormatSize(g.Height) + " by " + g.Method
+			if g.Proven > 0 {
+				st += fmt.Sprintf(", +%.2f%% over the bound %s", 100*float64(g.Height-g.Proven)/float64(g.Proven), gpualloc.FormatSize(g.Proven))
+			}
+		}
+		p.set(st)
+	}
+}
+
+// stop ends the drawing and clears the line on a terminal.
+func (p *planProgress) stop() {
+	if p.quit != nil {
+		close(p.quit)
+		p.wg.Wait()
+		p.quit = nil
+	}
 }
 
 // convertMiniMalloc writes the trace at in as a MiniMalloc CSV to out

@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,6 +34,7 @@ func TestPlanGolden(t *testing.T) {
 		{"err_plan_out_two", nil, []string{"plan", "-o", "x.csv", "testdata/tiny.csv", "testdata/minimalloc.csv"}, 2},
 		{"err_plan_out_devices", nil, []string{"plan", "-o", "x.csv", "testdata/twodev.csv"}, 1},
 		{"err_plan_bad_trace", nil, []string{"plan", "testdata/badfree.csv"}, 1},
+		{"err_plan_huge_sizes", nil, []string{"plan", "testdata/plan_huge_sizes.csv"}, 1},
 		{"err_convert_to", nil, []string{"convert", "-t", "xla", "testdata/tiny.csv", "-"}, 2},
 		{"err_convert_minimalloc_gz", nil, []string{"convert", "-t", "minimalloc", "testdata/tiny.csv", "out.csv.gz"}, 2},
 		{"plan_bundled_by_name", nil, []string{"plan", "-f", "json", "--no-search", "transformer-cpu"}, 0},
@@ -43,7 +48,7 @@ func TestPlanTable(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	require.Len(t, lines, 4)
 	assert.Regexp(t, `^TRACE +DEVICE +BUFFERS +LOWER BOUND +OFFLINE +GAP +OPTIMAL +METHOD +TIME$`, lines[0])
-	assert.Regexp(t, `^testdata/minimalloc.csv +0 +5 +3.00 MiB +3.00 MiB +\+0.00% +yes +\S+/\S+ +\S+$`, lines[1])
+	assert.Regexp(t, `^testdata/minimalloc.csv +0 +5 +3.00 MiB +3.00 MiB +\+0.00% +yes +\S+/\S+ +\d+ ms$`, lines[1])
 	assert.Regexp(t, `^testdata/twodev.csv +1 `, lines[3])
 }
 
@@ -166,4 +171,47 @@ func TestPlanSharedSnapshots(t *testing.T) {
 			assert.Equal(t, plan.LowerBound(probs[0].Buffers), top, "the snapshots are planned at their lower bound")
 		})
 	}
+}
+
+// TestPlanTimeLimitCoversReading checks that --time-limit bounds the
+// reading of a trace: a trace that never ends (a pipe nobody writes)
+// gives one line naming the limit, exit 1, soon after the limit, and
+// --progress always shows the reading meanwhile.
+func TestPlanTimeLimitCoversReading(t *testing.T) {
+	defer func(every, after time.Duration) { planProgressEvery, planProgressAfter = every, after }(planProgressEvery, planProgressAfter)
+	planProgressEvery, planProgressAfter = 5*time.Millisecond, 0
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	var out, errb bytes.Buffer
+	c := Command{Stdin: pr, Stdout: &out, Stderr: &errb, LookupEnv: func(string) (string, bool) { return "", false }}
+	start := time.Now()
+	code := c.Run(context.Background(), []string{"plan", "--time-limit", "200ms", "--progress", "always", "-"})
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out.String())
+	assert.Contains(t, errb.String(), "plan: -: reading, ")
+	assert.Contains(t, errb.String(), "simulate: -: the time limit 200ms ran out while reading the trace, before any plan (a plan needs every allocation): give a longer --time-limit\n")
+}
+
+// TestPlanProgress checks the progress lines of a plan: the phases and the
+// best placement, with its gap over the bound.
+func TestPlanProgress(t *testing.T) {
+	defer func(every, after time.Duration) { planProgressEvery, planProgressAfter = every, after }(planProgressEvery, planProgressAfter)
+	planProgressEvery, planProgressAfter = time.Millisecond, 0
+	var buf bytes.Buffer
+	p := newPlanProgress(&buf, "x.csv")
+	p.device(1, true)(plan.Progress{Phase: "search", Height: 3 << 20, Proven: 2 << 20, Method: "size/bestfit"})
+	time.Sleep(50 * time.Millisecond)
+	p.stop()
+	assert.Regexp(t, `^plan: x.csv: device 1: search, best 3.00 MiB by size/bestfit, \+50.00% over the bound 2.00 MiB, \d+ ms\n`, buf.String())
+	// Without a writer it shows nothing and needs no stop.
+	newPlanProgress(nil, "x.csv").device(0, false)(plan.Progress{Phase: "heuristics"})
+}
+
+func TestFormatDurations(t *testing.T) {
+	ms := time.Millisecond
+	assert.Equal(t, []string{"34 ms", "999 ms"}, formatDurations([]time.Duration{34*ms + 300*time.Microsecond, 999 * ms}))
+	assert.Equal(t, []string{"0.03 s", "1.05 s"}, formatDurations([]time.Duration{34 * ms, 1052539 * time.Microsecond}))
+	assert.Equal(t, []string{"0.0 s", "34.3 s"}, formatDurations([]time.Duration{34 * ms, 34300 * ms}))
+	assert.Equal(t, []string{"0.0 min", "3.0 min"}, formatDurations([]time.Duration{34 * ms, 182215 * ms}))
 }

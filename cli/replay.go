@@ -88,6 +88,9 @@ below. It is found by doubling from the peak reserved and bisecting, then
 trying eight capacities spread below the answer, for strategies whose OOMs do
 not follow the capacity (MXNet's reserve, pools sized from the device): for
 those, a smaller capacity without OOM may lie between the points tried.
+--time-limit bounds each trace's offline plan, its reading included, and
+each min capacity search; a figure whose time runs out is left out, with a
+note on standard error.
 
 Commands: inspect, convert, gen, fidelity, plan, strategies, tune, merge ('simulate COMMAND -h' or 'simulate help COMMAND').
 
@@ -139,7 +142,11 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	}
 	noteRecordedSettings(e.stderr, out)
 	if f.offline || f.minCapacity {
-		if err := addReferences(ctx, p.inputs, p.jobs, out, f.offline, f.minCapacity, f.timeLimit, f.jobs); err != nil {
+		o := refOptions{offline: f.offline, minCap: f.minCapacity, limit: f.timeLimit, workers: f.jobs, notes: e.stderr}
+		if showProgress(f.progress, e.stderr) {
+			o.progress = e.stderr
+		}
+		if err := addReferences(ctx, p.inputs, p.jobs, out, o); err != nil {
 			return err
 		}
 	}
@@ -165,7 +172,7 @@ func parseReplayFlags(e *env, args []string) (replayFlags, error) {
 	fs.StringVar(&f.shard, "shard", "", "run only the `k/n`-th part of the replays (traces x strategies), 1 <= k <= n; with -o, write it for 'simulate merge'")
 	fs.BoolVar(&f.offline, "offline", false, "add offline_bytes: the memory of the offline plan of each trace (simulate plan)")
 	fs.BoolVar(&f.minCapacity, "min-capacity", false, "add min_capacity_bytes: the smallest device, in MiB, on which each strategy has no OOM (-b sim)")
-	fs.DurationVar(&f.timeLimit, "time-limit", plan.DefaultTimeLimit, "`DURATION` of the offline plan of each trace and device, with --offline")
+	fs.DurationVar(&f.timeLimit, "time-limit", plan.DefaultTimeLimit, "`DURATION` of each trace's offline plan (--offline: reading it and planning its devices) and of each --min-capacity search")
 	if err := parseFlags(fs, args); err != nil {
 		return f, err
 	}

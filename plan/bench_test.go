@@ -55,9 +55,9 @@ func BenchmarkTight(b *testing.B) {
 
 // BenchmarkPlan1M plans the allocations of a generated training trace of
 // about a million allocations (simulate gen --steps 1103 training): the
-// heuristics only, one placement of the portfolio's first order and fit
-// (size, first fit), which reaches the lower bound on this trace. It
-// reports the time per buffer and the heap in use after the plan.
+// heuristics only, of which the first, the time-order first fit, reaches
+// the lower bound on this trace. It reports the time per buffer and the
+// heap in use after the plan.
 func BenchmarkPlan1M(b *testing.B) {
 	var text bytes.Buffer
 	w := traces.NewWriter(&text, gen.ColumnsOf("training")...)

@@ -3,6 +3,7 @@ package plan
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -26,9 +27,10 @@ func (s *Solution) Placements(p Problem) []Placement {
 // Check verifies a placement of p without trusting how it was made: every
 // buffer of p appears exactly once in placed (by ID) with its lifetime and
 // size unchanged, no buffer is placed that p does not have, every offset is
-// >= 0 and, when capacity > 0, offset + size <= capacity, and no two
-// buffers live at the same time overlap in memory. It returns the first
-// fault found, or nil. IDs of p must be distinct.
+// >= 0, offset + size does not pass 2^63-1 and, when capacity > 0, is at
+// most capacity, and no two buffers live at the same time overlap in
+// memory. It returns the first fault found, or nil. IDs of p must be
+// distinct. It shares no code with Solve.
 //
 // It sweeps the lifetimes in time order and compares each buffer with the
 // buffers live when it starts: O(n log n + n·k) for k live buffers.
@@ -56,6 +58,10 @@ func Check(p Problem, placed []Placement, capacity int64) error {
 		switch {
 		case q.Offset < 0:
 			return fmt.Errorf("buffer %q: negative offset %d", q.ID, q.Offset)
+		case q.Size <= 0 || q.Upper <= q.Lower:
+			return fmt.Errorf("buffer %q: lifetime [%d, %d) size %d: not a buffer", q.ID, q.Lower, q.Upper, q.Size)
+		case q.Offset > math.MaxInt64-q.Size:
+			return fmt.Errorf("buffer %q: offset %d + size %d is beyond 2^63-1 bytes", q.ID, q.Offset, q.Size)
 		case capacity > 0 && q.Offset > capacity-q.Size:
 			return fmt.Errorf("buffer %q: [%d, %d) ends beyond the capacity %d", q.ID, q.Offset, q.Offset+q.Size, capacity)
 		}

@@ -15,7 +15,11 @@
 //
 // # How Solve plans
 //
-// First a portfolio of greedy heuristics, the approach of XLA's heap
+// First the time-order first fit: the buffers in order of start, each at
+// the lowest gap among the buffers live when it starts, found in a treap of
+// the free gaps (O(n log n) whatever the size; the placement given when the
+// time runs out first). Then, on every core, a portfolio of greedy
+// heuristics, the approach of XLA's heap
 // simulator (GlobalDecreasingSizeBestFitHeap) and of SOMAS: the buffers are
 // taken in one of several orders (size, lifetime, area, start time, each
 // from the largest) and each is put into a gap between the buffers already
@@ -29,7 +33,8 @@
 // is linear in the buffers.
 //
 // When the best candidate is above the lower bound (or above the capacity
-// asked for), an exact search in the manner of MiniMalloc (Moffitt,
+// asked for), an exact search, one searcher a core each with its own
+// preorders, in the manner of MiniMalloc (Moffitt,
 // "MiniMalloc: A Lightweight Memory Allocator for Hardware-Accelerated
 // Machine Learning", ASPLOS 2023; github.com/google/minimalloc, solver.cc)
 // looks for a placement within a target height: it builds only canonical
@@ -41,9 +46,14 @@
 // add up to the target) cannot all be covered by buffers that may still go
 // at that floor, apart in time; skips a buffer whose offset would leave
 // room below it for another (dominance), and, once every buffer that crosses a point of time is
-// placed, solves the two sides apart (decomposition at cut points). The
-// search is bounded by a time limit and by the context; the result says
-// whether it is proven optimal.
+// placed, solves the two sides apart (decomposition at cut points), after
+// checking the bounds of the whole range in the canonical order that goes
+// on (MiniMalloc's monotonic floor before its decomposition). With a
+// capacity Solve looks for one placement within it; without, it searches
+// down from the best heuristic toward the lower bound by bisection with
+// node budgets that grow each pass, keeping the lowest placement found.
+// The search is bounded by a time limit and by the context; the result
+// says whether it is proven optimal.
 //
 // [Check] verifies any placement independently of how it was made.
 package plan

@@ -58,7 +58,13 @@ func inOrder(idx []int32, cmp func(a, b int32) int) {
 	for i := range idx {
 		idx[i] = int32(i)
 	}
-	slices.SortStableFunc(idx, cmp)
+	// Ties by index: the order of a stable sort, from the faster one.
+	slices.SortFunc(idx, func(a, b int32) int {
+		if c := cmp(a, b); c != 0 {
+			return c
+		}
+		return int(a - b)
+	})
 }
 
 // A placer runs greedy placements of one problem. The question it answers
@@ -126,11 +132,17 @@ func newPlacer(bufs []Buffer) *placer {
 }
 
 // run places the buffers in order o with fit f, writing offsets, and
-// returns the height. It checks ctx every 4096 buffers and returns its
-// error when it is done.
+// returns the height (see runOrder).
 func (p *placer) run(ctx context.Context, o order, f int, offsets []int64) (int64, error) {
-	p.off = offsets
 	inOrder(p.order, func(a, b int32) int { return o.cmp(&p.bufs[a], &p.bufs[b]) })
+	return p.runOrder(ctx, p.order, f, offsets)
+}
+
+// runOrder places the buffers in the order idx with fit f, writing
+// offsets, and returns the height. It checks ctx every 1024 buffers and
+// returns its error when it is done.
+func (p *placer) runOrder(ctx context.Context, idx []int32, f int, offsets []int64) (int64, error) {
+	p.off = offsets
 	for i := range p.full {
 		p.full[i] = p.full[i][:0]
 		p.all[i] = p.all[i][:0]
@@ -139,8 +151,8 @@ func (p *placer) run(ctx context.Context, o order, f int, offsets []int64) (int6
 		p.part[i] = p.part[i][:0]
 	}
 	var height int64
-	for k, b := range p.order {
-		if k&4095 == 4095 {
+	for k, b := range idx {
+		if k&1023 == 1023 {
 			if err := ctx.Err(); err != nil {
 				return 0, err
 			}

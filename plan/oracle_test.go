@@ -199,3 +199,26 @@ func TestCoveredSkipsSections(t *testing.T) {
 	require.False(t, s.covered([]int32{0, 1, 2, 3}, 0, 1, 0, 3))
 	require.True(t, s.covered([]int32{0, 1, 2, 3}, 0, -1, 0, 3))
 }
+
+// TestSweepMatchesPlacer checks the time-order first fit of the sweep
+// (a treap of gaps) against the placer's, which gathers the intervals of
+// the buffers that overlap each one: the same offsets, buffer by buffer.
+func TestSweepMatchesPlacer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	timeOrd := orders[slices.IndexFunc(orders, func(o order) bool { return o.name == "time" })]
+	for i := range 300 {
+		n := 1 + rng.IntN(300)
+		p := randomProblem(rng, n, 2+rng.Int64N(int64(4*n)), 1+rng.Int64N(1000))
+		a, b := make([]int64, n), make([]int64, n)
+		idx := make([]int32, n)
+		timeOrder(p.Buffers, idx)
+		ha, err := firstFitSweep(context.Background(), p.Buffers, idx, a)
+		require.NoError(t, err)
+		hb, err := newPlacer(p.Buffers).run(context.Background(), timeOrd, firstFit, b)
+		require.NoError(t, err)
+		require.Equal(t, hb, ha, "case %d", i)
+		require.Equal(t, b, a, "case %d", i)
+		hs := stackSweep(p.Buffers, idx, a)
+		require.NoError(t, Check(p, (&Solution{Offsets: a}).Placements(p), hs), "case %d", i)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -316,4 +317,89 @@ func TestWriteProblemReadsBack(t *testing.T) {
 	assert.Equal(t, p, got)
 	_, ok = FromMiniMalloc(traces.NewSliceReader("events", nil))
 	assert.False(t, ok, "not a MiniMalloc CSV")
+}
+
+// TestSizesNearMaxInt64 checks that sizes whose sum passes 2^63-1 are
+// refused rather than wrapped, and that the largest problem that fits is
+// placed correctly.
+func TestSizesNearMaxInt64(t *testing.T) {
+	const big = math.MaxInt64
+	p := Problem{Buffers: []Buffer{buf("a", 0, 2, big), buf("b", 1, 3, big)}}
+	_, err := Solve(context.Background(), p, Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `buffer 1 (b): the sizes of the buffers up to it add up to more than 2^63-1 bytes`)
+	// Apart in time they do not need more, but the sum is refused all
+	// the same: Solve's heights are bounded by it.
+	p = Problem{Buffers: []Buffer{buf("a", 0, 1, big/2+1), buf("b", 1, 2, big/2+1)}}
+	require.Error(t, p.Validate())
+	// Exactly 2^63-1 in all: placed, one above the other.
+	p = Problem{Buffers: []Buffer{buf("a", 0, 2, big/2), buf("b", 1, 3, big/2+1)}}
+	s := solveChecked(t, p, Options{})
+	assert.Equal(t, int64(big), s.Height)
+	assert.True(t, s.Optimal)
+	assert.Equal(t, int64(big), LowerBound(p.Buffers))
+	// LowerBound saturates on what Validate refuses.
+	assert.Equal(t, int64(big), LowerBound([]Buffer{buf("a", 0, 2, big), buf("b", 1, 3, big)}))
+}
+
+// TestCheckOverflow checks that Check refuses an offset whose end passes
+// 2^63-1 rather than wrapping into a false "no overlap".
+func TestCheckOverflow(t *testing.T) {
+	p := Problem{Buffers: []Buffer{buf("a", 0, 2, math.MaxInt64), buf("b", 1, 3, math.MaxInt64)}}
+	err := Check(p, []Placement{{p.Buffers[0], 0}, {p.Buffers[1], math.MaxInt64}}, 0)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `buffer "b": offset 9223372036854775807 + size 9223372036854775807 is beyond 2^63-1 bytes`)
+}
+
+// TestSolveOutOfTime checks that Solve with no time left still gives a
+// whole, valid placement: the first heuristic's, or the stack placement.
+func TestSolveOutOfTime(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	p := randomProblem(rng, 5000, 20000, 1<<20)
+	s, err := Solve(context.Background(), p, Options{TimeLimit: time.Nanosecond})
+	require.NoError(t, err)
+	require.NoError(t, Check(p, s.Placements(p), 0))
+	assert.Contains(t, []string{"time/firstfit", "time/stack"}, s.Method)
+	assert.Equal(t, heightOf(p.Buffers, s.Offsets), s.Height)
+}
+
+// TestSearchDownWithoutCapacity checks that without a capacity the search
+// goes below the heuristics: on tight instances whose heuristics are above
+// the lower bound it reaches the lower bound (the optimum), with one core
+// and with two.
+func TestSearchDownWithoutCapacity(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	tried := 0
+	for i := 0; tried < 6 && i < 200; i++ {
+		p := Tight(30, 1<<10, 1<<10, rng)
+		h := solveChecked(t, p, Options{NoSearch: true})
+		if h.Height == h.LowerBound {
+			continue
+		}
+		tried++
+		for _, w := range []int{1, 2} {
+			var seen []Progress
+			s := solveChecked(t, p, Options{Workers: w, TimeLimit: time.Minute, Progress: func(g Progress) { seen = append(seen, g) }})
+			assert.Equal(t, s.LowerBound, s.Height, "case %d, %d workers", i, w)
+			assert.True(t, s.Optimal)
+			assert.Equal(t, "search", s.Method)
+			require.NotEmpty(t, seen)
+			assert.Equal(t, "search", seen[len(seen)-1].Phase)
+			assert.Equal(t, s.Height, seen[len(seen)-1].Height)
+		}
+	}
+	require.Equal(t, 6, tried)
+}
+
+// TestSearchDownProvesOptimum checks, against brute force, that the
+// descent ends at the optimum and says so, with one core and with two.
+func TestSearchDownProvesOptimum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for i := range 300 {
+		p := randomProblem(rng, 5+rng.IntN(3), 3+rng.Int64N(6), 1+rng.Int64N(20))
+		opt := bruteForce(p.Buffers)
+		s := solveChecked(t, p, Options{Workers: 1 + i%2, TimeLimit: time.Minute})
+		require.Equal(t, opt, s.Height, "case %d: %+v", i, p)
+		require.True(t, s.Optimal, "case %d", i)
+	}
 }

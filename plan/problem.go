@@ -2,7 +2,9 @@ package plan
 
 import (
 	"cmp"
+	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 
@@ -23,23 +25,36 @@ type Problem struct {
 	Buffers []Buffer
 }
 
+// MaxTotal is the most that the sizes of a problem's buffers may add up
+// to: 2^63-1 bytes. Within it no height, offset or sum of live bytes that
+// Solve computes can wrap, since every placement it makes is at most the
+// sum of the sizes high.
+const MaxTotal = math.MaxInt64
+
 // Validate reports the first buffer that cannot be placed: an empty
-// lifetime (Upper <= Lower) or a size <= 0.
+// lifetime (Upper <= Lower) or a size <= 0; or, when the sizes of all the
+// buffers add up to more than [MaxTotal], the buffer at which the sum
+// passes it: Solve refuses such a problem rather than let a height wrap.
 func (p *Problem) Validate() error {
+	var total int64
 	for i, b := range p.Buffers {
 		switch {
 		case b.Upper <= b.Lower:
 			return fmt.Errorf("plan: buffer %d (%s): empty lifetime [%d, %d)", i, b.ID, b.Lower, b.Upper)
 		case b.Size <= 0:
 			return fmt.Errorf("plan: buffer %d (%s): size %d, want > 0", i, b.ID, b.Size)
+		case b.Size > MaxTotal-total:
+			return fmt.Errorf("plan: buffer %d (%s): the sizes of the buffers up to it add up to more than 2^63-1 bytes, too much to place", i, b.ID)
 		}
+		total += b.Size
 	}
 	return nil
 }
 
 // LowerBound returns the peak over time of the bytes of the live buffers:
 // no placement is lower. It sorts the 2n ends of the lifetimes: O(n log n)
-// time, O(n) memory.
+// time, O(n) memory. The sum saturates at 2^63-1 bytes, which only a
+// problem that [Problem.Validate] refuses can reach.
 func LowerBound(bufs []Buffer) int64 {
 	type point struct {
 		t    int64
@@ -58,6 +73,9 @@ func LowerBound(bufs []Buffer) int64 {
 	})
 	var live, peak int64
 	for _, p := range pts {
+		if p.size > 0 && live > math.MaxInt64-p.size {
+			return math.MaxInt64
+		}
 		live += p.size
 		peak = max(peak, live)
 	}
@@ -82,6 +100,12 @@ type DeviceProblem struct {
 // Memory is linear in the allocations: about 40 bytes and the ID's text
 // each. For a MiniMalloc CSV, use [FromMiniMalloc] to keep its ids and times.
 func FromTrace(r traces.Reader) ([]DeviceProblem, error) {
+	return FromTraceContext(context.Background(), r)
+}
+
+// FromTraceContext is [FromTrace], stopped by ctx: it checks ctx every
+// 65536 events and returns its error when it is done.
+func FromTraceContext(ctx context.Context, r traces.Reader) ([]DeviceProblem, error) {
 	type open struct {
 		dev int32
 		buf int32 // index in that device's buffers
@@ -94,6 +118,11 @@ func FromTrace(r traces.Reader) ([]DeviceProblem, error) {
 		n     int64
 	)
 	for ; r.Scan(); n++ {
+		if n&0xffff == 0xffff {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		ev := r.Event()
 		for int(ev.Slot) >= len(live) {
 			live = append(live, open{})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"sync/atomic"
 )
 
 // The outcome of a search for a placement within a height.
@@ -62,9 +63,15 @@ type searcher struct {
 	eligible  []int32  // scratch: the buffers that can cover a section's floor
 	pass      int64    // passes of covered so far, a stamp for reach and req
 
-	po    [3]func(s *searcher, a, b int32) int // the preorder of this round
-	ctx   context.Context
-	nodes int64 // nodes left for this preorder
+	po     [3]func(s *searcher, a, b int32) int // the preorder of this round
+	mine   []int                                // the preorders this searcher tries, indexes in preorders
+	ctx    context.Context
+	halt   *atomic.Bool // set when another searcher has the answer
+	nodes  int64        // nodes left for this preorder
+	budget int64        // nodes of the last round of solve; 0: no limit
+
+	depth   int       // buffers placed
+	scratch [][]int32 // per depth: the candidates of search
 }
 
 type change struct {
@@ -77,21 +84,21 @@ type change struct {
 func newSearcher(ctx context.Context, bufs []Buffer) *searcher {
 	n := len(bufs)
 	s := &searcher{ctx: ctx, bufs: bufs, secLo: make([]int32, n), secHi: make([]int32, n), overlaps: make([][]int32, n),
-		rank: make([]int32, n), off: make([]int64, n), minOff: make([]int64, n), sol: make([]int64, n)}
+		rank: make([]int32, n), off: make([]int64, n), minOff: make([]int64, n), sol: make([]int64, n),
+		halt: new(atomic.Bool), mine: []int{0, 1, 2}}
+	if overlapPairs(bufs) > maxSearchPairs {
+		return nil
+	}
 	// Pairs that overlap in time: sweep in the order of Lower, keeping the
 	// buffers still live.
 	byLower := make([]int32, n)
 	inOrder(byLower, func(a, b int32) int { return cmp.Compare(bufs[a].Lower, bufs[b].Lower) })
 	var live []int32
-	pairs := 0
 	for _, b := range byLower {
 		live = slices.DeleteFunc(live, func(a int32) bool { return bufs[a].Upper <= bufs[b].Lower })
 		for _, a := range live {
 			s.overlaps[a] = append(s.overlaps[a], b)
 			s.overlaps[b] = append(s.overlaps[b], a)
-		}
-		if pairs += len(live); pairs > maxSearchPairs {
-			return nil
 		}
 		live = append(live, b)
 	}
@@ -126,6 +133,26 @@ func newSearcher(ctx context.Context, bufs []Buffer) *searcher {
 	return s
 }
 
+// overlapPairs counts the pairs of buffers that overlap in time, from the
+// sorted ends of the lifetimes: O(n log n), without listing them. A buffer
+// b overlaps every buffer that starts before it (or with it, earlier in
+// the problem) less those that ended by b.Lower.
+func overlapPairs(bufs []Buffer) int64 {
+	lowers := make([]int64, len(bufs))
+	uppers := make([]int64, len(bufs))
+	for i, b := range bufs {
+		lowers[i], uppers[i] = b.Lower, b.Upper
+	}
+	slices.Sort(lowers)
+	slices.Sort(uppers)
+	var pairs int64
+	for i, l := range lowers {
+		ended, _ := slices.BinarySearch(uppers, l+1) // uppers <= l
+		pairs += int64(i - ended)
+	}
+	return pairs
+}
+
 // preorders are the static orders in which the search tries buffers of
 // equal lowest offset, MiniMalloc's default preordering heuristics ("WAT",
 // "TAW", "TWA"), each key from the largest: W the width of the lifetime, A
@@ -155,7 +182,8 @@ func (s *searcher) maxTotal(b int32) int64 {
 
 // solve looks for a placement within height, trying the preorders in turn
 // with a node limit that doubles each round (MiniMalloc's RoundRobin), until
-// one finds a placement or proves there is none, or the time is up.
+// one finds a placement or proves there is none, or the time is up, or a
+// round has used s.budget nodes (when > 0; then it returns aborted).
 func (s *searcher) solve(height int64) outcome {
 	s.height = height
 	n := len(s.bufs)
@@ -164,7 +192,8 @@ func (s *searcher) solve(height int64) outcome {
 		s.full[k] = t == height
 	}
 	ranks := make([][]int32, len(preorders))
-	for i, po := range preorders {
+	for _, i := range s.mine {
+		po := preorders[i]
 		idx := make([]int32, n)
 		inOrder(idx, func(a, b int32) int { return s.preorder(po, a, b) })
 		ranks[i] = make([]int32, n)
@@ -173,13 +202,20 @@ func (s *searcher) solve(height int64) outcome {
 		}
 	}
 	for limit := int64(max(n, 64)); ; limit *= 2 {
-		for i, r := range ranks {
-			s.rank, s.po = r, preorders[i]
+		last := s.budget > 0 && limit >= s.budget
+		if last {
+			limit = s.budget
+		}
+		for _, i := range s.mine {
+			s.rank, s.po = ranks[i], preorders[i]
 			s.nodes = limit
 			switch out := s.solveAll(); out {
 			case found, infeasible, stopped:
 				return out
 			}
+		}
+		if last {
+			return aborted
 		}
 	}
 }
@@ -260,32 +296,18 @@ func (s *searcher) search(bufs []int32, lo, hi int32, lastOff int64, lastRank in
 		return aborted
 	}
 	s.nodes--
-	if s.nodes&255 == 0 && s.ctx.Err() != nil {
+	if s.nodes&255 == 0 && (s.ctx.Err() != nil || s.halt.Load()) {
 		return stopped
 	}
-	cands := make([]int32, 0, len(bufs))
-	minHeight := int64(-1)
-	for _, b := range bufs {
-		if s.off[b] < 0 {
-			cands = append(cands, b)
-			if t := s.minOff[b] + s.bufs[b].Size; minHeight < 0 || t < minHeight {
-				minHeight = t
-			}
-		}
-	}
+	cands, next, minHeight := s.gather(bufs, lastOff, lastRank)
+	defer func() { s.scratch[s.depth] = cands[:0] }()
 	if len(cands) == 0 {
 		return found
 	}
 	// Canonical placements only: offsets never go down, and at equal
 	// offsets the preorder decides. The candidates in order after
-	// (lastOff, lastRank) may go next, the lowest first; the others wait
-	// until a placement raises them.
-	next := int32(-1)
-	for _, b := range cands {
-		if !s.before(b, lastOff, lastRank) && (next < 0 || s.before(b, s.minOff[next], s.rank[next])) {
-			next = b
-		}
-	}
+	// (lastOff, lastRank) may go next, the lowest first (next); the
+	// others wait until a placement raises them.
 	if next < 0 || !s.bounded(cands, s.minOff[next], lastOff, lastRank, lo, hi) ||
 		!s.covered(cands, lastOff, lastRank, lo, hi) {
 		return infeasible
@@ -315,6 +337,41 @@ func (s *searcher) search(bufs []int32, lo, hi int32, lastOff int64, lastRank in
 		}
 	}
 	return infeasible
+}
+
+// consistent reports whether the unplaced buffers of bufs, which live in
+// sections [lo, hi), pass the bounds of a node after (lastOff, lastRank)
+// (see bounded and covered). It uses the scratch slice of the depth below
+// the caller's.
+func (s *searcher) consistent(bufs []int32, lo, hi int32, lastOff int64, lastRank int32) bool {
+	cands, next, _ := s.gather(bufs, lastOff, lastRank)
+	defer func() { s.scratch[s.depth] = cands[:0] }()
+	return len(cands) == 0 || next >= 0 && s.bounded(cands, s.minOff[next], lastOff, lastRank, lo, hi) &&
+		s.covered(cands, lastOff, lastRank, lo, hi)
+}
+
+// gather returns the unplaced buffers of bufs, in the scratch slice of the
+// current depth (the caller gives it back), the first of them in canonical
+// order after (lastOff, lastRank) (-1 if none), and the lowest top any of
+// them can have: a node allocates nothing.
+func (s *searcher) gather(bufs []int32, lastOff int64, lastRank int32) (cands []int32, next int32, minHeight int64) {
+	for len(s.scratch) <= s.depth {
+		s.scratch = append(s.scratch, nil)
+	}
+	cands, next, minHeight = s.scratch[s.depth][:0], -1, -1
+	for _, b := range bufs {
+		if s.off[b] >= 0 {
+			continue
+		}
+		cands = append(cands, b)
+		if t := s.minOff[b] + s.bufs[b].Size; minHeight < 0 || t < minHeight {
+			minHeight = t
+		}
+		if !s.before(b, lastOff, lastRank) && (next < 0 || s.before(b, s.minOff[next], s.rank[next])) {
+			next = b
+		}
+	}
+	return cands, next, minHeight
 }
 
 // before reports whether unplaced buffer b, at its lowest offset, comes
@@ -491,11 +548,23 @@ func (s *searcher) place(bufs []int32, lo, hi int32, b int32, off int64) outcome
 		}
 	}
 	var out outcome
+	s.depth++
 	if cutAt != nil {
-		out = s.decompose(bufs, lo, hi, cutAt)
+		// Before the parts are solved apart, each from offset 0, the
+		// bounds of the whole range in the canonical order that goes on
+		// from b: a placement of the range has a canonical form, so what
+		// no canonical completion can fit, no placement of the parts can
+		// (MiniMalloc checks its monotonic floor before it decomposes,
+		// solver.cc, SearchSolutions then DynamicallyDecompose).
+		if s.consistent(bufs, lo, hi, off, s.rank[b]) {
+			out = s.decompose(bufs, lo, hi, cutAt)
+		} else {
+			out = infeasible
+		}
 	} else {
 		out = s.search(bufs, lo, hi, off, s.rank[b])
 	}
+	s.depth--
 	// Undo.
 	for k := s.secLo[b]; k+1 < s.secHi[b]; k++ {
 		s.cuts[k]++

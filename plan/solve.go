@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,12 +18,37 @@ type Options struct {
 	// Capacity, if > 0, is the height the placement must stay within:
 	// Solve returns an error wrapping ErrNoPlacement when it finds none.
 	Capacity int64
-	// TimeLimit bounds the whole of Solve; 0 means DefaultTimeLimit. The
-	// first heuristic always runs to its end, so that there is a
-	// placement to give; the others and the search stop at the limit.
+	// TimeLimit bounds the whole of Solve; 0 means DefaultTimeLimit.
+	// Every phase stops at it. The first heuristic, one pass in order of
+	// time, may go on for a tenth of the limit more; when even it has not
+	// ended then, Solve gives the quick placement of stackSweep (O(n log
+	// n), far from optimal), so that it returns within the limit + 10% and
+	// that quick pass, at any size.
 	TimeLimit time.Duration
 	// NoSearch keeps to the heuristics.
 	NoSearch bool
+	// Workers is the number of cores the heuristics and the exact search
+	// use; 0 means GOMAXPROCS.
+	Workers int
+	// Progress, if not nil, is called (on the goroutine of Solve) when a
+	// phase starts and each time the best placement or the proven lower
+	// bound improves.
+	Progress func(Progress)
+}
+
+// A Progress is how far Solve has come.
+type Progress struct {
+	// Phase is "heuristics" or "search".
+	Phase string
+	// Height is the best placement's height so far; 0 before the first.
+	Height int64
+	// Proven is the highest height proven to be needed: the lower bound,
+	// raised by each height the search proves infeasible (+1).
+	Proven int64
+	// Method found the best placement so far (see Solution.Method).
+	Method string
+	// Elapsed is the time since Solve started.
+	Elapsed time.Duration
 }
 
 // A Solution is a placement of a problem's buffers.
@@ -37,7 +64,8 @@ type Solution struct {
 	// bound, or the search proved every lower height infeasible.
 	Optimal bool
 	// Method is what found the placement: "ORDER/FIT" for a heuristic
-	// ("size/bestfit", "time/firstfit", ...), "search" for the exact
+	// ("size/bestfit", "time/firstfit", ...), "time/stack" for the quick
+	// placement given when the time ran out first, "search" for the exact
 	// search, "none" for an empty problem.
 	Method string
 	// Elapsed is the time Solve took.
@@ -48,12 +76,22 @@ type Solution struct {
 // Options.Capacity.
 var ErrNoPlacement = errors.New("no placement within the capacity")
 
-// Solve places the buffers of p (see the package documentation): the
-// heuristics, then, unless the best of them is at the lower bound or within
-// the capacity asked for, the exact search until the time limit. It
-// returns ctx's error when ctx is done first, and an error wrapping
-// ErrNoPlacement when no placement within opts.Capacity was found, saying
-// whether none exists (proven) or the time ran out.
+// Solve places the buffers of p (see the package documentation).
+//
+// Policy. First the time-order first fit, then the other heuristics, each
+// stopped by the time limit. Then, unless the best is at the lower bound
+// or within the capacity asked for, the exact search until the time limit:
+// with a capacity, one search for a placement within it; without, a
+// descent from the best heuristic toward the lower bound (see
+// [searchDown]). It returns ctx's error when ctx is done first, and an
+// error wrapping ErrNoPlacement when no placement within opts.Capacity was
+// found, saying whether none exists (proven) or the time ran out.
+//
+// Cost. The heuristics are O(n log n) each plus the intervals they gather
+// (see [placer]); the search is exponential at worst and bounded by the
+// time limit. Memory is linear in the buffers, and in the pairs of buffers
+// that overlap in time for the search (which is skipped above
+// maxSearchPairs pairs), once per core.
 func Solve(ctx context.Context, p Problem, opts Options) (Solution, error) {
 	start := time.Now()
 	if err := p.Validate(); err != nil {
@@ -84,84 +122,223 @@ func Solve(ctx context.Context, p Problem, opts Options) (Solution, error) {
 	if opts.Capacity > 0 {
 		target = opts.Capacity
 	}
-
-	pl := newPlacer(p.Buffers)
-	cand := make([]int64, n)
-	first := true
-heuristics:
-	for _, o := range orders {
-		for f := range fitNames {
-			hctx := tctx
-			if first {
-				hctx = ctx // the first always ends, unless ctx does
-			}
-			h, err := pl.run(hctx, o, f, cand)
-			if err != nil {
-				if ctx.Err() != nil {
-					return Solution{}, ctx.Err()
-				}
-				break heuristics // out of time
-			}
-			if first || h < sol.Height {
-				sol.Height, sol.Method = h, o.name+"/"+fitNames[f]
-				sol.Offsets, cand = cand, sol.Offsets
-			}
-			first = false
-			if sol.Height <= target {
-				break heuristics
-			}
+	progress := func(phase string, proven int64) {
+		if opts.Progress != nil {
+			opts.Progress(Progress{Phase: phase, Height: sol.Height, Proven: proven, Method: sol.Method, Elapsed: time.Since(start)})
 		}
 	}
+	progress("heuristics", sol.LowerBound)
+
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = defaultWorkers()
+	}
+	if err := heuristics(ctx, tctx, limit, workers, p.Buffers, target, &sol, func() { progress("heuristics", sol.LowerBound) }); err != nil {
+		return Solution{}, err
+	}
 	sol.Optimal = sol.Height == sol.LowerBound
-	if sol.Height <= target || opts.NoSearch {
+	if sol.Height <= target || opts.NoSearch || tctx.Err() != nil {
 		if opts.Capacity > 0 && sol.Height > target {
-			return Solution{}, fmt.Errorf("%w: the heuristics need %d bytes, and the search is off", ErrNoPlacement, sol.Height)
+			why := "the search is off"
+			if !opts.NoSearch {
+				why = fmt.Sprintf("the time limit %v ran out", limit)
+			}
+			return Solution{}, fmt.Errorf("%w: the heuristics need %d bytes, and %s", ErrNoPlacement, sol.Height, why)
+		}
+		if ctx.Err() != nil {
+			return Solution{}, ctx.Err()
 		}
 		return done()
 	}
 
-	s := newSearcher(tctx, p.Buffers)
-	if s == nil {
+	pl := newPool(tctx, p.Buffers, workers)
+	if pl == nil {
 		if opts.Capacity > 0 {
 			return Solution{}, fmt.Errorf("%w: the heuristics need %d bytes, and the problem is too large for the exact search", ErrNoPlacement, sol.Height)
 		}
 		return done()
 	}
-	// Look for a placement at the target; when minimizing and there is
-	// none, bisect between the lower bound and the best height found.
-	lo, hi := target, sol.Height-1 // heights in [lo, hi] are open
-	for lo <= hi {
-		h := lo
-		if h != target {
-			h = lo + (hi-lo)/2
-		}
-		switch s.solve(h) {
+	progress("search", sol.LowerBound)
+	if opts.Capacity > 0 {
+		switch out, offs := pl.solve(opts.Capacity, 0); out {
 		case found:
-			sol.Offsets = append(sol.Offsets[:0], s.sol...)
+			copy(sol.Offsets, offs)
 			sol.Height, sol.Method = heightOf(p.Buffers, sol.Offsets), "search"
-			hi = sol.Height - 1
+			sol.Optimal = sol.Height == sol.LowerBound
+			return done()
 		case infeasible:
-			if opts.Capacity > 0 {
-				return Solution{}, fmt.Errorf("%w: proven, none within %d bytes (the lower bound is %d)", ErrNoPlacement, opts.Capacity, sol.LowerBound)
-			}
-			lo = h + 1
-		case stopped:
+			return Solution{}, fmt.Errorf("%w: proven, none within %d bytes (the lower bound is %d)", ErrNoPlacement, opts.Capacity, sol.LowerBound)
+		default:
 			if ctx.Err() != nil {
 				return Solution{}, ctx.Err()
 			}
-			if opts.Capacity > 0 && sol.Height > opts.Capacity {
-				return Solution{}, fmt.Errorf("%w: none found in %v (the heuristics need %d bytes, the lower bound is %d)", ErrNoPlacement, limit, sol.Height, sol.LowerBound)
-			}
-			return done()
-		}
-		if opts.Capacity > 0 {
-			break // within the capacity: done
+			return Solution{}, fmt.Errorf("%w: none found in %v (the heuristics need %d bytes, the lower bound is %d)", ErrNoPlacement, limit, sol.Height, sol.LowerBound)
 		}
 	}
-	// Every height below the one found is proven infeasible, or the one
-	// found is the lower bound.
-	sol.Optimal = sol.Height == sol.LowerBound || opts.Capacity == 0
+	proven := searchDown(pl, p.Buffers, &sol, func(proven int64) { progress("search", proven) })
+	if ctx.Err() != nil {
+		return Solution{}, ctx.Err()
+	}
+	sol.Optimal = sol.Height <= proven
 	return done()
+}
+
+// heuristics fills sol with the best placement of the portfolio: the
+// time-order first fit first (or, when it has not ended a tenth of limit
+// after tctx, the stack placement), then every other order x fit until one is within
+// target or tctx ends, on up to workers cores. improved is called (on the
+// caller's goroutine) each time sol gets better. It returns ctx's error
+// (not tctx's) when ctx is done.
+func heuristics(ctx, tctx context.Context, limit time.Duration, workers int, bufs []Buffer, target int64, sol *Solution, improved func()) error {
+	n := len(bufs)
+	idx := make([]int32, n)
+	t0 := time.Now()
+	timeOrder(bufs, idx)
+	sortCost := time.Since(t0)
+	// The first placement may use the tenth of the time limit past it:
+	// only a problem with very many buffers live at once, or a limit spent
+	// before Solve was called, needs the stack placement.
+	sctx, cancel := tctx, context.CancelFunc(func() {})
+	if dl, ok := tctx.Deadline(); ok {
+		sctx, cancel = context.WithDeadline(ctx, dl.Add(limit/10))
+	}
+	defer cancel()
+	h, err := firstFitSweep(sctx, bufs, idx, sol.Offsets)
+	sol.Height, sol.Method = h, "time/firstfit"
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		sol.Height, sol.Method = stackSweep(bufs, idx, sol.Offsets), "time/stack"
+	}
+	improved()
+	if sol.Height <= target || tctx.Err() != nil {
+		return nil
+	}
+	// The other orders, on workers cores: each worker takes an order at a
+	// time (its sort serves both fits) with a placer of its own. The best
+	// height wins, ties going to the first in the portfolio, so that the
+	// answer does not depend on which worker ends first.
+	hctx, stop := context.WithCancel(tctx)
+	defer stop()
+	type result struct {
+		h    int64
+		offs []int64
+		name string
+		rank int
+	}
+	var (
+		next atomic.Int32
+		wg   sync.WaitGroup
+		res  = make(chan result)
+	)
+	for range max(1, min(workers, len(orders))) {
+		wg.Go(func() {
+			var pl *placer
+			idx := make([]int32, n)
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(orders) {
+					return
+				}
+				// An order's sort cannot be stopped: skip it when the
+				// time left is less than twice what the time order's
+				// sort took.
+				if dl, ok := hctx.Deadline(); ok && time.Until(dl) < 2*sortCost {
+					return
+				}
+				if pl == nil {
+					pl = newPlacer(bufs)
+				}
+				o := orders[i]
+				inOrder(idx, func(a, b int32) int { return o.cmp(&bufs[a], &bufs[b]) })
+				for f := range fitNames {
+					if o.name == "time" && f == firstFit {
+						continue // the sweep's placement
+					}
+					offs := make([]int64, n)
+					h, err := pl.runOrder(hctx, idx, f, offs)
+					if err != nil {
+						return
+					}
+					res <- result{h, offs, o.name + "/" + fitNames[f], 2*i + f}
+				}
+			}
+		})
+	}
+	go func() { wg.Wait(); close(res) }()
+	bestRank := -1 // the sweep's
+	for r := range res {
+		if r.h < sol.Height || (r.h == sol.Height && r.rank < bestRank) {
+			sol.Height, sol.Method, sol.Offsets, bestRank = r.h, r.name, r.offs, r.rank
+			improved()
+		}
+		if sol.Height <= target {
+			stop()
+		}
+	}
+	return ctx.Err()
+}
+
+// searchDown lowers sol by the exact search until the time runs out or
+// the best height is proven optimal, and returns the proven bound: no
+// placement is lower than it.
+//
+// Policy. First a probe at the lower bound with the first budget. Then
+// each pass probes heights by bisection between the lowest height
+// not yet ruled out (above the proven bound) and the best found, each probe
+// with a node budget: a probe that finds a placement lowers the best to
+// that placement's height; one that proves none exists raises the proven
+// bound; one that runs out of nodes moves the probes above it, for this
+// pass. When the probes meet the best, the pass asks for a placement at
+// the proven bound (the lower bound at first) with 16 times the budget,
+// about what its bisection spent, since that is the one height that ends
+// the descent; then a new pass starts with twice the budget. So the easy heights are settled first, and the hard ones get
+// the time that is left, as in MiniMalloc's capacity minimization
+// (solver.cc, Solver::SolveWithStartTime, which bisects without budgets).
+func searchDown(pl *pool, bufs []Buffer, sol *Solution, progress func(proven int64)) int64 {
+	proven := sol.LowerBound
+	budget := int64(max(64*len(bufs), 1<<14))
+	probe := func(h, b int64) outcome {
+		out, offs := pl.solve(h, b)
+		switch out {
+		case found:
+			if hh := heightOf(bufs, offs); hh < sol.Height {
+				copy(sol.Offsets, offs)
+				sol.Height, sol.Method = hh, "search"
+				progress(proven)
+			}
+		case infeasible:
+			proven = max(proven, h+1)
+			progress(proven)
+		}
+		return out
+	}
+	// A quick look at the lower bound, where most problems have a
+	// placement; then each pass bisects the heights above the proven
+	// bound and asks for the proven bound itself.
+	if probe(proven, budget) == stopped {
+		return proven
+	}
+	tryLo := proven + 1
+	for proven < sol.Height {
+		lo := max(tryLo, proven+1)
+		if lo >= sol.Height {
+			if probe(proven, 16*budget) == stopped {
+				return proven
+			}
+			tryLo, budget = proven+1, 2*budget
+			continue
+		}
+		h := lo + (sol.Height-1-lo)/2
+		switch probe(h, budget) {
+		case stopped:
+			return proven
+		case infeasible, aborted:
+			tryLo = h + 1
+		}
+	}
+	return proven
 }
 
 // heightOf returns the largest offset + size.
