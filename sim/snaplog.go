@@ -33,12 +33,11 @@ type spilled struct {
 	size int
 }
 
-// logBlock is the size of a block of entries; maxEncoded is the most bytes
-// an entry takes.
-const (
-	logBlock   = 64 << 10
-	maxEncoded = 1 + 4*binary.MaxVarintLen64
-)
+// logBlock is the size of a block of entries (a variable for the tests,
+// which make it small); maxEncoded is the most bytes an entry takes.
+var logBlock = 64 << 10
+
+const maxEncoded = 1 + 4*binary.MaxVarintLen64
 
 // A spillFile is the temporary file the entry logs of a recording spill
 // their blocks to: made in dir (the system's temporary directory when dir
