@@ -55,10 +55,16 @@ import (
 // when it records, around the trace's reader (for the events' times), each
 // device's allocator (for its blocks and failures) and the backend the
 // allocator is given (for its device calls): off, the replay loop runs
-// exactly as without it. On, it keeps one entry (40 bytes) per action, or
-// the last SnapshotEntries per device, and maps of the live blocks and
-// device memory; the snapshot is built once, at the end, 64 bytes per
-// entry, each chunk of entries let go once it is copied.
+// exactly as without it. On, it keeps the last SnapshotEntries entries per
+// device in a ring (40 bytes each), or else every entry in an entryLog
+// (about 10 bytes each, in blocks of 64 KiB), and maps of the live blocks
+// and device memory. For Config.SnapshotStream the log spills its blocks
+// to a temporary file and the entries are read back, one block at a time,
+// as the snapshot is written: the recording holds a block per device
+// whatever the length of the trace. For Config.Snapshot the blocks stay in
+// memory and the snapshot is built once, at the end, 72 bytes per entry,
+// each block let go once it is read. No entry allocates: a block is
+// allocated (or its offset kept) once per 64 KiB.
 type snapRecorder struct {
 	max  int // entries kept per device; 0: all
 	devs []*snapDevice
@@ -388,12 +394,15 @@ func (r *snapRecorder) streamed() (*snapshot.Stream, error) {
 	return s, nil
 }
 
-// collect reads the entries of s into a snapshot.
-func collect(s *snapshot.Stream) (*snapshot.Snapshot, error) {
+// collect reads the entries of s, the recorder's stream, into a snapshot.
+func (r *snapRecorder) collect(s *snapshot.Stream) (*snapshot.Snapshot, error) {
 	out := &snapshot.Snapshot{Segments: s.Segments, AllocatorSettings: s.AllocatorSettings, DeviceTraces: make([][]snapshot.TraceEntry, s.Devices),
 		Frames: s.Frames, Stacks: s.Stacks}
 	for d := range s.Devices {
 		var t []snapshot.TraceEntry
+		if r.devs[d] != nil {
+			t = make([]snapshot.TraceEntry, 0, r.devs[d].kept()+1) // and the snapshot entry
+		}
 		if err := s.Entries(d, func(e *snapshot.TraceEntry) bool { t = append(t, *e); return true }); err != nil {
 			return nil, err
 		}
@@ -502,7 +511,7 @@ func (e *engine) snapshot() error {
 			err = e.cfg.SnapshotStream(s)
 		} else {
 			var snap *snapshot.Snapshot
-			if snap, err = collect(s); err == nil {
+			if snap, err = r.collect(s); err == nil {
 				err = e.cfg.Snapshot(snap)
 			}
 		}
