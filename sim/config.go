@@ -73,10 +73,12 @@ type Config struct {
 	// SnapshotStream, if not nil, is Snapshot's streaming twin, which it
 	// takes precedence over: it is given the snapshot with its trace
 	// entries read as they are written (snapshot.WriteStream), so that a
-	// long replay's entries are never all in memory. Without
-	// SnapshotEntries the recording spills them, about 10 bytes each, to
-	// a temporary file in SnapshotTemp (the system's temporary directory
-	// when empty), removed once the snapshot is written.
+	// long replay's entries are never all in memory. Unless
+	// SnapshotEntries keeps a window of at most 2^20 entries (held in
+	// memory, 40 bytes each), the recording spills every entry, about 10
+	// bytes each, to a temporary file in SnapshotTemp (the system's
+	// temporary directory when empty), removed once the snapshot is
+	// written.
 	SnapshotStream func(*snapshot.Stream) error
 	SnapshotTemp   string
 	// SnapshotEntries, if positive, keeps only the last SnapshotEntries

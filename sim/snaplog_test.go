@@ -80,8 +80,8 @@ func TestEntryLogRoundTrip(t *testing.T) {
 // TestSnapshotStreamSame replays traces that record categories, several
 // devices and streams, failures and windows of entries, with a snapshot
 // built (Config.Snapshot) and streamed through a spill file
-// (Config.SnapshotStream): the files must be the same bytes, and the spill
-// file must be gone.
+// (Config.SnapshotStream), a window kept in a ring or at the end of a log:
+// the files must be the same bytes, and the spill file must be gone.
 func TestSnapshotStreamSame(t *testing.T) {
 	smallBlocks(t)
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -120,16 +120,33 @@ func TestSnapshotStreamSame(t *testing.T) {
 			var want bytes.Buffer
 			require.NoError(t, snapshot.Write(&want, built, snapshot.WriteOptions{}))
 
-			dir := t.TempDir()
-			cfg.SnapshotTemp = dir
-			var got bytes.Buffer
-			cfg.SnapshotStream = func(s *snapshot.Stream) error { return snapshot.WriteStream(&got, s, snapshot.WriteOptions{}) }
-			_, err := Replay(c.tb.reader(), cfg)
-			require.NoError(t, err)
-			require.Equal(t, want.Bytes(), got.Bytes())
-			left, err := os.ReadDir(dir)
-			require.NoError(t, err)
-			assert.Empty(t, left)
+			// A window is kept in a ring, or at the end of a log when
+			// it is larger than maxRing: the same entries.
+			for _, ring := range []int{maxRing, 0} {
+				if ring == 0 && c.entries == 0 {
+					continue
+				}
+				old := maxRing
+				maxRing = ring
+				if ring == 0 {
+					logged, _ := replaySnapshot(t, c.tb, cfg)
+					var b bytes.Buffer
+					require.NoError(t, snapshot.Write(&b, logged, snapshot.WriteOptions{}))
+					require.Equal(t, want.Bytes(), b.Bytes(), "window logged")
+				}
+				dir := t.TempDir()
+				streamed := cfg
+				streamed.SnapshotTemp = dir
+				var got bytes.Buffer
+				streamed.SnapshotStream = func(s *snapshot.Stream) error { return snapshot.WriteStream(&got, s, snapshot.WriteOptions{}) }
+				_, err := Replay(c.tb.reader(), streamed)
+				maxRing = old
+				require.NoError(t, err)
+				require.Equal(t, want.Bytes(), got.Bytes(), "streamed, ring of up to %d", ring)
+				left, err := os.ReadDir(dir)
+				require.NoError(t, err)
+				assert.Empty(t, left)
+			}
 		})
 	}
 }

@@ -66,7 +66,8 @@ import (
 // each block let go once it is read. No entry allocates: a block is
 // allocated (or its offset kept) once per 64 KiB.
 type snapRecorder struct {
-	max  int // entries kept per device; 0: all
+	max      int // entries kept per device; 0: all
+	ringSize int // the size of the rings that keep them, or 0: they are logged
 	devs []*snapDevice
 
 	// The event being replayed.
@@ -115,9 +116,13 @@ type snapDevice struct {
 	ring []snapEntry
 	next int
 	log  entryLog
-	// unknown counts the entries kept whose category is "unknown" once
-	// the snapshot has categories (see snapEntry.unknown).
-	unknown int
+	// window is the number of entries kept, the last ones; 0: all.
+	window int
+	// unknown counts the entries in the ring whose category is "unknown"
+	// once the snapshot has categories (see snapEntry.unknown);
+	// lastUnknown is the number of entries logged up to the last such
+	// entry logged, 0 for none.
+	unknown, lastUnknown int
 
 	live     map[uint64]liveBlock // handed-out blocks by address
 	segs     map[uint64]region    // device allocations by address
@@ -145,12 +150,21 @@ type vrange struct {
 
 const smallSegment = 2 << 20 // PyTorch's kSmallBuffer: the small pool's segment
 
-// newSnapRecorder returns the recorder of a replay with cfg: one that spills
-// its entries to a temporary file in cfg.SnapshotTemp when the snapshot is
-// streamed (Config.SnapshotStream) and keeps them all.
+// maxRing is the largest window of entries kept in a ring (40 MiB a
+// device); a larger one is the end of an entryLog, which takes a quarter
+// of the memory, or none when spilled (a variable for the tests).
+var maxRing = 1 << 20
+
+// newSnapRecorder returns the recorder of a replay with cfg: one that keeps
+// a window of cfg.SnapshotEntries entries of up to maxRing in a ring, and
+// else logs every entry, spilled to a temporary file in cfg.SnapshotTemp
+// when the snapshot is streamed (Config.SnapshotStream).
 func newSnapRecorder(cfg *Config) *snapRecorder {
-	r := &snapRecorder{max: cfg.SnapshotEntries}
-	if cfg.SnapshotStream != nil && r.max <= 0 {
+	r := &snapRecorder{max: max(cfg.SnapshotEntries, 0)}
+	if r.max <= maxRing {
+		r.ringSize = r.max
+	}
+	if cfg.SnapshotStream != nil && r.ringSize == 0 {
 		r.spill = &spillFile{dir: cfg.SnapshotTemp}
 	}
 	return r
@@ -162,7 +176,7 @@ func (r *snapRecorder) device(i int) *snapDevice {
 	}
 	d := r.devs[i]
 	if d == nil {
-		d = &snapDevice{log: entryLog{spill: r.spill}, live: map[uint64]liveBlock{}, segs: map[uint64]region{}, reserved: map[uint64]*vrange{}, mapped: map[uint64]region{}}
+		d = &snapDevice{window: r.max, log: entryLog{spill: r.spill}, live: map[uint64]liveBlock{}, segs: map[uint64]region{}, reserved: map[uint64]*vrange{}, mapped: map[uint64]region{}}
 		r.devs[i] = d
 	}
 	return d
@@ -205,20 +219,26 @@ const (
 
 func (r *snapRecorder) add(dev int, e snapEntry) {
 	d := r.devs[dev]
-	if e.unknown() {
-		d.unknown++
-	}
 	switch {
-	case r.max > 0 && len(d.ring) == r.max:
+	case r.ringSize > 0 && len(d.ring) == r.ringSize:
 		if d.ring[d.next].unknown() {
 			d.unknown--
 		}
+		if e.unknown() {
+			d.unknown++
+		}
 		d.ring[d.next] = e
-		d.next = (d.next + 1) % r.max
-	case r.max > 0:
+		d.next = (d.next + 1) % r.ringSize
+	case r.ringSize > 0:
+		if e.unknown() {
+			d.unknown++
+		}
 		d.ring = append(d.ring, e)
 	default:
 		d.log.add(&e)
+		if e.unknown() {
+			d.lastUnknown = d.log.n
+		}
 	}
 }
 
@@ -233,7 +253,19 @@ func (e *snapEntry) unknown() bool {
 }
 
 // kept returns the number of entries kept.
-func (d *snapDevice) kept() int { return len(d.ring) + d.log.n }
+func (d *snapDevice) kept() int {
+	n := len(d.ring) + d.log.n
+	if d.window > 0 {
+		n = min(n, d.window)
+	}
+	return n
+}
+
+// hasUnknown reports whether an entry kept has the category "unknown" (see
+// snapEntry.unknown).
+func (d *snapDevice) hasUnknown() bool {
+	return d.unknown > 0 || d.lastUnknown > 0 && d.lastUnknown > d.log.n-d.kept()
+}
 
 // each calls f with each entry kept, oldest first, until f returns false;
 // it may be called once.
@@ -243,7 +275,14 @@ func (d *snapDevice) each(f func(e *snapEntry) bool) error {
 			return nil
 		}
 	}
-	return d.log.each(f)
+	skip := d.log.n - d.kept() // the entries logged before the window
+	return d.log.each(func(e *snapEntry) bool {
+		if skip > 0 {
+			skip--
+			return true
+		}
+		return f(e)
+	})
 }
 
 // begin notes the allocation about to be made.
@@ -351,7 +390,7 @@ func (r *snapRecorder) streamed() (*snapshot.Stream, error) {
 		if d.kept() > 0 {
 			last = i
 		}
-		unknown = unknown || d.unknown > 0
+		unknown = unknown || d.hasUnknown()
 	}
 	// The viewer needs one entry of category "unknown": without one, the
 	// last entry of the last device says that the snapshot was taken, as
