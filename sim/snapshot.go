@@ -68,7 +68,7 @@ import (
 type snapRecorder struct {
 	max      int // entries kept per device; 0: all
 	ringSize int // the size of the rings that keep them, or 0: they are logged
-	devs []*snapDevice
+	devs     []*snapDevice
 
 	// The event being replayed.
 	stream uint64
