@@ -30,7 +30,7 @@ so that no two replays share a name; characters other than letters,
 digits, '.', '_', '+' and '-' become '_'. --snapshot-entries N keeps only
 the last N entries of each device's trace, as PyTorch's
 _record_memory_history(max_entries=N) does. The trace entries wait in a
-temporary file in DIR, about 10 bytes each, while the replay runs.
+temporary file in DIR, about 13 bytes each, while the replay runs.
 `
 
 // snapshotFlags are the flags that export replays as PyTorch snapshots.

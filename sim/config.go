@@ -75,7 +75,7 @@ type Config struct {
 	// entries read as they are written (snapshot.WriteStream), so that a
 	// long replay's entries are never all in memory. Unless
 	// SnapshotEntries keeps a window of at most 2^20 entries (held in
-	// memory, 40 bytes each), the recording spills every entry, about 10
+	// memory, 40 bytes each), the recording spills every entry, about 13
 	// bytes each, to a temporary file in SnapshotTemp (the system's
 	// temporary directory when empty), removed once the snapshot is
 	// written.

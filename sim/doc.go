@@ -54,7 +54,7 @@
 // per action (or the last [Config].SnapshotEntries per device); a replay
 // that does not record runs without it. With [Config].SnapshotStream the
 // snapshot is streamed (see [snapshot.WriteStream]): the entries spill to a
-// temporary file, about 10 bytes each, and are read back as the pickle is
+// temporary file, about 13 bytes each, and are read back as the pickle is
 // written, so that memory grows with what is live, not with the trace.
 //
 // A trace that starts from a recorded state of PyTorch's allocator (a

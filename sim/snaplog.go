@@ -12,7 +12,7 @@ import (
 // An entryLog holds a device's trace entries, all of them, in compact
 // binary form: blocks of logBlock bytes, each entry a byte of action and
 // category then varints of its address, size, stream and the difference of
-// its time from the entry before (about 10 bytes for an entry of a replay,
+// its time from the entry before (about 13 bytes for an entry of a replay,
 // against 40 as a snapEntry). With a spill file the full blocks go to it
 // and only their offsets stay in memory, so that the memory of a recording
 // is one block per device whatever the length of the trace; without one

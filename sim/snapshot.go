@@ -57,7 +57,7 @@ import (
 // allocator is given (for its device calls): off, the replay loop runs
 // exactly as without it. On, it keeps the last SnapshotEntries entries per
 // device in a ring (40 bytes each), or else every entry in an entryLog
-// (about 10 bytes each, in blocks of 64 KiB), and maps of the live blocks
+// (about 13 bytes each, in blocks of 64 KiB), and maps of the live blocks
 // and device memory. For Config.SnapshotStream the log spills its blocks
 // to a temporary file and the entries are read back, one block at a time,
 // as the snapshot is written: the recording holds a block per device
