@@ -165,3 +165,34 @@ func TestSnapshotStreamSpillFails(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "snapshot: the file of the trace entries:")
 }
+
+// FuzzEntryLog reads arbitrary bytes as a block of a log: it reads entries
+// or says the log is damaged, never panics, and what it reads encodes back
+// to the same bytes.
+func FuzzEntryLog(f *testing.F) {
+	var l entryLog
+	l.add(&snapEntry{action: actAlloc, cat: gpualloc.CategoryActivation, addr: 0x7f0000000200, size: 1000, stream: 7, timeUS: 50})
+	l.add(&snapEntry{action: actFreeCompleted, addr: 0x7f0000000200, size: 1000, timeUS: 40})
+	f.Add(l.buf)
+	f.Add([]byte{0x80})
+	f.Add([]byte{0x07, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := entryLog{buf: data}
+		var again entryLog
+		err := in.each(func(e *snapEntry) bool {
+			require.Less(t, int(e.action), len(snapActions))
+			again.add(e)
+			return true
+		})
+		if err != nil {
+			require.ErrorIs(t, err, errLogDamaged)
+			return
+		}
+		// Varints may be written in more bytes than they need: compare
+		// what the entries say, not the bytes.
+		var first, second []snapEntry
+		require.NoError(t, (&entryLog{buf: data}).each(func(e *snapEntry) bool { first = append(first, *e); return true }))
+		require.NoError(t, again.each(func(e *snapEntry) bool { second = append(second, *e); return true }))
+		require.Equal(t, first, second)
+	})
+}
