@@ -320,7 +320,8 @@ func (p *replayPlan) config(trace string, s *gpualloc.Params) sim.Config {
 		MeasureTime:   p.be.newBackend != nil,
 		SeriesBuckets: series,
 
-		Snapshot:        p.f.snapshot.writer(trace, s),
+		SnapshotStream:  p.f.snapshot.writer(trace, s),
+		SnapshotTemp:    p.f.snapshot.dir,
 		SnapshotEntries: p.f.snapshot.entries,
 	}
 }

@@ -29,7 +29,8 @@ defaults, and 8 hex digits of a hash of the trace's name and the full spec,
 so that no two replays share a name; characters other than letters,
 digits, '.', '_', '+' and '-' become '_'. --snapshot-entries N keeps only
 the last N entries of each device's trace, as PyTorch's
-_record_memory_history(max_entries=N) does.
+_record_memory_history(max_entries=N) does. The trace entries wait in a
+temporary file in DIR, about 13 bytes each, while the replay runs.
 `
 
 // snapshotFlags are the flags that export replays as PyTorch snapshots.
@@ -82,26 +83,28 @@ func unwrapPath(err error) error {
 }
 
 // writer returns the function that writes the snapshot of the replay of
-// trace with p, or nil when no snapshot is asked for.
-func (f *snapshotFlags) writer(trace string, p *gpualloc.Params) func(*snapshot.Snapshot) error {
+// trace with p as it reads its entries, or nil when no snapshot is asked
+// for. The replay spills the entries into the snapshot's directory (see
+// sim.Config.SnapshotTemp), which needs the room for the file anyway.
+func (f *snapshotFlags) writer(trace string, p *gpualloc.Params) func(*snapshot.Stream) error {
 	if f.dir == "" {
 		return nil
 	}
 	path := filepath.Join(f.dir, snapshotName(trace, p))
-	return func(s *snapshot.Snapshot) error { return writeSnapshot(path, s) }
+	return func(s *snapshot.Stream) error { return writeSnapshot(path, s) }
 }
 
 // writeSnapshot writes s into the file path, through a temporary file in
 // the same directory renamed at the end, so that no reader (nor a replay of
 // the same trace and spec writing at the same time) sees half a file.
-func writeSnapshot(path string, s *snapshot.Snapshot) error {
+func writeSnapshot(path string, s *snapshot.Stream) error {
 	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.%d-%d.tmp", filepath.Base(path), os.Getpid(), tmpCount.Add(1)))
 	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, unwrapPath(err))
 	}
 	w := bufio.NewWriterSize(out, 1<<16)
-	err = snapshot.Write(w, s, snapshot.WriteOptions{})
+	err = snapshot.WriteStream(w, s, snapshot.WriteOptions{})
 	if err == nil {
 		err = w.Flush()
 	}

@@ -70,6 +70,17 @@ type Config struct {
 	// each device's allocator and the backend the allocator is given: off,
 	// the replay runs exactly as without it.
 	Snapshot func(*snapshot.Snapshot) error
+	// SnapshotStream, if not nil, is Snapshot's streaming twin, which it
+	// takes precedence over: it is given the snapshot with its trace
+	// entries read as they are written (snapshot.WriteStream), so that a
+	// long replay's entries are never all in memory. Unless
+	// SnapshotEntries keeps a window of at most 2^20 entries (held in
+	// memory, 40 bytes each), the recording spills every entry, about 13
+	// bytes each, to a temporary file in SnapshotTemp (the system's
+	// temporary directory when empty), removed once the snapshot is
+	// written.
+	SnapshotStream func(*snapshot.Stream) error
+	SnapshotTemp   string
 	// SnapshotEntries, if positive, keeps only the last SnapshotEntries
 	// trace entries of each device in the snapshot, as PyTorch's
 	// _record_memory_history(max_entries=N) does; the segments are still

@@ -52,7 +52,10 @@
 // viewer: its blocks, failed allocations and device calls per device and
 // stream, and its segments after the last event. Recording keeps an entry
 // per action (or the last [Config].SnapshotEntries per device); a replay
-// that does not record runs without it.
+// that does not record runs without it. With [Config].SnapshotStream the
+// snapshot is streamed (see [snapshot.WriteStream]): the entries spill to a
+// temporary file, about 13 bytes each, and are read back as the pickle is
+// written, so that memory grows with what is live, not with the trace.
 //
 // A trace that starts from a recorded state of PyTorch's allocator (a
 // reader that is a [StartReporter]: a PyTorch snapshot's) is replayed from

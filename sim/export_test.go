@@ -87,6 +87,14 @@ func export(t *testing.T, sh shape, spec string, capacity int64, entries int) (s
 	require.NoError(t, err, "%s with %s", sh, spec)
 	var b bytes.Buffer
 	require.NoError(t, snapshot.Write(&b, s, snapshot.WriteOptions{}))
+	// Streamed, through a spill file, the snapshot is the same bytes.
+	var streamed bytes.Buffer
+	_, err = sim.Replay(sh.open(t), sim.Config{
+		Params: params(t, spec), Capacity: capacity, SeriesBuckets: -1, SnapshotEntries: entries, SnapshotTemp: t.TempDir(),
+		SnapshotStream: func(x *snapshot.Stream) error { return snapshot.WriteStream(&streamed, x, snapshot.WriteOptions{}) },
+	})
+	require.NoError(t, err, "%s with %s, streamed", sh, spec)
+	require.Equal(t, b.Bytes(), streamed.Bytes(), "%s with %s, streamed", sh, spec)
 	require.NoError(t, viewercheck.Check(b.Bytes(), viewercheck.Options{Complete: entries == 0}), "%s with %s, %d entries", sh, spec, entries)
 	back, err := snapshot.Read(bytes.NewReader(b.Bytes()), "export.pickle")
 	require.NoError(t, err)

@@ -184,8 +184,8 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 		e.series = newSeries(n)
 		e.res.Series = e.series
 	}
-	if cfg.Snapshot != nil {
-		e.rec = newSnapRecorder(cfg.SnapshotEntries)
+	if cfg.Snapshot != nil || cfg.SnapshotStream != nil {
+		e.rec = newSnapRecorder(&cfg)
 	}
 	return e, nil
 }

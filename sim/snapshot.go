@@ -55,13 +55,20 @@ import (
 // when it records, around the trace's reader (for the events' times), each
 // device's allocator (for its blocks and failures) and the backend the
 // allocator is given (for its device calls): off, the replay loop runs
-// exactly as without it. On, it keeps one entry (40 bytes) per action, or
-// the last SnapshotEntries per device, and maps of the live blocks and
-// device memory; the snapshot is built once, at the end, 64 bytes per
-// entry, each chunk of entries let go once it is copied.
+// exactly as without it. On, it keeps the last SnapshotEntries entries per
+// device in a ring (40 bytes each), or else every entry in an entryLog
+// (about 13 bytes each, in blocks of 64 KiB), and maps of the live blocks
+// and device memory. For Config.SnapshotStream the log spills its blocks
+// to a temporary file and the entries are read back, one block at a time,
+// as the snapshot is written: the recording holds a block per device
+// whatever the length of the trace. For Config.Snapshot the blocks stay in
+// memory and the snapshot is built once, at the end, 72 bytes per entry,
+// each block let go once it is read. No entry allocates: a block is
+// allocated (or its offset kept) once per 64 KiB.
 type snapRecorder struct {
-	max  int // entries kept per device; 0: all
-	devs []*snapDevice
+	max      int // entries kept per device; 0: all
+	ringSize int // the size of the rings that keep them, or 0: they are logged
+	devs     []*snapDevice
 
 	// The event being replayed.
 	stream uint64
@@ -73,6 +80,7 @@ type snapRecorder struct {
 	indexTimes bool
 
 	settings *snapshot.AllocatorSettings
+	spill    *spillFile // where the entries go, or nil: they stay in memory
 }
 
 // A snapEntry is a trace entry as the recorder keeps it.
@@ -104,12 +112,17 @@ const (
 // snapDevice is what the recorder knows of one device.
 type snapDevice struct {
 	// The entries kept: with a maximum, a ring (next is the index of the
-	// oldest entry once it is full); else chunks that grow to entryChunk
-	// entries each, so that a long trace's entries are never copied.
-	ring   []snapEntry
-	next   int
-	chunks [][]snapEntry
-	n      int // entries in chunks
+	// oldest entry once it is full); else the log of them all.
+	ring []snapEntry
+	next int
+	log  entryLog
+	// window is the number of entries kept, the last ones; 0: all.
+	window int
+	// unknown counts the entries in the ring whose category is "unknown"
+	// once the snapshot has categories (see snapEntry.unknown);
+	// lastUnknown is the number of entries logged up to the last such
+	// entry logged, 0 for none.
+	unknown, lastUnknown int
 
 	live     map[uint64]liveBlock // handed-out blocks by address
 	segs     map[uint64]region    // device allocations by address
@@ -137,7 +150,25 @@ type vrange struct {
 
 const smallSegment = 2 << 20 // PyTorch's kSmallBuffer: the small pool's segment
 
-func newSnapRecorder(max int) *snapRecorder { return &snapRecorder{max: max} }
+// maxRing is the largest window of entries kept in a ring (40 MiB a
+// device); a larger one is the end of an entryLog, which takes a quarter
+// of the memory, or none when spilled (a variable for the tests).
+var maxRing = 1 << 20
+
+// newSnapRecorder returns the recorder of a replay with cfg: one that keeps
+// a window of cfg.SnapshotEntries entries of up to maxRing in a ring, and
+// else logs every entry, spilled to a temporary file in cfg.SnapshotTemp
+// when the snapshot is streamed (Config.SnapshotStream).
+func newSnapRecorder(cfg *Config) *snapRecorder {
+	r := &snapRecorder{max: max(cfg.SnapshotEntries, 0)}
+	if r.max <= maxRing {
+		r.ringSize = r.max
+	}
+	if cfg.SnapshotStream != nil && r.ringSize == 0 {
+		r.spill = &spillFile{dir: cfg.SnapshotTemp}
+	}
+	return r
+}
 
 func (r *snapRecorder) device(i int) *snapDevice {
 	if i >= len(r.devs) {
@@ -145,7 +176,7 @@ func (r *snapRecorder) device(i int) *snapDevice {
 	}
 	d := r.devs[i]
 	if d == nil {
-		d = &snapDevice{live: map[uint64]liveBlock{}, segs: map[uint64]region{}, reserved: map[uint64]*vrange{}, mapped: map[uint64]region{}}
+		d = &snapDevice{window: r.max, log: entryLog{spill: r.spill}, live: map[uint64]liveBlock{}, segs: map[uint64]region{}, reserved: map[uint64]*vrange{}, mapped: map[uint64]region{}}
 		r.devs[i] = d
 	}
 	return d
@@ -186,45 +217,72 @@ const (
 	indexTimeSource = "event index (the replayed trace records no times)"
 )
 
-// entryChunk is the largest chunk of entries: 64K entries, 2.5 MiB.
-const entryChunk = 1 << 16
-
 func (r *snapRecorder) add(dev int, e snapEntry) {
 	d := r.devs[dev]
 	switch {
-	case r.max > 0 && len(d.ring) == r.max:
+	case r.ringSize > 0 && len(d.ring) == r.ringSize:
+		if d.ring[d.next].unknown() {
+			d.unknown--
+		}
+		if e.unknown() {
+			d.unknown++
+		}
 		d.ring[d.next] = e
-		d.next = (d.next + 1) % r.max
-	case r.max > 0:
+		d.next = (d.next + 1) % r.ringSize
+	case r.ringSize > 0:
+		if e.unknown() {
+			d.unknown++
+		}
 		d.ring = append(d.ring, e)
 	default:
-		k := len(d.chunks) - 1
-		if k < 0 || len(d.chunks[k]) == cap(d.chunks[k]) {
-			size := 1024
-			if k >= 0 {
-				size = min(2*cap(d.chunks[k]), entryChunk)
-			}
-			d.chunks = append(d.chunks, make([]snapEntry, 0, size))
-			k++
+		d.log.add(&e)
+		if e.unknown() {
+			d.lastUnknown = d.log.n
 		}
-		d.chunks[k] = append(d.chunks[k], e)
-		d.n++
 	}
 }
 
-// drain calls f with each entry kept, oldest first, and lets go of them.
-func (d *snapDevice) drain(f func(e *snapEntry)) {
+// unknown reports whether e's category is "unknown" in a snapshot with
+// categories: an entry other than an alloc, a free or an oom has none.
+func (e *snapEntry) unknown() bool {
+	switch e.action {
+	case actAlloc, actFreeRequested, actFreeCompleted, actOOM:
+		return e.cat == gpualloc.CategoryUnknown
+	}
+	return true
+}
+
+// kept returns the number of entries kept.
+func (d *snapDevice) kept() int {
+	n := len(d.ring) + d.log.n
+	if d.window > 0 {
+		n = min(n, d.window)
+	}
+	return n
+}
+
+// hasUnknown reports whether an entry kept has the category "unknown" (see
+// snapEntry.unknown).
+func (d *snapDevice) hasUnknown() bool {
+	return d.unknown > 0 || d.lastUnknown > 0 && d.lastUnknown > d.log.n-d.kept()
+}
+
+// each calls f with each entry kept, oldest first, until f returns false;
+// it may be called once.
+func (d *snapDevice) each(f func(e *snapEntry) bool) error {
 	for j := range d.ring {
-		f(&d.ring[(d.next+j)%len(d.ring)])
-	}
-	d.ring = nil
-	for i, c := range d.chunks {
-		for j := range c {
-			f(&c[j])
+		if !f(&d.ring[(d.next+j)%len(d.ring)]) {
+			return nil
 		}
-		d.chunks[i] = nil
 	}
-	d.chunks, d.n = nil, 0
+	skip := d.log.n - d.kept() // the entries logged before the window
+	return d.log.each(func(e *snapEntry) bool {
+		if skip > 0 {
+			skip--
+			return true
+		}
+		return f(e)
+	})
 }
 
 // begin notes the allocation about to be made.
@@ -305,11 +363,12 @@ func (d *snapDevice) rangeOf(addr uint64) (uint64, *vrange) {
 	return addr, nil
 }
 
-// snapshot builds the snapshot of the replay: the trace entries kept and the
-// segments as they are now. It fails when a live block lies outside the
-// device memory the strategy holds, which no snapshot can show.
-func (r *snapRecorder) snapshot() (*snapshot.Snapshot, error) {
-	s := &snapshot.Snapshot{AllocatorSettings: r.settings, DeviceTraces: make([][]snapshot.TraceEntry, len(r.devs))}
+// streamed returns the snapshot of the replay: the trace entries kept, read
+// as they are written, and the segments as they are now. It fails when a
+// live block lies outside the device memory the strategy holds, which no
+// snapshot can show. The trace entries can be read once.
+func (r *snapRecorder) streamed() (*snapshot.Stream, error) {
+	s := &snapshot.Stream{AllocatorSettings: r.settings, Devices: len(r.devs)}
 	if r.indexTimes && r.settings != nil {
 		set := *r.settings
 		set.Other = map[string]any{timeSourceKey: indexTimeSource}
@@ -318,47 +377,77 @@ func (r *snapRecorder) snapshot() (*snapshot.Snapshot, error) {
 		}
 		s.AllocatorSettings = &set
 	}
-	unknown := false
+	unknown, last := false, -1
 	for i, d := range r.devs {
 		if d == nil {
 			continue
 		}
-		t := make([]snapshot.TraceEntry, 0, len(d.ring)+d.n)
-		d.drain(func(e *snapEntry) {
-			te := snapshot.TraceEntry{Action: snapActions[e.action], Addr: e.addr, Size: e.size, Stream: e.stream, TimeUS: e.timeUS}
-			if r.cats {
-				te.Category = e.cat.String()
-				if e.action != actAlloc && e.action != actFreeRequested && e.action != actFreeCompleted && e.action != actOOM {
-					te.Category = gpualloc.CategoryUnknown.String()
-				}
-				unknown = unknown || te.Category == gpualloc.CategoryUnknown.String()
-			}
-			t = append(t, te)
-		})
-		s.DeviceTraces[i] = t
 		segs, err := d.segments(i, r.cats)
 		if err != nil {
 			return nil, fmt.Errorf("device %d: %w", i, err)
 		}
 		s.Segments = append(s.Segments, segs...)
-	}
-	if r.cats && !unknown {
-		// The viewer needs one entry of category "unknown": the last entry
-		// says that the snapshot was taken, as PyTorch's does.
-		for i := len(s.DeviceTraces) - 1; i >= 0; i-- {
-			t := s.DeviceTraces[i]
-			if len(t) == 0 {
-				continue
-			}
-			last := t[len(t)-1].TimeUS
-			if r.max > 0 && len(t) == r.max {
-				t = t[1:]
-			}
-			s.DeviceTraces[i] = append(t, snapshot.TraceEntry{Action: snapshot.TakeSnapshot, TimeUS: last, Category: gpualloc.CategoryUnknown.String()})
-			break
+		if d.kept() > 0 {
+			last = i
 		}
+		unknown = unknown || d.hasUnknown()
+	}
+	// The viewer needs one entry of category "unknown": without one, the
+	// last entry of the last device says that the snapshot was taken, as
+	// PyTorch's does, in place of the oldest when the device keeps no more.
+	taken := -1
+	if r.cats && !unknown {
+		taken = last
+	}
+	var te snapshot.TraceEntry
+	s.Entries = func(dev int, yield func(*snapshot.TraceEntry) bool) error {
+		d := r.devs[dev]
+		if d == nil {
+			return nil
+		}
+		skip := dev == taken && r.max > 0 && d.kept() == r.max
+		more, at := true, int64(0)
+		err := d.each(func(e *snapEntry) bool {
+			at = e.timeUS
+			if skip {
+				skip = false
+				return true
+			}
+			te = snapshot.TraceEntry{Action: snapActions[e.action], Addr: e.addr, Size: e.size, Stream: e.stream, TimeUS: e.timeUS}
+			if r.cats {
+				te.Category = gpualloc.CategoryUnknown.String()
+				if !e.unknown() {
+					te.Category = e.cat.String()
+				}
+			}
+			more = yield(&te)
+			return more
+		})
+		if err != nil || !more || dev != taken {
+			return err
+		}
+		te = snapshot.TraceEntry{Action: snapshot.TakeSnapshot, TimeUS: at, Category: gpualloc.CategoryUnknown.String()}
+		yield(&te)
+		return nil
 	}
 	return s, nil
+}
+
+// collect reads the entries of s, the recorder's stream, into a snapshot.
+func (r *snapRecorder) collect(s *snapshot.Stream) (*snapshot.Snapshot, error) {
+	out := &snapshot.Snapshot{Segments: s.Segments, AllocatorSettings: s.AllocatorSettings, DeviceTraces: make([][]snapshot.TraceEntry, s.Devices),
+		Frames: s.Frames, Stacks: s.Stacks}
+	for d := range s.Devices {
+		var t []snapshot.TraceEntry
+		if r.devs[d] != nil {
+			t = make([]snapshot.TraceEntry, 0, r.devs[d].kept()+1) // and the snapshot entry
+		}
+		if err := s.Entries(d, func(e *snapshot.TraceEntry) bool { t = append(t, *e); return true }); err != nil {
+			return nil, err
+		}
+		out.DeviceTraces[d] = t
+	}
+	return out, nil
 }
 
 // segments returns the device's segments in address order, each tiled by
@@ -446,17 +535,36 @@ func segmentType(small bool) string {
 	return "large"
 }
 
-// snapshot builds the replay's snapshot, hands it to Config.Snapshot and
-// stops the recording.
+// snapshot hands the replay's snapshot to Config.SnapshotStream, or builds
+// it for Config.Snapshot, and stops the recording.
 func (e *engine) snapshot() error {
 	r := e.rec
 	e.rec = nil
-	s, err := r.snapshot()
+	defer r.spill.close()
+	if err := r.spillErr(); err != nil {
+		return fmt.Errorf("%ssnapshot: %w", e.prefix(), err)
+	}
+	s, err := r.streamed()
 	if err == nil {
-		err = e.cfg.Snapshot(s)
+		if e.cfg.SnapshotStream != nil {
+			err = e.cfg.SnapshotStream(s)
+		} else {
+			var snap *snapshot.Snapshot
+			if snap, err = r.collect(s); err == nil {
+				err = e.cfg.Snapshot(snap)
+			}
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("%ssnapshot: %w", e.prefix(), err)
 	}
 	return nil
+}
+
+// spillErr returns the error of the spill file, if any.
+func (r *snapRecorder) spillErr() error {
+	if r.spill == nil {
+		return nil
+	}
+	return r.spill.err
 }

@@ -123,7 +123,11 @@ func TestSnapshotOffByDefault(t *testing.T) {
 // replay of BenchmarkReplay's trace cut to 1M events, with exactAlloc
 // (every event a device call, so three to four entries an event pair):
 // "off" records nothing, "ring" keeps the last 100,000 entries, "all"
-// every entry. One op is a replay with the snapshot built.
+// every entry, the snapshot built in memory (Config.Snapshot), "stream"
+// every entry spilled to a temporary file and the pickle written as it is
+// read back (Config.SnapshotStream, as --snapshot does), to a counter of
+// its bytes. One op is a replay with the snapshot built or written;
+// "B/event" is the pickle's bytes per event replayed.
 func BenchmarkReplaySnapshot(b *testing.B) {
 	base := benchTrace()
 	base.reps = 10 // 1M events
@@ -131,17 +135,19 @@ func BenchmarkReplaySnapshot(b *testing.B) {
 		name    string
 		on      bool
 		entries int
-	}{{"off", false, 0}, {"ring", true, 100_000}, {"all", true, 0}} {
+		stream  bool
+	}{{"off", false, 0, false}, {"ring", true, 100_000, false}, {"all", true, 0, false}, {"stream", true, 0, true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
-			var events, entries int64
-			cfg := Config{Open: openExact, SeriesBuckets: -1, SnapshotEntries: bc.entries}
-			if bc.on {
+			var events int64
+			var out countWriter
+			cfg := Config{Open: openExact, SeriesBuckets: -1, SnapshotEntries: bc.entries, SnapshotTemp: b.TempDir()}
+			switch {
+			case bc.stream:
+				cfg.SnapshotStream = func(s *snapshot.Stream) error { return snapshot.WriteStream(&out, s, snapshot.WriteOptions{}) }
+			case bc.on:
 				cfg.Snapshot = func(s *snapshot.Snapshot) error {
-					for _, t := range s.DeviceTraces {
-						entries += int64(len(t))
-					}
-					return nil
+					return snapshot.Write(&out, s, snapshot.WriteOptions{})
 				}
 			}
 			for b.Loop() {
@@ -154,10 +160,15 @@ func BenchmarkReplaySnapshot(b *testing.B) {
 			}
 			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
-			b.ReportMetric(float64(entries)/float64(b.N), "entries")
+			b.ReportMetric(float64(out.n)/float64(events), "B/event")
 		})
 	}
 }
+
+// A countWriter counts the bytes written to it.
+type countWriter struct{ n int64 }
+
+func (w *countWriter) Write(b []byte) (int, error) { w.n += int64(len(b)); return len(b), nil }
 
 // TestSnapshotKeepsReleaser checks that the recording wrapper of an
 // allocator is a gpualloc.Releaser exactly when the allocator is, and that

@@ -53,42 +53,22 @@ type WriteOptions struct {
 // pickler) and the memo of distinct strings, whatever the size of s, and
 // writes in O(len(s.Segments) + blocks + entries).
 func Write(w io.Writer, s *Snapshot, o WriteOptions) error {
-	proto := o.Protocol
-	if proto == 0 {
-		proto = 4
-	}
-	if proto < 2 || proto > 4 {
-		return fmt.Errorf("snapshot: write: pickle protocol %d: want 2, 3 or 4", o.Protocol)
-	}
-	p := &pickler{w: w, proto: proto, memo: map[string]uint32{}, snap: s,
-		frameMemo: make([]int64, len(s.Frames)), stackMemo: make([]int64, len(s.Stacks))}
-	for i := range p.frameMemo {
-		p.frameMemo[i] = -1
-	}
-	for i := range p.stackMemo {
-		p.stackMemo[i] = -1
-	}
-	// The header stands outside the frames, as Python writes it.
-	if _, err := w.Write([]byte{opProto, byte(proto)}); err != nil {
-		return err
-	}
-	p.emptyDict()
-	p.mark()
-	p.str("segments")
-	p.list(len(s.Segments), func(i int) { p.segment(&s.Segments[i]) })
-	p.str("device_traces")
-	p.list(len(s.DeviceTraces), func(d int) {
-		t := s.DeviceTraces[d]
-		p.list(len(t), func(i int) { p.entry(&t[i]) })
-	})
-	if s.AllocatorSettings != nil {
-		p.str("allocator_settings")
-		p.settings(s.AllocatorSettings)
-	}
-	p.op(opSetItems)
-	p.op(opStop)
-	p.flushFrame()
-	return p.err
+	return WriteStream(w, &Stream{
+		Segments: s.Segments,
+		Devices:  len(s.DeviceTraces),
+		Entries: func(d int, yield func(*TraceEntry) bool) error {
+			t := s.DeviceTraces[d]
+			for i := range t {
+				if !yield(&t[i]) {
+					break
+				}
+			}
+			return nil
+		},
+		AllocatorSettings: s.AllocatorSettings,
+		Frames:            s.Frames,
+		Stacks:            s.Stacks,
+	}, o)
 }
 
 // Pickle opcodes (Python's Lib/pickletools.py names them).
@@ -137,9 +117,10 @@ type pickler struct {
 	n     uint32            // memo entries
 	err   error
 
-	snap      *Snapshot
-	frameMemo []int64 // memo index of each frame written, or -1
-	stackMemo []int64 // memo index of each stack written, or -1
+	frameList []Frame   // the frames the stacks refer to
+	stacks    [][]int32 // the stacks, by StackID
+	frameMemo []int64   // memo index of each frame written, or -1
+	stackMemo []int64   // memo index of each stack written, or -1
 }
 
 func (p *pickler) op(b byte) { p.buf = append(p.buf, b) }
@@ -315,7 +296,7 @@ func (p *pickler) boolItem(k string, v bool)   { p.str(k); p.bool(v) }
 // through the memo, as each frame dict.
 func (p *pickler) frames(id StackID) {
 	p.str("frames")
-	if id == 0 || int(id) >= len(p.snap.Stacks) {
+	if id == 0 || int(id) >= len(p.stacks) {
 		p.op(opEmptyList)
 		p.end()
 		return
@@ -324,7 +305,7 @@ func (p *pickler) frames(id StackID) {
 		p.get(m)
 		return
 	}
-	st := p.snap.Stacks[id]
+	st := p.stacks[id]
 	p.op(opEmptyList)
 	p.stackMemo[id] = int64(p.put())
 	for i := 0; i < len(st); i += batchSize {
@@ -338,7 +319,7 @@ func (p *pickler) frames(id StackID) {
 }
 
 func (p *pickler) frame(f int32) {
-	if int(f) >= len(p.snap.Frames) || f < 0 {
+	if int(f) >= len(p.frameList) || f < 0 {
 		p.op(opNone)
 		p.fail("frames", "a frame index out of range")
 		return
@@ -347,7 +328,7 @@ func (p *pickler) frame(f int32) {
 		p.get(m)
 		return
 	}
-	fr := &p.snap.Frames[f]
+	fr := &p.frameList[f]
 	p.op(opEmptyDict)
 	p.frameMemo[f] = int64(p.put())
 	p.mark()
