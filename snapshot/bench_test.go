@@ -168,3 +168,24 @@ func BenchmarkReadShared(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkInitialStateSegments rebuilds the start state of a snapshot of
+// 100,000 segments (GPUALLOC_SNAPSHOT_SEGMENTS when set), each of one block,
+// and a trace of as many entries: the rebuild grows near-linearly with
+// segments.
+func BenchmarkInitialStateSegments(b *testing.B) {
+	n := envInt("GPUALLOC_SNAPSHOT_SEGMENTS", 100_000)
+	var buf bytes.Buffer
+	_, err := genSnapshot(&buf, genOptions{Devices: 1, Events: n + n/1000, Slots: n, Frames: 50, Stacks: 20, Seed: 3})
+	require.NoError(b, err)
+	s, err := snapshot.Read(bytes.NewReader(buf.Bytes()), "segs.pickle")
+	require.NoError(b, err)
+	start := time.Now()
+	for b.Loop() {
+		if _, err := s.InitialState(0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	per := time.Since(start).Seconds() / float64(b.N)
+	b.ReportMetric(float64(len(s.Segments))/per, "segments/s")
+}
