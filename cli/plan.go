@@ -58,6 +58,7 @@ func planCmd(ctx context.Context, e *env, args []string) error {
 		timeLimit             time.Duration
 		lenient, noSearch     bool
 	)
+	var progressMode string
 	fs := newFlagSet(e, "simulate plan", planUsage)
 	fs.StringVar(&capacity, "capacity", "", "find a placement within `SIZE` (bytes, or units KiB, MiB, GiB, ...); exit 1 when none is found in the time limit")
 	fs.DurationVar(&timeLimit, "time-limit", plan.DefaultTimeLimit, "`DURATION` for each problem: the heuristics and then the search")
@@ -65,10 +66,15 @@ func planCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVarP(&format, "format", "f", "table", "output format: table, csv or json")
 	fs.StringVarP(&out, "out", "o", "", "write the placement to `FILE` as CSV id,lower,upper,size,offset (MiniMalloc's solution format); one trace of one device")
 	fs.BoolVar(&lenient, "lenient", false, "skip bad events of a trace, count them and go on")
+	addReadProgress(fs, &progressMode)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := checkFormat(format); err != nil {
+		return err
+	}
+	var err error
+	if e.readProgress, err = readProgressTo(progressMode, e.stderr); err != nil {
 		return err
 	}
 	opts := plan.Options{TimeLimit: timeLimit, NoSearch: noSearch}
