@@ -129,7 +129,7 @@ type decoder struct {
 	in      input
 	stack   []val
 	marks   []markRec
-	memo    memo
+	memo    paged[val]     // the entries stored in order
 	memoFar map[uint64]val // memo entries stored out of order
 	opOff   int64          // offset of the opcode being run
 
@@ -193,7 +193,7 @@ func (d *decoder) run() (val, error) {
 // for step.
 func (d *decoder) memoRun(op byte) bool {
 	in := &d.in
-	buf, memo, n := in.buf[:in.end], d.memo.pages, d.memo.len()
+	buf, memo, n := in.buf[:in.end], d.memo.pages, uint64(d.memo.len())
 	pos := in.pos // just after op
 	ran := false
 	for {
@@ -214,7 +214,7 @@ func (d *decoder) memoRun(op byte) bool {
 		if i >= n {
 			break
 		}
-		v := memo[i>>memoShift][i&(memoPage-1)]
+		v := memo[i>>pageShift][i&(pageSize-1)]
 		if v.k <= kCont {
 			break // in.pos is still at op: step runs it
 		}
@@ -596,39 +596,6 @@ func (d *decoder) intern(b []byte) uint32 {
 	return i
 }
 
-// A memo holds the entries of the pickle's memo stored in order, in pages
-// of memoPage entries, so that it grows without copying what it holds (a
-// big snapshot has millions of entries); the first page grows as a slice,
-// so that a small snapshot's memo stays small.
-type memo struct {
-	pages [][]val // all full but the last
-	n     int
-}
-
-const (
-	memoShift = 16
-	memoPage  = 1 << memoShift
-)
-
-func (m *memo) len() uint64 { return uint64(m.n) }
-
-// at returns entry i, i < m.len().
-func (m *memo) at(i uint64) *val { return &m.pages[i>>memoShift][i&(memoPage-1)] }
-
-// append adds the entry m.len().
-func (m *memo) append(v val) {
-	if k := len(m.pages); k == 0 || len(m.pages[k-1]) == memoPage {
-		var pg []val
-		if k > 0 {
-			pg = make([]val, 0, memoPage)
-		}
-		m.pages = append(m.pages, pg)
-	}
-	k := len(m.pages) - 1
-	m.pages[k] = append(m.pages[k], v)
-	m.n++
-}
-
 // put stores the top of the stack in the memo at i. The memo is a slice
 // while the indexes come in order, as picklers write them; others go to a
 // map, so that no index makes the memo larger than the PUTs in the file.
@@ -640,9 +607,9 @@ func (d *decoder) put(i uint64) {
 	}
 	v := d.stack[n-1]
 	switch {
-	case i < d.memo.len():
+	case i < uint64(d.memo.len()):
 		*d.memo.at(i) = v
-	case i == d.memo.len() && d.memoFar[i].k == kMark:
+	case i == uint64(d.memo.len()) && d.memoFar[i].k == kMark:
 		d.memo.append(v)
 	default:
 		if d.memoFar == nil {
@@ -655,7 +622,7 @@ func (d *decoder) put(i uint64) {
 		if c.memo >= 0 && c.memo != int64(i) {
 			c.shared = true // two memo slots: keep it whole
 		}
-		if i < d.memo.len() {
+		if i < uint64(d.memo.len()) {
 			c.memo = int64(i)
 		} else {
 			c.shared = true // in the map: kept whole, never released
@@ -664,12 +631,12 @@ func (d *decoder) put(i uint64) {
 }
 
 // memoize is MEMOIZE: a PUT at the number of memo entries.
-func (d *decoder) memoize() { d.put(d.memo.len() + uint64(len(d.memoFar))) }
+func (d *decoder) memoize() { d.put(uint64(d.memo.len() + len(d.memoFar))) }
 
 // get pushes the memo's entry i.
 func (d *decoder) get(i uint64) {
 	var v val
-	if i < d.memo.len() {
+	if i < uint64(d.memo.len()) {
 		v = *d.memo.at(i)
 	} else if f, ok := d.memoFar[i]; ok {
 		v = f

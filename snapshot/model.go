@@ -16,68 +16,14 @@ import (
 type model struct {
 	segs   [][]Segment
 	blocks [][]Block
-	noAddr map[uint32][]int32 // block list: its blocks with no "address"
-	traces []entries
+	noAddr map[uint32][]int32  // block list: its blocks with no "address"
+	traces []paged[TraceEntry] // each trace list as it is decoded
 
 	frames   []Frame
 	frameIdx map[Frame]uint32
 	stacks   [][]int32
 	stackIdx map[string]StackID
 	stackEC  []bool // whether each stack names the empty-cache path
-}
-
-// entries is a trace list as it is decoded: in chunks of entryChunk
-// entries, so that a trace of millions of entries grows without copying
-// them each time its slice would grow (about four times over, as append
-// grows a large slice); flat copies them once into the trace. The first
-// chunk grows as a slice, so that a short trace takes no more than it
-// needs, and a trace of one chunk is not copied at all.
-type entries struct {
-	chunks [][]TraceEntry // all full but the last
-	n      int
-}
-
-const (
-	entryShift = 15
-	entryChunk = 1 << entryShift
-)
-
-func (t *entries) len() int { return t.n }
-
-// at returns entry i, i < t.len().
-func (t *entries) at(i uint32) TraceEntry { return t.chunks[i>>entryShift][i&(entryChunk-1)] }
-
-// append adds e at the end.
-func (t *entries) append(e TraceEntry) {
-	if k := len(t.chunks); k == 0 || len(t.chunks[k-1]) == entryChunk {
-		var c []TraceEntry
-		if k > 0 {
-			c = make([]TraceEntry, 0, entryChunk)
-		}
-		t.chunks = append(t.chunks, c)
-	}
-	k := len(t.chunks) - 1
-	t.chunks[k] = append(t.chunks[k], e)
-	t.n++
-}
-
-// flat returns the entries as one slice, never nil, and empties t.
-func (t *entries) flat() []TraceEntry {
-	var out []TraceEntry
-	switch len(t.chunks) {
-	case 0:
-		out = []TraceEntry{}
-	case 1:
-		out = t.chunks[0]
-	default:
-		out = make([]TraceEntry, 0, t.n)
-		for k, c := range t.chunks {
-			out = append(out, c...)
-			t.chunks[k] = nil
-		}
-	}
-	*t = entries{}
-	return out
 }
 
 // internFrame returns the index of f in the frame table.
@@ -210,7 +156,7 @@ func (d *decoder) finish(v val, tmp int32, became val) {
 
 func (d *decoder) entryOf(v val, at itemAt) (TraceEntry, bool) {
 	if dv := d.doneOf(v); dv.k == kEntry {
-		return d.m.traces[dv.x>>32].at(uint32(dv.x)), d.repeat(1, at)
+		return *d.m.traces[dv.x>>32].at(uint64(uint32(dv.x))), d.repeat(1, at)
 	}
 	f, tmp, ok := d.dictFields(v, rEntry, at)
 	if !ok {
@@ -253,8 +199,8 @@ func (d *decoder) traceOf(v val, at itemAt) (uint32, bool) {
 		if !d.repeat(t.len(), at) {
 			return 0, false
 		}
-		var c entries
-		for _, ch := range t.chunks {
+		var c paged[TraceEntry]
+		for _, ch := range t.pages {
 			for _, e := range ch {
 				c.append(e)
 			}
