@@ -135,6 +135,9 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) (string, bool)
+	// readProgress, when not nil, shows how much of a trace file openTrace
+	// opens is read, once the read takes readProgressDelay.
+	readProgress io.Writer
 }
 
 // usageError is bad usage: exit status 2. cmd is the subcommand whose

@@ -154,17 +154,7 @@ func convertSnapshot(ctx context.Context, in, out string, entries int, noFrames 
 		return err
 	}
 	defer f.Close()
-	var o snapshot.ReadOptions
-	if progress != nil {
-		size := int64(-1)
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			size = fi.Size()
-		}
-		update, done := readProgress(progress, in, size)
-		defer done()
-		o.Progress = update
-	}
-	s, err := snapshot.ReadWith(ctxReader(ctx, f), in, o)
+	s, err := readSnapshotProgress(ctx, f, in, progress)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strconv"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/tabular"
-	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/fidelity"
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -64,12 +64,17 @@ Flags:
 var newFidelityAllocator fidelity.NewFunc = fidelity.PyTorch
 
 func fidelityCmd(ctx context.Context, e *env, args []string) error {
-	var format string
+	var format, progressMode string
 	var mismatches int
 	fs := newFlagSet(e, "simulate fidelity", fidelityUsage)
 	fs.StringVarP(&format, "format", "f", "table", "output format: table, csv or json")
 	fs.IntVar(&mismatches, "mismatches", fidelity.DefaultMaxMismatches, "mismatches to list per snapshot and device")
+	addReadProgress(fs, &progressMode)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	progress, err := readProgressTo(progressMode, e.stderr)
+	if err != nil {
 		return err
 	}
 	if format != "table" && format != "json" && format != "csv" {
@@ -103,7 +108,7 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r, err := fidelityFile(ctx, path, mismatches, conf)
+		r, err := fidelityFile(ctx, path, mismatches, conf, progress)
 		if err != nil {
 			// The file's own row says why; the others are compared.
 			failed++
@@ -111,7 +116,6 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 		}
 		results = append(results, r...)
 	}
-	var err error
 	switch format {
 	case "json":
 		err = tabular.WriteJSON(e.stdout, results)
@@ -217,14 +221,15 @@ func percentDown(n, d int64) string {
 	return fmt.Sprintf("%d.%02d%%", h/100, h%100)
 }
 
-// fidelityFile reads and replays one snapshot; its errors name the file.
-func fidelityFile(ctx context.Context, path string, mismatches int, conf *string) ([]*fidelity.Result, error) {
+// fidelityFile reads and replays one snapshot, showing the read's progress
+// on progress if not nil; its errors name the file.
+func fidelityFile(ctx context.Context, path string, mismatches int, conf *string, progress io.Writer) ([]*fidelity.Result, error) {
 	f, err := openSnapshotFile(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	s, err := snapshot.Read(ctxReader(ctx, f), path)
+	s, err := readSnapshotProgress(ctx, f, path, progress)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,11 @@ type input struct {
 	// every replay.
 	size int64
 	read atomic.Int64
+	// progress, when not nil, shows how much of the file each read has
+	// read, once it takes readProgressDelay (see readProgress); tick, when
+	// not nil, is called as the bytes are read (the replay's bar).
+	progress io.Writer
+	tick     func()
 
 	mu        sync.Mutex
 	skipped   int64  // bad events a lenient reader skipped
@@ -45,12 +50,24 @@ func openTrace(ctx context.Context, e *env, path string, opts traces.Options) (t
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := traces.NewReader(ctxReader(ctx, f), path, opts)
+	src, done := ctxReader(ctx, f), func() {}
+	if e.readProgress != nil {
+		size := int64(-1)
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+		cr := &countingReader{r: src, n: new(atomic.Int64)}
+		cr.show, done = readProgress(e.readProgress, path, size)
+		src = cr
+	}
+	r, err := traces.NewReader(src, path, opts)
 	if err != nil {
+		done()
 		f.Close()
 		return nil, nil, err
 	}
 	return r, closeFunc(func() error {
+		done()
 		err := r.Close()
 		if cerr := f.Close(); err == nil {
 			err = cerr
@@ -166,12 +183,19 @@ func traceInputs(ctx context.Context, args []string, stdin io.Reader, opts trace
 			if err != nil {
 				return nil, nil, err
 			}
-			r, err := traces.NewReader(&countingReader{r: ctxReader(ctx, f), n: &in.read}, path, opts)
+			cr := &countingReader{r: ctxReader(ctx, f), n: &in.read, tick: in.tick}
+			var c io.Closer = f
+			if in.progress != nil {
+				var done func()
+				cr.show, done = readProgress(in.progress, path, in.size)
+				c = closeFunc(func() error { done(); return f.Close() })
+			}
+			r, err := traces.NewReader(cr, path, opts)
 			if err != nil {
-				f.Close()
+				c.Close()
 				return nil, nil, err
 			}
-			return r, in.closer(r, f), nil
+			return r, in.closer(r, c), nil
 		}
 		ins = append(ins, in)
 	}
@@ -205,12 +229,22 @@ func (f closeFunc) Close() error { return f() }
 
 // A countingReader counts the bytes read through it.
 type countingReader struct {
-	r io.Reader
-	n *atomic.Int64
+	r    io.Reader
+	n    *atomic.Int64
+	tick func()           // called after each read, when not nil
+	show func(read int64) // gets the bytes this reader has read, when not nil
+	own  int64            // those bytes
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
+	if c.show != nil {
+		c.own += int64(n)
+		c.show(c.own)
+	}
+	if c.tick != nil {
+		c.tick()
+	}
 	return n, err
 }

@@ -73,20 +73,28 @@ type poolInfo struct {
 }
 
 func inspectCmd(ctx context.Context, e *env, args []string) error {
-	var format string
+	var format, progressMode string
 	var lenient bool
 	fs := newFlagSet(e, "simulate inspect", inspectUsage)
 	fs.StringVarP(&format, "format", "f", "table", "output format: table, csv or json")
 	fs.BoolVar(&lenient, "lenient", false, "skip bad events of a trace, count them and go on")
+	addReadProgress(fs, &progressMode)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := checkFormat(format); err != nil {
 		return err
 	}
+	progress, err := readProgressTo(progressMode, e.stderr)
+	if err != nil {
+		return err
+	}
 	inputs, err := traceInputs(ctx, fs.Args(), e.stdin, traces.Options{Lenient: lenient})
 	if err != nil {
 		return err
+	}
+	for _, in := range inputs {
+		in.progress = progress
 	}
 	var infos []traceInfo
 	for _, in := range inputs {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -406,4 +407,35 @@ func TestHostLimit(t *testing.T) {
 	assert.Equal(t, be.capacity, total)
 	_, err = b.Malloc(total + 4096)
 	assert.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
+}
+
+// TestReadProgress checks that every command that reads snapshots shows
+// how much of the file it has read with --progress always (here at once:
+// the delay is 0), nothing with auto when standard error is not a
+// terminal, and refuses another mode.
+func TestReadProgress(t *testing.T) {
+	defer func(d time.Duration) { readProgressDelay = d }(readProgressDelay)
+	readProgressDelay = 0
+	const snap = "testdata/fidelity_match.pickle"
+	for _, cmd := range [][]string{{"inspect"}, {"fidelity"}, {"tune", "-j", "1"}, {"plan", "--no-search"}} {
+		args := append(append([]string(nil), cmd...), "--progress", "always", snap)
+		code, stdout, stderr := run(t, nil, args...)
+		require.Equal(t, 0, code, "%v: %s", args, stderr)
+		assert.Contains(t, stderr, "reading "+snap, "%v", args)
+		assert.NotContains(t, stdout, "reading", "%v: the bar is on stderr", args)
+
+		args = append(append([]string(nil), cmd...), snap)
+		code, _, stderr = run(t, nil, args...)
+		require.Equal(t, 0, code, "%v: %s", args, stderr)
+		assert.NotContains(t, stderr, "reading", "%v: not a terminal", args)
+
+		args = append(append([]string(nil), cmd...), "--progress", "sometimes", snap)
+		code, _, stderr = run(t, nil, args...)
+		assert.Equal(t, 2, code, "%v", args)
+		assert.Contains(t, stderr, `--progress "sometimes": want auto, always or never`, "%v", args)
+	}
+	// A replay's bar moves while the snapshot is read, before any event.
+	code, _, stderr := run(t, nil, "-s", "pytorch", "--progress", "always", snap)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "replaying", stderr)
 }

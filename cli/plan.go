@@ -89,6 +89,10 @@ func planCmd(ctx context.Context, e *env, args []string) error {
 	if err := checkProgress(progress); err != nil {
 		return err
 	}
+	var err error
+	if e.readProgress, err = readProgressTo(progress, e.stderr); err != nil {
+		return err
+	}
 	opts := plan.Options{NoSearch: noSearch}
 	if capacity != "" {
 		c, err := parseSizeFlag("--capacity", capacity)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"io"
 	"os"
 	"strconv"
@@ -8,7 +9,10 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
+
+	"github.com/gpualloc/gpualloc/snapshot"
 )
 
 // progressEvery is the shortest time between two updates of the bar.
@@ -92,13 +96,20 @@ func (p *progress) job() func(events int64) {
 	return func(events int64) {
 		p.events.Add(events - last)
 		last = events
-		now := time.Now().UnixNano()
-		next := p.next.Load()
-		if now < next || !p.next.CompareAndSwap(next, now+int64(progressEvery)) {
-			return
-		}
-		p.update()
+		p.poke()
 	}
+}
+
+// poke updates the bar, at most once every progressEvery, while the
+// traces are read before their events replay (a PyTorch snapshot is read
+// whole first): the bar then follows the bytes read.
+func (p *progress) poke() {
+	now := time.Now().UnixNano()
+	next := p.next.Load()
+	if now < next || !p.next.CompareAndSwap(next, now+int64(progressEvery)) {
+		return
+	}
+	p.update()
 }
 
 // update shows the events replayed so far, their rate and, when the
@@ -141,8 +152,44 @@ func shortCount(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// readProgressDelay is how long a read goes before it shows its progress.
-const readProgressDelay = 2 * time.Second
+// addReadProgress adds --progress to fs, for a command that reads traces
+// before it works on them, into mode.
+func addReadProgress(fs *pflag.FlagSet, mode *string) {
+	fs.StringVar(mode, "progress", "auto", "show how much of each trace file is read, once a read takes 2 s: auto (on standard error when it is a terminal), always or never")
+}
+
+// readProgressTo checks --progress mode and returns where reads show their
+// progress: w when mode shows it there, else nil.
+func readProgressTo(mode string, w io.Writer) (io.Writer, error) {
+	if err := checkProgress(mode); err != nil {
+		return nil, err
+	}
+	if showProgress(mode, w) {
+		return w, nil
+	}
+	return nil, nil
+}
+
+// readSnapshotProgress reads the PyTorch snapshot in f, named name, showing
+// the read's progress on progress if not nil (see readProgress); it fails
+// with ctx's cause once ctx is done.
+func readSnapshotProgress(ctx context.Context, f *os.File, name string, progress io.Writer) (*snapshot.Snapshot, error) {
+	var o snapshot.ReadOptions
+	if progress != nil {
+		size := int64(-1)
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+		update, done := readProgress(progress, name, size)
+		defer done()
+		o.Progress = update
+	}
+	return snapshot.ReadWith(ctxReader(ctx, f), name, o)
+}
+
+// readProgressDelay is how long a read goes before it shows its progress;
+// tests set it to 0.
+var readProgressDelay = 2 * time.Second
 
 // readProgress returns a snapshot.ReadOptions.Progress function that shows
 // on w the bytes of a file of size bytes (-1 if unknown) read so far, once
@@ -162,6 +209,7 @@ func readProgress(w io.Writer, name string, size int64) (update func(read int64)
 				progressbar.OptionSetWidth(24),
 				progressbar.OptionThrottle(progressEvery),
 				progressbar.OptionClearOnFinish(),
+				progressbar.OptionSetRenderBlankState(true),
 				progressbar.OptionShowBytes(true),
 				progressbar.OptionUseIECUnits(true),
 			}

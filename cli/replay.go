@@ -345,10 +345,17 @@ func (p *replayPlan) run(ctx context.Context, stderr io.Writer) []sim.JobResult 
 		for i := range p.jobs {
 			p.jobs[i].Config.Progress = pr.job()
 		}
+		for _, in := range p.inputs {
+			in.tick = pr.poke // the bar moves while a snapshot is read whole
+		}
 	}
 	out := sim.RunAll(ctx, p.jobs, p.f.jobs)
 	if pr != nil {
 		pr.finish()
+		for _, in := range p.inputs {
+			// --offline and --min-capacity read the traces again.
+			in.tick, in.progress = nil, stderr
+		}
 	}
 	return out
 }

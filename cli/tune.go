@@ -75,7 +75,7 @@ type tunePoint struct {
 }
 
 func tuneCmd(ctx context.Context, e *env, args []string) error {
-	var format, capacityText string
+	var format, capacityText, progressMode string
 	var opts tune.Options
 	var lenient bool
 	fs := newFlagSet(e, "simulate tune", tuneUsage)
@@ -84,6 +84,7 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVarP(&format, "format", "f", "table", "output format: table or json")
 	fs.IntVarP(&opts.Workers, "jobs", "j", 0, "replays to run at once (default: the number of cores)")
 	fs.BoolVar(&lenient, "lenient", false, "skip bad events of the trace, count them and go on")
+	addReadProgress(fs, &progressMode)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -105,11 +106,16 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() != 1 {
 		return usagef("tune: want one TRACE, have %d", fs.NArg())
 	}
+	progress, err := readProgressTo(progressMode, e.stderr)
+	if err != nil {
+		return err
+	}
 	inputs, err := traceInputs(ctx, fs.Args(), e.stdin, traces.Options{Lenient: lenient})
 	if err != nil {
 		return err
 	}
 	in := inputs[0]
+	in.progress = progress
 	events, recorded, start, err := readEvents(in)
 	if err != nil {
 		return err

@@ -123,21 +123,25 @@ print(t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)`, path).Output
 	}
 }
 
-// BenchmarkReadSegments reads a snapshot of 100,000 segments, each of one
-// block, and a short trace: decoding time grows linearly with segments.
+// BenchmarkReadSegments reads a snapshot of about 100,000 segments, each of
+// one block (see segmentsOptions): decoding time grows linearly with
+// segments.
 func BenchmarkReadSegments(b *testing.B) {
 	var buf bytes.Buffer
-	_, err := genSnapshot(&buf, genOptions{Devices: 1, Events: 100_100, Slots: 100_000, Frames: 50, Stacks: 20, Seed: 3})
+	_, err := genSnapshot(&buf, segmentsOptions())
 	require.NoError(b, err)
 	data := buf.Bytes()
+	var segs int
 	start := time.Now()
 	for b.Loop() {
-		if _, err := snapshot.Read(bytes.NewReader(data), "segs.pickle"); err != nil {
+		s, err := snapshot.Read(bytes.NewReader(data), "segs.pickle")
+		if err != nil {
 			b.Fatal(err)
 		}
+		segs = len(s.Segments)
 	}
 	per := time.Since(start).Seconds() / float64(b.N)
-	b.ReportMetric(100_000/per, "segments/s")
+	b.ReportMetric(float64(segs)/per, "segments/s")
 }
 
 // BenchmarkReadShared reads each real snapshot of the shared fixtures
@@ -167,4 +171,35 @@ func BenchmarkReadShared(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkInitialStateSegments rebuilds the start state of a snapshot of
+// about 100,000 segments (GPUALLOC_SNAPSHOT_SEGMENTS/10 when set), made by
+// a trace of 2.1 entries per segment (see segmentsOptions): the rebuild
+// grows near-linearly with segments.
+func BenchmarkInitialStateSegments(b *testing.B) {
+	var buf bytes.Buffer
+	_, err := genSnapshot(&buf, segmentsOptions())
+	require.NoError(b, err)
+	s, err := snapshot.Read(bytes.NewReader(buf.Bytes()), "segs.pickle")
+	require.NoError(b, err)
+	start := time.Now()
+	for b.Loop() {
+		if _, err := s.InitialState(0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	per := time.Since(start).Seconds() / float64(b.N)
+	b.ReportMetric(float64(len(s.Segments)), "segments")
+	b.ReportMetric(float64(len(s.Segments))/per, "segments/s")
+}
+
+// segmentsOptions are those of a snapshot of about a tenth of
+// GPUALLOC_SNAPSHOT_SEGMENTS (1,000,000 unless set) segments, each of one
+// block: 2.1 entries per slot's tenth (100,872 segments of 210,000 entries
+// by default, 90 MB), as TestGenerateSnapshotFile writes with those
+// variables.
+func segmentsOptions() genOptions {
+	slots := envInt("GPUALLOC_SNAPSHOT_SEGMENTS", 1_000_000)
+	return genOptions{Devices: 1, Events: slots / 10 * 21 / 10, Slots: slots, Frames: 300, Stacks: 2000, Seed: 1}
 }

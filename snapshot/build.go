@@ -224,7 +224,7 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 		d.m.blocks = append(d.m.blocks, []Block{})
 	case rTrace:
 		c.num = uint32(len(d.m.traces))
-		d.m.traces = append(d.m.traces, []TraceEntry{})
+		d.m.traces = append(d.m.traces, paged[TraceEntry]{})
 	}
 	return i
 }
@@ -234,7 +234,7 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 func (d *decoder) release(i int32) {
 	c := &d.conts[i]
 	if c.done.k != kMark && c.memo >= 0 {
-		d.memo[c.memo] = c.done
+		*d.memo.at(uint64(c.memo)) = c.done
 		c.memo = -1
 	}
 	if c.shared || c.memo >= 0 || c.role == rGeneric {
@@ -384,7 +384,7 @@ func (d *decoder) add(p int32, v val) {
 	case rTrace:
 		if e, ok := d.entryOf(v, at); ok {
 			num := d.conts[p].num
-			d.m.traces[num] = append(d.m.traces[num], e)
+			d.m.traces[num].append(e)
 		}
 	case rStack:
 		if f, ok := d.frameOf(v, at); ok {

@@ -129,7 +129,7 @@ type decoder struct {
 	in      input
 	stack   []val
 	marks   []markRec
-	memo    []val
+	memo    paged[val]     // the entries stored in order
 	memoFar map[uint64]val // memo entries stored out of order
 	opOff   int64          // offset of the opcode being run
 
@@ -193,7 +193,7 @@ func (d *decoder) run() (val, error) {
 // for step.
 func (d *decoder) memoRun(op byte) bool {
 	in := &d.in
-	buf, memo := in.buf[:in.end], d.memo
+	buf, memo, n := in.buf[:in.end], d.memo.pages, uint64(d.memo.len())
 	pos := in.pos // just after op
 	ran := false
 	for {
@@ -211,10 +211,14 @@ func (d *decoder) memoRun(op byte) bool {
 			i = uint64(binary.LittleEndian.Uint32(buf[pos:]))
 			pos += 4
 		}
-		if i >= uint64(len(memo)) || memo[i].k <= kCont {
+		if i >= n {
+			break
+		}
+		v := memo[i>>pageShift][i&(pageSize-1)]
+		if v.k <= kCont {
 			break // in.pos is still at op: step runs it
 		}
-		d.stack = append(d.stack, memo[i])
+		d.stack = append(d.stack, v)
 		ran = true
 		in.pos = pos
 		if pos >= len(buf) || (buf[pos] != opBinGet && buf[pos] != opLongBinGet) {
@@ -603,10 +607,10 @@ func (d *decoder) put(i uint64) {
 	}
 	v := d.stack[n-1]
 	switch {
-	case i < uint64(len(d.memo)):
-		d.memo[i] = v
-	case i == uint64(len(d.memo)) && d.memoFar[i].k == kMark:
-		d.memo = append(d.memo, v)
+	case i < uint64(d.memo.len()):
+		*d.memo.at(i) = v
+	case i == uint64(d.memo.len()) && d.memoFar[i].k == kMark:
+		d.memo.append(v)
 	default:
 		if d.memoFar == nil {
 			d.memoFar = map[uint64]val{}
@@ -618,7 +622,7 @@ func (d *decoder) put(i uint64) {
 		if c.memo >= 0 && c.memo != int64(i) {
 			c.shared = true // two memo slots: keep it whole
 		}
-		if i < uint64(len(d.memo)) {
+		if i < uint64(d.memo.len()) {
 			c.memo = int64(i)
 		} else {
 			c.shared = true // in the map: kept whole, never released
@@ -627,13 +631,13 @@ func (d *decoder) put(i uint64) {
 }
 
 // memoize is MEMOIZE: a PUT at the number of memo entries.
-func (d *decoder) memoize() { d.put(uint64(len(d.memo) + len(d.memoFar))) }
+func (d *decoder) memoize() { d.put(uint64(d.memo.len() + len(d.memoFar))) }
 
 // get pushes the memo's entry i.
 func (d *decoder) get(i uint64) {
 	var v val
-	if i < uint64(len(d.memo)) {
-		v = d.memo[i]
+	if i < uint64(d.memo.len()) {
+		v = *d.memo.at(i)
 	} else if f, ok := d.memoFar[i]; ok {
 		v = f
 	} else {

@@ -2,6 +2,7 @@ package snapshot_test
 
 import (
 	"bufio"
+	"container/heap"
 	"encoding/binary"
 	"io"
 	"math/rand/v2"
@@ -55,6 +56,10 @@ func genSnapshot(w io.Writer, o genOptions) (int64, error) {
 		r := rand.New(rand.NewPCG(o.Seed+uint64(dev), 11))
 		live := make([]int64, o.Slots) // requested size, 0 when free
 		made := make([]bool, o.Slots)  // the segment was allocated
+		// Segments are made in address order, so the free slots are the
+		// free made ones (a heap, lowest first) and those from unmade on.
+		free := &slotHeap{}
+		unmade := 0
 		for n := 0; n < o.Events; {
 			s := r.IntN(o.Slots)
 			st := r.IntN(o.Stacks)
@@ -62,20 +67,20 @@ func genSnapshot(w io.Writer, o genOptions) (int64, error) {
 				// An alloc takes the cached block PyTorch's best fit
 				// takes, the lowest free one (all are 20 MiB), else a
 				// new segment; a free, a random live block.
-				s = -1
-				for k := range o.Slots {
-					if live[k] == 0 && (made[k] || s < 0) {
-						if s = k; made[k] {
-							break
-						}
-					}
-				}
-				if s < 0 {
+				switch {
+				case free.Len() > 0:
+					s = (*free)[0]
+				case unmade < o.Slots:
+					s = unmade
+				default:
 					s = r.IntN(o.Slots)
 				}
 			}
 			if live[s] == 0 {
-				if !made[s] {
+				if made[s] {
+					heap.Pop(free)
+				} else {
+					unmade++
 					// PyTorch records the segment_alloc right before
 					// the alloc it serves.
 					made[s] = true
@@ -95,6 +100,7 @@ func genSnapshot(w io.Writer, o genOptions) (int64, error) {
 				emit(entry{"free_completed", base(dev, s), live[s], st})
 				n++
 				live[s] = 0
+				heap.Push(free, s)
 			} else {
 				live[s] = -live[s] // pending free at the end
 			}
@@ -325,4 +331,18 @@ func (g *gen) int(x int64) {
 		g.raw(0x8a, 8)
 		g.buf = binary.LittleEndian.AppendUint64(g.buf, uint64(x))
 	}
+}
+
+// slotHeap is a min-heap of slot numbers.
+type slotHeap []int
+
+func (h slotHeap) Len() int           { return len(h) }
+func (h slotHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h slotHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *slotHeap) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *slotHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

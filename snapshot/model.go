@@ -16,8 +16,8 @@ import (
 type model struct {
 	segs   [][]Segment
 	blocks [][]Block
-	noAddr map[uint32][]int32 // block list: its blocks with no "address"
-	traces [][]TraceEntry
+	noAddr map[uint32][]int32  // block list: its blocks with no "address"
+	traces []paged[TraceEntry] // each trace list as it is decoded
 
 	frames   []Frame
 	frameIdx map[Frame]uint32
@@ -156,7 +156,7 @@ func (d *decoder) finish(v val, tmp int32, became val) {
 
 func (d *decoder) entryOf(v val, at itemAt) (TraceEntry, bool) {
 	if dv := d.doneOf(v); dv.k == kEntry {
-		return d.m.traces[dv.x>>32][uint32(dv.x)], d.repeat(1, at)
+		return *d.m.traces[dv.x>>32].at(uint64(uint32(dv.x))), d.repeat(1, at)
 	}
 	f, tmp, ok := d.dictFields(v, rEntry, at)
 	if !ok {
@@ -195,11 +195,17 @@ func (d *decoder) entryOf(v val, at itemAt) (TraceEntry, bool) {
 // traceOf returns the number of a device's trace list.
 func (d *decoder) traceOf(v val, at itemAt) (uint32, bool) {
 	if dv := d.doneOf(v); dv.k == kTrace {
-		t := d.m.traces[dv.x]
-		if !d.repeat(len(t), at) {
+		t := &d.m.traces[dv.x]
+		if !d.repeat(t.len(), at) {
 			return 0, false
 		}
-		d.m.traces = append(d.m.traces, append(make([]TraceEntry, 0, len(t)), t...))
+		var c paged[TraceEntry]
+		for _, ch := range t.pages {
+			for _, e := range ch {
+				c.append(e)
+			}
+		}
+		d.m.traces = append(d.m.traces, c)
 		return uint32(len(d.m.traces) - 1), true
 	}
 	if v.k != kCont || d.conts[v.x].typ != ctList {
@@ -429,7 +435,7 @@ func (d *decoder) snapshotOf(v val, name string) (*Snapshot, error) {
 		lists := d.conts[tv.x].lists
 		s.DeviceTraces = make([][]TraceEntry, len(lists))
 		for dev, n := range lists {
-			s.DeviceTraces[dev] = d.m.traces[n]
+			s.DeviceTraces[dev] = d.m.traces[n].flat()
 		}
 	}
 	if av, ok := f.get(keyAllocatorSettings); ok {

@@ -115,16 +115,13 @@ func (s *Snapshot) InitialState(dev int) (*State, error) {
 // holds every block that the trace frees before allocating it, so that a
 // replay of the trace from it frees no unknown block.
 //
-// It costs O(log s + b) per entry, for s segments of at most b blocks, and
-// O(n log n) for the n entries to index the addresses they name.
+// It costs O(s log s) for the s segments of the snapshot, O(log s + b) per
+// entry, for segments of at most b blocks, and O(n log n) for the n entries
+// to index the addresses they name; an entry that adds or drops a segment
+// also moves the segments after it in the sorted list.
 func (s *Snapshot) InitialStateWith(dev int, rules Rules) (*State, error) {
 	r := &rebuild{rules: rules, unplaced: map[uint64]TraceEntry{}}
-	for i := range s.Segments {
-		if s.Segments[i].Device == dev {
-			r.addSnapshotSegment(&s.Segments[i])
-		}
-	}
-	sort.Slice(r.segs, func(i, j int) bool { return r.segs[i].addr < r.segs[j].addr })
+	r.addSnapshotSegments(s.Segments, dev)
 	t := s.Trace(dev)
 	r.named = newNamed(t)
 	for i := len(t) - 1; i >= 0; i-- {
@@ -201,9 +198,85 @@ func (r *rebuild) fail(format string, args ...any) {
 	}
 }
 
-// addSnapshotSegment adds a segment of the snapshot; one whose blocks do not
-// cover it is left out, its live blocks unplaced.
-func (r *rebuild) addSnapshotSegment(sg *Segment) {
+// addSnapshotSegments adds the segments of the snapshot on device dev (of
+// every device when dev < 0), in address order. A segment whose blocks do not cover it, or that overlaps
+// one added before it in the snapshot's order, is left out, its live
+// blocks unplaced; the problems are reported in the snapshot's order.
+//
+// It costs O(s log s) for s segments: they are sorted by address and
+// checked against their neighbours; only a snapshot with overlaps falls
+// back to inserting them one by one into the sorted list.
+func (r *rebuild) addSnapshotSegments(segs []Segment, dev int) {
+	type item struct {
+		sg  *Segment
+		rs  *rseg  // nil when left out
+		msg string // why it is left out
+	}
+	var items []item
+	var ok []int // the items not left out yet
+	for i := range segs {
+		if dev >= 0 && segs[i].Device != dev {
+			continue
+		}
+		rs, msg := newSnapshotSegment(&segs[i])
+		if msg == "" {
+			ok = append(ok, len(items))
+		}
+		items = append(items, item{&segs[i], rs, msg})
+	}
+	sort.SliceStable(ok, func(i, j int) bool { return items[ok[i]].rs.addr < items[ok[j]].rs.addr })
+	disjoint := true
+	for k := 1; k < len(ok); k++ {
+		if items[ok[k]].rs.addr < items[ok[k-1]].rs.end() {
+			disjoint = false
+			break
+		}
+	}
+	if !disjoint {
+		// Add them in the snapshot's order, each refused when it overlaps
+		// one added before it (the first added of those is named).
+		var kept []int // in address order
+		reported := false
+		for i := range items {
+			rs := items[i].rs
+			if rs == nil {
+				continue
+			}
+			j := sort.Search(len(kept), func(j int) bool { return items[kept[j]].rs.end() > rs.addr })
+			if j < len(kept) && items[kept[j]].rs.addr < rs.end() {
+				if !reported {
+					first := kept[j]
+					for k := j; k < len(kept) && items[kept[k]].rs.addr < rs.end(); k++ {
+						first = min(first, kept[k])
+					}
+					items[i].msg = fmt.Sprintf("segment %s: overlaps the segment at %s", hex(rs.addr), hex(items[first].rs.addr))
+					reported = true
+				} else {
+					items[i].msg = "overlap"
+				}
+				items[i].rs = nil
+				continue
+			}
+			kept = append(kept, 0)
+			copy(kept[j+1:], kept[j:])
+			kept[j] = i
+		}
+		ok = kept
+	}
+	for _, it := range items {
+		if it.rs == nil {
+			r.fail("%s", it.msg)
+			r.unplace(it.sg)
+		}
+	}
+	for _, i := range ok {
+		r.segs = append(r.segs, items[i].rs)
+	}
+}
+
+// newSnapshotSegment returns segment sg of the snapshot as a segment of
+// the rebuild, or why its blocks do not cover it.
+func newSnapshotSegment(sg *Segment) (*rseg, string) {
 	rs := &rseg{addr: sg.Address, size: sg.TotalSize, stream: sg.Stream, pool: sg.Pool,
 		small: sg.SegmentType == "small", expandable: sg.IsExpandable}
 	if rs.size == 0 {
@@ -212,11 +285,10 @@ func (r *rebuild) addSnapshotSegment(sg *Segment) {
 		}
 	}
 	at := rs.addr
+	rs.blocks = make([]rblock, 0, len(sg.Blocks))
 	for _, b := range sg.Blocks {
 		if b.Address != at || b.Size <= 0 {
-			r.fail("segment %s: block at %s of %d bytes, expected one at %s", hex(sg.Address), hex(b.Address), b.Size, hex(at))
-			r.unplace(sg)
-			return
+			return nil, fmt.Sprintf("segment %s: block at %s of %d bytes, expected one at %s", hex(sg.Address), hex(b.Address), b.Size, hex(at))
 		}
 		rb := rblock{addr: b.Address, size: b.Size, live: b.Live()}
 		if rb.live {
@@ -227,24 +299,13 @@ func (r *rebuild) addSnapshotSegment(sg *Segment) {
 	}
 	switch {
 	case rs.size <= 0 || rs.end() < rs.addr:
-		r.fail("segment %s: size %d", hex(sg.Address), rs.size)
-		r.unplace(sg)
-		return
+		return nil, fmt.Sprintf("segment %s: size %d", hex(sg.Address), rs.size)
 	case len(sg.Blocks) == 0:
 		rs.blocks = []rblock{{addr: rs.addr, size: rs.size}}
 	case at != rs.end():
-		r.fail("segment %s: blocks cover %d of its %d bytes", hex(sg.Address), at-rs.addr, rs.size)
-		r.unplace(sg)
-		return
+		return nil, fmt.Sprintf("segment %s: blocks cover %d of its %d bytes", hex(sg.Address), at-rs.addr, rs.size)
 	}
-	for _, o := range r.segs {
-		if rs.addr < o.end() && o.addr < rs.end() {
-			r.fail("segment %s: overlaps the segment at %s", hex(sg.Address), hex(o.addr))
-			r.unplace(sg)
-			return
-		}
-	}
-	r.segs = append(r.segs, rs)
+	return rs, ""
 }
 
 // unplace makes the live blocks of a segment left out unplaced.

@@ -177,6 +177,11 @@ func rebuildAndFollow(t *testing.T, s *snapshot.Snapshot, rules snapshot.Rules) 
 	tr := snapshot.NewTracker(st, rules)
 	for i := range s.DeviceTraces[0] {
 		require.NoError(t, tr.Apply(&s.DeviceTraces[0][i]), "entry %d", i)
+		var held int64
+		for _, sg := range tr.State(0).Segments {
+			held += sg.TotalSize
+		}
+		require.Equal(t, held, tr.Held(), "bytes held after entry %d", i)
 	}
 	assert.Equal(t, s.Segments, tr.State(0).Segments, "the trace followed forward")
 	return st

@@ -89,6 +89,8 @@ func TestReadSameAsOgrekGenerated(t *testing.T) {
 		{Devices: 1, Events: 3000, Slots: 8, Frames: 50, Stacks: 20, Seed: 1},
 		{Devices: 3, Events: 2500, Slots: 5, Frames: 300, Stacks: 40, Pools: true, Seed: 2},
 		{Devices: 2, Events: 0, Slots: 0, Frames: 1, Stacks: 1, Seed: 3},
+		// Past the decoder's first memo page and trace chunk.
+		{Devices: 1, Events: 40_000, Slots: 6, Frames: 20, Stacks: 5, Seed: 6},
 	} {
 		var b bytes.Buffer
 		_, err := genSnapshot(&b, o)

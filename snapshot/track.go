@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"fmt"
-	"sort"
 )
 
 // A Tracker follows a device's trace forward from a [State], as PyTorch's
@@ -11,17 +10,18 @@ import (
 // its own decisions with the recorded ones and then continues from the
 // recorded state.
 type Tracker struct {
-	r rebuild
+	r    rebuild
+	held int64 // bytes of the segments held, kept by Apply
 }
 
 // NewTracker returns a Tracker that starts from st (which it does not
 // keep), for an allocator with the given rules.
 func NewTracker(st *State, rules Rules) *Tracker {
 	t := &Tracker{r: rebuild{rules: rules, named: &named{}, unplaced: map[uint64]TraceEntry{}}}
-	for i := range st.Segments {
-		t.r.addSnapshotSegment(&st.Segments[i])
+	t.r.addSnapshotSegments(st.Segments, -1)
+	for _, s := range t.r.segs {
+		t.held += s.size
 	}
-	sort.Slice(t.r.segs, func(i, j int) bool { return t.r.segs[i].addr < t.r.segs[j].addr })
 	t.r.err = nil
 	return t
 }
@@ -54,13 +54,25 @@ func (t *Tracker) Apply(e *TraceEntry) error {
 			msg = " where no live block starts"
 		}
 	case SegmentAlloc:
-		msg = r.addSegment(e.Addr, e.Size, e.Stream)
+		if msg = r.addSegment(e.Addr, e.Size, e.Stream); msg == "" {
+			t.held += e.Size
+		}
 	case SegmentFree:
-		msg = r.dropSegment(e.Addr)
+		var size int64
+		if si := r.find(e.Addr); si >= 0 {
+			size = r.segs[si].size
+		}
+		if msg = r.dropSegment(e.Addr); msg == "" {
+			t.held -= size
+		}
 	case SegmentMap:
-		msg = r.mapRange(e.Addr, e.Size, e.Stream)
+		if msg = r.mapRange(e.Addr, e.Size, e.Stream); msg == "" {
+			t.held += e.Size // joined ranges keep their bytes
+		}
 	case SegmentUnmap:
-		msg = r.unmap(e.Addr, e.Size)
+		if msg = r.unmap(e.Addr, e.Size); msg == "" {
+			t.held -= e.Size
+		}
 	}
 	if msg != "" {
 		return fmt.Errorf("%s of %s%s", e.Action, hex(e.Addr), msg)
@@ -107,14 +119,9 @@ func (r *rebuild) alloc(a uint64, requested int64) string {
 	return ""
 }
 
-// Held returns the bytes of the segments held now.
-func (t *Tracker) Held() int64 {
-	var n int64
-	for _, s := range t.r.segs {
-		n += s.size
-	}
-	return n
-}
+// Held returns the bytes of the segments held now, in O(1): Apply keeps
+// the count.
+func (t *Tracker) Held() int64 { return t.held }
 
 // DeviceMemory returns the memory of a device as the oom entries of its
 // trace t tell it, PyTorch's memory snapshots recording no total: at each

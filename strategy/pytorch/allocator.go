@@ -29,6 +29,10 @@ type Allocator struct {
 	ms    MemoryStats
 
 	reserved int64 // bytes of segments held
+	// segEnd is at least the end of every segment held (the highest end of
+	// any segment added): Restore of a segment at or above it skips the
+	// scan for overlaps, so restoring a state in address order is linear.
+	segEnd uint64
 
 	allowed int64    // allowed_memory_maximum, when capped
 	capped  bool     // set_fraction: a memory fraction caps reserved memory, even at 0 bytes
@@ -258,6 +262,7 @@ func (a *Allocator) tryMalloc(size, rounded int64, pi int32, small, retry bool) 
 func (a *Allocator) addSegment(addr uint64, size int64, pi int32, small bool) int32 {
 	a.reserved += size
 	a.ms.ReservedBytes.add(size)
+	a.segEnd = max(a.segEnd, addr+uint64(size))
 	return a.cache.AddSegment(addr, size, pi, small)
 }
 

@@ -32,6 +32,10 @@ import (
 // the first such segment restored: restore them in address order. Its
 // pages count as mapped (and, with virtual memory, as created handles
 // whose ids are their addresses), without a backend call.
+//
+// It costs O(blocks of s) and, unless s lies above every segment held (as
+// when a state's segments are restored in address order), O(segments held)
+// for the check that s overlaps none.
 func (a *Allocator) Restore(s snapshot.Segment) ([]gpualloc.Block, error) {
 	fail := func(format string, args ...any) ([]gpualloc.Block, error) {
 		return nil, fmt.Errorf("%s: restore of segment %#x (%d bytes): %s", name, s.Address, s.TotalSize, fmt.Sprintf(format, args...))
@@ -63,6 +67,9 @@ func (a *Allocator) Restore(s snapshot.Segment) ([]gpualloc.Block, error) {
 	}
 	end := s.Address + uint64(s.TotalSize)
 	for i := range a.cache.Segs {
+		if s.Address >= a.segEnd {
+			break // above every segment held: segments restored in address order cost O(1) here
+		}
 		o := &a.cache.Segs[i]
 		if o.Size != 0 && s.Address < o.Addr+uint64(o.Size) && o.Addr < end {
 			return nil, errors.New(name + ": restore: " + fmt.Sprintf("segment %#x (%d bytes) overlaps segment %#x (%d bytes)", s.Address, s.TotalSize, o.Addr, o.Size))
