@@ -32,6 +32,7 @@ package sim
 
 import (
 	"cmp"
+	"math"
 	"slices"
 )
 
@@ -85,9 +86,67 @@ type ledger struct {
 	cached  int64                  // bytes of the allocations that hold no live block
 	ranges  int                    // records with a range
 	orphan  int64                  // bytes of the live blocks that lie in no range
+	starts  startTable             // the ranges by start address
+	// pending are the slots of the blocks handed out since the last
+	// resolve, not counted yet (their span is spanPending); resolve
+	// counts them when it holds resolveAt.
+	pending   []int32
+	resolveAt int
 }
 
-func newLedger() ledger { return ledger{recs: make([]ledgerRec, 1, 16)} }
+// Slot spans of blocks the ledger does not count: one handed out and not
+// counted yet (see ledger.pending), one being freed.
+const (
+	spanPending = math.MinInt32
+	spanGone    = math.MinInt32 + 1
+)
+
+// minResolve is the fewest pending blocks that make resolve run before a
+// split needs it; it runs again when the pending blocks reach twice the
+// live ones, so that the list grows with what is live.
+const minResolve = 1024
+
+func newLedger() ledger {
+	return ledger{recs: make([]ledgerRec, 1, 16), pending: make([]int32, 0, minResolve), resolveAt: minResolve}
+}
+
+// resolve counts the blocks handed out since it last ran that are still
+// live in their device allocations. O(pending blocks), and a lookup for
+// each still live: a block is looked up at most once, and only if it
+// lives until a split is taken or the list fills.
+func (d *device) resolve() {
+	l := &d.led
+	slots := d.e.slots
+	for _, i := range l.pending {
+		s := &slots[i]
+		if s.span != spanPending || int(s.dev) != d.index || s.state != slotLive && s.state != slotHeld {
+			continue
+		}
+		s.span = d.holdBlock(s.block.Addr, s.block.End(), s.block.Size)
+	}
+	l.pending = l.pending[:0]
+	l.resolveAt = max(minResolve, 2*int(d.okAllocs-d.okFrees))
+}
+
+// holdBlock counts a live block over [addr, end) of size bytes and returns
+// its span (see holdSlow): the region of the last block is tried first, as
+// it nearly always is in a pool of few regions.
+func (d *device) holdBlock(addr, end uint64, size int64) int32 {
+	l := &d.led
+	span := int32(-1)
+	if r := &l.recs[l.last]; r.kind == recRegion && r.start <= addr && end <= r.end {
+		if r.hold++; r.hold == 1 {
+			d.addCached(-r.size)
+		}
+		span = l.last
+	} else if l.ranges > 0 {
+		span = d.holdSlow(addr, end)
+	}
+	if span == -1 {
+		l.orphan += size
+	}
+	return span
+}
 
 // split is the breakdown of reserved bytes at one moment.
 type split struct {
@@ -119,6 +178,7 @@ func (l *ledger) newRec(kind uint8, start, end uint64, size int64, owner int32) 
 			l.insert(id)
 		}
 		l.cache[ledgerKey(start)] = id
+		l.starts.put(start, id)
 		l.last = id
 	}
 	return id
@@ -132,6 +192,7 @@ func (l *ledger) dropRec(id int32) {
 	r := &l.recs[id]
 	if r.end != 0 {
 		l.ranges--
+		l.starts.del(r.start, id)
 		if l.indexed {
 			l.remove(id)
 		}
@@ -332,14 +393,7 @@ func (l *ledger) find(addr uint64) int32 {
 	if id := l.last; l.recs[id].start == addr && l.recs[id].end != 0 {
 		return id
 	}
-	if id := l.cache[ledgerKey(addr)]; l.recs[id].start == addr && l.recs[id].end != 0 {
-		return id
-	}
-	l.search()
-	if i := l.upper(addr) - 1; i >= 0 && l.index[i].start == addr {
-		return l.index[i].id
-	}
-	return 0
+	return l.starts.get(addr)
 }
 
 // search makes the index ready for a lookup, building it if need be.
@@ -432,7 +486,12 @@ func (d *device) takeSplit() {
 // virtual memory) are held by allocations it cannot name: they are taken
 // to fill allocations that hold no known block, whose bytes, as many as
 // theirs, stop counting as cached.
-func (d *device) cachedNow() int64 { return max(d.led.cached-d.led.orphan, 0) }
+func (d *device) cachedNow() int64 {
+	if len(d.led.pending) > 0 {
+		d.resolve()
+	}
+	return max(d.led.cached-d.led.orphan, 0)
+}
 
 // takeSplit notes the split of the reserved bytes of all devices now.
 // O(devices).
@@ -476,4 +535,82 @@ func (e *engine) settle() {
 		}
 	}
 	e.unsettled = still
+}
+
+// A startTable finds a range by its start address: open addressing with
+// linear probing, at most half full, deletion by backward shift. O(1) a
+// lookup, an insert and a delete; grows with the ranges.
+type startTable struct {
+	keys []uint64
+	ids  []int32 // 0: empty
+	n    int
+}
+
+func (t *startTable) home(key uint64) int {
+	return int((key >> 9) * 0x9e3779b97f4a7c15 >> 32 & uint64(len(t.ids)-1))
+}
+
+// get returns the range that starts at key, 0 if none.
+func (t *startTable) get(key uint64) int32 {
+	if t.n == 0 {
+		return 0
+	}
+	mask := len(t.ids) - 1
+	for i := t.home(key); t.ids[i] != 0; i = (i + 1) & mask {
+		if t.keys[i] == key {
+			return t.ids[i]
+		}
+	}
+	return 0
+}
+
+// put notes range id at key, which no range holds.
+func (t *startTable) put(key uint64, id int32) {
+	if 2*(t.n+1) > len(t.ids) {
+		old, oldIDs := t.keys, t.ids
+		size := max(64, 2*len(oldIDs))
+		t.keys, t.ids, t.n = make([]uint64, size), make([]int32, size), 0
+		for i, k := range old {
+			if oldIDs[i] != 0 {
+				t.put(k, oldIDs[i])
+			}
+		}
+	}
+	mask := len(t.ids) - 1
+	i := t.home(key)
+	for t.ids[i] != 0 {
+		i = (i + 1) & mask
+	}
+	t.keys[i], t.ids[i] = key, id
+	t.n++
+}
+
+// del drops range id at key.
+func (t *startTable) del(key uint64, id int32) {
+	if t.n == 0 {
+		return
+	}
+	mask := len(t.ids) - 1
+	i := t.home(key)
+	for t.ids[i] != id || t.keys[i] != key {
+		if t.ids[i] == 0 {
+			return
+		}
+		i = (i + 1) & mask
+	}
+	t.n--
+	for j := i; ; {
+		j = (j + 1) & mask
+		if t.ids[j] == 0 {
+			t.ids[i] = 0
+			return
+		}
+		k := t.home(t.keys[j])
+		// An entry whose home lies cyclically in (i, j] stays.
+		if i <= j && i < k && k <= j || i > j && (i < k || k <= j) {
+			continue
+		}
+		t.keys[i], t.ids[i] = t.keys[j], t.ids[j]
+		i = j
+	}
 }

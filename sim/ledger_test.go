@@ -205,6 +205,7 @@ func runBreakdown(t *testing.T, events []traces.Event, cfg Config, everyEvent bo
 			for _, d := range e.devs {
 				if d != nil {
 					c, o := recount(e, d)
+					d.resolve()
 					require.Equal(t, c, d.led.cached, "event %d: device %d's cached bytes", n, d.index)
 					require.Equal(t, o, d.led.orphan, "event %d: device %d's bytes of blocks in no range", n, d.index)
 				}

@@ -80,7 +80,7 @@ const (
 type slot struct {
 	block gpualloc.Block
 	size  int64  // bytes requested by the event
-	span  int32  // the ledger's range that holds the block, below -1 several, -1 none (see device.holdSlow)
+	span  int32  // the ledger's range that holds the block, below -1 several, -1 none (see device.holdSlow); spanPending, spanGone
 	dev   uint16 // device index, in engine.devs (at most virtual.MaxIndex)
 	state uint8
 }
@@ -371,21 +371,11 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	// Field by field: a composite literal would build the slot aside and
 	// copy it, on the hottest line of the replay.
 	s.block, s.size, s.dev, s.state = b, ev.Size, uint16(ev.Device), slotLive
-	// The block's device allocation (see ledger.go): the region of the
-	// last block, as it nearly always is in a pool of few regions, tried
-	// here, where it costs no call.
-	if r := &d.led.recs[d.led.last]; r.kind == recRegion && r.start <= b.Addr && b.End() <= r.end {
-		if r.hold++; r.hold == 1 {
-			d.addCached(-r.size)
-		}
-		s.span = d.led.last
-	} else if d.led.ranges > 0 {
-		s.span = d.holdSlow(b.Addr, b.End())
-	} else {
-		s.span = -1
-	}
-	if s.span == -1 {
-		d.led.orphan += b.Size
+	// The block is counted in its device allocation only when a split
+	// needs it (see ledger.go): most blocks are freed before.
+	s.span = spanPending
+	if d.led.pending = append(d.led.pending, ev.Slot); len(d.led.pending) >= d.led.resolveAt {
+		d.resolve()
 	}
 	if held {
 		s.state = slotHeld
@@ -438,19 +428,23 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	e.res.Frees++
 	e.live--
 	d.frees++
-	// The block leaves the ledger first, so that a device free of its
-	// region finds it through the hint. A region's record is never reused while a block counts in it
-	// (see ledger.dropRec): the slot's span is the block's region.
-	if r := &d.led.recs[max(s.span, 0)]; r.kind == recRegion && r.hold > 0 {
-		if r.hold--; r.hold == 0 {
-			d.addCached(r.size)
+	// A block counted in the ledger leaves it first, so that a device free
+	// of its region finds it through the hint. A region's record is never
+	// reused while a block counts in it (see ledger.dropRec): the slot's
+	// span is the block's region. A block still pending was never counted.
+	if sp := s.span; sp != spanPending {
+		if r := &d.led.recs[max(sp, 0)]; r.kind == recRegion && r.hold > 0 {
+			if r.hold--; r.hold == 0 {
+				d.addCached(r.size)
+			}
+		} else if sp != -1 {
+			d.releaseSlow(sp, s.block.Addr, s.block.End())
+		} else {
+			d.led.orphan -= s.block.Size
 		}
-	} else if s.span != -1 {
-		d.releaseSlow(s.span, s.block.Addr, s.block.End())
-	} else {
-		d.led.orphan -= s.block.Size
+		d.led.hint = sp // a stale hint is harmless: find checks it
 	}
-	d.led.hint = s.span // a stale hint is harmless: find checks it
+	s.span = spanGone // never counted from here on, should a split come inside the strategy's Free
 	if s.state == slotHeld {
 		// The block of a private pool goes back to it, which keeps its
 		// memory: the strategy never had it.
