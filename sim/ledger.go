@@ -287,6 +287,13 @@ func (d *device) holdSlow(addr, end uint64) int32 {
 			return id
 		}
 	}
+	if id := l.starts.get(addr); id != 0 {
+		if r := &l.recs[id]; end <= r.end {
+			l.last = id
+			d.hold(id)
+			return id
+		}
+	}
 	return d.walk(addr, end, +1, int(l.pos[ledgerKey(addr)]))
 }
 
@@ -391,6 +398,9 @@ func (l *ledger) find(addr uint64) int32 {
 		return id
 	}
 	if id := l.last; l.recs[id].start == addr && l.recs[id].end != 0 {
+		return id
+	}
+	if id := l.cache[ledgerKey(addr)]; l.recs[id].start == addr && l.recs[id].end != 0 {
 		return id
 	}
 	return l.starts.get(addr)
