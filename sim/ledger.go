@@ -19,14 +19,17 @@ package sim
 // and the four add up to the reserved bytes by construction. Fragmented is
 // the free space inside the device allocations that hold a live block.
 //
-// Cost: a block is found in its address range through the range of the
+// Cost: a block handed out is counted lazily: its slot joins a pending
+// list, resolved when a split is taken (a new peak) or when the list holds
+// twice the live blocks, so that a block freed before costs one append and
+// one compare. A block being counted is found in its address range through the range of the
 // last block, then a direct-mapped cache keyed by its address, then a
 // sorted index of the ranges, which is built when first
 // needed and kept while lookups use it (O(log ranges) a lookup, O(ranges)
 // a range added out of address order or removed while it is kept, O(ranges
 // log ranges) to build it again). A free finds its block's range in O(1)
 // from the slot, which notes it; a device free finds its region through
-// the block just freed. A block over k ranges (the pages of an expandable
+// the block just freed or a table by start address. A block over k ranges (the pages of an expandable
 // segment, GMLake's chunks) costs O(k) at its alloc and its free. Nothing
 // is allocated per event once the records and the index have grown.
 
