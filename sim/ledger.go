@@ -95,6 +95,15 @@ type ledger struct {
 	// counts them when it holds resolveAt.
 	pending   []int32
 	resolveAt int
+	// fresh is the region the last Malloc returned, while it has no
+	// record: the block of the event may fill it (see engine.alloc).
+	freshAddr uint64
+	freshSize int64
+	hasFresh  bool
+	// own is the address of the region of a block that fills it, while
+	// the block is freed: a device free of it needs no record.
+	own    uint64
+	owning bool
 }
 
 // Slot spans of blocks the ledger does not count: one handed out and not
@@ -102,6 +111,7 @@ type ledger struct {
 const (
 	spanPending = math.MinInt32
 	spanGone    = math.MinInt32 + 1
+	spanOwn     = math.MinInt32 + 2 // the block fills a region that has no record (see engine.alloc)
 )
 
 // minResolve is the fewest pending blocks that make resolve run before a
@@ -136,6 +146,9 @@ func (d *device) resolve() {
 // it nearly always is in a pool of few regions.
 func (d *device) holdBlock(addr, end uint64, size int64) int32 {
 	l := &d.led
+	if l.hasFresh {
+		l.flush()
+	}
 	span := int32(-1)
 	if r := &l.recs[l.last]; r.kind == recRegion && r.start <= addr && end <= r.end {
 		if r.hold++; r.hold == 1 {
@@ -208,8 +221,32 @@ func (l *ledger) dropRec(id int32) {
 	l.spare = append(l.spare, id)
 }
 
-// region notes a region of size bytes at addr that Malloc returned.
+// region notes a region of size bytes at addr that Malloc returned: it
+// stays fresh, with no record, until the event's block is known to fill it
+// or another use of the ledger needs it (see flush).
 func (d *device) region(addr uint64, size int64) {
+	l := &d.led
+	if l.hasFresh {
+		l.flush()
+	}
+	l.freshAddr, l.freshSize, l.hasFresh = addr, size, true
+}
+
+// flush makes the record of the fresh region, which holds no block.
+func (l *ledger) flush() {
+	l.hasFresh = false
+	l.newRec(recRegion, l.freshAddr, l.freshAddr+uint64(l.freshSize), l.freshSize, 0)
+	l.cached += l.freshSize
+}
+
+// ownFreed makes the record of the region at addr of size bytes that the
+// block just freed filled, when the strategy kept the region: it holds no
+// live block.
+func (d *device) ownFreed(addr uint64, size int64) {
+	d.led.owning = false
+	if d.led.hasFresh {
+		d.led.flush()
+	}
 	d.led.newRec(recRegion, addr, addr+uint64(size), size, 0)
 	d.addCached(size)
 }
@@ -218,6 +255,14 @@ func (d *device) region(addr uint64, size int64) {
 // does not know changes nothing.
 func (d *device) regionFreed(addr uint64) {
 	l := &d.led
+	if l.owning && addr == l.own {
+		l.owning = false
+		return
+	}
+	if l.hasFresh && addr == l.freshAddr {
+		l.hasFresh = false
+		return
+	}
 	id := l.find(addr)
 	if id == 0 || l.recs[id].kind != recRegion {
 		return
@@ -397,6 +442,9 @@ func (d *device) unhold(id int32) {
 
 // find returns the range that starts at addr, 0 if there is none.
 func (l *ledger) find(addr uint64) int32 {
+	if l.hasFresh {
+		l.flush()
+	}
 	if id := l.hint; id > 0 && l.recs[id].start == addr && l.recs[id].end != 0 {
 		return id
 	}
@@ -503,7 +551,11 @@ func (d *device) cachedNow() int64 {
 	if len(d.led.pending) > 0 {
 		d.resolve()
 	}
-	return max(d.led.cached-d.led.orphan, 0)
+	fresh := int64(0)
+	if d.led.hasFresh {
+		fresh = d.led.freshSize
+	}
+	return max(d.led.cached+fresh-d.led.orphan, 0)
 }
 
 // takeSplit notes the split of the reserved bytes of all devices now.

@@ -372,10 +372,24 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	// copy it, on the hottest line of the replay.
 	s.block, s.size, s.dev, s.state = b, ev.Size, uint16(ev.Device), slotLive
 	// The block is counted in its device allocation only when a split
-	// needs it (see ledger.go): most blocks are freed before.
-	s.span = spanPending
-	if d.led.pending = append(d.led.pending, ev.Slot); len(d.led.pending) >= d.led.resolveAt {
-		d.resolve()
+	// needs it (see ledger.go): most blocks are freed before. A block
+	// that made a device allocation is counted now, where its region is
+	// the last one made, so that the device free of the region finds it
+	// through the block (see free).
+	if e.mallocs != before {
+		if l := &d.led; l.hasFresh && e.mallocs == before+1 && l.freshAddr == b.Addr && l.freshSize == b.Size {
+			// The block fills the region made for it: the region needs no
+			// record while the block lives (see free).
+			l.hasFresh = false
+			s.span = spanOwn
+		} else {
+			s.span = d.holdBlock(b.Addr, b.End(), b.Size)
+		}
+	} else {
+		s.span = spanPending
+		if d.led.pending = append(d.led.pending, ev.Slot); len(d.led.pending) >= d.led.resolveAt {
+			d.resolve()
+		}
 	}
 	if held {
 		s.state = slotHeld
@@ -432,7 +446,7 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	// of its region finds it through the hint. A region's record is never
 	// reused while a block counts in it (see ledger.dropRec): the slot's
 	// span is the block's region. A block still pending was never counted.
-	if sp := s.span; sp != spanPending {
+	if sp := s.span; sp > spanOwn { // counted in the ledger
 		if r := &d.led.recs[max(sp, 0)]; r.kind == recRegion && r.hold > 0 {
 			if r.hold--; r.hold == 0 {
 				d.addCached(r.size)
@@ -444,12 +458,20 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 		}
 		d.led.hint = sp // a stale hint is harmless: find checks it
 	}
+	sp := s.span
+	if sp == spanOwn {
+		d.led.own, d.led.owning = s.block.Addr, true
+	}
 	s.span = spanGone // never counted from here on, should a split come inside the strategy's Free
 	if s.state == slotHeld {
 		// The block of a private pool goes back to it, which keeps its
 		// memory: the strategy never had it.
 	} else if err := d.alloc.Free(s.block); err != nil {
 		return d, err
+	}
+	if sp == spanOwn && d.led.owning {
+		// The strategy kept the region the block filled.
+		d.ownFreed(s.block.Addr, s.block.Size)
 	}
 	d.okFrees++
 	e.requested -= s.size
