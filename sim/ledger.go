@@ -574,6 +574,21 @@ func (e *engine) takeSplit() {
 	}
 }
 
+// afterPeak runs after an event when the peak moved since free space was
+// last taken, or while a split is that of a moment inside an event.
+func (e *engine) afterPeak() {
+	if e.peakRes != e.peakSeen {
+		e.takeFreeSpace()
+	}
+	if e.unsettled {
+		e.settle()
+	}
+	e.watch = e.peakSeen
+	if e.unsettled {
+		e.watch = -1
+	}
+}
+
 // settle runs after an event while the split at the peak of the engine or
 // of a device is that of a moment inside an event (see malloced): the
 // split is that of the state after the first event after which reserved

@@ -100,6 +100,7 @@ type engine struct {
 	// restore, are replayed.
 	initial  int64
 	starting bool
+	special  bool // the step has start events or private pools to look at
 	// private are the allocations served from private pools
 	// (StartReporter.PrivateAllocs); inPrivate is true during one.
 	private   []uint64
@@ -120,6 +121,9 @@ type engine struct {
 	split      split
 	splitAfter bool
 	unsettled  bool
+	// watch is peakSeen, or -1 while unsettled: the one figure the step
+	// compares with the peak to know that afterPeak has work to do.
+	watch int64
 
 	// Free space just after the event at which reserved memory reached
 	// its peak (see Result.LargestFreeBytes).
@@ -175,6 +179,7 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	}
 	if sr, ok := r.(StartReporter); ok {
 		e.start, e.initial, e.private = sr, int64(sr.Initial()), sr.PrivateAllocs()
+		e.special = e.initial > 0 || e.private != nil
 	}
 	if cfg.SeriesBuckets >= 0 {
 		n := cfg.SeriesBuckets
@@ -250,11 +255,12 @@ func (e *engine) run(ctx context.Context, r traces.Reader) (err error) {
 // step replays event n.
 func (e *engine) step(ev *traces.Event, n int64) error {
 	e.resLo, e.resHi = e.reserved, e.reserved
-	if e.starting || n < e.initial {
+	if e.special {
 		e.starting = n < e.initial
-	}
-	if e.private != nil {
-		e.inPrivate = n/64 < int64(len(e.private)) && e.private[n/64]&(1<<(n%64)) != 0
+		if e.private != nil {
+			e.inPrivate = n/64 < int64(len(e.private)) && e.private[n/64]&(1<<(n%64)) != 0
+		}
+		e.special = e.starting || e.private != nil
 	}
 	var d *device
 	var err error
@@ -277,11 +283,8 @@ func (e *engine) step(ev *traces.Event, n int64) error {
 	if e.series != nil {
 		e.series.add(n, ev.TimeUS, e.requested, e.allocated, e.resLo, e.resHi, e.reserved)
 	}
-	if e.peakRes != e.peakSeen {
-		e.takeFreeSpace()
-	}
-	if e.unsettled {
-		e.settle()
+	if e.peakRes != e.watch {
+		e.afterPeak()
 	}
 	return nil
 }
