@@ -91,10 +91,11 @@ type ledger struct {
 	orphan  int64                  // bytes of the live blocks that lie in no range
 	starts  startTable             // the ranges by start address
 	// pending are the slots of the blocks handed out since the last
-	// resolve, not counted yet (their span is spanPending); resolve
-	// counts them when it holds resolveAt.
-	pending   []int32
-	resolveAt int
+	// resolve, not counted yet (their span is spanPending), as many as
+	// its capacity holds; past that, overflow is set and resolve looks at
+	// every slot.
+	pending  []int32
+	overflow bool
 	// fresh is the region the last Malloc returned, while it has no
 	// record: the block of the event may fill it (see engine.alloc).
 	freshAddr uint64
@@ -114,31 +115,42 @@ const (
 	spanOwn     = math.MinInt32 + 2 // the block fills a region that has no record (see engine.alloc)
 )
 
-// minResolve is the fewest pending blocks that make resolve run before a
-// split needs it; it runs again when the pending blocks reach twice the
-// live ones, so that the list grows with what is live.
-const minResolve = 1024
+// maxPending is the most blocks the pending list holds: past them, a
+// resolve looks at every slot, which costs less than noting each block
+// when splits are far apart.
+const maxPending = 4096
 
 func newLedger() ledger {
-	return ledger{recs: make([]ledgerRec, 1, 16), pending: make([]int32, 0, minResolve), resolveAt: minResolve}
+	return ledger{recs: make([]ledgerRec, 1, 16), pending: make([]int32, 0, maxPending)}
 }
 
 // resolve counts the blocks handed out since it last ran that are still
-// live in their device allocations. O(pending blocks), and a lookup for
-// each still live: a block is looked up at most once, and only if it
-// lives until a split is taken or the list fills.
+// live in their device allocations. It runs when a split is taken (see
+// cachedNow). O(pending blocks), or O(slots) after an overflow, and a
+// lookup for each block still live: a block is looked up at most once,
+// and only if it lives until a split.
 func (d *device) resolve() {
 	l := &d.led
 	slots := d.e.slots
-	for _, i := range l.pending {
-		s := &slots[i]
-		if s.span != spanPending || int(s.dev) != d.index || s.state != slotLive && s.state != slotHeld {
-			continue
+	if l.overflow {
+		for i := range slots {
+			d.resolveSlot(&slots[i])
 		}
-		s.span = d.holdBlock(s.block.Addr, s.block.End(), s.block.Size)
+	} else {
+		for _, i := range l.pending {
+			d.resolveSlot(&slots[i])
+		}
 	}
-	l.pending = l.pending[:0]
-	l.resolveAt = max(minResolve, 2*int(d.okAllocs-d.okFrees))
+	l.pending, l.overflow = l.pending[:0], false
+}
+
+// resolveSlot counts the block of slot s in the ledger, if it is one of
+// the device's pending blocks.
+func (d *device) resolveSlot(s *slot) {
+	if s.span != spanPending || int(s.dev) != d.index || s.state != slotLive && s.state != slotHeld {
+		return
+	}
+	s.span = d.holdBlock(s.block.Addr, s.block.End(), s.block.Size)
 }
 
 // holdBlock counts a live block over [addr, end) of size bytes and returns
@@ -548,7 +560,7 @@ func (d *device) takeSplit() {
 // to fill allocations that hold no known block, whose bytes, as many as
 // theirs, stop counting as cached.
 func (d *device) cachedNow() int64 {
-	if len(d.led.pending) > 0 {
+	if len(d.led.pending) > 0 || d.led.overflow {
 		d.resolve()
 	}
 	fresh := int64(0)

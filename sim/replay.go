@@ -390,8 +390,10 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 		}
 	} else {
 		s.span = spanPending
-		if d.led.pending = append(d.led.pending, ev.Slot); len(d.led.pending) >= d.led.resolveAt {
-			d.resolve()
+		if l := &d.led; len(l.pending) < cap(l.pending) {
+			l.pending = append(l.pending, ev.Slot)
+		} else {
+			l.overflow = true
 		}
 	}
 	if held {
