@@ -90,11 +90,12 @@ type ledger struct {
 	ranges  int                    // records with a range
 	orphan  int64                  // bytes of the live blocks that lie in no range
 	starts  startTable             // the ranges by start address
-	// pending are the slots of the blocks handed out since the last
-	// resolve, not counted yet (their span is spanPending), as many as
-	// its capacity holds; past that, overflow is set and resolve looks at
-	// every slot.
-	pending  []int32
+	// pending[:npend] are the slots of the blocks handed out since the
+	// last resolve, not counted yet (their span is spanPending), at most
+	// maxPending; past that, overflow is set and resolve looks at every
+	// slot.
+	pending  *[maxPending]int32
+	npend    uint
 	overflow bool
 	// fresh is the region the last Malloc returned, while it has no
 	// record: the block of the event may fill it (see engine.alloc).
@@ -121,7 +122,7 @@ const (
 const maxPending = 4096
 
 func newLedger() ledger {
-	return ledger{recs: make([]ledgerRec, 1, 16), pending: make([]int32, 0, maxPending)}
+	return ledger{recs: make([]ledgerRec, 1, 16), pending: new([maxPending]int32)}
 }
 
 // resolve counts the blocks handed out since it last ran that are still
@@ -137,11 +138,11 @@ func (d *device) resolve() {
 			d.resolveSlot(&slots[i])
 		}
 	} else {
-		for _, i := range l.pending {
+		for _, i := range l.pending[:l.npend] {
 			d.resolveSlot(&slots[i])
 		}
 	}
-	l.pending, l.overflow = l.pending[:0], false
+	l.npend, l.overflow = 0, false
 }
 
 // resolveSlot counts the block of slot s in the ledger, if it is one of
@@ -560,7 +561,7 @@ func (d *device) takeSplit() {
 // to fill allocations that hold no known block, whose bytes, as many as
 // theirs, stop counting as cached.
 func (d *device) cachedNow() int64 {
-	if len(d.led.pending) > 0 || d.led.overflow {
+	if d.led.npend > 0 || d.led.overflow {
 		d.resolve()
 	}
 	fresh := int64(0)

@@ -374,28 +374,6 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	// Field by field: a composite literal would build the slot aside and
 	// copy it, on the hottest line of the replay.
 	s.block, s.size, s.dev, s.state = b, ev.Size, uint16(ev.Device), slotLive
-	// The block is counted in its device allocation only when a split
-	// needs it (see ledger.go): most blocks are freed before. A block
-	// that made a device allocation is counted now, where its region is
-	// the last one made, so that the device free of the region finds it
-	// through the block (see free).
-	if e.mallocs != before {
-		if l := &d.led; l.hasFresh && e.mallocs == before+1 && l.freshAddr == b.Addr && l.freshSize == b.Size {
-			// The block fills the region made for it: the region needs no
-			// record while the block lives (see free).
-			l.hasFresh = false
-			s.span = spanOwn
-		} else {
-			s.span = d.holdBlock(b.Addr, b.End(), b.Size)
-		}
-	} else {
-		s.span = spanPending
-		if l := &d.led; len(l.pending) < cap(l.pending) {
-			l.pending = append(l.pending, ev.Slot)
-		} else {
-			l.overflow = true
-		}
-	}
 	if held {
 		s.state = slotHeld
 	} else if restored && e.rec != nil {
@@ -405,13 +383,33 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 		e.rec.alloc(d.index, b, ev.Size)
 	}
 	d.okAllocs++
+	// The block is counted in its device allocation only when a split
+	// needs it (see ledger.go): most blocks are freed before. A block
+	// that made a device allocation is counted now, where its region is
+	// the last one made, so that the device free of the region finds it
+	// through the block (see free).
 	if e.mallocs == before {
 		e.res.CacheHits++
 		d.hits++
 		e.hitNS += ns
+		s.span = spanPending
+		if l := &d.led; l.npend < maxPending {
+			l.pending[l.npend] = ev.Slot
+			l.npend++
+		} else {
+			l.overflow = true
+		}
 	} else {
 		e.deviceAllocs++
 		e.deviceNS += ns
+		if l := &d.led; l.hasFresh && e.mallocs == before+1 && l.freshAddr == b.Addr && l.freshSize == b.Size {
+			// The block fills the region made for it: the region needs no
+			// record while the block lives (see free).
+			l.hasFresh = false
+			s.span = spanOwn
+		} else {
+			s.span = d.holdBlock(b.Addr, b.End(), b.Size)
+		}
 	}
 	e.allocated += b.Size
 	e.peakAlloc = max(e.peakAlloc, e.allocated)
