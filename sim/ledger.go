@@ -19,19 +19,26 @@ package sim
 // and the four add up to the reserved bytes by construction. Fragmented is
 // the free space inside the device allocations that hold a live block.
 //
-// Cost: a block handed out is counted lazily: its slot joins a pending
-// list, resolved when a split is taken (a new peak) or when the list holds
-// twice the live blocks, so that a block freed before costs one append and
-// one compare. A block being counted is found in its address range through the range of the
-// last block, then a direct-mapped cache keyed by its address, then a
-// sorted index of the ranges, which is built when first
-// needed and kept while lookups use it (O(log ranges) a lookup, O(ranges)
-// a range added out of address order or removed while it is kept, O(ranges
-// log ranges) to build it again). A free finds its block's range in O(1)
-// from the slot, which notes it; a device free finds its region through
-// the block just freed or a table by start address. A block over k ranges (the pages of an expandable
-// segment, GMLake's chunks) costs O(k) at its alloc and its free. Nothing
-// is allocated per event once the records and the index have grown.
+// Cost: nothing per event while the peak is not moving, near enough. A
+// block handed out from the pool is not counted at once: its slot joins a
+// pending list (one store), and the list is resolved, each block still
+// live counted once, when a split is taken (a new peak); past maxPending
+// blocks the list stops and the split looks at every slot. A free of a
+// block never counted is one compare. A block that made a device
+// allocation is counted at once; one that fills the region made for it
+// (unpooled, every event) holds that region with no record at all, made
+// only if the strategy keeps the region when the block is freed. A block
+// being counted is found in its address range through the range of the
+// last block, then a direct-mapped cache keyed by its address, then the
+// table of ranges by start address, then a sorted index of the ranges,
+// built when first needed and kept while lookups use it (O(log ranges) a
+// lookup, O(ranges) a range added out of address order or removed while
+// it is kept, O(ranges log ranges) to build it again). The free of a
+// counted block finds its range in O(1) from the slot; a device free finds
+// its region through the block just freed or the table. A block over k
+// ranges (the pages of an expandable segment, GMLake's chunks) costs O(k)
+// when counted and when freed. Nothing is allocated per event once the
+// records, the table and the index have grown.
 
 import (
 	"cmp"
@@ -628,82 +635,4 @@ func (e *engine) settle() {
 		}
 	}
 	e.unsettled = still
-}
-
-// A startTable finds a range by its start address: open addressing with
-// linear probing, at most half full, deletion by backward shift. O(1) a
-// lookup, an insert and a delete; grows with the ranges.
-type startTable struct {
-	keys []uint64
-	ids  []int32 // 0: empty
-	n    int
-}
-
-func (t *startTable) home(key uint64) int {
-	return int((key >> 9) * 0x9e3779b97f4a7c15 >> 32 & uint64(len(t.ids)-1))
-}
-
-// get returns the range that starts at key, 0 if none.
-func (t *startTable) get(key uint64) int32 {
-	if t.n == 0 {
-		return 0
-	}
-	mask := len(t.ids) - 1
-	for i := t.home(key); t.ids[i] != 0; i = (i + 1) & mask {
-		if t.keys[i] == key {
-			return t.ids[i]
-		}
-	}
-	return 0
-}
-
-// put notes range id at key, which no range holds.
-func (t *startTable) put(key uint64, id int32) {
-	if 2*(t.n+1) > len(t.ids) {
-		old, oldIDs := t.keys, t.ids
-		size := max(64, 2*len(oldIDs))
-		t.keys, t.ids, t.n = make([]uint64, size), make([]int32, size), 0
-		for i, k := range old {
-			if oldIDs[i] != 0 {
-				t.put(k, oldIDs[i])
-			}
-		}
-	}
-	mask := len(t.ids) - 1
-	i := t.home(key)
-	for t.ids[i] != 0 {
-		i = (i + 1) & mask
-	}
-	t.keys[i], t.ids[i] = key, id
-	t.n++
-}
-
-// del drops range id at key.
-func (t *startTable) del(key uint64, id int32) {
-	if t.n == 0 {
-		return
-	}
-	mask := len(t.ids) - 1
-	i := t.home(key)
-	for t.ids[i] != id || t.keys[i] != key {
-		if t.ids[i] == 0 {
-			return
-		}
-		i = (i + 1) & mask
-	}
-	t.n--
-	for j := i; ; {
-		j = (j + 1) & mask
-		if t.ids[j] == 0 {
-			t.ids[i] = 0
-			return
-		}
-		k := t.home(t.keys[j])
-		// An entry whose home lies cyclically in (i, j] stays.
-		if i <= j && i < k && k <= j || i > j && (i < k || k <= j) {
-			continue
-		}
-		t.keys[i], t.ids[i] = t.keys[j], t.ids[j]
-		i = j
-	}
 }
