@@ -292,3 +292,32 @@ func TestBreakdownBlocksInNoRange(t *testing.T) {
 	require.Zero(t, res.AtPeakFragmentedBytes)
 	require.Positive(t, res.AtPeakCachedBytes)
 }
+
+// TestBreakdownPendingOverflow checks the split when more blocks are
+// handed out between two peaks than the pending list holds, so that the
+// split looks at every slot: long-lived blocks handed out early, then
+// cache hits past maxPending, then a new peak.
+func TestBreakdownPendingOverflow(t *testing.T) {
+	for _, spec := range []string{"bfc", "pytorch", "naive"} {
+		t.Run(spec, func(t *testing.T) {
+			tr := newTrace()
+			for i := range uint64(40) {
+				tr.alloc(i, int64(1+i)<<16)
+			}
+			for i := uint64(0); i < 40; i += 2 {
+				tr.free(i)
+			}
+			for n := range uint64(3 * maxPending) {
+				slot := 100 + n%7
+				if n >= 7 {
+					tr.free(slot)
+				}
+				tr.alloc(slot, int64(1+n%5)<<14)
+			}
+			tr.alloc(1000, 1<<30) // the peak
+			tr.alloc(1001, 1<<12)
+			res := runBreakdown(t, tr.events, Config{Params: resolveSpec(t, spec), SeriesBuckets: -1}, false)
+			require.Positive(t, res.AtPeakLiveBytes)
+		})
+	}
+}
