@@ -116,10 +116,9 @@ type ledger struct {
 }
 
 // Slot spans of blocks the ledger does not count: one handed out and not
-// counted yet (see ledger.pending), one being freed.
+// counted yet (see ledger.pending), one that fills a region of its own.
 const (
 	spanPending = math.MinInt32
-	spanGone    = math.MinInt32 + 1
 	spanOwn     = math.MinInt32 + 2 // the block fills a region that has no record (see engine.alloc)
 )
 
@@ -159,6 +158,31 @@ func (d *device) resolveSlot(s *slot) {
 		return
 	}
 	s.span = d.holdBlock(s.block.Addr, s.block.End(), s.block.Size)
+}
+
+// unledger takes the block of slot s, which is being freed, out of the
+// ledger: a block counted in a range leaves it, so that a device free of
+// its region finds it through the hint (a region's record is never reused
+// while a block counts in it, see dropRec: the slot's span is the block's
+// region); the region of a block that fills it is noted, for the device
+// free that may follow (see engine.free).
+func (d *device) unledger(s *slot) {
+	l := &d.led
+	sp := s.span
+	if sp == spanOwn {
+		l.own, l.owning = s.block.Addr, true
+		return
+	}
+	if r := &l.recs[max(sp, 0)]; r.kind == recRegion && r.hold > 0 {
+		if r.hold--; r.hold == 0 {
+			d.addCached(r.size)
+		}
+	} else if sp != -1 {
+		d.releaseSlow(sp, s.block.Addr, s.block.End())
+	} else {
+		l.orphan -= s.block.Size
+	}
+	l.hint = sp // a stale hint is harmless: find checks it
 }
 
 // holdBlock counts a live block over [addr, end) of size bytes and returns

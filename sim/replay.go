@@ -80,7 +80,7 @@ const (
 type slot struct {
 	block gpualloc.Block
 	size  int64  // bytes requested by the event
-	span  int32  // the ledger's range that holds the block, below -1 several, -1 none (see device.holdSlow); spanPending, spanGone
+	span  int32  // the ledger's range that holds the block, below -1 several, -1 none (see device.holdSlow); spanPending, spanOwn
 	dev   uint16 // device index, in engine.devs (at most virtual.MaxIndex)
 	state uint8
 }
@@ -445,28 +445,17 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	e.res.Frees++
 	e.live--
 	d.frees++
-	// A block counted in the ledger leaves it first, so that a device free
-	// of its region finds it through the hint. A region's record is never
-	// reused while a block counts in it (see ledger.dropRec): the slot's
-	// span is the block's region. A block still pending was never counted.
-	if sp := s.span; sp > spanOwn { // counted in the ledger
-		if r := &d.led.recs[max(sp, 0)]; r.kind == recRegion && r.hold > 0 {
-			if r.hold--; r.hold == 0 {
-				d.addCached(r.size)
-			}
-		} else if sp != -1 {
-			d.releaseSlow(sp, s.block.Addr, s.block.End())
-		} else {
-			d.led.orphan -= s.block.Size
-		}
-		d.led.hint = sp // a stale hint is harmless: find checks it
-	}
+	// A block counted in the ledger leaves it first (see device.unledger);
+	// a block still pending was never counted. The slot is free before
+	// the strategy's Free, so that a split inside it does not count the
+	// block.
 	sp := s.span
-	if sp == spanOwn {
-		d.led.own, d.led.owning = s.block.Addr, true
+	if sp != spanPending {
+		d.unledger(s)
 	}
-	s.span = spanGone // never counted from here on, should a split come inside the strategy's Free
-	if s.state == slotHeld {
+	held := s.state == slotHeld
+	s.state = slotFree // the rest is overwritten by the next alloc of the slot
+	if held {
 		// The block of a private pool goes back to it, which keeps its
 		// memory: the strategy never had it.
 	} else if err := d.alloc.Free(s.block); err != nil {
@@ -482,7 +471,6 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	d.lower -= s.size
 	d.requested -= s.size
 	d.allocated -= s.block.Size
-	s.state = slotFree // the rest is overwritten by the next alloc of the slot
 	return d, nil
 }
 
