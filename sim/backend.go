@@ -93,7 +93,7 @@ func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 		d.peakRes = d.reserved
 		d.takeSplit()
 		d.splitAfter = false
-		d.e.unsettled = true
+		d.e.unsettled, d.e.watch = true, -1
 	}
 	e := d.e
 	if e.starting {
@@ -107,7 +107,7 @@ func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 		e.peakRes = e.reserved
 		e.takeSplit()
 		e.splitAfter = false
-		e.unsettled = true
+		e.unsettled, e.watch = true, -1
 	}
 	e.resHi = max(e.resHi, e.reserved)
 	return addr, nil

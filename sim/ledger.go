@@ -19,19 +19,30 @@ package sim
 // and the four add up to the reserved bytes by construction. Fragmented is
 // the free space inside the device allocations that hold a live block.
 //
-// Cost: a block is found in its address range through the range of the
-// last block, then a direct-mapped cache keyed by its address, then a
-// sorted index of the ranges, which is built when first
-// needed and kept while lookups use it (O(log ranges) a lookup, O(ranges)
-// a range added out of address order or removed while it is kept, O(ranges
-// log ranges) to build it again). A free finds its block's range in O(1)
-// from the slot, which notes it; a device free finds its region through
-// the block just freed. A block over k ranges (the pages of an expandable
-// segment, GMLake's chunks) costs O(k) at its alloc and its free. Nothing
-// is allocated per event once the records and the index have grown.
+// Cost: nothing per event while the peak is not moving, near enough. A
+// block handed out from the pool is not counted at once: its slot joins a
+// pending list (one store), and the list is resolved, each block still
+// live counted once, when a split is taken (a new peak); past maxPending
+// blocks the list stops and the split looks at every slot. A free of a
+// block never counted is one compare. A block that made a device
+// allocation is counted at once; one that fills the region made for it
+// (unpooled, every event) holds that region with no record at all, made
+// only if the strategy keeps the region when the block is freed. A block
+// being counted is found in its address range through the range of the
+// last block, then a direct-mapped cache keyed by its address, then the
+// table of ranges by start address, then a sorted index of the ranges,
+// built when first needed and kept while lookups use it (O(log ranges) a
+// lookup, O(ranges) a range added out of address order or removed while
+// it is kept, O(ranges log ranges) to build it again). The free of a
+// counted block finds its range in O(1) from the slot; a device free finds
+// its region through the block just freed or the table. A block over k
+// ranges (the pages of an expandable segment, GMLake's chunks) costs O(k)
+// when counted and when freed. Nothing is allocated per event once the
+// records, the table and the index have grown.
 
 import (
 	"cmp"
+	"math"
 	"slices"
 )
 
@@ -85,9 +96,117 @@ type ledger struct {
 	cached  int64                  // bytes of the allocations that hold no live block
 	ranges  int                    // records with a range
 	orphan  int64                  // bytes of the live blocks that lie in no range
+	starts  startTable             // the ranges by start address
+	// pending[:npend] are the slots of the blocks handed out since the
+	// last resolve, not counted yet (their span is spanPending), at most
+	// maxPending; past that, overflow is set and resolve looks at every
+	// slot.
+	pending  *[maxPending]int32
+	npend    uint
+	overflow bool
+	// fresh is the region the last Malloc returned, while it has no
+	// record: the block of the event may fill it (see engine.alloc).
+	freshAddr uint64
+	freshSize int64
+	hasFresh  bool
+	// own is the address of the region of a block that fills it, while
+	// the block is freed: a device free of it needs no record.
+	own    uint64
+	owning bool
 }
 
-func newLedger() ledger { return ledger{recs: make([]ledgerRec, 1, 16)} }
+// Slot spans of blocks the ledger does not count: one handed out and not
+// counted yet (see ledger.pending), one that fills a region of its own.
+const (
+	spanPending = math.MinInt32
+	spanOwn     = math.MinInt32 + 2 // the block fills a region that has no record (see engine.alloc)
+)
+
+// maxPending is the most blocks the pending list holds: past them, a
+// resolve looks at every slot, which costs less than noting each block
+// when splits are far apart.
+const maxPending = 4096
+
+func newLedger() ledger {
+	return ledger{recs: make([]ledgerRec, 1, 16), pending: new([maxPending]int32)}
+}
+
+// resolve counts the blocks handed out since it last ran that are still
+// live in their device allocations. It runs when a split is taken (see
+// cachedNow). O(pending blocks), or O(slots) after an overflow, and a
+// lookup for each block still live: a block is looked up at most once,
+// and only if it lives until a split.
+func (d *device) resolve() {
+	l := &d.led
+	slots := d.e.slots
+	if l.overflow {
+		for i := range slots {
+			d.resolveSlot(&slots[i])
+		}
+	} else {
+		for _, i := range l.pending[:l.npend] {
+			d.resolveSlot(&slots[i])
+		}
+	}
+	l.npend, l.overflow = 0, false
+}
+
+// resolveSlot counts the block of slot s in the ledger, if it is one of
+// the device's pending blocks.
+func (d *device) resolveSlot(s *slot) {
+	if s.span != spanPending || int(s.dev) != d.index || s.state != slotLive && s.state != slotHeld {
+		return
+	}
+	s.span = d.holdBlock(s.block.Addr, s.block.End(), s.block.Size)
+}
+
+// unledger takes the block of slot s, which is being freed, out of the
+// ledger: a block counted in a range leaves it, so that a device free of
+// its region finds it through the hint (a region's record is never reused
+// while a block counts in it, see dropRec: the slot's span is the block's
+// region); the region of a block that fills it is noted, for the device
+// free that may follow (see engine.free).
+func (d *device) unledger(s *slot) {
+	l := &d.led
+	sp := s.span
+	if sp == spanOwn {
+		l.own, l.owning = s.block.Addr, true
+		return
+	}
+	if r := &l.recs[max(sp, 0)]; r.kind == recRegion && r.hold > 0 {
+		if r.hold--; r.hold == 0 {
+			d.addCached(r.size)
+		}
+	} else if sp != -1 {
+		d.releaseSlow(sp, s.block.Addr, s.block.End())
+	} else {
+		l.orphan -= s.block.Size
+	}
+	l.hint = sp // a stale hint is harmless: find checks it
+}
+
+// holdBlock counts a live block over [addr, end) of size bytes and returns
+// its span (see holdSlow): the region of the last block is tried first, as
+// it nearly always is in a pool of few regions.
+func (d *device) holdBlock(addr, end uint64, size int64) int32 {
+	l := &d.led
+	if l.hasFresh {
+		l.flush()
+	}
+	span := int32(-1)
+	if r := &l.recs[l.last]; r.kind == recRegion && r.start <= addr && end <= r.end {
+		if r.hold++; r.hold == 1 {
+			d.addCached(-r.size)
+		}
+		span = l.last
+	} else if l.ranges > 0 {
+		span = d.holdSlow(addr, end)
+	}
+	if span == -1 {
+		l.orphan += size
+	}
+	return span
+}
 
 // split is the breakdown of reserved bytes at one moment.
 type split struct {
@@ -119,6 +238,7 @@ func (l *ledger) newRec(kind uint8, start, end uint64, size int64, owner int32) 
 			l.insert(id)
 		}
 		l.cache[ledgerKey(start)] = id
+		l.starts.put(start, id)
 		l.last = id
 	}
 	return id
@@ -132,6 +252,7 @@ func (l *ledger) dropRec(id int32) {
 	r := &l.recs[id]
 	if r.end != 0 {
 		l.ranges--
+		l.starts.del(r.start, id)
 		if l.indexed {
 			l.remove(id)
 		}
@@ -144,8 +265,32 @@ func (l *ledger) dropRec(id int32) {
 	l.spare = append(l.spare, id)
 }
 
-// region notes a region of size bytes at addr that Malloc returned.
+// region notes a region of size bytes at addr that Malloc returned: it
+// stays fresh, with no record, until the event's block is known to fill it
+// or another use of the ledger needs it (see flush).
 func (d *device) region(addr uint64, size int64) {
+	l := &d.led
+	if l.hasFresh {
+		l.flush()
+	}
+	l.freshAddr, l.freshSize, l.hasFresh = addr, size, true
+}
+
+// flush makes the record of the fresh region, which holds no block.
+func (l *ledger) flush() {
+	l.hasFresh = false
+	l.newRec(recRegion, l.freshAddr, l.freshAddr+uint64(l.freshSize), l.freshSize, 0)
+	l.cached += l.freshSize
+}
+
+// ownFreed makes the record of the region at addr of size bytes that the
+// block just freed filled, when the strategy kept the region: it holds no
+// live block.
+func (d *device) ownFreed(addr uint64, size int64) {
+	d.led.owning = false
+	if d.led.hasFresh {
+		d.led.flush()
+	}
 	d.led.newRec(recRegion, addr, addr+uint64(size), size, 0)
 	d.addCached(size)
 }
@@ -154,6 +299,14 @@ func (d *device) region(addr uint64, size int64) {
 // does not know changes nothing.
 func (d *device) regionFreed(addr uint64) {
 	l := &d.led
+	if l.owning && addr == l.own {
+		l.owning = false
+		return
+	}
+	if l.hasFresh && addr == l.freshAddr {
+		l.hasFresh = false
+		return
+	}
 	id := l.find(addr)
 	if id == 0 || l.recs[id].kind != recRegion {
 		return
@@ -221,6 +374,13 @@ func (d *device) holdSlow(addr, end uint64) int32 {
 	l := &d.led
 	if id := l.cache[ledgerKey(addr)]; id != 0 {
 		if r := &l.recs[id]; r.start <= addr && end <= r.end {
+			l.last = id
+			d.hold(id)
+			return id
+		}
+	}
+	if id := l.starts.get(addr); id != 0 {
+		if r := &l.recs[id]; end <= r.end {
 			l.last = id
 			d.hold(id)
 			return id
@@ -326,6 +486,9 @@ func (d *device) unhold(id int32) {
 
 // find returns the range that starts at addr, 0 if there is none.
 func (l *ledger) find(addr uint64) int32 {
+	if l.hasFresh {
+		l.flush()
+	}
 	if id := l.hint; id > 0 && l.recs[id].start == addr && l.recs[id].end != 0 {
 		return id
 	}
@@ -335,11 +498,7 @@ func (l *ledger) find(addr uint64) int32 {
 	if id := l.cache[ledgerKey(addr)]; l.recs[id].start == addr && l.recs[id].end != 0 {
 		return id
 	}
-	l.search()
-	if i := l.upper(addr) - 1; i >= 0 && l.index[i].start == addr {
-		return l.index[i].id
-	}
-	return 0
+	return l.starts.get(addr)
 }
 
 // search makes the index ready for a lookup, building it if need be.
@@ -432,7 +591,16 @@ func (d *device) takeSplit() {
 // virtual memory) are held by allocations it cannot name: they are taken
 // to fill allocations that hold no known block, whose bytes, as many as
 // theirs, stop counting as cached.
-func (d *device) cachedNow() int64 { return max(d.led.cached-d.led.orphan, 0) }
+func (d *device) cachedNow() int64 {
+	if d.led.npend > 0 || d.led.overflow {
+		d.resolve()
+	}
+	fresh := int64(0)
+	if d.led.hasFresh {
+		fresh = d.led.freshSize
+	}
+	return max(d.led.cached+fresh-d.led.orphan, 0)
+}
 
 // takeSplit notes the split of the reserved bytes of all devices now.
 // O(devices).
@@ -447,6 +615,21 @@ func (e *engine) takeSplit() {
 	e.split = split{
 		live: served, rounding: e.allocated - served,
 		fragmented: e.reserved - e.allocated - cached, cached: cached,
+	}
+}
+
+// afterPeak runs after an event when the peak moved since free space was
+// last taken, or while a split is that of a moment inside an event.
+func (e *engine) afterPeak() {
+	if e.peakRes != e.peakSeen {
+		e.takeFreeSpace()
+	}
+	if e.unsettled {
+		e.settle()
+	}
+	e.watch = e.peakSeen
+	if e.unsettled {
+		e.watch = -1
 	}
 }
 

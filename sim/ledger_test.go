@@ -47,8 +47,8 @@ func recount(e *engine, d *device) (cached, orphan int64) {
 	slices.SortFunc(ranges, func(a, b int32) int { return cmp.Compare(recs[a].start, recs[b].start) })
 	held := map[int32]bool{}
 	for _, s := range e.slots {
-		if s.state != slotLive || int(s.dev) != d.index {
-			continue
+		if s.state != slotLive || int(s.dev) != d.index || s.span == spanOwn {
+			continue // a block that fills a region of its own holds it, and the region has no record
 		}
 		lo, hi := s.block.Addr, s.block.End()
 		i, _ := slices.BinarySearchFunc(ranges, lo, func(id int32, a uint64) int { return cmp.Compare(recs[id].start, a) })
@@ -204,6 +204,10 @@ func runBreakdown(t *testing.T, events []traces.Event, cfg Config, everyEvent bo
 		if everyEvent {
 			for _, d := range e.devs {
 				if d != nil {
+					d.resolve()
+					if d.led.hasFresh {
+						d.led.flush()
+					}
 					c, o := recount(e, d)
 					require.Equal(t, c, d.led.cached, "event %d: device %d's cached bytes", n, d.index)
 					require.Equal(t, o, d.led.orphan, "event %d: device %d's bytes of blocks in no range", n, d.index)
@@ -287,4 +291,33 @@ func TestBreakdownBlocksInNoRange(t *testing.T) {
 	// unknown, and what they do not fill counts as cached.
 	require.Zero(t, res.AtPeakFragmentedBytes)
 	require.Positive(t, res.AtPeakCachedBytes)
+}
+
+// TestBreakdownPendingOverflow checks the split when more blocks are
+// handed out between two peaks than the pending list holds, so that the
+// split looks at every slot: long-lived blocks handed out early, then
+// cache hits past maxPending, then a new peak.
+func TestBreakdownPendingOverflow(t *testing.T) {
+	for _, spec := range []string{"bfc", "pytorch", "naive"} {
+		t.Run(spec, func(t *testing.T) {
+			tr := newTrace()
+			for i := range uint64(40) {
+				tr.alloc(i, int64(1+i)<<16)
+			}
+			for i := uint64(0); i < 40; i += 2 {
+				tr.free(i)
+			}
+			for n := range uint64(3 * maxPending) {
+				slot := 100 + n%7
+				if n >= 7 {
+					tr.free(slot)
+				}
+				tr.alloc(slot, int64(1+n%5)<<14)
+			}
+			tr.alloc(1000, 1<<30) // the peak
+			tr.alloc(1001, 1<<12)
+			res := runBreakdown(t, tr.events, Config{Params: resolveSpec(t, spec), SeriesBuckets: -1}, false)
+			require.Positive(t, res.AtPeakLiveBytes)
+		})
+	}
 }

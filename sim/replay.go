@@ -80,7 +80,7 @@ const (
 type slot struct {
 	block gpualloc.Block
 	size  int64  // bytes requested by the event
-	span  int32  // the ledger's range that holds the block, below -1 several, -1 none (see device.holdSlow)
+	span  int32  // the ledger's range that holds the block, below -1 several, -1 none (see device.holdSlow); spanPending, spanOwn
 	dev   uint16 // device index, in engine.devs (at most virtual.MaxIndex)
 	state uint8
 }
@@ -100,6 +100,7 @@ type engine struct {
 	// restore, are replayed.
 	initial  int64
 	starting bool
+	special  bool // the step has start events or private pools to look at
 	// private are the allocations served from private pools
 	// (StartReporter.PrivateAllocs); inPrivate is true during one.
 	private   []uint64
@@ -120,6 +121,9 @@ type engine struct {
 	split      split
 	splitAfter bool
 	unsettled  bool
+	// watch is peakSeen, or -1 while unsettled: the one figure the step
+	// compares with the peak to know that afterPeak has work to do.
+	watch int64
 
 	// Free space just after the event at which reserved memory reached
 	// its peak (see Result.LargestFreeBytes).
@@ -175,6 +179,7 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	}
 	if sr, ok := r.(StartReporter); ok {
 		e.start, e.initial, e.private = sr, int64(sr.Initial()), sr.PrivateAllocs()
+		e.special = e.initial > 0 || e.private != nil
 	}
 	if cfg.SeriesBuckets >= 0 {
 		n := cfg.SeriesBuckets
@@ -250,11 +255,12 @@ func (e *engine) run(ctx context.Context, r traces.Reader) (err error) {
 // step replays event n.
 func (e *engine) step(ev *traces.Event, n int64) error {
 	e.resLo, e.resHi = e.reserved, e.reserved
-	if e.starting || n < e.initial {
+	if e.special {
 		e.starting = n < e.initial
-	}
-	if e.private != nil {
-		e.inPrivate = n/64 < int64(len(e.private)) && e.private[n/64]&(1<<(n%64)) != 0
+		if e.private != nil {
+			e.inPrivate = n/64 < int64(len(e.private)) && e.private[n/64]&(1<<(n%64)) != 0
+		}
+		e.special = e.starting || e.private != nil
 	}
 	var d *device
 	var err error
@@ -277,11 +283,8 @@ func (e *engine) step(ev *traces.Event, n int64) error {
 	if e.series != nil {
 		e.series.add(n, ev.TimeUS, e.requested, e.allocated, e.resLo, e.resHi, e.reserved)
 	}
-	if e.peakRes != e.peakSeen {
-		e.takeFreeSpace()
-	}
-	if e.unsettled {
-		e.settle()
+	if e.peakRes != e.watch {
+		e.afterPeak()
 	}
 	return nil
 }
@@ -371,22 +374,6 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	// Field by field: a composite literal would build the slot aside and
 	// copy it, on the hottest line of the replay.
 	s.block, s.size, s.dev, s.state = b, ev.Size, uint16(ev.Device), slotLive
-	// The block's device allocation (see ledger.go): the region of the
-	// last block, as it nearly always is in a pool of few regions, tried
-	// here, where it costs no call.
-	if r := &d.led.recs[d.led.last]; r.kind == recRegion && r.start <= b.Addr && b.End() <= r.end {
-		if r.hold++; r.hold == 1 {
-			d.addCached(-r.size)
-		}
-		s.span = d.led.last
-	} else if d.led.ranges > 0 {
-		s.span = d.holdSlow(b.Addr, b.End())
-	} else {
-		s.span = -1
-	}
-	if s.span == -1 {
-		d.led.orphan += b.Size
-	}
 	if held {
 		s.state = slotHeld
 	} else if restored && e.rec != nil {
@@ -396,13 +383,33 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 		e.rec.alloc(d.index, b, ev.Size)
 	}
 	d.okAllocs++
+	// The block is counted in its device allocation only when a split
+	// needs it (see ledger.go): most blocks are freed before. A block
+	// that made a device allocation is counted now, where its region is
+	// the last one made, so that the device free of the region finds it
+	// through the block (see free).
 	if e.mallocs == before {
 		e.res.CacheHits++
 		d.hits++
 		e.hitNS += ns
+		s.span = spanPending
+		if l := &d.led; l.npend < maxPending {
+			l.pending[l.npend] = ev.Slot
+			l.npend++
+		} else {
+			l.overflow = true
+		}
 	} else {
 		e.deviceAllocs++
 		e.deviceNS += ns
+		if l := &d.led; l.hasFresh && e.mallocs == before+1 && l.freshAddr == b.Addr && l.freshSize == b.Size {
+			// The block fills the region made for it: the region needs no
+			// record while the block lives (see free).
+			l.hasFresh = false
+			s.span = spanOwn
+		} else {
+			s.span = d.holdBlock(b.Addr, b.End(), b.Size)
+		}
 	}
 	e.allocated += b.Size
 	e.peakAlloc = max(e.peakAlloc, e.allocated)
@@ -438,24 +445,25 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	e.res.Frees++
 	e.live--
 	d.frees++
-	// The block leaves the ledger first, so that a device free of its
-	// region finds it through the hint. A region's record is never reused while a block counts in it
-	// (see ledger.dropRec): the slot's span is the block's region.
-	if r := &d.led.recs[max(s.span, 0)]; r.kind == recRegion && r.hold > 0 {
-		if r.hold--; r.hold == 0 {
-			d.addCached(r.size)
-		}
-	} else if s.span != -1 {
-		d.releaseSlow(s.span, s.block.Addr, s.block.End())
-	} else {
-		d.led.orphan -= s.block.Size
+	// A block counted in the ledger leaves it first (see device.unledger);
+	// a block still pending was never counted. The slot is free before
+	// the strategy's Free, so that a split inside it does not count the
+	// block.
+	sp := s.span
+	if sp != spanPending {
+		d.unledger(s)
 	}
-	d.led.hint = s.span // a stale hint is harmless: find checks it
-	if s.state == slotHeld {
+	held := s.state == slotHeld
+	s.state = slotFree // the rest is overwritten by the next alloc of the slot
+	if held {
 		// The block of a private pool goes back to it, which keeps its
 		// memory: the strategy never had it.
 	} else if err := d.alloc.Free(s.block); err != nil {
 		return d, err
+	}
+	if sp == spanOwn && d.led.owning {
+		// The strategy kept the region the block filled.
+		d.ownFreed(s.block.Addr, s.block.Size)
 	}
 	d.okFrees++
 	e.requested -= s.size
@@ -463,7 +471,6 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 	d.lower -= s.size
 	d.requested -= s.size
 	d.allocated -= s.block.Size
-	s.state = slotFree // the rest is overwritten by the next alloc of the slot
 	return d, nil
 }
 

@@ -536,8 +536,8 @@ func TestReplayAllocsNothingPerEvent(t *testing.T) {
 			}
 		})
 	}
-	short, long := allocs(10), allocs(1000)
-	assert.Equal(t, short, long, "allocations of a replay of %d events and of %d", 10*len(tr.events), 1000*len(tr.events))
+	short, long := allocs(100), allocs(1000)
+	assert.Equal(t, short, long, "allocations of a replay of %d events and of %d", 100*len(tr.events), 1000*len(tr.events))
 
 	// The same with the allocator talking to the counting wrapper, with
 	// and without timing.
@@ -552,10 +552,10 @@ func TestReplayAllocsNothingPerEvent(t *testing.T) {
 			}
 		})
 	}
-	short, long = allocs(10), allocs(1000)
+	short, long = allocs(100), allocs(1000)
 	assert.Equal(t, short, long)
 	measure = true
-	short, long = allocs(10), allocs(1000)
+	short, long = allocs(100), allocs(1000)
 	assert.Equal(t, short, long, "with MeasureTime")
 }
 
