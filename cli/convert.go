@@ -160,26 +160,13 @@ func convertSnapshot(ctx context.Context, in, out string, entries int, noFrames 
 	}
 	f.Close()
 	cutSnapshot(s, entries, noFrames)
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	err = snapshot.Write(ctxWriter(ctx, bw), s, snapshot.WriteOptions{Protocol: 4})
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644) // CreateTemp's 0600 is for the temporary file only
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", out, err)
-	}
-	return os.Rename(tmp.Name(), out)
+	return writeFileVia(out, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<20)
+		if err := snapshot.Write(ctxWriter(ctx, bw), s, snapshot.WriteOptions{Protocol: 4}); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
 }
 
 // cutSnapshot keeps the last entries of each device's trace of s (all if

@@ -51,6 +51,20 @@ func (a *atomicFile) Commit() error {
 	return nil
 }
 
+// writeFileVia writes the file at path with write, through an
+// atomicFile: a failure leaves path as it was.
+func writeFileVia(path string, write func(w io.Writer) error) error {
+	f, err := createAtomic(path)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if err := write(f); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Commit()
+}
+
 // Abort removes the temporary, unless Commit renamed it.
 func (a *atomicFile) Abort() {
 	if !a.done {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -208,27 +207,6 @@ func readProblemsWithin(ctx context.Context, e *env, path string, opts traces.Op
 	}
 	e.stderr.Write(res.notes)
 	return res.probs, err
-}
-
-// writeFileVia writes the file at path with write, beside it first and
-// then renamed, so that a failure leaves path as it was.
-func writeFileVia(path string, write func(w io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	err = write(tmp)
-	if err == nil {
-		err = tmp.Chmod(0o644) // as a file os.Create makes, not the temporary's 0600
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 func writePlanRows(e *env, format string, rows []planRow) error {
