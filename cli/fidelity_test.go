@@ -164,11 +164,24 @@ func TestFidelityShared(t *testing.T) {
 // peak of reserved bytes to the byte, the device allocations made during
 // the trace, and the state the trace starts from.
 func TestSharedFigures(t *testing.T) {
+	// What the files record (the peak of reserved bytes walked back from
+	// their segments through the trace, and their segment_alloc entries),
+	// pinned: the recorded side and the replay cannot drift together.
+	recorded := map[string]struct{ peak, mallocs int64 }{
+		"forward_bf16_ctx128.pickle": {861929472, 0},
+		"forward_ctx128.pickle":      {19667091456, 289},
+		"segments_only.pickle":       {46137344, 0},
+		"small_train_step.pickle":    {3781165056, 9},
+	}
 	for _, f := range pk.SharedSnapshots(t, sharedSnapshotDir) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			var fr []fidelity.Result
 			runJSON(t, nil, &fr, "fidelity", "-f", "json", f)
 			require.Len(t, fr, 1)
+			if want, ok := recorded[filepath.Base(f)]; ok {
+				assert.Equal(t, want.peak, fr[0].RecordedPeakReservedBytes, "recorded peak reserved")
+				assert.Equal(t, want.mallocs, fr[0].RecordedDeviceMallocs, "recorded device mallocs")
+			}
 			var res []struct {
 				Peak          int64 `json:"peak_reserved_bytes"`
 				DeviceMallocs int64 `json:"device_mallocs"`
