@@ -19,18 +19,18 @@ const convertUsage = `usage: simulate convert [flags] IN OUT
 
 Converts a trace in any format simulate reads (or a bundled trace, by
 name) to the native CSV format: OUT ends in .csv, or in .csv.gz for gzip,
-or is "-" for standard output; any other name is refused. OUT is replaced only once the whole trace has
-been read without error. The memory of each device that IN records (a
-PyTorch snapshot with an out-of-memory error) is kept, in "# device_memory
-DEVICE BYTES" comments, so that OUT replays on the same devices.
+or is "-" for standard output (or ends in .pickle: below); any other name
+is refused. OUT is replaced only once the whole trace has been read without
+error. The memory of each device that IN records (a PyTorch snapshot with
+an out-of-memory error) is kept, in "# device_memory DEVICE BYTES"
+comments, so that OUT replays on the same devices.
 
 With --to minimalloc it writes a MiniMalloc CSV instead (OUT ending in .csv,
 or "-"): id,lower,upper,size, the input of Google's MiniMalloc, the buffers
-as 'simulate plan' reads them:
-a MiniMalloc input keeps its ids and times; any other trace's allocations
-get the trace's id (".k" added on the k-th reuse of an id) and the event
-indexes of their alloc and free. MiniMalloc CSV has no devices: a trace that
-uses several is refused.
+as 'simulate plan' reads them. A MiniMalloc input keeps its ids and times;
+any other trace's allocations get the trace's id (".k" added on the k-th
+reuse of an id) and the event indexes of their alloc and free. MiniMalloc
+CSV has no devices: a trace that uses several is refused.
 
 With an OUT ending in .pickle, IN must be a PyTorch memory snapshot, and
 convert writes it again as one (pickle protocol 4, the opcodes PyTorch's
