@@ -80,6 +80,14 @@ type driver struct {
 	memSetAccess func(ptr uint64, size uintptr, desc *memAccessDesc, count uintptr) result
 	// CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 	memUnmap func(ptr uint64, size uintptr) result
+
+	// Page-locked host memory (pinned.go): both nil, or neither, when the
+	// driver lacks either. The host address (void *) is a uintptr.
+
+	// CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+	memAllocHost func(pp *uintptr, bytesize uintptr) result
+	// CUresult cuMemFreeHost(void *p)
+	memFreeHost func(p uintptr) result
 }
 
 // vmmMissing returns the names of the virtual memory functions the table
@@ -189,6 +197,9 @@ const (
 	fnMemMap                      = "cuMemMap"
 	fnMemSetAccess                = "cuMemSetAccess"
 	fnMemUnmap                    = "cuMemUnmap"
+
+	fnMemAllocHost = "cuMemAllocHost_v2"
+	fnMemFreeHost  = "cuMemFreeHost"
 )
 
 // check returns nil for CUDA_SUCCESS, and otherwise an [*Error] for the call

@@ -3,6 +3,7 @@ package cuda_test
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -243,53 +244,6 @@ func TestGPUConformance(t *testing.T) {
 	}
 }
 
-// TestGPUReplay replays the bundled traces on the GPU.
-func TestGPUReplay(t *testing.T) {
-	probe := openGPU(t)
-	n, err := cuda.Devices()
-	if err != nil {
-		t.Fatal(err)
-	}
-	free0, _ := probe.MemInfo()
-	for _, spec := range []string{"naive", "bestfit"} {
-		params, err := gpualloc.Resolve(gpualloc.Spec{Name: spec}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, bt := range traces.Bundled() {
-			t.Run(spec+"/"+bt.Name, func(t *testing.T) {
-				r, err := bt.Open()
-				if err != nil {
-					t.Fatal(err)
-				}
-				res, err := sim.Replay(r, sim.Config{
-					Params:  params,
-					Backend: "cuda",
-					// Trace devices beyond the machine's share its devices.
-					NewBackend: func(device int) (gpualloc.Backend, error) {
-						return cuda.Open(cuda.Options{Device: device % n})
-					},
-					SeriesBuckets: -1,
-				})
-				if err != nil {
-					t.Fatalf("Replay: %v", err)
-				}
-				if res.Events == 0 || res.DeviceMallocs == 0 {
-					t.Errorf("replay made %d events and %d device mallocs", res.Events, res.DeviceMallocs)
-				}
-				if res.DeviceFrees != res.DeviceMallocs {
-					t.Errorf("%d device mallocs but %d frees after the replay", res.DeviceMallocs, res.DeviceFrees)
-				}
-				t.Logf("%d events, %d OOMs, %d device mallocs, peak reserved %s, %.0f events/s",
-					res.Events, res.OOMs, res.DeviceMallocs, gpualloc.FormatSize(res.PeakReservedBytes), res.EventsPerSec)
-			})
-		}
-	}
-	if free, _ := probe.MemInfo(); free < free0-64<<20 {
-		t.Errorf("free device memory fell from %d to %d bytes over the replays: a leak?", free0, free)
-	}
-}
-
 // BenchmarkMallocFree measures cuMemAlloc_v2 and cuMemFree_v2 by size, one
 // pair per iteration, on an idle device. malloc-ns/op and free-ns/op split
 // the time between the two calls.
@@ -317,5 +271,134 @@ func BenchmarkMallocFree(b *testing.B) {
 			b.ReportMetric(float64(inMalloc.Nanoseconds())/float64(b.N), "malloc-ns/op")
 			b.ReportMetric(float64(inFree.Nanoseconds())/float64(b.N), "free-ns/op")
 		})
+	}
+}
+
+// An addressLog is a backend that notes the address of each allocation,
+// in order.
+type addressLog struct {
+	gpualloc.Backend
+	addrs []uint64
+}
+
+func (l *addressLog) Malloc(size int64) (uint64, error) {
+	a, err := l.Backend.Malloc(size)
+	if err == nil {
+		l.addrs = append(l.addrs, a)
+	}
+	return a, err
+}
+
+// Close closes the backend it wraps.
+func (l *addressLog) Close() error {
+	if c, ok := l.Backend.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// A scripted device is the simulator's virtual device handing out, in
+// order, the addresses that a GPU gave: a replay on it makes the decisions
+// that depend on where allocations lie (the choice between free blocks of
+// one size, taken by lowest address in best fit, BFC and PyTorch's pools)
+// as the replay on the GPU made them.
+type scripted struct {
+	dev   *virtual.Device
+	addrs []uint64
+	real  map[uint64]uint64 // the GPU's address -> the device's
+}
+
+func (s *scripted) Malloc(size int64) (uint64, error) {
+	a, err := s.dev.Malloc(size)
+	if err != nil {
+		return 0, err
+	}
+	if len(s.addrs) == 0 {
+		return 0, errors.New("more allocations than the GPU made")
+	}
+	g := s.addrs[0]
+	s.addrs = s.addrs[1:]
+	s.real[g] = a
+	return g, nil
+}
+
+func (s *scripted) Free(addr uint64, size int64) error {
+	a, ok := s.real[addr]
+	if !ok {
+		return fmt.Errorf("free of %#x: not an allocation of the script: %w", addr, gpualloc.ErrInvalidFree)
+	}
+	delete(s.real, addr)
+	return s.dev.Free(a, size)
+}
+
+func (s *scripted) MemInfo() (free, total int64) { return s.dev.MemInfo() }
+
+// TestGPUReplayEveryStrategy replays each bundled trace with every
+// registered strategy, with its defaults, through the GPU (each device of
+// the trace on a device of the machine), and then on the simulator's
+// device of the GPU's size, handing out the addresses the GPU gave in the
+// order it gave them. Every figure must agree: no strategy's decisions
+// depend on timing, and none on the device's free memory until it is
+// nearly full, which these traces are far from. It logs where the
+// simulator's own addresses (ascending, while cuMemAlloc_v2 hands out
+// mostly descending ones) lead a strategy to other choices.
+func TestGPUReplayEveryStrategy(t *testing.T) {
+	probe := openGPU(t)
+	n, err := cuda.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	free0, total := probe.MemInfo()
+	figures := []string{"peak reserved", "peak allocated", "device mallocs", "device frees",
+		"device malloc bytes", "device maps", "device unmaps", "cache hits", "ooms"}
+	for _, name := range gpualloc.Names() {
+		params, err := gpualloc.Resolve(gpualloc.Spec{Name: name}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bt := range traces.Bundled() {
+			t.Run(name+"/"+bt.Name, func(t *testing.T) {
+				logs := map[int]*addressLog{}
+				replay := func(cfg sim.Config) sim.Result {
+					r, err := bt.Open()
+					if err != nil {
+						t.Fatal(err)
+					}
+					cfg.Params, cfg.Capacity, cfg.SeriesBuckets = params, total, -1
+					res, err := sim.Replay(r, cfg)
+					if err != nil {
+						t.Fatalf("Replay: %v", err)
+					}
+					return res
+				}
+				gpu := replay(sim.Config{Backend: "cuda", MeasureTime: true, NewBackend: func(device int) (gpualloc.Backend, error) {
+					b, err := cuda.Open(cuda.Options{Device: device % n})
+					if err != nil {
+						return nil, err
+					}
+					logs[device] = &addressLog{Backend: b}
+					return logs[device], nil
+				}})
+				same := replay(sim.Config{NewBackend: func(device int) (gpualloc.Backend, error) {
+					d, err := virtual.New(virtual.Options{Index: device, Capacity: total})
+					if err != nil {
+						return nil, err
+					}
+					return &scripted{dev: d, addrs: logs[device].addrs, real: map[uint64]uint64{}}, nil
+				}})
+				for _, d := range cuda.DiffFigures(gpu, same, figures...) {
+					t.Error(d)
+				}
+				if d := cuda.DiffFigures(gpu, replay(sim.Config{}), figures...); len(d) > 0 {
+					t.Logf("with the simulator's own addresses: %s", strings.Join(d, "; "))
+				}
+				t.Logf("%d events, %d device mallocs, peak reserved %s, %.3f ms in device calls",
+					gpu.Events, gpu.DeviceMallocs, gpualloc.FormatSize(gpu.PeakReservedBytes),
+					float64(*gpu.DeviceCallNSTotal)/1e6)
+			})
+		}
+	}
+	if free, _ := probe.MemInfo(); free < free0-64<<20 {
+		t.Errorf("free device memory fell from %d to %d bytes over the replays: a leak?", free0, free)
 	}
 }

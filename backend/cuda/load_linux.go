@@ -96,6 +96,10 @@ func loadDriver() (d *driver, err error) {
 		pMap          = sym(false, fnMemMap)
 		pSetAccess    = sym(false, fnMemSetAccess)
 		pUnmap        = sym(false, fnMemUnmap)
+
+		// Page-locked host memory: optional, both or neither.
+		pAllocHost = sym(false, fnMemAllocHost)
+		pFreeHost  = sym(false, fnMemFreeHost)
 	)
 	if len(missing) > 0 {
 		return nil, &openError{
@@ -169,6 +173,16 @@ func loadDriver() (d *driver, err error) {
 	if pGetAttribute != 0 && pGranularity != 0 && pReserve != 0 && pAddressFree != 0 && pCreate != 0 &&
 		pMemRelease != 0 && pMap != 0 && pSetAccess != 0 && pUnmap != 0 {
 		bindVMM(d, pGetAttribute, pGranularity, pReserve, pAddressFree, pCreate, pMemRelease, pMap, pSetAccess, pUnmap)
+	}
+	if pAllocHost != 0 && pFreeHost != 0 {
+		d.memAllocHost = func(pp *uintptr, bytesize uintptr) result {
+			r, _, _ := purego.SyscallN(pAllocHost, uintptr(unsafe.Pointer(pp)), bytesize)
+			return result(int32(r))
+		}
+		d.memFreeHost = func(p uintptr) result {
+			r, _, _ := purego.SyscallN(pFreeHost, p)
+			return result(int32(r))
+		}
 	}
 	return d, nil
 }
