@@ -21,8 +21,8 @@ type backendChoice struct {
 // capacity when --capacity was given, else to the machine's total memory,
 // so that the capacity reported is the limit that held (mmap alone would
 // hand out address space far beyond it that is never touched); cuda is the
-// GPU of each device
-// index, of its own size.
+// GPU of each device index, of its own size; pinned is page-locked host
+// memory, limited as host is.
 func chooseBackend(name string, capacity int64, capacitySet bool) (backendChoice, error) {
 	switch name {
 	case "sim":
@@ -49,9 +49,11 @@ func chooseBackend(name string, capacity int64, capacitySet bool) (backendChoice
 		}, nil
 	case "cuda":
 		if capacitySet {
-			return backendChoice{}, usagef("--capacity applies to the sim and host backends, not to cuda")
+			return backendChoice{}, usagef("--capacity applies to the sim, host and pinned backends, not to cuda")
 		}
 		return cudaBackend()
+	case "pinned":
+		return pinnedBackend(capacity, capacitySet)
 	}
-	return backendChoice{}, usagef("unknown backend %q (known: sim, host, cuda)", name)
+	return backendChoice{}, usagef("unknown backend %q (known: sim, host, cuda, pinned)", name)
 }

@@ -44,3 +44,30 @@ func cudaBackend() (backendChoice, error) {
 		},
 	}, nil
 }
+
+// pinnedBackend opens pinned memory once to fail early, as cudaBackend
+// does; each replay then opens pinned memory in device 0's context for
+// each device index of its trace, limited to capacity when capacitySet,
+// else to the machine's memory (the limit is the capacity reported).
+func pinnedBackend(capacity int64, capacitySet bool) (backendChoice, error) {
+	if !capacitySet {
+		capacity = 0
+	}
+	p, err := cuda.OpenPinned(cuda.PinnedOptions{Capacity: capacity})
+	if err != nil {
+		if errors.Is(err, cuda.ErrNoDriver) || errors.Is(err, cuda.ErrNoDevice) {
+			return backendChoice{}, errors.New(strings.TrimPrefix(err.Error(), "cuda: "))
+		}
+		return backendChoice{}, err
+	}
+	_, limit := p.MemInfo()
+	if err := p.Close(); err != nil {
+		return backendChoice{}, err
+	}
+	return backendChoice{
+		capacity: limit,
+		newBackend: func(int) (gpualloc.Backend, error) {
+			return cuda.OpenPinned(cuda.PinnedOptions{Capacity: limit})
+		},
+	}, nil
+}

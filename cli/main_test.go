@@ -136,6 +136,8 @@ func TestGolden(t *testing.T) {
 		{"err_bad_capacity", nil, []string{"--capacity", "lots"}, 2},
 		{"err_backend", nil, []string{"-b", "tpu"}, 2},
 		{"err_cuda_capacity", nil, []string{"-b", "cuda", "--capacity", "1GiB"}, 2},
+		{"err_device_costs", nil, []string{"--device-costs", "testdata/costs_bad.csv", "testdata/tiny.csv"}, 1},
+		{"device_costs", nil, []string{"--device-costs", "testdata/costs.csv", "-s", "unpooled", "-f", "csv", "testdata/tiny.csv"}, 0},
 		{"err_gen_workload", nil, []string{"gen", "nosuch"}, 2},
 		{"err_convert_args", nil, []string{"convert", "testdata/tiny.csv"}, 2},
 		{"err_plot_format", nil, []string{"-o", "nosuch", "--plot-format", "png,bmp", "testdata/tiny.csv"}, 2},

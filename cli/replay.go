@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/virtual"
+	"github.com/gpualloc/gpualloc/devicecost"
 	"github.com/gpualloc/gpualloc/plan"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/sim/report"
@@ -42,8 +44,10 @@ then plus the segments PyTorch held);
 host, real host memory, each device allocation an mmap and each free a
 munmap, limited to --capacity when the flag is given, else to the
 machine's total memory (capacity_bytes reports the limit that held); cuda,
-the NVIDIA GPU of each device index of the trace, through the CUDA driver.
-On host and cuda the replays also time the allocations and device calls
+the NVIDIA GPU of each device index of the trace, through the CUDA driver;
+pinned, page-locked host memory from the CUDA driver (cuMemAllocHost, the
+memory PyTorch's pinned-memory pool holds), limited as host is. On host,
+cuda and pinned the replays also time the allocations and device calls
 (alloc_hit_ns_mean, alloc_device_ns_mean, device_call_ns_total), and run
 one at a time unless -j says otherwise.
 
@@ -111,6 +115,8 @@ type replayFlags struct {
 	progress   string
 	snapshot   snapshotFlags
 	shard      string
+	costs      string            // --device-costs
+	costModel  *devicecost.Model // its table, nil for the default
 
 	offline     bool
 	minCapacity bool
@@ -159,8 +165,8 @@ func parseReplayFlags(e *env, args []string) (replayFlags, error) {
 	var f replayFlags
 	fs := newFlagSet(e, "simulate", replayUsage)
 	fs.StringArrayVarP(&f.strategies, "strategy", "s", nil, "strategy `SPEC`, as round or round:cutoff=20; a..b, a..b/STEP and x|y|z in values sweep them (repeatable; all = every registered strategy)")
-	fs.StringVarP(&f.backend, "backend", "b", "sim", "backend: sim (the virtual device), host (host memory) or cuda (NVIDIA GPUs)")
-	fs.StringVar(&f.capacity, "capacity", "80GiB", "virtual device `SIZE` (bytes, or units KiB, MiB, GiB, ... KB, MB, GB, ...); for -b sim; with -b host, a limit, the machine's memory when not given")
+	fs.StringVarP(&f.backend, "backend", "b", "sim", "backend: sim (the virtual device), host (host memory), cuda (NVIDIA GPUs) or pinned (page-locked host memory)")
+	fs.StringVar(&f.capacity, "capacity", "80GiB", "virtual device `SIZE` (bytes, or units KiB, MiB, GiB, ... KB, MB, GB, ...); for -b sim; with -b host or pinned, a limit, the machine's memory when not given")
 	fs.StringVarP(&f.format, "format", "f", "table", "output format: table, csv or json")
 	fs.IntVarP(&f.jobs, "jobs", "j", 0, "replays to run at once (default: the number of cores; 1 with -b host or cuda)")
 	fs.BoolVar(&f.lenient, "lenient", false, "skip bad events of a trace, count them and go on")
@@ -172,6 +178,7 @@ func parseReplayFlags(e *env, args []string) (replayFlags, error) {
 	fs.StringVar(&f.shard, "shard", "", "run only the `k/n`-th part of the replays (traces x strategies), 1 <= k <= n; with -o, write it for 'simulate merge'")
 	fs.BoolVar(&f.offline, "offline", false, "add offline_bytes: the memory of the offline plan of each trace (simulate plan)")
 	fs.BoolVar(&f.minCapacity, "min-capacity", false, "add min_capacity_bytes: the smallest device, in MiB, on which each strategy has no OOM (-b sim)")
+	fs.StringVar(&f.costs, "device-costs", "", "estimate device_time_ns_est by the device-call costs in `FILE` (a table that go test ./backend/cuda -bench DeviceCalls writes; default: an NVIDIA H200's)")
 	fs.DurationVar(&f.timeLimit, "time-limit", plan.DefaultTimeLimit, "`DURATION` of each trace's offline plan (--offline: reading it and planning its devices) and of each --min-capacity search")
 	if err := parseFlags(fs, args); err != nil {
 		return f, err
@@ -202,6 +209,11 @@ func parseReplayFlags(e *env, args []string) (replayFlags, error) {
 		return f, err
 	}
 	f.capacitySet, f.jobsSet, f.traces = fs.Changed("capacity"), fs.Changed("jobs"), fs.Args()
+	if f.costs != "" {
+		if f.costModel, err = readCosts(f.costs); err != nil {
+			return f, err
+		}
+	}
 	return f, nil
 }
 
@@ -318,6 +330,7 @@ func (p *replayPlan) config(trace string, s *gpualloc.Params) sim.Config {
 		Capacity:      p.be.capacity,
 		NewBackend:    p.be.newBackend,
 		MeasureTime:   p.be.newBackend != nil,
+		DeviceCosts:   p.f.costModel,
 		SeriesBuckets: series,
 
 		SnapshotStream:  p.f.snapshot.writer(trace, s),
@@ -533,4 +546,18 @@ func checkFormat(f string) error {
 		return nil
 	}
 	return usagef("--format %q: want table, csv or json", f)
+}
+
+// readCosts reads the table of device-call costs of --device-costs.
+func readCosts(path string) (*devicecost.Model, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--device-costs: %w", err)
+	}
+	defer f.Close()
+	m, err := devicecost.Parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("--device-costs %s: %w", path, err)
+	}
+	return m, nil
 }

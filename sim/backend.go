@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/virtual"
+	"github.com/gpualloc/gpualloc/devicecost"
 	"github.com/gpualloc/gpualloc/internal/satsum"
 )
 
@@ -41,7 +42,8 @@ type device struct {
 	heldSegs                     int64        // segments of private pools that the engine holds
 	startSegs, startFrees        int64
 	startMallocBytes, startBytes int64
-	callNS                       int64 // time in backend calls, with Config.MeasureTime
+	callNS                       int64            // time in backend calls, with Config.MeasureTime
+	calls                        devicecost.Tally // the window's device calls, for Result.DeviceTimeNSEst
 
 	// Where the memory goes (see ledger): the device's allocations, and
 	// the split of its reserved bytes at its peak; splitAfter is set once
@@ -62,8 +64,17 @@ func (d *device) Malloc(size int64) (uint64, error) {
 	addr, err := d.backend.Malloc(size)
 	if err == nil {
 		d.region(addr, size)
+		d.count(devicecost.Malloc, size)
 	}
 	return d.malloced(addr, size, err)
+}
+
+// count counts a device call for the estimate of its time, unless it
+// builds the start state.
+func (d *device) count(c devicecost.Call, size int64) {
+	if !d.e.starting {
+		d.calls.Add(c, size)
+	}
 }
 
 func (d *device) timedMalloc(size int64) (uint64, error) {
@@ -72,6 +83,7 @@ func (d *device) timedMalloc(size int64) (uint64, error) {
 	d.callNS += int64(time.Since(t0))
 	if err == nil {
 		d.region(addr, size)
+		d.count(devicecost.Malloc, size)
 	}
 	return d.malloced(addr, size, err)
 }
@@ -126,6 +138,7 @@ func (d *device) Free(addr uint64, size int64) error {
 		return err
 	}
 	d.regionFreed(addr)
+	d.count(devicecost.Free, size)
 	d.freed(size)
 	return nil
 }
@@ -175,11 +188,18 @@ func (v *vmDevice) timed(f func() error) error {
 
 func (v *vmDevice) Reserve(size int64) (addr uint64, err error) {
 	err = v.timed(func() (err error) { addr, err = v.vm.Reserve(size); return err })
+	if err == nil {
+		v.count(devicecost.Reserve, size)
+	}
 	return addr, err
 }
 
 func (v *vmDevice) Unreserve(addr uint64, size int64) error {
-	return v.timed(func() error { return v.vm.Unreserve(addr, size) })
+	err := v.timed(func() error { return v.vm.Unreserve(addr, size) })
+	if err == nil {
+		v.count(devicecost.Unreserve, size)
+	}
+	return err
 }
 
 func (v *vmDevice) Create(size int64) (h uint64, err error) {
@@ -187,6 +207,7 @@ func (v *vmDevice) Create(size int64) (h uint64, err error) {
 	if err == nil {
 		v.sizes[h] = size
 		v.mem[h] = v.memory(size)
+		v.count(devicecost.Create, size)
 	}
 	_, err = v.malloced(0, size, err)
 	return h, err
@@ -196,6 +217,7 @@ func (v *vmDevice) Release(h uint64) error {
 	if err := v.timed(func() error { return v.vm.Release(h) }); err != nil {
 		return err
 	}
+	v.count(devicecost.Release, v.sizes[h])
 	v.freed(v.sizes[h])
 	v.memoryReleased(v.mem[h])
 	delete(v.sizes, h)
@@ -207,6 +229,7 @@ func (v *vmDevice) Map(addr uint64, h uint64) error {
 	err := v.timed(func() error { return v.vm.Map(addr, h) })
 	if err == nil {
 		v.maps++
+		v.count(devicecost.Map, v.sizes[h])
 		v.mapped(addr, v.mem[h])
 	}
 	return err
@@ -216,6 +239,7 @@ func (v *vmDevice) Unmap(addr uint64, size int64) error {
 	err := v.timed(func() error { return v.vm.Unmap(addr, size) })
 	if err == nil {
 		v.unmaps++
+		v.count(devicecost.Unmap, size)
 		v.unmapped(addr)
 	}
 	return err

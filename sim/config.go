@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/devicecost"
 	"github.com/gpualloc/gpualloc/snapshot"
 )
 
@@ -56,6 +57,10 @@ type Config struct {
 	// device it measures the simulator. Off, the replay reads no clock per
 	// event and those fields are nil.
 	MeasureTime bool
+
+	// DeviceCosts is the table of device-call costs that
+	// Result.DeviceTimeNSEst is estimated by; nil means devicecost.H200.
+	DeviceCosts *devicecost.Model
 
 	// Progress, if not nil, is called with the number of events replayed so
 	// far every ProgressInterval events and once at the end, from the

@@ -28,7 +28,7 @@ func (r Result) PerDevice() []Result {
 			AtPeakFragmentedBytes: d.AtPeakFragmentedBytes, AtPeakCachedBytes: d.AtPeakCachedBytes,
 			Overhead:      ratio(d.PeakReservedBytes, d.PeakRequestedBytes),
 			DeviceMallocs: d.DeviceMallocs, DeviceFrees: d.DeviceFrees, DeviceMallocBytes: d.DeviceMallocBytes,
-			DeviceMaps: d.DeviceMaps, DeviceUnmaps: d.DeviceUnmaps,
+			DeviceMaps: d.DeviceMaps, DeviceUnmaps: d.DeviceUnmaps, DeviceTimeNSEst: d.DeviceTimeNSEst,
 			StartReservedBytes: d.StartReservedBytes, StartSegments: d.StartSegments,
 			CacheHits: d.CacheHits, OOMs: d.OOMs, DeviceFullAllocs: d.DeviceFullAllocs,
 			LiveAtEnd: d.LiveAtEnd, LiveBytesAtEnd: d.RequestedBytes,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/virtual"
+	"github.com/gpualloc/gpualloc/devicecost"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -88,7 +89,8 @@ type slot struct {
 // An engine is the state of one replay.
 type engine struct {
 	cfg      Config
-	devs     []*device // by device index; nil where not used yet
+	costs    *devicecost.Model // Config.DeviceCosts, or devicecost.H200
+	devs     []*device         // by device index; nil where not used yet
 	slots    []slot
 	series   *Series
 	strategy string // short name for errors
@@ -156,7 +158,10 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	}
 	var recorded bool
 	cfg.Params, recorded = recordedParams(r, cfg.Params, cfg.Trace)
-	e := &engine{cfg: cfg, measure: cfg.MeasureTime}
+	e := &engine{cfg: cfg, measure: cfg.MeasureTime, costs: cfg.DeviceCosts}
+	if e.costs == nil {
+		e.costs = devicecost.H200
+	}
 	e.res.Trace = cfg.Trace
 	if recorded {
 		e.res.SettingsFrom = cfg.Trace

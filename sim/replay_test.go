@@ -297,7 +297,7 @@ func TestResultJSON(t *testing.T) {
 		"alloc_device_ns_mean", "alloc_hit_ns_mean",
 		"allocs", "at_peak_cached_bytes", "at_peak_fragmented_bytes", "at_peak_live_bytes", "at_peak_rounding_bytes",
 		"backend", "cache_hits", "capacity_bytes", "device_call_ns_total", "device_frees",
-		"device_full_allocs", "device_malloc_bytes", "device_mallocs", "device_maps", "device_unmaps", "elapsed_ns", "events",
+		"device_full_allocs", "device_malloc_bytes", "device_mallocs", "device_maps", "device_time_ns_est", "device_unmaps", "elapsed_ns", "events",
 		"events_per_sec", "fragmentation", "free_fragmentation", "frees", "largest_free_bytes",
 		"live_at_end", "live_bytes_at_end", "min_capacity_bytes", "offline_bytes", "ooms", "overhead",
 		"peak_allocated_bytes", "peak_requested_bytes", "peak_reserved_bytes",

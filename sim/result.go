@@ -157,6 +157,13 @@ type Result struct {
 	AllocDeviceNSMean *float64 `json:"alloc_device_ns_mean"`
 	DeviceCallNSTotal *int64   `json:"device_call_ns_total"`
 
+	// DeviceTimeNSEst is the estimated time, in nanoseconds, of the device
+	// calls made while the trace was replayed (those that built a recorded
+	// start state not counted) on the GPU whose costs Config.DeviceCosts
+	// gives (devicecost.H200 by default): each Malloc, Free and virtual
+	// memory call costed by its size, as measured on an idle device.
+	DeviceTimeNSEst int64 `json:"device_time_ns_est"`
+
 	// OfflineBytes is the memory of the offline placement of the trace's
 	// allocations (package plan: every lifetime known in advance; the sum
 	// over devices), the same for every strategy on a trace; nil (null in
@@ -213,6 +220,7 @@ type DeviceResult struct {
 	DeviceMallocBytes int64
 	DeviceMaps        int64
 	DeviceUnmaps      int64
+	DeviceTimeNSEst   int64
 
 	// StartReservedBytes and StartSegments: see Result's.
 	StartReservedBytes int64
@@ -267,6 +275,8 @@ func (e *engine) finish(r traces.Reader) {
 			continue
 		}
 		callNS += d.callNS
+		est := d.calls.Estimate(e.costs)
+		res.DeviceTimeNSEst += est
 		mallocs, frees, mallocBytes := d.mallocs-d.startSegs, d.mfrees-d.startFrees, d.mallocBytes-d.startMallocBytes
 		res.DeviceMallocs += mallocs
 		res.DeviceFrees += frees
@@ -282,7 +292,7 @@ func (e *engine) finish(r traces.Reader) {
 			AtPeakLiveBytes: d.split.live, AtPeakRoundingBytes: d.split.rounding,
 			AtPeakFragmentedBytes: d.split.fragmented, AtPeakCachedBytes: d.split.cached,
 			DeviceMallocs: mallocs, DeviceFrees: frees, DeviceMallocBytes: mallocBytes,
-			DeviceMaps: d.maps, DeviceUnmaps: d.unmaps,
+			DeviceMaps: d.maps, DeviceUnmaps: d.unmaps, DeviceTimeNSEst: est,
 			StartReservedBytes: d.startBytes, StartSegments: d.startSegs - d.startFrees,
 			DeviceFullAllocs: d.fullAllocs, Releases: d.releases, LiveAtEnd: d.allocs - d.frees,
 			RequestedBytes: d.lower, AllocatedBytes: d.allocated, ReservedBytes: d.reserved,

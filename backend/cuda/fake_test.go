@@ -64,6 +64,14 @@ type fakeGPU struct {
 	// failures to inject, once each
 	attrRC, granRC, reserveRC, addrFreeRC, createRC, releaseRC, mapRC, accessRC, unmapRC result
 
+	// Page-locked host memory. noHost leaves its functions out of the
+	// table; hostNext is the next address, host the allocations; the
+	// failures are injected once each.
+	noHost                  bool
+	hostNext                uint64
+	host                    map[uint64]int64
+	allocHostRC, freeHostRC result
+
 	calls map[string]int
 }
 
@@ -94,6 +102,8 @@ func newFakeGPU(total int64) *fakeGPU {
 		hnext:    0xa000,
 		phys:     make(map[uint64]int64),
 		mappings: make(map[uint64]fakeMapping),
+		hostNext: 0x560000000000,
+		host:     make(map[uint64]int64),
 	}
 }
 
@@ -414,6 +424,32 @@ func (f *fakeGPU) driver() *driver {
 	}
 	if !f.noVMM {
 		f.vmmDriver(d, lock)
+	}
+	if !f.noHost {
+		d.memAllocHost = func(pp *uintptr, size uintptr) result {
+			defer lock(fnMemAllocHost)()
+			if rc := f.enter(&f.allocHostRC); rc != success {
+				return rc
+			}
+			if size == 0 {
+				return errInvalidValue
+			}
+			*pp = uintptr(f.hostNext)
+			f.host[f.hostNext] = int64(size)
+			f.hostNext += (uint64(size) + 4095) &^ 4095
+			return success
+		}
+		d.memFreeHost = func(p uintptr) result {
+			defer lock(fnMemFreeHost)()
+			if rc := f.enter(&f.freeHostRC); rc != success {
+				return rc
+			}
+			if _, ok := f.host[uint64(p)]; !ok {
+				return errInvalidValue
+			}
+			delete(f.host, uint64(p))
+			return success
+		}
 	}
 	if f.name != "" {
 		d.deviceGetName = func(name *byte, n int32, dev int32) result {

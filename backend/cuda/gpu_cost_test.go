@@ -2,21 +2,34 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/devicecost"
 )
 
-// costSizes are the sizes BenchmarkDeviceCalls measures cuMemAlloc_v2,
-// cuMemFree_v2 and the host calls at: 4 KiB to 4 GiB, with PyTorch's 2 MiB
-// small and 20 MiB large segments among them.
-var costSizes = []int64{
-	4 << 10, 64 << 10, 512 << 10, 1 << 20, 2 << 20, 8 << 20, 20 << 20,
-	64 << 20, 256 << 20, 1 << 30, 4 << 30,
-}
+// costSizes are the sizes BenchmarkDeviceCalls measures cuMemAlloc_v2 and
+// cuMemFree_v2 at: powers of two from 4 KiB to 4 GiB (every other one below
+// 1 MiB), the knots of package devicecost's model, which is linear between
+// powers of two. vmmSizes are those of the virtual memory calls, whole
+// numbers of 2 MiB pages; hostSizes those of the host calls, fewer, since
+// pinning is slow.
+var (
+	costSizes = []int64{
+		4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20,
+		64 << 20, 128 << 20, 256 << 20, 512 << 20, 1 << 30, 2 << 30, 4 << 30,
+	}
+	vmmSizes = []int64{
+		2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 128 << 20, 256 << 20, 512 << 20,
+		1 << 30, 2 << 30, 4 << 30,
+	}
+	hostSizes = []int64{4 << 10, 64 << 10, 1 << 20, 2 << 20, 16 << 20, 256 << 20, 1 << 30, 4 << 30}
+)
 
 // sizeName is a size as a sub-benchmark's name: "size=2MiB".
 func sizeName(size int64) string {
@@ -74,10 +87,30 @@ func timed(b *testing.B, d *driver, call string, f func() result) time.Duration 
 //
 // A size that the device (or the host) has no room for is skipped.
 //
-//	go test ./backend/cuda -run '^$' -bench DeviceCalls -benchtime 0.5s
+// With GPUALLOC_DEVICE_COSTS=FILE it also writes the device calls' costs to
+// FILE as a table of package devicecost, which simulate's --device-costs
+// reads:
+//
+//	GPUALLOC_DEVICE_COSTS=mygpu.csv go test ./backend/cuda -run '^$' -bench DeviceCalls -benchtime 0.5s
 func BenchmarkDeviceCalls(b *testing.B) {
 	be := openCost(b)
 	d := be.drv
+	var table strings.Builder
+	fmt.Fprintf(&table, "# gpu: %s\n# go test ./backend/cuda -run '^$' -bench DeviceCalls\n%s\n", be.Name(), devicecost.Header)
+	// report reports the mean time of call over b.N calls of size bytes,
+	// and notes it in the table.
+	report := func(b *testing.B, call string, size int64, t time.Duration) {
+		ns := float64(t.Nanoseconds()) / float64(b.N)
+		b.ReportMetric(ns, call+"-ns")
+		fmt.Fprintf(&table, "%s,%d,%.0f\n", call, size, ns)
+	}
+	if path := os.Getenv("GPUALLOC_DEVICE_COSTS"); path != "" {
+		b.Cleanup(func() {
+			if err := os.WriteFile(path, []byte(table.String()), 0o644); err != nil {
+				b.Error(err)
+			}
+		})
+	}
 
 	b.Run("Malloc", func(b *testing.B) {
 		for _, size := range costSizes {
@@ -92,8 +125,8 @@ func BenchmarkDeviceCalls(b *testing.B) {
 					inAlloc += timed(b, d, fnMemAlloc, func() result { return d.memAlloc(&p, uintptr(size)) })
 					inFree += timed(b, d, fnMemFree, func() result { return d.memFree(p) })
 				}
-				b.ReportMetric(float64(inAlloc.Nanoseconds())/float64(b.N), "cuMemAlloc-ns")
-				b.ReportMetric(float64(inFree.Nanoseconds())/float64(b.N), "cuMemFree-ns")
+				report(b, "cuMemAlloc", size, inAlloc)
+				report(b, "cuMemFree", size, inFree)
 				b.ReportMetric(0, "ns/op")
 			})
 		}
@@ -109,7 +142,7 @@ func BenchmarkDeviceCalls(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Logf("granularity %d bytes", gran)
-		for _, size := range []int64{2 << 20, 20 << 20, 256 << 20, 1 << 30} {
+		for _, size := range vmmSizes {
 			if size%int64(gran) != 0 {
 				continue
 			}
@@ -142,7 +175,7 @@ func BenchmarkDeviceCalls(b *testing.B) {
 					{"cuMemSetAccess", access}, {"cuMemUnmap", unmap}, {"cuMemRelease", release},
 					{"cuMemAddressFree", addrFree},
 				} {
-					b.ReportMetric(float64(m.t.Nanoseconds())/float64(b.N), m.call+"-ns")
+					report(b, m.call, size, m.t)
 				}
 				b.ReportMetric(0, "ns/op")
 			})
@@ -153,7 +186,7 @@ func BenchmarkDeviceCalls(b *testing.B) {
 		if d.memAllocHost == nil {
 			b.Skipf("the driver lacks %s", fnMemAllocHost)
 		}
-		for _, size := range costSizes {
+		for _, size := range hostSizes {
 			b.Run(sizeName(size), func(b *testing.B) {
 				openCost(b)
 				var inAlloc, inFree time.Duration

@@ -148,7 +148,7 @@ func TestGPUBackend(t *testing.T) {
 // cuMemAlloc and cuMemFree calls.
 type mirror struct {
 	check *virtual.Device
-	gpu   *cuda.Backend
+	gpu   held
 	real  map[uint64]gpuRegion // by the checking device's address
 }
 
@@ -201,10 +201,20 @@ func (m *mirror) release() error {
 	return errors.Join(errs...)
 }
 
+// A held backend is a real one that counts what it holds: a
+// *cuda.Backend or a *cuda.PinnedBackend.
+type held interface {
+	gpualloc.Backend
+	InUse() (allocations int, bytes int64)
+}
+
 // TestGPUConformance runs the strategy conformance suite with every device
 // call mirrored on the GPU.
-func TestGPUConformance(t *testing.T) {
-	gpu := openGPU(t)
+func TestGPUConformance(t *testing.T) { conformance(t, openGPU(t)) }
+
+// conformance runs the strategy conformance suite with every device call
+// mirrored on gpu.
+func conformance(t *testing.T, gpu held) {
 	strategies := []struct {
 		name string
 		open func(b gpualloc.Backend) (gpualloc.Allocator, error)
@@ -238,7 +248,7 @@ func TestGPUConformance(t *testing.T) {
 				}
 			}
 			if n, bytes := gpu.InUse(); n != 0 {
-				t.Errorf("the GPU still holds %d allocations (%d bytes)", n, bytes)
+				t.Errorf("the backend still holds %d allocations (%d bytes)", n, bytes)
 			}
 		})
 	}
@@ -349,6 +359,20 @@ func TestGPUReplayEveryStrategy(t *testing.T) {
 		t.Fatal(err)
 	}
 	free0, total := probe.MemInfo()
+	replayEveryStrategy(t, "cuda", traces.Bundled(), total, func(device int) (gpualloc.Backend, error) {
+		return cuda.Open(cuda.Options{Device: device % n})
+	})
+	if free, _ := probe.MemInfo(); free < free0-64<<20 {
+		t.Errorf("free device memory fell from %d to %d bytes over the replays: a leak?", free0, free)
+	}
+}
+
+// replayEveryStrategy replays each of bundles with every registered
+// strategy through the backends that open makes, of capacity bytes, and
+// on the simulator's device of that size given the same addresses in the
+// same order, and fails on every figure on which they differ.
+func replayEveryStrategy(t *testing.T, backend string, bundles []traces.Bundle, capacity int64,
+	open func(device int) (gpualloc.Backend, error)) {
 	figures := []string{"peak reserved", "peak allocated", "device mallocs", "device frees",
 		"device malloc bytes", "device maps", "device unmaps", "cache hits", "ooms"}
 	for _, name := range gpualloc.Names() {
@@ -356,7 +380,7 @@ func TestGPUReplayEveryStrategy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, bt := range traces.Bundled() {
+		for _, bt := range bundles {
 			t.Run(name+"/"+bt.Name, func(t *testing.T) {
 				logs := map[int]*addressLog{}
 				replay := func(cfg sim.Config) sim.Result {
@@ -364,15 +388,15 @@ func TestGPUReplayEveryStrategy(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					cfg.Params, cfg.Capacity, cfg.SeriesBuckets = params, total, -1
+					cfg.Params, cfg.Capacity, cfg.SeriesBuckets = params, capacity, -1
 					res, err := sim.Replay(r, cfg)
 					if err != nil {
 						t.Fatalf("Replay: %v", err)
 					}
 					return res
 				}
-				gpu := replay(sim.Config{Backend: "cuda", MeasureTime: true, NewBackend: func(device int) (gpualloc.Backend, error) {
-					b, err := cuda.Open(cuda.Options{Device: device % n})
+				real := replay(sim.Config{Backend: backend, MeasureTime: true, NewBackend: func(device int) (gpualloc.Backend, error) {
+					b, err := open(device)
 					if err != nil {
 						return nil, err
 					}
@@ -380,25 +404,22 @@ func TestGPUReplayEveryStrategy(t *testing.T) {
 					return logs[device], nil
 				}})
 				same := replay(sim.Config{NewBackend: func(device int) (gpualloc.Backend, error) {
-					d, err := virtual.New(virtual.Options{Index: device, Capacity: total})
+					d, err := virtual.New(virtual.Options{Index: device, Capacity: capacity})
 					if err != nil {
 						return nil, err
 					}
 					return &scripted{dev: d, addrs: logs[device].addrs, real: map[uint64]uint64{}}, nil
 				}})
-				for _, d := range cuda.DiffFigures(gpu, same, figures...) {
+				for _, d := range cuda.DiffFigures(real, same, figures...) {
 					t.Error(d)
 				}
-				if d := cuda.DiffFigures(gpu, replay(sim.Config{}), figures...); len(d) > 0 {
+				if d := cuda.DiffFigures(real, replay(sim.Config{}), figures...); len(d) > 0 {
 					t.Logf("with the simulator's own addresses: %s", strings.Join(d, "; "))
 				}
 				t.Logf("%d events, %d device mallocs, peak reserved %s, %.3f ms in device calls",
-					gpu.Events, gpu.DeviceMallocs, gpualloc.FormatSize(gpu.PeakReservedBytes),
-					float64(*gpu.DeviceCallNSTotal)/1e6)
+					real.Events, real.DeviceMallocs, gpualloc.FormatSize(real.PeakReservedBytes),
+					float64(*real.DeviceCallNSTotal)/1e6)
 			})
 		}
-	}
-	if free, _ := probe.MemInfo(); free < free0-64<<20 {
-		t.Errorf("free device memory fell from %d to %d bytes over the replays: a leak?", free0, free)
 	}
 }

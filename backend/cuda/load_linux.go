@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"strings"
+	"syscall"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -227,4 +228,17 @@ func bindVMM(d *driver, pGetAttribute, pGranularity, pReserve, pAddressFree, pCr
 		r, _, _ := purego.SyscallN(pUnmap, uintptr(ptr), size)
 		return result(int32(r))
 	}
+}
+
+// hostMemory returns the machine's physical memory, sysinfo(2)'s total RAM.
+func hostMemory() (int64, error) {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		return 0, fmt.Errorf("reading the machine's memory: %w", err)
+	}
+	unit := int64(si.Unit)
+	if unit == 0 {
+		unit = 1
+	}
+	return int64(si.Totalram) * unit, nil
 }

@@ -597,6 +597,7 @@ func TestExpandableBundled(t *testing.T) {
 			assert.Equal(t, vm.DeviceFrees, vm.DeviceUnmaps, "an Unmap per Release")
 			assert.Zero(t, m.DeviceMaps)
 			vm.DeviceMaps, vm.DeviceUnmaps = 0, 0
+			vm.DeviceTimeNSEst, m.DeviceTimeNSEst = 0, 0 // cuMemCreate and cuMemMap against cuMemAlloc
 			vm.ElapsedNS, m.ElapsedNS = 0, 0
 			vm.EventsPerSec, m.EventsPerSec = 0, 0
 			vm.Devices, m.Devices = nil, nil
