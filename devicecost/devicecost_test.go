@@ -163,5 +163,5 @@ func ExampleTally() {
 	t.Add(devicecost.Free, 20<<20)
 	ms := float64(t.Estimate(devicecost.H200)) / 1e6
 	fmt.Printf("about %.0f ms on an %s\n", math.Round(ms), devicecost.H200.GPU)
-	// Output: about 4 ms on an NVIDIA H200
+	// Output: about 5 ms on an NVIDIA H200
 }

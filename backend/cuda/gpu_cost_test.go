@@ -73,19 +73,39 @@ func timed(b *testing.B, d *driver, call string, f func() result) time.Duration 
 	return dt
 }
 
+// batch is how many allocations of size bytes BenchmarkDeviceCalls holds
+// at once: 8 GiB of them, from 1 to 256.
+func batch(size int64) int { return int(min(256, max(1, (8<<30)/size))) }
+
+// settle is how long BenchmarkDeviceCalls waits after freeing a batch: the
+// driver clears freed device memory in the background, and an allocation
+// made meanwhile waits for it (1 GiB freed and allocated again at once
+// takes 2 ms, against 0.1 ms once the memory is clear).
+const settle = 100 * time.Millisecond
+
 // BenchmarkDeviceCalls measures, on an idle device, the driver calls that
 // the backends make for a strategy, each timed on its own and reported as
 // CALL-ns (nanoseconds a call, the wall clock of the calling thread):
 //
-//   - Malloc: cuMemAlloc_v2 and cuMemFree_v2 of one allocation, by size;
-//   - Virtual: cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess,
-//     cuMemUnmap, cuMemRelease and cuMemAddressFree of one range and one
-//     piece of physical memory, by size (a whole number of 2 MiB pages);
+//   - Malloc: cuMemAlloc_v2 and cuMemFree_v2, by size;
+//   - Virtual: cuMemAddressReserve and cuMemAddressFree of a range, and
+//     cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap and cuMemRelease of
+//     pieces of physical memory in it, by the size of a piece (a whole
+//     number of 2 MiB pages);
 //   - Host: cuMemAllocHost_v2 and cuMemFreeHost of page-locked host memory,
 //     by size;
 //   - MemInfo: cuMemGetInfo_v2.
 //
-// A size that the device (or the host) has no room for is skipped.
+// Allocations are made as a pool grows and then gives its memory back: an
+// iteration allocates a batch of them (8 GiB, at most 256), all live
+// together, and then frees them all. A single allocation freed at once
+// costs the driver more than one among others (a small one empties its
+// 2 MiB page, and the page goes back with it), and freed memory costs more
+// to allocate again than memory never used, which is why
+// cuMemAlloc-first-ns, the first batch alone, is reported apart. After
+// each batch the benchmark waits for the driver to clear what was freed
+// (settle), as a replay's strategy, which frees rarely, finds it. A size
+// that the device (or the host) has no room for is skipped.
 //
 // With GPUALLOC_DEVICE_COSTS=FILE it also writes the device calls' costs to
 // FILE as a table of package devicecost, which simulate's --device-costs
@@ -97,12 +117,20 @@ func BenchmarkDeviceCalls(b *testing.B) {
 	d := be.drv
 	var table strings.Builder
 	fmt.Fprintf(&table, "# gpu: %s\n# go test ./backend/cuda -run '^$' -bench DeviceCalls\n%s\n", be.Name(), devicecost.Header)
-	// report reports the mean time of call over b.N calls of size bytes,
-	// and notes it in the table.
-	report := func(b *testing.B, call string, size int64, t time.Duration) {
-		ns := float64(t.Nanoseconds()) / float64(b.N)
+	// report reports the mean time of call over calls calls of size
+	// bytes, and notes it in the table.
+	type key struct {
+		call string
+		size int64
+	}
+	noted := map[key]bool{}
+	report := func(b *testing.B, call string, size int64, t time.Duration, calls int) {
+		ns := float64(t.Nanoseconds()) / float64(calls)
 		b.ReportMetric(ns, call+"-ns")
-		fmt.Fprintf(&table, "%s,%d,%.0f\n", call, size, ns)
+		if !noted[key{call, size}] { // ranges of one span: the first
+			noted[key{call, size}] = true
+			fmt.Fprintf(&table, "%s,%d,%.0f\n", call, size, ns)
+		}
 	}
 	if path := os.Getenv("GPUALLOC_DEVICE_COSTS"); path != "" {
 		b.Cleanup(func() {
@@ -116,17 +144,28 @@ func BenchmarkDeviceCalls(b *testing.B) {
 		for _, size := range costSizes {
 			b.Run(sizeName(size), func(b *testing.B) {
 				be := openCost(b)
-				if free, _, err := be.memInfo(); err != nil || free < size+size/8 {
+				n := batch(size)
+				if free, _, err := be.memInfo(); err != nil || free < int64(n)*size+(1<<30) {
 					b.Skipf("%d bytes free on the device", free)
 				}
-				var inAlloc, inFree time.Duration
+				p := make([]uint64, n)
+				var inAlloc, inFree, first time.Duration
 				for b.Loop() {
-					var p uint64
-					inAlloc += timed(b, d, fnMemAlloc, func() result { return d.memAlloc(&p, uintptr(size)) })
-					inFree += timed(b, d, fnMemFree, func() result { return d.memFree(p) })
+					for i := range p {
+						inAlloc += timed(b, d, fnMemAlloc, func() result { return d.memAlloc(&p[i], uintptr(size)) })
+					}
+					if first == 0 {
+						first = inAlloc
+					}
+					for i := range p {
+						inFree += timed(b, d, fnMemFree, func() result { return d.memFree(p[i]) })
+					}
+					time.Sleep(settle)
 				}
-				report(b, "cuMemAlloc", size, inAlloc)
-				report(b, "cuMemFree", size, inFree)
+				report(b, "cuMemAlloc", size, inAlloc, b.N*n)
+				report(b, "cuMemFree", size, inFree, b.N*n)
+				b.ReportMetric(float64(first.Nanoseconds())/float64(n), "cuMemAlloc-first-ns")
+				b.ReportMetric(float64(n), "batch")
 				b.ReportMetric(0, "ns/op")
 			})
 		}
@@ -148,35 +187,48 @@ func BenchmarkDeviceCalls(b *testing.B) {
 			}
 			b.Run(sizeName(size), func(b *testing.B) {
 				be := openCost(b)
-				if free, _, err := be.memInfo(); err != nil || free < size+size/8 {
+				n := batch(size)
+				if free, _, err := be.memInfo(); err != nil || free < int64(n)*size+(1<<30) {
 					b.Skipf("%d bytes free on the device", free)
 				}
 				desc := memAccessDesc{
 					location: memLocation{typ: memLocationTypeDevice, id: int32(be.ordinal)},
 					flags:    memAccessFlagsProtReadWrite,
 				}
-				n := uintptr(size)
+				span, piece := uintptr(n)*uintptr(size), uintptr(size)
+				h := make([]uint64, n)
 				var reserve, create, mmap, access, unmap, release, addrFree time.Duration
 				for b.Loop() {
-					var addr, h uint64
-					reserve += timed(b, d, fnMemAddressReserve, func() result { return d.memAddressReserve(&addr, n, 0, 0, 0) })
-					create += timed(b, d, fnMemCreate, func() result { return d.memCreate(&h, n, &prop, 0) })
-					mmap += timed(b, d, fnMemMap, func() result { return d.memMap(addr, n, 0, h, 0) })
-					access += timed(b, d, fnMemSetAccess, func() result { return d.memSetAccess(addr, n, &desc, 1) })
-					unmap += timed(b, d, fnMemUnmap, func() result { return d.memUnmap(addr, n) })
-					release += timed(b, d, fnMemRelease, func() result { return d.memRelease(h) })
-					addrFree += timed(b, d, fnMemAddressFree, func() result { return d.memAddressFree(addr, n) })
+					var base uint64
+					reserve += timed(b, d, fnMemAddressReserve, func() result { return d.memAddressReserve(&base, span, 0, 0, 0) })
+					for i := range h {
+						addr := base + uint64(i)*uint64(piece)
+						create += timed(b, d, fnMemCreate, func() result { return d.memCreate(&h[i], piece, &prop, 0) })
+						mmap += timed(b, d, fnMemMap, func() result { return d.memMap(addr, piece, 0, h[i], 0) })
+						access += timed(b, d, fnMemSetAccess, func() result { return d.memSetAccess(addr, piece, &desc, 1) })
+					}
+					for i := range h {
+						addr := base + uint64(i)*uint64(piece)
+						unmap += timed(b, d, fnMemUnmap, func() result { return d.memUnmap(addr, piece) })
+						release += timed(b, d, fnMemRelease, func() result { return d.memRelease(h[i]) })
+					}
+					addrFree += timed(b, d, fnMemAddressFree, func() result { return d.memAddressFree(base, span) })
+					time.Sleep(settle)
 				}
 				for _, m := range []struct {
-					call string
-					t    time.Duration
+					call  string
+					t     time.Duration
+					size  int64
+					calls int
 				}{
-					{"cuMemAddressReserve", reserve}, {"cuMemCreate", create}, {"cuMemMap", mmap},
-					{"cuMemSetAccess", access}, {"cuMemUnmap", unmap}, {"cuMemRelease", release},
-					{"cuMemAddressFree", addrFree},
+					{"cuMemAddressReserve", reserve, int64(span), b.N}, {"cuMemCreate", create, size, b.N * n},
+					{"cuMemMap", mmap, size, b.N * n}, {"cuMemSetAccess", access, size, b.N * n},
+					{"cuMemUnmap", unmap, size, b.N * n}, {"cuMemRelease", release, size, b.N * n},
+					{"cuMemAddressFree", addrFree, int64(span), b.N},
 				} {
-					report(b, m.call, size, m.t)
+					report(b, m.call, m.size, m.t, m.calls)
 				}
+				b.ReportMetric(float64(n), "batch")
 				b.ReportMetric(0, "ns/op")
 			})
 		}
