@@ -28,6 +28,17 @@
 //	}
 //	a, err := gpualloc.Open("pytorch:expandable_segments=true", v)
 //
+// # Pinned host memory
+//
+// [OpenPinned] returns a [PinnedBackend]: page-locked host memory from
+// cuMemAllocHost_v2 and cuMemFreeHost in a device's primary context, as a
+// gpualloc.Backend of a capacity of its own (the machine's memory unless
+// given), so that any strategy pools pinned memory as PyTorch's
+// CachingHostAllocator does:
+//
+//	p, err := cuda.OpenPinned(cuda.PinnedOptions{Capacity: 16 << 30})
+//	a, err := gpualloc.Open("pytorch", p)
+//
 // # Loading
 //
 // The package uses no cgo and needs no CUDA toolkit to build: Open loads the
@@ -72,11 +83,15 @@
 //
 // # Costs
 //
-// These are the costs that pooling strategies exist to avoid. cuMemAlloc_v2
-// takes from microseconds to milliseconds, more for large sizes that need
-// new page mappings. cuMemFree_v2 synchronizes the device: it waits for all
-// work queued on it to finish before the memory goes back, so one free in a
-// training step stalls the GPU's pipeline. Every allocation is at least 256
+// These are the costs that pooling strategies exist to avoid. On an H200
+// (BENCHMARKS.md), cuMemAlloc_v2 takes 3 µs for 4 KiB among other live
+// allocations, 46 µs for 2 MiB and 0.44 ms for 1 GiB, and up to ten times
+// as much when the block is alone in its page or its memory was freed a
+// moment before; cuMemAllocHost_v2 takes 0.4 s a GiB. cuMemFree_v2
+// synchronizes the device: it waits for all work queued on it to finish
+// before the memory goes back, so one free in a training step stalls the
+// GPU's pipeline. Package devicecost turns a table of these costs into
+// each replay's device_time_ns_est. Every allocation is at least 256
 // bytes aligned and takes device memory in units of the driver's page (2 MiB
 // for large allocations), so many small allocations cost more than their
 // sizes. MemInfo counts the memory of every process on the device.
@@ -90,10 +105,12 @@
 // device call mirrored on the GPU, replays the bundled traces on the GPU
 // (with the virtual memory strategies too, checking their figures against
 // the simulator's), runs each virtual memory call on the device, and
-// measures cuMemAlloc/cuMemFree latency by size:
+// measures cuMemAlloc/cuMemFree latency by size, and every call's cost
+// (BenchmarkDeviceCalls, which writes a devicecost table):
 //
 //	go test ./backend/cuda/
 //	go test ./backend/cuda/ -run '^$' -bench MallocFree
+//	GPUALLOC_DEVICE_COSTS=mygpu.csv go test ./backend/cuda/ -run '^$' -bench DeviceCalls
 //
 // Tests that need a GPU skip, saying why, where there is none. They use
 // device 0; set CUDA_VISIBLE_DEVICES to choose another.
