@@ -20,13 +20,13 @@ import (
 	"github.com/gpualloc/gpualloc/traces/gen"
 )
 
-// RandomTrace returns, as a trace file, the random workload of traces/gen:
-// n events from seed.
-func RandomTrace(tb testing.TB, seed uint64, n int64) []byte {
+// RandomTrace returns, as a trace file, the random workload of traces/gen
+// made with opts (its Events, Seed, MaxLive and MaxSize).
+func RandomTrace(tb testing.TB, opts gen.Options) []byte {
 	tb.Helper()
 	var buf bytes.Buffer
 	w := traces.NewWriter(&buf, gen.Columns()...)
-	require.NoError(tb, gen.Generate(w, "random", gen.Options{Events: n, Seed: seed}))
+	require.NoError(tb, gen.Generate(w, "random", opts))
 	require.NoError(tb, w.Close())
 	return buf.Bytes()
 }
@@ -40,9 +40,9 @@ func Reader(tb testing.TB, name string, data []byte) traces.FileReader {
 }
 
 // RandomEvents returns the events of [RandomTrace], held in memory.
-func RandomEvents(tb testing.TB, seed uint64, n int64) []traces.Event {
+func RandomEvents(tb testing.TB, opts gen.Options) []traces.Event {
 	tb.Helper()
-	events, err := traces.ReadAll(Reader(tb, "random", RandomTrace(tb, seed, n)))
+	events, err := traces.ReadAll(Reader(tb, "random", RandomTrace(tb, opts)))
 	require.NoError(tb, err)
 	return events
 }
