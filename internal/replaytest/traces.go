@@ -1,20 +1,22 @@
 // Package replaytest holds the helpers of the tests and benchmarks that
-// replay traces: random and bundled traces as events held in memory, the
-// peak a rounding rule implies, and replays through the simulator or
-// straight into a pool. It sits above sim and traces, so that the
-// strategies' own packages and their test kits (strategy/internal/...)
-// import neither; only test files import it (the strategies', the
-// backends' and tune's).
+// replay traces: random and bundled traces as events held in memory,
+// PyTorch snapshots read from files, the peak a rounding rule implies, and
+// replays through the simulator or straight into a pool. It sits above sim
+// and traces, so that the strategies' own packages and their test kits
+// (strategy/internal/...) import neither; only test files import it (the
+// strategies', the backends', tune's and cli's).
 package replaytest
 
 import (
 	"bytes"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 	"github.com/gpualloc/gpualloc/traces"
 	"github.com/gpualloc/gpualloc/traces/gen"
@@ -58,6 +60,18 @@ func BundledEvents(tb testing.TB, name string) []traces.Event {
 	events, err := traces.ReadAll(r)
 	require.NoError(tb, err)
 	return events
+}
+
+// ReadSnapshot returns the PyTorch memory snapshot in the file at path,
+// failing tb if it cannot be read.
+func ReadSnapshot(tb testing.TB, path string) *snapshot.Snapshot {
+	tb.Helper()
+	f, err := os.Open(path)
+	require.NoError(tb, err)
+	defer f.Close()
+	s, err := snapshot.Read(f, path)
+	require.NoError(tb, err)
+	return s
 }
 
 // RoundedPeak returns the peak over time of the sum of round(size) over the

@@ -4,11 +4,9 @@ import (
 	"testing"
 
 	"github.com/gpualloc/gpualloc/internal/replaytest"
-	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/bfc"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
-	"github.com/gpualloc/gpualloc/traces"
 	"github.com/gpualloc/gpualloc/traces/gen"
 )
 
@@ -33,10 +31,5 @@ func BenchmarkReplay(b *testing.B) {
 	events := replaytest.RandomEvents(b, gen.Options{Seed: 1, Events: 1_000_000})
 	open := strategy.Open(bfc.DefaultConfig())
 	b.Run("random", func(b *testing.B) { replaytest.ReplayBoth(b, open, events) })
-	for _, bd := range traces.Bundled() {
-		events := replaytest.BundledEvents(b, bd.Name)
-		b.Run(bd.Name, func(b *testing.B) {
-			replaytest.ReplaySim(b, sim.Config{Open: open}, bd.Name, events)
-		})
-	}
+	replaytest.ReplayBundled(b, open)
 }
