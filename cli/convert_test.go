@@ -8,18 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/snapshot"
 )
-
-func readSnapshotFile(t *testing.T, path string) *snapshot.Snapshot {
-	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	s, err := snapshot.Read(f, path)
-	require.NoError(t, err)
-	return s
-}
 
 // TestConvertSnapshotCut cuts a real snapshot to the last entries of its
 // device, as PyTorch's ring buffer does: the cut walks back from its
@@ -31,7 +22,7 @@ func TestConvertSnapshotCut(t *testing.T) {
 		t.Skip("the shared PyTorch snapshots are not checked out beside the repository")
 	}
 	dir := t.TempDir()
-	orig := readSnapshotFile(t, in)
+	orig := replaytest.ReadSnapshot(t, in)
 	for _, noFrames := range []bool{false, true} {
 		out := filepath.Join(dir, "cut.pickle")
 		args := []string{"convert", "--snapshot-entries", "500", in, out}
@@ -40,7 +31,7 @@ func TestConvertSnapshotCut(t *testing.T) {
 		}
 		code, _, stderr := run(t, nil, args...)
 		require.Equal(t, 0, code, stderr)
-		cut := readSnapshotFile(t, out)
+		cut := replaytest.ReadSnapshot(t, out)
 		full := orig.Trace(0)
 		require.Len(t, cut.Trace(0), 500)
 		for i, e := range cut.Trace(0) {

@@ -142,6 +142,24 @@ func bundledInput(b traces.Bundle) *input {
 	return in
 }
 
+// readInputs checks --progress mode, then returns the traces args name (see
+// [traceInputs]), read leniently if lenient, each showing its read's
+// progress where mode says.
+func readInputs(ctx context.Context, e *env, args []string, lenient bool, mode string) ([]*input, error) {
+	progress, err := readProgressTo(mode, e.stderr)
+	if err != nil {
+		return nil, err
+	}
+	inputs, err := traceInputs(ctx, args, e.stdin, traces.Options{Lenient: lenient})
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range inputs {
+		in.progress = progress
+	}
+	return inputs, nil
+}
+
 // traceInputs returns the traces the arguments name ("-" reads stdin, the
 // name of a bundled trace that is no file reads that trace), or the bundled
 // traces when there are none. It checks that every file named can be

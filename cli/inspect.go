@@ -85,16 +85,9 @@ func inspectCmd(ctx context.Context, e *env, args []string) error {
 	if err := checkFormat(format); err != nil {
 		return err
 	}
-	progress, err := readProgressTo(progressMode, e.stderr)
+	inputs, err := readInputs(ctx, e, fs.Args(), lenient, progressMode)
 	if err != nil {
 		return err
-	}
-	inputs, err := traceInputs(ctx, fs.Args(), e.stdin, traces.Options{Lenient: lenient})
-	if err != nil {
-		return err
-	}
-	for _, in := range inputs {
-		in.progress = progress
 	}
 	var infos []traceInfo
 	for _, in := range inputs {

@@ -106,16 +106,11 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() != 1 {
 		return usagef("tune: want one TRACE, have %d", fs.NArg())
 	}
-	progress, err := readProgressTo(progressMode, e.stderr)
-	if err != nil {
-		return err
-	}
-	inputs, err := traceInputs(ctx, fs.Args(), e.stdin, traces.Options{Lenient: lenient})
+	inputs, err := readInputs(ctx, e, fs.Args(), lenient, progressMode)
 	if err != nil {
 		return err
 	}
 	in := inputs[0]
-	in.progress = progress
 	events, recorded, start, err := readEvents(in)
 	if err != nil {
 		return err

@@ -12,6 +12,41 @@ import (
 	"github.com/klauspost/compress/gzip"
 )
 
+// ErrNotTrace reports input that is not a trace in any format that [Open]
+// and [NewReader] know, or, for a format that recognised the input at first
+// sight, input that turns out not to be in that format (a CSV file whose
+// first line names an op column but is no header). Errors wrap it, so that
+// a caller can tell "not a trace" from a broken trace with errors.Is.
+var ErrNotTrace = errors.New("not a gpualloc trace")
+
+// A ParseError reports bad input at a position of a trace. Its message has
+// the form "NAME:LINE: message", or "NAME: message" when Line is 0.
+type ParseError struct {
+	Name string // the trace's name, as given to NewReader or Open
+	Line int64  // 1-based line number, counting every line; 0 for the whole file
+	Msg  string
+	Err  error // the cause, if any: ErrNotTrace, io.ErrUnexpectedEOF, a gzip or I/O error
+}
+
+func (e *ParseError) Error() string {
+	if e.Line > 0 {
+		return e.Name + ":" + strconv.FormatInt(e.Line, 10) + ": " + e.Msg
+	}
+	return e.Name + ": " + e.Msg
+}
+
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// Options control a reader of any format.
+type Options struct {
+	// Lenient skips a bad event instead of stopping at it: the reader counts
+	// it (see [FileReader].Skipped) and goes on with the next record, as if
+	// the record were not there. Errors in the structure of the input (a bad
+	// header, a truncated or corrupt gzip stream, a line too long, an I/O
+	// error) still end the trace.
+	Lenient bool
+}
+
 // A FileReader is a [Reader] of a trace file in any format that [Open] and
 // [NewReader] detect. Besides the events, it tells which format it read
 // and what it skipped, and it describes the trace as native columns, so that

@@ -84,6 +84,16 @@ func ReplaySim(b *testing.B, c sim.Config, name string, events []traces.Event) {
 	b.ReportMetric(float64(res.PeakReservedBytes), "peak-reserved-B")
 }
 
+// ReplayBundled runs a [ReplaySim] benchmark of each bundled trace, named
+// after it, on pools open opens; each trace is decoded once, before its
+// benchmark.
+func ReplayBundled(b *testing.B, open strategytest.OpenFunc) {
+	for _, bd := range traces.Bundled() {
+		events := BundledEvents(b, bd.Name)
+		b.Run(bd.Name, func(b *testing.B) { ReplaySim(b, sim.Config{Open: open}, bd.Name, events) })
+	}
+}
+
 func reportEvents(b *testing.B, perOp int) {
 	events := float64(perOp) * float64(b.N)
 	b.ReportMetric(events/b.Elapsed().Seconds(), "events/s")

@@ -1,32 +1,34 @@
 // Package replaytest holds the helpers of the tests and benchmarks that
-// replay traces: random and bundled traces as events held in memory, the
-// peak a rounding rule implies, and replays through the simulator or
-// straight into a pool. It sits above sim and traces, so that the
-// strategies' own packages and their test kits (strategy/internal/...)
-// import neither; only test files import it (the strategies', the
-// backends' and tune's).
+// replay traces: random and bundled traces as events held in memory,
+// PyTorch snapshots read from files, the peak a rounding rule implies, and
+// replays through the simulator or straight into a pool. It sits above sim
+// and traces, so that the strategies' own packages and their test kits
+// (strategy/internal/...) import neither; only test files import it (the
+// strategies', the backends', tune's and cli's).
 package replaytest
 
 import (
 	"bytes"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 	"github.com/gpualloc/gpualloc/traces"
 	"github.com/gpualloc/gpualloc/traces/gen"
 )
 
-// RandomTrace returns, as a trace file, the random workload of traces/gen:
-// n events from seed.
-func RandomTrace(tb testing.TB, seed uint64, n int64) []byte {
+// RandomTrace returns, as a trace file, the random workload of traces/gen
+// made with opts (its Events, Seed, MaxLive and MaxSize).
+func RandomTrace(tb testing.TB, opts gen.Options) []byte {
 	tb.Helper()
 	var buf bytes.Buffer
 	w := traces.NewWriter(&buf, gen.Columns()...)
-	require.NoError(tb, gen.Generate(w, "random", gen.Options{Events: n, Seed: seed}))
+	require.NoError(tb, gen.Generate(w, "random", opts))
 	require.NoError(tb, w.Close())
 	return buf.Bytes()
 }
@@ -40,9 +42,9 @@ func Reader(tb testing.TB, name string, data []byte) traces.FileReader {
 }
 
 // RandomEvents returns the events of [RandomTrace], held in memory.
-func RandomEvents(tb testing.TB, seed uint64, n int64) []traces.Event {
+func RandomEvents(tb testing.TB, opts gen.Options) []traces.Event {
 	tb.Helper()
-	events, err := traces.ReadAll(Reader(tb, "random", RandomTrace(tb, seed, n)))
+	events, err := traces.ReadAll(Reader(tb, "random", RandomTrace(tb, opts)))
 	require.NoError(tb, err)
 	return events
 }
@@ -58,6 +60,18 @@ func BundledEvents(tb testing.TB, name string) []traces.Event {
 	events, err := traces.ReadAll(r)
 	require.NoError(tb, err)
 	return events
+}
+
+// ReadSnapshot returns the PyTorch memory snapshot in the file at path,
+// failing tb if it cannot be read.
+func ReadSnapshot(tb testing.TB, path string) *snapshot.Snapshot {
+	tb.Helper()
+	f, err := os.Open(path)
+	require.NoError(tb, err)
+	defer f.Close()
+	s, err := snapshot.Read(f, path)
+	require.NoError(tb, err)
+	return s
 }
 
 // RoundedPeak returns the peak over time of the sum of round(size) over the

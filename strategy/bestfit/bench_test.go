@@ -7,6 +7,7 @@ import (
 	"github.com/gpualloc/gpualloc/strategy/bestfit"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
+	"github.com/gpualloc/gpualloc/traces/gen"
 )
 
 // BenchmarkAllocFree measures an Alloc served from a free block and the
@@ -27,6 +28,6 @@ func BenchmarkWorkingSet(b *testing.B) {
 // is timed: "engine" through sim.Replay, "direct" with a loop that only
 // calls Alloc and Free, for the strategy's own share.
 func BenchmarkReplay(b *testing.B) {
-	events := replaytest.RandomEvents(b, 1, 1_000_000)
+	events := replaytest.RandomEvents(b, gen.Options{Seed: 1, Events: 1_000_000})
 	replaytest.ReplayBoth(b, strategy.Open(bestfit.DefaultConfig()), events)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/strategy/bestfit"
 	"github.com/gpualloc/gpualloc/traces"
+	"github.com/gpualloc/gpualloc/traces/gen"
 )
 
 // randomTrace writes a trace of n events: allocations of sizes from 1 byte
@@ -101,7 +102,7 @@ func TestPeakAllocatedIsRoundedPeak(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		trs = append(trs,
 			trace{fmt.Sprintf("rand-%d", seed), randomTrace(t, seed, n)},
-			trace{fmt.Sprintf("gen-random-%d", seed), replaytest.RandomTrace(t, seed, int64(n))})
+			trace{fmt.Sprintf("gen-random-%d", seed), replaytest.RandomTrace(t, gen.Options{Seed: seed, Events: int64(n)})})
 	}
 	for _, tr := range trs {
 		for _, cfg := range configs {

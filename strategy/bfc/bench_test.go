@@ -4,11 +4,10 @@ import (
 	"testing"
 
 	"github.com/gpualloc/gpualloc/internal/replaytest"
-	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/bfc"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment/segmenttest"
-	"github.com/gpualloc/gpualloc/traces"
+	"github.com/gpualloc/gpualloc/traces/gen"
 )
 
 // BenchmarkAllocFree measures an Alloc served from a free chunk and the
@@ -29,13 +28,8 @@ func BenchmarkWorkingSet(b *testing.B) {
 // live) and each bundled trace: "engine" through sim.Replay, "direct" with
 // a loop that only calls Alloc and Free, for the strategy's own share.
 func BenchmarkReplay(b *testing.B) {
-	events := replaytest.RandomEvents(b, 1, 1_000_000)
+	events := replaytest.RandomEvents(b, gen.Options{Seed: 1, Events: 1_000_000})
 	open := strategy.Open(bfc.DefaultConfig())
 	b.Run("random", func(b *testing.B) { replaytest.ReplayBoth(b, open, events) })
-	for _, bd := range traces.Bundled() {
-		events := replaytest.BundledEvents(b, bd.Name)
-		b.Run(bd.Name, func(b *testing.B) {
-			replaytest.ReplaySim(b, sim.Config{Open: open}, bd.Name, events)
-		})
-	}
+	replaytest.ReplayBundled(b, open)
 }

@@ -1,7 +1,6 @@
 package buddy_test
 
 import (
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -75,26 +74,6 @@ func BenchmarkWorkingSet(b *testing.B) {
 	alloctest.WorkingSet(b, p, 1)
 }
 
-// benchTraces are the traces of BenchmarkReplay, decoded once: 1M events
-// of gen's "random" workload and the bundled traces.
-var benchTraces = sync.OnceValues(func() (map[string][]traces.Event, error) {
-	m := map[string][]traces.Event{}
-	var err error
-	if m["random1M"], err = generate(gen.Options{Events: 1_000_000, Seed: 1}); err != nil {
-		return nil, err
-	}
-	for _, bt := range traces.Bundled() {
-		r, err := bt.Open()
-		if err != nil {
-			return nil, err
-		}
-		if m[bt.Name], err = traces.ReadAll(r); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
-})
-
 // BenchmarkReplay replays traces held in memory with the default
 // configuration.
 //
@@ -103,8 +82,11 @@ var benchTraces = sync.OnceValues(func() (map[string][]traces.Event, error) {
 // sim.Replay with no time series: the strategy and the engine, decoding
 // excluded.
 func BenchmarkReplay(b *testing.B) {
-	all, err := benchTraces()
-	require.NoError(b, err)
+	all := map[string][]traces.Event{
+		"random1M": replaytest.RandomEvents(b, gen.Options{Seed: 1, Events: 1_000_000}),
+		"training": replaytest.BundledEvents(b, "training"),
+		"dynamic":  replaytest.BundledEvents(b, "dynamic"),
+	}
 	params, err := gpualloc.Resolve(gpualloc.Spec{Name: "buddy"}, nil)
 	require.NoError(b, err)
 	for _, trace := range []string{"random1M", "training", "dynamic"} {

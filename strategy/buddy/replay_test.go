@@ -1,84 +1,44 @@
 package buddy_test
 
 import (
-	"bytes"
 	"fmt"
 	"math/bits"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
-	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/strategy/buddy"
 	"github.com/gpualloc/gpualloc/traces"
 	"github.com/gpualloc/gpualloc/traces/gen"
 )
 
-// generate returns the events of gen's "random" workload.
-func generate(opts gen.Options) ([]traces.Event, error) {
-	var buf bytes.Buffer
-	w := traces.NewWriter(&buf, gen.Columns()...)
-	if err := gen.Generate(w, "random", opts); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	r, err := traces.NewReader(&buf, "random", traces.Options{})
-	if err != nil {
-		return nil, err
-	}
-	return traces.ReadAll(r)
-}
-
-// roundedPeak computes, independently of the strategy, the peak over the
-// trace of the live requests' sizes each rounded up to a power of two of at
-// least minBlock bytes.
-func roundedPeak(events []traces.Event, minBlock int64) int64 {
-	round := func(size int64) int64 {
+// roundTo returns the size of the block of a request, worked out
+// independently of the strategy: rounded up to a power of two of at least
+// minBlock bytes.
+func roundTo(minBlock int64) func(int64) int64 {
+	return func(size int64) int64 {
 		if size <= minBlock {
 			return minBlock
 		}
 		return 1 << bits.Len64(uint64(size-1))
 	}
-	live := map[uint64]int64{}
-	var sum, peak int64
-	for _, ev := range events {
-		switch ev.Op {
-		case traces.OpAlloc:
-			live[ev.ID] = round(ev.Size)
-			sum += live[ev.ID]
-			peak = max(peak, sum)
-		case traces.OpFree:
-			sum -= live[ev.ID]
-			delete(live, ev.ID)
-		}
-	}
-	return peak
 }
 
 // The acceptance rule: replayed through the simulator, buddy's peak
 // allocated bytes are the peak of the live requests rounded to powers of two
 // (at least 512 bytes).
 func TestReplayPeakAllocatedIsRoundedPeak(t *testing.T) {
-	params, err := gpualloc.Resolve(gpualloc.Spec{Name: "buddy"}, nil)
-	require.NoError(t, err)
 	events := 20000
 	if testing.Short() {
 		events = 4000
 	}
 	for seed := uint64(1); seed <= 4; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			evs, err := generate(gen.Options{Seed: seed, Events: int64(events), MaxLive: 200 * int(seed)})
-			require.NoError(t, err)
-			res, err := sim.Replay(traces.NewSliceReader("random", evs), sim.Config{Params: params, Verify: true})
-			require.NoError(t, err)
-			require.Zero(t, res.OOMs)
+			evs := replaytest.RandomEvents(t, gen.Options{Seed: seed, Events: int64(events), MaxLive: 200 * int(seed)})
+			peak, _ := replaytest.RoundedPeak(evs, roundTo(512))
+			res := replaytest.ReplayPeak(t, traces.NewSliceReader("random", evs), strategy.Open(buddy.DefaultConfig()), peak)
 			assert.Equal(t, "buddy:min_block=512,arena=1073741824", res.Strategy.Spec)
-			assert.Equal(t, roundedPeak(evs, 512), res.PeakAllocatedBytes)
-			assert.GreaterOrEqual(t, res.PeakReservedBytes, res.PeakAllocatedBytes)
 			t.Logf("peak requested %d, allocated %d (%.1f%% more), reserved %d",
 				res.PeakRequestedBytes, res.PeakAllocatedBytes,
 				100*(float64(res.PeakAllocatedBytes)/float64(res.PeakRequestedBytes)-1), res.PeakReservedBytes)
@@ -99,13 +59,8 @@ func TestReplayPeakAllocatedEdges(t *testing.T) {
 	}
 	for _, c := range []buddy.Config{buddy.DefaultConfig(), {MinBlock: 4096, Arena: 64 << 20}} {
 		t.Run(fmt.Sprintf("min_block=%d,arena=%d", c.MinBlock, c.Arena), func(t *testing.T) {
-			res, err := sim.Replay(traces.NewSliceReader("edges", evs), sim.Config{
-				Open:   strategy.Open(c),
-				Verify: true,
-			})
-			require.NoError(t, err)
-			require.Zero(t, res.OOMs)
-			assert.Equal(t, roundedPeak(evs, c.MinBlock), res.PeakAllocatedBytes)
+			peak, _ := replaytest.RoundedPeak(evs, roundTo(c.MinBlock))
+			replaytest.ReplayPeak(t, traces.NewSliceReader("edges", evs), strategy.Open(c), peak)
 		})
 	}
 }

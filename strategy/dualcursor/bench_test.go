@@ -12,6 +12,7 @@ import (
 	"github.com/gpualloc/gpualloc/strategy/dualcursor"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/traces"
+	"github.com/gpualloc/gpualloc/traces/gen"
 )
 
 // BenchmarkAllocFree measures an Alloc served from a freed range and the
@@ -42,7 +43,7 @@ func BenchmarkReplay(b *testing.B) {
 		name   string
 		events []traces.Event
 	}{
-		{"random", replaytest.RandomEvents(b, 1, 1_000_000)},
+		{"random", replaytest.RandomEvents(b, gen.Options{Seed: 1, Events: 1_000_000})},
 		{"training", replaytest.BundledEvents(b, "training")},
 		{"dynamic", replaytest.BundledEvents(b, "dynamic")},
 	}

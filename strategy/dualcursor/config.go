@@ -26,21 +26,9 @@ const (
 var growthNames = [...]string{GrowBlock: "block", GrowNone: "none"}
 
 // String returns the name of g in a spec: "block" or "none".
-func (g Growth) String() string {
-	if int(g) < len(growthNames) {
-		return growthNames[g]
-	}
-	return fmt.Sprintf("Growth(%d)", g)
-}
+func (g Growth) String() string { return param.Name(growthNames[:], "Growth", g) }
 
-func parseGrowth(s string) (Growth, bool) {
-	for g, name := range growthNames {
-		if strings.EqualFold(s, name) {
-			return Growth(g), true
-		}
-	}
-	return 0, false
-}
+func parseGrowth(s string) (Growth, bool) { return param.ParseFold[Growth](growthNames[:], s) }
 
 // Unknown is the rule that says where an allocation of unknown category
 // goes: a trace without categories, or an allocation its recorder could
@@ -64,21 +52,9 @@ var unknownNames = [...]string{UnknownBeforeFirstFree: "before_first_free", Unkn
 
 // String returns the name of u in a spec: "before_first_free", "dynamic"
 // or "static".
-func (u Unknown) String() string {
-	if int(u) < len(unknownNames) {
-		return unknownNames[u]
-	}
-	return fmt.Sprintf("Unknown(%d)", u)
-}
+func (u Unknown) String() string { return param.Name(unknownNames[:], "Unknown", u) }
 
-func parseUnknown(s string) (Unknown, bool) {
-	for u, name := range unknownNames {
-		if strings.EqualFold(s, name) {
-			return Unknown(u), true
-		}
-	}
-	return 0, false
-}
+func parseUnknown(s string) (Unknown, bool) { return param.ParseFold[Unknown](unknownNames[:], s) }
 
 // End is the end of a block where static memory starts.
 type End uint8
@@ -98,21 +74,9 @@ const (
 var endNames = [...]string{EndHigh: "high", EndLow: "low"}
 
 // String returns the name of e in a spec: "high" or "low".
-func (e End) String() string {
-	if int(e) < len(endNames) {
-		return endNames[e]
-	}
-	return fmt.Sprintf("End(%d)", e)
-}
+func (e End) String() string { return param.Name(endNames[:], "End", e) }
 
-func parseEnd(s string) (End, bool) {
-	for e, name := range endNames {
-		if strings.EqualFold(s, name) {
-			return End(e), true
-		}
-	}
-	return 0, false
-}
+func parseEnd(s string) (End, bool) { return param.ParseFold[End](endNames[:], s) }
 
 // A CategorySet is a set of [gpualloc.Category] values, one bit each.
 type CategorySet uint16

@@ -4,10 +4,8 @@ import (
 	"testing"
 
 	"github.com/gpualloc/gpualloc/internal/replaytest"
-	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/gmlake"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
-	"github.com/gpualloc/gpualloc/traces"
 )
 
 // BenchmarkAllocFree measures an Alloc served from a free block and the
@@ -23,12 +21,7 @@ func BenchmarkAllocFree(b *testing.B) {
 func BenchmarkReplay(b *testing.B) {
 	stitchAll := gmlake.DefaultConfig()
 	stitchAll.FragLimit = 0
-	for _, bd := range traces.Bundled() {
-		events := replaytest.BundledEvents(b, bd.Name)
-		for name, c := range map[string]gmlake.Config{"default": gmlake.DefaultConfig(), "frag_limit=0": stitchAll} {
-			b.Run(bd.Name+"/"+name, func(b *testing.B) {
-				replaytest.ReplaySim(b, sim.Config{Open: alloctest.Open(gmlake.New, c)}, bd.Name, events)
-			})
-		}
+	for name, c := range map[string]gmlake.Config{"default": gmlake.DefaultConfig(), "frag_limit=0": stitchAll} {
+		b.Run(name, func(b *testing.B) { replaytest.ReplayBundled(b, alloctest.Open(gmlake.New, c)) })
 	}
 }

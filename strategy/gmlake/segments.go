@@ -39,20 +39,14 @@ func (a *Allocator) newSegment(rounded int64, pi int32, small bool) (int32, erro
 	if small || a.vm == nil {
 		addr, err := a.b.Malloc(size)
 		if err != nil {
-			if errors.Is(err, gpualloc.ErrOutOfMemory) {
-				return 0, nil
-			}
-			return 0, err
+			return 0, cachepool.Refused(err)
 		}
 		a.countMalloc(size)
 		return a.cache.AddSegment(addr, size, pi, small), nil
 	}
 	base, err := a.vm.Reserve(size)
 	if err != nil {
-		if errors.Is(err, gpualloc.ErrOutOfMemory) {
-			return 0, nil
-		}
-		return 0, err
+		return 0, cachepool.Refused(err)
 	}
 	cs := make([]int32, 0, size/ChunkSize)
 	for i := range size / ChunkSize {

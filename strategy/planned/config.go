@@ -1,7 +1,6 @@
 package planned
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/gpualloc/gpualloc/strategy/internal/param"
@@ -31,21 +30,9 @@ const (
 var fallbackNames = []string{"pytorch", "bestfit"}
 
 // String returns the fallback's name in a spec.
-func (f Fallback) String() string {
-	if int(f) < len(fallbackNames) {
-		return fallbackNames[f]
-	}
-	return fmt.Sprintf("Fallback(%d)", f)
-}
+func (f Fallback) String() string { return param.Name(fallbackNames, "Fallback", f) }
 
-func parseFallback(s string) (Fallback, bool) {
-	for i, n := range fallbackNames {
-		if n == s {
-			return Fallback(i), true
-		}
-	}
-	return 0, false
-}
+func parseFallback(s string) (Fallback, bool) { return param.Parse[Fallback](fallbackNames, s) }
 
 // Config are the parameters of a planned allocator.
 type Config struct {

@@ -247,10 +247,7 @@ func (a *Allocator) tryMalloc(size, rounded int64, pi int32, small, retry bool) 
 	}
 	addr, err := a.b.Malloc(size)
 	if err != nil {
-		if errors.Is(err, gpualloc.ErrOutOfMemory) {
-			return 0, nil
-		}
-		return 0, err
+		return 0, cachepool.Refused(err)
 	}
 	a.ms.NumDeviceAlloc.add(1)
 	a.cache.M.CountDeviceMalloc(size)

@@ -4,10 +4,8 @@ import (
 	"testing"
 
 	"github.com/gpualloc/gpualloc/internal/replaytest"
-	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/strategy/pytorch"
-	"github.com/gpualloc/gpualloc/traces"
 )
 
 // BenchmarkAllocFree measures an Alloc served from the cache and the Free
@@ -21,9 +19,5 @@ func BenchmarkAllocFree(b *testing.B) {
 // BenchmarkReplay replays each bundled trace, held in memory, through
 // sim.Replay.
 func BenchmarkReplay(b *testing.B) {
-	open := alloctest.Open(pytorch.New, pytorch.DefaultConfig())
-	for _, bd := range traces.Bundled() {
-		events := replaytest.BundledEvents(b, bd.Name)
-		b.Run(bd.Name, func(b *testing.B) { replaytest.ReplaySim(b, sim.Config{Open: open}, bd.Name, events) })
-	}
+	replaytest.ReplayBundled(b, alloctest.Open(pytorch.New, pytorch.DefaultConfig()))
 }

@@ -48,48 +48,41 @@ func DefaultOptions() Options {
 // others.
 func (o Options) withDefaults() (Options, error) {
 	d := DefaultOptions()
-	set := func(p *int, def int) {
-		if *p == 0 {
-			*p = def
-		}
-	}
-	set(&o.Steps, d.Steps)
-	set(&o.Batch, d.Batch)
-	set(&o.Seq, d.Seq)
-	set(&o.MinSeq, d.MinSeq)
-	set(&o.MaxSeq, d.MaxSeq)
-	set(&o.MaxLive, d.MaxLive)
 	if o.Model == "" {
 		o.Model = d.Model
 	}
-	if o.Events == 0 {
-		o.Events = d.Events
+	if o.MaxSeq == 0 {
+		o.MaxSeq = d.MaxSeq
 	}
-	if o.MaxSize == 0 {
-		o.MaxSize = d.MaxSize
+	var err error
+	count(&err, "steps", &o.Steps, d.Steps)
+	count(&err, "batch", &o.Batch, d.Batch)
+	count(&err, "seq", &o.Seq, d.Seq)
+	count(&err, "min-seq", &o.MinSeq, d.MinSeq)
+	if err == nil && o.MaxSeq < o.MinSeq {
+		err = fmt.Errorf("gen: bad max-seq %d: must be >= min-seq %d", o.MaxSeq, o.MinSeq)
 	}
-	switch {
-	case o.Steps < 0:
-		return o, fmt.Errorf("gen: bad steps %d: must be > 0", o.Steps)
-	case o.Batch < 0:
-		return o, fmt.Errorf("gen: bad batch %d: must be > 0", o.Batch)
-	case o.Seq < 0:
-		return o, fmt.Errorf("gen: bad seq %d: must be > 0", o.Seq)
-	case o.MinSeq < 0:
-		return o, fmt.Errorf("gen: bad min-seq %d: must be > 0", o.MinSeq)
-	case o.MaxSeq < o.MinSeq:
-		return o, fmt.Errorf("gen: bad max-seq %d: must be >= min-seq %d", o.MaxSeq, o.MinSeq)
-	case o.Events < 0:
-		return o, fmt.Errorf("gen: bad events %d: must be > 0", o.Events)
-	case o.MaxLive < 0:
-		return o, fmt.Errorf("gen: bad max-live %d: must be > 0", o.MaxLive)
-	case o.MaxSize < 0:
-		return o, fmt.Errorf("gen: bad max-size %d: must be > 0", o.MaxSize)
+	count(&err, "events", &o.Events, d.Events)
+	count(&err, "max-live", &o.MaxLive, d.MaxLive)
+	count(&err, "max-size", &o.MaxSize, d.MaxSize)
+	if err != nil {
+		return o, err
 	}
 	if _, ok := models[o.Model]; !ok {
 		return o, fmt.Errorf("gen: unknown model %q (known: %s)", o.Model, strings.Join(modelNames(), ", "))
 	}
 	return o, nil
+}
+
+// count fills a zero count option, flag name, with its default, and sets
+// *err, unless an earlier option set it, when the count is negative.
+func count[T int | int64](err *error, name string, v *T, def T) {
+	if *v == 0 {
+		*v = def
+	}
+	if *v < 0 && *err == nil {
+		*err = fmt.Errorf("gen: bad %s %d: must be > 0", name, *v)
+	}
 }
 
 // A Workload describes a generator.

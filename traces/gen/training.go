@@ -153,6 +153,38 @@ func (t *trainer) linear(m, k, n int64) {
 	t.e.kernel(2*float64(m*k*n), (m*k+k*n+m*n)*f32)
 }
 
+// linearBackward emits the backward of a linear layer from in to out
+// features over rows: the product that makes the input's gradient, then
+// the weight's gradient (parameter wi), the product that makes it, and the
+// bias's (wi+1).
+func (t *trainer) linearBackward(rows, in, out int64, wi int) {
+	t.linear(rows, out, in)
+	t.grad(wi)
+	t.linear(in, rows, out)
+	t.grad(wi + 1)
+}
+
+// normLinearBackward emits the backward of a sublayer's input side, a layer
+// norm ln (weights wn, wn+1) of x into a linear layer of out features
+// (weights wl, wl+1): from dy, the gradient of the linear layer's output,
+// the gradient of the norm's output, of x through the norm, and their sum
+// with dres, the gradient the residual path brings to x, which it returns.
+// It frees dy, dres and what the forward saved for it.
+func (t *trainer) normLinearBackward(rows, out int64, wl, wn int, dy, dres tensor, ln normed, x tensor) tensor {
+	e := t.e
+	d := int64(t.m.hidden)
+	U := rows * d * f32
+	dn := e.alloc(U)
+	t.linearBackward(rows, d, out, wl)
+	e.free(dy, ln.out)
+	dxn := t.layerNormBackward(rows, wn)
+	e.free(dn, ln.mean, ln.rstd, x)
+	dx := e.alloc(U) // residual
+	e.kernel(0, 3*U)
+	e.free(dres, dxn)
+	return dx
+}
+
 // layerNorm's saved statistics and the tensors its backward needs.
 type normed struct{ out, mean, rstd tensor }
 
@@ -257,33 +289,18 @@ func (t *trainer) blockBackward(l int, dout tensor, seq int64, sv *saved) tensor
 	e.kernel(0, 2*U+U/f32)
 	e.free(sv.hmask)
 	dg := e.alloc(4 * U) // fc2
-	t.linear(rows, d, 4*d)
-	t.grad(p(pFC2W))
-	t.linear(4*d, rows, d)
-	t.grad(p(pFC2B))
+	t.linearBackward(rows, 4*d, d, p(pFC2W))
 	e.free(dh2, sv.g)
 	dh1 := e.alloc(4 * U) // gelu
 	e.kernel(30*float64(4*U/f32), 12*U)
 	e.free(dg, sv.h1)
-	da2 := e.alloc(U) // fc1
-	t.linear(rows, 4*d, d)
-	t.grad(p(pFC1W))
-	t.linear(d, rows, 4*d)
-	t.grad(p(pFC1B))
-	e.free(dh1, sv.ln2.out)
-	dxa := t.layerNormBackward(rows, p(pLN2W))
-	e.free(da2, sv.ln2.mean, sv.ln2.rstd, sv.x2)
-	dx2 := e.alloc(U) // residual
-	e.kernel(0, 3*U)
-	e.free(dout, dxa)
+	// fc1, the second layer norm and the residual
+	dx2 := t.normLinearBackward(rows, 4*d, p(pFC1W), p(pLN2W), dh1, dout, sv.ln2, sv.x2)
 	do := e.alloc(U) // dropout
 	e.kernel(0, 2*U+U/f32)
 	e.free(sv.omask)
 	dctx := e.alloc(U) // proj
-	t.linear(rows, d, d)
-	t.grad(p(pProjW))
-	t.linear(d, rows, d)
-	t.grad(p(pProjB))
+	t.linearBackward(rows, d, d, p(pProjW))
 	e.free(do, sv.ctx)
 	dctxh := e.alloc(U) // split heads
 	e.kernel(0, 2*U)
@@ -303,18 +320,8 @@ func (t *trainer) blockBackward(l int, dout tensor, seq int64, sv *saved) tensor
 	dqkv := e.alloc(3 * U) // merge heads
 	e.kernel(0, 6*U)
 	e.free(dqh, dkh, dvh)
-	da1 := e.alloc(U) // qkv
-	t.linear(rows, 3*d, d)
-	t.grad(p(pQKVW))
-	t.linear(3*d, rows, d)
-	t.grad(p(pQKVB))
-	e.free(dqkv, sv.ln1.out)
-	dxb := t.layerNormBackward(rows, p(pLN1W))
-	e.free(da1, sv.ln1.mean, sv.ln1.rstd, sv.x)
-	dx := e.alloc(U) // residual
-	e.kernel(0, 3*U)
-	e.free(dx2, dxb)
-	return dx
+	// qkv, the first layer norm and the residual
+	return t.normLinearBackward(rows, 3*d, p(pQKVW), p(pLN1W), dqkv, dx2, sv.ln1, sv.x)
 }
 
 // step emits one training step on a batch of sequences of length seq.

@@ -105,6 +105,17 @@ func (c *Cache[B, S, P]) ErrTooLarge(size int64) error {
 	return fmt.Errorf("%s: alloc of %d bytes: rounded size overflows: %w", c.Name, size, gpualloc.ErrOutOfMemory)
 }
 
+// Refused returns nil for err when it is the device refusing memory
+// ([gpualloc.ErrOutOfMemory]), which the caching allocators answer by
+// freeing cached segments and trying again, and err itself otherwise: the
+// error a device allocation gives back to the caller.
+func Refused(err error) error {
+	if errors.Is(err, gpualloc.ErrOutOfMemory) {
+		return nil
+	}
+	return err
+}
+
 // AddSegment records a segment of size bytes at addr, held from the device
 // for pool pi's small or large pool, and returns its one block: free,
 // counted in FreeBytes, in no pool. The segment is Segs[Meta[n].Seg],

@@ -2,6 +2,7 @@ package cachepool
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -98,4 +99,12 @@ func TestReleaseCached(t *testing.T) {
 	n := c.AddSegment(5<<20, 4096, 0, false)
 	assert.Equal(t, int32(0), c.Meta[n].Seg, "the slot dropped is reused")
 	assert.Equal(t, 0, c.Segs[0].X, "a reused slot is zeroed")
+}
+
+func TestRefused(t *testing.T) {
+	oom := fmt.Errorf("device 0: malloc of 4096 bytes: %w", gpualloc.ErrOutOfMemory)
+	assert.NoError(t, Refused(oom), "the device refusing memory is no error to return")
+	other := errors.New("driver gone")
+	assert.Same(t, other, Refused(other))
+	assert.NoError(t, Refused(nil))
 }

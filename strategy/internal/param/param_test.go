@@ -82,3 +82,32 @@ func TestError(t *testing.T) {
 	_, err = p.Open(nil)
 	assert.EqualError(t, err, "round: page=31: must be at least 32", "Params.Open names where the value came from")
 }
+
+type color uint8
+
+var colorNames = []string{"red", "green"}
+
+func TestEnumNames(t *testing.T) {
+	assert.Equal(t, "green", param.Name(colorNames, "color", color(1)))
+	assert.Equal(t, "color(2)", param.Name(colorNames, "color", color(2)), "a value with no name")
+	for _, tc := range []struct {
+		s          string
+		exact      bool
+		fold       bool
+		wantExact  color
+		wantFolded color
+	}{
+		{"green", true, true, 1, 1},
+		{"Green", false, true, 0, 1},
+		{"RED", false, true, 0, 0},
+		{"blue", false, false, 0, 0},
+		{"", false, false, 0, 0},
+	} {
+		c, ok := param.Parse[color](colorNames, tc.s)
+		assert.Equal(t, tc.exact, ok, "Parse(%q)", tc.s)
+		assert.Equal(t, tc.wantExact, c, "Parse(%q)", tc.s)
+		c, ok = param.ParseFold[color](colorNames, tc.s)
+		assert.Equal(t, tc.fold, ok, "ParseFold(%q)", tc.s)
+		assert.Equal(t, tc.wantFolded, c, "ParseFold(%q)", tc.s)
+	}
+}

@@ -25,30 +25,15 @@ const (
 
 // String returns the name of g as a spec writes it: "exact", "chunk" or
 // "double".
-func (g Growth) String() string {
-	switch g {
-	case GrowExact:
-		return "exact"
-	case GrowChunk:
-		return "chunk"
-	case GrowDouble:
-		return "double"
-	}
-	return fmt.Sprintf("Growth(%d)", uint8(g))
-}
+func (g Growth) String() string { return param.Name(growthNames[:], "Growth", g) }
+
+var growthNames = [...]string{GrowExact: "exact", GrowChunk: "chunk", GrowDouble: "double"}
 
 // GrowthNames is what a bad growth policy is told.
 const GrowthNames = "must be exact, chunk or double"
 
 // ParseGrowth returns the Growth named s, as String writes it.
-func ParseGrowth(s string) (Growth, bool) {
-	for g := GrowExact; g <= GrowDouble; g++ {
-		if g.String() == s {
-			return g, true
-		}
-	}
-	return 0, false
-}
+func ParseGrowth(s string) (Growth, bool) { return param.Parse[Growth](growthNames[:], s) }
 
 // MinRound is the smallest rounding a Heap accepts: the alignment cudaMalloc
 // guarantees, so that every block a Heap hands out is as aligned as a

@@ -3,6 +3,7 @@ package fidelity
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/snapshot"
@@ -266,16 +267,7 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 // give back. Given back before the oom instead, by ReleaseAll, they would
 // miss the blocks freed since the last release.
 func (r *replay) oomFollows(i int) bool {
-	for _, e := range r.trace[i+1:] {
-		switch e.Action {
-		case snapshot.SegmentFree, snapshot.SegmentUnmap:
-		case snapshot.OutOfMemory:
-			return true
-		default:
-			return false
-		}
-	}
-	return false
+	return r.leadsTo(i, []snapshot.Action{snapshot.SegmentFree, snapshot.SegmentUnmap}, []snapshot.Action{snapshot.OutOfMemory})
 }
 
 // mapFailed reports whether the segment_free and segment_unmap entries
@@ -310,13 +302,15 @@ func (r *replay) mapFailed(i int) bool {
 // allocFollows reports whether the segment_free entries from the i-th on
 // lead to an alloc or oom, with only segment_alloc entries between.
 func (r *replay) allocFollows(i int) bool {
+	return r.leadsTo(i, []snapshot.Action{snapshot.SegmentFree, snapshot.SegmentAlloc}, []snapshot.Action{snapshot.Alloc, snapshot.OutOfMemory})
+}
+
+// leadsTo reports whether the entries after the i-th reach one of the
+// actions ends with only entries of the actions skip between.
+func (r *replay) leadsTo(i int, skip, ends []snapshot.Action) bool {
 	for _, e := range r.trace[i+1:] {
-		switch e.Action {
-		case snapshot.SegmentFree, snapshot.SegmentAlloc:
-		case snapshot.Alloc, snapshot.OutOfMemory:
-			return true
-		default:
-			return false
+		if !slices.Contains(skip, e.Action) {
+			return slices.Contains(ends, e.Action)
 		}
 	}
 	return false

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/snapshot"
 )
 
@@ -17,15 +18,11 @@ const sharedDir = "../../../../shared/traces/pytorch"
 
 func readShared(t *testing.T, name string) *snapshot.Snapshot {
 	t.Helper()
-	f, err := os.Open(filepath.Join(sharedDir, name))
-	if os.IsNotExist(err) {
+	path := filepath.Join(sharedDir, name)
+	if _, err := os.Stat(path); os.IsNotExist(err) {
 		t.Skipf("%s is absent: the shared snapshots are not here", sharedDir)
 	}
-	require.NoError(t, err)
-	defer f.Close()
-	s, err := snapshot.Read(f, name)
-	require.NoError(t, err)
-	return s
+	return replaytest.ReadSnapshot(t, path)
 }
 
 // TestShared replays the shared snapshots through the test model and the
