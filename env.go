@@ -20,7 +20,12 @@ const (
 // resolved as [Resolve] does, so MXNet's variables such as
 // MXNET_GPU_MEM_POOL_PAGE_SIZE supply defaults. A bad value is an error
 // naming the variable and the value; there is no silent fallback.
-// getenv is os.LookupEnv or a stand-in.
+// getenv is os.LookupEnv or a stand-in, or nil for the defaults alone.
+//
+// With a spec, Select is the common way to go from the text a user wrote
+// to a strategy's parameters, which open an allocator ([Params.Open]),
+// expand a sweep ([Params.Expand]) or configure a replay (sim.Config's
+// Params).
 func Select(explicit string, getenv func(string) (string, bool)) (*Params, error) {
 	lookup := func(name string) string {
 		if getenv == nil {
@@ -68,25 +73,15 @@ func Select(explicit string, getenv func(string) (string, bool)) (*Params, error
 	return p, nil
 }
 
-// ResolveSpec parses a spec string and resolves it: [ParseSpec] and then
-// [Resolve] in one call, the common way to go from the text a user wrote
-// to a strategy's parameters, which open an allocator ([Params.Open]),
-// expand a sweep ([Params.Expand]) or configure a replay (sim.Config's
-// Params). getenv is os.LookupEnv to let environment variables supply
-// what the spec leaves out, or nil for the defaults alone.
-func ResolveSpec(spec string, getenv func(string) (string, bool)) (*Params, error) {
-	sp, err := ParseSpec(spec)
-	if err != nil {
-		return nil, err
-	}
-	return Resolve(sp, getenv)
-}
-
 // Open builds the allocator a spec names, on b. The environment supplies
 // defaults for parameters the spec leaves out (MXNet's variables for its
 // pools, for example).
 func Open(spec string, b Backend) (Allocator, error) {
-	p, err := ResolveSpec(spec, os.LookupEnv)
+	sp, err := ParseSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	p, err := Resolve(sp, os.LookupEnv)
 	if err != nil {
 		return nil, err
 	}

@@ -55,8 +55,8 @@ func ExampleOpen() {
 // A spec written by a user, in one call to the strategy's parameters:
 // every parameter with its effective value, ready to open an allocator or
 // to expand into a sweep's variants.
-func ExampleResolveSpec() {
-	p, err := gpualloc.ResolveSpec("pytorch:conf=max_split_size_mb:128,expandable_segments:True", nil)
+func ExampleSelect_spec() {
+	p, err := gpualloc.Select("pytorch:conf=max_split_size_mb:128,expandable_segments:True", nil)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -71,13 +71,13 @@ func ExampleResolveSpec() {
 	b, _ := a.Alloc(1 << 20)
 	fmt.Println(b.Size, "bytes set aside")
 
-	sweep, _ := gpualloc.ResolveSpec("round:cutoff=20..22", nil)
+	sweep, _ := gpualloc.Select("round:cutoff=20..22", nil)
 	variants, _ := sweep.Expand()
 	for _, v := range variants {
 		fmt.Println(v.Value("cutoff"))
 	}
 
-	_, err = gpualloc.ResolveSpec("round:cutof=20", nil)
+	_, err = gpualloc.Select("round:cutof=20", nil)
 	fmt.Println(err)
 	// Output:
 	// max_split_size_mb:128,expandable_segments:True

@@ -243,7 +243,7 @@ func (p *Params) Errorf(key, format string, args ...any) error {
 // Size returns a parameter parsed by [ParseSize].
 func (p *Params) Size(key string) (int64, error) {
 	n, err := ParseSize(p.get(key).value)
-	if se := (*SizeError)(nil); errors.As(err, &se) {
+	if se := (*sizeError)(nil); errors.As(err, &se) {
 		return 0, p.Errorf(key, "not a size: %s", se.Reason)
 	} else if err != nil {
 		return 0, p.Errorf(key, "not a size: %v", err)

@@ -68,7 +68,7 @@ func TestParseSizeErrors(t *testing.T) {
 		{"99999999999999999999999TiB", "more than the largest size"},
 	} {
 		_, err := ParseSize(tc.in)
-		var se *SizeError
+		var se *sizeError
 		require.ErrorAs(t, err, &se, "%q", tc.in)
 		assert.Equal(t, tc.in, se.Text)
 		assert.Contains(t, se.Reason, tc.reason, "%q", tc.in)
@@ -77,7 +77,7 @@ func TestParseSizeErrors(t *testing.T) {
 }
 
 // FuzzParseSize checks that ParseSize never panics, gives a non-negative
-// size or a *SizeError, and reads back what FormatSize's exact form,
+// size or a *sizeError, and reads back what FormatSize's exact form,
 // plain bytes, writes.
 func FuzzParseSize(f *testing.F) {
 	for _, s := range []string{"4096", "5.41GiB", "8EiB", "-1", "1.5", " 2 mib ", "9223372036854775807", "0.0000001KiB"} {
@@ -86,7 +86,7 @@ func FuzzParseSize(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		n, err := ParseSize(s)
 		if err != nil {
-			var se *SizeError
+			var se *sizeError
 			require.ErrorAs(t, err, &se)
 			return
 		}

@@ -17,9 +17,9 @@ type Strategy struct {
 	// resolved to its effective value. It reports a bad value with p.Errorf,
 	// which names where the value came from.
 	New func(b Backend, p *Params) (Allocator, error)
-	// Optional leaves the strategy out of [DefaultNames], the comparison
-	// a program makes when no strategy is named: one whose figures depend
-	// on an input of its own (a profile) or repeat another's.
+	// Optional leaves the strategy out of the comparison a program makes
+	// when no strategy is named: one whose figures depend on an input of
+	// its own (a profile) or repeat another's.
 	Optional bool
 }
 
@@ -81,21 +81,6 @@ func Names() []string {
 	names := make([]string, 0, len(registry))
 	for n := range registry {
 		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
-
-// DefaultNames returns the names of the registered strategies that are not
-// Optional, sorted.
-func DefaultNames() []string {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	names := make([]string, 0, len(registry))
-	for n, s := range registry {
-		if !s.Optional {
-			names = append(names, n)
-		}
 	}
 	slices.Sort(names)
 	return names

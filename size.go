@@ -18,21 +18,22 @@ var sizeUnits = []struct {
 	{"B", 1},
 }
 
-// A SizeError is a size that [ParseSize] refuses, with what is wrong.
-type SizeError struct {
+// A sizeError is a size that [ParseSize] refuses, with what is wrong.
+type sizeError struct {
 	Text   string // the size as given
 	Reason string // "not a number", "more than the largest size, ..."
 }
 
-func (e *SizeError) Error() string { return fmt.Sprintf("bad size %q: %s", e.Text, e.Reason) }
+func (e *sizeError) Error() string { return fmt.Sprintf("bad size %q: %s", e.Text, e.Reason) }
 
 // ParseSize parses a byte count: plain bytes ("4096") or a number with a
 // unit, binary (B, KiB, MiB, GiB, TiB, PiB, EiB) or decimal (KB, MB, GB,
 // TB, PB, EB), as in "80GiB", "2 MiB" or "5.41GiB". A number with a unit
 // may have a fraction, and is rounded to the nearest byte (5.41GiB is
 // 5808943268 bytes); plain bytes are whole. The result is non-negative and
-// fits in an int64: at most 8 EiB less one byte. Its errors are
-// *SizeError, saying what is wrong.
+// fits in an int64: at most 8 EiB less one byte. An error names the
+// size and says what is wrong with it: bad size "lots": want bytes or a
+// number with a unit such as MiB.
 func ParseSize(s string) (int64, error) {
 	t := strings.TrimSpace(s)
 	mult := int64(1)
@@ -45,14 +46,14 @@ func ParseSize(s string) (int64, error) {
 		}
 	}
 	if strings.HasPrefix(t, "-") && isDecimal(t[1:]) {
-		return 0, &SizeError{s, "negative"}
+		return 0, &sizeError{s, "negative"}
 	}
 	v, ok := new(big.Rat).SetString(t)
 	if !ok || !isDecimal(t) {
-		return 0, &SizeError{s, "want bytes or a number with a unit such as MiB"}
+		return 0, &sizeError{s, "want bytes or a number with a unit such as MiB"}
 	}
 	if !v.IsInt() && (unit == "" || unit == "B") {
-		return 0, &SizeError{s, "not a whole number of bytes (a fraction needs a unit, as in 1.5KiB)"}
+		return 0, &sizeError{s, "not a whole number of bytes (a fraction needs a unit, as in 1.5KiB)"}
 	}
 	v.Mul(v, new(big.Rat).SetInt64(mult))
 	// Round half up: (2num + den) / 2den, floored.
@@ -60,7 +61,7 @@ func ParseSize(s string) (int64, error) {
 	num.Add(num, v.Denom())
 	n := num.Quo(num, new(big.Int).Mul(v.Denom(), big.NewInt(2)))
 	if !n.IsInt64() {
-		return 0, &SizeError{s, fmt.Sprintf("more than the largest size, %d bytes (8 EiB less one byte)", int64(math.MaxInt64))}
+		return 0, &sizeError{s, fmt.Sprintf("more than the largest size, %d bytes (8 EiB less one byte)", int64(math.MaxInt64))}
 	}
 	return n.Int64(), nil
 }

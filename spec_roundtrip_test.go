@@ -24,10 +24,10 @@ func TestFullSpecParsesBack(t *testing.T) {
 	specs = append(specs, gpualloc.Names()...)
 	for _, s := range specs {
 		for _, ge := range []func(string) (string, bool){nil, getenv} {
-			p, err := gpualloc.ResolveSpec(s, ge)
+			p, err := gpualloc.Select(s, ge)
 			require.NoError(t, err, s)
 			full := p.String()
-			again, err := gpualloc.ResolveSpec(full, nil)
+			again, err := gpualloc.Select(full, nil)
 			require.NoError(t, err, "%s printed as %s", s, full)
 			require.Equal(t, p.Spec(), again.Spec(), "%s printed as %s", s, full)
 			dev, err := virtual.New(virtual.Options{Capacity: 16 << 30})

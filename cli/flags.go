@@ -47,12 +47,11 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 // be above 0; a bad one is a usage error that says what is wrong.
 func parseSizeFlag(flag, s string) (int64, error) {
 	n, err := gpualloc.ParseSize(s)
-	var se *gpualloc.SizeError
 	switch {
-	case errors.As(err, &se):
-		return 0, usagef("%s %q: %s", flag, s, se.Reason)
 	case err != nil:
-		return 0, usagef("%s %q: %v", flag, s, err)
+		// ParseSize's error reads `bad size "X": why`: the flag's name
+		// takes the place of "bad size".
+		return 0, usagef("%s %s", flag, strings.TrimPrefix(err.Error(), "bad size "))
 	case n == 0:
 		return 0, usagef("%s %q: want a size above 0, such as 80GiB", flag, s)
 	}

@@ -478,7 +478,7 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 		names = append(names, s)
 	}
 	if len(specs) == 0 {
-		names = gpualloc.DefaultNames()
+		names = defaultNames()
 		if envSet(getenv, gpualloc.EnvPoolType) || envSet(getenv, gpualloc.EnvMXNetPoolType) {
 			names = []string{""} // Select("") takes the environment's strategy
 		}
@@ -560,4 +560,16 @@ func readCosts(path string) (*devicecost.Model, error) {
 		return nil, fmt.Errorf("--device-costs %s: %w", path, err)
 	}
 	return m, nil
+}
+
+// defaultNames returns the registered strategies that are not Optional,
+// sorted: those a replay without -s runs.
+func defaultNames() []string {
+	var names []string
+	for _, n := range gpualloc.Names() {
+		if s, err := gpualloc.Lookup(n); err == nil && !s.Optional {
+			names = append(names, n)
+		}
+	}
+	return names
 }
