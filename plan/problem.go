@@ -135,7 +135,7 @@ func FromTraceContext(ctx context.Context, r traces.Reader) ([]DeviceProblem, er
 				devIx[ev.Device] = d
 				probs = append(probs, DeviceProblem{Device: int(ev.Device)})
 			}
-			id := traces.FormatID(ev.ID)
+			id := ev.IDText()
 			if k := uses[ev.ID]; k > 0 {
 				id += "." + strconv.Itoa(k)
 			}

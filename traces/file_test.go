@@ -47,7 +47,7 @@ func TestCreateOpen(t *testing.T) {
 	require.NoError(t, os.WriteFile(png, []byte("\x89PNG\r\n\x1a\n"), 0o644))
 	_, err = Open(png, Options{})
 	assert.ErrorIs(t, err, ErrNotTrace)
-	assert.EqualError(t, err, png+": not a trace in any known format ("+strings.Join(Formats(), ", ")+")")
+	assert.EqualError(t, err, png+": not a trace in any known format ("+strings.Join(formatNames(), ", ")+")")
 }
 
 func TestOpen(t *testing.T) {

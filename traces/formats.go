@@ -132,9 +132,9 @@ const nativeFormat = "native CSV"
 // at the end of a trace in any other format were never freed.
 func MidRun(format string) bool { return format == pytorchFormatName }
 
-// Formats returns the names of the formats that [Open] detects, in the order
+// formatNames returns the names of the formats that [Open] detects, in the order
 // it tries them.
-func Formats() []string {
+func formatNames() []string {
 	names := make([]string, len(formats))
 	for i, f := range formats {
 		names[i] = f.name
@@ -200,7 +200,7 @@ func newReader(src io.Reader, name string, opts Options) (formatReader, error) {
 	if line, n, why := nearNative(head); why != "" {
 		return nil, &ParseError{Name: name, Line: n, Msg: nativeFormat + ": " + why + "; the header: " + printable(line), Err: ErrNotTrace}
 	}
-	msg := "not a trace in any known format (" + strings.Join(Formats(), ", ") + ")"
+	msg := "not a trace in any known format (" + strings.Join(formatNames(), ", ") + ")"
 	if len(head) == 0 {
 		msg = "empty input: " + msg
 	}

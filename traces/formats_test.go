@@ -12,7 +12,7 @@ import (
 func gzs(t testing.TB, text string) string { return string(gz(t, text)) }
 
 func TestFormatsOrder(t *testing.T) {
-	names := Formats()
+	names := formatNames()
 	require.GreaterOrEqual(t, len(names), 3)
 	assert.Equal(t, "native CSV", names[0])
 	assert.Contains(t, names, "RMM log")
@@ -40,7 +40,7 @@ func TestDetect(t *testing.T) {
 			assert.Equal(t, "t", r.Name())
 		}
 	}
-	known := "(" + strings.Join(Formats(), ", ") + ")"
+	known := "(" + strings.Join(formatNames(), ", ") + ")"
 	for input, msg := range map[string]string{
 		"":                        "t: empty input: not a trace in any known format " + known,
 		"hello, world\n":          "t: not a trace in any known format " + known,

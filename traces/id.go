@@ -99,7 +99,7 @@ func appendID(dst []byte, id uint64) []byte {
 	return strconv.AppendUint(dst, id, 10)
 }
 
-// FormatID returns the text of an [Event]'s ID as a [Writer] writes it: the
+// IDText returns the text of the event's ID as a [Writer] writes it: the
 // id of the trace when it was a number ("7", "0x7f3a00000000"), else "t"
 // and the number the reader gave it.
-func FormatID(id uint64) string { return formatID(id) }
+func (e Event) IDText() string { return formatID(e.ID) }
