@@ -358,18 +358,20 @@ func TestProgress(t *testing.T) {
 	assert.Equal(t, "100M", shortCount(100_000_000))
 }
 
-// TestCUDAWithoutGPU checks the one line that -b cuda gives where there is
+// TestCUDAWithoutGPU checks the one line that -b cuda and -b pinned give where there is
 // no GPU: its text after "no CUDA driver found" is the loader's and varies
 // by machine, so it is matched here rather than kept in a golden file.
 func TestCUDAWithoutGPU(t *testing.T) {
-	code, stdout, stderr := run(t, nil, "-b", "cuda", "-s", "naive", "testdata/tiny.csv")
-	if code == 0 {
-		t.Skip("a CUDA GPU is here")
+	for _, backend := range []string{"cuda", "pinned"} {
+		code, stdout, stderr := run(t, nil, "-b", backend, "-s", "naive", "testdata/tiny.csv")
+		if code == 0 {
+			t.Skip("a CUDA GPU is here")
+		}
+		assert.Equal(t, 1, code, backend)
+		assert.Empty(t, stdout, backend)
+		assert.Regexp(t, `^simulate: (no CUDA driver found \(.+\)|no CUDA device found.*)\n$`, stderr, backend)
+		assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line")
 	}
-	assert.Equal(t, 1, code)
-	assert.Empty(t, stdout)
-	assert.Regexp(t, `^simulate: (no CUDA driver found \(.+\)|no CUDA device found.*)\n$`, stderr)
-	assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line")
 }
 
 // TestHostWithoutCapacity checks that -b host without --capacity limits
