@@ -89,6 +89,7 @@ type cont struct {
 	done   val      // what it became once used; kMark before
 	items  []val    // a generic container's items, or a dict's keys and values
 	ids    []byte   // a stack's frame indexes, 4 bytes each
+	ec     bool     // a stack's frames include one on the empty-cache path
 	lists  []uint32 // device_traces: the trace list of each device
 	fi     int32    // a modelled dict's fields in decoder.fields, or -1
 }
@@ -390,6 +391,7 @@ func (d *decoder) add(p int32, v val) {
 		if f, ok := d.frameOf(v, at); ok {
 			c = &d.conts[p]
 			c.ids = append(c.ids, byte(f), byte(f>>8), byte(f>>16), byte(f>>24))
+			c.ec = c.ec || d.m.frameEC[f]
 		}
 	default:
 		c.items = append(c.items, v)
@@ -481,7 +483,15 @@ func (d *decoder) stackVal(v val, p int32) val {
 			}
 		}
 	}
-	s := val{kStack, uint64(d.m.internStack(d.conts[i].ids))}
+	var s val
+	switch ids := d.conts[i].ids; {
+	case !d.noStacks:
+		s = val{kStack, uint64(d.m.internStack(ids))}
+	case d.conts[i].ec:
+		s = val{kStack, 1}
+	default:
+		s = val{kStack, 0}
+	}
 	d.used(int32(v.x), s)
 	if i != int32(v.x) {
 		d.release(i)

@@ -20,6 +20,7 @@ type model struct {
 	traces []paged[TraceEntry] // each trace list as it is decoded
 
 	frames   []Frame
+	frameEC  []bool // whether each frame is on the empty-cache path
 	frameIdx map[Frame]uint32
 	stacks   [][]int32
 	stackIdx map[string]StackID
@@ -36,6 +37,7 @@ func (m *model) internFrame(f Frame) uint32 {
 	}
 	i := uint32(len(m.frames))
 	m.frames = append(m.frames, f)
+	m.frameEC = append(m.frameEC, IsEmptyCacheFrame(f.Name, f.Filename))
 	m.frameIdx[f] = i
 	return i
 }
@@ -55,17 +57,26 @@ func (m *model) internStack(ids []byte) StackID {
 		m.stackEC = []bool{false}
 	}
 	st := make([]int32, len(ids)/4)
-	ec := false
 	for j := range st {
 		st[j] = int32(binary.LittleEndian.Uint32(ids[4*j:]))
-		f := &m.frames[st[j]]
-		ec = ec || IsEmptyCacheFrame(f.Name, f.Filename)
 	}
+	ec := m.emptyCache(ids)
 	id := StackID(len(m.stacks))
 	m.stacks = append(m.stacks, st)
 	m.stackEC = append(m.stackEC, ec)
 	m.stackIdx[string(ids)] = id
 	return id
+}
+
+// emptyCache reports whether one of the frames whose indexes ids holds, 4
+// bytes each, is on the empty-cache path.
+func (m *model) emptyCache(ids []byte) bool {
+	for j := 0; j+4 <= len(ids); j += 4 {
+		if m.frameEC[binary.LittleEndian.Uint32(ids[j:])] {
+			return true
+		}
+	}
+	return false
 }
 
 // Field conversions, with the messages of a field of the wrong type.
@@ -136,12 +147,24 @@ func (d *decoder) fstr(f *fields, k fieldKey, at itemAt) string {
 	return ""
 }
 
-// fstack returns the stack at "frames".
+// fstack returns the stack at "frames"; 0 when the read keeps no stacks.
 func (d *decoder) fstack(f *fields) StackID {
-	if v, ok := f.get(keyFrames); ok && v.k == kStack {
+	if v, ok := f.get(keyFrames); ok && v.k == kStack && !d.noStacks {
 		return StackID(v.x)
 	}
 	return 0
+}
+
+// fempty reports whether the stack at "frames" is on the empty-cache
+// path.
+func (d *decoder) fempty(f *fields) bool {
+	if v, ok := f.get(keyFrames); ok && v.k == kStack {
+		if d.noStacks {
+			return v.x != 0
+		}
+		return v.x < uint64(len(d.m.stackEC)) && d.m.stackEC[v.x]
+	}
+	return false
 }
 
 // finish records what the value v, read through container tmp, became.
@@ -184,8 +207,8 @@ func (d *decoder) entryOf(v val, at itemAt) (TraceEntry, bool) {
 	case e.Action == OutOfMemory && !sized:
 		d.failAt(d.fieldPath(at, keySize), "missing: an oom entry records the size that failed")
 	}
-	if int(e.Stack) < len(d.m.stackEC) && (e.Action == SegmentFree || e.Action == SegmentUnmap) {
-		e.EmptyCache = d.m.stackEC[e.Stack]
+	if e.Action == SegmentFree || e.Action == SegmentUnmap {
+		e.EmptyCache = d.fempty(f)
 	}
 	num := d.conts[at.list].num
 	d.finish(v, tmp, val{kEntry, uint64(num)<<32 | uint64(at.index)})
@@ -237,7 +260,7 @@ func (d *decoder) frameOf(v val, at itemAt) (uint32, bool) {
 	}
 	fr := Frame{Name: d.fstr(f, keyName, at), Filename: d.fstr(f, keyFilename, at), Line: d.fint(f, keyLine, at, 0)}
 	id := d.m.internFrame(fr)
-	d.finish(v, tmp, val{kFrame, uint64(id)})
+	d.finish(v, tmp, d.frameVal(id))
 	return id, d.err == nil
 }
 
@@ -417,7 +440,10 @@ func (d *decoder) snapshotOf(v val, name string) (*Snapshot, error) {
 		}
 	}
 	c = &d.conts[top]
-	s := &Snapshot{Frames: d.m.frames, Stacks: d.m.stacks}
+	s := &Snapshot{}
+	if !d.noStacks {
+		s.Frames, s.Stacks = d.m.frames, d.m.stacks
+	}
 	if c.role == rLegacy {
 		s.Segments = d.m.segs[c.num]
 		return s, nil

@@ -94,11 +94,12 @@ type entryRef struct {
 }
 
 // newSnapshotReader returns a reader of the snapshot that src holds, named
-// name in errors. It reads src whole with [snapshot.Read], whose errors it
-// returns as a [*ParseError] (wrapping [ErrNotTrace] when src is not a
-// snapshot); it does not close src.
+// name in errors. It reads src whole with [snapshot.ReadWith], without the
+// stacks, which no event carries; it returns the read's errors as a
+// [*ParseError] (wrapping [ErrNotTrace] when src is not a snapshot); it
+// does not close src.
 func newSnapshotReader(src io.Reader, name string, opts Options) (*snapshotReader, error) {
-	s, err := snapshot.Read(src, name)
+	s, err := snapshot.ReadWith(src, name, snapshot.ReadOptions{NoStacks: true})
 	if err != nil {
 		return nil, snapshotError(err)
 	}
