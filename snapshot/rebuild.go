@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -637,7 +638,7 @@ func newNamed(t []TraceEntry) *named {
 			n.addrs = append(n.addrs, t[i].Addr)
 		}
 	}
-	sort.Slice(n.addrs, func(i, j int) bool { return n.addrs[i] < n.addrs[j] })
+	slices.Sort(n.addrs)
 	out := n.addrs[:0]
 	for _, a := range n.addrs {
 		if len(out) > 0 && out[len(out)-1] == a {
@@ -652,7 +653,8 @@ func newNamed(t []TraceEntry) *named {
 }
 
 func (n *named) index(a uint64) int {
-	return sort.Search(len(n.addrs), func(i int) bool { return n.addrs[i] >= a })
+	i, _ := slices.BinarySearch(n.addrs, a)
+	return i
 }
 
 // drop counts entry e as undone.
