@@ -213,7 +213,7 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 		d.fields = append(d.fields, fields{})
 		fi = int32(len(d.fields) - 1)
 	default:
-		d.fields[fi] = fields{}
+		d.fields[fi].has = 0 // the values of keys not had are never read
 	}
 	*c = cont{typ: t, role: r, memo: -1, parent: parent, idx: idx, key: key, done: val{k: kMark}, ids: ids, fi: fi}
 	switch r {
