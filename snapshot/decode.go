@@ -233,8 +233,7 @@ func (d *decoder) memoRun(op byte) bool {
 	}
 	in := &d.in
 	buf, memo, n := in.buf[:in.end], d.memo.pages, uint64(d.memo.len())
-	pos := in.pos // just after op
-	ran := false
+	pos, done, stack := in.pos, in.pos, d.stack // pos just after op
 	for {
 		var i uint64
 		if op == opBinGet {
@@ -255,18 +254,22 @@ func (d *decoder) memoRun(op byte) bool {
 		}
 		v := memo[i>>pageShift][i&(pageSize-1)]
 		if v.k <= kCont {
-			break // in.pos is still at op: step runs it
+			break // step runs op
 		}
-		d.stack = append(d.stack, v)
-		ran = true
-		in.pos = pos
-		if pos >= len(buf) || (buf[pos] != opBinGet && buf[pos] != opLongBinGet) {
-			return true
+		stack = append(stack, v)
+		done = pos
+		if pos >= len(buf) {
+			break
 		}
-		op = buf[pos]
+		if op = buf[pos]; op != opBinGet && op != opLongBinGet {
+			break
+		}
 		pos++
 	}
 	// The next opcode starts at in.pos, for run's loop to read.
+	d.stack = stack
+	ran := done != in.pos
+	in.pos = done
 	return ran
 }
 
@@ -280,7 +283,7 @@ func (d *decoder) memoRun(op byte) bool {
 func (d *decoder) absorb(op byte, c *cont) bool {
 	in := &d.in
 	buf, memo, n := in.buf[:in.end], d.memo.pages, uint64(d.memo.len())
-	pos, ids, ec := in.pos, c.ids, uint64(0)
+	pos, done, ids, ec := in.pos, in.pos, c.ids, uint64(0)
 	start := len(ids)
 	for {
 		var i uint64
@@ -300,23 +303,26 @@ func (d *decoder) absorb(op byte, c *cont) bool {
 		if i >= n {
 			break
 		}
-		v := memo[i>>pageShift][i&(pageSize-1)]
+		v := &memo[i>>pageShift][i&(pageSize-1)]
 		if v.k != kFrame {
 			break
 		}
 		ids = binary.LittleEndian.AppendUint32(ids, uint32(v.x))
 		ec |= v.x
-		in.pos = pos
-		if pos >= len(buf) || (buf[pos] != opBinGet && buf[pos] != opLongBinGet) {
+		done = pos
+		if pos >= len(buf) {
 			break
 		}
-		op = buf[pos]
+		if op = buf[pos]; op != opBinGet && op != opLongBinGet {
+			break
+		}
 		pos++
 	}
+	// The next opcode starts at in.pos, for run's loop to read.
+	in.pos = done
 	c.ids = ids
 	c.ec = c.ec || ec&frameEC != 0
 	d.pend += int32(len(ids)-start) / 4
-	// The next opcode starts at in.pos, for run's loop to read.
 	return len(ids) > start
 }
 
