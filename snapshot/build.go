@@ -204,7 +204,7 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 		i = int32(len(d.conts) - 1)
 	}
 	c := &d.conts[i]
-	ids, fi := c.ids[:0], c.fi
+	fi := c.fi
 	switch {
 	case r == rGeneric || t != ctDict:
 		// A list keeps the fields it had, for when it is reused as a
@@ -215,7 +215,17 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 	default:
 		d.fields[fi].has = 0 // the values of keys not had are never read
 	}
-	*c = cont{typ: t, role: r, memo: -1, parent: parent, idx: idx, key: key, done: val{k: kMark}, ids: ids, fi: fi}
+	// Field by field, keeping the stack's buffer: the slices are written
+	// only when they hold something, for fewer write barriers.
+	c.typ, c.role, c.shared, c.memo, c.parent, c.idx, c.key = t, r, false, -1, parent, idx, key
+	c.count, c.num, c.done, c.fi, c.ec = 0, 0, val{k: kMark}, fi, false
+	c.ids = c.ids[:0]
+	if c.items != nil {
+		c.items = nil
+	}
+	if c.lists != nil {
+		c.lists = nil
+	}
 	switch r {
 	case rSegments, rLegacy:
 		c.num = uint32(len(d.m.segs))
