@@ -152,8 +152,8 @@ func snapshotReaderOf(s *snapshot.Snapshot, name string, opts Options) *snapshot
 func hasTime(s *snapshot.Snapshot) bool {
 	n := 0
 	for _, t := range s.DeviceTraces {
-		for _, e := range t {
-			if e.TimeUS == snapshot.NoTime {
+		for i := range t {
+			if t[i].TimeUS == snapshot.NoTime {
 				return false
 			}
 			n++
@@ -166,8 +166,8 @@ func hasTime(s *snapshot.Snapshot) bool {
 // a category.
 func hasCategories(s *snapshot.Snapshot) bool {
 	for _, t := range s.DeviceTraces {
-		for _, e := range t {
-			if e.Category != "" {
+		for i := range t {
+			if t[i].Category != "" {
 				return true
 			}
 		}
