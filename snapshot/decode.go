@@ -218,7 +218,8 @@ func (d *decoder) run() (val, error) {
 // LONG_BINGET, and those that follow it, as long as their arguments are in
 // the buffer and they refer to values other than open containers: the
 // bulk of a snapshot with frames, whose entries list their frames as memo
-// references. It reports false, having consumed nothing, when op is left
+// references, and whose dicts' keys are memo references to strings. It
+// reports false, having consumed nothing, when op is left
 // for step.
 //
 // Right after a MARK that batches items for an open "frames" list, the
@@ -253,7 +254,7 @@ func (d *decoder) memoRun(op byte) bool {
 			break
 		}
 		v := memo[i>>pageShift][i&(pageSize-1)]
-		if v.k <= kCont {
+		if v.k == kCont || v.k == kMark {
 			break // step runs op
 		}
 		stack = append(stack, v)
