@@ -2,12 +2,15 @@ package snapshot_test
 
 import (
 	"bytes"
+	"io"
 	"slices"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 	"github.com/gpualloc/gpualloc/snapshot"
 )
 
@@ -19,6 +22,12 @@ func noStacks(t *testing.T, data []byte, name string, full *snapshot.Snapshot) {
 	require.NoError(t, err)
 	assert.Nil(t, s.Frames)
 	assert.Nil(t, s.Stacks)
+	require.Equal(t, withoutStacks(full), s)
+}
+
+// withoutStacks returns a copy of full without its stacks, as a read with
+// ReadOptions.NoStacks gives it.
+func withoutStacks(full *snapshot.Snapshot) *snapshot.Snapshot {
 	want := *full
 	want.Frames, want.Stacks = nil, nil
 	want.Segments = append([]snapshot.Segment(nil), full.Segments...)
@@ -37,7 +46,7 @@ func noStacks(t *testing.T, data []byte, name string, full *snapshot.Snapshot) {
 			want.DeviceTraces[d][i].Stack = 0
 		}
 	}
-	require.Equal(t, &want, s)
+	return &want
 }
 
 // absorbPickle returns a snapshot whose one entry lists its frames as the
@@ -92,5 +101,33 @@ func TestReadAbsorbedFrames(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReadInPieces reads snapshots through readers that return a byte or
+// a few at a time, so that runs of memo references, integers and frames
+// stop at every place in the decoder's buffer: the snapshot is the same.
+func TestReadInPieces(t *testing.T) {
+	var g bytes.Buffer
+	_, err := genSnapshot(&g, genOptions{Devices: 2, Events: 300, Slots: 4, Frames: 300, Stacks: 7, Pools: true, Seed: 4})
+	require.NoError(t, err)
+	for _, data := range [][]byte{g.Bytes(), pk.Encode(pk.TwoDevices(true), pk.Options{Proto: 2}),
+		pk.Encode(pk.TwoDevices(false), pk.Options{Proto: 4, Memo: true, AllLong: true}), absorbPickle("(h\x00h\x00K\x01\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01N\x88\x89e")} {
+		want, wantErr := snapshot.Read(bytes.NewReader(data), "p.pickle")
+		for _, piece := range []func(io.Reader) io.Reader{iotest.OneByteReader, iotest.HalfReader} {
+			for _, o := range []snapshot.ReadOptions{{}, {NoStacks: true}} {
+				got, err := snapshot.ReadWith(piece(bytes.NewReader(data)), "p.pickle", o)
+				if wantErr != nil {
+					require.EqualError(t, err, wantErr.Error())
+					continue
+				}
+				require.NoError(t, err)
+				if !o.NoStacks {
+					require.Equal(t, want, got)
+				} else {
+					require.Equal(t, withoutStacks(want), got)
+				}
+			}
+		}
 	}
 }

@@ -196,7 +196,7 @@ func (d *decoder) run() (val, error) {
 		d.opOff = in.off()
 		op := in.buf[in.pos]
 		in.pos++
-		if (op == opBinGet || op == opLongBinGet) && d.memoRun(op) {
+		if pushOps[op] && d.memoRun(op) {
 			continue
 		}
 		if d.pend > 0 && op != opAppends {
@@ -214,64 +214,123 @@ func (d *decoder) run() (val, error) {
 	return val{}, d.err
 }
 
-// memoRun pushes the memo references that start with op, a BINGET or
-// LONG_BINGET, and those that follow it, as long as their arguments are in
-// the buffer and they refer to values other than open containers: the
-// bulk of a snapshot with frames, whose entries list their frames as memo
-// references, and whose dicts' keys are memo references to strings. It
-// reports false, having consumed nothing, when op is left
-// for step.
+// pushOps are the opcodes that only push a value, which memoRun runs.
+var pushOps = [256]bool{opBinGet: true, opLongBinGet: true, opBinInt1: true, opBinInt2: true, opBinInt: true,
+	opLong1: true, opNone: true, opNewTrue: true, opNewFalse: true}
+
+// memoRun runs the opcodes that start with op and only push a value (see
+// pushOps): memo references to values other than containers, and the
+// integers, None and booleans, as long as their arguments are in the
+// buffer. They are the bulk of a snapshot: its entries' dicts are memo
+// references to their keys and small integers, and their frames memo
+// references to frame dicts. It reports false, having consumed nothing,
+// when op is left for step; a LONG1 of more than 8 bytes is.
 //
 // Right after a MARK that batches items for an open "frames" list, the
 // frames referenced are not pushed but absorbed (see absorb).
 func (d *decoder) memoRun(op byte) bool {
-	if k := len(d.marks); k > 0 {
-		if m := d.marks[k-1]; m.pos == len(d.stack)-1 && m.owner >= 0 {
-			if c := &d.conts[m.owner]; c.role == rStack && c.typ == ctList && c.done.k == kMark {
-				return d.absorb(op, c)
+	if op == opBinGet || op == opLongBinGet {
+		if k := len(d.marks); k > 0 {
+			if m := d.marks[k-1]; m.pos == len(d.stack)-1 && m.owner >= 0 {
+				if c := &d.conts[m.owner]; c.role == rStack && c.typ == ctList && c.done.k == kMark {
+					return d.absorb(op, c)
+				}
 			}
 		}
 	}
+	if d.pend > 0 {
+		return false // run puts the absorbed frames back first
+	}
 	in := &d.in
 	buf, memo, n := in.buf[:in.end], d.memo.pages, uint64(d.memo.len())
-	pos, done, stack := in.pos, in.pos, d.stack // pos just after op
+	pos, done, stack, ran := in.pos, in.pos, d.stack, false // pos just after op
+loop:
 	for {
-		var i uint64
-		if op == opBinGet {
+		var v val
+		switch op {
+		case opBinGet, opLongBinGet:
+			var i uint64
+			if op == opBinGet {
+				if pos >= len(buf) {
+					break loop
+				}
+				i = uint64(buf[pos])
+				pos++
+			} else {
+				if pos+4 > len(buf) {
+					break loop
+				}
+				i = uint64(binary.LittleEndian.Uint32(buf[pos:]))
+				pos += 4
+			}
+			if i >= n {
+				break loop
+			}
+			if v = memo[i>>pageShift][i&(pageSize-1)]; v.k == kCont || v.k == kMark {
+				break loop
+			}
+		case opBinInt1:
 			if pos >= len(buf) {
-				break
+				break loop
 			}
-			i = uint64(buf[pos])
+			v = intVal(int64(buf[pos]))
 			pos++
-		} else {
-			if pos+4 > len(buf) {
-				break
+		case opBinInt2:
+			if pos+2 > len(buf) {
+				break loop
 			}
-			i = uint64(binary.LittleEndian.Uint32(buf[pos:]))
+			v = intVal(int64(binary.LittleEndian.Uint16(buf[pos:])))
+			pos += 2
+		case opBinInt:
+			if pos+4 > len(buf) {
+				break loop
+			}
+			v = intVal(int64(int32(binary.LittleEndian.Uint32(buf[pos:]))))
 			pos += 4
-		}
-		if i >= n {
-			break
-		}
-		v := memo[i>>pageShift][i&(pageSize-1)]
-		if v.k == kCont || v.k == kMark {
-			break // step runs op
+		case opLong1:
+			if pos >= len(buf) {
+				break loop
+			}
+			k := int(buf[pos])
+			if k > 8 || pos+1+k > len(buf) {
+				break loop
+			}
+			v = intVal(leInt(buf[pos+1 : pos+1+k]))
+			pos += 1 + k
+		case opNone:
+			v = val{k: kNone}
+		case opNewTrue:
+			v = val{kBool, 1}
+		case opNewFalse:
+			v = val{kBool, 0}
+		default:
+			break loop
 		}
 		stack = append(stack, v)
-		done = pos
+		done, ran = pos, true
 		if pos >= len(buf) {
 			break
 		}
-		if op = buf[pos]; op != opBinGet && op != opLongBinGet {
-			break
-		}
+		op = buf[pos]
 		pos++
 	}
 	// The next opcode starts at in.pos, for run's loop to read.
 	d.stack = stack
-	ran := done != in.pos
 	in.pos = done
 	return ran
+}
+
+// leInt returns the integer of at most 8 bytes b, two's complement,
+// little-endian, as LONG1 and LONG4 hold it.
+func leInt(b []byte) int64 {
+	var u uint64
+	for i := len(b) - 1; i >= 0; i-- {
+		u = u<<8 | uint64(b[i])
+	}
+	if shift := 64 - 8*len(b); shift > 0 && shift < 64 {
+		u = uint64(int64(u<<shift) >> shift) // sign-extend
+	}
+	return int64(u)
 }
 
 // absorb is memoRun for the references that follow a MARK batching items
@@ -654,14 +713,7 @@ func (d *decoder) long(n int) {
 	case n == 0:
 		d.push(intVal(0))
 	case n <= 8:
-		var u uint64
-		for i := n - 1; i >= 0; i-- {
-			u = u<<8 | uint64(b[i])
-		}
-		if shift := 64 - 8*n; shift > 0 {
-			u = uint64(int64(u<<shift) >> shift) // sign-extend
-		}
-		d.push(intVal(int64(u)))
+		d.push(intVal(leInt(b)))
 	case n == 9 && b[8] == 0 && b[7]&0x80 != 0:
 		d.push(val{kUint, binary.LittleEndian.Uint64(b)})
 	default:
