@@ -344,6 +344,9 @@ func (d *decoder) absorb(op byte, c *cont) bool {
 	in := &d.in
 	buf, memo, n := in.buf[:in.end], d.memo.pages, uint64(d.memo.len())
 	pos, done, ids, ec := in.pos, in.pos, c.ids, uint64(0)
+	if cap(ids)-len(ids) < 4*minFrames {
+		ids = slices.Grow(ids, 4*minFrames) // one allocation, not several
+	}
 	start := len(ids)
 	for {
 		var i uint64
@@ -385,6 +388,10 @@ func (d *decoder) absorb(op byte, c *cont) bool {
 	d.pend += int32(len(ids)-start) / 4
 	return len(ids) > start
 }
+
+// minFrames is the room for frames that absorb makes in a list at once:
+// PyTorch records tens of frames per stack.
+const minFrames = 64
 
 // unabsorb puts the frames that absorb took back on the stack, above their
 // MARK, and takes them out of their list.
