@@ -154,7 +154,7 @@ func convertSnapshot(ctx context.Context, in, out string, entries int, noFrames 
 		return err
 	}
 	defer f.Close()
-	s, err := readSnapshotProgress(ctx, f, in, progress)
+	s, err := readSnapshotProgress(ctx, f, in, progress, noFrames)
 	if err != nil {
 		return err
 	}

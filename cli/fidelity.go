@@ -229,7 +229,7 @@ func fidelityFile(ctx context.Context, path string, mismatches int, conf *string
 		return nil, err
 	}
 	defer f.Close()
-	s, err := readSnapshotProgress(ctx, f, path, progress)
+	s, err := readSnapshotProgress(ctx, f, path, progress, true)
 	if err != nil {
 		return nil, err
 	}

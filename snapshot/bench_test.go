@@ -77,10 +77,11 @@ func TestGenerateSnapshotFile(t *testing.T) {
 }
 
 // BenchmarkReadFrames reads a generated snapshot with frames (see
-// bigOptions) and, where python3 is installed, times CPython's
-// pickle.load of the same file in the same run: python-s is its time,
-// python-MiB its peak resident memory, and x-python how many times faster
-// Read is.
+// bigOptions), with its stacks and without (ReadOptions.NoStacks, as a
+// replay, inspect and fidelity read), and, where python3 is installed,
+// times CPython's pickle.load of the same file in the same run: python-s
+// is its time, python-MiB its peak resident memory, and x-python how many
+// times faster the read is.
 func BenchmarkReadFrames(b *testing.B) {
 	o := bigOptions()
 	path := filepath.Join(b.TempDir(), "big.pickle")
@@ -91,35 +92,43 @@ func BenchmarkReadFrames(b *testing.B) {
 	require.NoError(b, f.Close())
 	data, err := os.ReadFile(path)
 	require.NoError(b, err)
-	var heap uint64
-	start := time.Now()
-	b.ResetTimer()
-	for b.Loop() {
-		s, err := snapshot.Read(bytes.NewReader(data), path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		heap = max(heap, ms.HeapAlloc)
-		runtime.KeepAlive(s)
-	}
-	per := time.Since(start).Seconds() / float64(b.N)
-	b.ReportMetric(float64(o.Events)/per, "events/s")
-	b.ReportMetric(float64(size)/per/1e6, "MB/s")
-	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
+	var pyS, pyMiB float64
 	if py, err := exec.LookPath("python3"); err == nil {
-		b.StopTimer()
 		out, err := exec.Command(py, "-c", `import pickle,resource,sys,time
 t=time.perf_counter(); pickle.load(open(sys.argv[1],'rb')); t=time.perf_counter()-t
 print(t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)`, path).Output()
 		require.NoError(b, err)
 		fs := strings.Fields(string(out))
-		pyS, _ := strconv.ParseFloat(fs[0], 64)
-		pyMiB, _ := strconv.ParseFloat(fs[1], 64)
-		b.ReportMetric(pyS, "python-s")
-		b.ReportMetric(pyMiB, "python-MiB")
-		b.ReportMetric(pyS/per, "x-python")
+		pyS, _ = strconv.ParseFloat(fs[0], 64)
+		pyMiB, _ = strconv.ParseFloat(fs[1], 64)
+	}
+	for _, tc := range []struct {
+		name string
+		o    snapshot.ReadOptions
+	}{{"stacks", snapshot.ReadOptions{}}, {"nostacks", snapshot.ReadOptions{NoStacks: true}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var heap uint64
+			start := time.Now()
+			for b.Loop() {
+				s, err := snapshot.ReadWith(bytes.NewReader(data), path, tc.o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				heap = max(heap, ms.HeapAlloc)
+				runtime.KeepAlive(s)
+			}
+			per := time.Since(start).Seconds() / float64(b.N)
+			b.ReportMetric(float64(o.Events)/per, "events/s")
+			b.ReportMetric(float64(size)/per/1e6, "MB/s")
+			b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
+			if pyS > 0 {
+				b.ReportMetric(pyS, "python-s")
+				b.ReportMetric(pyMiB, "python-MiB")
+				b.ReportMetric(pyS/per, "x-python")
+			}
+		})
 	}
 }
 

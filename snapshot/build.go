@@ -89,6 +89,7 @@ type cont struct {
 	done   val      // what it became once used; kMark before
 	items  []val    // a generic container's items, or a dict's keys and values
 	ids    []byte   // a stack's frame indexes, 4 bytes each
+	ec     bool     // a stack's frames include one on the empty-cache path
 	lists  []uint32 // device_traces: the trace list of each device
 	fi     int32    // a modelled dict's fields in decoder.fields, or -1
 }
@@ -203,7 +204,7 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 		i = int32(len(d.conts) - 1)
 	}
 	c := &d.conts[i]
-	ids, fi := c.ids[:0], c.fi
+	fi := c.fi
 	switch {
 	case r == rGeneric || t != ctDict:
 		// A list keeps the fields it had, for when it is reused as a
@@ -212,9 +213,19 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 		d.fields = append(d.fields, fields{})
 		fi = int32(len(d.fields) - 1)
 	default:
-		d.fields[fi] = fields{}
+		d.fields[fi].has = 0 // the values of keys not had are never read
 	}
-	*c = cont{typ: t, role: r, memo: -1, parent: parent, idx: idx, key: key, done: val{k: kMark}, ids: ids, fi: fi}
+	// Field by field, keeping the stack's buffer: the slices are written
+	// only when they hold something, for fewer write barriers.
+	c.typ, c.role, c.shared, c.memo, c.parent, c.idx, c.key = t, r, false, -1, parent, idx, key
+	c.count, c.num, c.done, c.fi, c.ec = 0, 0, val{k: kMark}, fi, false
+	c.ids = c.ids[:0]
+	if c.items != nil {
+		c.items = nil
+	}
+	if c.lists != nil {
+		c.lists = nil
+	}
 	switch r {
 	case rSegments, rLegacy:
 		c.num = uint32(len(d.m.segs))
@@ -224,7 +235,7 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 		d.m.blocks = append(d.m.blocks, []Block{})
 	case rTrace:
 		c.num = uint32(len(d.m.traces))
-		d.m.traces = append(d.m.traces, paged[TraceEntry]{})
+		d.m.traces = append(d.m.traces, paged[entryRec]{})
 	}
 	return i
 }
@@ -390,6 +401,7 @@ func (d *decoder) add(p int32, v val) {
 		if f, ok := d.frameOf(v, at); ok {
 			c = &d.conts[p]
 			c.ids = append(c.ids, byte(f), byte(f>>8), byte(f>>16), byte(f>>24))
+			c.ec = c.ec || d.m.frameEC[f]
 		}
 	default:
 		c.items = append(c.items, v)
@@ -481,7 +493,15 @@ func (d *decoder) stackVal(v val, p int32) val {
 			}
 		}
 	}
-	s := val{kStack, uint64(d.m.internStack(d.conts[i].ids))}
+	var s val
+	switch ids := d.conts[i].ids; {
+	case !d.noStacks:
+		s = val{kStack, uint64(d.m.internStack(ids))}
+	case d.conts[i].ec:
+		s = val{kStack, 1}
+	default:
+		s = val{kStack, 0}
+	}
 	d.used(int32(v.x), s)
 	if i != int32(v.x) {
 		d.release(i)

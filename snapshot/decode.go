@@ -39,7 +39,7 @@ const (
 	kBlock               // x is a block list number << 32 | the block's index
 	kBlocks              // x is a block list number
 	kSegment             // x is a segment list number << 32 | the segment's index
-	kFrame               // x is a frame's index in Snapshot.Frames
+	kFrame               // x is a frame's index in Snapshot.Frames, | frameEC if on the empty-cache path
 	kStack               // x is a StackID
 )
 
@@ -50,6 +50,18 @@ type val struct {
 }
 
 func intVal(n int64) val { return val{kInt, uint64(n)} }
+
+// frameEC marks a kFrame on the empty-cache path, above its index.
+const frameEC = 1 << 32
+
+// frameVal returns the kFrame of frame id.
+func (d *decoder) frameVal(id uint32) val {
+	v := val{kFrame, uint64(id)}
+	if d.m.frameEC[id] {
+		v.x |= frameEC
+	}
+	return v
+}
 
 // The limits of the decoder. Each is a bound on what a file describes, so
 // that memory grows with the file, never with how often it refers to its
@@ -77,6 +89,11 @@ type input struct {
 // off returns the offset of the next byte.
 func (in *input) off() int64 { return in.base + int64(in.pos) }
 
+// maxBuffer is the size that the input's buffer grows to as a long input
+// is read (from 64 KiB, doubling after each eight buffers read), unless a
+// longer argument needs more.
+const maxBuffer = 1 << 20
+
 // need makes n bytes available at buf[pos:], reading more; false at the
 // input's end or error. The buffer grows only as the bytes arrive, so that
 // a length that a damaged file claims costs no more memory than the file
@@ -89,7 +106,14 @@ func (in *input) need(n int) bool {
 		return false
 	}
 	if in.pos > 0 {
-		copy(in.buf, in.buf[in.pos:in.end])
+		if len(in.buf) < maxBuffer && in.base >= 8*int64(len(in.buf)) {
+			// A long input: fewer, larger reads.
+			nb := make([]byte, 2*len(in.buf))
+			copy(nb, in.buf[in.pos:in.end])
+			in.buf = nb
+		} else {
+			copy(in.buf, in.buf[in.pos:in.end])
+		}
 		in.base += int64(in.pos)
 		in.end -= in.pos
 		in.pos = 0
@@ -144,7 +168,9 @@ type decoder struct {
 
 	m model // what the containers became
 
-	repeated int // entries, blocks and segments copied from the memo
+	pend     int32 // frames absorbed by memoRun for the top MARK's list
+	noStacks bool  // ReadOptions.NoStacks
+	repeated int   // entries, blocks and segments copied from the memo
 	err      error
 }
 
@@ -170,8 +196,11 @@ func (d *decoder) run() (val, error) {
 		d.opOff = in.off()
 		op := in.buf[in.pos]
 		in.pos++
-		if (op == opBinGet || op == opLongBinGet) && d.memoRun(op) {
+		if pushOps[op] && d.memoRun(op) {
 			continue
+		}
+		if d.pend > 0 && op != opAppends {
+			d.unabsorb()
 		}
 		if op == opStop {
 			if len(d.stack) != 1 || len(d.marks) != 0 {
@@ -183,55 +212,6 @@ func (d *decoder) run() (val, error) {
 		d.step(op)
 	}
 	return val{}, d.err
-}
-
-// memoRun pushes the memo references that start with op, a BINGET or
-// LONG_BINGET, and those that follow it, as long as their arguments are in
-// the buffer and they refer to values other than open containers: the
-// bulk of a snapshot with frames, whose entries list their frames as memo
-// references. It reports false, having consumed nothing, when op is left
-// for step.
-func (d *decoder) memoRun(op byte) bool {
-	in := &d.in
-	buf, memo, n := in.buf[:in.end], d.memo.pages, uint64(d.memo.len())
-	pos := in.pos // just after op
-	ran := false
-	for {
-		var i uint64
-		if op == opBinGet {
-			if pos >= len(buf) {
-				break
-			}
-			i = uint64(buf[pos])
-			pos++
-		} else {
-			if pos+4 > len(buf) {
-				break
-			}
-			i = uint64(binary.LittleEndian.Uint32(buf[pos:]))
-			pos += 4
-		}
-		if i >= n {
-			break
-		}
-		v := memo[i>>pageShift][i&(pageSize-1)]
-		if v.k <= kCont {
-			break // in.pos is still at op: step runs it
-		}
-		d.stack = append(d.stack, v)
-		ran = true
-		in.pos = pos
-		if pos >= len(buf) || (buf[pos] != opBinGet && buf[pos] != opLongBinGet) {
-			return true
-		}
-		op = buf[pos]
-		pos++
-	}
-	if !ran {
-		return false
-	}
-	// The next opcode starts at in.pos, for run's loop to read.
-	return true
 }
 
 // ioErr returns the error of a read that came short.
@@ -413,12 +393,19 @@ func (d *decoder) step(op byte) {
 		}
 		if p, ok := d.target(want, name); ok {
 			if c := &d.conts[p]; c.role == rStack {
+				// The frames that memoRun absorbed, already in
+				// c.ids.
+				c.count += d.pend
+				d.pend = 0
 				// The hot path of a snapshot with frames: memo
 				// references to frame dicts already read.
 				n := 0
+				ec := uint64(0)
 				for n < len(items) && items[n].k == kFrame {
+					ec |= items[n].x
 					n++
 				}
+				c.ec = c.ec || ec&frameEC != 0
 				at := len(c.ids)
 				c.ids = slices.Grow(c.ids, 4*n)[:at+4*n]
 				for j, it := range items[:n] {
@@ -541,14 +528,7 @@ func (d *decoder) long(n int) {
 	case n == 0:
 		d.push(intVal(0))
 	case n <= 8:
-		var u uint64
-		for i := n - 1; i >= 0; i-- {
-			u = u<<8 | uint64(b[i])
-		}
-		if shift := 64 - 8*n; shift > 0 {
-			u = uint64(int64(u<<shift) >> shift) // sign-extend
-		}
-		d.push(intVal(int64(u)))
+		d.push(intVal(leInt(b)))
 	case n == 9 && b[8] == 0 && b[7]&0x80 != 0:
 		d.push(val{kUint, binary.LittleEndian.Uint64(b)})
 	default:

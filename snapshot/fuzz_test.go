@@ -44,6 +44,9 @@ func FuzzRead(f *testing.F) {
 	f.Add(mustHex(sharedListHex))
 	f.Add(bomb(3, 4))
 	f.Add(mustHex(codeHex))
+	// Frames taken straight into their list, and put back.
+	f.Add(absorbPickle("(h\x00h\x00j\x00\x00\x00\x00e"))
+	f.Add(absorbPickle("(h\x00h\x001(h\x00e"))
 	// The smallest real snapshot, where the shared fixtures are present.
 	if data, err := os.ReadFile(filepath.Join(sharedDir, "small_train_step.pickle")); err == nil {
 		f.Add(data)

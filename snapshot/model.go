@@ -16,10 +16,11 @@ import (
 type model struct {
 	segs   [][]Segment
 	blocks [][]Block
-	noAddr map[uint32][]int32  // block list: its blocks with no "address"
-	traces []paged[TraceEntry] // each trace list as it is decoded
+	noAddr map[uint32][]int32 // block list: its blocks with no "address"
+	traces []paged[entryRec]  // each trace list as it is decoded
 
 	frames   []Frame
+	frameEC  []bool // whether each frame is on the empty-cache path
 	frameIdx map[Frame]uint32
 	stacks   [][]int32
 	stackIdx map[string]StackID
@@ -36,6 +37,7 @@ func (m *model) internFrame(f Frame) uint32 {
 	}
 	i := uint32(len(m.frames))
 	m.frames = append(m.frames, f)
+	m.frameEC = append(m.frameEC, IsEmptyCacheFrame(f.Name, f.Filename))
 	m.frameIdx[f] = i
 	return i
 }
@@ -55,17 +57,26 @@ func (m *model) internStack(ids []byte) StackID {
 		m.stackEC = []bool{false}
 	}
 	st := make([]int32, len(ids)/4)
-	ec := false
 	for j := range st {
 		st[j] = int32(binary.LittleEndian.Uint32(ids[4*j:]))
-		f := &m.frames[st[j]]
-		ec = ec || IsEmptyCacheFrame(f.Name, f.Filename)
 	}
+	ec := m.emptyCache(ids)
 	id := StackID(len(m.stacks))
 	m.stacks = append(m.stacks, st)
 	m.stackEC = append(m.stackEC, ec)
 	m.stackIdx[string(ids)] = id
 	return id
+}
+
+// emptyCache reports whether one of the frames whose indexes ids holds, 4
+// bytes each, is on the empty-cache path.
+func (m *model) emptyCache(ids []byte) bool {
+	for j := 0; j+4 <= len(ids); j += 4 {
+		if m.frameEC[binary.LittleEndian.Uint32(ids[j:])] {
+			return true
+		}
+	}
+	return false
 }
 
 // Field conversions, with the messages of a field of the wrong type.
@@ -136,12 +147,24 @@ func (d *decoder) fstr(f *fields, k fieldKey, at itemAt) string {
 	return ""
 }
 
-// fstack returns the stack at "frames".
+// fstack returns the stack at "frames"; 0 when the read keeps no stacks.
 func (d *decoder) fstack(f *fields) StackID {
-	if v, ok := f.get(keyFrames); ok && v.k == kStack {
+	if v, ok := f.get(keyFrames); ok && v.k == kStack && !d.noStacks {
 		return StackID(v.x)
 	}
 	return 0
+}
+
+// fempty reports whether the stack at "frames" is on the empty-cache
+// path.
+func (d *decoder) fempty(f *fields) bool {
+	if v, ok := f.get(keyFrames); ok && v.k == kStack {
+		if d.noStacks {
+			return v.x != 0
+		}
+		return v.x < uint64(len(d.m.stackEC)) && d.m.stackEC[v.x]
+	}
+	return false
 }
 
 // finish records what the value v, read through container tmp, became.
@@ -154,38 +177,94 @@ func (d *decoder) finish(v val, tmp int32, became val) {
 	}
 }
 
-func (d *decoder) entryOf(v val, at itemAt) (TraceEntry, bool) {
+// An entryRec is a trace entry as the decoder keeps it until the read
+// ends: its strings as indexes into the string table, so that it holds no
+// pointer and the collector never scans the millions of them, in 48 bytes
+// rather than a TraceEntry's 72.
+type entryRec struct {
+	addr, stream     uint64
+	size, time       int64
+	action, category uint32 // noStr for ""
+	stack            StackID
+	emptyCache       bool
+}
+
+// noStr is the string index of "".
+const noStr = ^uint32(0)
+
+// strAt returns string i of the table, "" for noStr.
+func (d *decoder) strAt(i uint32) string {
+	if i == noStr {
+		return ""
+	}
+	return d.strs[i]
+}
+
+// entry returns the TraceEntry that r is.
+func (d *decoder) entry(r *entryRec) TraceEntry {
+	return TraceEntry{Action: Action(d.strAt(r.action)), Addr: r.addr, Size: r.size, Stream: r.stream, TimeUS: r.time,
+		Category: d.strAt(r.category), Stack: r.stack, EmptyCache: r.emptyCache}
+}
+
+// entries returns the entries of trace p, emptying it as it goes.
+func (d *decoder) entries(p *paged[entryRec]) []TraceEntry {
+	out := make([]TraceEntry, 0, p.len())
+	for k, pg := range p.pages {
+		for i := range pg {
+			out = append(out, d.entry(&pg[i]))
+		}
+		p.pages[k] = nil
+	}
+	*p = paged[entryRec]{}
+	return out
+}
+
+// fstrIndex returns the index of the string at k, noStr when absent.
+func (d *decoder) fstrIndex(f *fields, k fieldKey, at itemAt) uint32 {
+	v, ok := f.get(k)
+	if !ok {
+		return noStr
+	}
+	if v.k == kStr || v.k == kBytes {
+		return uint32(v.x)
+	}
+	d.failAt(d.fieldPath(at, k), "not a string but "+d.typeName(v))
+	return noStr
+}
+
+func (d *decoder) entryOf(v val, at itemAt) (entryRec, bool) {
 	if dv := d.doneOf(v); dv.k == kEntry {
 		return *d.m.traces[dv.x>>32].at(uint64(uint32(dv.x))), d.repeat(1, at)
 	}
 	f, tmp, ok := d.dictFields(v, rEntry, at)
 	if !ok {
-		return TraceEntry{}, false
+		return entryRec{}, false
 	}
-	e := TraceEntry{
-		Action:   Action(d.fstr(f, keyAction, at)),
-		Size:     d.fsize(f, keySize, at, 0),
-		Stream:   d.fuint(f, keyStream, at),
-		TimeUS:   d.fint(f, keyTimeUS, at, NoTime),
-		Category: d.fstr(f, keyCategory, at),
-		Stack:    d.fstack(f),
+	e := entryRec{
+		action:   d.fstrIndex(f, keyAction, at),
+		size:     d.fsize(f, keySize, at, 0),
+		stream:   d.fuint(f, keyStream, at),
+		time:     d.fint(f, keyTimeUS, at, NoTime),
+		category: d.fstrIndex(f, keyCategory, at),
+		stack:    d.fstack(f),
 	}
-	if !f.present(keyAddr) && e.Action == OutOfMemory {
-		e.Addr = d.fuint(f, keyDeviceFree, at)
+	action := Action(d.strAt(e.action))
+	if !f.present(keyAddr) && action == OutOfMemory {
+		e.addr = d.fuint(f, keyDeviceFree, at)
 	} else {
-		e.Addr = d.fuint(f, keyAddr, at)
+		e.addr = d.fuint(f, keyAddr, at)
 	}
 	_, sized := f.get(keySize)
 	switch {
-	case e.Action == "":
+	case action == "":
 		d.failAt(d.pathOf(at), "no action")
-	case e.TimeUS < 0 && e.TimeUS != NoTime:
-		d.failAt(d.fieldPath(at, keyTimeUS), "negative: "+strconv.FormatInt(e.TimeUS, 10))
-	case e.Action == OutOfMemory && !sized:
+	case e.time < 0 && e.time != NoTime:
+		d.failAt(d.fieldPath(at, keyTimeUS), "negative: "+strconv.FormatInt(e.time, 10))
+	case action == OutOfMemory && !sized:
 		d.failAt(d.fieldPath(at, keySize), "missing: an oom entry records the size that failed")
 	}
-	if int(e.Stack) < len(d.m.stackEC) && (e.Action == SegmentFree || e.Action == SegmentUnmap) {
-		e.EmptyCache = d.m.stackEC[e.Stack]
+	if action == SegmentFree || action == SegmentUnmap {
+		e.emptyCache = d.fempty(f)
 	}
 	num := d.conts[at.list].num
 	d.finish(v, tmp, val{kEntry, uint64(num)<<32 | uint64(at.index)})
@@ -199,7 +278,7 @@ func (d *decoder) traceOf(v val, at itemAt) (uint32, bool) {
 		if !d.repeat(t.len(), at) {
 			return 0, false
 		}
-		var c paged[TraceEntry]
+		var c paged[entryRec]
 		for _, ch := range t.pages {
 			for _, e := range ch {
 				c.append(e)
@@ -237,7 +316,7 @@ func (d *decoder) frameOf(v val, at itemAt) (uint32, bool) {
 	}
 	fr := Frame{Name: d.fstr(f, keyName, at), Filename: d.fstr(f, keyFilename, at), Line: d.fint(f, keyLine, at, 0)}
 	id := d.m.internFrame(fr)
-	d.finish(v, tmp, val{kFrame, uint64(id)})
+	d.finish(v, tmp, d.frameVal(id))
 	return id, d.err == nil
 }
 
@@ -417,7 +496,10 @@ func (d *decoder) snapshotOf(v val, name string) (*Snapshot, error) {
 		}
 	}
 	c = &d.conts[top]
-	s := &Snapshot{Frames: d.m.frames, Stacks: d.m.stacks}
+	s := &Snapshot{}
+	if !d.noStacks {
+		s.Frames, s.Stacks = d.m.frames, d.m.stacks
+	}
 	if c.role == rLegacy {
 		s.Segments = d.m.segs[c.num]
 		return s, nil
@@ -435,7 +517,7 @@ func (d *decoder) snapshotOf(v val, name string) (*Snapshot, error) {
 		lists := d.conts[tv.x].lists
 		s.DeviceTraces = make([][]TraceEntry, len(lists))
 		for dev, n := range lists {
-			s.DeviceTraces[dev] = d.m.traces[n].flat()
+			s.DeviceTraces[dev] = d.entries(&d.m.traces[n])
 		}
 	}
 	if av, ok := f.get(keyAllocatorSettings); ok {

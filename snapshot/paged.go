@@ -33,23 +33,3 @@ func (p *paged[T]) append(v T) {
 	p.pages[k] = append(p.pages[k], v)
 	p.n++
 }
-
-// flat returns the values as one slice, never nil, and empties p: one
-// copy, none when they fit in one page.
-func (p *paged[T]) flat() []T {
-	var out []T
-	switch len(p.pages) {
-	case 0:
-		out = []T{}
-	case 1:
-		out = p.pages[0]
-	default:
-		out = make([]T, 0, p.n)
-		for k, pg := range p.pages {
-			out = append(out, pg...)
-			p.pages[k] = nil
-		}
-	}
-	*p = paged[T]{}
-	return out
-}

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -116,8 +117,8 @@ func (s *Snapshot) InitialState(dev int) (*State, error) {
 // replay of the trace from it frees no unknown block.
 //
 // It costs O(s log s) for the s segments of the snapshot, O(log s + b) per
-// entry, for segments of at most b blocks, and O(n log n) for the n entries
-// to index the addresses they name; an entry that adds or drops a segment
+// entry, for segments of at most b blocks, and O(n + d log d) for the n
+// entries to index the d addresses they name; an entry that adds or drops a segment
 // also moves the segments after it in the sorted list.
 func (s *Snapshot) InitialStateWith(dev int, rules Rules) (*State, error) {
 	r := &rebuild{rules: rules, unplaced: map[uint64]TraceEntry{}}
@@ -602,7 +603,8 @@ func (r *rebuild) unfree(s *rseg, a uint64, requested int64) string {
 			f.addr, f.size, before = a, f.size-before, 0
 		}
 	}
-	var nb []rblock
+	var room [3]rblock // no allocation: Replace copies them in
+	nb := room[:0]
 	if before > 0 {
 		nb = append(nb, rblock{addr: f.addr, size: before})
 	}
@@ -610,7 +612,7 @@ func (r *rebuild) unfree(s *rseg, a uint64, requested int64) string {
 	if rest > 0 {
 		nb = append(nb, rblock{addr: a + uint64(size), size: rest})
 	}
-	s.blocks = append(s.blocks[:i], append(nb, s.blocks[i+1:]...)...)
+	s.blocks = slices.Replace(s.blocks, i, i+1, nb...)
 	return ""
 }
 
@@ -631,28 +633,26 @@ type named struct {
 }
 
 func newNamed(t []TraceEntry) *named {
-	n := &named{}
+	counts := map[uint64]int32{}
 	for i := range t {
 		if t[i].Action == Alloc || t[i].Action == FreeCompleted {
-			n.addrs = append(n.addrs, t[i].Addr)
+			counts[t[i].Addr]++
 		}
 	}
-	sort.Slice(n.addrs, func(i, j int) bool { return n.addrs[i] < n.addrs[j] })
-	out := n.addrs[:0]
+	n := &named{addrs: make([]uint64, 0, len(counts)), count: make([]int32, 0, len(counts))}
+	for a := range counts {
+		n.addrs = append(n.addrs, a)
+	}
+	slices.Sort(n.addrs)
 	for _, a := range n.addrs {
-		if len(out) > 0 && out[len(out)-1] == a {
-			n.count[len(n.count)-1]++
-			continue
-		}
-		out = append(out, a)
-		n.count = append(n.count, 1)
+		n.count = append(n.count, counts[a])
 	}
-	n.addrs = out
 	return n
 }
 
 func (n *named) index(a uint64) int {
-	return sort.Search(len(n.addrs), func(i int) bool { return n.addrs[i] >= a })
+	i, _ := slices.BinarySearch(n.addrs, a)
+	return i
 }
 
 // drop counts entry e as undone.

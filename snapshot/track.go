@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"slices"
 )
 
 // A Tracker follows a device's trace forward from a [State], as PyTorch's
@@ -96,7 +97,8 @@ func (r *rebuild) alloc(a uint64, requested int64) string {
 	if f.live {
 		return " inside a live block"
 	}
-	var nb []rblock
+	var room [3]rblock // no allocation: Replace copies them in
+	nb := room[:0]
 	if a > f.addr {
 		// PyTorch carves from the front of a free block; a record that
 		// does not is followed all the same.
@@ -115,7 +117,7 @@ func (r *rebuild) alloc(a uint64, requested int64) string {
 	if rest > 0 {
 		nb = append(nb, rblock{addr: a + uint64(size), size: rest})
 	}
-	s.blocks = append(s.blocks[:i], append(nb, s.blocks[i+1:]...)...)
+	s.blocks = slices.Replace(s.blocks, i, i+1, nb...)
 	return ""
 }
 

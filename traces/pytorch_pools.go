@@ -57,11 +57,18 @@ func (r *snapshotReader) Pools() []PoolInfo {
 			}
 		}
 		sort.Slice(spans, func(i, j int) bool { return spans[i].addr < spans[j].addr })
-		for _, e := range s.Trace(dev) {
+		t := s.Trace(dev)
+		for i := range t {
+			e := &t[i]
 			if e.Action == snapshot.OutOfMemory || e.Action == snapshot.TakeSnapshot {
 				continue
 			}
 			pool := snapshot.PoolID{}
+			if len(byPool) == 1 {
+				// Only the default pools: every entry counts for them.
+				byPool[pool].Entries++
+				continue
+			}
 			i := sort.Search(len(spans), func(i int) bool { return spans[i].end > e.Addr })
 			for ; i < len(spans) && spans[i].addr <= e.Addr; i++ {
 				if e.Addr < spans[i].end {

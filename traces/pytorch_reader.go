@@ -94,11 +94,12 @@ type entryRef struct {
 }
 
 // newSnapshotReader returns a reader of the snapshot that src holds, named
-// name in errors. It reads src whole with [snapshot.Read], whose errors it
-// returns as a [*ParseError] (wrapping [ErrNotTrace] when src is not a
-// snapshot); it does not close src.
+// name in errors. It reads src whole with [snapshot.ReadWith], without the
+// stacks, which no event carries; it returns the read's errors as a
+// [*ParseError] (wrapping [ErrNotTrace] when src is not a snapshot); it
+// does not close src.
 func newSnapshotReader(src io.Reader, name string, opts Options) (*snapshotReader, error) {
-	s, err := snapshot.Read(src, name)
+	s, err := snapshot.ReadWith(src, name, snapshot.ReadOptions{NoStacks: true})
 	if err != nil {
 		return nil, snapshotError(err)
 	}
@@ -151,8 +152,8 @@ func snapshotReaderOf(s *snapshot.Snapshot, name string, opts Options) *snapshot
 func hasTime(s *snapshot.Snapshot) bool {
 	n := 0
 	for _, t := range s.DeviceTraces {
-		for _, e := range t {
-			if e.TimeUS == snapshot.NoTime {
+		for i := range t {
+			if t[i].TimeUS == snapshot.NoTime {
 				return false
 			}
 			n++
@@ -165,8 +166,8 @@ func hasTime(s *snapshot.Snapshot) bool {
 // a category.
 func hasCategories(s *snapshot.Snapshot) bool {
 	for _, t := range s.DeviceTraces {
-		for _, e := range t {
-			if e.Category != "" {
+		for i := range t {
+			if t[i].Category != "" {
 				return true
 			}
 		}
@@ -358,7 +359,13 @@ func (r *snapshotReader) StartState(dev int) *snapshot.State {
 // mergedRefs returns the alloc and free_completed entries of all devices in
 // replay order: merged by time, or device after device.
 func mergedRefs(s *snapshot.Snapshot, byTime bool) []entryRef {
-	var refs []entryRef
+	// Room for every entry at once: what the events do not fill is never
+	// touched, and growing by doubling would touch twice what they fill.
+	n := 0
+	for _, t := range s.DeviceTraces {
+		n += len(t)
+	}
+	refs := make([]entryRef, 0, n)
 	if !byTime {
 		for dev, t := range s.DeviceTraces {
 			for i := range t {

@@ -240,8 +240,12 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 		return err
 	}
 	// The segment_alloc entries that the window cut off come first; entry
-	// indexes stay those of the file.
-	t := append(append([]snapshot.TraceEntry(nil), st.Fresh...), s.Trace(dev)...)
+	// indexes stay those of the file. The trace itself is not copied
+	// when there are none: the replays only read it.
+	t := s.Trace(dev)
+	if len(st.Fresh) > 0 {
+		t = append(append([]snapshot.TraceEntry(nil), st.Fresh...), t...)
+	}
 	offset := len(st.Fresh)
 	var top uint64
 	for _, sg := range append(st.Segments, s.Segments...) {

@@ -1,0 +1,203 @@
+package snapshot
+
+import (
+	"encoding/binary"
+	"slices"
+)
+
+// The decoder's fast paths: the opcodes that make up most of a big
+// snapshot run in loops of their own, over the bytes already in the input
+// buffer, rather than one by one through step. Each stops where its
+// opcodes end or the buffer does, and leaves the rest to step.
+
+// pushOps are the opcodes that only push a value, which memoRun runs.
+var pushOps = [256]bool{opBinGet: true, opLongBinGet: true, opBinInt1: true, opBinInt2: true, opBinInt: true,
+	opLong1: true, opNone: true, opNewTrue: true, opNewFalse: true}
+
+// memoRun runs the opcodes that start with op and only push a value (see
+// pushOps): memo references to values other than containers, and the
+// integers, None and booleans, as long as their arguments are in the
+// buffer. They are the bulk of a snapshot: its entries' dicts are memo
+// references to their keys and small integers, and their frames memo
+// references to frame dicts. It reports false, having consumed nothing,
+// when op is left for step; a LONG1 of more than 8 bytes is.
+//
+// Right after a MARK that batches items for an open "frames" list, the
+// frames referenced are not pushed but absorbed (see absorb).
+func (d *decoder) memoRun(op byte) bool {
+	if op == opBinGet || op == opLongBinGet {
+		if k := len(d.marks); k > 0 {
+			if m := d.marks[k-1]; m.pos == len(d.stack)-1 && m.owner >= 0 {
+				if c := &d.conts[m.owner]; c.role == rStack && c.typ == ctList && c.done.k == kMark {
+					return d.absorb(op, c)
+				}
+			}
+		}
+	}
+	if d.pend > 0 {
+		return false // run puts the absorbed frames back first
+	}
+	in := &d.in
+	buf, memo, n := in.buf[:in.end], d.memo.pages, uint64(d.memo.len())
+	pos, done, stack, ran := in.pos, in.pos, d.stack, false // pos just after op
+loop:
+	for {
+		var v val
+		switch op {
+		case opBinGet, opLongBinGet:
+			var i uint64
+			if op == opBinGet {
+				if pos >= len(buf) {
+					break loop
+				}
+				i = uint64(buf[pos])
+				pos++
+			} else {
+				if pos+4 > len(buf) {
+					break loop
+				}
+				i = uint64(binary.LittleEndian.Uint32(buf[pos:]))
+				pos += 4
+			}
+			if i >= n {
+				break loop
+			}
+			if v = memo[i>>pageShift][i&(pageSize-1)]; v.k == kCont || v.k == kMark {
+				break loop
+			}
+		case opBinInt1:
+			if pos >= len(buf) {
+				break loop
+			}
+			v = intVal(int64(buf[pos]))
+			pos++
+		case opBinInt2:
+			if pos+2 > len(buf) {
+				break loop
+			}
+			v = intVal(int64(binary.LittleEndian.Uint16(buf[pos:])))
+			pos += 2
+		case opBinInt:
+			if pos+4 > len(buf) {
+				break loop
+			}
+			v = intVal(int64(int32(binary.LittleEndian.Uint32(buf[pos:]))))
+			pos += 4
+		case opLong1:
+			if pos >= len(buf) {
+				break loop
+			}
+			k := int(buf[pos])
+			if k > 8 || pos+1+k > len(buf) {
+				break loop
+			}
+			v = intVal(leInt(buf[pos+1 : pos+1+k]))
+			pos += 1 + k
+		case opNone:
+			v = val{k: kNone}
+		case opNewTrue:
+			v = val{kBool, 1}
+		case opNewFalse:
+			v = val{kBool, 0}
+		default:
+			break loop
+		}
+		stack = append(stack, v)
+		done, ran = pos, true
+		if pos >= len(buf) {
+			break
+		}
+		op = buf[pos]
+		pos++
+	}
+	// The next opcode starts at in.pos, for run's loop to read.
+	d.stack = stack
+	in.pos = done
+	return ran
+}
+
+// leInt returns the integer of at most 8 bytes b, two's complement,
+// little-endian, as LONG1 and LONG4 hold it.
+func leInt(b []byte) int64 {
+	var u uint64
+	for i := len(b) - 1; i >= 0; i-- {
+		u = u<<8 | uint64(b[i])
+	}
+	if shift := 64 - 8*len(b); shift > 0 && shift < 64 {
+		u = uint64(int64(u<<shift) >> shift) // sign-extend
+	}
+	return int64(u)
+}
+
+// absorb is memoRun for the references that follow a MARK batching items
+// for the open "frames" list c: the frames referenced are not pushed but
+// appended to c.ids at once, counted in d.pend, for the APPENDS that
+// closes the batch; any other opcode first puts them back on the stack
+// (unabsorb), so that what the pickle does with them is done as written.
+// It stops, with what it has absorbed, at a reference to anything but a
+// frame.
+func (d *decoder) absorb(op byte, c *cont) bool {
+	in := &d.in
+	buf, memo, n := in.buf[:in.end], d.memo.pages, uint64(d.memo.len())
+	pos, done, ids, ec := in.pos, in.pos, c.ids, uint64(0)
+	if cap(ids)-len(ids) < 4*minFrames {
+		ids = slices.Grow(ids, 4*minFrames) // one allocation, not several
+	}
+	start := len(ids)
+	for {
+		var i uint64
+		if op == opLongBinGet {
+			if pos+4 > len(buf) {
+				break
+			}
+			i = uint64(binary.LittleEndian.Uint32(buf[pos:]))
+			pos += 4
+		} else {
+			if pos >= len(buf) {
+				break
+			}
+			i = uint64(buf[pos])
+			pos++
+		}
+		if i >= n {
+			break
+		}
+		v := &memo[i>>pageShift][i&(pageSize-1)]
+		if v.k != kFrame {
+			break
+		}
+		ids = binary.LittleEndian.AppendUint32(ids, uint32(v.x))
+		ec |= v.x
+		done = pos
+		if pos >= len(buf) {
+			break
+		}
+		if op = buf[pos]; op != opBinGet && op != opLongBinGet {
+			break
+		}
+		pos++
+	}
+	// The next opcode starts at in.pos, for run's loop to read.
+	in.pos = done
+	c.ids = ids
+	c.ec = c.ec || ec&frameEC != 0
+	d.pend += int32(len(ids)-start) / 4
+	return len(ids) > start
+}
+
+// minFrames is the room for frames that absorb makes in a list at once:
+// PyTorch records tens of frames per stack.
+const minFrames = 64
+
+// unabsorb puts the frames that absorb took back on the stack, above their
+// MARK, and takes them out of their list.
+func (d *decoder) unabsorb() {
+	c := &d.conts[d.marks[len(d.marks)-1].owner]
+	at := len(c.ids) - 4*int(d.pend)
+	for j := at; j < len(c.ids); j += 4 {
+		d.stack = append(d.stack, d.frameVal(binary.LittleEndian.Uint32(c.ids[j:])))
+	}
+	c.ids = c.ids[:at]
+	c.ec = d.m.emptyCache(c.ids)
+	d.pend = 0
+}
