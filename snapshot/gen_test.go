@@ -130,6 +130,21 @@ func genSnapshot(w io.Writer, o genOptions) (int64, error) {
 			g.int(int64(base(dev, s)))
 			g.str("total_size")
 			g.int(seg)
+			// The totals PyTorch writes: the one block's size when it is
+			// allocated, or active (pending free too), and its request.
+			var allocated, active, requested int64
+			if live[s] != 0 {
+				active, requested = seg, max(live[s], -live[s])
+			}
+			if live[s] > 0 {
+				allocated = seg
+			}
+			g.str("allocated_size")
+			g.int(allocated)
+			g.str("active_size")
+			g.int(active)
+			g.str("requested_size")
+			g.int(requested)
 			g.str("stream")
 			g.int(0)
 			g.str("segment_type")
