@@ -275,7 +275,7 @@ func isCacheRelease(t []snapshot.TraceEntry, i int) bool {
 }
 
 // initialBlocks returns the blocks live before the first entry of the
-// trace, ordered by device and, within a device, as [StartBlocks] orders
+// trace, ordered by device and, within a device, as [startBlocks] orders
 // them; the state of each device then; and the memory of each device as
 // its oom entries tell it (0 where they do not).
 func initialBlocks(s *snapshot.Snapshot) ([]initialBlock, []*snapshot.State, []int64) {
@@ -292,7 +292,7 @@ func initialBlocks(s *snapshot.Snapshot) ([]initialBlock, []*snapshot.State, []i
 			states = append(states, nil)
 		}
 		states[dev] = st
-		for _, e := range StartBlocks(st) {
+		for _, e := range startBlocks(st) {
 			blocks = append(blocks, initialBlock{dev, e.Addr, e.Size, e.Stream, ""})
 		}
 		m := s.AllocatorSettings.DeviceMemory(dev)
@@ -309,13 +309,13 @@ func initialBlocks(s *snapshot.Snapshot) ([]initialBlock, []*snapshot.State, []i
 	return blocks, states, memory
 }
 
-// StartBlocks returns the blocks live in st as the alloc entries that
+// startBlocks returns the blocks live in st as the alloc entries that
 // would have made them, in the order in which a snapshot's reader yields
 // them before its trace: the live blocks of st's segments, segment after
 // segment in address order and in address order within each (the order
 // in which a strategy's Restore returns them), then the unplaced ones in
 // address order.
-func StartBlocks(st *snapshot.State) []snapshot.TraceEntry {
+func startBlocks(st *snapshot.State) []snapshot.TraceEntry {
 	var out []snapshot.TraceEntry
 	for _, sg := range st.Segments {
 		for _, b := range sg.Blocks {
@@ -348,7 +348,7 @@ func (r *snapshotReader) RecordedConf() string { return r.snap.Conf() }
 // every segment held then, fully free ones included, with its blocks;
 // nil for a device the snapshot does not name. The reader is a
 // sim.StartReporter: the first Initial events are the live blocks of
-// these states, device after device, in the order of [StartBlocks].
+// these states, device after device, in the order of [startBlocks].
 func (r *snapshotReader) StartState(dev int) *snapshot.State {
 	if dev < 0 || dev >= len(r.states) {
 		return nil
