@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 
@@ -83,10 +82,9 @@ type Backend struct {
 
 	mu     sync.Mutex
 	closed bool
-	total  int64            // total bytes, as cuMemGetInfo_v2 reported at Open
-	live   map[uint64]int64 // allocations not freed: address -> size
-	bytes  int64            // sum of live
-	vm     *vmState         // virtual memory, nil until Virtual succeeds (vmm.go)
+	total  int64    // total bytes, as cuMemGetInfo_v2 reported at Open
+	mem    books    // allocations not freed: cuMemAlloc_v2's
+	vm     *vmState // virtual memory, nil until Virtual succeeds (vmm.go)
 }
 
 // load loads the driver once per process; every Open and Devices shares the
@@ -159,7 +157,16 @@ func open(d *driver, o Options) (*Backend, error) {
 			errs: []error{ErrNoDevice},
 		}
 	}
-	b := &Backend{drv: d, ordinal: o.Device, live: make(map[uint64]int64)}
+	b := &Backend{drv: d, ordinal: o.Device}
+	b.mem = books{
+		dev: b, allocFn: fnMemAlloc, freeFn: fnMemFree,
+		alloc: func(size int64) (addr uint64, r result) {
+			r = d.memAlloc(&addr, uintptr(size))
+			return addr, r
+		},
+		free: d.memFree,
+		live: make(map[uint64]int64),
+	}
 	if err := d.check(fnDeviceGet, d.deviceGet(&b.dev, int32(o.Device))); err != nil {
 		return nil, b.errorf("open: %w", err)
 	}
@@ -208,7 +215,7 @@ func (b *Backend) Device() int { return b.ordinal }
 func (b *Backend) InUse() (allocations int, bytes int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.live), b.bytes
+	return len(b.mem.live), b.mem.bytes
 }
 
 // Malloc allocates size bytes of device memory with cuMemAlloc_v2 and
@@ -224,17 +231,10 @@ func (b *Backend) Malloc(size int64) (uint64, error) {
 	if b.closed {
 		return 0, b.errorf("malloc of %d bytes: %w", size, ErrClosed)
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := b.setCurrent(); err != nil {
-		return 0, b.errorf("malloc of %d bytes: %w", size, err)
+	addr, err := b.mem.malloc(size)
+	if err != nil {
+		return 0, b.errorf("%w", err)
 	}
-	var addr uint64
-	if err := b.drv.check(fnMemAlloc, b.drv.memAlloc(&addr, uintptr(size))); err != nil {
-		return 0, b.errorf("malloc of %d bytes: %w", size, err)
-	}
-	b.live[addr] = size
-	b.bytes += size
 	return addr, nil
 }
 
@@ -248,25 +248,9 @@ func (b *Backend) Free(addr uint64, size int64) error {
 	if b.closed {
 		return b.errorf("free of %#x (%d bytes): %w", addr, size, ErrClosed)
 	}
-	got, ok := b.live[addr]
-	switch {
-	case !ok:
-		return b.errorf("free of %#x (%d bytes): no allocation of this backend starts there: %w",
-			addr, size, gpualloc.ErrInvalidFree)
-	case got != size:
-		return b.errorf("free of %#x with size %d: it was allocated with %d bytes: %w",
-			addr, size, got, gpualloc.ErrInvalidFree)
+	if err := b.mem.release(addr, size); err != nil {
+		return b.errorf("%w", err)
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := b.setCurrent(); err != nil {
-		return b.errorf("free of %#x (%d bytes): %w", addr, size, err)
-	}
-	if err := b.drv.check(fnMemFree, b.drv.memFree(addr)); err != nil {
-		return b.errorf("free of %#x (%d bytes): %w", addr, size, err)
-	}
-	delete(b.live, addr)
-	b.bytes -= size
 	return nil
 }
 
@@ -322,21 +306,20 @@ func (b *Backend) Close() error {
 		errs = append(errs, b.errorf("close: %w", err))
 	} else {
 		errs = append(errs, b.closeVM()...)
-		addrs := make([]uint64, 0, len(b.live))
-		for a := range b.live {
-			addrs = append(addrs, a)
-		}
-		slices.Sort(addrs)
-		for _, a := range addrs {
-			if err := b.drv.check(fnMemFree, b.drv.memFree(a)); err != nil {
-				errs = append(errs, b.errorf("close: free of %#x (%d bytes): %w", a, b.live[a], err))
-			}
+		for _, err := range b.mem.releaseAll() {
+			errs = append(errs, b.errorf("%w", err))
 		}
 	}
+	b.mem.live, b.mem.bytes = nil, 0
 	if err := b.drv.check(fnPrimaryCtxRelease, b.drv.primaryCtxRelease(b.dev)); err != nil {
 		errs = append(errs, b.errorf("close: %w", err))
 	}
-	b.live, b.bytes = nil, 0
+	return closeErrors(errs)
+}
+
+// closeErrors returns nil, the one error of errs, or the first with the
+// number of the others.
+func closeErrors(errs []error) error {
 	switch len(errs) {
 	case 0:
 		return nil

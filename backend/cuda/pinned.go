@@ -2,9 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"maps"
-	"runtime"
-	"slices"
 	"sync"
 
 	"github.com/gpualloc/gpualloc"
@@ -54,8 +51,7 @@ type PinnedBackend struct {
 
 	mu     sync.Mutex
 	closed bool
-	live   map[uint64]int64 // allocations not freed: address -> size
-	bytes  int64            // sum of live
+	mem    books // allocations not freed
 }
 
 // OpenPinned opens page-locked host memory in the context of device
@@ -93,7 +89,18 @@ func openPinned(d *driver, o PinnedOptions, total func() (int64, error)) (*Pinne
 	if err != nil {
 		return nil, err
 	}
-	return &PinnedBackend{dev: b, limit: limit, live: make(map[uint64]int64)}, nil
+	p := &PinnedBackend{dev: b, limit: limit}
+	p.mem = books{
+		dev: b, allocFn: fnMemAllocHost, freeFn: fnMemFreeHost,
+		alloc: func(size int64) (uint64, result) {
+			var addr uintptr
+			r := d.memAllocHost(&addr, uintptr(size))
+			return uint64(addr), r
+		},
+		free: func(addr uint64) result { return d.memFreeHost(uintptr(addr)) },
+		live: make(map[uint64]int64),
+	}
+	return p, nil
 }
 
 // errorf formats an error of the backend: "cuda: pinned memory (device 0): ...".
@@ -112,7 +119,7 @@ func (p *PinnedBackend) Device() int { return p.dev.ordinal }
 func (p *PinnedBackend) InUse() (allocations int, bytes int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.live), p.bytes
+	return len(p.mem.live), p.mem.bytes
 }
 
 // Malloc allocates size bytes of page-locked host memory with
@@ -128,22 +135,15 @@ func (p *PinnedBackend) Malloc(size int64) (uint64, error) {
 	switch {
 	case p.closed:
 		return 0, p.errorf("malloc of %d bytes: %w", size, ErrClosed)
-	case size > p.limit-p.bytes:
+	case size > p.limit-p.mem.bytes:
 		return 0, p.errorf("malloc of %d bytes: %d of the limit of %d bytes held: %w",
-			size, p.bytes, p.limit, gpualloc.ErrOutOfMemory)
+			size, p.mem.bytes, p.limit, gpualloc.ErrOutOfMemory)
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := p.dev.setCurrent(); err != nil {
-		return 0, p.errorf("malloc of %d bytes: %w", size, err)
+	addr, err := p.mem.malloc(size)
+	if err != nil {
+		return 0, p.errorf("%w", err)
 	}
-	var addr uintptr
-	if err := p.dev.drv.check(fnMemAllocHost, p.dev.drv.memAllocHost(&addr, uintptr(size))); err != nil {
-		return 0, p.errorf("malloc of %d bytes: %w", size, err)
-	}
-	p.live[uint64(addr)] = size
-	p.bytes += size
-	return uint64(addr), nil
+	return addr, nil
 }
 
 // Free frees the allocation at addr with cuMemFreeHost. addr and size must
@@ -157,25 +157,9 @@ func (p *PinnedBackend) Free(addr uint64, size int64) error {
 	if p.closed {
 		return p.errorf("free of %#x (%d bytes): %w", addr, size, ErrClosed)
 	}
-	got, ok := p.live[addr]
-	switch {
-	case !ok:
-		return p.errorf("free of %#x (%d bytes): no allocation of this backend starts there: %w",
-			addr, size, gpualloc.ErrInvalidFree)
-	case got != size:
-		return p.errorf("free of %#x with size %d: it was allocated with %d bytes: %w",
-			addr, size, got, gpualloc.ErrInvalidFree)
+	if err := p.mem.release(addr, size); err != nil {
+		return p.errorf("%w", err)
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := p.dev.setCurrent(); err != nil {
-		return p.errorf("free of %#x (%d bytes): %w", addr, size, err)
-	}
-	if err := p.dev.drv.check(fnMemFreeHost, p.dev.drv.memFreeHost(uintptr(addr))); err != nil {
-		return p.errorf("free of %#x (%d bytes): %w", addr, size, err)
-	}
-	delete(p.live, addr)
-	p.bytes -= size
 	return nil
 }
 
@@ -187,7 +171,7 @@ func (p *PinnedBackend) MemInfo() (free, total int64) {
 	if p.closed {
 		return 0, p.limit
 	}
-	return p.limit - p.bytes, p.limit
+	return p.limit - p.mem.bytes, p.limit
 }
 
 // Close frees every allocation still held, in address order, and releases
@@ -202,29 +186,18 @@ func (p *PinnedBackend) Close() error {
 	}
 	p.closed = true
 	var errs []error
-	func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := p.dev.setCurrent(); err != nil {
-			errs = append(errs, p.errorf("close: %w", err))
-			return
+	err := p.dev.inContext(func() error {
+		for _, err := range p.mem.releaseAll() {
+			errs = append(errs, p.errorf("%w", err))
 		}
-		for _, a := range slices.Sorted(maps.Keys(p.live)) {
-			if err := p.dev.drv.check(fnMemFreeHost, p.dev.drv.memFreeHost(uintptr(a))); err != nil {
-				errs = append(errs, p.errorf("close: free of %#x (%d bytes): %w", a, p.live[a], err))
-			}
-		}
-	}()
+		return nil
+	})
+	if err != nil {
+		errs = append(errs, p.errorf("close: %w", err))
+	}
+	p.mem.live, p.mem.bytes = nil, 0
 	if err := p.dev.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	p.live, p.bytes = nil, 0
-	switch len(errs) {
-	case 0:
-		return nil
-	case 1:
-		return errs[0]
-	default:
-		return &closeError{first: errs[0], more: len(errs) - 1}
-	}
+	return closeErrors(errs)
 }
