@@ -34,7 +34,8 @@ type device struct {
 	mallocs, mfrees, mallocBytes   int64
 	maps, unmaps                   int64
 	// The start state (see start.go): the blocks restored for the
-	// trace's start events, and the device calls made to build it.
+	// trace's start events, and the device calls made to build it (see
+	// endStart).
 	startBlocks                  []startBlock
 	nextStart                    int
 	private                      []startBlock // while restoring: see holdPrivate
@@ -42,6 +43,7 @@ type device struct {
 	startSegs, startFrees        int64
 	startMallocBytes, startBytes int64
 	callNS                       int64 // time in backend calls, with Config.MeasureTime
+	measure                      bool  // Config.MeasureTime, here for the device calls
 
 	// Where the memory goes (see ledger): the device's allocations, and
 	// the split of its reserved bytes at its peak; splitAfter is set once
@@ -56,7 +58,7 @@ type device struct {
 // backend.
 
 func (d *device) Malloc(size int64) (uint64, error) {
-	if d.e.measure {
+	if d.measure {
 		return d.timedMalloc(size)
 	}
 	addr, err := d.backend.Malloc(size)
@@ -96,11 +98,6 @@ func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 		d.e.unsettled, d.e.watch = true, -1
 	}
 	e := d.e
-	if e.starting {
-		d.startSegs++
-		d.startMallocBytes += size
-		d.startBytes += size
-	}
 	e.mallocs++
 	e.reserved += size
 	if e.reserved > e.peakRes {
@@ -115,7 +112,7 @@ func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 
 func (d *device) Free(addr uint64, size int64) error {
 	var err error
-	if d.e.measure {
+	if d.measure {
 		t0 := time.Now()
 		err = d.backend.Free(addr, size)
 		d.callNS += int64(time.Since(t0))
@@ -135,10 +132,6 @@ func (d *device) freed(size int64) {
 	d.mfrees++
 	d.reserved -= size
 	e := d.e
-	if e.starting {
-		d.startFrees++
-		d.startBytes -= size
-	}
 	e.frees++
 	e.reserved -= size
 	e.resLo = min(e.resLo, e.reserved)
@@ -232,7 +225,7 @@ func (e *engine) device(i int32) (*device, error) {
 	if int(i) >= len(e.devs) {
 		e.devs = append(e.devs, make([]*device, int(i)+1-len(e.devs))...)
 	}
-	d := &device{e: e, index: int(i), led: newLedger()}
+	d := &device{e: e, index: int(i), led: newLedger(), measure: e.measure}
 	var err error
 	if e.cfg.NewBackend != nil {
 		d.backend, err = e.cfg.NewBackend(int(i))
@@ -291,6 +284,11 @@ func (e *engine) device(i int32) (*device, error) {
 	if e.rec != nil {
 		e.rec.open(d, e.res.Strategy.Spec)
 		e.rec.deviceMemory(int(i), d.backend)
+	}
+	if e.special {
+		// Outside the recorder's wrapper: the blocks it gives are not the
+		// strategy's (see stepSpecial).
+		d.cat = &giver{e: e, d: d, cat: d.cat, stream: d.stream, alloc: d.alloc}
 	}
 	e.devs[i] = d
 	return d, nil

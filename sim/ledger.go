@@ -164,15 +164,11 @@ func (d *device) resolveSlot(s *slot) {
 // ledger: a block counted in a range leaves it, so that a device free of
 // its region finds it through the hint (a region's record is never reused
 // while a block counts in it, see dropRec: the slot's span is the block's
-// region); the region of a block that fills it is noted, for the device
-// free that may follow (see engine.free).
+// region). (The free of a block that fills its region notes the region
+// itself, for the device free that may follow: see engine.free.)
 func (d *device) unledger(s *slot) {
 	l := &d.led
 	sp := s.span
-	if sp == spanOwn {
-		l.own, l.owning = s.block.Addr, true
-		return
-	}
 	if r := &l.recs[max(sp, 0)]; r.kind == recRegion && r.hold > 0 {
 		if r.hold--; r.hold == 0 {
 			d.addCached(r.size)
@@ -276,7 +272,10 @@ func (d *device) region(addr uint64, size int64) {
 	l.freshAddr, l.freshSize, l.hasFresh = addr, size, true
 }
 
-// flush makes the record of the fresh region, which holds no block.
+// flush makes the record of the fresh region, which holds no block. Not
+// inlined, so that region, on the path of every device allocation, is.
+//
+//go:noinline
 func (l *ledger) flush() {
 	l.hasFresh = false
 	l.newRec(recRegion, l.freshAddr, l.freshAddr+uint64(l.freshSize), l.freshSize, 0)
@@ -296,13 +295,19 @@ func (d *device) ownFreed(addr uint64, size int64) {
 }
 
 // regionFreed notes the Free of the region at addr. A region the ledger
-// does not know changes nothing.
+// does not know changes nothing. The region of the block just freed, which
+// filled it, is the common case, inlined.
 func (d *device) regionFreed(addr uint64) {
-	l := &d.led
-	if l.owning && addr == l.own {
+	if l := &d.led; l.owning && addr == l.own {
 		l.owning = false
 		return
 	}
+	d.recordFreed(addr)
+}
+
+// recordFreed is regionFreed for a region that may have a record.
+func (d *device) recordFreed(addr uint64) {
+	l := &d.led
 	if l.hasFresh && addr == l.freshAddr {
 		l.hasFresh = false
 		return
