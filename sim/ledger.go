@@ -106,9 +106,9 @@ type ledger struct {
 	overflow bool
 	// fresh is the region the last Malloc returned, while it has no
 	// record: the block of the event may fill it (see engine.alloc).
+	// freshSize is 0 when there is none.
 	freshAddr uint64
 	freshSize int64
-	hasFresh  bool
 	// own is the address of the region of a block that fills it, while
 	// the block is freed: a device free of it needs no record.
 	own    uint64
@@ -186,7 +186,7 @@ func (d *device) unledger(s *slot) {
 // it nearly always is in a pool of few regions.
 func (d *device) holdBlock(addr, end uint64, size int64) int32 {
 	l := &d.led
-	if l.hasFresh {
+	if l.freshSize != 0 {
 		l.flush()
 	}
 	span := int32(-1)
@@ -266,10 +266,10 @@ func (l *ledger) dropRec(id int32) {
 // or another use of the ledger needs it (see flush).
 func (d *device) region(addr uint64, size int64) {
 	l := &d.led
-	if l.hasFresh {
+	if l.freshSize != 0 {
 		l.flush()
 	}
-	l.freshAddr, l.freshSize, l.hasFresh = addr, size, true
+	l.freshAddr, l.freshSize = addr, size
 }
 
 // flush makes the record of the fresh region, which holds no block. Not
@@ -277,9 +277,9 @@ func (d *device) region(addr uint64, size int64) {
 //
 //go:noinline
 func (l *ledger) flush() {
-	l.hasFresh = false
 	l.newRec(recRegion, l.freshAddr, l.freshAddr+uint64(l.freshSize), l.freshSize, 0)
 	l.cached += l.freshSize
+	l.freshSize = 0
 }
 
 // ownFreed makes the record of the region at addr of size bytes that the
@@ -287,7 +287,7 @@ func (l *ledger) flush() {
 // live block.
 func (d *device) ownFreed(addr uint64, size int64) {
 	d.led.owning = false
-	if d.led.hasFresh {
+	if d.led.freshSize != 0 {
 		d.led.flush()
 	}
 	d.led.newRec(recRegion, addr, addr+uint64(size), size, 0)
@@ -308,8 +308,8 @@ func (d *device) regionFreed(addr uint64) {
 // recordFreed is regionFreed for a region that may have a record.
 func (d *device) recordFreed(addr uint64) {
 	l := &d.led
-	if l.hasFresh && addr == l.freshAddr {
-		l.hasFresh = false
+	if l.freshSize != 0 && addr == l.freshAddr {
+		l.freshSize = 0
 		return
 	}
 	id := l.find(addr)
@@ -491,7 +491,7 @@ func (d *device) unhold(id int32) {
 
 // find returns the range that starts at addr, 0 if there is none.
 func (l *ledger) find(addr uint64) int32 {
-	if l.hasFresh {
+	if l.freshSize != 0 {
 		l.flush()
 	}
 	if id := l.hint; id > 0 && l.recs[id].start == addr && l.recs[id].end != 0 {
@@ -600,11 +600,7 @@ func (d *device) cachedNow() int64 {
 	if d.led.npend > 0 || d.led.overflow {
 		d.resolve()
 	}
-	fresh := int64(0)
-	if d.led.hasFresh {
-		fresh = d.led.freshSize
-	}
-	return max(d.led.cached+fresh-d.led.orphan, 0)
+	return max(d.led.cached+d.led.freshSize-d.led.orphan, 0)
 }
 
 // takeSplit notes the split of the reserved bytes of all devices now.

@@ -435,11 +435,11 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	} else {
 		e.deviceAllocs++
 		e.deviceNS += ns
-		if l := &d.led; l.hasFresh && l.freshAddr == b.Addr && l.freshSize == b.Size {
+		if l := &d.led; l.freshSize == b.Size && l.freshAddr == b.Addr {
 			// The block fills the region made for it (the last one
 			// made, the only one with no record): the region needs no
 			// record while the block lives (see free).
-			l.hasFresh = false
+			l.freshSize = 0
 			s.span = spanOwn
 		} else {
 			s.span = d.holdBlock(b.Addr, b.End(), b.Size)
