@@ -38,8 +38,9 @@ type device struct {
 	// endStart).
 	startBlocks                  []startBlock
 	nextStart                    int
-	private                      []startBlock // while restoring: see holdPrivate
-	heldSegs                     int64        // segments of private pools that the engine holds
+	private                      []startBlock       // while restoring: see holdPrivate
+	heldSegs                     int64              // segments of private pools that the engine holds
+	pools                        map[uint64]heldSeg // those segments, by recorded address; nil for none ever
 	startSegs, startFrees        int64
 	startMallocBytes, startBytes int64
 	callNS                       int64 // time in backend calls, with Config.MeasureTime
@@ -296,7 +297,7 @@ func (e *engine) device(i int32) (*device, error) {
 
 // verify compares the allocator's own statistics with the engine's.
 func (d *device) verify() error {
-	if d.stats == nil || d.heldSegs > 0 {
+	if d.stats == nil || d.pools != nil {
 		// The memory of private pools, which the engine holds, is not
 		// the allocator's.
 		return nil

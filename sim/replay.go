@@ -107,6 +107,11 @@ type engine struct {
 	// (StartReporter.PrivateAllocs); inPrivate is true during one.
 	private   []uint64
 	inPrivate bool
+	// poolSegs are the private pools' segment actions of the trace
+	// (StartReporter.PoolSegments), poolSegs[nextSeg:] those still to
+	// come.
+	poolSegs []traces.PoolSegment
+	nextSeg  int
 	// giving is true during an alloc that may take a block of the start
 	// state or of a private pool (see giver); gotHeld and gotRestored say
 	// which it took.
@@ -185,8 +190,10 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	}
 	if sr, ok := r.(StartReporter); ok {
 		e.start, e.initial, e.private = sr, int64(sr.Initial()), sr.PrivateAllocs()
-		e.special = e.initial > 0 || e.private != nil
+		e.poolSegs = sr.PoolSegments()
+		e.special = e.initial > 0 || e.private != nil || len(e.poolSegs) > 0
 	}
+
 	if cfg.SeriesBuckets >= 0 {
 		n := cfg.SeriesBuckets
 		if n == 0 {
@@ -288,7 +295,12 @@ func (e *engine) stepSpecial(ev *traces.Event, n int64) error {
 	if e.private != nil {
 		e.inPrivate = n/64 < int64(len(e.private)) && e.private[n/64]&(1<<(n%64)) != 0
 	}
-	e.special = e.starting || e.private != nil
+	if e.nextSeg < len(e.poolSegs) {
+		if err := e.poolSegments(n); err != nil {
+			return e.eventError(n, *ev, err)
+		}
+	}
+	e.special = e.starting || e.private != nil || e.nextSeg < len(e.poolSegs)
 	e.giving = ev.Op == traces.OpAlloc && (e.starting || e.inPrivate)
 	e.gotHeld, e.gotRestored = false, false
 	err := e.step(ev, n)

@@ -58,11 +58,16 @@ import (
 // word n/64), the allocations of the trace made in a private pool's
 // segments, nil for none: the engine serves them from the segments of
 // that pool that it holds (see holdPrivate), never through the strategy.
+//
+// PoolSegments returns the segments of private pools that the trace
+// allocates and frees, in order of their events (see pools.go), nil for
+// none.
 type StartReporter interface {
 	StartState(device int) *snapshot.State
 	Initial() int
 	RecordedConf() string
 	PrivateAllocs() []uint64
+	PoolSegments() []traces.PoolSegment
 }
 
 // A Restorer is an allocator that can hold a segment of a recorded state
@@ -175,8 +180,8 @@ func (e *engine) restore(d *device) error {
 // live blocks in them and the allocations that the trace makes in them
 // (StartReporter.PrivateAllocs) are the engine's, and their frees give
 // nothing back: the pool keeps its segments, as PyTorch's private pools do
-// until they are released. A private pool's segments that the trace
-// allocates or frees are not followed.
+// until they are released. The segments that the trace allocates or frees
+// are followed (see pools.go).
 // d.private collects their live blocks, in the order of the reader's start
 // events (see sortStart).
 func (e *engine) holdPrivate(d *device, st *snapshot.State) error {
@@ -188,7 +193,7 @@ func (e *engine) holdPrivate(d *device, st *snapshot.State) error {
 		if err != nil {
 			return fmt.Errorf("the segment at %#x (%d bytes) of private pool %v: %w", sg.Address, sg.TotalSize, sg.Pool, err)
 		}
-		d.heldSegs++
+		d.holdSeg(sg.Address, addr, sg.TotalSize)
 		for _, b := range sg.Blocks {
 			if b.Live() {
 				req := b.RequestedSize
@@ -396,10 +401,11 @@ func StartOf(r any) StartReporter {
 
 type noStart struct{}
 
-func (noStart) StartState(int) *snapshot.State { return nil }
-func (noStart) Initial() int                   { return 0 }
-func (noStart) RecordedConf() string           { return "" }
-func (noStart) PrivateAllocs() []uint64        { return nil }
+func (noStart) StartState(int) *snapshot.State     { return nil }
+func (noStart) Initial() int                       { return 0 }
+func (noStart) RecordedConf() string               { return "" }
+func (noStart) PrivateAllocs() []uint64            { return nil }
+func (noStart) PoolSegments() []traces.PoolSegment { return nil }
 
 // recordedParams returns p with the settings that the trace of r records,
 // when p is to take them (see StartReporter), and whether it did.
