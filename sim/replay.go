@@ -214,7 +214,6 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 // on a goroutine of its own (see prefetch), which the loop then reads the
 // same way.
 func (e *engine) run(ctx context.Context, r traces.Reader) (err error) {
-	done := ctx.Done()
 	progress := e.cfg.Progress
 	var n int64
 	start := time.Now()
@@ -252,31 +251,60 @@ func (e *engine) run(ctx context.Context, r traces.Reader) (err error) {
 		}
 		// Chosen once a batch: stepSpecial, while it is needed, goes on
 		// correctly past the event that ends the need.
-		special := e.special
-		for i := range batch {
-			var err error
-			if special {
-				err = e.stepSpecial(&batch[i], n)
-			} else {
-				err = e.step(&batch[i], n)
-			}
-			if err != nil {
-				return err
-			}
-			n++
-			if n%ProgressInterval == 0 {
-				select {
-				case <-done:
-					return ctx.Err()
-				default:
-				}
-				if progress != nil {
-					progress(n)
-				}
-			}
+		if e.special {
+			n, err = e.stepsSpecial(ctx, batch, n)
+		} else {
+			n, err = e.steps(ctx, batch, n)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return br.Err()
+}
+
+// steps replays the events of batch, the first of which is event n, and
+// returns the number of the event after them. It is the loop of a trace
+// with no start state and no private pools; stepsSpecial is the same
+// through stepSpecial. Each runs tick every ProgressInterval events.
+func (e *engine) steps(ctx context.Context, batch []traces.Event, n int64) (int64, error) {
+	for i := range batch {
+		if err := e.step(&batch[i], n); err != nil {
+			return n, err
+		}
+		if n++; n%ProgressInterval == 0 {
+			if err := e.tick(ctx, n); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (e *engine) stepsSpecial(ctx context.Context, batch []traces.Event, n int64) (int64, error) {
+	for i := range batch {
+		if err := e.stepSpecial(&batch[i], n); err != nil {
+			return n, err
+		}
+		if n++; n%ProgressInterval == 0 {
+			if err := e.tick(ctx, n); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+// tick returns ctx's error when it is done, else reports progress, after
+// n events.
+func (e *engine) tick(ctx context.Context, n int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if e.cfg.Progress != nil {
+		e.cfg.Progress(n)
+	}
+	return nil
 }
 
 // stepSpecial replays event n of a trace that starts from a recorded
