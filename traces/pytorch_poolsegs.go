@@ -2,6 +2,7 @@ package traces
 
 import (
 	"sort"
+	"sync"
 
 	"github.com/gpualloc/gpualloc/snapshot"
 )
@@ -33,8 +34,20 @@ type PoolSegment struct {
 // when the trace began. A private pool's segment that the trace both
 // allocates and frees leaves nothing to tell its pool by, and counts for
 // the default pools. Expandable segments' maps and unmaps are not
-// followed. O(entries log events) per call.
+// followed. Found on the first call, O(entries log events), and kept: the
+// replays of a sweep share the reader.
 func (r *snapshotReader) PoolSegments() []PoolSegment {
+	r.pools.once.Do(func() { r.pools.segs = r.poolSegments() })
+	return r.pools.segs
+}
+
+// A poolSegsMemo is what PoolSegments returns, found once.
+type poolSegsMemo struct {
+	once sync.Once
+	segs []PoolSegment
+}
+
+func (r *snapshotReader) poolSegments() []PoolSegment {
 	s := r.snap
 	type key struct {
 		dev  int
