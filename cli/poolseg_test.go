@@ -46,3 +46,20 @@ func TestPrivatePoolSegmentInTrace(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceOfStartOnly: a snapshot whose trace records nothing ends within
+// its start events (the allocations of the blocks live when it began); the
+// device allocations that built the state are the start state's, none
+// the trace's.
+func TestTraceOfStartOnly(t *testing.T) {
+	path := writePickle(t, pk.Snapshot([]any{
+		pk.Segment(0, fL0, 0, "large", pk.Block(fL0, 5<<20, 5<<20, "active_allocated"), pk.Block(fL0+5<<20, 15<<20, 0, "inactive")),
+	}, [][]any{{}}, pkSettings))
+	for _, s := range []string{"pytorch", "naive"} {
+		rows, _ := replayRows(t, nil, "-s", s, path)
+		r := rows[0]
+		assert.Equal(t, int64(0), r.DeviceMallocs, s)
+		assert.Equal(t, int64(1), r.StartSegments, s)
+		assert.Equal(t, r.Peak, r.StartReserved, s)
+	}
+}
