@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"runtime"
 	"slices"
 	"sync"
@@ -35,10 +36,11 @@ var errOutOfTime = errors.New("out of time")
 
 // offlineBytes plans the allocations of a trace offline (see simulate
 // plan), one problem per device, and returns the height of each device's
-// plan, by device index. The reading and the plans together take at most
+// plan, and the memory the trace records for it (0: none), by device
+// index. The reading and the plans together take at most
 // limit (the devices share what the reading leaves, as in simulate plan);
 // when the reading has not ended by then it returns errOutOfTime.
-func offlineBytes(ctx context.Context, in *input, limit time.Duration, progress io.Writer) (map[int]int64, error) {
+func offlineBytes(ctx context.Context, in *input, limit time.Duration, progress io.Writer) (heights, memory map[int]int64, err error) {
 	pr := newPlanProgress(progress, in.name)
 	defer pr.stop()
 	deadline := pr.start.Add(limit)
@@ -52,19 +54,19 @@ func offlineBytes(ctx context.Context, in *input, limit time.Duration, progress 
 		return plan.FromTraceContext(rctx, r)
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	heights := map[int]int64{}
+	heights, memory = map[int]int64{}, map[int]int64{}
 	for i, p := range probs {
 		o := plan.Options{TimeLimit: max(time.Until(deadline)/time.Duration(len(probs)-i), time.Millisecond),
 			Progress: pr.device(p.Device, len(probs) > 1)}
 		sol, err := plan.Solve(ctx, p.Problem, o)
 		if err != nil {
-			return nil, fmt.Errorf("%s: offline plan: %w", in.name, err)
+			return nil, nil, fmt.Errorf("%s: offline plan: %w", in.name, err)
 		}
-		heights[p.Device] = sol.Height
+		heights[p.Device], memory[p.Device] = sol.Height, p.Memory
 	}
-	return heights, nil
+	return heights, memory, nil
 }
 
 // addReferences fills the OfflineBytes (o.offline: the sum over devices,
@@ -82,7 +84,7 @@ func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []s
 	}
 	if o.offline {
 		for _, in := range used {
-			heights, err := offlineBytes(ctx, in, o.limit, o.progress)
+			heights, memory, err := offlineBytes(ctx, in, o.limit, o.progress)
 			if errors.Is(err, errOutOfTime) {
 				fmt.Fprintf(o.notes, "simulate: %s: offline plan: the time limit %v ran out while reading the trace; offline_bytes left out (give a longer --time-limit)\n", in.name, o.limit)
 				continue
@@ -93,6 +95,14 @@ func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []s
 			var sum int64
 			for _, h := range heights {
 				sum += h
+			}
+			// The devices' size, as the replays of the trace give it.
+			capacity := int64(0)
+			if i := slices.IndexFunc(jobs, func(j sim.Job) bool { return j.Config.Trace == in.name }); i >= 0 {
+				capacity = jobs[i].Config.Capacity
+			}
+			for _, dev := range slices.Sorted(maps.Keys(heights)) {
+				io.WriteString(o.notes, overDevice(in.name, dev, heights[dev], deviceSize(capacity, memory[dev])))
 			}
 			for i := range out {
 				if out[i].Err != nil || jobs[i].Config.Trace != in.name {

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/internal/tabular"
 	"github.com/gpualloc/gpualloc/plan"
 	"github.com/gpualloc/gpualloc/traces"
@@ -44,6 +45,12 @@ needs every allocation. With --progress (on a terminal by default) a run
 longer than a second shows on standard error what it is doing: reading,
 the heuristics or the search, the best height so far and its gap.
 
+capacity_bytes is the size of the device, as simulate and tune give it:
+--capacity, else the memory the trace records for the device (a PyTorch
+snapshot with an out-of-memory error, a device_memory comment), else 80
+GiB. A plan that needs more than the device holds gets one line on
+standard error.
+
 A TRACE is a file in any format simulate reads, or a bundled trace by
 name. A MiniMalloc CSV (id,lower,upper,size) keeps its ids and times. Any other
 trace's buffers are its allocations: the id of the trace (".k" added on the
@@ -63,6 +70,33 @@ type planRow struct {
 	Optimal            bool   `json:"optimal"`
 	ElapsedNS          int64  `json:"elapsed_ns"`
 	Method             string `json:"method"`
+	// CapacityBytes is the size of the device, as a replay of the trace
+	// gives it (see deviceSize).
+	CapacityBytes int64 `json:"capacity_bytes"`
+}
+
+// deviceSize returns the size of a device whose memory the trace records
+// as recorded (0: it records none), as simulate, tune and the offline
+// reference give it: capacity (--capacity) when it is > 0, else the
+// recorded memory, else the virtual device's default.
+func deviceSize(capacity, recorded int64) int64 {
+	switch {
+	case capacity > 0:
+		return capacity
+	case recorded > 0:
+		return recorded
+	}
+	return virtual.DefaultCapacity
+}
+
+// overDevice is the note for an offline plan of height bytes on a device
+// of size bytes that does not hold it, "" when it does.
+func overDevice(trace string, dev int, height, size int64) string {
+	if height <= size {
+		return ""
+	}
+	return fmt.Sprintf("simulate: %s: device %d: the offline plan needs %s, more than the device's %s\n",
+		trace, dev, gpualloc.FormatSize(height), gpualloc.FormatSize(size))
 }
 
 func planCmd(ctx context.Context, e *env, args []string) error {
@@ -145,9 +179,11 @@ func planCmd(ctx context.Context, e *env, args []string) error {
 				}
 				return fmt.Errorf("%s: %w", path, err)
 			}
+			size := deviceSize(opts.Capacity, p.Memory)
 			rows = append(rows, planRow{Trace: path, Device: p.Device, Buffers: len(p.Buffers),
 				PeakRequestedBytes: sol.LowerBound, OfflineBytes: sol.Height, Optimal: sol.Optimal,
-				ElapsedNS: int64(sol.Elapsed), Method: sol.Method})
+				ElapsedNS: int64(sol.Elapsed), Method: sol.Method, CapacityBytes: size})
+			io.WriteString(e.stderr, overDevice(path, p.Device, sol.Height, size))
 			if out != "" {
 				placed := sol.Placements(p.Problem)
 				if err := writeFileVia(out, func(w io.Writer) error { return plan.WritePlacements(w, placed) }); err != nil {

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpualloc/gpualloc"
 	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 	"github.com/gpualloc/gpualloc/plan"
 	"github.com/gpualloc/gpualloc/traces"
@@ -214,4 +217,72 @@ func TestFormatDurations(t *testing.T) {
 	assert.Equal(t, []string{"0.03 s", "1.05 s"}, formatDurations([]time.Duration{34 * ms, 1052539 * time.Microsecond}))
 	assert.Equal(t, []string{"0.0 s", "34.3 s"}, formatDurations([]time.Duration{34 * ms, 34300 * ms}))
 	assert.Equal(t, []string{"0.0 min", "3.0 min"}, formatDurations([]time.Duration{34 * ms, 182215 * ms}))
+}
+
+// TestPlanRecordedDeviceSize: plan, --offline, tune and a replay of a
+// trace that records its device's memory (a snapshot that simulate
+// --snapshot wrote on 24 MiB; a CSV trace whose device_memory comment
+// says 4 MiB, where 7.63 MiB are live at once) give the device the same
+// size, and a plan that the device does not hold says so.
+func TestPlanRecordedDeviceSize(t *testing.T) {
+	tiny, err := os.ReadFile("testdata/tiny.csv")
+	require.NoError(t, err)
+	small := filepath.Join(t.TempDir(), "small.csv")
+	require.NoError(t, os.WriteFile(small, append([]byte("# device_memory 0 4194304\n"), tiny...), 0o644))
+	for _, tc := range []struct {
+		trace string
+		size  int64
+		over  bool
+	}{
+		{exportSnapshots(t, 1, "-s", "pytorch", "--capacity", "24MiB", "testdata/tiny.csv")[0], 24 << 20, false},
+		{small, 4 << 20, true},
+	} {
+		snap := tc.trace
+		var rows []planRow
+		code, stdout, stderr := run(t, nil, "plan", "-f", "json", snap)
+		require.Equal(t, 0, code, stderr)
+		require.NoError(t, json.Unmarshal([]byte(stdout), &rows))
+		require.Len(t, rows, 1)
+		assert.Equal(t, tc.size, rows[0].CapacityBytes, "plan, %s", snap)
+		note := fmt.Sprintf("simulate: %s: device 0: the offline plan needs %s, more than the device's %s\n",
+			snap, gpualloc.FormatSize(rows[0].OfflineBytes), gpualloc.FormatSize(tc.size))
+		if tc.over {
+			assert.Equal(t, note, stderr, "plan, %s", snap)
+		} else {
+			assert.Empty(t, stderr, "plan, %s", snap)
+		}
+
+		var res []struct {
+			CapacityBytes int64  `json:"capacity_bytes"`
+			OfflineBytes  *int64 `json:"offline_bytes"`
+		}
+		code, stdout, stderr = run(t, nil, "-s", "pytorch", "-f", "json", "--offline", snap)
+		require.Equal(t, 0, code, stderr)
+		require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+		require.Len(t, res, 1)
+		assert.Equal(t, tc.size, res[0].CapacityBytes, "replay, %s", snap)
+		require.NotNil(t, res[0].OfflineBytes)
+		assert.Equal(t, rows[0].OfflineBytes, *res[0].OfflineBytes, "--offline against plan, %s", snap)
+		if tc.over {
+			assert.Contains(t, stderr, note, "--offline, %s", snap)
+		} else {
+			assert.NotContains(t, stderr, "offline plan needs", "--offline, %s", snap)
+		}
+
+		var tuned tuneResult
+		code, stdout, stderr = run(t, nil, "tune", "-f", "json", snap)
+		if code == 0 {
+			require.NoError(t, json.Unmarshal([]byte(stdout), &tuned))
+			assert.Equal(t, tc.size, tuned.CapacityBytes, "tune, %s", snap)
+		} else {
+			// Every setting runs out of memory: the error names the size.
+			assert.Contains(t, stderr, "on a device of "+gpualloc.FormatSize(tc.size), "tune, %s", snap)
+		}
+
+		// --capacity overrides the recorded size in plan, as in a replay.
+		code, stdout, stderr = run(t, nil, "plan", "-f", "json", "--capacity", "32MiB", snap)
+		require.Equal(t, 0, code, stderr)
+		require.NoError(t, json.Unmarshal([]byte(stdout), &rows))
+		assert.Equal(t, int64(32<<20), rows[0].CapacityBytes)
+	}
 }

@@ -34,6 +34,7 @@ type replayRow struct {
 	StartReserved int64  `json:"start_reserved_bytes"`
 	StartSegments int64  `json:"start_segments"`
 	CacheHits     int64  `json:"cache_hits"`
+	DeviceTime    int64  `json:"device_time_ns_est"`
 }
 
 func replayRows(t *testing.T, env map[string]string, args ...string) ([]replayRow, string) {
@@ -59,6 +60,7 @@ func TestStartFreeSegment(t *testing.T) {
 	assert.Equal(t, int64(20<<20), r.StartReserved)
 	assert.Equal(t, int64(1), r.StartSegments)
 	assert.Zero(t, r.DeviceMallocs, "served from the free segment restored")
+	assert.Zero(t, r.DeviceTime, "the restored segment's device call is not the trace's")
 	assert.Equal(t, int64(1), r.CacheHits)
 
 	// Strategies that cannot restore start from nothing: their device
@@ -67,6 +69,7 @@ func TestStartFreeSegment(t *testing.T) {
 	rows, _ = replayRows(t, nil, "-s", "bestfit", path)
 	assert.Zero(t, rows[0].StartSegments)
 	assert.Equal(t, int64(1), rows[0].DeviceMallocs)
+	assert.Positive(t, rows[0].DeviceTime)
 }
 
 // emptyCacheSnapshot frees a block and empties the cache, then allocates a

@@ -85,7 +85,18 @@ func LowerBound(bufs []Buffer) int64 {
 // A DeviceProblem is the problem of one device of a trace.
 type DeviceProblem struct {
 	Device int
+	// Memory is the device's memory as the trace records it (a PyTorch
+	// snapshot that records an out-of-memory error, a trace written with
+	// device_memory comments: the capacity a replay of the trace gives
+	// the device), 0 when it records none.
+	Memory int64
 	Problem
+}
+
+// A memoryReporter is a reader that records the memory of its devices
+// (sim.CapacityReporter, which this package does not import).
+type memoryReporter interface {
+	DeviceCapacity(device int) int64
 }
 
 // FromTrace reads the events of r and returns one problem per device index
@@ -159,6 +170,11 @@ func FromTraceContext(ctx context.Context, r traces.Reader) ([]DeviceProblem, er
 			if b := &probs[i].Buffers[j]; b.Upper < 0 {
 				b.Upper = n
 			}
+		}
+	}
+	if mr, ok := r.(memoryReporter); ok {
+		for i := range probs {
+			probs[i].Memory = max(mr.DeviceCapacity(probs[i].Device), 0)
 		}
 	}
 	slices.SortFunc(probs, func(a, b DeviceProblem) int { return cmp.Compare(a.Device, b.Device) })

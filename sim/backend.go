@@ -35,15 +35,18 @@ type device struct {
 	mallocs, mfrees, mallocBytes   int64
 	maps, unmaps                   int64
 	// The start state (see start.go): the blocks restored for the
-	// trace's start events, and the device calls made to build it.
+	// trace's start events, and the device calls made to build it (see
+	// endStart).
 	startBlocks                  []startBlock
 	nextStart                    int
-	private                      []startBlock // while restoring: see holdPrivate
-	heldSegs                     int64        // segments of private pools that the engine holds
+	private                      []startBlock       // while restoring: see holdPrivate
+	heldSegs                     int64              // segments of private pools that the engine holds
+	pools                        map[uint64]heldSeg // those segments, by recorded address; nil for none ever
 	startSegs, startFrees        int64
 	startMallocBytes, startBytes int64
 	callNS                       int64            // time in backend calls, with Config.MeasureTime
-	calls                        devicecost.Tally // the window's device calls, for Result.DeviceTimeNSEst
+	measure                      bool             // Config.MeasureTime, here for the device calls
+	calls, startCalls            devicecost.Tally // the device calls, and those that built the start state, for Result.DeviceTimeNSEst
 
 	// Where the memory goes (see ledger): the device's allocations, and
 	// the split of its reserved bytes at its peak; splitAfter is set once
@@ -58,7 +61,7 @@ type device struct {
 // backend.
 
 func (d *device) Malloc(size int64) (uint64, error) {
-	if d.e.measure {
+	if d.measure {
 		return d.timedMalloc(size)
 	}
 	addr, err := d.backend.Malloc(size)
@@ -69,13 +72,9 @@ func (d *device) Malloc(size int64) (uint64, error) {
 	return d.malloced(addr, size, err)
 }
 
-// count counts a device call for the estimate of its time, unless it
-// builds the start state.
-func (d *device) count(c devicecost.Call, size int64) {
-	if !d.e.starting {
-		d.calls.Add(c, size)
-	}
-}
+// count counts a device call for the estimate of its time (those that
+// built the start state are taken off at the end: see endStart).
+func (d *device) count(c devicecost.Call, size int64) { d.calls.Add(c, size) }
 
 func (d *device) timedMalloc(size int64) (uint64, error) {
 	t0 := time.Now()
@@ -108,11 +107,6 @@ func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 		d.e.unsettled, d.e.watch = true, -1
 	}
 	e := d.e
-	if e.starting {
-		d.startSegs++
-		d.startMallocBytes += size
-		d.startBytes += size
-	}
 	e.mallocs++
 	e.reserved += size
 	if e.reserved > e.peakRes {
@@ -127,7 +121,7 @@ func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 
 func (d *device) Free(addr uint64, size int64) error {
 	var err error
-	if d.e.measure {
+	if d.measure {
 		t0 := time.Now()
 		err = d.backend.Free(addr, size)
 		d.callNS += int64(time.Since(t0))
@@ -148,10 +142,6 @@ func (d *device) freed(size int64) {
 	d.mfrees++
 	d.reserved -= size
 	e := d.e
-	if e.starting {
-		d.startFrees++
-		d.startBytes -= size
-	}
 	e.frees++
 	e.reserved -= size
 	e.resLo = min(e.resLo, e.reserved)
@@ -256,7 +246,7 @@ func (e *engine) device(i int32) (*device, error) {
 	if int(i) >= len(e.devs) {
 		e.devs = append(e.devs, make([]*device, int(i)+1-len(e.devs))...)
 	}
-	d := &device{e: e, index: int(i), led: newLedger()}
+	d := &device{e: e, index: int(i), led: newLedger(), measure: e.measure}
 	var err error
 	if e.cfg.NewBackend != nil {
 		d.backend, err = e.cfg.NewBackend(int(i))
@@ -316,13 +306,18 @@ func (e *engine) device(i int32) (*device, error) {
 		e.rec.open(d, e.res.Strategy.Spec)
 		e.rec.deviceMemory(int(i), d.backend)
 	}
+	if e.special {
+		// Outside the recorder's wrapper: the blocks it gives are not the
+		// strategy's (see stepSpecial).
+		d.cat = &giver{e: e, d: d, cat: d.cat, stream: d.stream, alloc: d.alloc}
+	}
 	e.devs[i] = d
 	return d, nil
 }
 
 // verify compares the allocator's own statistics with the engine's.
 func (d *device) verify() error {
-	if d.stats == nil || d.heldSegs > 0 {
+	if d.stats == nil || d.pools != nil {
 		// The memory of private pools, which the engine holds, is not
 		// the allocator's.
 		return nil

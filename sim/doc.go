@@ -59,7 +59,8 @@
 //
 // A trace that starts from a recorded state of PyTorch's allocator (a
 // reader that is a [StartReporter]: a PyTorch snapshot's) is replayed from
-// it: a [Restorer] holds every segment of it, private pools stay with the
+// it: a [Restorer] holds every segment of it, private pools' segments (of
+// the start state, and those the trace allocates and frees) stay with the
 // engine, the strategy given no parameter takes the recorded settings,
 // and the device calls that build the state are reported apart
 // (Result.StartReservedBytes, Result.StartSegments). See start.go.

@@ -106,9 +106,9 @@ type ledger struct {
 	overflow bool
 	// fresh is the region the last Malloc returned, while it has no
 	// record: the block of the event may fill it (see engine.alloc).
+	// freshSize is 0 when there is none.
 	freshAddr uint64
 	freshSize int64
-	hasFresh  bool
 	// own is the address of the region of a block that fills it, while
 	// the block is freed: a device free of it needs no record.
 	own    uint64
@@ -164,15 +164,11 @@ func (d *device) resolveSlot(s *slot) {
 // ledger: a block counted in a range leaves it, so that a device free of
 // its region finds it through the hint (a region's record is never reused
 // while a block counts in it, see dropRec: the slot's span is the block's
-// region); the region of a block that fills it is noted, for the device
-// free that may follow (see engine.free).
+// region). (The free of a block that fills its region notes the region
+// itself, for the device free that may follow: see engine.free.)
 func (d *device) unledger(s *slot) {
 	l := &d.led
 	sp := s.span
-	if sp == spanOwn {
-		l.own, l.owning = s.block.Addr, true
-		return
-	}
 	if r := &l.recs[max(sp, 0)]; r.kind == recRegion && r.hold > 0 {
 		if r.hold--; r.hold == 0 {
 			d.addCached(r.size)
@@ -190,7 +186,7 @@ func (d *device) unledger(s *slot) {
 // it nearly always is in a pool of few regions.
 func (d *device) holdBlock(addr, end uint64, size int64) int32 {
 	l := &d.led
-	if l.hasFresh {
+	if l.freshSize != 0 {
 		l.flush()
 	}
 	span := int32(-1)
@@ -270,17 +266,20 @@ func (l *ledger) dropRec(id int32) {
 // or another use of the ledger needs it (see flush).
 func (d *device) region(addr uint64, size int64) {
 	l := &d.led
-	if l.hasFresh {
+	if l.freshSize != 0 {
 		l.flush()
 	}
-	l.freshAddr, l.freshSize, l.hasFresh = addr, size, true
+	l.freshAddr, l.freshSize = addr, size
 }
 
-// flush makes the record of the fresh region, which holds no block.
+// flush makes the record of the fresh region, which holds no block. Not
+// inlined, so that region, on the path of every device allocation, is.
+//
+//go:noinline
 func (l *ledger) flush() {
-	l.hasFresh = false
 	l.newRec(recRegion, l.freshAddr, l.freshAddr+uint64(l.freshSize), l.freshSize, 0)
 	l.cached += l.freshSize
+	l.freshSize = 0
 }
 
 // ownFreed makes the record of the region at addr of size bytes that the
@@ -288,7 +287,7 @@ func (l *ledger) flush() {
 // live block.
 func (d *device) ownFreed(addr uint64, size int64) {
 	d.led.owning = false
-	if d.led.hasFresh {
+	if d.led.freshSize != 0 {
 		d.led.flush()
 	}
 	d.led.newRec(recRegion, addr, addr+uint64(size), size, 0)
@@ -296,15 +295,21 @@ func (d *device) ownFreed(addr uint64, size int64) {
 }
 
 // regionFreed notes the Free of the region at addr. A region the ledger
-// does not know changes nothing.
+// does not know changes nothing. The region of the block just freed, which
+// filled it, is the common case, inlined.
 func (d *device) regionFreed(addr uint64) {
-	l := &d.led
-	if l.owning && addr == l.own {
+	if l := &d.led; l.owning && addr == l.own {
 		l.owning = false
 		return
 	}
-	if l.hasFresh && addr == l.freshAddr {
-		l.hasFresh = false
+	d.recordFreed(addr)
+}
+
+// recordFreed is regionFreed for a region that may have a record.
+func (d *device) recordFreed(addr uint64) {
+	l := &d.led
+	if l.freshSize != 0 && addr == l.freshAddr {
+		l.freshSize = 0
 		return
 	}
 	id := l.find(addr)
@@ -486,7 +491,7 @@ func (d *device) unhold(id int32) {
 
 // find returns the range that starts at addr, 0 if there is none.
 func (l *ledger) find(addr uint64) int32 {
-	if l.hasFresh {
+	if l.freshSize != 0 {
 		l.flush()
 	}
 	if id := l.hint; id > 0 && l.recs[id].start == addr && l.recs[id].end != 0 {
@@ -595,11 +600,7 @@ func (d *device) cachedNow() int64 {
 	if d.led.npend > 0 || d.led.overflow {
 		d.resolve()
 	}
-	fresh := int64(0)
-	if d.led.hasFresh {
-		fresh = d.led.freshSize
-	}
-	return max(d.led.cached+fresh-d.led.orphan, 0)
+	return max(d.led.cached+d.led.freshSize-d.led.orphan, 0)
 }
 
 // takeSplit notes the split of the reserved bytes of all devices now.

@@ -205,7 +205,7 @@ func runBreakdown(t *testing.T, events []traces.Event, cfg Config, everyEvent bo
 			for _, d := range e.devs {
 				if d != nil {
 					d.resolve()
-					if d.led.hasFresh {
+					if d.led.freshSize != 0 {
 						d.led.flush()
 					}
 					c, o := recount(e, d)

@@ -102,12 +102,23 @@ type engine struct {
 	// restore, are replayed.
 	initial  int64
 	starting bool
-	special  bool // the step has start events or private pools to look at
+	// special is true while events are replayed through stepSpecial:
+	// the trace has start events or private pools to look at.
+	special bool
 	// private are the allocations served from private pools
 	// (StartReporter.PrivateAllocs); inPrivate is true during one.
 	private   []uint64
 	inPrivate bool
-	hinted    bool // a device took its capacity from memory
+	// poolSegs are the private pools' segment actions of the trace
+	// (StartReporter.PoolSegments), poolSegs[nextSeg:] those still to
+	// come.
+	poolSegs []traces.PoolSegment
+	nextSeg  int
+	// giving is true during an alloc that may take a block of the start
+	// state or of a private pool (see giver); gotHeld and gotRestored say
+	// which it took.
+	giving, gotHeld, gotRestored bool
+	hinted                       bool // a device took its capacity from memory
 
 	// Sums over devices.
 	requested, allocated, reserved int64
@@ -184,8 +195,10 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	}
 	if sr, ok := r.(StartReporter); ok {
 		e.start, e.initial, e.private = sr, int64(sr.Initial()), sr.PrivateAllocs()
-		e.special = e.initial > 0 || e.private != nil
+		e.poolSegs = sr.PoolSegments()
+		e.special = e.initial > 0 || e.private != nil || len(e.poolSegs) > 0
 	}
+
 	if cfg.SeriesBuckets >= 0 {
 		n := cfg.SeriesBuckets
 		if n == 0 {
@@ -206,11 +219,15 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 // on a goroutine of its own (see prefetch), which the loop then reads the
 // same way.
 func (e *engine) run(ctx context.Context, r traces.Reader) (err error) {
-	done := ctx.Done()
 	progress := e.cfg.Progress
 	var n int64
 	start := time.Now()
 	defer func() {
+		if e.starting {
+			// The trace ended within its start events.
+			e.starting = false
+			e.endStart()
+		}
 		elapsed := time.Since(start)
 		e.res.Events = n
 		e.res.ElapsedNS = elapsed.Nanoseconds()
@@ -237,36 +254,111 @@ func (e *engine) run(ctx context.Context, r traces.Reader) (err error) {
 		if len(batch) == 0 {
 			break
 		}
-		for i := range batch {
-			if err := e.step(&batch[i], n); err != nil {
-				return err
-			}
-			n++
-			if n%ProgressInterval == 0 {
-				select {
-				case <-done:
-					return ctx.Err()
-				default:
-				}
-				if progress != nil {
-					progress(n)
-				}
-			}
+		// Chosen once a batch: stepSpecial, while it is needed, goes on
+		// correctly past the event that ends the need.
+		if e.special {
+			n, err = e.stepsSpecial(ctx, batch, n)
+		} else {
+			n, err = e.steps(ctx, batch, n)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return br.Err()
 }
 
+// steps replays the events of batch, the first of which is event n, and
+// returns the number of the event after them. It is the loop of a trace
+// with no start state and no private pools; stepsSpecial is the same
+// through stepSpecial. Each runs tick every ProgressInterval events.
+func (e *engine) steps(ctx context.Context, batch []traces.Event, n int64) (int64, error) {
+	for i := range batch {
+		if err := e.step(&batch[i], n); err != nil {
+			return n, err
+		}
+		if n++; n%ProgressInterval == 0 {
+			if err := e.tick(ctx, n); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (e *engine) stepsSpecial(ctx context.Context, batch []traces.Event, n int64) (int64, error) {
+	for i := range batch {
+		if err := e.stepSpecial(&batch[i], n); err != nil {
+			return n, err
+		}
+		if n++; n%ProgressInterval == 0 {
+			if err := e.tick(ctx, n); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+// tick returns ctx's error when it is done, else reports progress, after
+// n events.
+func (e *engine) tick(ctx context.Context, n int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if e.cfg.Progress != nil {
+		e.cfg.Progress(n)
+	}
+	return nil
+}
+
+// stepSpecial replays event n of a trace that starts from a recorded
+// state or has allocations in private pools (see start.go): it notes
+// whether the event is one of the start events or a private pool's, lets
+// step replay it, and makes the block that alloc took from the start
+// state or a private pool the engine's (held) or the recorder's. The
+// loop calls it, in place of step, until the start events are past, or
+// for the whole trace when it has private pools; so the step of a trace
+// with neither looks at none of this, at a cost of one branch an alloc.
+func (e *engine) stepSpecial(ev *traces.Event, n int64) error {
+	if e.starting && n >= e.initial {
+		e.endStart()
+	}
+	e.starting = n < e.initial
+	if e.private != nil {
+		e.inPrivate = n/64 < int64(len(e.private)) && e.private[n/64]&(1<<(n%64)) != 0
+	}
+	if e.nextSeg < len(e.poolSegs) {
+		if err := e.poolSegments(n); err != nil {
+			return e.eventError(n, *ev, err)
+		}
+	}
+	e.special = e.starting || e.private != nil || e.nextSeg < len(e.poolSegs)
+	e.giving = ev.Op == traces.OpAlloc && (e.starting || e.inPrivate)
+	e.gotHeld, e.gotRestored = false, false
+	err := e.step(ev, n)
+	e.giving = false
+	if err != nil || !e.gotRestored {
+		return err
+	}
+	s := &e.slots[ev.Slot]
+	if s.state != slotLive {
+		return nil
+	}
+	if e.gotHeld {
+		s.state = slotHeld
+	} else if e.rec != nil {
+		// A block of the restored state, which the recorder's allocator
+		// did not hand out: recorded as allocated here.
+		e.rec.begin(ev.Stream, ev.Category)
+		e.rec.alloc(int(s.dev), s.block, ev.Size)
+	}
+	return nil
+}
+
 // step replays event n.
 func (e *engine) step(ev *traces.Event, n int64) error {
 	e.resLo, e.resHi = e.reserved, e.reserved
-	if e.special {
-		e.starting = n < e.initial
-		if e.private != nil {
-			e.inPrivate = n/64 < int64(len(e.private)) && e.private[n/64]&(1<<(n%64)) != 0
-		}
-		e.special = e.starting || e.private != nil
-	}
 	var d *device
 	var err error
 	switch ev.Op {
@@ -279,11 +371,13 @@ func (e *engine) step(ev *traces.Event, n int64) error {
 	default:
 		err = fmt.Errorf("unknown op %d", ev.Op)
 	}
-	if err == nil && e.cfg.Verify && d != nil {
-		err = d.verify()
-	}
 	if err != nil {
 		return e.eventError(n, *ev, err)
+	}
+	if e.cfg.Verify && d != nil {
+		if err := d.verify(); err != nil {
+			return e.eventError(n, *ev, err)
+		}
 	}
 	if e.series != nil {
 		e.series.add(n, ev.TimeUS, e.requested, e.allocated, e.resLo, e.resHi, e.reserved)
@@ -335,20 +429,7 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	if e.measure {
 		t0 = time.Now()
 	}
-	restored, held := false, false
-	if e.starting && d.startBlocks != nil {
-		sb, err := d.takeStart(ev.Size)
-		if err != nil {
-			return d, err
-		}
-		b, restored, held = sb.block, sb.restored || sb.held, sb.held
-	}
-	if e.inPrivate && d.heldSegs > 0 {
-		// Served from a private pool's segments, which the engine holds.
-		b, restored, held = gpualloc.Block{Size: ev.Size, Requested: ev.Size, Stream: ev.Stream}, true, true
-	}
 	switch {
-	case restored:
 	case d.cat != nil:
 		b, err = d.cat.AllocCategory(ev.Size, ev.Stream, ev.Category)
 	case d.stream != nil:
@@ -379,14 +460,6 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	// Field by field: a composite literal would build the slot aside and
 	// copy it, on the hottest line of the replay.
 	s.block, s.size, s.dev, s.state = b, ev.Size, uint16(ev.Device), slotLive
-	if held {
-		s.state = slotHeld
-	} else if restored && e.rec != nil {
-		// A block of the restored state, which the recorder's allocator
-		// did not hand out: recorded as allocated here.
-		e.rec.begin(ev.Stream, ev.Category)
-		e.rec.alloc(d.index, b, ev.Size)
-	}
 	d.okAllocs++
 	// The block is counted in its device allocation only when a split
 	// needs it (see ledger.go): most blocks are freed before. A block
@@ -407,10 +480,11 @@ func (e *engine) alloc(ev *traces.Event) (*device, error) {
 	} else {
 		e.deviceAllocs++
 		e.deviceNS += ns
-		if l := &d.led; l.hasFresh && e.mallocs == before+1 && l.freshAddr == b.Addr && l.freshSize == b.Size {
-			// The block fills the region made for it: the region needs no
+		if l := &d.led; l.freshSize == b.Size && l.freshAddr == b.Addr {
+			// The block fills the region made for it (the last one
+			// made, the only one with no record): the region needs no
 			// record while the block lives (see free).
-			l.hasFresh = false
+			l.freshSize = 0
 			s.span = spanOwn
 		} else {
 			s.span = d.holdBlock(b.Addr, b.End(), b.Size)
@@ -430,11 +504,48 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 		return nil, fmt.Errorf("free of slot %d, which holds no allocation", ev.Slot)
 	}
 	s := &e.slots[ev.Slot]
+	if s.state != slotLive {
+		return e.freeOther(ev, s)
+	}
+	d := e.devs[s.dev]
+	if ev.Size != s.size {
+		return d, fmt.Errorf("free of %d bytes, allocated with %d", ev.Size, s.size)
+	}
+	// A block counted in the ledger leaves it first (see device.unledger);
+	// a block still pending was never counted; the region of a block that
+	// fills it is noted, for the device free that may follow. The slot is
+	// free before the strategy's Free, so that a split inside it does not
+	// count the block.
+	if sp := s.span; sp != spanPending {
+		if sp == spanOwn {
+			d.led.own, d.led.owning = s.block.Addr, true
+		} else {
+			d.unledger(s)
+		}
+	}
+	s.state = slotFree // the rest is overwritten by the next alloc of the slot
+	if err := d.alloc.Free(s.block); err != nil {
+		return d, err
+	}
+	if d.led.owning {
+		// The strategy kept the region the block filled (a device free
+		// of it ends owning: see regionFreed).
+		d.ownFreed(s.block.Addr, s.block.Size)
+	}
+	e.unserve(d, s)
+	return d, nil
+}
+
+// freeOther is free for a slot that holds no block of the strategy: an
+// error for a free slot; the end of an allocation that failed for out of
+// memory; the free of a block of a private pool, which goes back to the
+// pool, which keeps its memory: the strategy never had it.
+func (e *engine) freeOther(ev *traces.Event, s *slot) (*device, error) {
+	d := e.devs[s.dev]
 	switch s.state {
 	case slotFree:
 		return nil, fmt.Errorf("free of slot %d, which holds no allocation", ev.Slot)
 	case slotFailed:
-		d := e.devs[s.dev]
 		e.requested -= s.size
 		e.live--
 		e.res.Frees++
@@ -443,40 +554,28 @@ func (e *engine) free(ev *traces.Event) (*device, error) {
 		*s = slot{}
 		return nil, nil
 	}
-	d := e.devs[s.dev]
 	if ev.Size != s.size {
 		return d, fmt.Errorf("free of %d bytes, allocated with %d", ev.Size, s.size)
 	}
+	if s.span != spanPending {
+		d.unledger(s)
+	}
+	s.state = slotFree
+	e.unserve(d, s)
+	return d, nil
+}
+
+// unserve counts the free of the block of slot s, on device d.
+func (e *engine) unserve(d *device, s *slot) {
 	e.res.Frees++
 	e.live--
 	d.frees++
-	// A block counted in the ledger leaves it first (see device.unledger);
-	// a block still pending was never counted. The slot is free before
-	// the strategy's Free, so that a split inside it does not count the
-	// block.
-	sp := s.span
-	if sp != spanPending {
-		d.unledger(s)
-	}
-	held := s.state == slotHeld
-	s.state = slotFree // the rest is overwritten by the next alloc of the slot
-	if held {
-		// The block of a private pool goes back to it, which keeps its
-		// memory: the strategy never had it.
-	} else if err := d.alloc.Free(s.block); err != nil {
-		return d, err
-	}
-	if sp == spanOwn && d.led.owning {
-		// The strategy kept the region the block filled.
-		d.ownFreed(s.block.Addr, s.block.Size)
-	}
 	d.okFrees++
 	e.requested -= s.size
 	e.allocated -= s.block.Size
 	d.lower -= s.size
 	d.requested -= s.size
 	d.allocated -= s.block.Size
-	return d, nil
 }
 
 // release empties the cache of the allocator of the event's device, when

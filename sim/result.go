@@ -275,7 +275,7 @@ func (e *engine) finish(r traces.Reader) {
 			continue
 		}
 		callNS += d.callNS
-		est := d.calls.Estimate(e.costs)
+		est := d.calls.Estimate(e.costs) - d.startCalls.Estimate(e.costs)
 		res.DeviceTimeNSEst += est
 		mallocs, frees, mallocBytes := d.mallocs-d.startSegs, d.mfrees-d.startFrees, d.mallocBytes-d.startMallocBytes
 		res.DeviceMallocs += mallocs

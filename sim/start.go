@@ -58,11 +58,16 @@ import (
 // word n/64), the allocations of the trace made in a private pool's
 // segments, nil for none: the engine serves them from the segments of
 // that pool that it holds (see holdPrivate), never through the strategy.
+//
+// PoolSegments returns the segments of private pools that the trace
+// allocates and frees, in order of their events (see pools.go), nil for
+// none.
 type StartReporter interface {
 	StartState(device int) *snapshot.State
 	Initial() int
 	RecordedConf() string
 	PrivateAllocs() []uint64
+	PoolSegments() []traces.PoolSegment
 }
 
 // A Restorer is an allocator that can hold a segment of a recorded state
@@ -94,7 +99,13 @@ func (e *engine) restore(d *device) error {
 	}
 	was := e.starting
 	e.starting = true
-	defer func() { e.starting = was }()
+	defer func() {
+		if e.starting = was; !was {
+			// A device first used after the start events: its start
+			// state is what the restore made.
+			d.endStart()
+		}
+	}()
 	if err := e.holdPrivate(d, st); err != nil {
 		return err
 	}
@@ -169,8 +180,8 @@ func (e *engine) restore(d *device) error {
 // live blocks in them and the allocations that the trace makes in them
 // (StartReporter.PrivateAllocs) are the engine's, and their frees give
 // nothing back: the pool keeps its segments, as PyTorch's private pools do
-// until they are released. A private pool's segments that the trace
-// allocates or frees are not followed.
+// until they are released. The segments that the trace allocates or frees
+// are followed (see pools.go).
 // d.private collects their live blocks, in the order of the reader's start
 // events (see sortStart).
 func (e *engine) holdPrivate(d *device, st *snapshot.State) error {
@@ -182,7 +193,7 @@ func (e *engine) holdPrivate(d *device, st *snapshot.State) error {
 		if err != nil {
 			return fmt.Errorf("the segment at %#x (%d bytes) of private pool %v: %w", sg.Address, sg.TotalSize, sg.Pool, err)
 		}
-		d.heldSegs++
+		d.holdSeg(sg.Address, addr, sg.TotalSize)
 		for _, b := range sg.Blocks {
 			if b.Live() {
 				req := b.RequestedSize
@@ -293,6 +304,78 @@ func (e *engine) restoreSegment(d *device, rs Restorer, sg snapshot.Segment) ([]
 	return blocks, nil
 }
 
+// A giver is the allocator through which a device's allocs go while the
+// trace has start events or private pools (engine.special): an alloc that
+// is one of those takes its block from the start state or the private
+// pool, and any other goes to the strategy, as the engine's alloc would
+// send it. It keeps that work off the step of every other trace.
+type giver struct {
+	e      *engine
+	d      *device
+	cat    gpualloc.CategoryAllocator
+	stream gpualloc.StreamAllocator
+	alloc  gpualloc.Allocator
+}
+
+func (g *giver) AllocCategory(size int64, stream uint64, cat gpualloc.Category) (gpualloc.Block, error) {
+	if g.e.giving {
+		b, ok, err := g.e.given(g.d, size, stream)
+		if err != nil || ok {
+			return b, err
+		}
+	}
+	switch {
+	case g.cat != nil:
+		return g.cat.AllocCategory(size, stream, cat)
+	case g.stream != nil:
+		return g.stream.AllocStream(size, stream)
+	default:
+		return g.alloc.Alloc(size)
+	}
+}
+
+// given returns the block of a start event or of an allocation in a
+// private pool that the engine serves itself, without the strategy: a
+// block of the restored start state, or of a private pool's segments
+// that the engine holds; ok is false when the event takes no such block.
+// It notes in gotHeld and gotRestored what it returned.
+func (e *engine) given(d *device, size int64, stream uint64) (b gpualloc.Block, ok bool, err error) {
+	if e.starting && d.startBlocks != nil {
+		sb, err := d.takeStart(size)
+		if err != nil {
+			return b, false, err
+		}
+		b, ok, e.gotHeld = sb.block, sb.restored || sb.held, sb.held
+	}
+	if e.inPrivate && d.heldSegs > 0 {
+		// Served from a private pool's segments, which the engine holds.
+		b, ok, e.gotHeld = gpualloc.Block{Size: size, Requested: size, Stream: stream}, true, true
+	}
+	e.gotRestored = ok
+	return b, ok, nil
+}
+
+// endStart notes the device calls made so far as those that built the
+// start state: the device's calls before the end of the trace's start
+// events, or of its restore when it is first used after them. Counted
+// once, not per call, so that the device calls of the replay pay nothing
+// for it.
+func (d *device) endStart() {
+	d.startSegs, d.startFrees = d.mallocs, d.mfrees
+	d.startMallocBytes, d.startBytes = d.mallocBytes, d.reserved
+	d.startCalls = d.calls
+}
+
+// endStart is device.endStart for every device, when the trace's start
+// events end.
+func (e *engine) endStart() {
+	for _, d := range e.devs {
+		if d != nil {
+			d.endStart()
+		}
+	}
+}
+
 // takeStart returns the next start block of device d, for a start event
 // of size bytes: restored or held, when it is one, else to be allocated.
 func (d *device) takeStart(size int64) (startBlock, error) {
@@ -319,10 +402,11 @@ func StartOf(r any) StartReporter {
 
 type noStart struct{}
 
-func (noStart) StartState(int) *snapshot.State { return nil }
-func (noStart) Initial() int                   { return 0 }
-func (noStart) RecordedConf() string           { return "" }
-func (noStart) PrivateAllocs() []uint64        { return nil }
+func (noStart) StartState(int) *snapshot.State     { return nil }
+func (noStart) Initial() int                       { return 0 }
+func (noStart) RecordedConf() string               { return "" }
+func (noStart) PrivateAllocs() []uint64            { return nil }
+func (noStart) PoolSegments() []traces.PoolSegment { return nil }
 
 // recordedParams returns p with the settings that the trace of r records,
 // when p is to take them (see StartReporter), and whether it did.

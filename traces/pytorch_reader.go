@@ -72,6 +72,7 @@ type snapshotReader struct {
 	memory  []int64           // per device, what DeviceCapacity returns
 	states  []*snapshot.State // per device, what StartState returns
 	private []uint64          // what PrivateAllocs returns
+	pools   poolSegsMemo      // what PoolSegments returns
 }
 
 const pytorchFormatName = "PyTorch snapshot"

@@ -87,6 +87,11 @@ func (c *SizeCounter) RecordedConf() string { return sim.StartOf(c.Reader).Recor
 // PrivateAllocs: see StartState.
 func (c *SizeCounter) PrivateAllocs() []uint64 { return sim.StartOf(c.Reader).PrivateAllocs() }
 
+// PoolSegments is the reader's (see sim.StartReporter).
+func (c *SizeCounter) PoolSegments() []traces.PoolSegment {
+	return sim.StartOf(c.Reader).PoolSegments()
+}
+
 // NewSizeCounter returns a SizeCounter reading r.
 func NewSizeCounter(r traces.Reader) *SizeCounter { return &SizeCounter{Reader: r} }
 

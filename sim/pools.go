@@ -1,0 +1,64 @@
+package sim
+
+import "fmt"
+
+// Private pools' segments during the trace.
+//
+// The engine holds the segments of private pools itself (see
+// holdPrivate): those of the start state, and those that the trace
+// allocates or frees, which a StartReporter (the reader of a PyTorch
+// snapshot) names in PoolSegments. Before the event at which such an action happens, the
+// engine takes the segment's memory from the device (a device allocation
+// of the replay, counted as any other) or gives it back; the strategy
+// never sees that memory, so no default-pool request is served from it,
+// and the allocations of private pools (StartReporter.PrivateAllocs) are
+// served from it, never by the strategy, while the device holds a private
+// segment.
+
+// A heldSeg is a private pool's segment that the engine holds: where the
+// device put it, and its bytes.
+type heldSeg struct {
+	addr uint64
+	size int64
+}
+
+// poolSegments takes or gives back the private pools' segments whose
+// actions come before event n.
+func (e *engine) poolSegments(n int64) error {
+	for e.nextSeg < len(e.poolSegs) && e.poolSegs[e.nextSeg].Event <= n {
+		ps := e.poolSegs[e.nextSeg]
+		e.nextSeg++
+		d, err := e.device(int32(ps.Device))
+		if err != nil {
+			return err
+		}
+		if ps.Free {
+			hs, ok := d.pools[ps.Addr]
+			if !ok {
+				continue // a segment the engine does not hold: nothing to give back
+			}
+			if err := d.given.Free(hs.addr, hs.size); err != nil {
+				return fmt.Errorf("device %d: segment_free of the segment at %#x of private pool %v: %w", ps.Device, ps.Addr, ps.Pool, err)
+			}
+			delete(d.pools, ps.Addr)
+			d.heldSegs--
+			continue
+		}
+		addr, err := d.given.Malloc(ps.Size)
+		if err != nil {
+			return fmt.Errorf("device %d: segment_alloc of %d bytes at %#x for private pool %v: %w", ps.Device, ps.Size, ps.Addr, ps.Pool, err)
+		}
+		d.holdSeg(ps.Addr, addr, ps.Size)
+	}
+	return nil
+}
+
+// holdSeg notes a private pool's segment, recorded at rec, that the
+// engine holds at addr.
+func (d *device) holdSeg(rec, addr uint64, size int64) {
+	if d.pools == nil {
+		d.pools = map[uint64]heldSeg{}
+	}
+	d.pools[rec] = heldSeg{addr, size}
+	d.heldSegs++
+}
