@@ -34,7 +34,7 @@ type decoded struct {
 	memory  sim.CapacityReporter // the devices' memory, when the reader knows it
 	start   sim.StartReporter    // the recorded start state, when the reader knows it
 	stream  bool                 // the trace is longer than decodeLimit: replays read streams of it
-	format  string               // the trace's format, when the reader names it
+	midRun  bool                 // whether the trace is a window of a running program
 
 	mu      sync.Mutex
 	streams []*stream // the streams of the trace, the last of which replays join
@@ -69,8 +69,8 @@ func (d *decoded) load() {
 	}
 	d.memory, _ = r.(sim.CapacityReporter)
 	d.start = sim.StartOf(r)
-	if f, ok := r.(interface{ Format() string }); ok {
-		d.format = f.Format()
+	if m, ok := r.(interface{ MidRun() bool }); ok {
+		d.midRun = m.MidRun()
 	}
 	rereadable := d.in.name != "-"
 	for r.Scan() {
@@ -105,7 +105,7 @@ func (d *decoded) open() (traces.Reader, io.Closer, error) {
 	if d.stream {
 		return d.openStream()
 	}
-	r := &memoryReader{chunks: d.events.chunks, i: -1, name: d.in.name, skipped: d.skipped, memory: d.memory, StartReporter: d.start, format: d.format}
+	r := &memoryReader{chunks: d.events.chunks, i: -1, name: d.in.name, skipped: d.skipped, memory: d.memory, StartReporter: d.start, midRun: d.midRun}
 	return r, closeFunc(func() error { d.release(); return nil }), nil
 }
 
@@ -180,7 +180,7 @@ type memoryReader struct {
 	name              string
 	skipped           int64
 	memory            sim.CapacityReporter
-	format            string
+	midRun            bool
 	sim.StartReporter // the decoded reader's
 }
 
@@ -207,9 +207,9 @@ func (r *memoryReader) Name() string { return r.name }
 
 func (r *memoryReader) Skipped() int64 { return r.skipped }
 
-// Format is the file's format, so that a replay knows a snapshot's
+// MidRun is the file reader's, so that a replay knows a snapshot's
 // (sim.Result.MidRun).
-func (r *memoryReader) Format() string { return r.format }
+func (r *memoryReader) MidRun() bool { return r.midRun }
 
 // DeviceCapacity is the decoded reader's (see sim.CapacityReporter).
 func (r *memoryReader) DeviceCapacity(device int) int64 {

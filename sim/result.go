@@ -139,10 +139,10 @@ type Result struct {
 	// the reader has a Skipped() int64 method.
 	Skipped int64 `json:"skipped"`
 
-	// MidRun says that the trace is a window of a running program (see
-	// traces.MidRun: a memory snapshot), so that what is live at its end
-	// was in use, not leaked; set when the reader has a Format() string
-	// method whose format says so. Not in JSON.
+	// MidRun says that the trace is a window of a running program (a
+	// memory snapshot: see traces.FileReader's MidRun), so that what is
+	// live at its end was in use, not leaked; set when the reader has a
+	// MidRun() bool method that says so. Not in JSON.
 	MidRun bool `json:"-"`
 
 	// Timings, when Config.MeasureTime is set (else nil, null in JSON,
@@ -259,8 +259,8 @@ func (e *engine) finish(r traces.Reader) {
 	if sk, ok := r.(interface{ Skipped() int64 }); ok {
 		res.Skipped = sk.Skipped()
 	}
-	if f, ok := r.(interface{ Format() string }); ok {
-		res.MidRun = traces.MidRun(f.Format())
+	if m, ok := r.(interface{ MidRun() bool }); ok {
+		res.MidRun = m.MidRun()
 	}
 	if e.freeKnown {
 		largest, frag := e.largestFree, 0.0

@@ -298,6 +298,9 @@ func (c *checker) Name() string { return c.name }
 // Format returns the name of the trace's format.
 func (c *checker) Format() string { return c.format }
 
+// MidRun reports whether the trace is a PyTorch memory snapshot's.
+func (c *checker) MidRun() bool { return c.format == pytorchFormatName }
+
 // Columns returns the native columns that hold what the trace records.
 func (c *checker) Columns() []Column { return slices.Clone(c.cols) }
 

@@ -56,8 +56,15 @@ type FileReader interface {
 	// Name returns the trace's name, as used in errors.
 	Name() string
 	// Format returns the name of the trace's format: "native CSV",
-	// "RMM log", "MiniMalloc CSV", ... (see [Formats]).
+	// "RMM log", "MiniMalloc CSV", "PyTorch snapshot".
 	Format() string
+	// MidRun reports whether the trace is a window of a running program
+	// rather than a whole run: a PyTorch memory snapshot records the
+	// history up to the moment it was taken, so the allocations live at
+	// its end (weights, optimizer state, activations in flight) were in
+	// use then, not leaked. Live allocations at the end of a trace in any
+	// other format were never freed.
+	MidRun() bool
 	// Columns returns the native columns that hold what the trace records,
 	// op and id first among them: the columns of a conversion to the
 	// native format.
@@ -123,14 +130,6 @@ var _ = func() bool {
 }()
 
 const nativeFormat = "native CSV"
-
-// MidRun reports whether traces of the named format (a [FileReader]'s
-// Format) are windows of a running program rather than whole runs: a
-// PyTorch memory snapshot records the history up to the moment it was
-// taken, so the allocations live at its end (weights, optimizer state,
-// activations in flight) were in use then, not leaked. Live allocations
-// at the end of a trace in any other format were never freed.
-func MidRun(format string) bool { return format == pytorchFormatName }
 
 // formatNames returns the names of the formats that [Open] detects, in the order
 // it tries them.

@@ -37,6 +37,7 @@ func TestDetect(t *testing.T) {
 			r, _, err := autoRead(t, input, Options{})
 			require.NoError(t, err, "%q", tc.input)
 			assert.Equal(t, tc.format, r.Format(), "%q", tc.input)
+			assert.False(t, r.MidRun(), "%q: a whole run", tc.input)
 			assert.Equal(t, "t", r.Name())
 		}
 	}

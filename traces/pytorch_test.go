@@ -285,6 +285,7 @@ func TestSnapshotDetected(t *testing.T) {
 	require.NoError(t, err)
 	defer r.Close()
 	require.Equal(t, "PyTorch snapshot", r.Format())
+	assert.True(t, r.MidRun(), "a snapshot is a window of a running program")
 	evs, _ := replaySnap(t, r)
 	require.Len(t, evs, 12)
 }

@@ -122,6 +122,13 @@ func (c *SizeCounter) Format() string {
 	return ""
 }
 
+// MidRun reports whether the underlying reader's trace is a window of a
+// running program (see traces.FileReader).
+func (c *SizeCounter) MidRun() bool {
+	m, ok := c.Reader.(interface{ MidRun() bool })
+	return ok && m.MidRun()
+}
+
 // Skipped returns the bad events the underlying reader skipped, if it
 // counts them.
 func (c *SizeCounter) Skipped() int64 {
