@@ -21,8 +21,9 @@
 // The benchmark measures calls as a pool makes them: allocations live
 // together, then freed, with the driver left time to clear freed memory.
 // On the bundled traces, replayed through the H200 with every strategy
-// (44 replays), the estimate came within 30% of the time the calls took on
-// 29, within a factor of 1.4 on 33, and within 4% in all (BENCHMARKS.md).
+// (44 replays, five runs), the estimate came within 30% of the mean time
+// the calls took on 29, within a factor of 1.4 on 34, and 7% above it in
+// all, where the runs' own totals ranged over 30% (BENCHMARKS.md).
 // The other 11 are buddy's, dualcursor's and BFC's, whose few large
 // regions come out 2.5 to 4.5 times too dear: memory that the process
 // never used is cheaper to allocate (about 0.15 ms a GiB, against the
