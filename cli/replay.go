@@ -49,7 +49,9 @@ pinned, page-locked host memory from the CUDA driver (cuMemAllocHost, the
 memory PyTorch's pinned-memory pool holds), limited as host is. On host,
 cuda and pinned the replays also time the allocations and device calls
 (alloc_hit_ns_mean, alloc_device_ns_mean, device_call_ns_total), and run
-one at a time unless -j says otherwise.
+one at a time unless -j says otherwise. On every backend a replay also
+estimates the time its device calls would take on an NVIDIA H200,
+device_time_ns_est in JSON and CSV (--device-costs FILE: another GPU's).
 
 A peak reserved marked * in the table (device_full_allocs > 0 in JSON and
 CSV) met the device's capacity: the strategy released its cache or retried
