@@ -168,10 +168,12 @@ type decoder struct {
 
 	m model // what the containers became
 
-	pend     int32 // frames absorbed by memoRun for the top MARK's list
-	noStacks bool  // ReadOptions.NoStacks
-	repeated int   // entries, blocks and segments copied from the memo
-	err      error
+	memoFrame []byte   // for each entry of memo: isFrame, | isEC on the empty-cache path
+	absorbed  []uint32 // memo indexes of the frames that absorb took for the top MARK's list
+	absEC     bool     // one of absorbed is on the empty-cache path
+	noStacks  bool     // ReadOptions.NoStacks
+	repeated  int      // entries, blocks and segments copied from the memo
+	err       error
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -199,7 +201,7 @@ func (d *decoder) run() (val, error) {
 		if pushOps[op] && d.memoRun(op) {
 			continue
 		}
-		if d.pend > 0 && op != opAppends {
+		if len(d.absorbed) > 0 && op != opAppends {
 			d.unabsorb()
 		}
 		if op == opStop {
@@ -393,10 +395,8 @@ func (d *decoder) step(op byte) {
 		}
 		if p, ok := d.target(want, name); ok {
 			if c := &d.conts[p]; c.role == rStack {
-				// The frames that memoRun absorbed, already in
-				// c.ids.
-				c.count += d.pend
-				d.pend = 0
+				// The frames that memoRun absorbed.
+				d.commitAbsorbed(c)
 				// The hot path of a snapshot with frames: memo
 				// references to frame dicts already read.
 				n := 0
@@ -588,9 +588,10 @@ func (d *decoder) put(i uint64) {
 	v := d.stack[n-1]
 	switch {
 	case i < uint64(d.memo.len()):
-		*d.memo.at(i) = v
+		d.setMemo(i, v)
 	case i == uint64(d.memo.len()) && d.memoFar[i].k == kMark:
 		d.memo.append(v)
+		d.memoFrame = append(d.memoFrame, frameKind(v))
 	default:
 		if d.memoFar == nil {
 			d.memoFar = map[uint64]val{}
@@ -608,6 +609,30 @@ func (d *decoder) put(i uint64) {
 			c.shared = true // in the map: kept whole, never released
 		}
 	}
+}
+
+// setMemo sets the memo's entry i, i < d.memo.len(), and its kind in
+// d.memoFrame.
+func (d *decoder) setMemo(i uint64, v val) {
+	*d.memo.at(i) = v
+	d.memoFrame[i] = frameKind(v)
+}
+
+// The bits of decoder.memoFrame.
+const (
+	isFrame = 1 // the memo entry is a kFrame
+	isEC    = 2 // on the empty-cache path
+)
+
+// frameKind returns the bits of decoder.memoFrame for v.
+func frameKind(v val) byte {
+	switch {
+	case v.k != kFrame:
+		return 0
+	case v.x&frameEC != 0:
+		return isFrame | isEC
+	}
+	return isFrame
 }
 
 // memoize is MEMOIZE: a PUT at the number of memo entries.

@@ -16,7 +16,8 @@ import (
 
 // FuzzRead checks that no input makes Read, InitialState or a Tracker
 // panic, that every error of Read is one line naming the file, and that
-// every rebuilt or tracked segment is tiled by its blocks. It is seeded with the tests' snapshots, a
+// every rebuilt or tracked segment is tiled by its blocks, and that a read
+// without the stacks gives the same snapshot but for them. It is seeded with the tests' snapshots, a
 // generated one and the smallest of the shared real ones.
 func FuzzRead(f *testing.F) {
 	for _, proto := range []int{2, 4, 5} {
@@ -60,6 +61,14 @@ func FuzzRead(f *testing.F) {
 			require.NotContains(t, err.Error(), "\n")
 			return
 		}
+		// Without the stacks the read is the same but for them.
+		ns, err := snapshot.ReadWith(bytes.NewReader(data), "f.pickle", snapshot.ReadOptions{NoStacks: true})
+		require.NoError(t, err)
+		want := withoutStacks(s)
+		if len(want.DeviceTraces) == 0 && len(ns.DeviceTraces) == 0 {
+			want.DeviceTraces = ns.DeviceTraces // nil and empty alike
+		}
+		require.Equal(t, want, ns)
 		_ = s.AllocatorSettings.AllocConf()
 		rules, err := s.AllocatorSettings.Rules()
 		if err != nil {

@@ -29,12 +29,12 @@ func (d *decoder) memoRun(op byte) bool {
 		if k := len(d.marks); k > 0 {
 			if m := d.marks[k-1]; m.pos == len(d.stack)-1 && m.owner >= 0 {
 				if c := &d.conts[m.owner]; c.role == rStack && c.typ == ctList && c.done.k == kMark {
-					return d.absorb(op, c)
+					return d.absorb(op)
 				}
 			}
 		}
 	}
-	if d.pend > 0 {
+	if len(d.absorbed) > 0 {
 		return false // run puts the absorbed frames back first
 	}
 	in := &d.in
@@ -131,19 +131,18 @@ func leInt(b []byte) int64 {
 
 // absorb is memoRun for the references that follow a MARK batching items
 // for the open "frames" list c: the frames referenced are not pushed but
-// appended to c.ids at once, counted in d.pend, for the APPENDS that
-// closes the batch; any other opcode first puts them back on the stack
-// (unabsorb), so that what the pickle does with them is done as written.
-// It stops, with what it has absorbed, at a reference to anything but a
-// frame.
-func (d *decoder) absorb(op byte, c *cont) bool {
+// noted by their memo indexes in d.absorbed, for the APPENDS that closes
+// the batch (commitAbsorbed); any other opcode first puts them back on the
+// stack (unabsorb), so that what the pickle does with them is done as
+// written. It stops, with what it has absorbed, at a reference to anything
+// but a frame. Whether an entry is a frame is told from d.memoFrame, a byte
+// per memo entry, so that the hundreds of frame dicts that a snapshot
+// refers to millions of times stay within the processor's first cache.
+func (d *decoder) absorb(op byte) bool {
 	in := &d.in
-	buf, memo, n := in.buf[:in.end], d.memo.pages, uint64(d.memo.len())
-	pos, done, ids, ec := in.pos, in.pos, c.ids, uint64(0)
-	if cap(ids)-len(ids) < 4*minFrames {
-		ids = slices.Grow(ids, 4*minFrames) // one allocation, not several
-	}
-	start := len(ids)
+	buf, kinds := in.buf[:in.end], d.memoFrame
+	pos, done, abs, ec := in.pos, in.pos, d.absorbed, byte(0)
+	start := len(abs)
 	for {
 		var i uint64
 		if op == opLongBinGet {
@@ -159,15 +158,15 @@ func (d *decoder) absorb(op byte, c *cont) bool {
 			i = uint64(buf[pos])
 			pos++
 		}
-		if i >= n {
+		if i >= uint64(len(kinds)) {
 			break
 		}
-		v := &memo[i>>pageShift][i&(pageSize-1)]
-		if v.k != kFrame {
+		k := kinds[i]
+		if k&isFrame == 0 {
 			break
 		}
-		ids = binary.LittleEndian.AppendUint32(ids, uint32(v.x))
-		ec |= v.x
+		abs = append(abs, uint32(i))
+		ec |= k
 		done = pos
 		if pos >= len(buf) {
 			break
@@ -179,25 +178,34 @@ func (d *decoder) absorb(op byte, c *cont) bool {
 	}
 	// The next opcode starts at in.pos, for run's loop to read.
 	in.pos = done
-	c.ids = ids
-	c.ec = c.ec || ec&frameEC != 0
-	d.pend += int32(len(ids)-start) / 4
-	return len(ids) > start
+	d.absorbed = abs
+	d.absEC = d.absEC || ec&isEC != 0
+	return len(abs) > start
 }
 
-// minFrames is the room for frames that absorb makes in a list at once:
-// PyTorch records tens of frames per stack.
-const minFrames = 64
+// commitAbsorbed adds the frames that absorb took to their list c, at the
+// APPENDS that closes their batch.
+func (d *decoder) commitAbsorbed(c *cont) {
+	if len(d.absorbed) == 0 {
+		return
+	}
+	c.count += int32(len(d.absorbed))
+	c.ec = c.ec || d.absEC
+	if !d.noStacks {
+		at := len(c.ids)
+		c.ids = slices.Grow(c.ids, 4*len(d.absorbed))[:at+4*len(d.absorbed)]
+		for j, i := range d.absorbed {
+			binary.LittleEndian.PutUint32(c.ids[at+4*j:], uint32(d.memo.at(uint64(i)).x))
+		}
+	}
+	d.absorbed, d.absEC = d.absorbed[:0], false
+}
 
 // unabsorb puts the frames that absorb took back on the stack, above their
-// MARK, and takes them out of their list.
+// MARK.
 func (d *decoder) unabsorb() {
-	c := &d.conts[d.marks[len(d.marks)-1].owner]
-	at := len(c.ids) - 4*int(d.pend)
-	for j := at; j < len(c.ids); j += 4 {
-		d.stack = append(d.stack, d.frameVal(binary.LittleEndian.Uint32(c.ids[j:])))
+	for _, i := range d.absorbed {
+		d.stack = append(d.stack, *d.memo.at(uint64(i)))
 	}
-	c.ids = c.ids[:at]
-	c.ec = d.m.emptyCache(c.ids)
-	d.pend = 0
+	d.absorbed, d.absEC = d.absorbed[:0], false
 }
