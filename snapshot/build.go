@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"slices"
 	"strconv"
 )
 
@@ -400,6 +401,9 @@ func (d *decoder) add(p int32, v val) {
 	case rStack:
 		if f, ok := d.frameOf(v, at); ok {
 			c = &d.conts[p]
+			if cap(c.ids)-len(c.ids) < 4 {
+				c.ids = slices.Grow(c.ids, 4*minFrames) // one allocation, not several
+			}
 			c.ids = append(c.ids, byte(f), byte(f>>8), byte(f>>16), byte(f>>24))
 			c.ec = c.ec || d.m.frameEC[f]
 		}

@@ -193,13 +193,18 @@ func (d *decoder) commitAbsorbed(c *cont) {
 	c.ec = c.ec || d.absEC
 	if !d.noStacks {
 		at := len(c.ids)
-		c.ids = slices.Grow(c.ids, 4*len(d.absorbed))[:at+4*len(d.absorbed)]
+		// Room for minFrames more at least: one allocation, not several.
+		c.ids = slices.Grow(c.ids, 4*max(len(d.absorbed), minFrames))[:at+4*len(d.absorbed)]
 		for j, i := range d.absorbed {
 			binary.LittleEndian.PutUint32(c.ids[at+4*j:], uint32(d.memo.at(uint64(i)).x))
 		}
 	}
 	d.absorbed, d.absEC = d.absorbed[:0], false
 }
+
+// minFrames is the least room for frames that commitAbsorbed makes in a
+// list: PyTorch records tens of frames per stack.
+const minFrames = 64
 
 // unabsorb puts the frames that absorb took back on the stack, above their
 // MARK.
