@@ -246,7 +246,7 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 func (d *decoder) release(i int32) {
 	c := &d.conts[i]
 	if c.done.k != kMark && c.memo >= 0 {
-		d.setMemo(uint64(c.memo), c.done)
+		d.memo.set(uint64(c.memo), c.done)
 		c.memo = -1
 	}
 	if c.shared || c.memo >= 0 || c.role == rGeneric {

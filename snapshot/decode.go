@@ -15,7 +15,7 @@ import (
 // a role when it is created, from its place (the dict key or list it goes
 // into): a trace entry's dict is kept as a handful of scalar fields until
 // it is appended to its trace, then converted into a TraceEntry and its
-// container reused. The memo keeps 16 bytes per entry: a scalar, a string
+// container reused. The memo keeps 8 bytes per entry (memoTable): a scalar, a string
 // of the interned string table, a container, or a reference to what a
 // container became (a trace entry, a segment, a frame, a stack), so that a
 // list referenced twice decodes the same both times.
@@ -153,7 +153,7 @@ type decoder struct {
 	in      input
 	stack   []val
 	marks   []markRec
-	memo    paged[val]     // the entries stored in order
+	memo    memoTable      // the entries stored in order
 	memoFar map[uint64]val // memo entries stored out of order
 	opOff   int64          // offset of the opcode being run
 
@@ -168,12 +168,11 @@ type decoder struct {
 
 	m model // what the containers became
 
-	memoFrame []byte   // for each entry of memo: isFrame, | isEC on the empty-cache path
-	absorbed  []uint32 // memo indexes of the frames that absorb took for the top MARK's list
-	absEC     bool     // one of absorbed is on the empty-cache path
-	noStacks  bool     // ReadOptions.NoStacks
-	repeated  int      // entries, blocks and segments copied from the memo
-	err       error
+	absorbed []uint32 // memo indexes of the frames that absorb took for the top MARK's list
+	absEC    bool     // one of absorbed is on the empty-cache path
+	noStacks bool     // ReadOptions.NoStacks
+	repeated int      // entries, blocks and segments copied from the memo
+	err      error
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -588,10 +587,9 @@ func (d *decoder) put(i uint64) {
 	v := d.stack[n-1]
 	switch {
 	case i < uint64(d.memo.len()):
-		d.setMemo(i, v)
+		d.memo.set(i, v)
 	case i == uint64(d.memo.len()) && d.memoFar[i].k == kMark:
 		d.memo.append(v)
-		d.memoFrame = append(d.memoFrame, frameKind(v))
 	default:
 		if d.memoFar == nil {
 			d.memoFar = map[uint64]val{}
@@ -611,30 +609,6 @@ func (d *decoder) put(i uint64) {
 	}
 }
 
-// setMemo sets the memo's entry i, i < d.memo.len(), and its kind in
-// d.memoFrame.
-func (d *decoder) setMemo(i uint64, v val) {
-	*d.memo.at(i) = v
-	d.memoFrame[i] = frameKind(v)
-}
-
-// The bits of decoder.memoFrame.
-const (
-	isFrame = 1 // the memo entry is a kFrame
-	isEC    = 2 // on the empty-cache path
-)
-
-// frameKind returns the bits of decoder.memoFrame for v.
-func frameKind(v val) byte {
-	switch {
-	case v.k != kFrame:
-		return 0
-	case v.x&frameEC != 0:
-		return isFrame | isEC
-	}
-	return isFrame
-}
-
 // memoize is MEMOIZE: a PUT at the number of memo entries.
 func (d *decoder) memoize() { d.put(uint64(d.memo.len() + len(d.memoFar))) }
 
@@ -642,7 +616,7 @@ func (d *decoder) memoize() { d.put(uint64(d.memo.len() + len(d.memoFar))) }
 func (d *decoder) get(i uint64) {
 	var v val
 	if i < uint64(d.memo.len()) {
-		v = *d.memo.at(i)
+		v = d.memo.at(i)
 	} else if f, ok := d.memoFar[i]; ok {
 		v = f
 	} else {

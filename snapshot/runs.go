@@ -38,7 +38,7 @@ func (d *decoder) memoRun(op byte) bool {
 		return false // run puts the absorbed frames back first
 	}
 	in := &d.in
-	buf, memo, n := in.buf[:in.end], d.memo.pages, uint64(d.memo.len())
+	buf, memo, n := in.buf[:in.end], d.memo.packed.pages, uint64(d.memo.len())
 	pos, done, stack, ran := in.pos, in.pos, d.stack, false // pos just after op
 loop:
 	for {
@@ -62,9 +62,11 @@ loop:
 			if i >= n {
 				break loop
 			}
-			if v = memo[i>>pageShift][i&(pageSize-1)]; v.k == kCont || v.k == kMark {
+			p := memo[i>>pageShift][i&(pageSize-1)]
+			if k := kind(p & kindMask); k == kCont || k == kMark || k == kWide {
 				break loop
 			}
+			v = val{kind(p & kindMask), p >> kindBits}
 		case opBinInt1:
 			if pos >= len(buf) {
 				break loop
@@ -135,12 +137,12 @@ func leInt(b []byte) int64 {
 // the batch (commitAbsorbed); any other opcode first puts them back on the
 // stack (unabsorb), so that what the pickle does with them is done as
 // written. It stops, with what it has absorbed, at a reference to anything
-// but a frame. Whether an entry is a frame is told from d.memoFrame, a byte
+// but a frame. Whether an entry is a frame is told from d.memo.frame, a byte
 // per memo entry, so that the hundreds of frame dicts that a snapshot
 // refers to millions of times stay within the processor's first cache.
 func (d *decoder) absorb(op byte) bool {
 	in := &d.in
-	buf, kinds := in.buf[:in.end], d.memoFrame
+	buf, kinds := in.buf[:in.end], d.memo.frame
 	pos, done, abs, ec := in.pos, in.pos, d.absorbed, byte(0)
 	start := len(abs)
 	for {
@@ -210,7 +212,7 @@ const minFrames = 64
 // MARK.
 func (d *decoder) unabsorb() {
 	for _, i := range d.absorbed {
-		d.stack = append(d.stack, *d.memo.at(uint64(i)))
+		d.stack = append(d.stack, d.memo.at(uint64(i)))
 	}
 	d.absorbed, d.absEC = d.absorbed[:0], false
 }
