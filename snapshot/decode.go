@@ -168,10 +168,11 @@ type decoder struct {
 
 	m model // what the containers became
 
-	absorbed []uint32 // memo indexes of the frames that absorb took for the top MARK's list
-	absEC    bool     // one of absorbed is on the empty-cache path
-	noStacks bool     // ReadOptions.NoStacks
-	repeated int      // entries, blocks and segments copied from the memo
+	absorbed []uint32   // memo indexes of the frames that absorb took for the top MARK's list
+	absEC    bool       // one of absorbed is on the empty-cache path
+	runs     []frameRun // runs of frames read before, by runHash; nil in a small file
+	noStacks bool       // ReadOptions.NoStacks
+	repeated int        // entries, blocks and segments copied from the memo
 	err      error
 }
 

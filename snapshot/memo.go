@@ -10,6 +10,7 @@ type memoTable struct {
 	packed paged[uint64]
 	wide   map[uint64]val // the entries whose value needs more than 64-kindBits bits
 	frame  []byte         // for each entry: isFrame, | isEC on the empty-cache path
+	gen    uint32         // counts the frames stored over with something else
 }
 
 const (
@@ -51,7 +52,12 @@ func (m *memoTable) set(i uint64, v val) {
 		m.setWide(i, v)
 	}
 	*m.packed.at(i) = p
-	m.frame[i] = frameKind(v)
+	if f := frameKind(v); f != m.frame[i] {
+		if m.frame[i]&isFrame != 0 {
+			m.gen++ // the frameRuns that refer to it are stale
+		}
+		m.frame[i] = f
+	}
 }
 
 // append adds v as entry m.len().

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"encoding/binary"
 	"slices"
 )
@@ -143,6 +144,17 @@ func leInt(b []byte) int64 {
 func (d *decoder) absorb(op byte) bool {
 	in := &d.in
 	buf, kinds := in.buf[:in.end], d.memo.frame
+	at := in.pos - 1 // the opcode's offset
+	var slot *frameRun
+	if len(d.absorbed) == 0 && d.runs != nil && at+runKey <= len(buf) {
+		slot = &d.runs[runHash(buf[at:])]
+		if n := len(slot.b); n > 0 && slot.gen == d.memo.gen && at+n <= len(buf) && bytes.Equal(buf[at:at+n], slot.b) {
+			d.absorbed = append(d.absorbed, slot.idx...)
+			d.absEC = slot.ec
+			in.pos = at + n
+			return true
+		}
+	}
 	pos, done, abs, ec := in.pos, in.pos, d.absorbed, byte(0)
 	start := len(abs)
 	for {
@@ -182,7 +194,44 @@ func (d *decoder) absorb(op byte) bool {
 	in.pos = done
 	d.absorbed = abs
 	d.absEC = d.absEC || ec&isEC != 0
+	if slot != nil && done-at >= runKey {
+		slot.b = append(slot.b[:0], buf[at:done]...)
+		slot.idx = append(slot.idx[:0], abs...)
+		slot.ec, slot.gen = d.absEC, d.memo.gen
+	} else if d.runs == nil && d.memo.len() >= runsFrom {
+		d.runs = make([]frameRun, 1<<runBits)
+	}
 	return len(abs) > start
+}
+
+// A frameRun is a run of memo references to frames that absorb read at
+// the start of a batch, as the input's bytes (the opcodes and their
+// arguments) and the memo indexes that they refer to. A snapshot's stacks
+// repeat: a run that starts with the same bytes is looked up by them
+// (runHash) and, when all its bytes are the same, absorbed at once. The
+// memo entries referred to are still frames, unless one of them was
+// stored again (memoTable.gen).
+type frameRun struct {
+	b   []byte
+	idx []uint32
+	ec  bool
+	gen uint32
+}
+
+const (
+	runKey  = 16 // the bytes of a run that runHash reads
+	runBits = 12 // decoder.runs holds 1<<runBits runs
+)
+
+// runsFrom is the number of memo entries from which a file is big enough
+// for decoder.runs (a variable for the tests).
+var runsFrom = 1 << 16
+
+// runHash returns the slot in decoder.runs of a run that starts with b,
+// len(b) >= runKey.
+func runHash(b []byte) uint64 {
+	h := binary.LittleEndian.Uint64(b)*0x9e3779b97f4a7c15 ^ binary.LittleEndian.Uint64(b[8:])*0xc2b2ae3d27d4eb4f
+	return h >> (64 - runBits)
 }
 
 // commitAbsorbed adds the frames that absorb took to their list c, at the
