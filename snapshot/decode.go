@@ -171,6 +171,7 @@ type decoder struct {
 	absorbed []uint32   // memo indexes of the frames that absorb took for the top MARK's list
 	absEC    bool       // one of absorbed is on the empty-cache path
 	runs     []frameRun // runs of frames read before, by runHash; nil in a small file
+	runNext  uint32     // counts the runs recorded, for the place of the next
 	noStacks bool       // ReadOptions.NoStacks
 	repeated int        // entries, blocks and segments copied from the memo
 	err      error

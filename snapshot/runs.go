@@ -147,13 +147,20 @@ func (d *decoder) absorb(op byte) bool {
 	at := in.pos - 1 // the opcode's offset
 	var slot *frameRun
 	if len(d.absorbed) == 0 && d.runs != nil && at+runKey <= len(buf) {
-		slot = &d.runs[runHash(buf[at:])]
-		if n := len(slot.b); n > 0 && slot.gen == d.memo.gen && at+n <= len(buf) && bytes.Equal(buf[at:at+n], slot.b) {
-			d.absorbed = append(d.absorbed, slot.idx...)
-			d.absEC = slot.ec
-			in.pos = at + n
-			return true
+		h := runHash(buf[at:])
+		set := d.runs[h*runWays : h*runWays+runWays]
+		for j := range set {
+			r := &set[j]
+			if n := len(r.b); n > 0 && r.gen == d.memo.gen && at+n <= len(buf) && bytes.Equal(buf[at:at+n], r.b) {
+				d.absorbed = append(d.absorbed, r.idx...)
+				d.absEC = r.ec
+				in.pos = at + n
+				return true
+			}
 		}
+		// Read below, the run takes the place of one of the set's.
+		slot = &set[d.runNext%runWays]
+		d.runNext++
 	}
 	pos, done, abs, ec := in.pos, in.pos, d.absorbed, byte(0)
 	start := len(abs)
@@ -199,7 +206,7 @@ func (d *decoder) absorb(op byte) bool {
 		slot.idx = append(slot.idx[:0], abs...)
 		slot.ec, slot.gen = d.absEC, d.memo.gen
 	} else if d.runs == nil && d.memo.len() >= runsFrom {
-		d.runs = make([]frameRun, 1<<runBits)
+		d.runs = make([]frameRun, runWays<<runBits)
 	}
 	return len(abs) > start
 }
@@ -208,7 +215,8 @@ func (d *decoder) absorb(op byte) bool {
 // the start of a batch, as the input's bytes (the opcodes and their
 // arguments) and the memo indexes that they refer to. A snapshot's stacks
 // repeat: a run that starts with the same bytes is looked up by them
-// (runHash) and, when all its bytes are the same, absorbed at once. The
+// (runHash, a set of runWays runs, replaced in turn) and, when all its
+// bytes are the same, absorbed at once. The
 // memo entries referred to are still frames, unless one of them was
 // stored again (memoTable.gen).
 type frameRun struct {
@@ -220,14 +228,15 @@ type frameRun struct {
 
 const (
 	runKey  = 16 // the bytes of a run that runHash reads
-	runBits = 12 // decoder.runs holds 1<<runBits runs
+	runBits = 12 // decoder.runs holds 1<<runBits sets of runs
+	runWays = 4  // the runs of a set, which share their runHash
 )
 
 // runsFrom is the number of memo entries from which a file is big enough
 // for decoder.runs (a variable for the tests).
 var runsFrom = 1 << 16
 
-// runHash returns the slot in decoder.runs of a run that starts with b,
+// runHash returns the set in decoder.runs of a run that starts with b,
 // len(b) >= runKey.
 func runHash(b []byte) uint64 {
 	h := binary.LittleEndian.Uint64(b)*0x9e3779b97f4a7c15 ^ binary.LittleEndian.Uint64(b[8:])*0xc2b2ae3d27d4eb4f
