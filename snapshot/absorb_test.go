@@ -164,19 +164,31 @@ func TestReadRepeatedFrameRuns(t *testing.T) {
 	for _, r := range runs {
 		p += entry(r.body)
 	}
+	// Memo entry 1 stored over with another frame: a run read before
+	// refers to it.
+	p += entry("(}q\x01(" + str("name") + str("g") + str("filename") + str("n.py") + str("line") + "K\x09ue")
+	p += entry(runs[0].body)
 	p += "eeu."
 	defer snapshot.LookUpRunsFrom(0)()
 	for _, o := range []snapshot.ReadOptions{{}, {NoStacks: true}} {
 		s, err := snapshot.ReadWith(bytes.NewReader([]byte(p)), "runs.pickle", o)
 		require.NoError(t, err)
 		tr := s.Trace(0)
-		require.Len(t, tr, len(runs)+1)
+		require.Len(t, tr, len(runs)+3)
 		for i, r := range runs {
 			e := tr[i+1]
 			assert.Equal(t, r.ec, e.EmptyCache, "entry %d", i+1)
 			if !o.NoStacks {
 				assert.Len(t, s.StackFrames(e.Stack), r.frames, "entry %d", i+1)
 			}
+		}
+		last := tr[len(tr)-1]
+		assert.True(t, last.EmptyCache)
+		if !o.NoStacks {
+			fr := s.StackFrames(last.Stack)
+			require.Len(t, fr, 9)
+			assert.Equal(t, "g", fr[0].Name)
+			assert.Equal(t, "empty_cache", fr[8].Name)
 		}
 	}
 }

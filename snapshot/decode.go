@@ -169,6 +169,7 @@ type decoder struct {
 	m model // what the containers became
 
 	absorbed []uint32   // memo indexes of the frames that absorb took for the top MARK's list
+	absIDs   []byte     // with the stacks: the frame indexes of absorbed's first len(absIDs)/4
 	absEC    bool       // one of absorbed is on the empty-cache path
 	runs     []frameRun // runs of frames read before, by runHash; nil in a small file
 	runNext  uint32     // counts the runs recorded, for the place of the next

@@ -10,7 +10,7 @@ type memoTable struct {
 	packed paged[uint64]
 	wide   map[uint64]val // the entries whose value needs more than 64-kindBits bits
 	frame  []byte         // for each entry: isFrame, | isEC on the empty-cache path
-	gen    uint32         // counts the frames stored over with something else
+	gen    uint32         // counts the frames stored over
 }
 
 const (
@@ -51,13 +51,12 @@ func (m *memoTable) set(i uint64, v val) {
 	if kind(p&kindMask) == kWide {
 		m.setWide(i, v)
 	}
-	*m.packed.at(i) = p
-	if f := frameKind(v); f != m.frame[i] {
-		if m.frame[i]&isFrame != 0 {
-			m.gen++ // the frameRuns that refer to it are stale
-		}
-		m.frame[i] = f
+	q := m.packed.at(i)
+	if m.frame[i]&isFrame != 0 && *q != p {
+		m.gen++ // a frame stored over: the frameRuns that refer to it are stale
 	}
+	*q = p
+	m.frame[i] = frameKind(v)
 }
 
 // append adds v as entry m.len().

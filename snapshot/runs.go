@@ -153,6 +153,7 @@ func (d *decoder) absorb(op byte) bool {
 			r := &set[j]
 			if n := len(r.b); n > 0 && r.gen == d.memo.gen && at+n <= len(buf) && bytes.Equal(buf[at:at+n], r.b) {
 				d.absorbed = append(d.absorbed, r.idx...)
+				d.absIDs = append(d.absIDs, r.ids...) // empty without the stacks
 				d.absEC = r.ec
 				in.pos = at + n
 				return true
@@ -205,6 +206,11 @@ func (d *decoder) absorb(op byte) bool {
 		slot.b = append(slot.b[:0], buf[at:done]...)
 		slot.idx = append(slot.idx[:0], abs...)
 		slot.ec, slot.gen = d.absEC, d.memo.gen
+		slot.ids = slot.ids[:0]
+		if !d.noStacks {
+			slot.ids = d.frameIDs(slot.ids, abs)
+			d.absIDs = append(d.absIDs, slot.ids...)
+		}
 	} else if d.runs == nil && d.memo.len() >= runsFrom {
 		d.runs = make([]frameRun, runWays<<runBits)
 	}
@@ -222,6 +228,7 @@ func (d *decoder) absorb(op byte) bool {
 type frameRun struct {
 	b   []byte
 	idx []uint32
+	ids []byte // the frames' indexes in Snapshot.Frames, as stackVal takes them; none without the stacks
 	ec  bool
 	gen uint32
 }
@@ -252,14 +259,21 @@ func (d *decoder) commitAbsorbed(c *cont) {
 	c.count += int32(len(d.absorbed))
 	c.ec = c.ec || d.absEC
 	if !d.noStacks {
-		at := len(c.ids)
 		// Room for minFrames more at least: one allocation, not several.
-		c.ids = slices.Grow(c.ids, 4*max(len(d.absorbed), minFrames))[:at+4*len(d.absorbed)]
-		for j, i := range d.absorbed {
-			binary.LittleEndian.PutUint32(c.ids[at+4*j:], uint32(d.memo.at(uint64(i)).x))
-		}
+		c.ids = slices.Grow(c.ids, 4*max(len(d.absorbed), minFrames))
+		c.ids = append(c.ids, d.absIDs...)
+		c.ids = d.frameIDs(c.ids, d.absorbed[len(d.absIDs)/4:])
 	}
-	d.absorbed, d.absEC = d.absorbed[:0], false
+	d.absorbed, d.absIDs, d.absEC = d.absorbed[:0], d.absIDs[:0], false
+}
+
+// frameIDs appends to ids the frame indexes of the memo entries idx, 4
+// bytes each.
+func (d *decoder) frameIDs(ids []byte, idx []uint32) []byte {
+	for _, i := range idx {
+		ids = binary.LittleEndian.AppendUint32(ids, uint32(d.memo.at(uint64(i)).x))
+	}
+	return ids
 }
 
 // minFrames is the least room for frames that commitAbsorbed makes in a
@@ -272,5 +286,5 @@ func (d *decoder) unabsorb() {
 	for _, i := range d.absorbed {
 		d.stack = append(d.stack, d.memo.at(uint64(i)))
 	}
-	d.absorbed, d.absEC = d.absorbed[:0], false
+	d.absorbed, d.absIDs, d.absEC = d.absorbed[:0], d.absIDs[:0], false
 }
