@@ -140,7 +140,9 @@ func leInt(b []byte) int64 {
 // written. It stops, with what it has absorbed, at a reference to anything
 // but a frame. Whether an entry is a frame is told from d.memo.frame, a byte
 // per memo entry, so that the hundreds of frame dicts that a snapshot
-// refers to millions of times stay within the processor's first cache.
+// refers to millions of times stay within the processor's first cache. In
+// a big file, a run that starts a batch is first looked up among those
+// read before (see frameRun).
 func (d *decoder) absorb(op byte) bool {
 	in := &d.in
 	buf, kinds := in.buf[:in.end], d.memo.frame
@@ -202,7 +204,7 @@ func (d *decoder) absorb(op byte) bool {
 	in.pos = done
 	d.absorbed = abs
 	d.absEC = d.absEC || ec&isEC != 0
-	if slot != nil && done-at >= runKey {
+	if slot != nil && done-at >= runKey && done-at <= maxRun {
 		slot.b = append(slot.b[:0], buf[at:done]...)
 		slot.idx = append(slot.idx[:0], abs...)
 		slot.ec, slot.gen = d.absEC, d.memo.gen
@@ -222,9 +224,11 @@ func (d *decoder) absorb(op byte) bool {
 // arguments) and the memo indexes that they refer to. A snapshot's stacks
 // repeat: a run that starts with the same bytes is looked up by them
 // (runHash, a set of runWays runs, replaced in turn) and, when all its
-// bytes are the same, absorbed at once. The
-// memo entries referred to are still frames, unless one of them was
-// stored again (memoTable.gen).
+// bytes are the same, absorbed at once, for the cost of comparing and
+// copying its bytes rather than reading reference by reference. The memo
+// entries referred to are still frames, unless one of them was stored
+// over (memoTable.gen). The runs kept take at most runWays<<runBits times
+// 5*maxRun bytes (20 MiB), whatever the file.
 type frameRun struct {
 	b   []byte
 	idx []uint32
@@ -234,9 +238,10 @@ type frameRun struct {
 }
 
 const (
-	runKey  = 16 // the bytes of a run that runHash reads
-	runBits = 12 // decoder.runs holds 1<<runBits sets of runs
-	runWays = 4  // the runs of a set, which share their runHash
+	runKey  = 16   // the bytes of a run that runHash reads
+	runBits = 10   // decoder.runs holds 1<<runBits sets of runs
+	runWays = 4    // the runs of a set, which share their runHash
+	maxRun  = 1024 // the longest run kept, in bytes: about 200 frames
 )
 
 // runsFrom is the number of memo entries from which a file is big enough
