@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"testing/iotest"
 
@@ -128,6 +129,66 @@ func TestReadInPieces(t *testing.T) {
 					require.Equal(t, withoutStacks(want), got)
 				}
 			}
+		}
+	}
+}
+
+// TestReadRepeatedFrameRuns reads runs of frames that repeat, taken from
+// the runs read before from the first memo entry on: runs that start alike
+// and end apart (one on the empty-cache path, one not), a run cut by the
+// pickle's 64 KiB FRAME, and a run followed by more references. Each
+// entry reads as the pickle says, with and without the stacks.
+func TestReadRepeatedFrameRuns(t *testing.T) {
+	str := func(s string) string { return "\x8c" + string(rune(len(s))) + s }
+	plain := strings.Repeat("h\x01", 8)
+	runs := []struct {
+		body   string
+		frames int
+		ec     bool
+	}{
+		{"(" + plain + "h\x00e", 9, true},
+		{"(" + plain + "h\x01e", 9, false},
+		{"(" + plain + "h\x00e", 9, true},
+		{"(" + plain + "h\x00e(h\x01e", 10, true},
+		{"(" + plain + "\x95\x00\x00\x00\x00\x00\x00\x00\x00h\x00e", 9, true},
+		{"(" + plain + "h\x01e", 9, false},
+		{"(" + plain + "h\x01h\x00e", 10, true},
+		{"(" + plain + "h\x00e", 9, true},
+	}
+	entry := func(frames string) string {
+		return "}(" + str("action") + str("segment_free") + str("addr") + "K\x01" + str("size") + "K\x02" + str("frames") + "]" + frames + "u"
+	}
+	p := "\x80\x04}(" + str("segments") + "]" + str("device_traces") + "](](" +
+		entry("(}q\x00("+str("name")+str("empty_cache")+str("filename")+str("torch/cuda/memory.py")+str("line")+"K\x07u"+
+			"}q\x01("+str("name")+str("f")+str("filename")+str("m.py")+str("line")+"K\x08ue")
+	for _, r := range runs {
+		p += entry(r.body)
+	}
+	// Memo entry 1 stored over with another frame: a run read before
+	// refers to it.
+	p += entry("(}q\x01(" + str("name") + str("g") + str("filename") + str("n.py") + str("line") + "K\x09ue")
+	p += entry(runs[0].body)
+	p += "eeu."
+	defer snapshot.LookUpRunsFrom(0)()
+	for _, o := range []snapshot.ReadOptions{{}, {NoStacks: true}} {
+		s, err := snapshot.ReadWith(bytes.NewReader([]byte(p)), "runs.pickle", o)
+		require.NoError(t, err)
+		tr := s.Trace(0)
+		require.Len(t, tr, len(runs)+3)
+		for i, r := range runs {
+			e := tr[i+1]
+			assert.Equal(t, r.ec, e.EmptyCache, "entry %d", i+1)
+			if !o.NoStacks {
+				assert.Len(t, s.StackFrames(e.Stack), r.frames, "entry %d", i+1)
+			}
+		}
+		last := tr[len(tr)-1]
+		assert.True(t, last.EmptyCache)
+		if !o.NoStacks {
+			fr := s.StackFrames(last.Stack)
+			require.Len(t, fr, 9)
+			assert.Equal(t, "g", fr[0].Name)
+			assert.Equal(t, "empty_cache", fr[8].Name)
 		}
 	}
 }

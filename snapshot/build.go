@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"slices"
 	"strconv"
 )
 
@@ -245,7 +246,7 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 func (d *decoder) release(i int32) {
 	c := &d.conts[i]
 	if c.done.k != kMark && c.memo >= 0 {
-		*d.memo.at(uint64(c.memo)) = c.done
+		d.memo.set(uint64(c.memo), c.done)
 		c.memo = -1
 	}
 	if c.shared || c.memo >= 0 || c.role == rGeneric {
@@ -400,6 +401,9 @@ func (d *decoder) add(p int32, v val) {
 	case rStack:
 		if f, ok := d.frameOf(v, at); ok {
 			c = &d.conts[p]
+			if cap(c.ids)-len(c.ids) < 4 {
+				c.ids = slices.Grow(c.ids, 4*minFrames) // one allocation, not several
+			}
 			c.ids = append(c.ids, byte(f), byte(f>>8), byte(f>>16), byte(f>>24))
 			c.ec = c.ec || d.m.frameEC[f]
 		}

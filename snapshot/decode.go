@@ -15,7 +15,7 @@ import (
 // a role when it is created, from its place (the dict key or list it goes
 // into): a trace entry's dict is kept as a handful of scalar fields until
 // it is appended to its trace, then converted into a TraceEntry and its
-// container reused. The memo keeps 16 bytes per entry: a scalar, a string
+// container reused. The memo keeps 8 bytes per entry (memoTable): a scalar, a string
 // of the interned string table, a container, or a reference to what a
 // container became (a trace entry, a segment, a frame, a stack), so that a
 // list referenced twice decodes the same both times.
@@ -153,7 +153,7 @@ type decoder struct {
 	in      input
 	stack   []val
 	marks   []markRec
-	memo    paged[val]     // the entries stored in order
+	memo    memoTable      // the entries stored in order
 	memoFar map[uint64]val // memo entries stored out of order
 	opOff   int64          // offset of the opcode being run
 
@@ -168,9 +168,13 @@ type decoder struct {
 
 	m model // what the containers became
 
-	pend     int32 // frames absorbed by memoRun for the top MARK's list
-	noStacks bool  // ReadOptions.NoStacks
-	repeated int   // entries, blocks and segments copied from the memo
+	absorbed []uint32   // memo indexes of the frames that absorb took for the top MARK's list
+	absIDs   []byte     // with the stacks: the frame indexes of absorbed's first len(absIDs)/4
+	absEC    bool       // one of absorbed is on the empty-cache path
+	runs     []frameRun // runs of frames read before, by runHash; nil in a small file
+	runNext  uint32     // counts the runs recorded, for the place of the next
+	noStacks bool       // ReadOptions.NoStacks
+	repeated int        // entries, blocks and segments copied from the memo
 	err      error
 }
 
@@ -199,7 +203,7 @@ func (d *decoder) run() (val, error) {
 		if pushOps[op] && d.memoRun(op) {
 			continue
 		}
-		if d.pend > 0 && op != opAppends {
+		if len(d.absorbed) > 0 && op != opAppends {
 			d.unabsorb()
 		}
 		if op == opStop {
@@ -393,10 +397,8 @@ func (d *decoder) step(op byte) {
 		}
 		if p, ok := d.target(want, name); ok {
 			if c := &d.conts[p]; c.role == rStack {
-				// The frames that memoRun absorbed, already in
-				// c.ids.
-				c.count += d.pend
-				d.pend = 0
+				// The frames that memoRun absorbed.
+				d.commitAbsorbed(c)
 				// The hot path of a snapshot with frames: memo
 				// references to frame dicts already read.
 				n := 0
@@ -588,7 +590,7 @@ func (d *decoder) put(i uint64) {
 	v := d.stack[n-1]
 	switch {
 	case i < uint64(d.memo.len()):
-		*d.memo.at(i) = v
+		d.memo.set(i, v)
 	case i == uint64(d.memo.len()) && d.memoFar[i].k == kMark:
 		d.memo.append(v)
 	default:
@@ -617,7 +619,7 @@ func (d *decoder) memoize() { d.put(uint64(d.memo.len() + len(d.memoFar))) }
 func (d *decoder) get(i uint64) {
 	var v val
 	if i < uint64(d.memo.len()) {
-		v = *d.memo.at(i)
+		v = d.memo.at(i)
 	} else if f, ok := d.memoFar[i]; ok {
 		v = f
 	} else {

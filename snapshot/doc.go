@@ -42,13 +42,13 @@
 //
 // What grows with what, as read: the Snapshot keeps about 80 bytes per
 // trace entry and per block (the entries are the model's; the replays and
-// the start-state rebuild walk them); the decoder adds 16 bytes per memo
+// the start-state rebuild walk them); the decoder adds 9 bytes per memo
 // entry (Python memoizes every dict and list, so about two per trace
 // entry), the distinct strings, frames and stacks, and the containers
 // still open, at most a batch of 1,000 entries. On a file of 3 million
-// entries with 40 to 90 frames each (1.16 GB) that is about 350 MiB live,
-// 680 to 840 MiB resident with the collector's headroom (simulate inspect,
-// convert), against 2.8 GiB for CPython's pickle.load. The memo may be
+// entries with 40 to 90 frames each (1.16 GB) that is 430 to 450 MiB
+// resident at the end of the read (simulate inspect, convert, fidelity),
+// against 2.8 GiB for CPython's pickle.load. The memo may be
 // referred to freely, but trace entries, blocks and segments repeated
 // through it (a device trace referred to twice is two devices with the
 // same entries, as in Python) count against [MaxRepeated], so that memory

@@ -16,7 +16,9 @@ import (
 
 // FuzzRead checks that no input makes Read, InitialState or a Tracker
 // panic, that every error of Read is one line naming the file, and that
-// every rebuilt or tracked segment is tiled by its blocks. It is seeded with the tests' snapshots, a
+// every rebuilt or tracked segment is tiled by its blocks, and that a read
+// without the stacks, or one that looks up runs of frames read before in
+// a small file too, gives the same snapshot (but for the stacks). It is seeded with the tests' snapshots, a
 // generated one and the smallest of the shared real ones.
 func FuzzRead(f *testing.F) {
 	for _, proto := range []int{2, 4, 5} {
@@ -60,6 +62,21 @@ func FuzzRead(f *testing.F) {
 			require.NotContains(t, err.Error(), "\n")
 			return
 		}
+		// Looking up runs of frames read before, from the first memo
+		// entry on, reads the same.
+		restore := snapshot.LookUpRunsFrom(0)
+		rs, err := snapshot.Read(bytes.NewReader(data), "f.pickle")
+		restore()
+		require.NoError(t, err)
+		require.Equal(t, s, rs)
+		// Without the stacks the read is the same but for them.
+		ns, err := snapshot.ReadWith(bytes.NewReader(data), "f.pickle", snapshot.ReadOptions{NoStacks: true})
+		require.NoError(t, err)
+		want := withoutStacks(s)
+		if len(want.DeviceTraces) == 0 && len(ns.DeviceTraces) == 0 {
+			want.DeviceTraces = ns.DeviceTraces // nil and empty alike
+		}
+		require.Equal(t, want, ns)
 		_ = s.AllocatorSettings.AllocConf()
 		rules, err := s.AllocatorSettings.Rules()
 		if err != nil {

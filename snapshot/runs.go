@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"encoding/binary"
 	"slices"
 )
@@ -29,16 +30,16 @@ func (d *decoder) memoRun(op byte) bool {
 		if k := len(d.marks); k > 0 {
 			if m := d.marks[k-1]; m.pos == len(d.stack)-1 && m.owner >= 0 {
 				if c := &d.conts[m.owner]; c.role == rStack && c.typ == ctList && c.done.k == kMark {
-					return d.absorb(op, c)
+					return d.absorb(op)
 				}
 			}
 		}
 	}
-	if d.pend > 0 {
+	if len(d.absorbed) > 0 {
 		return false // run puts the absorbed frames back first
 	}
 	in := &d.in
-	buf, memo, n := in.buf[:in.end], d.memo.pages, uint64(d.memo.len())
+	buf, memo, n := in.buf[:in.end], d.memo.packed.pages, uint64(d.memo.len())
 	pos, done, stack, ran := in.pos, in.pos, d.stack, false // pos just after op
 loop:
 	for {
@@ -62,9 +63,11 @@ loop:
 			if i >= n {
 				break loop
 			}
-			if v = memo[i>>pageShift][i&(pageSize-1)]; v.k == kCont || v.k == kMark {
+			p := memo[i>>pageShift][i&(pageSize-1)]
+			if k := kind(p & kindMask); k == kCont || k == kMark || k == kWide {
 				break loop
 			}
+			v = val{kind(p & kindMask), p >> kindBits}
 		case opBinInt1:
 			if pos >= len(buf) {
 				break loop
@@ -131,19 +134,39 @@ func leInt(b []byte) int64 {
 
 // absorb is memoRun for the references that follow a MARK batching items
 // for the open "frames" list c: the frames referenced are not pushed but
-// appended to c.ids at once, counted in d.pend, for the APPENDS that
-// closes the batch; any other opcode first puts them back on the stack
-// (unabsorb), so that what the pickle does with them is done as written.
-// It stops, with what it has absorbed, at a reference to anything but a
-// frame.
-func (d *decoder) absorb(op byte, c *cont) bool {
+// noted by their memo indexes in d.absorbed, for the APPENDS that closes
+// the batch (commitAbsorbed); any other opcode first puts them back on the
+// stack (unabsorb), so that what the pickle does with them is done as
+// written. It stops, with what it has absorbed, at a reference to anything
+// but a frame. Whether an entry is a frame is told from d.memo.frame, a byte
+// per memo entry, so that the hundreds of frame dicts that a snapshot
+// refers to millions of times stay within the processor's first cache. In
+// a big file, a run that starts a batch is first looked up among those
+// read before (see frameRun).
+func (d *decoder) absorb(op byte) bool {
 	in := &d.in
-	buf, memo, n := in.buf[:in.end], d.memo.pages, uint64(d.memo.len())
-	pos, done, ids, ec := in.pos, in.pos, c.ids, uint64(0)
-	if cap(ids)-len(ids) < 4*minFrames {
-		ids = slices.Grow(ids, 4*minFrames) // one allocation, not several
+	buf, kinds := in.buf[:in.end], d.memo.frame
+	at := in.pos - 1 // the opcode's offset
+	var slot *frameRun
+	if len(d.absorbed) == 0 && d.runs != nil && at+runKey <= len(buf) {
+		h := runHash(buf[at:])
+		set := d.runs[h*runWays : h*runWays+runWays]
+		for j := range set {
+			r := &set[j]
+			if n := len(r.b); n > 0 && r.gen == d.memo.gen && at+n <= len(buf) && bytes.Equal(buf[at:at+n], r.b) {
+				d.absorbed = append(d.absorbed, r.idx...)
+				d.absIDs = append(d.absIDs, r.ids...) // empty without the stacks
+				d.absEC = r.ec
+				in.pos = at + n
+				return true
+			}
+		}
+		// Read below, the run takes the place of one of the set's.
+		slot = &set[d.runNext%runWays]
+		d.runNext++
 	}
-	start := len(ids)
+	pos, done, abs, ec := in.pos, in.pos, d.absorbed, byte(0)
+	start := len(abs)
 	for {
 		var i uint64
 		if op == opLongBinGet {
@@ -159,15 +182,15 @@ func (d *decoder) absorb(op byte, c *cont) bool {
 			i = uint64(buf[pos])
 			pos++
 		}
-		if i >= n {
+		if i >= uint64(len(kinds)) {
 			break
 		}
-		v := &memo[i>>pageShift][i&(pageSize-1)]
-		if v.k != kFrame {
+		k := kinds[i]
+		if k&isFrame == 0 {
 			break
 		}
-		ids = binary.LittleEndian.AppendUint32(ids, uint32(v.x))
-		ec |= v.x
+		abs = append(abs, uint32(i))
+		ec |= k
 		done = pos
 		if pos >= len(buf) {
 			break
@@ -179,25 +202,94 @@ func (d *decoder) absorb(op byte, c *cont) bool {
 	}
 	// The next opcode starts at in.pos, for run's loop to read.
 	in.pos = done
-	c.ids = ids
-	c.ec = c.ec || ec&frameEC != 0
-	d.pend += int32(len(ids)-start) / 4
-	return len(ids) > start
+	d.absorbed = abs
+	d.absEC = d.absEC || ec&isEC != 0
+	if slot != nil && done-at >= runKey && done-at <= maxRun {
+		slot.b = append(slot.b[:0], buf[at:done]...)
+		slot.idx = append(slot.idx[:0], abs...)
+		slot.ec, slot.gen = d.absEC, d.memo.gen
+		slot.ids = slot.ids[:0]
+		if !d.noStacks {
+			slot.ids = d.frameIDs(slot.ids, abs)
+			d.absIDs = append(d.absIDs, slot.ids...)
+		}
+	} else if d.runs == nil && d.memo.len() >= runsFrom {
+		d.runs = make([]frameRun, runWays<<runBits)
+	}
+	return len(abs) > start
 }
 
-// minFrames is the room for frames that absorb makes in a list at once:
-// PyTorch records tens of frames per stack.
+// A frameRun is a run of memo references to frames that absorb read at
+// the start of a batch, as the input's bytes (the opcodes and their
+// arguments) and the memo indexes that they refer to. A snapshot's stacks
+// repeat: a run that starts with the same bytes is looked up by them
+// (runHash, a set of runWays runs, replaced in turn) and, when all its
+// bytes are the same, absorbed at once, for the cost of comparing and
+// copying its bytes rather than reading reference by reference. The memo
+// entries referred to are still frames, unless one of them was stored
+// over (memoTable.gen). The runs kept take at most runWays<<runBits times
+// 5*maxRun bytes (20 MiB), whatever the file.
+type frameRun struct {
+	b   []byte
+	idx []uint32
+	ids []byte // the frames' indexes in Snapshot.Frames, as stackVal takes them; none without the stacks
+	ec  bool
+	gen uint32
+}
+
+const (
+	runKey  = 16   // the bytes of a run that runHash reads
+	runBits = 10   // decoder.runs holds 1<<runBits sets of runs
+	runWays = 4    // the runs of a set, which share their runHash
+	maxRun  = 1024 // the longest run kept, in bytes: about 200 frames
+)
+
+// runsFrom is the number of memo entries from which a file is big enough
+// for decoder.runs (a variable for the tests).
+var runsFrom = 1 << 16
+
+// runHash returns the set in decoder.runs of a run that starts with b,
+// len(b) >= runKey.
+func runHash(b []byte) uint64 {
+	h := binary.LittleEndian.Uint64(b)*0x9e3779b97f4a7c15 ^ binary.LittleEndian.Uint64(b[8:])*0xc2b2ae3d27d4eb4f
+	return h >> (64 - runBits)
+}
+
+// commitAbsorbed adds the frames that absorb took to their list c, at the
+// APPENDS that closes their batch.
+func (d *decoder) commitAbsorbed(c *cont) {
+	if len(d.absorbed) == 0 {
+		return
+	}
+	c.count += int32(len(d.absorbed))
+	c.ec = c.ec || d.absEC
+	if !d.noStacks {
+		// Room for minFrames more at least: one allocation, not several.
+		c.ids = slices.Grow(c.ids, 4*max(len(d.absorbed), minFrames))
+		c.ids = append(c.ids, d.absIDs...)
+		c.ids = d.frameIDs(c.ids, d.absorbed[len(d.absIDs)/4:])
+	}
+	d.absorbed, d.absIDs, d.absEC = d.absorbed[:0], d.absIDs[:0], false
+}
+
+// frameIDs appends to ids the frame indexes of the memo entries idx, 4
+// bytes each.
+func (d *decoder) frameIDs(ids []byte, idx []uint32) []byte {
+	for _, i := range idx {
+		ids = binary.LittleEndian.AppendUint32(ids, uint32(d.memo.at(uint64(i)).x))
+	}
+	return ids
+}
+
+// minFrames is the least room for frames that commitAbsorbed makes in a
+// list: PyTorch records tens of frames per stack.
 const minFrames = 64
 
 // unabsorb puts the frames that absorb took back on the stack, above their
-// MARK, and takes them out of their list.
+// MARK.
 func (d *decoder) unabsorb() {
-	c := &d.conts[d.marks[len(d.marks)-1].owner]
-	at := len(c.ids) - 4*int(d.pend)
-	for j := at; j < len(c.ids); j += 4 {
-		d.stack = append(d.stack, d.frameVal(binary.LittleEndian.Uint32(c.ids[j:])))
+	for _, i := range d.absorbed {
+		d.stack = append(d.stack, d.memo.at(uint64(i)))
 	}
-	c.ids = c.ids[:at]
-	c.ec = d.m.emptyCache(c.ids)
-	d.pend = 0
+	d.absorbed, d.absIDs, d.absEC = d.absorbed[:0], d.absIDs[:0], false
 }

@@ -85,6 +85,9 @@ func TestReadSameAsOgrekGenerated(t *testing.T) {
 		{Devices: 2, Events: 0, Slots: 0, Frames: 1, Stacks: 1, Seed: 3},
 		// Past the decoder's first memo page and trace chunk.
 		{Devices: 1, Events: 40_000, Slots: 6, Frames: 20, Stacks: 5, Seed: 6},
+		// Past the memo entries from which runs of frames read before are
+		// looked up (runsFrom).
+		{Devices: 1, Events: 40_000, Slots: 6, Frames: 60, Stacks: 30, Seed: 7},
 	} {
 		var b bytes.Buffer
 		_, err := genSnapshot(&b, o)

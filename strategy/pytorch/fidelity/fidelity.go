@@ -272,9 +272,10 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 		total = deviceTotal(st, t, rules)
 	}
 	release := releaseInAlloc(s.AllocatorSettings, rules)
-	free := &replay{res: res, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total, releaseInAlloc: release,
-		figures: snapshot.NewTracker(st, rules)}
-	if err := free.run(st, top, nil); err != nil {
+	free := &replay{res: res, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total, releaseInAlloc: release}
+	follow := &replay{res: &Result{mismatchesMx: -1}, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total,
+		releaseInAlloc: release}
+	if err := runBoth(free, follow, st, top, snapshot.NewTracker(st, rules)); err != nil {
 		return err
 	}
 	res.ReplayedPeakReservedBytes, res.ReplayedDeviceMallocs = free.be.peak, free.be.mallocs
@@ -282,11 +283,6 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 		if t[i].Action == snapshot.SegmentAlloc {
 			res.RecordedDeviceMallocs++
 		}
-	}
-	follow := &replay{res: &Result{mismatchesMx: -1}, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total,
-		releaseInAlloc: release}
-	if err := follow.run(st, top, snapshot.NewTracker(st, rules)); err != nil {
-		return fmt.Errorf("following the record: %w", err)
 	}
 	res.DecisionMatches = follow.decisions
 	res.OOMs, res.OOMMatches = follow.res.OOMs, follow.res.OOMMatches

@@ -44,9 +44,6 @@ type replay struct {
 	// free may make a segment whole, which the next release gives back.
 	released  bool
 	decisions int64 // allocs that matched wholly
-	// figures, when not nil, follows the record for the figures of the
-	// free-running replay (see Result.RecordedPeakReservedBytes).
-	figures *snapshot.Tracker
 }
 
 // start makes a new allocator that holds the segments of st.
@@ -89,65 +86,74 @@ func (r *replay) start(st *snapshot.State, top uint64) error {
 	return nil
 }
 
-// run replays the trace from st, following the record of tr if it is not
-// nil.
-func (r *replay) run(st *snapshot.State, top uint64, tr *snapshot.Tracker) error {
-	if err := r.start(st, top); err != nil {
+// runBoth replays the trace from st twice in one pass over it: free runs
+// free, follow takes the state of the record again after each entry where
+// it went its own way. The record is followed once, by tr, for both: for
+// the figures of free and the restarts of follow. An error of free is
+// returned before one of follow, as if free ran first; follow's are
+// wrapped as "following the record".
+func runBoth(free, follow *replay, st *snapshot.State, top uint64, tr *snapshot.Tracker) error {
+	if err := free.start(st, top); err != nil {
 		return err
 	}
-	for i := range r.trace {
-		e := &r.trace[i]
-		be := r.be
-		at := i - r.offset // the entry's index in the file
-		be.index = at
-		be.ahead = r.trace[i:]
-		ok, err := r.entry(e, i, at)
-		if err != nil {
+	followErr := follow.start(st, top)
+	for i := range free.trace {
+		e := &free.trace[i]
+		at := i - free.offset // the entry's index in the file
+		free.be.index, free.be.ahead = at, free.trace[i:]
+		if _, err := free.entry(e, i, at); err != nil {
 			return err
 		}
-		if err := r.figure(e, at); err != nil {
-			return err
-		}
-		if tr == nil {
-			continue
+		ok := false
+		if followErr == nil {
+			follow.be.index, follow.be.ahead = at, follow.trace[i:]
+			ok, followErr = follow.entry(e, i, at)
 		}
 		if err := tr.Apply(e); err != nil {
-			return fmt.Errorf("device_traces[%d][%d]: %w", r.dev, at, err)
+			return fmt.Errorf("device_traces[%d][%d]: %w", free.dev, at, err)
 		}
-		ok = ok && be.clean(at)
-		if e.Action == snapshot.Alloc && ok {
-			r.decisions++
-		}
-		if !ok {
-			// Hold the recorded state again.
-			if err := r.start(tr.State(r.dev), top); err != nil {
-				return fmt.Errorf("device_traces[%d][%d]: %w", r.dev, at, err)
-			}
+		free.figure(e, tr)
+		if followErr == nil {
+			followErr = follow.follow(e, at, ok, tr, top)
 		}
 	}
-	r.be.endAlloc()
+	free.be.endAlloc()
+	if followErr != nil {
+		return fmt.Errorf("following the record: %w", followErr)
+	}
+	follow.be.endAlloc()
 	return nil
 }
 
-// figure follows entry e, the at-th of the file, in r.figures, if it is
-// not nil, and compares the bytes held by the record and by the model
-// after the entry when it ends an allocation or a free.
-func (r *replay) figure(e *snapshot.TraceEntry, at int) error {
-	f := r.figures
-	if f == nil {
-		return nil
+// follow counts the decision of entry e, the at-th of the file, which the
+// model took as recorded (ok) so far as the entry itself shows, and starts
+// the model again from the state of the record tr, just past e, where it
+// did not.
+func (r *replay) follow(e *snapshot.TraceEntry, at int, ok bool, tr *snapshot.Tracker, top uint64) error {
+	ok = ok && r.be.clean(at)
+	if e.Action == snapshot.Alloc && ok {
+		r.decisions++
 	}
-	if err := f.Apply(e); err != nil {
-		return fmt.Errorf("device_traces[%d][%d]: %w", r.dev, at, err)
-	}
-	res := r.res
-	res.RecordedPeakReservedBytes = max(res.RecordedPeakReservedBytes, f.Held())
-	switch e.Action {
-	case snapshot.Alloc, snapshot.FreeCompleted, snapshot.OutOfMemory:
-		d := f.Held() - r.be.reserved
-		res.MaxReservedDiffBytes = max(res.MaxReservedDiffBytes, d, -d)
+	if !ok {
+		// Hold the recorded state again.
+		if err := r.start(tr.State(r.dev), top); err != nil {
+			return fmt.Errorf("device_traces[%d][%d]: %w", r.dev, at, err)
+		}
 	}
 	return nil
+}
+
+// figure compares the bytes held by the record, tr just past entry e, and
+// by the model after e when it ends an allocation or a free, for the
+// figures of the free-running replay.
+func (r *replay) figure(e *snapshot.TraceEntry, tr *snapshot.Tracker) {
+	res := r.res
+	res.RecordedPeakReservedBytes = max(res.RecordedPeakReservedBytes, tr.Held())
+	switch e.Action {
+	case snapshot.Alloc, snapshot.FreeCompleted, snapshot.OutOfMemory:
+		d := tr.Held() - r.be.reserved
+		res.MaxReservedDiffBytes = max(res.MaxReservedDiffBytes, d, -d)
+	}
 }
 
 // entry replays entry e, the i-th of r.trace and the at-th of the file, and

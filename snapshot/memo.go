@@ -1,0 +1,88 @@
+package snapshot
+
+// A memoTable is the decoder's memo for the entries stored in order: 8
+// bytes each, the kind in the low bits and the value above, so that the
+// two memo entries that PyTorch's pickler makes for each trace entry (its
+// dict and its list of frames) take 16 bytes, not 32; a value too wide for
+// that is kept in a map. Beside it, a byte per entry tells the frames
+// (isFrame, isEC) for absorb.
+type memoTable struct {
+	packed paged[uint64]
+	wide   map[uint64]val // the entries whose value needs more than 64-kindBits bits
+	frame  []byte         // for each entry: isFrame, | isEC on the empty-cache path
+	gen    uint32         // counts the frames stored over
+}
+
+const (
+	kindBits = 5
+	kindMask = 1<<kindBits - 1
+	// kWide marks a packed entry whose value is in memoTable.wide.
+	kWide kind = kindMask
+)
+
+// The bits of memoTable.frame.
+const (
+	isFrame = 1 // the memo entry is a kFrame
+	isEC    = 2 // on the empty-cache path
+)
+
+func (m *memoTable) len() int { return m.packed.len() }
+
+// pack returns v as a packed entry, kWide if its value does not fit.
+func pack(v val) uint64 {
+	if v.x>>(64-kindBits) != 0 {
+		return uint64(kWide)
+	}
+	return v.x<<kindBits | uint64(v.k)
+}
+
+// at returns entry i, i < m.len().
+func (m *memoTable) at(i uint64) val {
+	p := *m.packed.at(i)
+	if k := kind(p & kindMask); k != kWide {
+		return val{k, p >> kindBits}
+	}
+	return m.wide[i]
+}
+
+// set sets entry i, i < m.len().
+func (m *memoTable) set(i uint64, v val) {
+	p := pack(v)
+	if kind(p&kindMask) == kWide {
+		m.setWide(i, v)
+	}
+	q := m.packed.at(i)
+	if m.frame[i]&isFrame != 0 && *q != p {
+		m.gen++ // a frame stored over: the frameRuns that refer to it are stale
+	}
+	*q = p
+	m.frame[i] = frameKind(v)
+}
+
+// append adds v as entry m.len().
+func (m *memoTable) append(v val) {
+	p := pack(v)
+	if kind(p&kindMask) == kWide {
+		m.setWide(uint64(m.len()), v)
+	}
+	m.packed.append(p)
+	m.frame = append(m.frame, frameKind(v))
+}
+
+func (m *memoTable) setWide(i uint64, v val) {
+	if m.wide == nil {
+		m.wide = map[uint64]val{}
+	}
+	m.wide[i] = v
+}
+
+// frameKind returns the bits of memoTable.frame for v.
+func frameKind(v val) byte {
+	switch {
+	case v.k != kFrame:
+		return 0
+	case v.x&frameEC != 0:
+		return isFrame | isEC
+	}
+	return isFrame
+}
