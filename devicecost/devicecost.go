@@ -34,6 +34,7 @@ package devicecost
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	_ "embed"
 	"fmt"
 	"io"
@@ -121,6 +122,11 @@ type point struct {
 func Parse(r io.Reader) (*Model, error) {
 	m := &Model{}
 	pts := map[string][]point{}
+	type measured struct {
+		call string
+		size int64
+	}
+	seen := map[measured]bool{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<16)
 	header := false
@@ -156,11 +162,10 @@ func Parse(r io.Reader) (*Model, error) {
 		if err != nil || ns < 0 || math.IsInf(ns, 0) || math.IsNaN(ns) {
 			return nil, fmt.Errorf("line %d: ns %q is not a non-negative number", n, f[2])
 		}
-		for _, p := range pts[f[0]] {
-			if p.size == size {
-				return nil, fmt.Errorf("line %d: a second cost of %s at %d bytes", n, f[0], size)
-			}
+		if seen[measured{f[0], size}] {
+			return nil, fmt.Errorf("line %d: a second cost of %s at %d bytes", n, f[0], size)
 		}
+		seen[measured{f[0], size}] = true
 		pts[f[0]] = append(pts[f[0]], point{size, ns})
 	}
 	if err := sc.Err(); err != nil {
@@ -181,7 +186,7 @@ func Parse(r io.Reader) (*Model, error) {
 	}
 	for name, p := range pts {
 		c := driverCalls[name]
-		slices.SortFunc(p, func(x, y point) int { return cmpInt(x.size, y.size) })
+		slices.SortFunc(p, func(x, y point) int { return cmp.Compare(x.size, y.size) })
 		for k := range classes {
 			lo, hi := float64(uint64(1)<<k), float64(uint64(1)<<k)*2
 			if k == 0 {
@@ -194,16 +199,6 @@ func Parse(r io.Reader) (*Model, error) {
 		}
 	}
 	return m, nil
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // interpolate returns the cost at size x of the measured points p, sorted

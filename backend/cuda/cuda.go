@@ -274,16 +274,9 @@ func (b *Backend) MemInfo() (free, total int64) {
 
 // memInfo calls cuMemGetInfo_v2 in the backend's context.
 func (b *Backend) memInfo() (free, total int64, err error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := b.setCurrent(); err != nil {
-		return 0, 0, err
-	}
 	var f, t uintptr
-	if err := b.drv.check(fnMemGetInfo, b.drv.memGetInfo(&f, &t)); err != nil {
-		return 0, 0, err
-	}
-	return int64(f), int64(t), nil
+	err = b.inContext(func() error { return b.drv.check(fnMemGetInfo, b.drv.memGetInfo(&f, &t)) })
+	return int64(f), int64(t), err
 }
 
 // Close unmaps, releases and frees what a [VirtualBackend] of it holds
