@@ -179,6 +179,23 @@ func convertSnapshot(ctx context.Context, in, out string, entries int, noFrames 
 // window ends, as a replay's export does, with a "snapshot" entry of
 // category "unknown" in place of its oldest entry.
 func cutSnapshot(s *snapshot.Snapshot, entries int, noFrames bool) {
+	if s.DeviceTraces == nil {
+		// A compact read: make entries of what the cut keeps alone.
+		kept := make([][]snapshot.TraceEntry, s.NumTraces())
+		for d := range kept {
+			t := s.Trace(d)
+			from := 0
+			if entries > 0 && t.Len() > entries {
+				from = t.Len() - entries
+			}
+			kept[d] = make([]snapshot.TraceEntry, t.Len()-from)
+			for i := range kept[d] {
+				kept[d][i] = t.At(from + i)
+			}
+		}
+		s.DeviceTraces = kept
+		s.Unpack() // drops the compact traces
+	}
 	cats, unknown := false, false
 	for d, t := range s.DeviceTraces {
 		if entries > 0 && len(t) > entries {

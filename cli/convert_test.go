@@ -32,9 +32,9 @@ func TestConvertSnapshotCut(t *testing.T) {
 		code, _, stderr := run(t, nil, args...)
 		require.Equal(t, 0, code, stderr)
 		cut := replaytest.ReadSnapshot(t, out)
-		full := orig.Trace(0)
-		require.Len(t, cut.Trace(0), 500)
-		for i, e := range cut.Trace(0) {
+		full := orig.Trace(0).Entries()
+		require.Len(t, cut.Trace(0).Entries(), 500)
+		for i, e := range cut.Trace(0).Entries() {
 			o := full[len(full)-500+i]
 			assert.Equal(t, o.Addr, e.Addr)
 			assert.Equal(t, o.Action, e.Action)
@@ -64,9 +64,9 @@ func TestCutSnapshotKeepsAnUnknownCategory(t *testing.T) {
 	}}}
 	cutSnapshot(s, 3, false)
 	assert.Equal(t, []snapshot.TraceEntry{e(snapshot.FreeRequested, "activation", 3), e(snapshot.FreeCompleted, "activation", 4),
-		e(snapshot.Alloc, "activation", 5), {Action: snapshot.TakeSnapshot, TimeUS: 5, Category: "unknown"}}[1:], s.Trace(0))
+		e(snapshot.Alloc, "activation", 5), {Action: snapshot.TakeSnapshot, TimeUS: 5, Category: "unknown"}}[1:], s.Trace(0).Entries())
 	// Without categories nothing is added.
 	s = &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{{e(snapshot.Alloc, "", 1), e(snapshot.Alloc, "", 2)}}}
 	cutSnapshot(s, 1, false)
-	assert.Equal(t, []snapshot.TraceEntry{e(snapshot.Alloc, "", 2)}, s.Trace(0))
+	assert.Equal(t, []snapshot.TraceEntry{e(snapshot.Alloc, "", 2)}, s.Trace(0).Entries())
 }

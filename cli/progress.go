@@ -175,7 +175,7 @@ func readProgressTo(mode string, w io.Writer) (io.Writer, error) {
 // its stacks if noStacks (see snapshot.ReadOptions); it fails with ctx's
 // cause once ctx is done.
 func readSnapshotProgress(ctx context.Context, f *os.File, name string, progress io.Writer, noStacks bool) (*snapshot.Snapshot, error) {
-	o := snapshot.ReadOptions{NoStacks: noStacks}
+	o := snapshot.ReadOptions{NoStacks: noStacks, Compact: true}
 	if progress != nil {
 		size := int64(-1)
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {

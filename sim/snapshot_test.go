@@ -238,7 +238,7 @@ func TestSnapshotSaysTimesAreIndexes(t *testing.T) {
 	assert.Equal(t, indexTimeSource, s.AllocatorSettings.Other[timeSourceKey])
 	assert.Equal(t, "exact", s.AllocatorSettings.Other["strategy"])
 	var times []int64
-	for _, e := range s.Trace(0) {
+	for _, e := range s.Trace(0).Entries() {
 		times = append(times, e.TimeUS)
 	}
 	assert.Equal(t, []int64{0, 0, 1, 1, 2, 2, 2}, times, "each entry's event index")

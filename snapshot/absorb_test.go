@@ -93,7 +93,7 @@ func TestReadAbsorbedFrames(t *testing.T) {
 					continue
 				}
 				require.NoError(t, err)
-				tr := s.Trace(0)
+				tr := s.Trace(0).Entries()
 				require.Len(t, tr, 2)
 				assert.True(t, tr[0].EmptyCache)
 				assert.Equal(t, tc.frames > 0, tr[1].EmptyCache)
@@ -173,7 +173,7 @@ func TestReadRepeatedFrameRuns(t *testing.T) {
 	for _, o := range []snapshot.ReadOptions{{}, {NoStacks: true}} {
 		s, err := snapshot.ReadWith(bytes.NewReader([]byte(p)), "runs.pickle", o)
 		require.NoError(t, err)
-		tr := s.Trace(0)
+		tr := s.Trace(0).Entries()
 		require.Len(t, tr, len(runs)+3)
 		for i, r := range runs {
 			e := tr[i+1]

@@ -88,8 +88,8 @@ func FuzzRead(f *testing.F) {
 			_ = st.Allocs()
 			// Following the trace forward keeps every segment tiled.
 			tr := snapshot.NewTracker(st, rules)
-			for i := range s.Trace(dev) {
-				_ = tr.Apply(&s.Trace(dev)[i])
+			for _, e := range s.Trace(dev).Entries() {
+				_ = tr.Apply(&e)
 			}
 			checkState(t, tr.State(dev))
 		}

@@ -33,7 +33,7 @@ func TestReadMemoWideValues(t *testing.T) {
 		require.Equal(t, uint64(addr), s.Segments[0].Address)
 		require.Len(t, s.Segments[0].Blocks, 1)
 		require.Equal(t, uint64(addr), s.Segments[0].Blocks[0].Address)
-		tr := s.Trace(0)
+		tr := s.Trace(0).Entries()
 		require.Len(t, tr, 2)
 		for _, e := range tr {
 			require.Equal(t, uint64(addr), e.Addr)

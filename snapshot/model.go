@@ -515,9 +515,16 @@ func (d *decoder) snapshotOf(v val, name string) (*Snapshot, error) {
 			return nil, &fieldError{"device_traces: not a list"}
 		}
 		lists := d.conts[tv.x].lists
-		s.DeviceTraces = make([][]TraceEntry, len(lists))
-		for dev, n := range lists {
-			s.DeviceTraces[dev] = d.entries(&d.m.traces[n])
+		if d.compact {
+			s.held = make([]*heldTrace, len(lists))
+			for dev, n := range lists {
+				s.held[dev] = &heldTrace{recs: &d.m.traces[n], strs: d.strs}
+			}
+		} else {
+			s.DeviceTraces = make([][]TraceEntry, len(lists))
+			for dev, n := range lists {
+				s.DeviceTraces[dev] = d.entries(&d.m.traces[n])
+			}
 		}
 	}
 	if av, ok := f.get(keyAllocatorSettings); ok {

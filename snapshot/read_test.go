@@ -275,9 +275,9 @@ func TestReadIOError(t *testing.T) {
 
 func TestTrace(t *testing.T) {
 	s := wantTwoDevices(false)
-	assert.Len(t, s.Trace(1), 2)
-	assert.Nil(t, s.Trace(2))
-	assert.Nil(t, s.Trace(-1))
+	assert.Len(t, s.Trace(1).Entries(), 2)
+	assert.Zero(t, s.Trace(2).Len())
+	assert.Zero(t, s.Trace(-1).Len())
 	s.Segments = append(s.Segments, snapshot.Segment{Device: 5})
 	assert.Equal(t, []int{0, 1, 5}, s.Devices())
 }

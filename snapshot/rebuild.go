@@ -125,9 +125,10 @@ func (s *Snapshot) InitialStateWith(dev int, rules Rules) (*State, error) {
 	r.addSnapshotSegments(s.Segments, dev)
 	t := s.Trace(dev)
 	r.named = newNamed(t)
-	for i := len(t) - 1; i >= 0; i-- {
-		r.named.drop(&t[i])
-		r.undo(&t[i], dev, i)
+	for i := t.Len() - 1; i >= 0; i-- {
+		e := t.At(i)
+		r.named.drop(&e)
+		r.undo(&e, dev, i)
 	}
 	st := r.state(dev)
 	st.Fresh = r.fresh
@@ -632,11 +633,11 @@ type named struct {
 	count []int32
 }
 
-func newNamed(t []TraceEntry) *named {
+func newNamed(t Trace) *named {
 	counts := map[uint64]int32{}
-	for i := range t {
-		if t[i].Action == Alloc || t[i].Action == FreeCompleted {
-			counts[t[i].Addr]++
+	for i := range t.Len() {
+		if a := t.Action(i); a == Alloc || a == FreeCompleted {
+			counts[t.At(i).Addr]++
 		}
 	}
 	n := &named{addrs: make([]uint64, 0, len(counts)), count: make([]int32, 0, len(counts))}

@@ -275,9 +275,10 @@ func (s *Snapshot) expandable() bool {
 			return true
 		}
 	}
-	for _, t := range s.DeviceTraces {
-		for _, e := range t {
-			if e.Action == SegmentMap || e.Action == SegmentUnmap {
+	for d := range s.NumTraces() {
+		t := s.Trace(d)
+		for i := range t.Len() {
+			if a := t.Action(i); a == SegmentMap || a == SegmentUnmap {
 				return true
 			}
 		}

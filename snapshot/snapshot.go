@@ -12,7 +12,9 @@ type Snapshot struct {
 	Segments []Segment
 	// DeviceTraces holds, for each device index, the allocator's recorded
 	// actions in order: the tail of a ring buffer, which may start after
-	// blocks were allocated.
+	// blocks were allocated. A read with [ReadOptions.Compact] leaves it
+	// nil and holds the traces itself (see [Snapshot.Trace] and
+	// [Snapshot.Unpack]); when it is not nil, it is the trace.
 	DeviceTraces [][]TraceEntry
 	// AllocatorSettings are the allocator's settings, nil in files from
 	// before PyTorch recorded them.
@@ -25,6 +27,8 @@ type Snapshot struct {
 	// innermost first, as PyTorch records them; Stacks[0] is the empty
 	// stack. Nil when the file records no frames.
 	Stacks [][]int32
+
+	held []*heldTrace // the traces of a compact read, while DeviceTraces is nil
 }
 
 // A Frame is one frame of a recorded stack: a dict with "name",
@@ -190,8 +194,8 @@ func IsEmptyCacheFrame(name, file string) bool {
 // device the process could use; an empty one names no device.
 func (s *Snapshot) Devices() []int {
 	seen := map[int]bool{}
-	for d, t := range s.DeviceTraces {
-		if len(t) > 0 {
+	for d := range s.NumTraces() {
+		if s.Trace(d).Len() > 0 {
 			seen[d] = true
 		}
 	}
@@ -206,10 +210,40 @@ func (s *Snapshot) Devices() []int {
 	return devs
 }
 
-// Trace returns the trace of device dev: nil when the snapshot has none.
-func (s *Snapshot) Trace(dev int) []TraceEntry {
-	if dev < 0 || dev >= len(s.DeviceTraces) {
-		return nil
+// Trace returns the trace of device dev: empty when the snapshot has none.
+func (s *Snapshot) Trace(dev int) Trace {
+	if s.DeviceTraces == nil && dev >= 0 && dev < len(s.held) {
+		return Trace{held: s.held[dev]}
 	}
-	return s.DeviceTraces[dev]
+	if dev < 0 || dev >= len(s.DeviceTraces) {
+		return Trace{}
+	}
+	return Trace{list: s.DeviceTraces[dev]}
+}
+
+// NumTraces returns the number of device traces that the snapshot lists,
+// empty ones included: len(DeviceTraces), or as many as a compact read
+// holds.
+func (s *Snapshot) NumTraces() int {
+	if s.DeviceTraces == nil {
+		return len(s.held)
+	}
+	return len(s.DeviceTraces)
+}
+
+// Unpack makes DeviceTraces of the traces that a read with
+// [ReadOptions.Compact] holds, and drops those: a caller that changes the
+// trace, or reads DeviceTraces, unpacks first. It costs a TraceEntry (72
+// bytes) per entry, and does nothing when DeviceTraces is set or no
+// traces are held.
+func (s *Snapshot) Unpack() {
+	if s.DeviceTraces != nil || s.held == nil {
+		s.held = nil
+		return
+	}
+	traces := make([][]TraceEntry, len(s.held))
+	for d, h := range s.held {
+		traces[d] = Trace{held: h}.Entries()
+	}
+	s.DeviceTraces, s.held = traces, nil
 }

@@ -53,15 +53,16 @@ func sameAsOgrek(t *testing.T, data []byte, name string) *snapshot.Snapshot {
 	}
 	require.Equal(t, old, got)
 	noStacks(t, data, name, s)
+	compact(t, data, name, s)
 	return s
 }
 
 func TestReadSameAsOgrekShared(t *testing.T) {
 	pk.ForEachShared(t, sharedDir, func(t *testing.T, name string, data []byte) {
 		s := sameAsOgrek(t, data, name)
-		if len(s.Trace(0)) > 0 {
+		if len(s.Trace(0).Entries()) > 0 {
 			require.NotEmpty(t, s.Frames, "the real files record frames")
-			fr := s.StackFrames(s.Trace(0)[0].Stack)
+			fr := s.StackFrames(s.Trace(0).Entries()[0].Stack)
 			require.NotEmpty(t, fr)
 			assert.Equal(t, "torch::unwind::unwind()", fr[0].Name)
 		}
@@ -96,7 +97,7 @@ func TestReadSameAsOgrekGenerated(t *testing.T) {
 		require.Len(t, s.DeviceTraces, o.Devices)
 		if o.Events > 0 {
 			assert.LessOrEqual(t, len(s.Stacks), o.Stacks+1)
-			for _, e := range s.Trace(0) {
+			for _, e := range s.Trace(0).Entries() {
 				n := len(s.StackFrames(e.Stack))
 				require.True(t, n >= 40 && n <= 90, "%d frames", n)
 			}
@@ -140,8 +141,9 @@ func TestReadSharedList(t *testing.T) {
 		assert.Equal(t, []snapshot.TraceEntry{
 			{Action: snapshot.Alloc, Addr: 4096, Size: 512, TimeUS: snapshot.NoTime},
 			{Action: snapshot.FreeCompleted, Addr: 4096, Size: 512, TimeUS: snapshot.NoTime},
-		}, s.Trace(d), "device %d", d)
+		}, s.Trace(d).Entries(), "device %d", d)
 	}
+	compact(t, data, "l.pickle", s)
 }
 
 func TestReadRefusesCode(t *testing.T) {
@@ -270,8 +272,8 @@ func TestGenSnapshotPython(t *testing.T) {
 	require.NoError(t, err)
 	want := strings.Fields(out)
 	require.Len(t, want, 2)
-	assert.Equal(t, want[0], itoa(len(s.Trace(0))+len(s.Trace(1))))
-	assert.Equal(t, want[1], itoa(len(s.StackFrames(s.Trace(0)[7].Stack))))
+	assert.Equal(t, want[0], itoa(len(s.Trace(0).Entries())+len(s.Trace(1).Entries())))
+	assert.Equal(t, want[1], itoa(len(s.StackFrames(s.Trace(0).Entries()[7].Stack))))
 }
 
 func TestReadClaimedLengthCostsNoMemory(t *testing.T) {
@@ -327,11 +329,11 @@ func TestReadEmptyCacheAndPool(t *testing.T) {
 	s, err := snapshot.Read(bytes.NewReader(data), "e.pickle")
 	require.NoError(t, err)
 	var got []bool
-	for _, e := range s.Trace(0) {
+	for _, e := range s.Trace(0).Entries() {
 		got = append(got, e.EmptyCache)
 	}
 	assert.Equal(t, []bool{true, false, true}, got)
 	noStacks(t, data, "e.pickle", s)
 	assert.Equal(t, snapshot.PoolID{3, 7}, s.Segments[0].Pool)
-	assert.Len(t, s.StackFrames(s.Trace(0)[0].Stack), 3)
+	assert.Len(t, s.StackFrames(s.Trace(0).Entries()[0].Stack), 3)
 }

@@ -131,22 +131,26 @@ func (t *Tracker) Held() int64 { return t.held }
 // the bytes of the segments held then, following t from st; the largest of
 // these. It returns 0 when t has no oom entry or does not fit st. The
 // memory that other processes and the CUDA context hold is not in it.
-func DeviceMemory(st *State, t []TraceEntry, rules Rules) int64 {
+func DeviceMemory(st *State, t Trace, rules Rules) int64 {
 	var total int64
 	var tr *Tracker
-	for i := range t {
-		if t[i].Action == OutOfMemory {
+	for i := range t.Len() {
+		if t.Action(i) != OutOfMemory && tr == nil {
+			continue
+		}
+		e := t.At(i)
+		if e.Action == OutOfMemory {
 			if tr == nil {
 				tr = NewTracker(st, rules)
 				for j := range i {
-					if tr.Apply(&t[j]) != nil {
+					if ej := t.At(j); tr.Apply(&ej) != nil {
 						return 0
 					}
 				}
 			}
-			total = max(total, int64(t[i].Addr)+tr.Held())
+			total = max(total, int64(e.Addr)+tr.Held())
 		}
-		if tr != nil && tr.Apply(&t[i]) != nil {
+		if tr.Apply(&e) != nil {
 			return 0
 		}
 	}

@@ -55,11 +55,12 @@ type WriteOptions struct {
 func Write(w io.Writer, s *Snapshot, o WriteOptions) error {
 	return WriteStream(w, &Stream{
 		Segments: s.Segments,
-		Devices:  len(s.DeviceTraces),
+		Devices:  s.NumTraces(),
 		Entries: func(d int, yield func(*TraceEntry) bool) error {
-			t := s.DeviceTraces[d]
-			for i := range t {
-				if !yield(&t[i]) {
+			t := s.Trace(d)
+			for i := range t.Len() {
+				e := t.At(i)
+				if !yield(&e) {
 					break
 				}
 			}

@@ -58,8 +58,8 @@ func (r *snapshotReader) Pools() []PoolInfo {
 		}
 		sort.Slice(spans, func(i, j int) bool { return spans[i].addr < spans[j].addr })
 		t := s.Trace(dev)
-		for i := range t {
-			e := &t[i]
+		for i := range t.Len() {
+			e := t.At(i)
 			if e.Action == snapshot.OutOfMemory || e.Action == snapshot.TakeSnapshot {
 				continue
 			}
@@ -123,7 +123,7 @@ func (r *snapshotReader) privateAllocs() []uint64 {
 	var bits []uint64
 	n := len(r.start)
 	for _, ref := range r.refs {
-		e := &r.snap.DeviceTraces[ref.device][ref.index]
+		e := r.traces[ref.device].At(int(ref.index))
 		if e.Action == snapshot.Alloc {
 			for _, sp := range spans[int(ref.device)] {
 				if sp.addr <= e.Addr && e.Addr < sp.end {

@@ -79,27 +79,27 @@ func (r *snapshotReader) poolSegments() []PoolSegment {
 		index int32
 		event int64
 	}
-	byDev := make([][]at, len(s.DeviceTraces))
+	byDev := make([][]at, len(r.traces))
 	n := int64(len(r.start))
 	for _, ref := range r.refs {
 		byDev[ref.device] = append(byDev[ref.device], at{ref.index, n})
 		n++
-		if s.DeviceTraces[ref.device][ref.index].Action == snapshot.OutOfMemory {
+		if r.traces[ref.device].Action(int(ref.index)) == snapshot.OutOfMemory {
 			n++ // its alloc and its free
 		}
 	}
 	var out []PoolSegment
-	for dev, t := range s.DeviceTraces {
+	for dev, t := range r.traces {
 		// freedLater[addr] is the last segment_free of addr in the trace.
 		freedLater := map[uint64]int{}
-		for i := range t {
-			if t[i].Action == snapshot.SegmentFree {
-				freedLater[t[i].Addr] = i
+		for i := range t.Len() {
+			if t.Action(i) == snapshot.SegmentFree {
+				freedLater[t.At(i).Addr] = i
 			}
 		}
 		events := byDev[dev]
-		for i := range t {
-			e := &t[i]
+		for i := range t.Len() {
+			e := t.At(i)
 			k := key{dev, e.Addr}
 			var pool snapshot.PoolID
 			switch e.Action {

@@ -59,7 +59,8 @@ import (
 // costs O(1) each and allocates nothing.
 type snapshotReader struct {
 	checker
-	snap *snapshot.Snapshot
+	snap   *snapshot.Snapshot
+	traces []snapshot.Trace // the snapshot's, by device
 
 	start   []initialBlock // blocks live before the trace
 	refs    []entryRef     // alloc, free_completed and oom entries, in order
@@ -100,7 +101,7 @@ type entryRef struct {
 // [*ParseError] (wrapping [ErrNotTrace] when src is not a snapshot); it
 // does not close src.
 func newSnapshotReader(src io.Reader, name string, opts Options) (*snapshotReader, error) {
-	s, err := snapshot.ReadWith(src, name, snapshot.ReadOptions{NoStacks: true})
+	s, err := snapshot.ReadWith(src, name, snapshot.ReadOptions{NoStacks: true, Compact: true})
 	if err != nil {
 		return nil, snapshotError(err)
 	}
@@ -123,38 +124,47 @@ func snapshotError(err error) error {
 // snapshotReaderOf returns a reader of the snapshot's allocations and
 // frees, named name in errors.
 func snapshotReaderOf(s *snapshot.Snapshot, name string, opts Options) *snapshotReader {
-	r := &snapshotReader{snap: s, time0: NoTime}
+	r := &snapshotReader{snap: s, time0: NoTime, traces: tracesOf(s)}
 	r.start, r.states, r.memory = initialBlocks(s)
-	r.hasTime = hasTime(s)
-	r.refs = mergedRefs(s, r.hasTime)
+	r.hasTime = hasTime(r.traces)
+	r.refs = mergedRefs(r.traces, r.hasTime)
 	r.private = r.privateAllocs()
 	cols := []Column{ColOp, ColID, ColSize, ColStream, ColDevice}
 	if r.hasTime {
 		cols = append(cols, ColTime)
 	}
-	if hasCategories(s) {
+	if hasCategories(s, r.traces) {
 		cols = append(cols, ColCategory)
-		initialCategories(s, r.start)
+		initialCategories(s, r.traces, r.start)
 	}
 	r.init(name, pytorchFormatName, cols, opts, &snapshotWords)
 	r.clamp, r.where = true, r.position
 	if r.hasTime {
-		for _, t := range s.DeviceTraces {
-			if len(t) > 0 && (r.time0 == NoTime || t[0].TimeUS < r.time0) {
-				r.time0 = t[0].TimeUS
+		for _, t := range r.traces {
+			if t.Len() > 0 && (r.time0 == NoTime || t.At(0).TimeUS < r.time0) {
+				r.time0 = t.At(0).TimeUS
 			}
 		}
 	}
 	return r
 }
 
-// hasTime reports whether the snapshot's trace has entries and all of them
-// have a time.
-func hasTime(s *snapshot.Snapshot) bool {
+// tracesOf returns the traces of the snapshot's devices.
+func tracesOf(s *snapshot.Snapshot) []snapshot.Trace {
+	out := make([]snapshot.Trace, s.NumTraces())
+	for d := range out {
+		out[d] = s.Trace(d)
+	}
+	return out
+}
+
+// hasTime reports whether the traces have entries and all of them have a
+// time.
+func hasTime(traces []snapshot.Trace) bool {
 	n := 0
-	for _, t := range s.DeviceTraces {
-		for i := range t {
-			if t[i].TimeUS == snapshot.NoTime {
+	for _, t := range traces {
+		for i := range t.Len() {
+			if t.At(i).TimeUS == snapshot.NoTime {
 				return false
 			}
 			n++
@@ -163,12 +173,12 @@ func hasTime(s *snapshot.Snapshot) bool {
 	return n > 0
 }
 
-// hasCategories reports whether an entry or a block of the snapshot records
-// a category.
-func hasCategories(s *snapshot.Snapshot) bool {
-	for _, t := range s.DeviceTraces {
-		for i := range t {
-			if t[i].Category != "" {
+// hasCategories reports whether an entry of the traces or a block of the
+// snapshot records a category.
+func hasCategories(s *snapshot.Snapshot, traces []snapshot.Trace) bool {
+	for _, t := range traces {
+		for i := range t.Len() {
+			if t.At(i).Category != "" {
 				return true
 			}
 		}
@@ -186,7 +196,7 @@ func hasCategories(s *snapshot.Snapshot) bool {
 // initialCategories gives each block live before the trace the category of
 // its first free_completed entry, or else of the live block at its address
 // in the snapshot's segments.
-func initialCategories(s *snapshot.Snapshot, start []initialBlock) {
+func initialCategories(s *snapshot.Snapshot, traces []snapshot.Trace, start []initialBlock) {
 	type key struct {
 		device int
 		addr   uint64
@@ -202,9 +212,10 @@ func initialCategories(s *snapshot.Snapshot, start []initialBlock) {
 			}
 		}
 	}
-	for dev, t := range s.DeviceTraces {
+	for dev, t := range traces {
 		seen := map[uint64]bool{}
-		for _, e := range t {
+		for i := range t.Len() {
+			e := t.At(i)
 			if (e.Action != snapshot.Alloc && e.Action != snapshot.FreeCompleted) || seen[e.Addr] {
 				continue
 			}
@@ -224,8 +235,8 @@ func isEvent(action snapshot.Action) bool {
 
 // isEventAt reports whether entry i of a device's trace is an event: an
 // allocation, a free, or the first entry of a cache release.
-func isEventAt(t []snapshot.TraceEntry, i int) bool {
-	return isEvent(t[i].Action) || isCacheRelease(t, i)
+func isEventAt(t snapshot.Trace, i int) bool {
+	return isEvent(t.Action(i)) || isCacheRelease(t, i)
 }
 
 // isCacheRelease reports whether entry i of a device's trace starts a
@@ -250,25 +261,25 @@ func isEventAt(t []snapshot.TraceEntry, i int) bool {
 // those. Without frames, an empty_cache followed at once by an allocation
 // that takes a new segment reads as a malloc's own release, and is not
 // yielded.
-func isCacheRelease(t []snapshot.TraceEntry, i int) bool {
+func isCacheRelease(t snapshot.Trace, i int) bool {
 	released := func(a snapshot.Action) bool { return a == snapshot.SegmentFree || a == snapshot.SegmentUnmap }
-	if !released(t[i].Action) {
+	if !released(t.Action(i)) {
 		return false
 	}
-	if t[i].EmptyCache {
-		return i == 0 || !released(t[i-1].Action) || !t[i-1].EmptyCache
+	if t.At(i).EmptyCache {
+		return i == 0 || !released(t.Action(i-1)) || !t.At(i-1).EmptyCache
 	}
-	if i > 0 && released(t[i-1].Action) && !t[i-1].EmptyCache {
+	if i > 0 && released(t.Action(i-1)) && !t.At(i-1).EmptyCache {
 		return false
 	}
 	j := i
-	for j < len(t) && released(t[j].Action) && !t[j].EmptyCache {
+	for j < t.Len() && released(t.Action(j)) && !t.At(j).EmptyCache {
 		j++
 	}
-	if j == len(t) || t[j].EmptyCache {
+	if j == t.Len() || t.At(j).EmptyCache {
 		return true
 	}
-	switch t[j].Action {
+	switch t.Action(j) {
 	case snapshot.SegmentAlloc, snapshot.SegmentMap, snapshot.OutOfMemory:
 		return false
 	}
@@ -359,17 +370,17 @@ func (r *snapshotReader) StartState(dev int) *snapshot.State {
 
 // mergedRefs returns the alloc and free_completed entries of all devices in
 // replay order: merged by time, or device after device.
-func mergedRefs(s *snapshot.Snapshot, byTime bool) []entryRef {
+func mergedRefs(traces []snapshot.Trace, byTime bool) []entryRef {
 	// Room for every entry at once: what the events do not fill is never
 	// touched, and growing by doubling would touch twice what they fill.
 	n := 0
-	for _, t := range s.DeviceTraces {
-		n += len(t)
+	for _, t := range traces {
+		n += t.Len()
 	}
 	refs := make([]entryRef, 0, n)
 	if !byTime {
-		for dev, t := range s.DeviceTraces {
-			for i := range t {
+		for dev, t := range traces {
+			for i := range t.Len() {
 				if isEventAt(t, i) {
 					refs = append(refs, entryRef{int32(dev), int32(i)})
 				}
@@ -377,15 +388,22 @@ func mergedRefs(s *snapshot.Snapshot, byTime bool) []entryRef {
 		}
 		return refs
 	}
-	pos := make([]int, len(s.DeviceTraces))
+	if len(traces) == 1 {
+		return mergedRefs(traces, false) // one device: in its order
+	}
+	pos := make([]int, len(traces))
 	for {
 		best := -1
-		for dev, t := range s.DeviceTraces {
-			for pos[dev] < len(t) && !isEventAt(t, pos[dev]) {
+		var bestTime int64
+		for dev, t := range traces {
+			for pos[dev] < t.Len() && !isEventAt(t, pos[dev]) {
 				pos[dev]++
 			}
-			if pos[dev] < len(t) && (best < 0 || t[pos[dev]].TimeUS < s.DeviceTraces[best][pos[best]].TimeUS) {
-				best = dev
+			if pos[dev] >= t.Len() {
+				continue
+			}
+			if tm := t.At(pos[dev]).TimeUS; best < 0 || tm < bestTime {
+				best, bestTime = dev, tm
 			}
 		}
 		if best < 0 {
@@ -409,7 +427,7 @@ func (r *snapshotReader) Scan() bool {
 			addr, category = b.addr, b.category
 		case i-len(r.start) < len(r.refs):
 			ref := r.refs[i-len(r.start)]
-			e := &r.snap.DeviceTraces[ref.device][ref.index]
+			e := r.traces[ref.device].At(int(ref.index))
 			t := e.TimeUS
 			if !r.hasTime {
 				t = NoTime

@@ -15,11 +15,11 @@ import (
 type backend struct {
 	res     *Result
 	dev     int
-	index   int                    // of the current entry
-	pending []*snapshot.TraceEntry // segment_alloc and segment_map entries recorded before the current alloc
-	taken   bool                   // a segment_alloc of pending was taken by a Malloc
-	mapped  []uint64               // pages mapped for the current alloc, by address
-	full    bool                   // every allocation fails
+	index   int                   // of the current entry
+	pending []snapshot.TraceEntry // segment_alloc and segment_map entries recorded before the current alloc
+	taken   bool                  // a segment_alloc of pending was taken by a Malloc
+	mapped  []uint64              // pages mapped for the current alloc, by address
+	full    bool                  // every allocation fails
 	// failAt, when not 0, is the number of entries of pending recorded
 	// before the current alloc's failed map (see mapFailed): once their
 	// pages are mapped, the device refuses the next page.
@@ -31,9 +31,11 @@ type backend struct {
 	// releases are the segment_free and segment_unmap entries recorded
 	// just before the current alloc or oom, which it must free before it
 	// gets memory (see allocFollows and oomFollows).
-	releases []*snapshot.TraceEntry
-	// ahead are the trace's entries from the current one on.
-	ahead []snapshot.TraceEntry
+	releases []snapshot.TraceEntry
+	// ahead is the trace, whose entries from index from on follow the
+	// current one (which they start with).
+	ahead snapshot.Trace
+	from  int
 	// held are the ranges of expandable segments reserved (or restored),
 	// their size by their address.
 	held    map[uint64]int64
@@ -96,7 +98,8 @@ func (b *backend) Malloc(size int64) (uint64, error) {
 // releasing reports whether a segment or page that the current alloc must
 // free first is still held.
 func (b *backend) releasing() bool {
-	for _, e := range b.releases {
+	for i := range b.releases {
+		e := &b.releases[i]
 		if e.Action == snapshot.SegmentFree && !b.freed[e.Addr] {
 			return true
 		}
@@ -164,17 +167,20 @@ func (b *backend) Reserve(size int64) (uint64, error) {
 // nextRange returns the address of the first segment_map after the
 // current entry, of its stream and pool, that lies in no range held.
 func (b *backend) nextRange() (uint64, bool) {
-	if len(b.ahead) == 0 {
+	if b.from >= b.ahead.Len() {
 		return 0, false
 	}
-	e := &b.ahead[0]
+	e := b.ahead.At(b.from)
 	if e.Action != snapshot.Alloc && e.Action != snapshot.OutOfMemory {
 		return 0, false
 	}
 	small := e.Size <= smallSize
-	for i := 1; i < len(b.ahead); i++ {
-		m := &b.ahead[i]
-		if m.Action != snapshot.SegmentMap || m.Stream != e.Stream || (m.Size%largeBuffer != 0) != small {
+	for i := b.from + 1; i < b.ahead.Len(); i++ {
+		if b.ahead.Action(i) != snapshot.SegmentMap {
+			continue
+		}
+		m := b.ahead.At(i)
+		if m.Stream != e.Stream || (m.Size%largeBuffer != 0) != small {
 			continue
 		}
 		in := false
@@ -274,7 +280,7 @@ func (b *backend) takeBack(e *snapshot.TraceEntry) bool {
 
 // covered reports whether every page of the segment_map entries of es is
 // mapped for the current alloc.
-func (b *backend) covered(es []*snapshot.TraceEntry) bool {
+func (b *backend) covered(es []snapshot.TraceEntry) bool {
 	mapped := map[uint64]bool{}
 	for _, a := range b.mapped {
 		mapped[a] = true
@@ -283,7 +289,7 @@ func (b *backend) covered(es []*snapshot.TraceEntry) bool {
 		if e.Action != snapshot.SegmentMap {
 			continue
 		}
-		for _, p := range pages(e) {
+		for _, p := range pages(&e) {
 			if !mapped[p] {
 				return false
 			}
@@ -296,7 +302,7 @@ func (b *backend) covered(es []*snapshot.TraceEntry) bool {
 // alloc's failed map, as endAlloc does, and leaves those after it to its
 // retry; a recorded oom refuses the retry too.
 func (b *backend) refuse() {
-	after := append([]*snapshot.TraceEntry(nil), b.pending[b.failAt:]...)
+	after := append([]snapshot.TraceEntry(nil), b.pending[b.failAt:]...)
 	b.pending = b.pending[:b.failAt]
 	b.endAlloc()
 	b.pending = append(b.pending, after...)
@@ -319,7 +325,7 @@ func (b *backend) endAlloc() {
 			b.mismatch(Mismatch{b.dev, b.index, "segment_alloc", p.Size, fmt.Sprintf("%d bytes", p.Size), "none (served from the cache)"})
 		case p.Action == snapshot.SegmentMap:
 			all := true
-			for _, a := range pages(p) {
+			for _, a := range pages(&p) {
 				all = all && mapped[a]
 				delete(mapped, a)
 			}
@@ -347,7 +353,8 @@ func (b *backend) endAlloc() {
 // before the alloc or oom just replayed: a segment or page that the
 // allocator kept is a mismatch.
 func (b *backend) endReleases() {
-	for _, e := range b.releases {
+	for i := range b.releases {
+		e := &b.releases[i]
 		if b.takeBack(e) {
 			b.res.SegmentFreeMatches++
 		} else {

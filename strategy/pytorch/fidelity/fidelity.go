@@ -244,17 +244,18 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 	// when there are none: the replays only read it.
 	t := s.Trace(dev)
 	if len(st.Fresh) > 0 {
-		t = append(append([]snapshot.TraceEntry(nil), st.Fresh...), t...)
+		t = snapshot.TraceOf(append(append([]snapshot.TraceEntry(nil), st.Fresh...), t.Entries()...))
 	}
 	offset := len(st.Fresh)
 	var top uint64
 	for _, sg := range append(st.Segments, s.Segments...) {
 		top = max(top, sg.Address+uint64(sg.TotalSize))
 	}
-	for i := range t {
-		switch t[i].Action {
+	for i := range t.Len() {
+		switch t.Action(i) {
 		case snapshot.SegmentAlloc, snapshot.SegmentFree, snapshot.SegmentMap, snapshot.SegmentUnmap:
-			top = max(top, t[i].Addr+uint64(t[i].Size))
+			e := t.At(i)
+			top = max(top, e.Addr+uint64(e.Size))
 		}
 	}
 	top = (top + 1<<30) &^ (1<<30 - 1)
@@ -279,8 +280,8 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 		return err
 	}
 	res.ReplayedPeakReservedBytes, res.ReplayedDeviceMallocs = free.be.peak, free.be.mallocs
-	for i := range t {
-		if t[i].Action == snapshot.SegmentAlloc {
+	for i := range t.Len() {
+		if t.Action(i) == snapshot.SegmentAlloc {
 			res.RecordedDeviceMallocs++
 		}
 	}

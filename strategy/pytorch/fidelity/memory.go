@@ -10,7 +10,7 @@ import (
 // it (see [snapshot.DeviceMemory]), else as the ranges of expandable
 // segments do, else 2^62. The allocator sizes the ranges of expandable
 // segments from it, as PyTorch does from the device's memory.
-func deviceTotal(st *snapshot.State, t []snapshot.TraceEntry, rules snapshot.Rules) int64 {
+func deviceTotal(st *snapshot.State, t snapshot.Trace, rules snapshot.Rules) int64 {
 	if total := snapshot.DeviceMemory(st, t, rules); total > 0 {
 		return total
 	}
@@ -23,7 +23,7 @@ func deviceTotal(st *snapshot.State, t []snapshot.TraceEntry, rules snapshot.Rul
 // (and another when it is full), and CUDA reserves ranges one after the
 // other: a range ends at the latest where the next one starts (see
 // ranges). The bound of a range of the large pool is taken first.
-func rangeTotal(st *snapshot.State, t []snapshot.TraceEntry) int64 {
+func rangeTotal(st *snapshot.State, t snapshot.Trace) int64 {
 	rs := ranges(st, t)
 	var best int64
 	bestSmall := true
@@ -69,15 +69,16 @@ func (r xrange) page() int64 {
 // trace's start and the trace's segment_map and segment_unmap entries show,
 // by stream, pool and address. Two addresses of a stream's pool that are
 // not a whole number of pages apart lie in two ranges.
-func ranges(st *snapshot.State, t []snapshot.TraceEntry) []xrange {
+func ranges(st *snapshot.State, t snapshot.Trace) []xrange {
 	var seen []xrange
 	for _, sg := range st.Segments {
 		if sg.IsExpandable {
 			seen = append(seen, xrange{sg.Stream, sg.SegmentType == "small", sg.Address, true})
 		}
 	}
-	for i := range t {
-		if e := &t[i]; e.Action == snapshot.SegmentMap || e.Action == snapshot.SegmentUnmap {
+	for i := range t.Len() {
+		if a := t.Action(i); a == snapshot.SegmentMap || a == snapshot.SegmentUnmap {
+			e := t.At(i)
 			seen = append(seen, xrange{e.Stream, e.Size%largeBuffer != 0, e.Addr, false})
 		}
 	}

@@ -27,7 +27,7 @@ func releaseInAlloc(s *snapshot.AllocatorSettings, r snapshot.Rules) bool {
 type replay struct {
 	res      *Result
 	dev      int
-	trace    []snapshot.TraceEntry
+	trace    snapshot.Trace
 	offset   int // entries of trace before the file's first (State.Fresh)
 	conf     string
 	newAlloc NewFunc
@@ -97,16 +97,17 @@ func runBoth(free, follow *replay, st *snapshot.State, top uint64, tr *snapshot.
 		return err
 	}
 	followErr := follow.start(st, top)
-	for i := range free.trace {
-		e := &free.trace[i]
+	for i := range free.trace.Len() {
+		ev := free.trace.At(i)
+		e := &ev
 		at := i - free.offset // the entry's index in the file
-		free.be.index, free.be.ahead = at, free.trace[i:]
+		free.be.index, free.be.ahead, free.be.from = at, free.trace, i
 		if _, err := free.entry(e, i, at); err != nil {
 			return err
 		}
 		ok := false
 		if followErr == nil {
-			follow.be.index, follow.be.ahead = at, follow.trace[i:]
+			follow.be.index, follow.be.ahead, follow.be.from = at, follow.trace, i
 			ok, followErr = follow.entry(e, i, at)
 		}
 		if err := tr.Apply(e); err != nil {
@@ -164,10 +165,10 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 	switch e.Action {
 	case snapshot.SegmentAlloc, snapshot.SegmentMap:
 		res.SegmentAllocs++
-		if (i == 0 || !isSegmentGrowth(r.trace[i-1].Action)) && be.failAt == 0 {
+		if (i == 0 || !isSegmentGrowth(r.trace.Action(i-1))) && be.failAt == 0 {
 			be.endAlloc()
 		}
-		be.pending = append(be.pending, e)
+		be.pending = append(be.pending, *e)
 	case snapshot.Alloc:
 		res.Allocs++
 		r.released = false
@@ -204,21 +205,21 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 		}
 	case snapshot.SegmentFree, snapshot.SegmentUnmap:
 		res.SegmentFrees++
-		if be.failAt == 0 && i > 0 && r.trace[i-1].Action == snapshot.SegmentMap && r.mapFailed(i) {
+		if be.failAt == 0 && i > 0 && r.trace.Action(i-1) == snapshot.SegmentMap && r.mapFailed(i) {
 			// The alloc that mapped the pages recorded before ran out
 			// of memory: its device refuses the next page once those
 			// are mapped, and it gives back what it caches, these.
 			be.failAt = len(be.pending)
 		}
 		if be.failAt > 0 {
-			be.releases = append(be.releases, e)
+			be.releases = append(be.releases, *e)
 			return true, nil
 		}
 		be.endAlloc()
 		if r.oomFollows(i) || e.Action == snapshot.SegmentFree && r.releaseInAlloc && r.allocFollows(i) {
 			// Freed by the next alloc or oom, which its device refuses
 			// until then.
-			be.releases = append(be.releases, e)
+			be.releases = append(be.releases, *e)
 			return true, nil
 		}
 		if !be.gaveBack(e) && !r.released {
@@ -289,10 +290,10 @@ func (r *replay) oomFollows(i int) bool {
 // (release_cached_blocks), those just mapped included, and retries
 // (alloc_block again), mapping anew what it needs.
 func (r *replay) mapFailed(i int) bool {
-	for j := i + 1; j < len(r.trace); j++ {
-		switch r.trace[j].Action {
+	for j := i + 1; j < r.trace.Len(); j++ {
+		switch r.trace.Action(j) {
 		case snapshot.SegmentFree, snapshot.SegmentUnmap:
-			if isSegmentGrowth(r.trace[j-1].Action) {
+			if isSegmentGrowth(r.trace.Action(j - 1)) {
 				return false
 			}
 		case snapshot.SegmentMap, snapshot.SegmentAlloc:
@@ -314,9 +315,9 @@ func (r *replay) allocFollows(i int) bool {
 // leadsTo reports whether the entries after the i-th reach one of the
 // actions ends with only entries of the actions skip between.
 func (r *replay) leadsTo(i int, skip, ends []snapshot.Action) bool {
-	for _, e := range r.trace[i+1:] {
-		if !slices.Contains(skip, e.Action) {
-			return slices.Contains(ends, e.Action)
+	for j := i + 1; j < r.trace.Len(); j++ {
+		if a := r.trace.Action(j); !slices.Contains(skip, a) {
+			return slices.Contains(ends, a)
 		}
 	}
 	return false

@@ -1,0 +1,70 @@
+package snapshot
+
+// A Trace is the recorded trace of one device, as [Snapshot.Trace] returns
+// it: its entries in order, read with At. It is a view of the snapshot,
+// valid while the snapshot's traces are not changed; the zero Trace is
+// empty.
+//
+// A Trace either shows a device's slice of DeviceTraces, or the entries
+// as a read with [ReadOptions.Compact] holds them: 48 bytes an entry, with
+// no pointers for the collector to scan, made into a TraceEntry by At.
+// Either way At costs O(1) and allocates nothing.
+type Trace struct {
+	list []TraceEntry
+	held *heldTrace
+}
+
+// heldTrace is one device's trace as the decoder read it.
+type heldTrace struct {
+	recs *paged[entryRec]
+	strs []string // the decoder's strings, which entryRec indexes
+}
+
+// TraceOf returns a Trace of the entries t, which it shows, not copies.
+func TraceOf(t []TraceEntry) Trace { return Trace{list: t} }
+
+// Len returns the number of entries.
+func (t Trace) Len() int {
+	if t.held != nil {
+		return t.held.recs.len()
+	}
+	return len(t.list)
+}
+
+// At returns entry i, 0 <= i < Len().
+func (t Trace) At(i int) TraceEntry {
+	if t.held == nil {
+		return t.list[i]
+	}
+	r := t.held.recs.at(uint64(i))
+	return TraceEntry{Action: Action(t.held.str(r.action)), Addr: r.addr, Size: r.size, Stream: r.stream, TimeUS: r.time,
+		Category: t.held.str(r.category), Stack: r.stack, EmptyCache: r.emptyCache}
+}
+
+// Action returns the action of entry i: At(i).Action, without the rest.
+func (t Trace) Action(i int) Action {
+	if t.held == nil {
+		return t.list[i].Action
+	}
+	return Action(t.held.str(t.held.recs.at(uint64(i)).action))
+}
+
+// Entries returns a copy of the entries, as a slice of DeviceTraces holds
+// them.
+func (t Trace) Entries() []TraceEntry {
+	if t.held == nil {
+		return append([]TraceEntry(nil), t.list...)
+	}
+	out := make([]TraceEntry, t.Len())
+	for i := range out {
+		out[i] = t.At(i)
+	}
+	return out
+}
+
+func (h *heldTrace) str(i uint32) string {
+	if i == noStr {
+		return ""
+	}
+	return h.strs[i]
+}
