@@ -55,8 +55,10 @@ import (
 // free_completed, or else of the block live at dump time at its address,
 // and what records none is unknown. A name that is no category is an error.
 //
-// The whole snapshot is in memory (see [snapshot.Read]); yielding events
-// costs O(1) each and allocates nothing.
+// The whole snapshot is in memory, its traces as a compact read holds
+// them (see [snapshot.ReadOptions]: 48 bytes an entry, and 8 more for its
+// place in the order of events); yielding events costs O(1) each and
+// allocates nothing.
 type snapshotReader struct {
 	checker
 	snap   *snapshot.Snapshot
@@ -96,8 +98,8 @@ type entryRef struct {
 }
 
 // newSnapshotReader returns a reader of the snapshot that src holds, named
-// name in errors. It reads src whole with [snapshot.ReadWith], without the
-// stacks, which no event carries; it returns the read's errors as a
+// name in errors. It reads src whole with [snapshot.ReadWith], compactly
+// and without the stacks, which no event carries; it returns the read's errors as a
 // [*ParseError] (wrapping [ErrNotTrace] when src is not a snapshot); it
 // does not close src.
 func newSnapshotReader(src io.Reader, name string, opts Options) (*snapshotReader, error) {
@@ -126,14 +128,15 @@ func snapshotError(err error) error {
 func snapshotReaderOf(s *snapshot.Snapshot, name string, opts Options) *snapshotReader {
 	r := &snapshotReader{snap: s, time0: NoTime, traces: tracesOf(s)}
 	r.start, r.states, r.memory = initialBlocks(s)
-	r.hasTime = hasTime(r.traces)
+	var cats bool
+	r.hasTime, cats = timesAndCategories(r.traces)
 	r.refs = mergedRefs(r.traces, r.hasTime)
 	r.private = r.privateAllocs()
 	cols := []Column{ColOp, ColID, ColSize, ColStream, ColDevice}
 	if r.hasTime {
 		cols = append(cols, ColTime)
 	}
-	if hasCategories(s, r.traces) {
+	if cats || blockCategories(s) {
 		cols = append(cols, ColCategory)
 		initialCategories(s, r.traces, r.start)
 	}
@@ -158,31 +161,24 @@ func tracesOf(s *snapshot.Snapshot) []snapshot.Trace {
 	return out
 }
 
-// hasTime reports whether the traces have entries and all of them have a
-// time.
-func hasTime(traces []snapshot.Trace) bool {
-	n := 0
+// timesAndCategories reports whether the traces have entries and all of
+// them have a time, and whether an entry records a category, in one pass.
+func timesAndCategories(traces []snapshot.Trace) (timed, cats bool) {
+	n, untimed := 0, false
 	for _, t := range traces {
 		for i := range t.Len() {
-			if t.At(i).TimeUS == snapshot.NoTime {
-				return false
-			}
+			e := t.At(i)
+			untimed = untimed || e.TimeUS == snapshot.NoTime
+			cats = cats || e.Category != ""
 			n++
 		}
 	}
-	return n > 0
+	return n > 0 && !untimed, cats
 }
 
-// hasCategories reports whether an entry of the traces or a block of the
-// snapshot records a category.
-func hasCategories(s *snapshot.Snapshot, traces []snapshot.Trace) bool {
-	for _, t := range traces {
-		for i := range t.Len() {
-			if t.At(i).Category != "" {
-				return true
-			}
-		}
-	}
+// blockCategories reports whether a block of the snapshot records a
+// category.
+func blockCategories(s *snapshot.Snapshot) bool {
 	for _, sg := range s.Segments {
 		for _, b := range sg.Blocks {
 			if b.Category != "" {
