@@ -169,6 +169,13 @@ func BenchmarkReadShared(b *testing.B) {
 		}{
 			{"stream", func(r *bytes.Reader, name string) (*snapshot.Snapshot, error) { return snapshot.Read(r, name) }},
 			{"ogrek", func(r *bytes.Reader, name string) (*snapshot.Snapshot, error) { return snapshot.ReadOgrek(r, name) }},
+			// As a replay reads, and as it read before the compact traces.
+			{"compact", func(r *bytes.Reader, name string) (*snapshot.Snapshot, error) {
+				return snapshot.ReadWith(r, name, snapshot.ReadOptions{NoStacks: true, Compact: true})
+			}},
+			{"nostacks", func(r *bytes.Reader, name string) (*snapshot.Snapshot, error) {
+				return snapshot.ReadWith(r, name, snapshot.ReadOptions{NoStacks: true})
+			}},
 		} {
 			b.Run(filepath.Base(path)+"/"+dec.name, func(b *testing.B) {
 				b.SetBytes(int64(len(data)))
