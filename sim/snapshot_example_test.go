@@ -39,7 +39,7 @@ free,1,,0,20
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, e := range s.Trace(0).Entries() {
+	for _, e := range s.Trace(0).All() {
 		fmt.Printf("%-14s %#x %5d bytes, stream %d, at %d us\n", e.Action, e.Addr, e.Size, e.Stream, e.TimeUS)
 	}
 	for _, sg := range s.Segments {

@@ -41,14 +41,16 @@
 // held once, and an entry refers to its stack by a [StackID].
 //
 // What grows with what, as read: the Snapshot keeps about 80 bytes per
-// trace entry and per block (the entries are the model's; the replays and
-// the start-state rebuild walk them); the decoder adds 9 bytes per memo
-// entry (Python memoizes every dict and list, so about two per trace
-// entry), the distinct strings, frames and stacks, and the containers
-// still open, at most a batch of 1,000 entries. On a file of 3 million
-// entries with 40 to 90 frames each (1.16 GB) that is 430 to 450 MiB
-// resident at the end of the read (simulate inspect, convert, fidelity),
-// against 2.8 GiB for CPython's pickle.load. The memo may be
+// trace entry (a [TraceEntry] in DeviceTraces) and per block; a read with
+// [ReadOptions.Compact] keeps each entry in the decoder's 48-byte record
+// instead, behind [Snapshot.Trace], which the start-state rebuild, the
+// replays and fidelity walk. The decoder adds 8 bytes per memo entry
+// (Python memoizes every dict and list, so about two per trace entry),
+// the distinct strings, frames and stacks, and the containers still open,
+// at most a batch of 1,000 entries. On a file of 3 million entries with 40
+// to 90 frames each (1.16 GB) that is 0.23 GiB resident at the end of a
+// compact read (simulate inspect, a replay, fidelity, convert), against
+// 2.8 GiB for CPython's pickle.load. The memo may be
 // referred to freely, but trace entries, blocks and segments repeated
 // through it (a device trace referred to twice is two devices with the
 // same entries, as in Python) count against [MaxRepeated], so that memory

@@ -1,5 +1,7 @@
 package snapshot
 
+import "iter"
+
 // A Trace is the recorded trace of one device, as [Snapshot.Trace] returns
 // it: its entries in order, read with At. It is a view of the snapshot,
 // valid while the snapshot's traces are not changed; the zero Trace is
@@ -47,6 +49,17 @@ func (t Trace) Action(i int) Action {
 		return t.list[i].Action
 	}
 	return Action(t.held.str(t.held.recs.at(uint64(i)).action))
+}
+
+// All yields the entries in order with their indexes, as At returns them.
+func (t Trace) All() iter.Seq2[int, TraceEntry] {
+	return func(yield func(int, TraceEntry) bool) {
+		for i := range t.Len() {
+			if !yield(i, t.At(i)) {
+				return
+			}
+		}
+	}
 }
 
 // Entries returns a copy of the entries, as a slice of DeviceTraces holds

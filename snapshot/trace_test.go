@@ -58,6 +58,15 @@ func TestTraceOf(t *testing.T) {
 	assert.Equal(t, es, got)
 	got[0].Addr = 9
 	assert.Equal(t, uint64(1), es[0].Addr, "Entries copies")
+	var all []snapshot.TraceEntry
+	for i, e := range tr.All() {
+		require.Equal(t, len(all), i)
+		all = append(all, e)
+		if i == 0 {
+			break
+		}
+	}
+	assert.Equal(t, es[:1], all, "All stops when told")
 	var zero snapshot.Trace
 	assert.Zero(t, zero.Len())
 	assert.Empty(t, zero.Entries())
