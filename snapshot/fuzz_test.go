@@ -17,8 +17,9 @@ import (
 // FuzzRead checks that no input makes Read, InitialState or a Tracker
 // panic, that every error of Read is one line naming the file, and that
 // every rebuilt or tracked segment is tiled by its blocks, and that a read
-// without the stacks, or one that looks up runs of frames read before in
-// a small file too, gives the same snapshot (but for the stacks). It is seeded with the tests' snapshots, a
+// without the stacks, a compact one, or one that looks up runs of frames
+// read before in a small file too, gives the same snapshot (but for the
+// stacks). It is seeded with the tests' snapshots, a
 // generated one and the smallest of the shared real ones.
 func FuzzRead(f *testing.F) {
 	for _, proto := range []int{2, 4, 5} {
@@ -77,6 +78,20 @@ func FuzzRead(f *testing.F) {
 			want.DeviceTraces = ns.DeviceTraces // nil and empty alike
 		}
 		require.Equal(t, want, ns)
+		// A compact read holds the same traces, and unpacks to the same
+		// snapshot.
+		cs, err := snapshot.ReadWith(bytes.NewReader(data), "f.pickle", snapshot.ReadOptions{Compact: true})
+		require.NoError(t, err)
+		require.Equal(t, len(s.DeviceTraces), cs.NumTraces())
+		for d, tr := range s.DeviceTraces {
+			ct := cs.Trace(d)
+			require.Equal(t, len(tr), ct.Len())
+			for i := range tr {
+				require.Equal(t, tr[i], ct.At(i))
+			}
+		}
+		cs.Unpack()
+		require.Equal(t, s, cs)
 		_ = s.AllocatorSettings.AllocConf()
 		rules, err := s.AllocatorSettings.Rules()
 		if err != nil {
