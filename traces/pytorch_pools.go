@@ -122,7 +122,8 @@ func (r *snapshotReader) privateAllocs() []uint64 {
 	}
 	var bits []uint64
 	n := len(r.start)
-	for _, ref := range r.refs {
+	o := r.order.restart()
+	for ref, ok := o.next(); ok; ref, ok = o.next() {
 		e := r.traces[ref.device].At(int(ref.index))
 		if e.Action == snapshot.Alloc {
 			for _, sp := range spans[int(ref.device)] {

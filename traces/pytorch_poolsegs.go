@@ -81,7 +81,8 @@ func (r *snapshotReader) poolSegments() []PoolSegment {
 	}
 	byDev := make([][]at, len(r.traces))
 	n := int64(len(r.start))
-	for _, ref := range r.refs {
+	o := r.order.restart()
+	for ref, ok := o.next(); ok; ref, ok = o.next() {
 		byDev[ref.device] = append(byDev[ref.device], at{ref.index, n})
 		n++
 		if r.traces[ref.device].Action(int(ref.index)) == snapshot.OutOfMemory {

@@ -56,17 +56,19 @@ import (
 // and what records none is unknown. A name that is no category is an error.
 //
 // The whole snapshot is in memory, its traces as a compact read holds
-// them (see [snapshot.ReadOptions]: 48 bytes an entry, and 8 more for its
-// place in the order of events); yielding events costs O(1) each and
-// allocates nothing.
+// them (see [snapshot.ReadOptions]: 48 bytes an entry); the order of
+// events is found as they are yielded (see eventOrder), each in
+// O(devices), allocating nothing.
 type snapshotReader struct {
 	checker
 	snap   *snapshot.Snapshot
 	traces []snapshot.Trace // the snapshot's, by device
 
 	start   []initialBlock // blocks live before the trace
-	refs    []entryRef     // alloc, free_completed and oom entries, in order
-	next    int            // index in start, then len(start)+index in refs
+	order   eventOrder     // the event entries, in replay order
+	cur     entryRef       // the entry of event next, once curAt == next
+	curAt   int
+	next    int // index in start, then len(start) + the events of the trace so far
 	hasTime bool
 	time0   int64 // time of the start events
 
@@ -130,7 +132,8 @@ func snapshotReaderOf(s *snapshot.Snapshot, name string, opts Options) *snapshot
 	r.start, r.states, r.memory = initialBlocks(s)
 	var cats bool
 	r.hasTime, cats = timesAndCategories(r.traces)
-	r.refs = mergedRefs(r.traces, r.hasTime)
+	r.order = newEventOrder(r.traces, r.hasTime)
+	r.curAt = -1
 	r.private = r.privateAllocs()
 	cols := []Column{ColOp, ColID, ColSize, ColStream, ColDevice}
 	if r.hasTime {
@@ -364,51 +367,60 @@ func (r *snapshotReader) StartState(dev int) *snapshot.State {
 	return r.states[dev]
 }
 
-// mergedRefs returns the alloc and free_completed entries of all devices in
-// replay order: merged by time, or device after device.
-func mergedRefs(traces []snapshot.Trace, byTime bool) []entryRef {
-	// Room for every entry at once: what the events do not fill is never
-	// touched, and growing by doubling would touch twice what they fill.
-	n := 0
-	for _, t := range traces {
-		n += t.Len()
-	}
-	refs := make([]entryRef, 0, n)
-	if !byTime {
-		for dev, t := range traces {
-			for i := range t.Len() {
+// An eventOrder walks the event entries of the traces (see isEventAt) in
+// replay order: merged by time, the earliest first and the lower device
+// on a tie, or device after device. It keeps a position per device: each
+// step costs O(devices), and nothing is held per event.
+type eventOrder struct {
+	traces []snapshot.Trace
+	byTime bool  // merge by time (more than one trace)
+	pos    []int // per device, the next entry to look at
+	dev    int   // when not byTime, the device walked
+}
+
+func newEventOrder(traces []snapshot.Trace, byTime bool) eventOrder {
+	// One trace is in its own order, with or without times.
+	return eventOrder{traces: traces, byTime: byTime && len(traces) > 1, pos: make([]int, len(traces))}
+}
+
+// next returns the next event entry, or false after the last.
+func (o *eventOrder) next() (entryRef, bool) {
+	if !o.byTime {
+		for ; o.dev < len(o.traces); o.dev++ {
+			t, p := o.traces[o.dev], &o.pos[o.dev]
+			for *p < t.Len() {
+				i := *p
+				*p++
 				if isEventAt(t, i) {
-					refs = append(refs, entryRef{int32(dev), int32(i)})
+					return entryRef{int32(o.dev), int32(i)}, true
 				}
 			}
 		}
-		return refs
+		return entryRef{}, false
 	}
-	if len(traces) == 1 {
-		return mergedRefs(traces, false) // one device: in its order
-	}
-	pos := make([]int, len(traces))
-	for {
-		best := -1
-		var bestTime int64
-		for dev, t := range traces {
-			for pos[dev] < t.Len() && !isEventAt(t, pos[dev]) {
-				pos[dev]++
-			}
-			if pos[dev] >= t.Len() {
-				continue
-			}
-			if tm := t.At(pos[dev]).TimeUS; best < 0 || tm < bestTime {
-				best, bestTime = dev, tm
-			}
+	best := -1
+	var bestTime int64
+	for dev, t := range o.traces {
+		for o.pos[dev] < t.Len() && !isEventAt(t, o.pos[dev]) {
+			o.pos[dev]++
 		}
-		if best < 0 {
-			return refs
+		if o.pos[dev] >= t.Len() {
+			continue
 		}
-		refs = append(refs, entryRef{int32(best), int32(pos[best])})
-		pos[best]++
+		if tm := t.At(o.pos[dev]).TimeUS; best < 0 || tm < bestTime {
+			best, bestTime = dev, tm
+		}
 	}
+	if best < 0 {
+		return entryRef{}, false
+	}
+	ref := entryRef{int32(best), int32(o.pos[best])}
+	o.pos[best]++
+	return ref, true
 }
+
+// restart returns a new walk of the same entries from the first.
+func (o *eventOrder) restart() eventOrder { return newEventOrder(o.traces, o.byTime) }
 
 // Scan advances to the next event, which Event then returns. It returns
 // false at the end of the trace or at an error, which Err then returns.
@@ -421,8 +433,8 @@ func (r *snapshotReader) Scan() bool {
 			b := r.start[i]
 			r.ev = Event{Op: OpAlloc, Size: b.size, Stream: b.stream, Device: int32(b.device), TimeUS: r.time0}
 			addr, category = b.addr, b.category
-		case i-len(r.start) < len(r.refs):
-			ref := r.refs[i-len(r.start)]
+		case r.curAt == i || r.advance(i):
+			ref := r.cur
 			e := r.traces[ref.device].At(int(ref.index))
 			t := e.TimeUS
 			if !r.hasTime {
@@ -467,6 +479,16 @@ func (r *snapshotReader) Scan() bool {
 	return false
 }
 
+// advance makes r.cur the entry of event i, the one after the current,
+// and reports whether there is one.
+func (r *snapshotReader) advance(i int) bool {
+	ref, ok := r.order.next()
+	if ok {
+		r.cur, r.curAt = ref, i
+	}
+	return ok
+}
+
 // oomEvent makes r.ev, a free of the current entry's size, the alloc of the
 // current oom entry, or then its free, and reports whether it is an event.
 func (r *snapshotReader) oomEvent() bool {
@@ -501,8 +523,8 @@ func (r *snapshotReader) category(name string, rec *record) error {
 
 // position returns where the current entry is, for errors.
 func (r *snapshotReader) position() string {
-	if i := r.next - len(r.start); i >= 0 && i < len(r.refs) {
-		return "device_traces[" + strconv.Itoa(int(r.refs[i].device)) + "][" + strconv.Itoa(int(r.refs[i].index)) + "]"
+	if r.next >= len(r.start) && r.curAt == r.next {
+		return "device_traces[" + strconv.Itoa(int(r.cur.device)) + "][" + strconv.Itoa(int(r.cur.index)) + "]"
 	}
 	return "segments"
 }
