@@ -127,7 +127,7 @@ func (s *Snapshot) InitialStateWith(dev int, rules Rules) (*State, error) {
 	r.named = newNamed(t)
 	for i := t.Len() - 1; i >= 0; i-- {
 		e := t.At(i)
-		r.named.drop(&e)
+		r.named.now = int32(i) // entries from i on are undone, or being undone
 		r.undo(&e, dev, i)
 	}
 	st := r.state(dev)
@@ -585,7 +585,7 @@ func (r *rebuild) unfree(s *rseg, a uint64, requested int64) string {
 		if r.large(s) && r.rules.oversize(size) && tail >= r.rules.MaxNonSplitRounding {
 			tail = 0 // PyTorch would not have taken so large a block
 		}
-		if n, ok := r.named.first(a+uint64(size), a+uint64(size+tail)); ok {
+		if n, ok := r.named.firstIn(a+uint64(size), a+uint64(size+tail)); ok {
 			tail = int64(n - a - uint64(size))
 		}
 		size, rest = size+tail, rest-tail
@@ -625,30 +625,40 @@ func (s *rseg) prevLive(i int) *rblock {
 	return nil
 }
 
-// named counts, for each address that an alloc or free_completed entry of
-// a trace names, the entries not undone yet: while a block live before the
-// trace is live, those addresses are the starts of other blocks.
+// named knows, for each address that an alloc or free_completed entry of
+// a trace names, the first such entry: the entries not undone yet, those
+// before now, name it when that one is before now. While a block live
+// before the trace is live, those addresses are the starts of other
+// blocks.
 type named struct {
 	addrs []uint64 // in increasing order
-	count []int32
+	first []int32  // for each of addrs, the index of the first entry naming it
+	now   int32    // the walk's position: entries before it are not undone
 }
 
 func newNamed(t Trace) *named {
-	counts := map[uint64]int32{}
+	firsts := map[uint64]int32{}
 	for i := range t.Len() {
 		if a := t.Action(i); a == Alloc || a == FreeCompleted {
-			counts[t.At(i).Addr]++
+			if addr := t.At(i).Addr; !hasKey(firsts, addr) {
+				firsts[addr] = int32(i)
+			}
 		}
 	}
-	n := &named{addrs: make([]uint64, 0, len(counts)), count: make([]int32, 0, len(counts))}
-	for a := range counts {
+	n := &named{addrs: make([]uint64, 0, len(firsts)), first: make([]int32, 0, len(firsts)), now: int32(t.Len())}
+	for a := range firsts {
 		n.addrs = append(n.addrs, a)
 	}
 	slices.Sort(n.addrs)
 	for _, a := range n.addrs {
-		n.count = append(n.count, counts[a])
+		n.first = append(n.first, firsts[a])
 	}
 	return n
+}
+
+func hasKey[K comparable, V any](m map[K]V, k K) bool {
+	_, ok := m[k]
+	return ok
 }
 
 func (n *named) index(a uint64) int {
@@ -656,27 +666,17 @@ func (n *named) index(a uint64) int {
 	return i
 }
 
-// drop counts entry e as undone.
-func (n *named) drop(e *TraceEntry) {
-	if e.Action != Alloc && e.Action != FreeCompleted {
-		return
-	}
-	if i := n.index(e.Addr); i < len(n.addrs) && n.addrs[i] == e.Addr {
-		n.count[i]--
-	}
-}
-
 // has reports whether an entry not undone names a.
 func (n *named) has(a uint64) bool {
 	i := n.index(a)
-	return i < len(n.addrs) && n.addrs[i] == a && n.count[i] > 0
+	return i < len(n.addrs) && n.addrs[i] == a && n.first[i] < n.now
 }
 
-// first returns the lowest address in [lo, hi) that an entry not undone
-// names.
-func (n *named) first(lo, hi uint64) (uint64, bool) {
+// firstIn returns the lowest address in [lo, hi) that an entry not
+// undone names.
+func (n *named) firstIn(lo, hi uint64) (uint64, bool) {
 	for i := n.index(lo); i < len(n.addrs) && n.addrs[i] < hi; i++ {
-		if n.count[i] > 0 {
+		if n.first[i] < n.now {
 			return n.addrs[i], true
 		}
 	}
