@@ -67,6 +67,8 @@ func FuzzRead(f *testing.F) {
 		// entry on, reads the same.
 		restore := snapshot.LookUpRunsFrom(0)
 		rs, err := snapshot.Read(bytes.NewReader(data), "f.pickle")
+		require.NoError(t, err)
+		rns, err := snapshot.ReadWith(bytes.NewReader(data), "f.pickle", snapshot.ReadOptions{NoStacks: true})
 		restore()
 		require.NoError(t, err)
 		require.Equal(t, s, rs)
@@ -78,6 +80,7 @@ func FuzzRead(f *testing.F) {
 			want.DeviceTraces = ns.DeviceTraces // nil and empty alike
 		}
 		require.Equal(t, want, ns)
+		require.Equal(t, ns, rns)
 		// A compact read holds the same traces, and unpacks to the same
 		// snapshot.
 		cs, err := snapshot.ReadWith(bytes.NewReader(data), "f.pickle", snapshot.ReadOptions{Compact: true})
