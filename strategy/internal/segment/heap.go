@@ -162,13 +162,8 @@ func (h *Heap) Take(n int32, rounded, requested int64, hit bool) (addr uint64, s
 		rem = h.newNode()
 		SplitAt(h.Nodes, n, rem, rounded)
 	}
-	nd := &h.Nodes[n]
-	nd.Free = false
-	nd.Requested = requested
-	addr, size = nd.Addr, nd.Size
+	addr, size, handle = h.Hand(n, requested, hit)
 	h.free -= size
-	handle = h.Live.Put(addr, n)
-	h.M.CountAlloc(requested, size, hit)
 	return addr, size, handle, rem
 }
 
