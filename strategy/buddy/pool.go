@@ -312,14 +312,7 @@ func (p *Pool) grow(k uint) (int32, error) {
 // newArena records an arena of size bytes (order order) at base and returns
 // its root node, on no free list.
 func (p *Pool) newArena(base uint64, size int64, order uint) int32 {
-	var s int32
-	if n := len(p.spare); n > 0 {
-		s = p.spare[n-1]
-		p.spare = p.spare[:n-1]
-	} else {
-		s = int32(len(p.arenas))
-		p.arenas = append(p.arenas, arena{})
-	}
+	s := blocktable.Slot(&p.arenas, &p.spare)
 	q := p.pair()
 	r := &p.nodes[q]
 	r.off, r.req, r.prev, r.next, r.parent, r.arena, r.order, r.state = 0, 0, 0, 0, 0, s, uint8(order), stateFree

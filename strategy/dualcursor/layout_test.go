@@ -275,6 +275,29 @@ func TestBlockZeroTakesTheDevice(t *testing.T) {
 	assert.Equal(t, int64(64*KiB), dev.Stats().Used)
 }
 
+// TestBlockZeroResizesAfterRelease checks that with block=0 the block asked
+// for after a release is sized again from the device's free memory, which
+// the release has grown.
+func TestBlockZeroResizesAfterRelease(t *testing.T) {
+	c := small
+	c.Block = 0
+	p, dev := alloctest.New(t, 64*KiB, New, c)
+	other, err := dev.Malloc(32 * KiB) // memory the pool does not hold
+	require.NoError(t, err)
+	runSteps(t, p, []step{
+		{"D1K", "D1K G31K"},
+		{"F0", "G32K"},
+	})
+	require.NoError(t, dev.Free(other, 32*KiB))
+	// 40 KiB do not fit in the free block, nor in the 32 KiB the device
+	// has free; once the block goes back, the device's 64 KiB are free.
+	runSteps(t, p, []step{{"D40K", "D40K G24K"}})
+	st := p.Stats()
+	assert.Equal(t, int64(1), st.Retries)
+	assert.Equal(t, int64(1), st.DeviceFrees)
+	assert.Equal(t, int64(64*KiB), dev.Stats().Used)
+}
+
 func TestReleaseAndRetry(t *testing.T) {
 	p, dev := alloctest.New(t, 16*KiB, New, small)
 	runSteps(t, p, []step{

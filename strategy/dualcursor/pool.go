@@ -204,30 +204,11 @@ func (p *Pool) grow(size, rounded int64) (int32, error) {
 		p.m.CountOOM()
 		return 0, fmt.Errorf("%s: alloc of %d bytes: the cursors of the block meet and grow=none: %w", name, size, gpualloc.ErrOutOfMemory)
 	}
-	want := p.blockSize(rounded)
-	addr, err := p.b.Malloc(want)
-	var relErr error
-	if errors.Is(err, gpualloc.ErrOutOfMemory) {
-		var released int64
-		released, relErr = p.releaseFree()
-		if released > 0 {
-			p.m.CountRetry()
-			want = p.blockSize(rounded)
-			addr, err = p.b.Malloc(want)
-		}
-		if errors.Is(err, gpualloc.ErrOutOfMemory) && want > rounded {
-			want = rounded
-			p.m.CountRetry()
-			addr, err = p.b.Malloc(want)
-		}
-	}
+	// After a release the device's free memory, and with block=0 the size
+	// of a block, have changed.
+	resize := func() int64 { return p.blockSize(rounded) }
+	addr, want, err := segment.MallocRetry(p.b, &p.m, resize(), rounded, p.releaseFree, resize)
 	if err != nil {
-		if errors.Is(err, gpualloc.ErrOutOfMemory) {
-			p.m.CountOOM()
-		}
-		if relErr != nil {
-			err = errors.Join(err, relErr)
-		}
 		return 0, fmt.Errorf("%s: alloc of %d bytes: device block of %d bytes: %w", name, size, want, err)
 	}
 	p.m.CountDeviceMalloc(want)

@@ -1,7 +1,8 @@
 // Package blocktable keeps a strategy's records of its live blocks, found by
 // the [gpualloc.Block] Handle it hands out: O(1) per operation, with no
 // hashing and no allocation once the table has grown to the peak number of
-// live blocks.
+// live blocks. Its [Slot], the reuse of a slice's slots through a list of
+// spare indexes, serves the strategies' other records too.
 package blocktable
 
 import (
@@ -23,16 +24,25 @@ type rec[T any] struct {
 	v    T
 }
 
+// Slot returns the index of a slot of *items for a new record: the last
+// index of *spare, which it takes off, or else that of a zero item it
+// appends. A reused slot holds what its last user left there; the caller
+// overwrites or has cleared it. It takes O(1) time, amortized over the
+// appends, and allocates only when *items grows past its capacity. Table's
+// records, segment's nodes and buddy's arenas take their slots here.
+func Slot[T any, I ~int32 | ~uint32](items *[]T, spare *[]I) I {
+	if s := *spare; len(s) > 0 {
+		*spare = s[:len(s)-1]
+		return s[len(s)-1]
+	}
+	var zero T
+	*items = append(*items, zero)
+	return I(len(*items) - 1)
+}
+
 // Put records a live block at addr and returns its handle.
 func (t *Table[T]) Put(addr uint64, v T) uint64 {
-	var i uint32
-	if n := len(t.unused); n > 0 {
-		i = t.unused[n-1]
-		t.unused = t.unused[:n-1]
-	} else {
-		i = uint32(len(t.recs))
-		t.recs = append(t.recs, rec[T]{})
-	}
+	i := Slot(&t.recs, &t.unused)
 	t.recs[i] = rec[T]{addr: addr, live: true, v: v}
 	return uint64(i) + 1
 }

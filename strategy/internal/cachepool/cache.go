@@ -171,17 +171,10 @@ func (c *Cache[B, S, P]) Split(n int32, size int64) int32 {
 // at every level of the hot path.
 func (c *Cache[B, S, P]) Take(n int32, rounded, requested int64, split, hit bool) (addr uint64, size int64, handle uint64, rest int32) {
 	if split {
-		rest = c.NewNode()
-		segment.SplitAt(c.Nodes, n, rest, rounded)
-		c.Meta[rest] = c.Meta[n]
+		rest = c.Split(n, rounded)
 	}
-	nd := &c.Nodes[n]
-	nd.Free = false
-	nd.Requested = requested
-	addr, size = nd.Addr, nd.Size
+	addr, size, handle = c.Hand(n, requested, hit)
 	c.FreeBytes -= size
-	handle = c.Live.Put(addr, n)
-	c.M.CountAlloc(requested, size, hit)
 	return addr, size, handle, rest
 }
 

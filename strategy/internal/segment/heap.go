@@ -162,13 +162,8 @@ func (h *Heap) Take(n int32, rounded, requested int64, hit bool) (addr uint64, s
 		rem = h.newNode()
 		SplitAt(h.Nodes, n, rem, rounded)
 	}
-	nd := &h.Nodes[n]
-	nd.Free = false
-	nd.Requested = requested
-	addr, size = nd.Addr, nd.Size
+	addr, size, handle = h.Hand(n, requested, hit)
 	h.free -= size
-	handle = h.Live.Put(addr, n)
-	h.M.CountAlloc(requested, size, hit)
 	return addr, size, handle, rem
 }
 
@@ -190,32 +185,52 @@ func (h *Heap) MergeNext(n int32) { h.recycle(MergeNext(h.Nodes, n)) }
 // as out of memory. Grow may replace h.Nodes.
 func (h *Heap) Grow(request, rounded, fit int64) (int32, error) {
 	size, next := h.growSize(fit)
-	addr, err := h.b.Malloc(size)
-	var relErr error
-	if errors.Is(err, gpualloc.ErrOutOfMemory) {
-		var released int64
-		released, relErr = h.releaseFree()
-		if released > 0 {
-			h.M.CountRetry()
-			addr, err = h.b.Malloc(size)
-		}
-		if errors.Is(err, gpualloc.ErrOutOfMemory) && size > rounded {
-			size = rounded
-			h.M.CountRetry()
-			addr, err = h.b.Malloc(size)
-		}
-	}
+	addr, size, err := MallocRetry(h.b, &h.M, size, rounded, h.releaseFree, nil)
 	if err != nil {
-		if errors.Is(err, gpualloc.ErrOutOfMemory) {
-			h.M.CountOOM()
-		}
-		if relErr != nil {
-			err = errors.Join(err, relErr)
-		}
 		return 0, fmt.Errorf("%s: alloc of %d bytes (%d rounded): segment of %d bytes: %w", h.Name, request, rounded, size, err)
 	}
 	h.next = next
 	return h.addSegment(addr, size), nil
+}
+
+// MallocRetry takes size bytes from the device b for a pool's growth, with
+// the retries that Heap and dualcursor share: if the device is out of
+// memory, release returns the pool's entirely free segments and, if that
+// freed anything, the device is asked again, for resize() bytes (size again
+// if resize is nil); if it still refuses a size larger than least, it is
+// asked once more for least bytes. Each attempt after a refusal counts as
+// a retry in m, and a last refusal as out of memory. It returns the address
+// and the size taken, or the size last asked for and the device's error,
+// joined with release's if that failed too.
+func MallocRetry(b gpualloc.Backend, m *gpualloc.Meter, size, least int64,
+	release func() (int64, error), resize func() int64) (uint64, int64, error) {
+	addr, err := b.Malloc(size)
+	var relErr error
+	if errors.Is(err, gpualloc.ErrOutOfMemory) {
+		var released int64
+		released, relErr = release()
+		if released > 0 {
+			m.CountRetry()
+			if resize != nil {
+				size = resize()
+			}
+			addr, err = b.Malloc(size)
+		}
+		if errors.Is(err, gpualloc.ErrOutOfMemory) && size > least {
+			size = least
+			m.CountRetry()
+			addr, err = b.Malloc(size)
+		}
+	}
+	if err != nil {
+		if errors.Is(err, gpualloc.ErrOutOfMemory) {
+			m.CountOOM()
+		}
+		if relErr != nil {
+			err = errors.Join(err, relErr)
+		}
+	}
+	return addr, size, err
 }
 
 // growSize returns the size of the segment to take for a request that needs
