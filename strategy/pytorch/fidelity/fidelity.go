@@ -276,7 +276,7 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 	free := &replay{res: res, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total, releaseInAlloc: release}
 	follow := &replay{res: &Result{mismatchesMx: -1}, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total,
 		releaseInAlloc: release}
-	if err := runBoth(free, follow, st, top, snapshot.NewTracker(st, rules)); err != nil {
+	if err := runBoth(free, follow, st, top, func() *snapshot.Tracker { return snapshot.NewTracker(st, rules) }); err != nil {
 		return err
 	}
 	res.ReplayedPeakReservedBytes, res.ReplayedDeviceMallocs = free.be.peak, free.be.mallocs

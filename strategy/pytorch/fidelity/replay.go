@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/snapshot"
@@ -86,43 +88,81 @@ func (r *replay) start(st *snapshot.State, top uint64) error {
 	return nil
 }
 
-// runBoth replays the trace from st twice in one pass over it: free runs
-// free, follow takes the state of the record again after each entry where
-// it went its own way. The record is followed once, by tr, for both: for
-// the figures of free and the restarts of follow. An error of free is
-// returned before one of follow, as if free ran first; follow's are
-// wrapped as "following the record".
-func runBoth(free, follow *replay, st *snapshot.State, top uint64, tr *snapshot.Tracker) error {
+// runBoth replays the trace from st twice at once, free on this goroutine
+// and follow on another: free runs free, follow takes the state of the
+// record again after each entry where it went its own way. Each follows
+// the record with a Tracker of its own from newTracker: for the figures of
+// free and the restarts of follow. An error of free is returned before one
+// of follow, as if free ran first; follow's are wrapped as "following the
+// record". The two share only the trace, which they read.
+func runBoth(free, follow *replay, st *snapshot.State, top uint64, newTracker func() *snapshot.Tracker) error {
 	if err := free.start(st, top); err != nil {
 		return err
 	}
 	followErr := follow.start(st, top)
-	for i := range free.trace.Len() {
-		ev := free.trace.At(i)
-		e := &ev
-		at := i - free.offset // the entry's index in the file
-		free.be.index, free.be.ahead, free.be.from = at, free.trace, i
-		if _, err := free.entry(e, i, at); err != nil {
-			return err
-		}
-		ok := false
-		if followErr == nil {
-			follow.be.index, follow.be.ahead, follow.be.from = at, follow.trace, i
-			ok, followErr = follow.entry(e, i, at)
-		}
-		if err := tr.Apply(e); err != nil {
-			return fmt.Errorf("device_traces[%d][%d]: %w", free.dev, at, err)
-		}
-		free.figure(e, tr)
-		if followErr == nil {
-			followErr = follow.follow(e, at, ok, tr, top)
-		}
+	var stop atomic.Bool // free failed: what follow finds is not wanted
+	var wg sync.WaitGroup
+	if followErr == nil {
+		trFollow := newTracker()
+		wg.Go(func() { followErr = follow.followAll(trFollow, top, &stop) })
+	}
+	err := free.freeAll(newTracker())
+	if err != nil {
+		stop.Store(true)
+	}
+	wg.Wait()
+	if err != nil {
+		return err
 	}
 	free.be.endAlloc()
 	if followErr != nil {
 		return fmt.Errorf("following the record: %w", followErr)
 	}
 	follow.be.endAlloc()
+	return nil
+}
+
+// freeAll replays the trace, following the record with tr for r's
+// figures.
+func (r *replay) freeAll(tr *snapshot.Tracker) error {
+	for i := range r.trace.Len() {
+		e := r.trace.At(i)
+		at := i - r.offset // the entry's index in the file
+		r.be.index, r.be.ahead, r.be.from = at, r.trace, i
+		if _, err := r.entry(&e, i, at); err != nil {
+			return err
+		}
+		if err := tr.Apply(&e); err != nil {
+			return fmt.Errorf("device_traces[%d][%d]: %w", r.dev, at, err)
+		}
+		r.figure(&e, tr)
+	}
+	return nil
+}
+
+// followAll replays the trace, following the record with tr and taking
+// its state again where r went its own way, until stop. An entry that
+// does not fit the record ends it without an error: freeAll, which meets
+// the same entry, reports it.
+func (r *replay) followAll(tr *snapshot.Tracker, top uint64, stop *atomic.Bool) error {
+	for i := range r.trace.Len() {
+		if stop.Load() {
+			return nil
+		}
+		e := r.trace.At(i)
+		at := i - r.offset
+		r.be.index, r.be.ahead, r.be.from = at, r.trace, i
+		ok, err := r.entry(&e, i, at)
+		if err != nil {
+			return err
+		}
+		if tr.Apply(&e) != nil {
+			return nil
+		}
+		if err := r.follow(&e, at, ok, tr, top); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
