@@ -84,6 +84,9 @@ type input struct {
 	pos, end int
 	base     int64 // offset of buf[0] in the input
 	err      error // the reader's error, once it has one
+	ahead    bool  // a long input may be read ahead (see prefetcher)
+	pre      *prefetcher
+	chunk    []byte // the prefetcher's buffer that buf lies in, if it does
 }
 
 // off returns the offset of the next byte.
@@ -104,6 +107,14 @@ func (in *input) need(n int) bool {
 	}
 	if in.err != nil {
 		return false
+	}
+	if in.pre == nil && in.ahead && in.base >= prefetchFrom {
+		in.pre = startPrefetch(in.r) // a long input: read on beside
+	}
+	if in.pre != nil {
+		for in.end-in.pos < n && in.err == nil && in.take() {
+		}
+		return in.end-in.pos >= n
 	}
 	if in.pos > 0 {
 		if len(in.buf) < maxBuffer && in.base >= 8*int64(len(in.buf)) {

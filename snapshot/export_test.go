@@ -11,3 +11,11 @@ func LookUpRunsFrom(n int) (restore func()) {
 	runsFrom = n
 	return func() { runsFrom = old }
 }
+
+// PrefetchFrom makes a read start reading ahead on a goroutine once n
+// bytes are read, until the returned function is called.
+func PrefetchFrom(n int64) (restore func()) {
+	old := prefetchFrom
+	prefetchFrom = n
+	return func() { prefetchFrom = old }
+}

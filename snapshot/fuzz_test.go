@@ -17,9 +17,9 @@ import (
 // FuzzRead checks that no input makes Read, InitialState or a Tracker
 // panic, that every error of Read is one line naming the file, and that
 // every rebuilt or tracked segment is tiled by its blocks, and that a read
-// without the stacks, a compact one, or one that looks up runs of frames
-// read before in a small file too, gives the same snapshot (but for the
-// stacks). It is seeded with the tests' snapshots, a
+// without the stacks, a compact one, one that reads ahead on a goroutine,
+// or one that looks up runs of frames read before in a small file too,
+// gives the same snapshot (but for the stacks). It is seeded with the tests' snapshots, a
 // generated one and the smallest of the shared real ones.
 func FuzzRead(f *testing.F) {
 	for _, proto := range []int{2, 4, 5} {
@@ -56,6 +56,16 @@ func FuzzRead(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := snapshot.Read(bytes.NewReader(data), "f.pickle")
+		// Read ahead on a goroutine: the same snapshot, or the same error.
+		restore := snapshot.PrefetchFrom(0)
+		ps, perr := snapshot.Read(bytes.NewReader(data), "f.pickle")
+		restore()
+		require.Equal(t, err == nil, perr == nil)
+		if err != nil {
+			require.Equal(t, err.Error(), perr.Error())
+		} else {
+			require.Equal(t, s, ps)
+		}
 		if err != nil {
 			var se *snapshot.Error
 			require.True(t, errors.As(err, &se), "%T: %v", err, err)
@@ -65,7 +75,7 @@ func FuzzRead(f *testing.F) {
 		}
 		// Looking up runs of frames read before, from the first memo
 		// entry on, reads the same.
-		restore := snapshot.LookUpRunsFrom(0)
+		restore = snapshot.LookUpRunsFrom(0)
 		rs, err := snapshot.Read(bytes.NewReader(data), "f.pickle")
 		require.NoError(t, err)
 		rns, err := snapshot.ReadWith(bytes.NewReader(data), "f.pickle", snapshot.ReadOptions{NoStacks: true})

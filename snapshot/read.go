@@ -97,6 +97,7 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 		r = &counter{r: r, f: o.Progress}
 	}
 	d := newDecoder(r)
+	defer func() { d.in.stopPrefetch() }() // d.in changes for gzip
 	d.noStacks, d.compact = o.NoStacks, o.Compact
 	gz := ""
 	for range 2 {
@@ -119,6 +120,9 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	if b := d.in.buf[d.in.pos:d.in.end]; len(b) < 2 || b[0] != opProto || b[1] < 2 || b[1] > 5 {
 		return nil, notSnapshot(name, "not a pickle of protocol 2 to 5", nil)
 	}
+	// From here on the input is only the pickle's: a long one is read
+	// ahead on a goroutine.
+	d.in.ahead = true
 	v, err := d.run()
 	var s *Snapshot
 	if err == nil {

@@ -1,0 +1,68 @@
+package snapshot_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"testing"
+	"testing/iotest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc/snapshot"
+)
+
+// A read that reads ahead on a goroutine, from its first byte on, gives
+// what a read in turn gives: the same snapshot, and the same errors at the
+// same byte offsets, plain and gzip, through readers that return a byte
+// at a time or fail.
+func TestPrefetchSameRead(t *testing.T) {
+	var g bytes.Buffer
+	_, err := genSnapshot(&g, genOptions{Devices: 2, Events: 30_000, Slots: 6, Frames: 60, Stacks: 30, Pools: true, Seed: 11})
+	require.NoError(t, err)
+	data := g.Bytes()
+	require.Greater(t, len(data), 3<<20, "more than a few chunks")
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	_, err = zw.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+
+	read := func(r io.Reader, o snapshot.ReadOptions) (*snapshot.Snapshot, error) {
+		return snapshot.ReadWith(r, "p.pickle", o)
+	}
+	inputs := map[string]func() io.Reader{
+		"plain":     func() io.Reader { return bytes.NewReader(data) },
+		"gzip":      func() io.Reader { return bytes.NewReader(z.Bytes()) },
+		"half":      func() io.Reader { return iotest.HalfReader(bytes.NewReader(data)) },
+		"truncated": func() io.Reader { return bytes.NewReader(data[:len(data)*2/3]) },
+		"damaged": func() io.Reader {
+			d := bytes.Clone(data)
+			d[len(d)/2] = 0xff // no opcode
+			return bytes.NewReader(d)
+		},
+		"failing": func() io.Reader {
+			return io.MultiReader(bytes.NewReader(data[:len(data)/2]), iotest.ErrReader(io.ErrClosedPipe))
+		},
+	}
+	for name, in := range inputs {
+		for _, o := range []snapshot.ReadOptions{{}, {NoStacks: true, Compact: true}} {
+			want, wantErr := read(in(), o)
+			restore := snapshot.PrefetchFrom(0)
+			got, gotErr := read(in(), o)
+			restore()
+			bad := name == "truncated" || name == "damaged" || name == "failing"
+			require.Equal(t, bad, wantErr != nil, "%s: %v", name, wantErr)
+			if wantErr != nil {
+				require.Error(t, gotErr, name)
+				assert.Equal(t, wantErr.Error(), gotErr.Error(), name)
+				continue
+			}
+			require.NoError(t, gotErr, name)
+			want.Unpack()
+			got.Unpack()
+			require.Equal(t, want, got, name)
+		}
+	}
+}
