@@ -32,8 +32,9 @@
 // strings are shared through the pickle's memo, and most of a big file is
 // memo references to the frame dicts that every entry's "frames" lists.
 // Read streams: a pickle machine of the package's own reads the input
-// through a 64 KiB buffer (gzip is decompressed as it goes) and builds no
-// generic object tree for what the package models. A container's role (a
+// through a buffer of 64 KiB to 1 MiB (gzip is decompressed as it goes;
+// past 8 MiB, a goroutine reads and decompresses a few chunks ahead) and
+// builds no generic object tree for what the package models. A container's role (a
 // trace entry, a block, a stack of frames) is told by its place when it
 // is created; a trace entry is kept as its few scalar fields until it is
 // appended to its trace, then becomes a [TraceEntry] and its container is
