@@ -19,3 +19,11 @@ func PrefetchFrom(n int64) (restore func()) {
 	prefetchFrom = n
 	return func() { prefetchFrom = old }
 }
+
+// MaxTrace makes a read refuse a device's trace of more than n entries,
+// until the returned function is called.
+func MaxTrace(n int) (restore func()) {
+	old := maxTrace
+	maxTrace = n
+	return func() { maxTrace = old }
+}

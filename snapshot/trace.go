@@ -1,6 +1,9 @@
 package snapshot
 
-import "iter"
+import (
+	"iter"
+	"math"
+)
 
 // A Trace is the recorded trace of one device, as [Snapshot.Trace] returns
 // it: its entries in order, read with At. It is a view of the snapshot,
@@ -15,6 +18,11 @@ type Trace struct {
 	list []TraceEntry
 	held *heldTrace
 }
+
+// maxTrace is the most entries of one device's trace that a read takes:
+// the replays index them with int32. A file with more (over 60 GB) is
+// refused, naming the entry. A variable for the tests.
+var maxTrace = math.MaxInt32
 
 // heldTrace is one device's trace as the decoder read it.
 type heldTrace struct {

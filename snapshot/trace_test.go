@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 	"github.com/gpualloc/gpualloc/snapshot"
 )
 
@@ -75,4 +76,16 @@ func TestTraceOf(t *testing.T) {
 	assert.Equal(t, es, s.Trace(1).Entries())
 	assert.Zero(t, s.Trace(2).Len())
 	assert.Zero(t, s.Trace(-1).Len())
+}
+
+// A device's trace longer than the replays can index is refused, naming
+// the first entry past the limit.
+func TestReadRefusesTraceTooLong(t *testing.T) {
+	data := snap(pk.Entry("alloc", a0, 5, 0, 1), pk.Entry("free_completed", a0, 5, 0, 2), pk.Entry("alloc", a0, 5, 0, 3))
+	_, err := snapshot.Read(bytes.NewReader(data), "long.pickle")
+	require.NoError(t, err)
+	defer snapshot.MaxTrace(2)()
+	_, err = snapshot.Read(bytes.NewReader(data), "long.pickle")
+	require.Error(t, err)
+	assert.Equal(t, "long.pickle: device_traces[0][2]: more than 2 entries in a device's trace, the most this reader takes", err.Error())
 }
