@@ -192,18 +192,21 @@ type entryRec struct {
 // noStr is the string index of "".
 const noStr = ^uint32(0)
 
-// strAt returns string i of the table, "" for noStr.
-func (d *decoder) strAt(i uint32) string {
+// strAt returns string i of the table strs, "" for noStr.
+func strAt(strs []string, i uint32) string {
 	if i == noStr {
 		return ""
 	}
-	return d.strs[i]
+	return strs[i]
 }
 
-// entry returns the TraceEntry that r is.
-func (d *decoder) entry(r *entryRec) TraceEntry {
-	return TraceEntry{Action: Action(d.strAt(r.action)), Addr: r.addr, Size: r.size, Stream: r.stream, TimeUS: r.time,
-		Category: d.strAt(r.category), Stack: r.stack, EmptyCache: r.emptyCache}
+// strAt returns string i of the decoder's table, "" for noStr.
+func (d *decoder) strAt(i uint32) string { return strAt(d.strs, i) }
+
+// entry returns the TraceEntry that r is, its strings indexes into strs.
+func (r *entryRec) entry(strs []string) TraceEntry {
+	return TraceEntry{Action: Action(strAt(strs, r.action)), Addr: r.addr, Size: r.size, Stream: r.stream, TimeUS: r.time,
+		Category: strAt(strs, r.category), Stack: r.stack, EmptyCache: r.emptyCache}
 }
 
 // entries returns the entries of trace p, emptying it as it goes.
@@ -211,7 +214,7 @@ func (d *decoder) entries(p *paged[entryRec]) []TraceEntry {
 	out := make([]TraceEntry, 0, p.len())
 	for k, pg := range p.pages {
 		for i := range pg {
-			out = append(out, d.entry(&pg[i]))
+			out = append(out, pg[i].entry(d.strs))
 		}
 		p.pages[k] = nil
 	}

@@ -46,9 +46,7 @@ func (t Trace) At(i int) TraceEntry {
 	if t.held == nil {
 		return t.list[i]
 	}
-	r := t.held.recs.at(uint64(i))
-	return TraceEntry{Action: Action(t.held.str(r.action)), Addr: r.addr, Size: r.size, Stream: r.stream, TimeUS: r.time,
-		Category: t.held.str(r.category), Stack: r.stack, EmptyCache: r.emptyCache}
+	return t.held.recs.at(uint64(i)).entry(t.held.strs)
 }
 
 // Action returns the action of entry i: At(i).Action, without the rest.
@@ -56,7 +54,7 @@ func (t Trace) Action(i int) Action {
 	if t.held == nil {
 		return t.list[i].Action
 	}
-	return Action(t.held.str(t.held.recs.at(uint64(i)).action))
+	return Action(strAt(t.held.strs, t.held.recs.at(uint64(i)).action))
 }
 
 // All yields the entries in order with their indexes, as At returns them.
@@ -81,11 +79,4 @@ func (t Trace) Entries() []TraceEntry {
 		out[i] = t.At(i)
 	}
 	return out
-}
-
-func (h *heldTrace) str(i uint32) string {
-	if i == noStr {
-		return ""
-	}
-	return h.strs[i]
 }
