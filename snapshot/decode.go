@@ -112,7 +112,8 @@ func (in *input) need(n int) bool {
 		in.pre = startPrefetch(in.r) // a long input: read on beside
 	}
 	if in.pre != nil {
-		for in.end-in.pos < n && in.err == nil && in.take() {
+		for in.end-in.pos < n && in.err == nil {
+			in.take()
 		}
 		return in.end-in.pos >= n
 	}

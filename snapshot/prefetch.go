@@ -83,15 +83,13 @@ func (p *prefetcher) stop() {
 }
 
 // take makes the next chunk the input's buffer, after the bytes of the
-// buffer not read yet, and reports whether there was one. The buffer
-// given up goes back to the prefetcher. Unread bytes beyond the headroom
+// buffer not read yet; it waits for the chunk, which always comes: the
+// prefetcher stops after a chunk with an error, which ends the input. The
+// buffer given up goes back to the prefetcher. Unread bytes beyond the headroom
 // (an argument longer than 64 KiB that straddles chunks) go with the
 // chunk's into a buffer of their own, grown as append grows it.
-func (in *input) take() bool {
-	c, ok := <-in.pre.full
-	if !ok {
-		return false
-	}
+func (in *input) take() {
+	c := <-in.pre.full
 	left := in.buf[in.pos:in.end]
 	var nb []byte
 	switch {
@@ -115,7 +113,6 @@ func (in *input) take() bool {
 	if c.err != nil {
 		in.err = c.err
 	}
-	return true
 }
 
 // giveBack returns the chunk buffer that the input reads from, if it
