@@ -29,7 +29,8 @@ type rec[T any] struct {
 // appends. A reused slot holds what its last user left there; the caller
 // overwrites or has cleared it. It takes O(1) time, amortized over the
 // appends, and allocates only when *items grows past its capacity. Table's
-// records, segment's nodes and buddy's arenas take their slots here.
+// records, segment's nodes, cachepool's segments and buddy's arenas take
+// their slots here.
 func Slot[T any, I ~int32 | ~uint32](items *[]T, spare *[]I) I {
 	if s := *spare; len(s) > 0 {
 		*spare = s[:len(s)-1]

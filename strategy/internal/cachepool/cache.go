@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/strategy/internal/blocktable"
 	"github.com/gpualloc/gpualloc/strategy/internal/segment"
 )
 
@@ -125,15 +126,8 @@ func (c *Cache[B, S, P]) AddSegment(addr uint64, size int64, pi int32, small boo
 	n := c.NewNode()
 	c.Nodes[n] = segment.Node{Addr: addr, Size: size, Free: true}
 	s := Segment[S]{Addr: addr, Size: size, First: n, Small: small}
-	var si int32
-	if k := len(c.spareSegs); k > 0 {
-		si = c.spareSegs[k-1]
-		c.spareSegs = c.spareSegs[:k-1]
-		c.Segs[si] = s
-	} else {
-		si = int32(len(c.Segs))
-		c.Segs = append(c.Segs, s)
-	}
+	si := blocktable.Slot(&c.Segs, &c.spareSegs)
+	c.Segs[si] = s
 	c.Meta[n] = Meta[B]{Pool: pi, Seg: si, Small: small}
 	return n
 }
