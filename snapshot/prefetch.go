@@ -61,6 +61,11 @@ func startPrefetch(r io.Reader) *prefetcher {
 				var m int
 				m, c.err = r.Read(buf[headroom+c.n:])
 				c.n += m
+				select {
+				case <-p.done: // stopped: one read, not a whole chunk, is waited for
+					return
+				default:
+				}
 			}
 			select {
 			case p.full <- c:
@@ -75,8 +80,8 @@ func startPrefetch(r io.Reader) *prefetcher {
 	return p
 }
 
-// stop ends the reading and waits for its goroutine; a read in progress
-// is finished first.
+// stop ends the reading and waits for its goroutine: for the one call of
+// Read in progress, if any, to return.
 func (p *prefetcher) stop() {
 	close(p.done)
 	p.wg.Wait()
