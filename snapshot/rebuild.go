@@ -640,7 +640,8 @@ func newNamed(t Trace) *named {
 	firsts := map[uint64]int32{}
 	for i := range t.Len() {
 		if a := t.Action(i); a == Alloc || a == FreeCompleted {
-			if addr := t.At(i).Addr; !hasKey(firsts, addr) {
+			addr := t.At(i).Addr
+			if _, seen := firsts[addr]; !seen {
 				firsts[addr] = int32(i)
 			}
 		}
@@ -654,11 +655,6 @@ func newNamed(t Trace) *named {
 		n.first = append(n.first, firsts[a])
 	}
 	return n
-}
-
-func hasKey[K comparable, V any](m map[K]V, k K) bool {
-	_, ok := m[k]
-	return ok
 }
 
 func (n *named) index(a uint64) int {
