@@ -236,7 +236,7 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 		d.m.blocks = append(d.m.blocks, []Block{})
 	case rTrace:
 		c.num = uint32(len(d.m.traces))
-		d.m.traces = append(d.m.traces, paged[entryRec]{})
+		d.m.traces = append(d.m.traces, paged[entryRec]{sp: d.sp})
 	}
 	return i
 }

@@ -167,6 +167,7 @@ type decoder struct {
 	marks   []markRec
 	memo    memoTable      // the entries stored in order
 	memoFar map[uint64]val // memo entries stored out of order
+	sp      *spill         // where the memo's and the traces' pages go past the bound
 	opOff   int64          // offset of the opcode being run
 
 	strs   []string          // interned strings

@@ -45,13 +45,19 @@
 // trace entry (a [TraceEntry] in DeviceTraces) and per block; a read with
 // [ReadOptions.Compact] keeps each entry in the decoder's 48-byte record
 // instead, behind [Snapshot.Trace], which the start-state rebuild, the
-// replays and fidelity walk. The decoder adds 8 bytes per memo entry
+// replays and fidelity walk. The decoder adds 9 bytes per memo entry
 // (Python memoizes every dict and list, so about two per trace entry),
 // the distinct strings, frames and stacks, and the containers still open,
-// at most a batch of 1,000 entries. On a file of 3 million entries with 40
-// to 90 frames each (1.16 GB) that is 0.23 GiB resident at the end of a
-// compact read (simulate inspect, a replay, fidelity, convert), against
-// 2.8 GiB for CPython's pickle.load. The memo may be
+// at most a batch of 1,000 entries. Records and memo are held in pages
+// of 32,768; once those pages take 256 MiB, each page filled after that
+// is written to an unnamed temporary file and read back when it is
+// needed, a few pages at a time, so that a read's memory stops growing
+// with its entries (the file takes 57 bytes of disk per entry past that
+// bound). On a file of 3 million entries with 40 to 90 frames each (1.16
+// GB) that is 0.22 GiB resident at the end of a compact read (simulate
+// inspect, a replay, fidelity, convert), against 2.8 GiB for CPython's
+// pickle.load; on one of 15 million entries without frames, 0.7 GiB
+// against 6 GiB. The memo may be
 // referred to freely, but trace entries, blocks and segments repeated
 // through it (a device trace referred to twice is two devices with the
 // same entries, as in Python) count against [MaxRepeated], so that memory

@@ -27,3 +27,21 @@ func MaxTrace(n int) (restore func()) {
 	maxTrace = n
 	return func() { maxTrace = old }
 }
+
+// SpillAfter makes a read hold at most n bytes of full pages before it
+// writes them to its temporary file, and at most loaded of the pages
+// written loaded at a time, until the returned function is called.
+func SpillAfter(n int64, loaded int) (restore func()) {
+	oldN, oldL := spillAfter, maxLoaded
+	spillAfter, maxLoaded = n, loaded
+	return func() { spillAfter, maxLoaded = oldN, oldL }
+}
+
+// Spilled returns the bytes that the read of s, a compact one, wrote to
+// its temporary file.
+func Spilled(s *Snapshot) int64 {
+	for _, h := range s.held {
+		return h.sp.end
+	}
+	return 0
+}

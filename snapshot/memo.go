@@ -5,11 +5,11 @@ package snapshot
 // two memo entries that PyTorch's pickler makes for each trace entry (its
 // dict and its list of frames) take 16 bytes, not 32; a value too wide for
 // that is kept in a map. Beside it, a byte per entry tells the frames
-// (isFrame, isEC) for absorb.
+// (isFrame, isEC) for absorb. Both lists are paged with the read's spill.
 type memoTable struct {
 	packed paged[uint64]
 	wide   map[uint64]val // the entries whose value needs more than 64-kindBits bits
-	frame  []byte         // for each entry: isFrame, | isEC on the empty-cache path
+	frame  paged[byte]    // for each entry: isFrame, | isEC on the empty-cache path
 	gen    uint32         // counts the frames stored over
 }
 
@@ -36,8 +36,12 @@ func pack(v val) uint64 {
 	return v.x<<kindBits | uint64(v.k)
 }
 
-// at returns entry i, i < m.len().
+// at returns entry i, i < m.len(). Where its page is spilled, it loads
+// its frame byte's too, for absorb.
 func (m *memoTable) at(i uint64) val {
+	if m.packed.pages[i>>pageShift] == nil {
+		m.frame.at(i)
+	}
 	p := *m.packed.at(i)
 	if k := kind(p & kindMask); k != kWide {
 		return val{k, p >> kindBits}
@@ -51,12 +55,13 @@ func (m *memoTable) set(i uint64, v val) {
 	if kind(p&kindMask) == kWide {
 		m.setWide(i, v)
 	}
-	q := m.packed.at(i)
-	if m.frame[i]&isFrame != 0 && *q != p {
+	q, f := m.packed.at(i), m.frame.at(i)
+	if *f&isFrame != 0 && *q != p {
 		m.gen++ // a frame stored over: the frameRuns that refer to it are stale
 	}
-	*q = p
-	m.frame[i] = frameKind(v)
+	*q, *f = p, frameKind(v)
+	m.packed.changed(i)
+	m.frame.changed(i)
 }
 
 // append adds v as entry m.len().
@@ -66,7 +71,7 @@ func (m *memoTable) append(v val) {
 		m.setWide(uint64(m.len()), v)
 	}
 	m.packed.append(p)
-	m.frame = append(m.frame, frameKind(v))
+	m.frame.append(frameKind(v))
 }
 
 func (m *memoTable) setWide(i uint64, v val) {

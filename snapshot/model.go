@@ -212,7 +212,8 @@ func (r *entryRec) entry(strs []string) TraceEntry {
 // entries returns the entries of trace p, emptying it as it goes.
 func (d *decoder) entries(p *paged[entryRec]) []TraceEntry {
 	out := make([]TraceEntry, 0, p.len())
-	for k, pg := range p.pages {
+	for k := range p.pages {
+		pg := p.page(k)
 		for i := range pg {
 			out = append(out, pg[i].entry(d.strs))
 		}
@@ -281,11 +282,9 @@ func (d *decoder) traceOf(v val, at itemAt) (uint32, bool) {
 		if !d.repeat(t.len(), at) {
 			return 0, false
 		}
-		var c paged[entryRec]
-		for _, ch := range t.pages {
-			for _, e := range ch {
-				c.append(e)
-			}
+		c := paged[entryRec]{sp: d.sp}
+		for i := range t.len() {
+			c.append(*t.at(uint64(i)))
 		}
 		d.m.traces = append(d.m.traces, c)
 		return uint32(len(d.m.traces) - 1), true
@@ -521,7 +520,7 @@ func (d *decoder) snapshotOf(v val, name string) (*Snapshot, error) {
 		if d.compact {
 			s.held = make([]*heldTrace, len(lists))
 			for dev, n := range lists {
-				s.held[dev] = &heldTrace{recs: &d.m.traces[n], strs: d.strs}
+				s.held[dev] = hold(&d.m.traces[n], d.strs)
 			}
 		} else {
 			s.DeviceTraces = make([][]TraceEntry, len(lists))

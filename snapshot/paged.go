@@ -5,9 +5,25 @@ package snapshot
 // grows without copying what it holds (append copies a large slice about
 // four times over as it grows it). The first page grows as a slice, so
 // that a short list takes no more than it needs.
+//
+// Past the bound of its spill, each page that fills is written out and
+// dropped (see spill), and at loads it back when it is needed: at costs
+// O(1), and a read of pageSize values from the file where the page is
+// not loaded. The values must hold no pointers.
 type paged[T any] struct {
-	pages [][]T // all full but the last
-	n     int
+	pages  [][]T // all full but the last; nil where spilled and not loaded
+	n      int
+	sp     *spill       // where the pages past the bound go; nil: none do
+	from   int          // the first page that went to sp, when offs is not empty
+	offs   []int64      // the offset in sp of each page from from on, -1 for one held
+	loaded []loadedPage // the spilled pages loaded, oldest first
+	spare  []T          // a page written out or dropped, for the next
+}
+
+// A loadedPage is a spilled page of a paged loaded in memory.
+type loadedPage struct {
+	k     int  // its index in paged.pages
+	dirty bool // changed since it was loaded
 }
 
 const (
@@ -17,19 +33,93 @@ const (
 
 func (p *paged[T]) len() int { return p.n }
 
-// at returns value i, i < p.len().
-func (p *paged[T]) at(i uint64) *T { return &p.pages[i>>pageShift][i&(pageSize-1)] }
+// at returns value i, i < p.len(). The pointer is valid until the next
+// call of a method of p.
+func (p *paged[T]) at(i uint64) *T {
+	pg := p.pages[i>>pageShift]
+	if pg == nil {
+		pg = p.load(int(i >> pageShift))
+	}
+	return &pg[i&(pageSize-1)]
+}
+
+// changed notes that value i was changed through at, so that its page,
+// when it is a spilled one, is written out again before it is dropped.
+func (p *paged[T]) changed(i uint64) {
+	k := int(i >> pageShift)
+	if len(p.offs) == 0 || k < p.from {
+		return
+	}
+	for j := range p.loaded {
+		if p.loaded[j].k == k {
+			p.loaded[j].dirty = true
+		}
+	}
+}
+
+// page returns page k, loading it if it is spilled.
+func (p *paged[T]) page(k int) []T {
+	if pg := p.pages[k]; pg != nil {
+		return pg
+	}
+	return p.load(k)
+}
 
 // append adds v at the end.
 func (p *paged[T]) append(v T) {
 	if k := len(p.pages); k == 0 || len(p.pages[k-1]) == pageSize {
 		var pg []T
 		if k > 0 {
-			pg = make([]T, 0, pageSize)
+			p.filled(k - 1)
+			pg = p.newPage()[:0]
 		}
 		p.pages = append(p.pages, pg)
 	}
 	k := len(p.pages) - 1
 	p.pages[k] = append(p.pages[k], v)
 	p.n++
+}
+
+// filled keeps page k, which has just filled, or spills it: from the
+// first page spilled on, every page of p is.
+func (p *paged[T]) filled(k int) {
+	b := bytesOf(p.pages[k])
+	if len(p.offs) == 0 && p.sp.keep(int64(len(b))) {
+		return
+	}
+	if len(p.offs) == 0 {
+		p.from = k
+	}
+	at := p.sp.write(b)
+	p.offs = append(p.offs, at)
+	if at >= 0 {
+		p.spare, p.pages[k] = p.pages[k], nil
+	}
+}
+
+// newPage returns a page of pageSize values: the spare one, if any.
+func (p *paged[T]) newPage() []T {
+	if pg := p.spare; pg != nil {
+		p.spare = nil
+		return pg[:pageSize]
+	}
+	return make([]T, pageSize)
+}
+
+// load reads spilled page k back, and drops the page loaded longest ago
+// when more than maxLoaded are.
+func (p *paged[T]) load(k int) []T {
+	pg := p.newPage()
+	p.sp.read(bytesOf(pg), p.offs[k-p.from])
+	p.pages[k] = pg
+	p.loaded = append(p.loaded, loadedPage{k: k})
+	if len(p.loaded) > maxLoaded {
+		l := p.loaded[0]
+		p.loaded = append(p.loaded[:0], p.loaded[1:]...)
+		if l.dirty {
+			p.sp.rewrite(bytesOf(p.pages[l.k]), p.offs[l.k-p.from])
+		}
+		p.spare, p.pages[l.k] = p.pages[l.k], nil
+	}
+	return pg
 }

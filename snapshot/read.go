@@ -58,7 +58,12 @@ type ReadOptions struct {
 	// with no pointers, behind [Snapshot.Trace], and leaves DeviceTraces
 	// nil until [Snapshot.Unpack]. It saves making a TraceEntry of 72
 	// bytes for every entry: on a file of millions of entries, a seventh
-	// of the read's time and half of the memory it ends with.
+	// of the read's time and half of the memory it ends with. Past 256
+	// MiB of records and memo, a read writes each page it fills to an
+	// unnamed temporary file in [os.TempDir] and reads it back when it
+	// is needed, so that its memory is bounded whatever the length of
+	// the trace (see [Trace]); where no such file can be written, it
+	// holds the pages.
 	Compact bool
 }
 
@@ -149,10 +154,13 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 }
 
 func newDecoder(r io.Reader) *decoder {
-	return &decoder{
+	d := &decoder{
 		in:     input{r: r, buf: make([]byte, 64<<10)},
 		strIdx: map[string]uint32{},
+		sp:     &spill{},
 	}
+	d.memo.packed.sp, d.memo.frame.sp = d.sp, d.sp
+	return d
 }
 
 // counter reports the bytes read through it, once per MiB.

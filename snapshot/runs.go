@@ -63,7 +63,11 @@ loop:
 			if i >= n {
 				break loop
 			}
-			p := memo[i>>pageShift][i&(pageSize-1)]
+			pg, j := memo[i>>pageShift], i&(pageSize-1)
+			if j >= uint64(len(pg)) {
+				break loop // spilled: get loads it
+			}
+			p := pg[j]
 			if k := kind(p & kindMask); k == kCont || k == kMark || k == kWide {
 				break loop
 			}
@@ -145,7 +149,7 @@ func leInt(b []byte) int64 {
 // read before (see frameRun).
 func (d *decoder) absorb(op byte) bool {
 	in := &d.in
-	buf, kinds := in.buf[:in.end], d.memo.frame
+	buf, kinds, n := in.buf[:in.end], d.memo.frame.pages, uint64(d.memo.len())
 	at := in.pos - 1 // the opcode's offset
 	var slot *frameRun
 	if len(d.absorbed) == 0 && d.runs != nil && at+runKey <= len(buf) {
@@ -182,10 +186,14 @@ func (d *decoder) absorb(op byte) bool {
 			i = uint64(buf[pos])
 			pos++
 		}
-		if i >= uint64(len(kinds)) {
+		if i >= n {
 			break
 		}
-		k := kinds[i]
+		pg, j := kinds[i>>pageShift], i&(pageSize-1)
+		if j >= uint64(len(pg)) {
+			break // spilled: get loads it
+		}
+		k := pg[j]
 		if k&isFrame == 0 {
 			break
 		}

@@ -3,6 +3,8 @@ package snapshot
 import (
 	"iter"
 	"math"
+	"sync"
+	"sync/atomic"
 )
 
 // A Trace is the recorded trace of one device, as [Snapshot.Trace] returns
@@ -13,7 +15,13 @@ import (
 // A Trace either shows a device's slice of DeviceTraces, or the entries
 // as a read with [ReadOptions.Compact] holds them: 48 bytes an entry, with
 // no pointers for the collector to scan, made into a TraceEntry by At.
-// Either way At costs O(1) and allocates nothing.
+// Either way At costs O(1) and allocates nothing, but where the entries
+// of a long trace were written out to bound the read's memory (over 256
+// MiB of them; see [ReadOptions.Compact]): there At reads back the 32,768
+// entries around i (1.5 MiB) when it comes to them, and a walk over the
+// trace in order, forward or back, reads each once. A Trace may be read
+// from several goroutines at once. If the temporary file that it reads
+// back cannot be read, At panics with an error that says so.
 type Trace struct {
 	list []TraceEntry
 	held *heldTrace
@@ -24,10 +32,74 @@ type Trace struct {
 // refused, naming the entry. A variable for the tests.
 var maxTrace = math.MaxInt32
 
-// heldTrace is one device's trace as the decoder read it.
+// heldTrace is one device's trace as the decoder read it: the pages it
+// held, then those it spilled, loaded while they are used, at most
+// maxLoaded at a time. Any goroutine may read it.
 type heldTrace struct {
-	recs *paged[entryRec]
-	strs []string // the decoder's strings, which entryRec indexes
+	held    [][]entryRec                 // the pages before the first spilled
+	spilled []atomic.Pointer[[]entryRec] // the pages after; nil where not loaded
+	n       int
+	sp      *spill
+	offs    []int64  // the offset in sp of each spilled page, -1 for one held
+	strs    []string // the decoder's strings, which entryRec indexes
+
+	mu     sync.Mutex // held to load a page
+	loaded []int      // the spilled pages loaded, oldest first
+}
+
+// hold returns the trace p as a heldTrace, writing its last page out
+// when it spills the ones before.
+func hold(p *paged[entryRec], strs []string) *heldTrace {
+	if k := len(p.pages) - 1; len(p.offs) > 0 {
+		at := p.sp.write(bytesOf(p.pages[k]))
+		p.offs = append(p.offs, at)
+		if at >= 0 {
+			p.pages[k] = nil
+		}
+	}
+	h := &heldTrace{held: p.pages, n: p.n, sp: p.sp, strs: strs}
+	if len(p.offs) > 0 {
+		h.held, h.offs = p.pages[:p.from], p.offs
+		h.spilled = make([]atomic.Pointer[[]entryRec], len(p.offs))
+		for k, at := range p.offs {
+			if pg := p.pages[p.from+k]; at < 0 {
+				h.spilled[k].Store(&pg) // not written: held for good
+			}
+		}
+	}
+	return h
+}
+
+// rec returns entry i, 0 <= i < h.n, of a page spilled: i>>pageShift >=
+// len(h.held). Those before, its callers read in place, for less than a
+// call costs.
+func (h *heldTrace) rec(i int) *entryRec {
+	k := i>>pageShift - len(h.held)
+	pg := h.spilled[k].Load()
+	if pg == nil {
+		pg = h.load(k)
+	}
+	return &(*pg)[i&(pageSize-1)]
+}
+
+// load reads spilled page k back, and drops the page loaded longest ago
+// when more than maxLoaded are. A goroutine that holds a page dropped
+// reads it still: it is not reused.
+func (h *heldTrace) load(k int) *[]entryRec {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if pg := h.spilled[k].Load(); pg != nil {
+		return pg // loaded meanwhile
+	}
+	pg := make([]entryRec, min(pageSize, h.n-(len(h.held)+k)<<pageShift))
+	h.sp.read(bytesOf(pg), h.offs[k])
+	h.spilled[k].Store(&pg)
+	h.loaded = append(h.loaded, k)
+	if len(h.loaded) > maxLoaded {
+		h.spilled[h.loaded[0]].Store(nil)
+		h.loaded = append(h.loaded[:0], h.loaded[1:]...)
+	}
+	return &pg
 }
 
 // TraceOf returns a Trace of the entries t, which it shows, not copies.
@@ -36,7 +108,7 @@ func TraceOf(t []TraceEntry) Trace { return Trace{list: t} }
 // Len returns the number of entries.
 func (t Trace) Len() int {
 	if t.held != nil {
-		return t.held.recs.len()
+		return t.held.n
 	}
 	return len(t.list)
 }
@@ -46,7 +118,11 @@ func (t Trace) At(i int) TraceEntry {
 	if t.held == nil {
 		return t.list[i]
 	}
-	return t.held.recs.at(uint64(i)).entry(t.held.strs)
+	h := t.held
+	if k := i >> pageShift; k < len(h.held) {
+		return h.held[k][i&(pageSize-1)].entry(h.strs)
+	}
+	return h.rec(i).entry(h.strs)
 }
 
 // Action returns the action of entry i: At(i).Action, without the rest.
@@ -54,7 +130,11 @@ func (t Trace) Action(i int) Action {
 	if t.held == nil {
 		return t.list[i].Action
 	}
-	return Action(strAt(t.held.strs, t.held.recs.at(uint64(i)).action))
+	h := t.held
+	if k := i >> pageShift; k < len(h.held) {
+		return Action(strAt(h.strs, h.held[k][i&(pageSize-1)].action))
+	}
+	return Action(strAt(h.strs, h.rec(i).action))
 }
 
 // All yields the entries in order with their indexes, as At returns them.

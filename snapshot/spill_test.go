@@ -1,0 +1,123 @@
+package snapshot_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
+	"github.com/gpualloc/gpualloc/snapshot"
+)
+
+// A read whose pages go to its temporary file from the first on, with one
+// or two loaded at a time, gives what a read that holds them gives: on
+// generated snapshots of several pages of entries and memo per device, and
+// on the real ones.
+func TestSpillSameRead(t *testing.T) {
+	var g bytes.Buffer
+	_, err := genSnapshot(&g, genOptions{Devices: 2, Events: 90_000, Slots: 6, Frames: 60, Stacks: 30, Pools: true, Seed: 12})
+	require.NoError(t, err)
+	check := func(t *testing.T, data []byte, name string, big bool) {
+		for _, o := range []snapshot.ReadOptions{{}, {Compact: true}, {NoStacks: true, Compact: true}} {
+			want, err := snapshot.ReadWith(bytes.NewReader(data), name, o)
+			require.NoError(t, err)
+			for _, loaded := range []int{1, 2} {
+				restore := snapshot.SpillAfter(0, loaded)
+				got, err := snapshot.ReadWith(bytes.NewReader(data), name, o)
+				restore()
+				require.NoError(t, err)
+				if big && o.Compact {
+					require.Positive(t, snapshot.Spilled(got), "written out")
+				}
+				for dev := range want.NumTraces() {
+					w, g := want.Trace(dev), got.Trace(dev)
+					require.Equal(t, w.Len(), g.Len())
+					for i := g.Len() - 1; i >= 0; i-- { // back, as the rebuild walks
+						require.Equal(t, w.At(i), g.At(i), "device_traces[%d][%d]", dev, i)
+					}
+				}
+				want.Unpack()
+				got.Unpack()
+				require.Equal(t, want, got)
+			}
+		}
+	}
+	check(t, g.Bytes(), "gen.pickle", true)
+	pk.ForEachShared(t, sharedDir, func(t *testing.T, name string, data []byte) {
+		check(t, data, name, false)
+	})
+}
+
+// Goroutines that read one spilled trace at once, forward and back, each
+// read it whole and right (run with -race).
+func TestSpillConcurrentReads(t *testing.T) {
+	var g bytes.Buffer
+	_, err := genSnapshot(&g, genOptions{Devices: 1, Events: 120_000, Slots: 6, Frames: 20, Stacks: 5, Seed: 13})
+	require.NoError(t, err)
+	o := snapshot.ReadOptions{NoStacks: true, Compact: true}
+	want, err := snapshot.ReadWith(bytes.NewReader(g.Bytes()), "gen.pickle", o)
+	require.NoError(t, err)
+	defer snapshot.SpillAfter(0, 2)()
+	got, err := snapshot.ReadWith(bytes.NewReader(g.Bytes()), "gen.pickle", o)
+	require.NoError(t, err)
+	require.Positive(t, snapshot.Spilled(got))
+	tr, wt := got.Trace(0), want.Trace(0)
+	var wg sync.WaitGroup
+	bad := make([]int, 4)
+	for r := range bad {
+		wg.Go(func() {
+			for j := range tr.Len() {
+				i := j
+				if r%2 == 1 {
+					i = tr.Len() - 1 - j
+				}
+				if tr.At(i) != wt.At(i) {
+					bad[r]++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, []int{0, 0, 0, 0}, bad)
+}
+
+// A memo entry stored over after its page was written out is read back as
+// stored: the page, changed, is written again before it is dropped.
+func TestSpillMemoStoredOver(t *testing.T) {
+	str := func(b []byte, s string) []byte { return append(append(b, 0x8c, byte(len(s))), s...) }
+	get := func(b []byte, i uint32) []byte { return binary.LittleEndian.AppendUint32(append(b, 'j'), i) }
+	b := []byte{0x80, 4, '}', '('}
+	b = str(b, "junk")
+	b = append(b, ']', '(')
+	for k := range 70_000 { // two full pages of memo and more
+		b = append(b, 'M', byte(k), byte(k>>8), 0x94)
+	}
+	b = append(b, 'e', 'M', 0x39, 0x30, 'r', 5, 0, 0, 0, '0') // memo 5 = 12345
+	b = append(get(b, 40_000), '0')                           // another page loaded
+	b = str(b, "segments")
+	b = append(b, ']')
+	b = str(b, "device_traces")
+	b = append(b, ']', ']', '}', '(')
+	b = str(b, "action")
+	b = str(b, "alloc")
+	b = str(b, "addr")
+	b = append(b, 'K', 0)
+	b = str(b, "size")
+	b = get(b, 5)
+	b = str(b, "stream")
+	b = append(b, 'K', 0, 'u', 'a', 'a', 'u', '.')
+
+	for _, n := range []int64{256 << 20, 0} {
+		restore := snapshot.SpillAfter(n, 1)
+		s, err := snapshot.ReadWith(bytes.NewReader(b), "m.pickle", snapshot.ReadOptions{Compact: true})
+		restore()
+		require.NoError(t, err)
+		assert.Equal(t, n == 0, snapshot.Spilled(s) > 0)
+		require.Equal(t, 1, s.Trace(0).Len())
+		assert.Equal(t, int64(12345), s.Trace(0).At(0).Size)
+	}
+}
