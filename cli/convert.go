@@ -159,72 +159,74 @@ func convertSnapshot(ctx context.Context, in, out string, entries int, noFrames 
 		return err
 	}
 	f.Close()
-	cutSnapshot(s, entries, noFrames)
+	cut := cutSnapshot(s, entries, noFrames)
 	return writeFileVia(out, func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 1<<20)
-		if err := snapshot.Write(ctxWriter(ctx, bw), s, snapshot.WriteOptions{Protocol: 4}); err != nil {
+		if err := snapshot.WriteStream(ctxWriter(ctx, bw), cut, snapshot.WriteOptions{Protocol: 4}); err != nil {
 			return err
 		}
 		return bw.Flush()
 	})
 }
 
-// cutSnapshot keeps the last entries of each device's trace of s (all if
-// entries is 0), as PyTorch's ring buffer does, and drops the stacks if
-// noFrames. The segments, the state after the last entry, stay: a suffix
-// of a trace that fits them fits them too.
+// cutSnapshot returns s with the last entries of each device's trace (all
+// if entries is 0), as PyTorch's ring buffer keeps them, and without the
+// stacks if noFrames: a stream that reads the entries it keeps from s as
+// it is written, holding none of them. The segments, the state after the
+// last entry, stay: a suffix of a trace that fits them fits them too.
 //
 // PyTorch's viewer fails to load a snapshot whose entries have categories
 // but none "unknown": when the cut leaves such entries, the last device's
 // window ends, as a replay's export does, with a "snapshot" entry of
 // category "unknown" in place of its oldest entry.
-func cutSnapshot(s *snapshot.Snapshot, entries int, noFrames bool) {
-	if s.DeviceTraces == nil {
-		// A compact read: make entries of what the cut keeps alone.
-		kept := make([][]snapshot.TraceEntry, s.NumTraces())
-		for d := range kept {
-			t := s.Trace(d)
-			from := 0
-			if entries > 0 && t.Len() > entries {
-				from = t.Len() - entries
-			}
-			kept[d] = make([]snapshot.TraceEntry, t.Len()-from)
-			for i := range kept[d] {
-				kept[d][i] = t.At(from + i)
-			}
-		}
-		s.DeviceTraces = kept
-		s.Unpack() // drops the compact traces
-	}
+func cutSnapshot(s *snapshot.Snapshot, entries int, noFrames bool) *snapshot.Stream {
+	from := make([]int, s.NumTraces()) // the first entry kept of each trace
 	cats, unknown := false, false
-	for d, t := range s.DeviceTraces {
-		if entries > 0 && len(t) > entries {
-			t = t[len(t)-entries:]
-			s.DeviceTraces[d] = t
+	for d := range from {
+		t := s.Trace(d)
+		if entries > 0 && t.Len() > entries {
+			from[d] = t.Len() - entries
 		}
-		for i := range t {
-			cats = cats || t[i].Category != ""
-			unknown = unknown || t[i].Category == gpualloc.CategoryUnknown.String()
+		for i := from[d]; i < t.Len(); i++ {
+			c := t.At(i).Category
+			cats = cats || c != ""
+			unknown = unknown || c == gpualloc.CategoryUnknown.String()
 		}
 	}
+	closing, last := -1, snapshot.TraceEntry{} // the device that ends with last
 	if cats && !unknown {
-		for d := len(s.DeviceTraces) - 1; d >= 0; d-- {
-			t := s.DeviceTraces[d]
-			if len(t) == 0 {
+		for d := len(from) - 1; d >= 0; d-- {
+			t := s.Trace(d)
+			if t.Len() == from[d] {
 				continue
 			}
-			last := t[len(t)-1].TimeUS
-			if entries > 0 && len(t) == entries {
-				t = t[1:]
+			if entries > 0 && t.Len()-from[d] == entries {
+				from[d]++
 			}
-			s.DeviceTraces[d] = append(t[:len(t):len(t)], snapshot.TraceEntry{Action: snapshot.TakeSnapshot, TimeUS: last,
-				Category: gpualloc.CategoryUnknown.String()})
+			closing = d
+			last = snapshot.TraceEntry{Action: snapshot.TakeSnapshot, TimeUS: t.At(t.Len() - 1).TimeUS, Category: gpualloc.CategoryUnknown.String()}
 			break
 		}
 	}
+	st := &snapshot.Stream{Segments: s.Segments, Devices: len(from), AllocatorSettings: s.AllocatorSettings,
+		Frames: s.Frames, Stacks: s.Stacks}
 	if noFrames {
-		s.Frames, s.Stacks = nil, nil
+		st.Frames, st.Stacks = nil, nil
 	}
+	st.Entries = func(d int, yield func(*snapshot.TraceEntry) bool) error {
+		t := s.Trace(d)
+		for i := from[d]; i < t.Len(); i++ {
+			if e := t.At(i); !yield(&e) {
+				return nil
+			}
+		}
+		if d == closing {
+			e := last
+			yield(&e)
+		}
+		return nil
+	}
+	return st
 }
 
 // reportSkipped notes on stderr the bad events a lenient reader skipped.
