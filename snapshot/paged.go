@@ -67,6 +67,21 @@ func (p *paged[T]) page(k int) []T {
 
 // append adds v at the end.
 func (p *paged[T]) append(v T) {
+	if k := len(p.pages) - 1; k >= 0 {
+		if pg := p.pages[k]; len(pg) < cap(pg) && len(pg) < pageSize {
+			n := len(pg)
+			p.pages[k] = pg[:n+1]
+			p.pages[k][n] = v
+			p.n++
+			return
+		}
+	}
+	p.grow(v)
+}
+
+// grow is append where the last page is full: it starts a page, or makes
+// room in the first as a slice does.
+func (p *paged[T]) grow(v T) {
 	if k := len(p.pages); k == 0 || len(p.pages[k-1]) == pageSize {
 		var pg []T
 		if k > 0 {

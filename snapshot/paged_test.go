@@ -38,3 +38,28 @@ func TestPaged(t *testing.T) {
 		require.Equal(t, intVal(int64(i)), *m.at(i))
 	}
 }
+
+// A paged list past its spill's bound writes each page it fills and reads
+// it back when asked, loading at most maxLoaded, and a value changed on a
+// page written out is written again before the page is dropped.
+func TestPagedSpill(t *testing.T) {
+	defer func(n int64, l int) { spillAfter, maxLoaded = n, l }(spillAfter, maxLoaded)
+	spillAfter, maxLoaded = 8*pageSize, 1 // the first page of uint64s held, the rest spilled
+	m := paged[uint64]{sp: &spill{}}
+	const n = 4*pageSize + 9
+	for i := range n {
+		m.append(uint64(i))
+	}
+	require.Equal(t, 1, m.from)
+	require.Len(t, m.offs, 3, "the full pages after the first")
+	require.NotNil(t, m.pages[0])
+	require.Nil(t, m.pages[1])
+	*m.at(pageSize + 3) = 7
+	m.changed(pageSize + 3)
+	for _, i := range []uint64{0, pageSize, 2*pageSize + 1, 3*pageSize + 2, n - 1} {
+		require.Equal(t, i, *m.at(i))
+		require.LessOrEqual(t, len(m.loaded), maxLoaded)
+	}
+	require.Equal(t, uint64(7), *m.at(pageSize + 3), "written again when dropped")
+	require.Equal(t, int64(3*pageSize*8), m.sp.end)
+}

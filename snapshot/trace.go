@@ -70,10 +70,17 @@ func hold(p *paged[entryRec], strs []string) *heldTrace {
 	return h
 }
 
-// rec returns entry i, 0 <= i < h.n, of a page spilled: i>>pageShift >=
-// len(h.held). Those before, its callers read in place, for less than a
-// call costs.
-func (h *heldTrace) rec(i int) *entryRec {
+// inPlace returns entry i, 0 <= i < h.n, if its page is held, nil if it
+// is spilled (see fromSpill): inlined, it costs less than a call.
+func (h *heldTrace) inPlace(i int) *entryRec {
+	if k := i >> pageShift; k < len(h.held) {
+		return &h.held[k][i&(pageSize-1)]
+	}
+	return nil
+}
+
+// fromSpill returns entry i, on a page spilled.
+func (h *heldTrace) fromSpill(i int) *entryRec {
 	k := i>>pageShift - len(h.held)
 	pg := h.spilled[k].Load()
 	if pg == nil {
@@ -118,11 +125,11 @@ func (t Trace) At(i int) TraceEntry {
 	if t.held == nil {
 		return t.list[i]
 	}
-	h := t.held
-	if k := i >> pageShift; k < len(h.held) {
-		return h.held[k][i&(pageSize-1)].entry(h.strs)
+	r := t.held.inPlace(i)
+	if r == nil {
+		r = t.held.fromSpill(i)
 	}
-	return h.rec(i).entry(h.strs)
+	return r.entry(t.held.strs)
 }
 
 // Action returns the action of entry i: At(i).Action, without the rest.
@@ -130,11 +137,11 @@ func (t Trace) Action(i int) Action {
 	if t.held == nil {
 		return t.list[i].Action
 	}
-	h := t.held
-	if k := i >> pageShift; k < len(h.held) {
-		return Action(strAt(h.strs, h.held[k][i&(pageSize-1)].action))
+	r := t.held.inPlace(i)
+	if r == nil {
+		r = t.held.fromSpill(i)
 	}
-	return Action(strAt(h.strs, h.rec(i).action))
+	return Action(strAt(t.held.strs, r.action))
 }
 
 // All yields the entries in order with their indexes, as At returns them.
