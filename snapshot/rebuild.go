@@ -330,7 +330,12 @@ func (r *rebuild) find(a uint64) int {
 
 // undo undoes entry e, the i-th of device dev's trace.
 func (r *rebuild) undo(e *TraceEntry, dev, i int) {
-	where := func() string { return fmt.Sprintf("device_traces[%d][%d]: %s of %s", dev, i, e.Action, hex(e.Addr)) }
+	where := func() string {
+		if r.err != nil {
+			return "" // fail keeps the first error alone: no need to say where the others are
+		}
+		return fmt.Sprintf("device_traces[%d][%d]: %s of %s", dev, i, e.Action, hex(e.Addr))
+	}
 	switch e.Action {
 	case Alloc:
 		if _, ok := r.unplaced[e.Addr]; ok {
@@ -633,8 +638,14 @@ func (s *rseg) prevLive(i int) *rblock {
 type named struct {
 	addrs []uint64 // in increasing order
 	first []int32  // for each of addrs, the index of the first entry naming it
+	least []int32  // for each run of namedRun of first, its least
 	now   int32    // the walk's position: entries before it are not undone
 }
+
+// namedRun is the length of the runs of named.first whose least is kept,
+// so that firstIn passes over a run of addresses all named after now at
+// once.
+const namedRun = 64
 
 func newNamed(t Trace) *named {
 	firsts := map[uint64]int32{}
@@ -651,8 +662,13 @@ func newNamed(t Trace) *named {
 		n.addrs = append(n.addrs, a)
 	}
 	slices.Sort(n.addrs)
-	for _, a := range n.addrs {
-		n.first = append(n.first, firsts[a])
+	for i, a := range n.addrs {
+		f := firsts[a]
+		n.first = append(n.first, f)
+		if i%namedRun == 0 {
+			n.least = append(n.least, f)
+		}
+		n.least[i/namedRun] = min(n.least[i/namedRun], f)
 	}
 	return n
 }
@@ -669,12 +685,19 @@ func (n *named) has(a uint64) bool {
 }
 
 // firstIn returns the lowest address in [lo, hi) that an entry not
-// undone names.
+// undone names. It costs O(log a) for the a addresses named, and a step
+// for each run of namedRun of them in the range, and for each address of
+// the runs at its ends.
 func (n *named) firstIn(lo, hi uint64) (uint64, bool) {
-	for i := n.index(lo); i < len(n.addrs) && n.addrs[i] < hi; i++ {
+	for i := n.index(lo); i < len(n.addrs) && n.addrs[i] < hi; {
+		if i%namedRun == 0 && n.least[i/namedRun] >= n.now {
+			i += namedRun // all named after now
+			continue
+		}
 		if n.first[i] < n.now {
 			return n.addrs[i], true
 		}
+		i++
 	}
 	return 0, false
 }
