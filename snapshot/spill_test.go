@@ -3,6 +3,7 @@ package snapshot_test
 import (
 	"bytes"
 	"encoding/binary"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -120,4 +121,23 @@ func TestSpillMemoStoredOver(t *testing.T) {
 		require.Equal(t, 1, s.Trace(0).Len())
 		assert.Equal(t, int64(12345), s.Trace(0).At(0).Size)
 	}
+}
+
+// Where no temporary file can be made, a read past the bound holds its
+// pages, and reads what it would have read.
+func TestSpillWithoutTempDir(t *testing.T) {
+	var g bytes.Buffer
+	_, err := genSnapshot(&g, genOptions{Devices: 1, Events: 70_000, Slots: 6, Frames: 20, Stacks: 5, Seed: 14})
+	require.NoError(t, err)
+	o := snapshot.ReadOptions{NoStacks: true, Compact: true}
+	want, err := snapshot.ReadWith(bytes.NewReader(g.Bytes()), "gen.pickle", o)
+	require.NoError(t, err)
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	defer snapshot.SpillAfter(0, 1)()
+	got, err := snapshot.ReadWith(bytes.NewReader(g.Bytes()), "gen.pickle", o)
+	require.NoError(t, err)
+	assert.Zero(t, snapshot.Spilled(got))
+	want.Unpack()
+	got.Unpack()
+	require.Equal(t, want, got)
 }
