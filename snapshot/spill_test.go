@@ -56,15 +56,9 @@ func TestSpillSameRead(t *testing.T) {
 // Goroutines that read one spilled trace at once, forward and back, each
 // read it whole and right (run with -race).
 func TestSpillConcurrentReads(t *testing.T) {
-	var g bytes.Buffer
-	_, err := genSnapshot(&g, genOptions{Devices: 1, Events: 120_000, Slots: 6, Frames: 20, Stacks: 5, Seed: 13})
-	require.NoError(t, err)
-	o := snapshot.ReadOptions{NoStacks: true, Compact: true}
-	want, err := snapshot.ReadWith(bytes.NewReader(g.Bytes()), "gen.pickle", o)
-	require.NoError(t, err)
+	want, read := heldAndSpilled(t, 120_000, 13)
 	defer snapshot.SpillAfter(0, 2)()
-	got, err := snapshot.ReadWith(bytes.NewReader(g.Bytes()), "gen.pickle", o)
-	require.NoError(t, err)
+	got := read()
 	require.Positive(t, snapshot.Spilled(got))
 	tr, wt := got.Trace(0), want.Trace(0)
 	var wg sync.WaitGroup
@@ -126,18 +120,28 @@ func TestSpillMemoStoredOver(t *testing.T) {
 // Where no temporary file can be made, a read past the bound holds its
 // pages, and reads what it would have read.
 func TestSpillWithoutTempDir(t *testing.T) {
-	var g bytes.Buffer
-	_, err := genSnapshot(&g, genOptions{Devices: 1, Events: 70_000, Slots: 6, Frames: 20, Stacks: 5, Seed: 14})
-	require.NoError(t, err)
-	o := snapshot.ReadOptions{NoStacks: true, Compact: true}
-	want, err := snapshot.ReadWith(bytes.NewReader(g.Bytes()), "gen.pickle", o)
-	require.NoError(t, err)
+	want, read := heldAndSpilled(t, 70_000, 14)
 	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
 	defer snapshot.SpillAfter(0, 1)()
-	got, err := snapshot.ReadWith(bytes.NewReader(g.Bytes()), "gen.pickle", o)
-	require.NoError(t, err)
+	got := read()
 	assert.Zero(t, snapshot.Spilled(got))
 	want.Unpack()
 	got.Unpack()
 	require.Equal(t, want, got)
+}
+
+// heldAndSpilled generates a snapshot of one device with events events and
+// returns its compact read without stacks, and a function that reads it so
+// again, as the caller has set the spill.
+func heldAndSpilled(t *testing.T, events int, seed uint64) (*snapshot.Snapshot, func() *snapshot.Snapshot) {
+	t.Helper()
+	var g bytes.Buffer
+	_, err := genSnapshot(&g, genOptions{Devices: 1, Events: events, Slots: 6, Frames: 20, Stacks: 5, Seed: seed})
+	require.NoError(t, err)
+	read := func() *snapshot.Snapshot {
+		s, err := snapshot.ReadWith(bytes.NewReader(g.Bytes()), "gen.pickle", snapshot.ReadOptions{NoStacks: true, Compact: true})
+		require.NoError(t, err)
+		return s
+	}
+	return read(), read
 }
