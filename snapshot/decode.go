@@ -181,7 +181,9 @@ type decoder struct {
 
 	m model // what the containers became
 
-	absorbed []uint32   // memo indexes of the frames that absorb took for the top MARK's list
+	absorbed []uint32 // memo indexes of the frames that absorb took for the top MARK's list
+	absRun   bool     // absorbed is a frameRun's idx, and absOwn the decoder's slice for it
+	absOwn   []uint32
 	absIDs   []byte     // with the stacks: the frame indexes of absorbed's first len(absIDs)/4
 	absEC    bool       // one of absorbed is on the empty-cache path
 	runs     []frameRun // runs of frames read before, by runHash; nil in a small file

@@ -158,7 +158,10 @@ func (d *decoder) absorb(op byte) bool {
 		for j := range set {
 			r := &set[j]
 			if n := len(r.b); n > 0 && r.gen == d.memo.gen && at+n <= len(buf) && bytes.Equal(buf[at:at+n], r.b) {
-				d.absorbed = append(d.absorbed, r.idx...)
+				// The run's indexes stand as they are until the batch
+				// ends (nothing replaces a run while one is absorbed),
+				// its length as capacity, so that an append copies them.
+				d.absOwn, d.absorbed, d.absRun = d.absorbed, r.idx[:len(r.idx):len(r.idx)], true
 				d.absIDs = append(d.absIDs, r.ids...) // empty without the stacks
 				d.absEC = r.ec
 				in.pos = at + n
@@ -168,6 +171,10 @@ func (d *decoder) absorb(op byte) bool {
 		// Read below, the run takes the place of one of the set's.
 		slot = &set[d.runNext%runWays]
 		d.runNext++
+	}
+	if d.absRun {
+		// More after a run: the run's indexes into the decoder's own.
+		d.absorbed, d.absRun = append(d.absOwn, d.absorbed...), false
 	}
 	pos, done, abs, ec := in.pos, in.pos, d.absorbed, byte(0)
 	start := len(abs)
@@ -277,6 +284,15 @@ func (d *decoder) commitAbsorbed(c *cont) {
 		c.ids = append(c.ids, d.absIDs...)
 		c.ids = d.frameIDs(c.ids, d.absorbed[len(d.absIDs)/4:])
 	}
+	d.endAbsorbed()
+}
+
+// endAbsorbed empties the frames absorbed, taking back the decoder's own
+// slice where they were a run's.
+func (d *decoder) endAbsorbed() {
+	if d.absRun {
+		d.absorbed, d.absRun = d.absOwn, false
+	}
 	d.absorbed, d.absIDs, d.absEC = d.absorbed[:0], d.absIDs[:0], false
 }
 
@@ -299,5 +315,5 @@ func (d *decoder) unabsorb() {
 	for _, i := range d.absorbed {
 		d.stack = append(d.stack, d.memo.at(uint64(i)))
 	}
-	d.absorbed, d.absIDs, d.absEC = d.absorbed[:0], d.absIDs[:0], false
+	d.endAbsorbed()
 }
