@@ -167,6 +167,7 @@ type rebuild struct {
 	rules    Rules
 	named    *named                // addresses of the entries not undone yet
 	segs     []*rseg               // in address order
+	last     int                   // the index in segs that find returned last
 	unplaced map[uint64]TraceEntry // live blocks that no segment holds, by address
 	fresh    []TraceEntry          // see State.Fresh
 	err      error                 // the first problem
@@ -319,11 +320,24 @@ func (r *rebuild) unplace(sg *Segment) {
 	}
 }
 
-// find returns the index of the segment holding address a, or -1.
+// find returns the index of the segment holding address a, or -1: the
+// one it returned last if that holds a, as the next entry's address often
+// is in the same segment, else by binary search.
 func (r *rebuild) find(a uint64) int {
-	i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].end() > a })
-	if i < len(r.segs) && r.segs[i].addr <= a {
+	if i := r.last; i < len(r.segs) && r.segs[i].addr <= a && a < r.segs[i].end() {
 		return i
+	}
+	lo, hi := 0, len(r.segs)
+	for lo < hi {
+		if m := int(uint(lo+hi) >> 1); r.segs[m].end() > a {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	if lo < len(r.segs) && r.segs[lo].addr <= a {
+		r.last = lo
+		return lo
 	}
 	return -1
 }
