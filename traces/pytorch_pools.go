@@ -59,8 +59,7 @@ func (r *snapshotReader) Pools() []PoolInfo {
 		sort.Slice(spans, func(i, j int) bool { return spans[i].addr < spans[j].addr })
 		t := s.Trace(dev)
 		for i := range t.Len() {
-			e := t.At(i)
-			if e.Action == snapshot.OutOfMemory || e.Action == snapshot.TakeSnapshot {
+			if a := t.Action(i); a == snapshot.OutOfMemory || a == snapshot.TakeSnapshot {
 				continue
 			}
 			pool := snapshot.PoolID{}
@@ -69,6 +68,7 @@ func (r *snapshotReader) Pools() []PoolInfo {
 				byPool[pool].Entries++
 				continue
 			}
+			e := t.At(i)
 			i := sort.Search(len(spans), func(i int) bool { return spans[i].end > e.Addr })
 			for ; i < len(spans) && spans[i].addr <= e.Addr; i++ {
 				if e.Addr < spans[i].end {
