@@ -281,9 +281,12 @@ func (b *backend) takeBack(e *snapshot.TraceEntry) bool {
 // covered reports whether every page of the segment_map entries of es is
 // mapped for the current alloc.
 func (b *backend) covered(es []snapshot.TraceEntry) bool {
-	mapped := map[uint64]bool{}
-	for _, a := range b.mapped {
-		mapped[a] = true
+	var mapped map[uint64]bool // nil, and no map made, for the allocs that map no pages
+	if len(b.mapped) > 0 {
+		mapped = make(map[uint64]bool, len(b.mapped))
+		for _, a := range b.mapped {
+			mapped[a] = true
+		}
 	}
 	for _, e := range es {
 		if e.Action != snapshot.SegmentMap {
@@ -315,9 +318,12 @@ func (b *backend) refuse() {
 // recorded range it did not map and a page it mapped that no entry
 // records are mismatches.
 func (b *backend) endAlloc() {
-	mapped := map[uint64]bool{}
-	for _, a := range b.mapped {
-		mapped[a] = true
+	var mapped map[uint64]bool // nil, and no map made, for the allocs that map no pages
+	if len(b.mapped) > 0 {
+		mapped = make(map[uint64]bool, len(b.mapped))
+		for _, a := range b.mapped {
+			mapped[a] = true
+		}
 	}
 	for _, p := range b.pending {
 		switch {
