@@ -145,3 +145,44 @@ func heldAndSpilled(t *testing.T, events int, seed uint64) (*snapshot.Snapshot, 
 	}
 	return read(), read
 }
+
+// A device trace referred to twice, long enough to be written out, reads
+// as two devices with the same entries: the copy reads the spilled pages
+// back.
+func TestSpillSharedTrace(t *testing.T) {
+	str := func(b []byte, s string) []byte { return append(append(b, 0x8c, byte(len(s))), s...) }
+	b := []byte{0x80, 4, '}', '('}
+	b = str(b, "segments")
+	b = append(b, ']')
+	b = str(b, "device_traces")
+	b = append(b, ']', '(', ']', 0x94, '(') // the trace list is memo 0
+	const n = 3*32768 + 5
+	for i := range n {
+		b = append(b, '}', '(')
+		b = str(str(b, "action"), [...]string{"alloc", "free_completed"}[i%2])
+		b = binary.LittleEndian.AppendUint32(append(str(b, "addr"), 'J'), uint32(i/2*512))
+		b = append(str(b, "size"), 'M', 0, 2)
+		b = append(str(b, "stream"), 'K', 0, 'u')
+	}
+	b = append(b, 'e', 'j', 0, 0, 0, 0, 'e', 'u', '.') // the trace list again
+
+	o := snapshot.ReadOptions{Compact: true}
+	want, err := snapshot.ReadWith(bytes.NewReader(b), "shared.pickle", o)
+	require.NoError(t, err)
+	defer snapshot.SpillAfter(0, 1)()
+	got, err := snapshot.ReadWith(bytes.NewReader(b), "shared.pickle", o)
+	require.NoError(t, err)
+	require.Positive(t, snapshot.Spilled(got))
+	require.Equal(t, 2, got.NumTraces())
+	for dev := range 2 {
+		tr := got.Trace(dev)
+		require.Equal(t, n, tr.Len())
+		for _, i := range []int{0, 1, 32767, 32768, 65537, n - 1} {
+			require.Equal(t, want.Trace(dev).At(i), tr.At(i), "device_traces[%d][%d]", dev, i)
+			require.Equal(t, uint64(i/2*512), tr.At(i).Addr)
+		}
+	}
+	want.Unpack()
+	got.Unpack()
+	require.Equal(t, want, got)
+}
