@@ -133,6 +133,9 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	if err == nil {
 		s, err = d.snapshotOf(v, name)
 	}
+	if err != nil || s.held == nil {
+		d.sp.close() // no trace reads it back
+	}
 	if err == nil {
 		return s, nil
 	}

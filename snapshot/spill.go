@@ -17,8 +17,8 @@ import (
 // walks back, the replays forward), so that is once per walk.
 //
 // The file takes the pages' bytes on disk, 48 a trace entry and 9 a memo
-// entry, and is closed when the snapshot that reads it is no longer
-// referenced. Where no temporary file can be made, or one cannot be
+// entry. It is closed when the read ends, unless it holds a compact read's
+// traces: then when the snapshot that reads it is no longer referenced. Where no temporary file can be made, or one cannot be
 // written, the pages are held in memory instead, as a read with no bound
 // would.
 type spill struct {
@@ -72,6 +72,14 @@ func (s *spill) write(b []byte) int64 {
 	at := s.end
 	s.end += int64(len(b))
 	return at
+}
+
+// close closes the file, if any, once nothing will read it back.
+func (s *spill) close() {
+	if s.f != nil {
+		s.f.Close()
+		s.f = nil
+	}
 }
 
 // rewrite writes b at offset at, where write put it.
