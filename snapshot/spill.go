@@ -17,8 +17,9 @@ import (
 // walks back, the replays forward), so that is once per walk.
 //
 // The file takes the pages' bytes on disk, 48 a trace entry and 9 a memo
-// entry. It is closed when the read ends, unless it holds a compact read's
-// traces: then when the snapshot that reads it is no longer referenced. Where no temporary file can be made, or one cannot be
+// entry. It is closed when the read ends, unless it holds a compact
+// read's traces: then when the snapshot that reads it is no longer
+// referenced. Where no temporary file can be made, or one cannot be
 // written, the pages are held in memory instead, as a read with no bound
 // would.
 type spill struct {

@@ -15,11 +15,12 @@ import (
 // A Trace either shows a device's slice of DeviceTraces, or the entries
 // as a read with [ReadOptions.Compact] holds them: 48 bytes an entry, with
 // no pointers for the collector to scan, made into a TraceEntry by At.
-// Either way At costs O(1) and allocates nothing, but where the entries
-// of a long trace were written out to bound the read's memory (over 256
-// MiB of them; see [ReadOptions.Compact]): there At reads back the 32,768
-// entries around i (1.5 MiB) when it comes to them, and a walk over the
-// trace in order, forward or back, reads each once. A Trace may be read
+// Either way At costs O(1) and allocates nothing, except where the
+// entries of a long trace were written out to bound the read's memory
+// (past 256 MiB of them; see [ReadOptions.Compact]): there At reads back
+// the 32,768 entries around i (1.5 MiB) when it comes to them, into a
+// page of its own, and a walk over the trace in order, forward or back,
+// reads each page once. A Trace may be read
 // from several goroutines at once. If the temporary file that it reads
 // back cannot be read, At panics with an error that says so.
 type Trace struct {
