@@ -103,6 +103,7 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	}
 	d := newDecoder(r)
 	defer func() { d.in.stopPrefetch() }() // d.in changes for gzip
+	defer close(d.sp.done)
 	d.noStacks, d.compact = o.NoStacks, o.Compact
 	gz := ""
 	for range 2 {
@@ -160,7 +161,7 @@ func newDecoder(r io.Reader) *decoder {
 	d := &decoder{
 		in:     input{r: r, buf: make([]byte, 64<<10)},
 		strIdx: map[string]uint32{},
-		sp:     &spill{},
+		sp:     &spill{done: make(chan struct{})},
 	}
 	d.memo.packed.sp, d.memo.frame.sp = d.sp, d.sp
 	return d

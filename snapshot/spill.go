@@ -23,10 +23,11 @@ import (
 // written, the pages are held in memory instead, as a read with no bound
 // would.
 type spill struct {
-	f    *os.File // nil until the first page is spilled
-	end  int64    // the bytes written to f
-	held int64    // the bytes of the full pages held in memory
-	off  bool     // no file: hold every page
+	f    *os.File      // nil until the first page is spilled
+	end  int64         // the bytes written to f
+	held int64         // the bytes of the full pages held in memory
+	off  bool          // no file: hold every page
+	done chan struct{} // closed when the read ends: the lists stop making pages ahead
 }
 
 // spillAfter is the bytes of full pages that a read holds in memory

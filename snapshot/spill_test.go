@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -185,4 +187,15 @@ func TestSpillSharedTrace(t *testing.T) {
 	want.Unpack()
 	got.Unpack()
 	require.Equal(t, want, got)
+}
+
+// A long read makes its pages ahead on goroutines of its own (and reads
+// its input ahead on another): none of them outlives the read.
+func TestReadLeavesNoGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	s, _ := heldAndSpilled(t, 120_000, 15)
+	require.Greater(t, s.Trace(0).Len(), 3*32768, "pages made ahead")
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "%d goroutines left, %d before the read", runtime.NumGoroutine(), before)
+	}
 }
