@@ -36,10 +36,10 @@ func pack(v val) uint64 {
 	return v.x<<kindBits | uint64(v.k)
 }
 
-// at returns entry i, i < m.len(). Where its page is spilled, it loads
-// its frame byte's too, for absorb.
+// at returns entry i, i < m.len(). Where the page of its frame byte is
+// spilled, it loads that too, for absorb.
 func (m *memoTable) at(i uint64) val {
-	if m.packed.pages[i>>pageShift] == nil {
+	if m.frame.pages[i>>pageShift] == nil {
 		m.frame.at(i)
 	}
 	p := *m.packed.at(i)
