@@ -167,10 +167,11 @@ func (p *paged[T]) load(k int) []T {
 	if len(p.loaded) > maxLoaded {
 		l := p.loaded[0]
 		p.loaded = append(p.loaded[:0], p.loaded[1:]...)
-		if l.dirty {
-			p.sp.rewrite(bytesOf(p.pages[l.k]), p.offs[l.k-p.from])
+		if l.dirty && !p.sp.rewrite(bytesOf(p.pages[l.k]), p.offs[l.k-p.from]) {
+			p.offs[l.k-p.from] = -1 // not written again: held for good
+		} else {
+			p.spare, p.pages[l.k] = p.pages[l.k], nil
 		}
-		p.spare, p.pages[l.k] = p.pages[l.k], nil
 	}
 	return pg
 }

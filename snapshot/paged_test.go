@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -62,4 +64,18 @@ func TestPagedSpill(t *testing.T) {
 	}
 	require.Equal(t, uint64(7), *m.at(pageSize + 3), "written again when dropped")
 	require.Equal(t, int64(3*pageSize*8), m.sp.end)
+
+	// A changed page that cannot be written again is held instead.
+	*m.at(2*pageSize + 4) = 9
+	m.changed(2*pageSize + 4)
+	ro, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", m.sp.f.Fd())) // the file, for reading alone
+	if err != nil {
+		t.Skip("no /proc/self/fd to open the file read-only:", err)
+	}
+	defer ro.Close()
+	m.sp.f = ro    // writes fail from here on
+	m.at(pageSize) // drops page 2
+	require.NotNil(t, m.pages[2], "held")
+	require.Equal(t, int64(-1), m.offs[1])
+	require.Equal(t, uint64(9), *m.at(2*pageSize + 4))
 }

@@ -84,11 +84,11 @@ func (s *spill) close() {
 	}
 }
 
-// rewrite writes b at offset at, where write put it.
-func (s *spill) rewrite(b []byte, at int64) {
-	if _, err := s.f.WriteAt(b, at); err != nil {
-		panic(&spillError{err})
-	}
+// rewrite writes b at offset at, where write put it, and reports whether
+// it could; where it could not, the page is held instead.
+func (s *spill) rewrite(b []byte, at int64) bool {
+	_, err := s.f.WriteAt(b, at)
+	return err == nil
 }
 
 // read reads b from offset at, where write put it.
