@@ -411,9 +411,10 @@ func (d *decoder) segmentOf(v val, at itemAt) (Segment, bool) {
 		seg.Pool = d.pool(x, at)
 	}
 	if bv, ok := f.get(keyBlocks); ok {
-		seg.Blocks = d.segmentBlocks(bv, at)
+		var num uint32
+		seg.Blocks, num = d.segmentBlocks(bv, at)
 		at := seg.Address
-		fix := d.m.noAddr[uint32(d.doneOf(bv).x)]
+		fix := d.m.noAddr[num]
 		for i := range seg.Blocks {
 			if len(fix) > 0 && fix[0] == int32(i) {
 				seg.Blocks[i].Address = at
@@ -426,26 +427,28 @@ func (d *decoder) segmentOf(v val, at itemAt) (Segment, bool) {
 	return seg, d.err == nil
 }
 
-// segmentBlocks returns the blocks of a segment's "blocks" value: a block
-// list's own on its first use, a copy on later ones.
-func (d *decoder) segmentBlocks(bv val, at itemAt) []Block {
+// segmentBlocks returns the blocks of a segment's "blocks" value, and the
+// number of their block list: a block list's own on its first use, a copy
+// on later ones. The number is taken before the list is used, which may
+// free its container for reuse.
+func (d *decoder) segmentBlocks(bv val, at itemAt) ([]Block, uint32) {
 	if bv.k == kCont {
 		c := &d.conts[bv.x]
 		if c.role == rBlocks && c.done.k == kMark {
 			num := c.num
 			d.used(int32(bv.x), val{kBlocks, uint64(num)})
-			return d.m.blocks[num]
+			return d.m.blocks[num], num
 		}
 	}
 	if dv := d.doneOf(bv); dv.k == kBlocks {
 		b := d.m.blocks[dv.x]
 		if !d.repeat(len(b), at) {
-			return nil
+			return nil, 0
 		}
-		return append(make([]Block, 0, len(b)), b...)
+		return append(make([]Block, 0, len(b)), b...), uint32(dv.x)
 	}
 	d.failAt(d.fieldPath(at, keyBlocks), "not a list but "+d.typeName(bv))
-	return nil
+	return nil, 0
 }
 
 // pool returns a segment_pool_id: a pair of non-negative integers.

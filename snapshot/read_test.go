@@ -281,3 +281,33 @@ func TestTrace(t *testing.T) {
 	s.Segments = append(s.Segments, snapshot.Segment{Device: 5})
 	assert.Equal(t, []int{0, 1, 5}, s.Devices())
 }
+
+func TestReadNoBlockAddressSegments(t *testing.T) {
+	// Every segment's blocks are placed from its own address, whichever
+	// segment's list of blocks without an address is longer.
+	noAddr := func(sizes ...int64) []any {
+		var blocks []any
+		for _, n := range sizes {
+			blocks = append(blocks, pk.Block(0, n, 0, "inactive")[1:])
+		}
+		return blocks
+	}
+	seg0, seg1 := pk.Segment(0, a0, 0, "small"), pk.Segment(0, a1, 0, "large")
+	seg0[len(seg0)-1].V = noAddr(1<<20, 1<<20)
+	seg1[len(seg1)-1].V = noAddr(512, 1024, 2<<20-1536)
+	for _, memo := range []bool{false, true} {
+		data := pk.Encode(pk.Snapshot([]any{seg0, seg1}, nil, nil), pk.Options{Proto: 4, Memo: memo})
+		s, err := snapshot.Read(bytes.NewReader(data), "2023.pickle")
+		require.NoError(t, err)
+		require.Len(t, s.Segments, 2)
+		var got [][]uint64
+		for _, sg := range s.Segments {
+			var addrs []uint64
+			for _, b := range sg.Blocks {
+				addrs = append(addrs, b.Address)
+			}
+			got = append(got, addrs)
+		}
+		assert.Equal(t, [][]uint64{{a0, a0 + 1<<20}, {a1, a1 + 512, a1 + 1536}}, got, "memo %v", memo)
+	}
+}
