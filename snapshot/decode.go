@@ -604,6 +604,12 @@ func (d *decoder) put(i uint64) {
 		return
 	}
 	v := d.stack[n-1]
+	// A container that the slot held no longer names it: what it becomes
+	// goes to its other slots only, as in Python, where the slot now
+	// holds v.
+	if old, ok := d.memoAt(i); ok && old.k == kCont && d.conts[old.x].memo == int64(i) {
+		d.conts[old.x].memo = -1
+	}
 	switch {
 	case i < uint64(d.memo.len()):
 		d.memo.set(i, v)
@@ -631,14 +637,19 @@ func (d *decoder) put(i uint64) {
 // memoize is MEMOIZE: a PUT at the number of memo entries.
 func (d *decoder) memoize() { d.put(uint64(d.memo.len() + len(d.memoFar))) }
 
+// memoAt returns the memo's entry i, false when none was stored.
+func (d *decoder) memoAt(i uint64) (val, bool) {
+	if i < uint64(d.memo.len()) {
+		return d.memo.at(i), true
+	}
+	v, ok := d.memoFar[i]
+	return v, ok
+}
+
 // get pushes the memo's entry i.
 func (d *decoder) get(i uint64) {
-	var v val
-	if i < uint64(d.memo.len()) {
-		v = d.memo.at(i)
-	} else if f, ok := d.memoFar[i]; ok {
-		v = f
-	} else {
+	v, ok := d.memoAt(i)
+	if !ok {
 		d.fail("memo GET %d of an entry never stored", i)
 		return
 	}

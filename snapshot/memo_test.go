@@ -41,3 +41,24 @@ func TestReadMemoWideValues(t *testing.T) {
 		}
 	}
 }
+
+// TestReadMemoStoredOver reads a memo slot that the pickle stores a new
+// value in while the container it held is still to be used: Python's
+// pickle.loads gives the new value, and so does Read, whatever that
+// container became.
+func TestReadMemoStoredOver(t *testing.T) {
+	str := func(s string) string { return "\x8c" + string(rune(len(s))) + s }
+	entry := func(addr, size string) string {
+		return "(" + str("action") + str("alloc") + str("addr") + addr + str("size") + size + "u"
+	}
+	data := []byte("\x80\x04}" + str("segments") + "]s" + str("device_traces") + "]" +
+		"]}q\x00" + entry("K\x10", "K\x05") + // an entry, in slot 0
+		"K\x07q\x000" + // slot 0 holds 7 now
+		"aa" + // the entry into its trace, the trace into device_traces
+		"]}" + entry("K\x20", "h\x00") + "aas.") // device 1's entry, of size 7
+	s, err := snapshot.Read(bytes.NewReader(data), "m.pickle")
+	require.NoError(t, err)
+	require.Equal(t, 2, s.NumTraces())
+	require.Equal(t, int64(5), s.Trace(0).At(0).Size)
+	require.Equal(t, int64(7), s.Trace(1).At(0).Size)
+}
