@@ -29,7 +29,9 @@
 // checked before any work starts; output files are written under a
 // temporary name and renamed once whole, and reports whole (see
 // report.DirWriter), so that a run that fails or is interrupted leaves them
-// as they were.
+// as they were. An output file that is a symbolic link replaces the file
+// the link leads to, as an editor does; one that is a character device or
+// a FIFO is written through, and stays what it is.
 package cli
 
 import (

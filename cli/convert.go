@@ -2,12 +2,12 @@ package cli
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
@@ -21,7 +21,9 @@ Converts a trace in any format simulate reads (or a bundled trace, by
 name) to the native CSV format: OUT ends in .csv, or in .csv.gz for gzip,
 or is "-" for standard output (or ends in .pickle: below); any other name
 is refused. OUT is replaced only once the whole trace has been read without
-error. The memory of each device that IN records (a PyTorch snapshot with
+error (written under a temporary name beside it, then renamed); an OUT
+that is a symbolic link replaces the file the link leads to, and the link
+stays; a character device or a FIFO is written through. The memory of each device that IN records (a PyTorch snapshot with
 an out-of-memory error) is kept, in "# device_memory DEVICE BYTES"
 comments, so that OUT replays on the same devices.
 
@@ -114,31 +116,28 @@ func convertCmd(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	// Write beside OUT and rename, so that a failure leaves OUT as it was.
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*")
+	err = writeFileVia(ctx, out, func(f io.Writer) error {
+		var zw *gzip.Writer
+		if strings.HasSuffix(strings.ToLower(out), ".gz") {
+			zw = gzip.NewWriter(f)
+			f = zw
+		}
+		w := traces.NewWriter(ctxWriter(ctx, f), r.Columns()...)
+		if err := writeDeviceMemory(w, r); err != nil {
+			return err
+		}
+		if err := copyTrace(w, r); err != nil {
+			return err
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if zw != nil {
+			return zw.Close()
+		}
+		return nil
+	})
 	if err != nil {
-		return err
-	}
-	tmpName := tmp.Name()
-	tmp.Close()
-	defer os.Remove(tmpName)
-	// Create picks compression from the name: give the temporary OUT's suffix.
-	name := tmpName + filepath.Ext(out)
-	defer os.Remove(name)
-	w, err := traces.Create(name, r.Columns()...)
-	if err != nil {
-		return err
-	}
-	err = writeDeviceMemory(w, r)
-	if err == nil {
-		err = copyTrace(w, r)
-	}
-	if cerr := w.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(name, out); err != nil {
 		return err
 	}
 	reportSkipped(e, in, r)
@@ -160,7 +159,7 @@ func convertSnapshot(ctx context.Context, in, out string, entries int, noFrames 
 	}
 	f.Close()
 	cut := cutSnapshot(s, entries, noFrames)
-	return writeFileVia(out, func(w io.Writer) error {
+	return writeFileVia(ctx, out, func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 1<<20)
 		if err := snapshot.WriteStream(ctxWriter(ctx, bw), cut, snapshot.WriteOptions{Protocol: 4}); err != nil {
 			return err

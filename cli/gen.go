@@ -17,7 +17,10 @@ Writes a synthetic trace of the workload in the native format, gzip-compressed
 when the output name ends in .gz. The output depends only on the workload and
 the flags, so anyone can regenerate or vary a trace. The file is written
 under a temporary name beside it and renamed once whole: a run that fails or
-is interrupted leaves what the file held before.
+is interrupted leaves what the file held before. An output that is a
+symbolic link replaces the file the link leads to, and the link stays; a
+character device (/dev/null) or a FIFO is written through, as the shell's
+> writes it, and stays what it is.
 
 Workloads:
 %s
@@ -73,7 +76,7 @@ func genCmd(ctx context.Context, e *env, args []string) error {
 	if out == "-" {
 		return genTo(ctxWriter(ctx, e.stdout), name, o)
 	}
-	f, err := createAtomic(out)
+	f, err := createAtomic(ctx, out)
 	if err != nil {
 		return err
 	}

@@ -57,6 +57,10 @@ trace's buffers are its allocations: the id of the trace (".k" added on the
 k-th reuse of an id), and the event indexes of the alloc and the free
 (lower, upper: half-open; never freed: the number of events).
 
+-o FILE is written under a temporary name beside it and renamed once whole;
+a FILE that is a symbolic link replaces the file the link leads to, and the
+link stays; a character device or a FIFO is written through.
+
 Flags:
 `
 
@@ -186,7 +190,7 @@ func planCmd(ctx context.Context, e *env, args []string) error {
 			io.WriteString(e.stderr, overDevice(path, p.Device, sol.Height, size))
 			if out != "" {
 				placed := sol.Placements(p.Problem)
-				if err := writeFileVia(out, func(w io.Writer) error { return plan.WritePlacements(w, placed) }); err != nil {
+				if err := writeFileVia(ctx, out, func(w io.Writer) error { return plan.WritePlacements(w, placed) }); err != nil {
 					pr.stop()
 					return err
 				}
@@ -435,5 +439,5 @@ func convertMiniMalloc(ctx context.Context, e *env, in, out string, opts traces.
 	if out == "-" {
 		return plan.WriteProblem(e.stdout, probs[0].Problem)
 	}
-	return writeFileVia(out, func(w io.Writer) error { return plan.WriteProblem(w, probs[0].Problem) })
+	return writeFileVia(ctx, out, func(w io.Writer) error { return plan.WriteProblem(w, probs[0].Problem) })
 }

@@ -2,13 +2,13 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 
 	"github.com/spf13/pflag"
 
@@ -95,34 +95,28 @@ func (f *snapshotFlags) writer(trace string, p *gpualloc.Params) func(*snapshot.
 }
 
 // writeSnapshot writes s into the file path, through a temporary file in
-// the same directory renamed at the end, so that no reader (nor a replay of
-// the same trace and spec writing at the same time) sees half a file.
+// the same directory renamed at the end (see atomicFile), so that no reader
+// (nor a replay of the same trace and spec writing at the same time) sees
+// half a file.
 func writeSnapshot(path string, s *snapshot.Stream) error {
-	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.%d-%d.tmp", filepath.Base(path), os.Getpid(), tmpCount.Add(1)))
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	out, err := createAtomic(context.Background(), path)
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, unwrapPath(err))
+		return fmt.Errorf("writing %w", err)
 	}
+	defer out.Abort()
 	w := bufio.NewWriterSize(out, 1<<16)
 	err = snapshot.WriteStream(w, s, snapshot.WriteOptions{})
 	if err == nil {
 		err = w.Flush()
 	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
 	if err != nil {
-		os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := out.Commit(); err != nil {
+		return fmt.Errorf("writing %w", err)
 	}
 	return nil
 }
-
-// tmpCount numbers the temporary files of the snapshots being written.
-var tmpCount atomic.Int64
 
 // maxNamePart bounds the readable part of a snapshot's file name, which
 // keeps names within the 255 bytes that filesystems allow.
