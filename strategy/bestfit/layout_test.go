@@ -22,7 +22,7 @@ const (
 // package segment.
 var kit = segmenttest.Kit[Config, *Pool]{
 	New:        New,
-	Heap:       func(p *Pool) *segment.Heap { return &p.heap.Heap },
+	Heap:       func(p *Pool) *segment.Heap { return &segment.PoolOf(&p.front).Heap },
 	CheckIndex: (*Pool).checkIndex,
 	Config:     testConfig,
 	WantSize: func(c Config) func(int64) int64 {
@@ -37,7 +37,7 @@ var kit = segmenttest.Kit[Config, *Pool]{
 func (p *Pool) check() error { return kit.Check(p) }
 
 // checkIndex checks that the index holds exactly the free blocks.
-func (p *Pool) checkIndex(free []int32) error { return p.heap.CheckIndex(free) }
+func (p *Pool) checkIndex(free []int32) error { return segment.PoolOf(&p.front).CheckIndex(free) }
 
 // layout returns the pool's segments in the notation of
 // segmenttest.ParseLayout.

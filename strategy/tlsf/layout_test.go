@@ -22,8 +22,8 @@ const (
 // package segment.
 var kit = segmenttest.Kit[Config, *Pool]{
 	New:        New,
-	Heap:       func(p *Pool) *segment.Heap { return &p.heap.Heap },
-	CheckIndex: func(p *Pool, free []int32) error { return p.heap.CheckIndex(free) },
+	Heap:       func(p *Pool) *segment.Heap { return &segment.PoolOf(&p.front).Heap },
+	CheckIndex: func(p *Pool, free []int32) error { return segment.PoolOf(&p.front).CheckIndex(free) },
 	Config:     testConfig,
 	WantSize:   func(c Config) func(int64) int64 { return c.RoundSize }, // every rest is split off
 }

@@ -24,7 +24,9 @@
 // and hands it out; Free is [Book.Release], then [Heap.MergeNext] with each
 // free neighbour (removed from the index first), then an insert into the
 // index. Only the slow paths ([Heap.Grow], [Heap.ReleaseFree], the initial
-// segment, tests) reach the index through the [Index] interface.
+// segment, tests) reach the index through the [Index] interface. A
+// [Front] is a Pool with the methods of an allocator, which bestfit and
+// tlsf embed.
 package segment
 
 import (
