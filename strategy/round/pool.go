@@ -12,14 +12,10 @@ const name = "round"
 
 // A Pool is MXNet's Round GPU memory pool, with the policy and costs the
 // package describes. It implements [gpualloc.Allocator],
-// [gpualloc.StatsReporter], [gpualloc.Releaser], [gpualloc.Specer] and
-// [gpualloc.FreeSpaceReporter], whose methods it shares with MXNet's other
-// pool: Alloc and Free as the policy says; ReleaseAll returns every cached
-// block to the device, as MXNet's ReleaseAll (Context.empty_cache in
-// Python) does; FreeSpace reports the cached blocks, which only a request
-// of their own rounded size can use, as the largest and the bytes of them
-// all; Spec reports the full spec, as "round:page=4096,cutoff=24,reserve=5". A Pool
-// is not safe for concurrent use.
+// [gpualloc.StatsReporter], [gpualloc.Releaser], [gpualloc.Specer] (its
+// spec is "round:page=4096,cutoff=24,reserve=5" by default) and
+// [gpualloc.FreeSpaceReporter] (the cached blocks). A Pool is not safe for
+// concurrent use.
 type Pool struct {
 	*storage
 	c Config
