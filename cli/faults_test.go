@@ -492,3 +492,68 @@ func TestMergeRefusesDamagedShards(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestMergeRefusesBadShardFields: a shard file whose fields that place it
+// in its run are missing or out of range is refused as not what
+// simulate --shard writes, never a crash.
+func TestMergeRefusesBadShardFields(t *testing.T) {
+	dirs := runShards(t, 2)
+	path := filepath.Join(dirs[1], ShardFile)
+	good, err := os.ReadFile(path)
+	require.NoError(t, err)
+	zr, err := gzip.NewReader(bytes.NewReader(good))
+	require.NoError(t, err)
+	plain, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	prefix := "simulate: merge: " + path + ": not the JSON simulate --shard writes: "
+	for _, tc := range []struct {
+		field string
+		value any // nil: the field is removed
+		want  string
+	}{
+		{"shards", 0, `"shards" is 0 or missing, want 1 or more`},
+		{"shards", nil, `"shards" is 0 or missing, want 1 or more`},
+		{"shards", -3, `"shards" is -3 or missing, want 1 or more`},
+		{"shard", nil, `"shard" is 0 or missing, want 1 to "shards" (2)`},
+		{"shard", 3, `"shard" is 3 or missing, want 1 to "shards" (2)`},
+		{"run", nil, `"run" is empty or missing`},
+		{"jobs", -1, `"jobs" is -1, want 0 or more`},
+		{"first", -1, `"first" is -1, want 0 to "jobs" (10)`},
+		{"first", 1 << 62, `"first" is 4611686018427387904, want 0 to "jobs" (10)`},
+		{"jobs", 0, `"first" is 5, want 0 to "jobs" (0)`},
+	} {
+		var d map[string]any
+		require.NoError(t, json.Unmarshal(plain, &d))
+		if tc.value == nil {
+			delete(d, tc.field)
+		} else {
+			d[tc.field] = tc.value
+		}
+		b, err := json.Marshal(d)
+		require.NoError(t, err)
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+		out := filepath.Join(t.TempDir(), "out")
+		code, stdout, stderr := run(t, nil, "merge", "-o", out, dirs[0], dirs[1])
+		assert.Equal(t, 1, code, "%s %v", tc.field, tc.value)
+		assert.Empty(t, stdout)
+		assert.Equal(t, prefix+tc.want+"\n", stderr, "%s %v", tc.field, tc.value)
+		assert.NoDirExists(t, out)
+	}
+}
+
+// TestMergeHugeShardCount: shards of a run split in more parts than it
+// has replays, and a shard count near the largest int, neither overflow
+// nor list every missing shard.
+func TestMergeHugeShardCount(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	n := "9223372036854775807"
+	code, _, stderr := run(t, nil, "-s", "naive", "--shard", n+"/"+n, "--figures", "peak", "--plot-format", "svg", "-o", dir, "testdata/tiny.csv")
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = run(t, nil, "merge", "-o", filepath.Join(t.TempDir(), "out"), dir)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "simulate: merge: missing 9223372036854775806 of "+n+" shards: 1/"+n+", 2/"+n+", 3/"+n+", 4/"+n+", 5/"+n+", 6/"+n+", 7/"+n+", 8/"+n+", 9/"+n+", 10/"+n+", ...\n", stderr)
+}

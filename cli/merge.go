@@ -112,14 +112,14 @@ func mergeShards(dirs []string) ([]sim.Result, map[string]*report.SizeHistogram,
 		shards = append(shards, d)
 	}
 	n := shards[0].Shards
-	var missing []int
-	for k := 1; k <= n; k++ {
+	var missing []int // the first few
+	for k := 1; k <= n && len(missing) <= maxListed; k++ {
 		if _, ok := from[k]; !ok {
 			missing = append(missing, k)
 		}
 	}
 	if len(missing) > 0 {
-		return nil, nil, fmt.Errorf("merge: missing %d of %d shards: %s", len(missing), n, shardList(missing, n))
+		return nil, nil, fmt.Errorf("merge: missing %d of %d shards: %s", n-len(from), n, shardList(missing, n))
 	}
 	results := make([]sim.Result, shards[0].Jobs)
 	sizes := map[string]*report.SizeHistogram{}
@@ -136,12 +136,19 @@ func mergeShards(dirs []string) ([]sim.Result, map[string]*report.SizeHistogram,
 	return results, sizes, nil
 }
 
-// shardList writes shard numbers as "2/8, 5/8".
+// maxListed is the most missing shards an error lists.
+const maxListed = 10
+
+// shardList writes shard numbers as "2/8, 5/8", and "..." after
+// maxListed of them.
 func shardList(ks []int, n int) string {
 	var s string
 	for i, k := range ks {
 		if i > 0 {
 			s += ", "
+		}
+		if i == maxListed {
+			return s + "..."
 		}
 		s += fmt.Sprintf("%d/%d", k, n)
 	}
@@ -185,7 +192,31 @@ func readShard(dir string) (*shardData, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("merge: %s: data after the shard's JSON: not what simulate --shard writes", path)
 	}
+	if err := d.check(); err != nil {
+		return nil, fmt.Errorf("merge: %s: not the JSON simulate --shard writes: %v", path, err)
+	}
 	return &d, nil
+}
+
+// check returns what is wrong with the fields of d that say which part of
+// which run it holds, nil when nothing is: a field that the JSON lacks
+// reads as its zero.
+func (d *shardData) check() error {
+	switch {
+	case d.Run == "":
+		return errors.New(`"run" is empty or missing`)
+	case d.Shards < 1:
+		return fmt.Errorf(`"shards" is %d or missing, want 1 or more`, d.Shards)
+	case d.Shard < 1 || d.Shard > d.Shards:
+		return fmt.Errorf(`"shard" is %d or missing, want 1 to "shards" (%d)`, d.Shard, d.Shards)
+	case d.Jobs < 0:
+		return fmt.Errorf(`"jobs" is %d, want 0 or more`, d.Jobs)
+	case d.First < 0 || d.First > d.Jobs:
+		return fmt.Errorf(`"first" is %d, want 0 to "jobs" (%d)`, d.First, d.Jobs)
+	case len(d.Rows) > d.Jobs-d.First:
+		return fmt.Errorf(`%d "rows" from "first" %d, more than "jobs" (%d)`, len(d.Rows), d.First, d.Jobs)
+	}
+	return nil
 }
 
 // fileStart describes what the file at path starts with, for an error

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/bits"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -44,7 +45,15 @@ func parseShard(s string) (shard, error) {
 // jobs returns the jobs of the shard among total, [lo, hi): the k-th of n
 // contiguous parts whose sizes differ by one at most.
 func (s shard) jobs(total int) (lo, hi int) {
-	return (s.k - 1) * total / s.n, s.k * total / s.n
+	return mulDiv(s.k-1, total, s.n), mulDiv(s.k, total, s.n)
+}
+
+// mulDiv returns a*b/c for 0 <= a <= c and b >= 0, c > 0, without the
+// overflow of a*b: the product is taken in 128 bits.
+func mulDiv(a, b, c int) int {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int(q)
 }
 
 // runID identifies a run by what its results depend on: the backend, the
