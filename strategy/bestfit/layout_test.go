@@ -21,10 +21,9 @@ const (
 // kit holds the tests bestfit shares with the other strategies built on
 // package segment.
 var kit = segmenttest.Kit[Config, *Pool]{
-	New:        New,
-	Heap:       func(p *Pool) *segment.Heap { return &segment.PoolOf(&p.front).Heap },
-	CheckIndex: (*Pool).checkIndex,
-	Config:     testConfig,
+	New:    New,
+	Front:  func(p *Pool) *segment.Front { return &p.front },
+	Config: testConfig,
 	WantSize: func(c Config) func(int64) int64 {
 		if c.SplitThreshold <= c.Round {
 			return c.RoundSize // every rest is split off
@@ -35,9 +34,6 @@ var kit = segmenttest.Kit[Config, *Pool]{
 
 // check verifies every invariant of p: see segmenttest.Kit.Check.
 func (p *Pool) check() error { return kit.Check(p) }
-
-// checkIndex checks that the index holds exactly the free blocks.
-func (p *Pool) checkIndex(free []int32) error { return segment.PoolOf(&p.front).CheckIndex(free) }
 
 // layout returns the pool's segments in the notation of
 // segmenttest.ParseLayout.

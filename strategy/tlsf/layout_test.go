@@ -21,11 +21,10 @@ const (
 // kit holds the tests tlsf shares with the other strategies built on
 // package segment.
 var kit = segmenttest.Kit[Config, *Pool]{
-	New:        New,
-	Heap:       func(p *Pool) *segment.Heap { return &segment.PoolOf(&p.front).Heap },
-	CheckIndex: func(p *Pool, free []int32) error { return segment.PoolOf(&p.front).CheckIndex(free) },
-	Config:     testConfig,
-	WantSize:   func(c Config) func(int64) int64 { return c.RoundSize }, // every rest is split off
+	New:      New,
+	Front:    func(p *Pool) *segment.Front { return &p.front },
+	Config:   testConfig,
+	WantSize: func(c Config) func(int64) int64 { return c.RoundSize }, // every rest is split off
 }
 
 // check verifies every invariant of p: see segmenttest.Kit.Check.

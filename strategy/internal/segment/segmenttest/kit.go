@@ -21,16 +21,11 @@ import (
 // from inside its package, where the pool's heap and index can be seen:
 // before/after tables of layouts, random operations and fuzzing with every
 // invariant checked, and the choice of free block against a brute-force
-// rule. The strategy supplies its constructor, how to reach its heap and
-// check its index, and its own tables and rules.
+// rule. The strategy supplies its constructor, how to reach the
+// [segment.Front] it embeds, and its own tables and rules.
 type Kit[C comparable, P Pool] struct {
-	New  func(gpualloc.Backend, C) (P, error)
-	Heap func(P) *segment.Heap
-
-	// CheckIndex verifies the pool's index of free blocks against free,
-	// the free blocks of the heap: it must hold exactly those, each where
-	// its size says.
-	CheckIndex func(p P, free []int32) error
+	New   func(gpualloc.Backend, C) (P, error)
+	Front func(P) *segment.Front
 
 	// Config is the configuration of the layout tests unless a case gives
 	// its own.
@@ -44,12 +39,13 @@ type Kit[C comparable, P Pool] struct {
 // Check verifies every invariant of p: its heap's ([segment.Heap.Check]),
 // its index's, and FreeSpace against a brute-force computation.
 func (k Kit[C, P]) Check(p P) error {
-	h := k.Heap(p)
+	pool := segment.PoolOf(k.Front(p))
+	h := &pool.Heap
 	free, err := h.Check()
 	if err != nil {
 		return err
 	}
-	if err := k.CheckIndex(p, free); err != nil {
+	if err := pool.CheckIndex(free); err != nil {
 		return err
 	}
 	largest, total := p.FreeSpace()
@@ -64,8 +60,11 @@ func (k Kit[C, P]) Check(p P) error {
 	return nil
 }
 
+// heap returns p's heap.
+func (k Kit[C, P]) heap(p P) *segment.Heap { return &segment.PoolOf(k.Front(p)).Heap }
+
 // Layout returns p's segments in the notation of [ParseLayout].
-func (k Kit[C, P]) Layout(p P) string { return FormatLayout(k.Heap(p).Layout()) }
+func (k Kit[C, P]) Layout(p P) string { return FormatLayout(k.heap(p).Layout()) }
 
 // Build returns a pool of configuration c in the state layout describes,
 // on a device of 1 GiB, and its live blocks in layout order.
@@ -76,7 +75,7 @@ func (k Kit[C, P]) Build(t *testing.T, c C, layout string) (P, *virtual.Device, 
 	require.NoError(t, err)
 	segs, err := ParseLayout(layout)
 	require.NoError(t, err)
-	live, err := k.Heap(p).Build(segs)
+	live, err := k.heap(p).Build(segs)
 	require.NoError(t, err)
 	require.NoError(t, k.Check(p))
 	require.Equal(t, layout, k.Layout(p), "the layout built")
@@ -161,7 +160,7 @@ func (k Kit[C, P]) AllocSplits(t *testing.T, cases []AllocCase[C]) {
 			require.NoError(t, err)
 			require.NoError(t, k.Check(p))
 			assert.Equal(t, tt.After, k.Layout(p))
-			segs := k.Heap(p).Layout()
+			segs := k.heap(p).Layout()
 			require.Less(t, tt.Seg, len(segs))
 			assert.Equal(t, segs[tt.Seg].Addr+uint64(tt.Offset), b.Addr, "address: segment %d at %#x, offset %d", tt.Seg, segs[tt.Seg].Addr, b.Addr-segs[tt.Seg].Addr)
 			assert.Equal(t, tt.BlkSize, b.Size)
@@ -318,7 +317,7 @@ func (k Kit[C, P]) CheckFit(t *testing.T, c C, round func(int64) int64, fit Fit)
 	hits := 0
 	RandomAllocs(t, p, func(i int, size int64) gpualloc.Block {
 		var free []FreeBlock
-		for _, s := range k.Heap(p).Layout() {
+		for _, s := range k.heap(p).Layout() {
 			addr := s.Addr
 			for _, b := range s.Blocks {
 				if b.Free {
