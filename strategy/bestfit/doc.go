@@ -28,7 +28,7 @@
 // and asks again; if the device still refuses a segment larger than the
 // block needed, it asks for just the block; if that fails, the request fails
 // with [gpualloc.ErrOutOfMemory] and the pool stays usable.
-// [Pool.ReleaseAll] returns every entirely free segment.
+// ReleaseAll returns every entirely free segment.
 //
 // # Costs
 //
@@ -45,7 +45,7 @@
 // are records in one slice, linked by int32 indexes and reused once freed:
 // in steady state neither Alloc nor Free allocates. A device call happens
 // only when the pool grows or releases; releasing is O(segments).
-// [Pool.FreeSpace] keeps the total as blocks change and finds the largest
+// FreeSpace keeps the total as blocks change and finds the largest
 // block, the rightmost of the highest non-empty class, in O(log k). Memory:
 // a 48-byte record per block, free or live, a 16-byte table entry per live
 // block, and 8 KiB of class roots.

@@ -15,7 +15,7 @@
 // reserve percent (5) of the device free, the pool first releases its whole
 // cache, and if the device still refuses, it releases the cache and tries
 // once more before failing with [gpualloc.ErrOutOfMemory]. The pool stays
-// usable after a failure. [Pool.ReleaseAll] empties the cache, as MXNet's
+// usable after a failure. ReleaseAll empties the cache, as MXNet's
 // empty_cache does.
 //
 // Exact-size matching wastes memory when sizes vary (a cached 8 KiB block

@@ -21,7 +21,7 @@
 // first releases its whole cache, and if the device still refuses, it
 // releases the cache and tries once more before failing with
 // [gpualloc.ErrOutOfMemory]. The pool stays usable after a failure.
-// [Pool.ReleaseAll] empties the cache, as MXNet's empty_cache does.
+// ReleaseAll empties the cache, as MXNet's empty_cache does.
 //
 // MXNet keeps its buckets in an array that ends at 16 GiB and indexes past it
 // for larger requests; this package keeps rounding linearly above 16 GiB.

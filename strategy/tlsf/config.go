@@ -16,7 +16,7 @@ type Config struct {
 
 	// Chunk is the smallest segment taken from the device, rounded up to a
 	// multiple of Round; a request that does not fit in one gets a segment
-	// of its own (see [Pool.Alloc]). It must be positive.
+	// of its own (see the package documentation). It must be positive.
 	Chunk int64
 }
 

@@ -33,7 +33,7 @@
 // segments to the device and asks again; if the device still refuses a
 // segment larger than the block needed, it asks for just the block; if that
 // fails, the request fails with [gpualloc.ErrOutOfMemory] and the pool
-// stays usable. [Pool.ReleaseAll] returns every entirely free segment.
+// stays usable. ReleaseAll returns every entirely free segment.
 //
 // # Costs
 //
@@ -45,7 +45,7 @@
 // indexes and reused once freed: in steady state neither Alloc nor Free
 // allocates. The index is two bitmaps and 64×32 list heads (8 KiB). A
 // device call happens only when the pool grows or releases; releasing is
-// O(segments). [Pool.FreeSpace] keeps the total as blocks change and finds
+// O(segments). FreeSpace keeps the total as blocks change and finds
 // the largest block in the highest non-empty list by scanning that list:
 // O(k) for the k blocks it holds, which are within 1/32 of each other in
 // size.

@@ -10,14 +10,11 @@ import (
 // name is the strategy's registry name.
 const name = "tlsf"
 
-// A Pool is a TLSF allocator over device segments, with the policy and costs
-// the package describes. It implements [gpualloc.Allocator],
-// [gpualloc.StatsReporter], [gpualloc.Releaser], [gpualloc.Specer] and
-// [gpualloc.FreeSpaceReporter], whose methods it shares with the other
-// strategy over segments: Alloc takes the first block of the first list whose blocks all fit, Free merges
-// the block with its free neighbours, ReleaseAll returns every entirely
-// free segment to the device, FreeSpace reports the largest free block and
-// the bytes of them all. A Pool is not safe for concurrent use.
+// A Pool is a TLSF allocator over device segments, with the policy and
+// costs the package describes. It implements [gpualloc.Allocator],
+// [gpualloc.StatsReporter], [gpualloc.Releaser] (ReleaseAll returns every
+// entirely free segment to the device), [gpualloc.Specer] and
+// [gpualloc.FreeSpaceReporter]. A Pool is not safe for concurrent use.
 type Pool struct {
 	front // with TLSF's lists of free blocks
 	c     Config
