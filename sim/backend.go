@@ -87,7 +87,8 @@ func (d *device) timedMalloc(size int64) (uint64, error) {
 	return d.malloced(addr, size, err)
 }
 
-// malloced counts a Malloc of the backend.
+// malloced counts a Malloc of the backend: a device allocation, and
+// memory reserved.
 func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 	if err != nil {
 		if errors.Is(err, gpualloc.ErrOutOfMemory) {
@@ -97,6 +98,13 @@ func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 	}
 	d.mallocs++
 	d.mallocBytes = satsum.Add(d.mallocBytes, size)
+	d.e.mallocs++
+	d.reserve(size)
+	return addr, nil
+}
+
+// reserve counts size bytes more reserved from the device.
+func (d *device) reserve(size int64) {
 	d.reserved += size
 	if d.reserved > d.peakRes {
 		// A new peak, maybe only for a moment of the event: its split now
@@ -107,7 +115,6 @@ func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 		d.e.unsettled, d.e.watch = true, -1
 	}
 	e := d.e
-	e.mallocs++
 	e.reserved += size
 	if e.reserved > e.peakRes {
 		e.peakRes = e.reserved
@@ -116,7 +123,6 @@ func (d *device) malloced(addr uint64, size int64, err error) (uint64, error) {
 		e.unsettled, e.watch = true, -1
 	}
 	e.resHi = max(e.resHi, e.reserved)
-	return addr, nil
 }
 
 func (d *device) Free(addr uint64, size int64) error {
@@ -137,12 +143,17 @@ func (d *device) Free(addr uint64, size int64) error {
 	return nil
 }
 
-// freed counts a device free of size bytes.
+// freed counts a device free of size bytes reserved.
 func (d *device) freed(size int64) {
 	d.mfrees++
+	d.e.frees++
+	d.unreserve(size)
+}
+
+// unreserve counts size bytes less reserved from the device.
+func (d *device) unreserve(size int64) {
 	d.reserved -= size
 	e := d.e
-	e.frees++
 	e.reserved -= size
 	e.resLo = min(e.resLo, e.reserved)
 }
@@ -152,15 +163,18 @@ func (d *device) MemInfo() (free, total int64) { return d.backend.MemInfo() }
 // A vmDevice is the counting wrapper of a backend that is a
 // gpualloc.VirtualMemory: the allocator is given one in place of the
 // device, so that it finds the interface only when the backend has it.
-// Physical memory counts as reserved memory from Create to Release, a
-// Create as a device allocation and a Release as a device free; Map and
-// Unmap are counted apart. Reserve and Unreserve hold no memory and are
-// not counted.
+// A Create counts as a device allocation and a Release as a device free;
+// Map and Unmap are counted apart. Physical memory counts as reserved
+// memory from its first Map to its Release: memory made and given back
+// without being mapped (the pages of a map that failed part way, when the
+// device refused one of them) never held a block, and PyTorch's reserved
+// bytes, which its snapshots record, never count it either. Reserve and
+// Unreserve hold no memory and are not counted.
 type vmDevice struct {
 	*device
 	vm    gpualloc.VirtualMemory
 	sizes map[uint64]int64 // live physical memory: handle -> bytes
-	mem   map[uint64]int32 // live physical memory: handle -> its ledger record
+	mem   map[uint64]int32 // live physical memory mapped once: handle -> its ledger record
 }
 
 func (v *vmDevice) Granularity() int64 { return v.vm.Granularity() }
@@ -194,33 +208,51 @@ func (v *vmDevice) Unreserve(addr uint64, size int64) error {
 
 func (v *vmDevice) Create(size int64) (h uint64, err error) {
 	err = v.timed(func() (err error) { h, err = v.vm.Create(size); return err })
-	if err == nil {
-		v.sizes[h] = size
-		v.mem[h] = v.memory(size)
-		v.count(devicecost.Create, size)
+	if err != nil {
+		if errors.Is(err, gpualloc.ErrOutOfMemory) {
+			v.e.refused = true
+		}
+		return h, err
 	}
-	_, err = v.malloced(0, size, err)
-	return h, err
+	v.sizes[h] = size
+	v.count(devicecost.Create, size)
+	v.mallocs++
+	v.mallocBytes = satsum.Add(v.mallocBytes, size)
+	v.e.mallocs++
+	return h, nil
 }
 
 func (v *vmDevice) Release(h uint64) error {
 	if err := v.timed(func() error { return v.vm.Release(h) }); err != nil {
 		return err
 	}
-	v.count(devicecost.Release, v.sizes[h])
-	v.freed(v.sizes[h])
-	v.memoryReleased(v.mem[h])
+	size := v.sizes[h]
+	v.count(devicecost.Release, size)
+	v.mfrees++
+	v.e.frees++
+	if mem, ok := v.mem[h]; ok {
+		v.unreserve(size)
+		v.memoryReleased(mem)
+		delete(v.mem, h)
+	}
 	delete(v.sizes, h)
-	delete(v.mem, h)
 	return nil
 }
 
 func (v *vmDevice) Map(addr uint64, h uint64) error {
 	err := v.timed(func() error { return v.vm.Map(addr, h) })
 	if err == nil {
+		size := v.sizes[h]
+		mem, ok := v.mem[h]
+		if !ok {
+			// Mapped for the first time: reserved from now on.
+			mem = v.memory(size)
+			v.mem[h] = mem
+			v.reserve(size)
+		}
 		v.maps++
-		v.count(devicecost.Map, v.sizes[h])
-		v.mapped(addr, v.mem[h])
+		v.count(devicecost.Map, size)
+		v.mapped(addr, mem)
 	}
 	return err
 }

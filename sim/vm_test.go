@@ -21,6 +21,9 @@ type pageAlloc struct {
 	b    gpualloc.Backend
 	vm   gpualloc.VirtualMemory
 	live map[uint64][]uint64 // range -> handles
+	// createFirst creates every page of a request before it maps any, as
+	// PyTorch's expandable segments do.
+	createFirst bool
 }
 
 func openPages(b gpualloc.Backend) (gpualloc.Allocator, error) {
@@ -49,10 +52,15 @@ func (a *pageAlloc) Alloc(size int64) (gpualloc.Block, error) {
 		h, err := a.vm.Create(gr)
 		if err != nil {
 			for j, h := range hs {
-				a.must(a.vm.Unmap(base+uint64(j)*uint64(gr), gr))
+				if !a.createFirst {
+					a.must(a.vm.Unmap(base+uint64(j)*uint64(gr), gr))
+					a.CountUnmap()
+				}
 				a.must(a.vm.Release(h))
-				a.CountUnmap()
 				a.CountDeviceFree(gr)
+				if a.createFirst {
+					a.CountDeviceMalloc(gr) // never mapped, never reserved
+				}
 			}
 			a.must(a.vm.Unreserve(base, n*gr))
 			if errors.Is(err, gpualloc.ErrOutOfMemory) {
@@ -60,10 +68,19 @@ func (a *pageAlloc) Alloc(size int64) (gpualloc.Block, error) {
 			}
 			return gpualloc.Block{}, err
 		}
-		a.CountDeviceMalloc(gr)
-		a.must(a.vm.Map(base+uint64(i)*uint64(gr), h))
-		a.CountMap()
+		if !a.createFirst {
+			a.CountDeviceMalloc(gr)
+			a.must(a.vm.Map(base+uint64(i)*uint64(gr), h))
+			a.CountMap()
+		}
 		hs = append(hs, h)
+	}
+	if a.createFirst {
+		for i, h := range hs {
+			a.must(a.vm.Map(base+uint64(i)*uint64(gr), h))
+			a.CountMap()
+			a.CountDeviceMalloc(gr)
+		}
 	}
 	a.live[base] = hs
 	a.CountAlloc(size, n*gr, false)
@@ -119,6 +136,29 @@ func TestReplayCountsVirtualMemory(t *testing.T) {
 	assert.Equal(t, int64(1), res.OOMs)
 	assert.Equal(t, int64(8), res.DeviceMallocs)
 	assert.Equal(t, 8*g, res.PeakReservedBytes)
+}
+
+// TestReplayReservesMappedMemory: physical memory is reserved once it is
+// mapped. A request whose pages are all created before any is mapped, as
+// PyTorch's expandable segments make them, and whose last page the device
+// refuses, gives back pages that were never mapped: device allocations
+// and frees, but never reserved memory, as PyTorch's reserved bytes
+// never count them.
+func TestReplayReservesMappedMemory(t *testing.T) {
+	open := func(b gpualloc.Backend) (gpualloc.Allocator, error) {
+		a, err := openPages(b)
+		a.(*pageAlloc).createFirst = true
+		return a, err
+	}
+	tr := newTrace().alloc(1, 6*g).alloc(2, 3*g).free(1).free(2)
+	res, err := Replay(tr.reader(), Config{Open: open, Capacity: 8 * g, Verify: true})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), res.OOMs)
+	assert.Equal(t, int64(8), res.DeviceMallocs, "6 pages, then 2 of 3 before the device refused")
+	assert.Equal(t, int64(8), res.DeviceFrees)
+	assert.Equal(t, int64(6), res.DeviceMaps)
+	assert.Equal(t, 6*g, res.PeakReservedBytes, "the 2 pages never mapped are not reserved")
+	assert.Equal(t, 6*g, res.AtPeakLiveBytes+res.AtPeakRoundingBytes+res.AtPeakFragmentedBytes+res.AtPeakCachedBytes)
 }
 
 // plainBackend is a Backend without virtual memory.

@@ -248,7 +248,11 @@ func (a *Allocator) mapBlock(n int32, size int64) (int32, error) {
 // once all succeeded, one Map per page; else one Malloc per page. It
 // reports false when the device refuses a page for want of memory, after
 // giving back the pages it made. The pages count as reserved memory once
-// all are mapped, as PyTorch's reserved_bytes do.
+// all are mapped, as PyTorch's reserved_bytes do. The meter counts a page
+// made with Create as a device allocation, and as reserved memory once it
+// is mapped, as the engine of package sim measures it: a page given back
+// unmapped is counted after its free, so that the meter's reserved bytes
+// never hold it.
 func (a *Allocator) mapPages(r *xrange, begin, end int64) (bool, error) {
 	for int64(len(r.pages)) < end {
 		r.pages = append(r.pages, xpage{})
@@ -261,8 +265,11 @@ func (a *Allocator) mapPages(r *xrange, begin, end int64) (bool, error) {
 			errs = append(errs, err)
 		}
 		for j := begin; j < i; j++ {
+			unmapped := a.vm != nil && !r.pages[j].mapped
 			if ferr := a.freePage(r, j); ferr != nil {
 				errs = append(errs, ferr)
+			} else if unmapped {
+				a.cache.M.CountDeviceMalloc(r.page)
 			}
 		}
 		a.trimPages(r)
@@ -280,7 +287,9 @@ func (a *Allocator) mapPages(r *xrange, begin, end int64) (bool, error) {
 			return undo(i, err)
 		}
 		r.pages[i] = xpage{id: id, held: true}
-		a.cache.M.CountDeviceMalloc(r.page)
+		if a.vm == nil {
+			a.cache.M.CountDeviceMalloc(r.page)
+		}
 	}
 	if a.vm != nil {
 		for i := begin; i < end; i++ {
@@ -289,6 +298,7 @@ func (a *Allocator) mapPages(r *xrange, begin, end int64) (bool, error) {
 			}
 			r.pages[i].mapped = true
 			a.cache.M.CountMap()
+			a.cache.M.CountDeviceMalloc(r.page)
 		}
 	}
 	a.pageMaps += end - begin

@@ -480,7 +480,10 @@ func TestExpandableDeviceFailures(t *testing.T) {
 // sizes of the blocks, the free space, the reserved memory and the number
 // of device allocations and frees are the same; with virtual memory each
 // page held is one Create and one Map (a Create refused for want of memory
-// gives back those of the request before it, unmapped).
+// gives back those of the request before it, unmapped). The peak of
+// reserved memory differs once a request has failed: the pages made
+// before the refusal are reserved memory on the backend without virtual
+// memory (Malloc), never mapped, and so never reserved, with it.
 func TestExpandableRandom(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
 		for _, conf := range []string{es, es + ",max_split_size_mb:40", es + ",garbage_collection_threshold:0.5,memory_fraction:0.8"} {
@@ -490,6 +493,7 @@ func TestExpandableRandom(t *testing.T) {
 			type pair struct{ v, m gpualloc.Block }
 			var live []pair
 			var allocated int64
+			failed := false
 			for op := 0; op < 4000; op++ {
 				switch x := r.IntN(100); {
 				case x < 55 || len(live) == 0:
@@ -504,6 +508,7 @@ func TestExpandableRandom(t *testing.T) {
 					if errv != nil {
 						require.ErrorIs(t, errv, gpualloc.ErrOutOfMemory)
 						require.ErrorIs(t, errm, gpualloc.ErrOutOfMemory)
+						failed = true
 						continue
 					}
 					require.Equal(t, bm.Size, bv.Size)
@@ -539,7 +544,11 @@ func TestExpandableRandom(t *testing.T) {
 				}
 				sv, sm := av.Stats(), am.Stats()
 				require.Equal(t, sm.Reserved, sv.Reserved, "op %d", op)
-				require.Equal(t, sm.PeakReserved, sv.PeakReserved, "op %d", op)
+				if failed {
+					require.LessOrEqual(t, sv.PeakReserved, sm.PeakReserved, "op %d", op)
+				} else {
+					require.Equal(t, sm.PeakReserved, sv.PeakReserved, "op %d", op)
+				}
 				require.Equal(t, sm.DeviceMallocs, sv.DeviceMallocs, "op %d", op)
 				require.Equal(t, sm.DeviceFrees, sv.DeviceFrees, "op %d", op)
 				require.Equal(t, sm.CacheHits, sv.CacheHits, "op %d", op)
