@@ -28,9 +28,10 @@ memory errors (oom). One row per file and device.
 
 The figures of memory held from the device follow, as recorded (the
 segments when the trace began, then its segment entries) and as replayed
-by the strategy going on from its own decisions: PEAK RESERVED, MALLOCS
-(device allocations during the trace: segment_alloc entries against
-cudaMalloc calls; pages of expandable segments not counted), and MAX
+by the strategy going on from its own decisions, as simulate -s pytorch
+measures its replay of the same file: PEAK RESERVED, MALLOCS (device
+allocations during the trace: segment_alloc entries and the pages of
+segment_map entries against cudaMalloc and cuMemCreate calls), and MAX
 RESERVED DIFF, the largest difference of reserved bytes between the two
 after any alloc, free or oom.
 

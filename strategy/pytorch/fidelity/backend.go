@@ -43,9 +43,10 @@ type backend struct {
 	dirty   int             // index of the last entry with a mismatch of the backend, or noEntry
 	freed   map[uint64]bool // segments freed and pages unmapped, by address
 	handles uint64          // handles created
-	// The device's memory as the model holds it: bytes of segments and
-	// mapped pages (reserved, and its peak), the Malloc calls, and the
-	// sizes of the handles created, by handle.
+	// The device's memory as the model holds it, as package sim measures
+	// a replay: bytes of segments and mapped pages (reserved, and its
+	// peak: a page counts once mapped), the device allocations (Malloc
+	// and Create calls), and the sizes of the handles created, by handle.
 	reserved, peak int64
 	mallocs        int64
 	sizes          map[uint64]int64
@@ -209,10 +210,14 @@ func (b *backend) Create(size int64) (uint64, error) {
 	}
 	b.handles++
 	b.sizes[b.handles] = size
+	b.mallocs++
 	return b.handles, nil
 }
 
-func (b *backend) Release(handle uint64) error { return nil }
+func (b *backend) Release(handle uint64) error {
+	b.res.DeviceFrees++
+	return nil
+}
 
 func (b *backend) Map(addr uint64, handle uint64) error {
 	if b.refused {
@@ -228,7 +233,6 @@ func (b *backend) Map(addr uint64, handle uint64) error {
 
 func (b *backend) Unmap(addr uint64, size int64) error {
 	b.reserved -= size
-	b.res.DeviceFrees++
 	b.freed[addr] = true
 	return nil
 }

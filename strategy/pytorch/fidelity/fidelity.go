@@ -146,20 +146,24 @@ type Result struct {
 	// allocator too.
 	SegmentFrees       int64 `json:"segment_frees"`
 	SegmentFreeMatches int64 `json:"segment_free_matches"`
-	// DeviceFrees counts the allocator's Free and Unmap calls to its
-	// backend.
+	// DeviceFrees counts the allocator's device frees: its Free calls,
+	// and its Release calls of the pages of expandable segments.
 	DeviceFrees int64 `json:"device_frees"`
 	AllocErrors int64 `json:"alloc_errors"` // allocations the model failed
 	// Figures of the device's memory, as recorded (the segments of the
 	// state the trace starts from, then its segment entries: see
 	// [snapshot.Snapshot.Figures]) and as the free-running replay held it
-	// from its device: the peak of reserved bytes (segments and mapped
-	// pages, the start included); the device allocations made during the
-	// trace (segment_alloc entries, against the allocator's Malloc calls;
-	// the pages of expandable segments are not counted); and the largest
-	// difference of reserved bytes between the two after any alloc,
-	// free_completed or oom entry (within an allocation, the record and
-	// the model take and give back segments in different orders).
+	// from its device, measured as package sim measures a replay of the
+	// snapshot, so that simulate's replay gives the same figures: the
+	// peak of reserved bytes (segments and mapped pages, the start
+	// included); the device allocations made during the trace (segment_alloc
+	// entries and the pages of segment_map entries, each one cuMemCreate,
+	// against the allocator's Malloc and Create calls: the pages of a map
+	// that the device refused part way are made and given back
+	// unrecorded); and the largest difference of reserved bytes between
+	// the two after any alloc, free_completed or oom entry (within an
+	// allocation, the record and the model take and give back segments in
+	// different orders).
 	RecordedPeakReservedBytes int64 `json:"recorded_peak_reserved_bytes"`
 	ReplayedPeakReservedBytes int64 `json:"replayed_peak_reserved_bytes"`
 	RecordedDeviceMallocs     int64 `json:"recorded_device_mallocs"`
@@ -281,8 +285,12 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 	}
 	res.ReplayedPeakReservedBytes, res.ReplayedDeviceMallocs = free.be.peak, free.be.mallocs
 	for i := range t.Len() {
-		if t.Action(i) == snapshot.SegmentAlloc {
+		switch t.Action(i) {
+		case snapshot.SegmentAlloc:
 			res.RecordedDeviceMallocs++
+		case snapshot.SegmentMap:
+			e := t.At(i)
+			res.RecordedDeviceMallocs += int64(len(pages(&e)))
 		}
 	}
 	res.DecisionMatches = follow.decisions
