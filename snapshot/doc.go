@@ -27,6 +27,29 @@
 // A legacy snapshot, a bare list of segments, is read as a snapshot with no
 // trace; blocks without an "address" key are placed one after the other.
 //
+// A read refuses only what a replay cannot do without. The fields that
+// the replays need are checked, and a value of the wrong type or range is
+// refused with a message that names the field and says why:
+// "device_traces[0][7].size: 18446744073709551616 is more than 2^63-1
+// bytes". They are an entry's "action", "addr", "device_free", "size",
+// "stream", "time_us" and "category"; a segment's "device", "address",
+// sizes, "stream", "segment_type", "segment_pool_id", "is_expandable" and
+// "blocks"; a block's "address", sizes, "state" and "category"; the
+// "frames" lists, whose frames tell [TraceEntry.EmptyCache]; and the
+// lists that hold these, and "allocator_settings". Sizes and times are
+// integers from 0 to 2^63-1, addresses and streams from 0 to 2^64-1, a
+// device from 0 to 2^31-1; a flag is a bool or an integer, true when not
+// 0, as Python tells it; a string is a str or bytes. None is the same as
+// an absent key: the field's default, or "missing" where a replay needs a
+// value (a segment's address, the addr of an entry that names a block or
+// a segment). Every other field never fails a read, whatever its type or
+// size: a frame's "name", "filename" and "line" are kept where they are
+// strings and an integer of 64 bits, else are "" and 0 (a line from 2^63
+// to 2^64-1 is the negative number of the same bits: PyTorch writes a
+// line of -1 unsigned); an entry's "compile_context" and
+// "user_metadata", "external_annotations" and every key that the package
+// does not model are skipped, whatever they hold.
+//
 // Only dicts, lists, strings, integers, floats, booleans, None and tuples
 // occur in a snapshot; addresses are LONG1 integers; dicts, lists and
 // strings are shared through the pickle's memo, and most of a big file is

@@ -11,7 +11,7 @@ import (
 
 // TestReadMemoWideValues reads values that a pickle stores in its memo and
 // refers to again, beyond the bits that the decoder's memo packs beside a
-// kind: an address of 63 bits and a negative integer, each read the same
+// kind: an address of 63 bits and a negative integer (a frame's line), each read the same
 // through the memo as where it was first written.
 func TestReadMemoWideValues(t *testing.T) {
 	str := func(s string) string { return "\x8c" + string(rune(len(s))) + s }
@@ -23,8 +23,10 @@ func TestReadMemoWideValues(t *testing.T) {
 		str("stream") + "K\x00" + str("segment_type") + str("large") + str("blocks") + "](}(" +
 		str("address") + "h\x01" + str("size") + "J\x00\x00\x20\x00" + str("requested_size") + "K\x00" +
 		str("state") + str("inactive") + "ueue" + str("device_traces") + "](](}(" +
-		str("action") + str("alloc") + str("addr") + "h\x01" + str("size") + "K\x10" + str("time_us") + neg + "q\x02" + "u}(" +
-		str("action") + str("free_completed") + str("addr") + "h\x01" + str("size") + "K\x10" + str("time_us") + "h\x02" + "u" +
+		str("action") + str("alloc") + str("addr") + "h\x01" + str("size") + "K\x10" +
+		str("frames") + "](}(" + str("name") + str("f") + str("line") + neg + "q\x02" + "ueu}(" +
+		str("action") + str("free_completed") + str("addr") + "h\x01" + str("size") + "K\x10" +
+		str("frames") + "](}(" + str("name") + str("g") + str("line") + "h\x02" + "ueu" +
 		"eeu.")
 	for _, o := range []snapshot.ReadOptions{{}, {NoStacks: true}} {
 		s, err := snapshot.ReadWith(bytes.NewReader(data), "w.pickle", o)
@@ -37,7 +39,9 @@ func TestReadMemoWideValues(t *testing.T) {
 		require.Len(t, tr, 2)
 		for _, e := range tr {
 			require.Equal(t, uint64(addr), e.Addr)
-			require.Equal(t, int64(-1), e.TimeUS)
+		}
+		if !o.NoStacks {
+			require.Equal(t, []snapshot.Frame{{Name: "f", Line: -1}, {Name: "g", Line: -1}}, s.Frames)
 		}
 	}
 }

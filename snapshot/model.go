@@ -85,53 +85,149 @@ func (d *decoder) fieldPath(at itemAt, k fieldKey) string {
 	return join(d.pathOf(at), keyNames[k])
 }
 
-// fint returns the integer (or bool) at k; absent or None gives def.
-func (d *decoder) fint(f *fields, k fieldKey, at itemAt, def int64) int64 {
+// The checks of the fields that a replay needs: an integer field holds an
+// integer (not a bool, a float or a string) within its range, said in
+// the message that refuses it; absent and None are alike, the field's
+// default.
+
+// Ranges of the integer fields, and how messages name their upper bound.
+const (
+	mostSize  = "2^63-1 bytes"        // sizes, as int64
+	mostTime  = "2^63-1 microseconds" // time_us, as int64
+	mostUint  = "2^64-1"              // addresses and streams, as uint64
+	mostInt32 = "2^31-1"              // device indexes, as int
+)
+
+// natural returns v as an integer from 0 to most, or the message that
+// says why it is not one: "negative: -1", "18446744073709551616 is more
+// than 2^63-1 bytes", "not an integer but a string".
+func (d *decoder) natural(v val, most uint64, mostText string) (uint64, string) {
+	switch v.k {
+	case kInt:
+		if n := int64(v.x); n < 0 {
+			return 0, "negative: " + strconv.FormatInt(n, 10)
+		}
+		if v.x <= most {
+			return v.x, ""
+		}
+	case kUint:
+		if v.x <= most {
+			return v.x, ""
+		}
+	case kBig:
+		b := d.bigs[v.x]
+		if b.Sign() < 0 {
+			return 0, "negative: " + b.String()
+		}
+		if b.IsUint64() && b.Uint64() <= most {
+			return b.Uint64(), ""
+		}
+	default:
+		return 0, "not an integer but " + d.typeName(v)
+	}
+	return 0, d.intText(v) + " is more than " + mostText
+}
+
+// intText returns an integer value in decimal.
+func (d *decoder) intText(v val) string {
+	switch v.k {
+	case kUint:
+		return strconv.FormatUint(v.x, 10)
+	case kBig:
+		return d.bigs[v.x].String()
+	}
+	return strconv.FormatInt(int64(v.x), 10)
+}
+
+// fsize returns the size at k, an integer from 0 to 2^63-1; absent or
+// None gives def.
+func (d *decoder) fsize(f *fields, k fieldKey, at itemAt, def int64) int64 {
 	v, ok := f.get(k)
 	if !ok {
 		return def
 	}
-	switch v.k {
-	case kInt, kBool:
+	if v.k == kInt && int64(v.x) >= 0 {
 		return int64(v.x)
-	case kBig:
-		if b := d.bigs[v.x]; b.IsInt64() {
-			return b.Int64()
-		}
 	}
-	d.failAt(d.fieldPath(at, k), "not an integer of 64 bits: "+d.typeName(v))
-	return def
+	n, msg := d.natural(v, math.MaxInt64, mostSize)
+	if msg != "" {
+		d.failAt(d.fieldPath(at, k), msg)
+	}
+	return int64(n)
 }
 
-// fsize returns the non-negative integer at k, like fint.
-func (d *decoder) fsize(f *fields, k fieldKey, at itemAt, def int64) int64 {
-	n := d.fint(f, k, at, def)
-	if n < 0 {
-		d.failAt(d.fieldPath(at, k), "negative: "+strconv.FormatInt(n, 10))
+// ftime returns the time_us at k, an integer from 0 to 2^63-1; absent or
+// None gives NoTime.
+func (d *decoder) ftime(f *fields, k fieldKey, at itemAt) int64 {
+	v, ok := f.get(k)
+	if !ok {
+		return NoTime
+	}
+	if v.k == kInt && int64(v.x) >= 0 {
+		return int64(v.x)
+	}
+	n, msg := d.natural(v, math.MaxInt64, mostTime)
+	if msg != "" {
+		d.failAt(d.fieldPath(at, k), msg)
+	}
+	return int64(n)
+}
+
+// fuint returns the address or stream at k, an integer from 0 to 2^64-1;
+// absent or None gives 0, or an error when need is set.
+func (d *decoder) fuint(f *fields, k fieldKey, at itemAt, need bool) uint64 {
+	v, ok := f.get(k)
+	if !ok {
+		if need {
+			d.failAt(d.fieldPath(at, k), "missing")
+		}
+		return 0
+	}
+	if v.k == kInt && int64(v.x) >= 0 {
+		return v.x
+	}
+	n, msg := d.natural(v, math.MaxUint64, mostUint)
+	if msg != "" {
+		d.failAt(d.fieldPath(at, k), msg)
 	}
 	return n
 }
 
-// fuint returns the non-negative integer of 64 bits at k, 0 when absent.
-func (d *decoder) fuint(f *fields, k fieldKey, at itemAt) uint64 {
+// fdevice returns the device index at k, from 0 to 2^31-1; absent or None
+// gives 0.
+func (d *decoder) fdevice(f *fields, k fieldKey, at itemAt) int {
 	v, ok := f.get(k)
 	if !ok {
 		return 0
 	}
-	switch v.k {
-	case kInt:
-		if int64(v.x) >= 0 {
-			return v.x
+	n, msg := d.natural(v, math.MaxInt32, mostInt32)
+	if msg != "" {
+		if isInt(v.k) {
+			msg = "out of range: " + d.intText(v)
 		}
-	case kUint:
-		return v.x
-	case kBig:
-		if b := d.bigs[v.x]; b.Sign() >= 0 && b.IsUint64() {
-			return b.Uint64()
-		}
+		d.failAt(d.fieldPath(at, k), msg)
 	}
-	d.failAt(d.fieldPath(at, k), "not a non-negative integer of 64 bits: "+d.typeName(v))
-	return 0
+	return int(n)
+}
+
+func isInt(k kind) bool { return k == kInt || k == kUint || k == kBig }
+
+// fbool returns the flag at k as Python tells its truth: a bool, or an
+// integer, true when not 0; absent or None gives false. Other values are
+// refused.
+func (d *decoder) fbool(f *fields, k fieldKey, at itemAt) bool {
+	v, ok := f.get(k)
+	if !ok {
+		return false
+	}
+	switch v.k {
+	case kBool, kInt, kUint:
+		return v.x != 0
+	case kBig:
+		return d.bigs[v.x].Sign() != 0
+	}
+	d.failAt(d.fieldPath(at, k), "not a bool but "+d.typeName(v))
+	return false
 }
 
 // fstr returns the string at k, "" when absent.
@@ -145,6 +241,37 @@ func (d *decoder) fstr(f *fields, k fieldKey, at itemAt) string {
 	}
 	d.failAt(d.fieldPath(at, k), "not a string but "+d.typeName(v))
 	return ""
+}
+
+// The fields that a replay does not need never fail a read: a frame's
+// name, filename and line are taken where they are what PyTorch writes,
+// and are "" or 0 where they are not.
+
+// anyStr returns the string at k, "" when it is absent or not a string.
+func (d *decoder) anyStr(f *fields, k fieldKey) string {
+	if v, ok := f.get(k); ok && (v.k == kStr || v.k == kBytes) {
+		return d.strs[v.x]
+	}
+	return ""
+}
+
+// anyLine returns the integer at k: an integer of 64 bits as it is, one
+// of 2^63 to 2^64-1 as the negative number whose bits it has (PyTorch
+// writes a line of -1 as an unsigned 2^64-1), anything else 0.
+func (d *decoder) anyLine(f *fields, k fieldKey) int64 {
+	v, ok := f.get(k)
+	if !ok {
+		return 0
+	}
+	switch v.k {
+	case kInt, kUint:
+		return int64(v.x)
+	case kBig:
+		if b := d.bigs[v.x]; b.IsInt64() {
+			return b.Int64()
+		}
+	}
+	return 0
 }
 
 // fstack returns the stack at "frames"; 0 when the read keeps no stacks.
@@ -236,6 +363,16 @@ func (d *decoder) fstrIndex(f *fields, k fieldKey, at itemAt) uint32 {
 	return noStr
 }
 
+// addressed reports whether an entry of action a names a block or a
+// segment by its "addr", which it then needs.
+func addressed(a Action) bool {
+	switch a {
+	case Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, SegmentMap, SegmentUnmap:
+		return true
+	}
+	return false
+}
+
 func (d *decoder) entryOf(v val, at itemAt) (entryRec, bool) {
 	if dv := d.doneOf(v); dv.k == kEntry {
 		return *d.m.traces[dv.x>>32].at(uint64(uint32(dv.x))), d.repeat(1, at)
@@ -247,23 +384,21 @@ func (d *decoder) entryOf(v val, at itemAt) (entryRec, bool) {
 	e := entryRec{
 		action:   d.fstrIndex(f, keyAction, at),
 		size:     d.fsize(f, keySize, at, 0),
-		stream:   d.fuint(f, keyStream, at),
-		time:     d.fint(f, keyTimeUS, at, NoTime),
+		stream:   d.fuint(f, keyStream, at, false),
+		time:     d.ftime(f, keyTimeUS, at),
 		category: d.fstrIndex(f, keyCategory, at),
 		stack:    d.fstack(f),
 	}
 	action := Action(d.strAt(e.action))
-	if !f.present(keyAddr) && action == OutOfMemory {
-		e.addr = d.fuint(f, keyDeviceFree, at)
+	if _, ok := f.get(keyAddr); !ok && action == OutOfMemory {
+		e.addr = d.fuint(f, keyDeviceFree, at, false)
 	} else {
-		e.addr = d.fuint(f, keyAddr, at)
+		e.addr = d.fuint(f, keyAddr, at, addressed(action))
 	}
 	_, sized := f.get(keySize)
 	switch {
 	case action == "":
 		d.failAt(d.pathOf(at), "no action")
-	case e.time < 0 && e.time != NoTime:
-		d.failAt(d.fieldPath(at, keyTimeUS), "negative: "+strconv.FormatInt(e.time, 10))
 	case action == OutOfMemory && !sized:
 		d.failAt(d.fieldPath(at, keySize), "missing: an oom entry records the size that failed")
 	}
@@ -316,7 +451,7 @@ func (d *decoder) frameOf(v val, at itemAt) (uint32, bool) {
 	if !ok {
 		return 0, false
 	}
-	fr := Frame{Name: d.fstr(f, keyName, at), Filename: d.fstr(f, keyFilename, at), Line: d.fint(f, keyLine, at, 0)}
+	fr := Frame{Name: d.anyStr(f, keyName), Filename: d.anyStr(f, keyFilename), Line: d.anyLine(f, keyLine)}
 	id := d.m.internFrame(fr)
 	d.finish(v, tmp, d.frameVal(id))
 	return id, d.err == nil
@@ -338,8 +473,8 @@ func (d *decoder) blockOf(v val, at itemAt) (Block, bool) {
 		Category: d.fstr(f, keyCategory, at),
 		Stack:    d.fstack(f),
 	}
-	if f.present(keyAddress) {
-		b.Address = d.fuint(f, keyAddress, at)
+	if _, ok := f.get(keyAddress); ok {
+		b.Address = d.fuint(f, keyAddress, at, true)
 	} else {
 		if d.m.noAddr == nil {
 			d.m.noAddr = map[uint32][]int32{}
@@ -389,23 +524,17 @@ func (d *decoder) segmentOf(v val, at itemAt) (Segment, bool) {
 	if !ok {
 		return Segment{}, false
 	}
-	dev := d.fint(f, keyDevice, at, 0)
-	if dev < 0 || dev > math.MaxInt32 {
-		d.failAt(d.fieldPath(at, keyDevice), "out of range: "+strconv.FormatInt(dev, 10))
-	}
 	seg := Segment{
-		Device:        int(dev),
-		Address:       d.fuint(f, keyAddress, at),
+		Device:        d.fdevice(f, keyDevice, at),
+		Address:       d.fuint(f, keyAddress, at, false),
 		TotalSize:     d.fsize(f, keyTotalSize, at, 0),
 		AllocatedSize: d.fsize(f, keyAllocatedSize, at, 0),
 		ActiveSize:    d.fsize(f, keyActiveSize, at, 0),
 		RequestedSize: d.fsize(f, keyRequestedSize, at, 0),
-		Stream:        d.fuint(f, keyStream, at),
+		Stream:        d.fuint(f, keyStream, at, false),
 		SegmentType:   d.fstr(f, keySegmentType, at),
+		IsExpandable:  d.fbool(f, keyIsExpandable, at),
 		Stack:         d.fstack(f),
-	}
-	if x, ok := f.get(keyIsExpandable); ok && x.k == kBool {
-		seg.IsExpandable = x.x != 0
 	}
 	if x, ok := f.get(keySegmentPoolID); ok {
 		seg.Pool = d.pool(x, at)
@@ -422,6 +551,9 @@ func (d *decoder) segmentOf(v val, at itemAt) (Segment, bool) {
 			}
 			at = seg.Blocks[i].Address + uint64(seg.Blocks[i].Size)
 		}
+	}
+	if _, ok := f.get(keyAddress); !ok {
+		d.failAt(d.fieldPath(at, keyAddress), "missing")
 	}
 	d.finish(v, tmp, val{kSegment, uint64(num)<<32 | uint64(at.index)})
 	return seg, d.err == nil

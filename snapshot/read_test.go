@@ -145,18 +145,48 @@ func TestReadNoBlockAddress(t *testing.T) {
 	assert.Empty(t, st.Allocs(), "the trace allocates the live block")
 }
 
+// sharedFacts are what each shared real snapshot holds where it departs
+// from the most of them: settings recorded with the defaults, one device
+// with a trace, a start state that the rebuild explains.
+var sharedFacts = map[string]struct {
+	noSettings  bool   // a file from before PyTorch recorded allocator_settings, or torch_npu's
+	conf        string // the PYTORCH_CUDA_ALLOC_CONF it was recorded with
+	devices     []int
+	unexplained bool // a trace that the rebuild does not explain: a patched build, or torch_npu's allocator
+}{
+	"custom_fields.pickle":     {unexplained: true},
+	"empty.pickle":             {devices: []int{}},
+	"inference_2024.pickle":    {noSettings: true},
+	"npu_empty_cache.pickle":   {noSettings: true},
+	"npu_expandable.pickle":    {noSettings: true, unexplained: true},
+	"npu_two_devices.pickle":   {noSettings: true, devices: []int{0, 1}, unexplained: true},
+	"xl_fwd_expandable.pickle": {conf: "expandable_segments:True"},
+}
+
 func TestReadShared(t *testing.T) {
 	pk.ForEachShared(t, sharedDir, func(t *testing.T, name string, data []byte) {
+		fact := sharedFacts[name]
 		s, err := snapshot.Read(bytes.NewReader(data), name)
 		require.NoError(t, err)
-		require.NotNil(t, s.AllocatorSettings)
-		assert.True(t, s.AllocatorSettings.Effective)
-		assert.Equal(t, "", s.AllocatorSettings.AllocConf(), "the files were recorded with the defaults")
-		assert.Equal(t, []int{0}, s.Devices())
+		if fact.noSettings {
+			require.Nil(t, s.AllocatorSettings)
+		} else {
+			require.NotNil(t, s.AllocatorSettings)
+			assert.True(t, s.AllocatorSettings.Effective)
+		}
+		assert.Equal(t, fact.conf, s.AllocatorSettings.AllocConf())
+		if fact.devices == nil {
+			fact.devices = []int{0}
+		}
+		assert.Equal(t, fact.devices, s.Devices())
 		for _, dev := range s.Devices() {
 			st, err := s.InitialState(dev)
-			require.NoError(t, err)
-			assert.Empty(t, st.Unplaced)
+			if fact.unexplained {
+				t.Logf("device %d: %v", dev, err)
+			} else {
+				require.NoError(t, err)
+				assert.Empty(t, st.Unplaced)
+			}
 			checkState(t, st)
 		}
 	})
@@ -208,9 +238,9 @@ func TestReadErrors(t *testing.T) {
 		{"truncated", snap(pk.Entry("alloc", a0, 5, 0, 1))[:40], "x.pickle: not a PyTorch snapshot (bad pickle: ", true},
 		{"segment", top(pk.KV{K: "segments", V: []any{1}}), "x.pickle: segments[0]: not a dict but an integer", false},
 		{"device", seg(pk.KV{K: "device", V: -1}), "x.pickle: segments[0].device: out of range: -1", false},
-		{"address", seg(pk.KV{K: "address", V: "x"}), "x.pickle: segments[0].address: not a non-negative integer of 64 bits: a string", false},
+		{"address", seg(pk.KV{K: "address", V: "x"}), "x.pickle: segments[0].address: not an integer but a string", false},
 		{"total size", seg(pk.KV{K: "total_size", V: -5}), "x.pickle: segments[0].total_size: negative: -5", false},
-		{"huge size", seg(pk.KV{K: "total_size", V: uint64(1) << 63}), "x.pickle: segments[0].total_size: not an integer of 64 bits: an integer", false},
+		{"huge size", seg(pk.KV{K: "total_size", V: uint64(1) << 63}), "x.pickle: segments[0].total_size: 9223372036854775808 is more than 2^63-1 bytes", false},
 		{"segment type", seg(pk.KV{K: "segment_type", V: 1.5}), "x.pickle: segments[0].segment_type: not a string but a float", false},
 		{"blocks", seg(pk.KV{K: "blocks", V: pk.Dict{}}), "x.pickle: segments[0].blocks: not a list but a dict", false},
 		{"block", seg(pk.KV{K: "blocks", V: []any{nil}}), "x.pickle: segments[0].blocks[0]: not a dict but None", false},
@@ -219,7 +249,7 @@ func TestReadErrors(t *testing.T) {
 		{"trace", top(pk.KV{K: "segments", V: []any{}}, pk.KV{K: "device_traces", V: []any{pk.Dict{}}}), "x.pickle: device_traces[0]: not a list", false},
 		{"entry", snap([2]any{1, 2}), "x.pickle: device_traces[0][0]: not a dict but a tuple", false},
 		{"entry size", snap(pk.Dict{{K: "action", V: "alloc"}, {K: "addr", V: a0}, {K: "size", V: "big"}}),
-			"x.pickle: device_traces[0][0].size: not an integer of 64 bits: a string", false},
+			"x.pickle: device_traces[0][0].size: not an integer but a string", false},
 		{"negative size", snap(pk.Entry("alloc", a0, -5, 0, 1)), "x.pickle: device_traces[0][0].size: negative: -5", false},
 		{"negative time", snap(pk.Dict{{K: "action", V: "alloc"}, {K: "time_us", V: -7}}), "x.pickle: device_traces[0][0].time_us: negative: -7", false},
 		{"no action", snap(pk.Dict{{K: "addr", V: 5}}), "x.pickle: device_traces[0][0]: no action", false},

@@ -32,7 +32,8 @@ type Snapshot struct {
 }
 
 // A Frame is one frame of a recorded stack: a dict with "name",
-// "filename" and "line".
+// "filename" and "line". A name or filename that is not a string is "",
+// a line that is not an integer of 64 bits 0 (see the package doc).
 type Frame struct {
 	Name     string
 	Filename string

@@ -238,7 +238,7 @@ func TestSnapshotErrors(t *testing.T) {
 		{"double alloc", string(pkSnap(pk.Entry("alloc", a0, 5, 0, 1), pk.Entry("alloc", a0, 5, 0, 2))),
 			"x.pickle: device_traces[0][1]: alloc of 0x7f3a00000000 that is already live", false},
 		{"bad size", string(pkSnap(pk.Dict{{K: "action", V: "alloc"}, {K: "addr", V: a0}, {K: "size", V: "big"}})),
-			"x.pickle: device_traces[0][0].size: not an integer of 64 bits: a string", false},
+			"x.pickle: device_traces[0][0].size: not an integer but a string", false},
 		{"bad traces", string(pkPickle(pk.Dict{{K: "segments", V: []any{}}, {K: "device_traces", V: 3}}, 4, false)),
 			"x.pickle: device_traces: not a list", false},
 		{"huge address", string(pkSnap(pk.Entry("alloc", 1<<63, 5, 0, 1))),

@@ -9,8 +9,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/big"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -35,9 +37,22 @@ type Options struct {
 	AllLong bool
 }
 
-// Encode returns the pickle of v, which holds Dict, []any, [2]any (a
-// tuple), string, int, int64, uint64, float64, bool and nil values. It
-// panics on a value of another type: a test's mistake.
+// A Tuple is a Python tuple of any length.
+type Tuple []any
+
+// A Set is a Python set; Frozen makes it a frozenset.
+type Set struct {
+	Items  []any
+	Frozen bool
+}
+
+// Bytes is a Python bytes value.
+type Bytes []byte
+
+// Encode returns the pickle of v, which holds Dict, []any, [2]any and
+// Tuple (tuples), Set, string, Bytes, int, int64, uint64, *big.Int,
+// float64, bool and nil values. It panics on a value of another type: a
+// test's mistake.
 func Encode(v any, o Options) []byte {
 	p := &pickler{Options: o, strs: map[string]int{}}
 	p.value(v)
@@ -123,6 +138,54 @@ func (p *pickler) value(v any) {
 		p.value(x[0])
 		p.value(x[1])
 		b.WriteByte(0x86) // TUPLE2
+	case Tuple:
+		switch len(x) {
+		case 0:
+			b.WriteByte(')') // EMPTY_TUPLE
+		case 1, 2, 3:
+			for _, e := range x {
+				p.value(e)
+			}
+			b.WriteByte(0x84 + byte(len(x))) // TUPLE1, TUPLE2, TUPLE3
+		default:
+			b.WriteByte('(')
+			for _, e := range x {
+				p.value(e)
+			}
+			b.WriteByte('t') // TUPLE
+		}
+		p.memoize()
+	case Set:
+		if x.Frozen {
+			b.WriteByte('(')
+			for _, e := range x.Items {
+				p.value(e)
+			}
+			b.WriteByte(0x91) // FROZENSET
+			p.memoize()
+			return
+		}
+		b.WriteByte(0x8f) // EMPTY_SET
+		p.memoize()
+		if len(x.Items) > 0 {
+			b.WriteByte('(')
+			for _, e := range x.Items {
+				p.value(e)
+			}
+			b.WriteByte(0x90) // ADDITEMS
+		}
+	case Bytes:
+		if len(x) < 256 {
+			b.WriteByte('C') // SHORT_BINBYTES
+			b.WriteByte(byte(len(x)))
+		} else {
+			b.WriteByte('B') // BINBYTES
+			binary.Write(b, binary.LittleEndian, uint32(len(x)))
+		}
+		b.Write(x)
+		p.memoize()
+	case *big.Int:
+		p.long(x)
 	case Dict:
 		b.WriteByte('}')
 		p.memoize()
@@ -174,6 +237,48 @@ func (p *pickler) long1(x uint64, neg bool) {
 	p.buf.WriteByte(0x8a)
 	p.buf.WriteByte(byte(len(bs)))
 	p.buf.Write(bs)
+}
+
+// long writes x as LONG1, or LONG4 past 255 bytes: two's complement,
+// little-endian, in the fewest bytes, as Python does.
+func (p *pickler) long(x *big.Int) {
+	n := x.BitLen()/8 + 1 // room for the sign bit
+	v := new(big.Int).Set(x)
+	if x.Sign() < 0 {
+		v.Add(v, new(big.Int).Lsh(big.NewInt(1), uint(8*n)))
+	}
+	be := v.FillBytes(make([]byte, n))
+	le := make([]byte, n)
+	for i := range be {
+		le[n-1-i] = be[i]
+	}
+	if x.Sign() == 0 {
+		le = nil
+	}
+	if len(le) < 256 {
+		p.buf.WriteByte(0x8a)
+		p.buf.WriteByte(byte(len(le)))
+	} else {
+		p.buf.WriteByte(0x8b)
+		binary.Write(&p.buf, binary.LittleEndian, uint32(len(le)))
+	}
+	p.buf.Write(le)
+}
+
+// IntText returns an integer value of Encode (int, int64, uint64 or
+// *big.Int) in decimal, as Python prints it.
+func IntText(v any) string {
+	switch x := v.(type) {
+	case int:
+		return strconv.Itoa(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case uint64:
+		return strconv.FormatUint(x, 10)
+	case *big.Int:
+		return x.String()
+	}
+	panic(fmt.Sprintf("pickletest: %T is not an integer", v))
 }
 
 // Entry is a trace entry of a snapshot, with a frame; time < 0 leaves out
