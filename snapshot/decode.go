@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/big"
 	"slices"
+	"unicode/utf8"
 )
 
 // The decoder is a pickle machine of its own, for the opcodes of protocols
@@ -577,8 +578,48 @@ func (d *decoder) str(op byte, n int) {
 	switch op {
 	case opShortBinBytes, opBinBytes, opBinBytes8, opByteArray8:
 		k = kBytes
+	default:
+		if i := badText(op, b); i >= 0 && d.err == nil {
+			what := "UTF-8"
+			if op == opShortBinString || op == opBinString {
+				what = "ASCII, as Python 3 reads a string of Python 2"
+			}
+			d.err = &pickleError{off: d.in.off() - int64(n-i),
+				msg: fmt.Sprintf("byte 0x%02x of the string at byte %d is not %s: Python refuses the file", b[i], d.opOff, what)}
+			return
+		}
 	}
 	d.push(val{k, uint64(d.intern(b))})
+}
+
+// badText returns the index of the first byte of the string b of opcode
+// op that Python's unpickler refuses, or -1: it decodes the BINUNICODE
+// opcodes as UTF-8, letting surrogates through ("surrogatepass"), and
+// the BINSTRING ones of Python 2 as ASCII.
+func badText(op byte, b []byte) int {
+	if op == opShortBinString || op == opBinString {
+		for i, c := range b {
+			if c >= utf8.RuneSelf {
+				return i
+			}
+		}
+		return -1
+	}
+	if utf8.Valid(b) {
+		return -1
+	}
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			if b[i] == 0xed && i+2 < len(b) && b[i+1]&0xe0 == 0xa0 && b[i+2]&0xc0 == 0x80 {
+				i += 3 // a surrogate, U+D800 to U+DFFF
+				continue
+			}
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 // intern returns the index of the string b in the string table.

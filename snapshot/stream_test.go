@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/stretchr/testify/assert"
@@ -338,4 +340,34 @@ func TestReadEmptyCacheAndPool(t *testing.T) {
 	noStacks(t, data, "e.pickle", s)
 	assert.Equal(t, snapshot.PoolID{3, 7}, s.Segments[0].Pool)
 	assert.Len(t, s.StackFrames(s.Trace(0).Entries()[0].Stack), 3)
+}
+
+// TestReadText reads strings as Python's unpickler decodes them: a
+// BINUNICODE that is not UTF-8, or a Python 2 BINSTRING that is not
+// ASCII, makes the file one that Python refuses, and so does Read, naming
+// the byte; a surrogate, which Python lets through, is read.
+func TestReadText(t *testing.T) {
+	frame := func(name string) []byte {
+		return snap(pk.Dict{{K: "action", V: "alloc"}, {K: "addr", V: a0}, {K: "size", V: 5},
+			{K: "frames", V: []any{pk.Dict{{K: "name", V: name}, {K: "filename", V: "x.py"}, {K: "line", V: 1}}}}})
+	}
+	for _, bad := range []string{"f\xff", "f\xc3", "\xe9t\xe9", "\xed\xa0"} {
+		data := frame(bad)
+		_, err := snapshot.Read(bytes.NewReader(data), "u.pickle")
+		at := bytes.Index(data, []byte(bad)) // the string's first byte
+		i := strings.IndexFunc(bad, func(r rune) bool { return r == utf8.RuneError })
+		require.EqualError(t, err, fmt.Sprintf("u.pickle: not a PyTorch snapshot (bad pickle: at byte %d: byte 0x%02x of the string at byte %d is not UTF-8: Python refuses the file)",
+			at+i, bad[i], at-2), "%q", bad)
+	}
+	s, err := snapshot.Read(bytes.NewReader(frame("f\xed\xa0\x80")), "u.pickle")
+	require.NoError(t, err)
+	assert.Equal(t, "f\xed\xa0\x80", s.Frames[0].Name)
+
+	str := []byte("\x80\x02}(X\x08\x00\x00\x00segments]X\x01\x00\x00\x00xU\x02a\xe9u.")
+	_, err = snapshot.Read(bytes.NewReader(str), "u.pickle")
+	at := bytes.IndexByte(str, 0xe9)
+	require.ErrorContains(t, err, fmt.Sprintf("at byte %d: byte 0xe9 of the string at byte %d is not ASCII, as Python 3 reads a string of Python 2", at, at-3))
+	str[at] = 'b'
+	_, err = snapshot.Read(bytes.NewReader(str), "u.pickle")
+	require.NoError(t, err)
 }
