@@ -42,7 +42,10 @@ when set, replaces them, which standard error says.
 A file that is not a record of PyTorch's allocator (not a snapshot, a
 snapshot whose trace does not fit its segments, or an export of another
 strategy by simulate --snapshot) gets a row of its own saying why; the
-other files are compared, and the exit status is 1.
+other files are compared, and the exit status is 1. A record whose
+blocks PyTorch's allocator could not have made (blocks finer than its
+512 bytes: a patched build) is replayed from the strategy's own
+decisions, with its figures and no DECISION RATE, and its note says why.
 
 SEGMENT ALLOCS counts the recorded segment_alloc (and segment_map)
 entries, SEGMENT MATCHES those the strategy took too; SEGMENT FREES the

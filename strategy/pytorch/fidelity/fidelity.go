@@ -57,6 +57,7 @@ import (
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/torchsize"
 	"github.com/gpualloc/gpualloc/snapshot"
 )
 
@@ -228,7 +229,9 @@ func Run(s *snapshot.Snapshot, name string, opts Options) ([]*Result, error) {
 			return nil, err
 		}
 		res.MatchRate = rate(res.AddressMatches+res.SegmentMatches+res.SegmentFreeMatches, res.Allocs+res.SegmentAllocs+res.SegmentFrees)
-		res.DecisionRate = rate(res.DecisionMatches, res.Allocs)
+		if res.Note == "" {
+			res.DecisionRate = rate(res.DecisionMatches, res.Allocs)
+		}
 		if res.Allocs == 0 {
 			res.MatchRate = nil
 			res.Note = NoHistory
@@ -241,7 +244,13 @@ func Run(s *snapshot.Snapshot, name string, opts Options) ([]*Result, error) {
 func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules, newAlloc NewFunc, res *Result) error {
 	st, err := s.InitialStateWith(dev, rules)
 	if err != nil {
-		return err
+		// A record whose blocks PyTorch could not have made is replayed
+		// from its own decisions alone (see finer).
+		why := finer(s, dev)
+		if why == "" || st == nil {
+			return err
+		}
+		res.Note = why + ": replayed from its own decisions, not followed decision by decision (" + err.Error() + ")"
 	}
 	// The segment_alloc entries that the window cut off come first; entry
 	// indexes stay those of the file. The trace itself is not copied
@@ -280,7 +289,15 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 	free := &replay{res: res, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total, releaseInAlloc: release}
 	follow := &replay{res: &Result{mismatchesMx: -1}, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total,
 		releaseInAlloc: release}
-	if err := runBoth(free, follow, st, top, func() *snapshot.Tracker { return snapshot.NewTracker(st, rules) }); err != nil {
+	if res.Note != "" {
+		if err := free.start(st, top); err != nil {
+			return err
+		}
+		if err := free.freeAll(nil); err != nil {
+			return err
+		}
+		free.be.endAlloc()
+	} else if err := runBoth(free, follow, st, top, func() *snapshot.Tracker { return snapshot.NewTracker(st, rules) }); err != nil {
 		return err
 	}
 	res.ReplayedPeakReservedBytes, res.ReplayedDeviceMallocs = free.be.peak, free.be.mallocs
@@ -293,9 +310,42 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 			res.RecordedDeviceMallocs += int64(len(pages(&e)))
 		}
 	}
-	res.DecisionMatches = follow.decisions
-	res.OOMs, res.OOMMatches = follow.res.OOMs, follow.res.OOMMatches
+	if res.Note == "" {
+		res.DecisionMatches = follow.decisions
+		res.OOMs, res.OOMMatches = follow.res.OOMs, follow.res.OOMMatches
+	}
 	return nil
+}
+
+// finer returns what shows that the allocator that recorded device dev's
+// trace makes blocks finer than PyTorch's: a block of the snapshot's
+// segments, or an alloc entry, at an offset or of a size that is not a
+// multiple of 512 bytes. PyTorch rounds every request to a multiple of
+// kMinBlockSize, 512 (round_size in c10/cuda/CUDACachingAllocator.cpp),
+// and splits blocks only at such multiples, so that its blocks lie at
+// multiples of 512 from their segment's start. "" when nothing shows it.
+func finer(s *snapshot.Snapshot, dev int) string {
+	const unit = torchsize.MinBlockSize
+	for _, sg := range s.Segments {
+		if sg.Device != dev {
+			continue
+		}
+		for _, b := range sg.Blocks {
+			if (b.Address-sg.Address)%unit != 0 || b.Size%unit != 0 {
+				return fmt.Sprintf("a block of %d bytes at %s, where PyTorch's blocks are multiples of %d bytes (kMinBlockSize): a modified allocator", b.Size, hex(b.Address), unit)
+			}
+		}
+	}
+	t := s.Trace(dev)
+	for i := range t.Len() {
+		if t.Action(i) != snapshot.Alloc {
+			continue
+		}
+		if e := t.At(i); e.Addr%unit != 0 {
+			return fmt.Sprintf("device_traces[%d][%d]: an alloc at %s, where PyTorch's blocks lie at multiples of %d bytes (kMinBlockSize): a modified allocator", dev, i, hex(e.Addr), unit)
+		}
+	}
+	return ""
 }
 
 func hex(a uint64) string { return "0x" + strconv.FormatUint(a, 16) }

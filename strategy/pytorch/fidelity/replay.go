@@ -123,8 +123,10 @@ func runBoth(free, follow *replay, st *snapshot.State, top uint64, newTracker fu
 }
 
 // freeAll replays the trace, following the record with tr for r's
-// figures.
+// figures; with tr nil (a record that a Tracker cannot follow), with the
+// bytes of its segment entries alone.
 func (r *replay) freeAll(tr *snapshot.Tracker) error {
+	held := r.res.RecordedPeakReservedBytes // the start state's segments
 	for i := range r.trace.Len() {
 		e := r.trace.At(i)
 		at := i - r.offset // the entry's index in the file
@@ -132,10 +134,20 @@ func (r *replay) freeAll(tr *snapshot.Tracker) error {
 		if _, err := r.entry(&e, i, at); err != nil {
 			return err
 		}
+		if tr == nil {
+			switch e.Action {
+			case snapshot.SegmentAlloc, snapshot.SegmentMap:
+				held += e.Size
+			case snapshot.SegmentFree, snapshot.SegmentUnmap:
+				held -= e.Size
+			}
+			r.figure(&e, held)
+			continue
+		}
 		if err := tr.Apply(&e); err != nil {
 			return fmt.Errorf("device_traces[%d][%d]: %w", r.dev, at, err)
 		}
-		r.figure(&e, tr)
+		r.figure(&e, tr.Held())
 	}
 	return nil
 }
@@ -184,15 +196,15 @@ func (r *replay) follow(e *snapshot.TraceEntry, at int, ok bool, tr *snapshot.Tr
 	return nil
 }
 
-// figure compares the bytes held by the record, tr just past entry e, and
-// by the model after e when it ends an allocation or a free, for the
+// figure compares the bytes held by the record just past entry e, held,
+// and by the model after e when it ends an allocation or a free, for the
 // figures of the free-running replay.
-func (r *replay) figure(e *snapshot.TraceEntry, tr *snapshot.Tracker) {
+func (r *replay) figure(e *snapshot.TraceEntry, held int64) {
 	res := r.res
-	res.RecordedPeakReservedBytes = max(res.RecordedPeakReservedBytes, tr.Held())
+	res.RecordedPeakReservedBytes = max(res.RecordedPeakReservedBytes, held)
 	switch e.Action {
 	case snapshot.Alloc, snapshot.FreeCompleted, snapshot.OutOfMemory:
-		d := tr.Held() - r.be.reserved
+		d := held - r.be.reserved
 		res.MaxReservedDiffBytes = max(res.MaxReservedDiffBytes, d, -d)
 	}
 }
