@@ -118,6 +118,14 @@ func (t *traceBuilder) free(id uint64) *traceBuilder {
 	return t
 }
 
+// release asks the allocator of the current device to give back its
+// cache (torch.cuda.empty_cache).
+func (t *traceBuilder) release() *traceBuilder {
+	t.events = append(t.events, traces.Event{Op: traces.OpRelease, Device: t.device, TimeUS: t.time})
+	t.time += 10
+	return t
+}
+
 func (t *traceBuilder) reader() *sliceReader { return newSliceReader(t.events) }
 
 // A traceShape says what [randomTrace] draws.

@@ -81,7 +81,25 @@ type snapRecorder struct {
 
 	settings *snapshot.AllocatorSettings
 	spill    *spillFile // where the entries go, or nil: they stay in memory
+
+	// releasing is true during a release of the allocator's cache that
+	// the trace asked for (traces.OpRelease); released, once such a
+	// release gave back device memory (see catEmptyCache).
+	releasing, released bool
 }
+
+// catEmptyCache is the category that marks a segment_free or
+// segment_unmap entry that a release the trace asked for made, which no
+// category of its own has: the snapshot gives it the frame of PyTorch's
+// torch.cuda.empty_cache, as PyTorch records it, so that a reader tells
+// it from a release the strategy made to make room (see
+// snapshot.TraceEntry.EmptyCache).
+const catEmptyCache gpualloc.Category = 31
+
+// emptyCacheFrame is the frame of torch.cuda.empty_cache, in
+// torch/cuda/memory.py, that PyTorch records on the segment_free entries
+// of a release the program asked for.
+var emptyCacheFrame = snapshot.Frame{Name: "empty_cache", Filename: "torch/cuda/memory.py"}
 
 // A snapEntry is a trace entry as the recorder keeps it.
 type snapEntry struct {
@@ -328,7 +346,11 @@ func (r *snapRecorder) segmentFree(dev int, addr uint64, size int64) {
 func (r *snapRecorder) drop(dev int, m map[uint64]region, action uint8, addr uint64, size int64) {
 	stream := m[addr].stream
 	delete(m, addr)
-	r.add(dev, snapEntry{action: action, addr: addr, size: size, stream: stream, timeUS: r.timeUS})
+	e := snapEntry{action: action, addr: addr, size: size, stream: stream, timeUS: r.timeUS}
+	if r.releasing {
+		e.cat, r.released = catEmptyCache, true
+	}
+	r.add(dev, e)
 }
 
 func (r *snapRecorder) reserve(dev int, addr uint64, size int64) {
@@ -377,6 +399,9 @@ func (r *snapRecorder) streamed() (*snapshot.Stream, error) {
 		}
 		s.AllocatorSettings = &set
 	}
+	if r.released {
+		s.Frames, s.Stacks = []snapshot.Frame{emptyCacheFrame}, [][]int32{nil, {0}}
+	}
 	unknown, last := false, -1
 	for i, d := range r.devs {
 		if d == nil {
@@ -414,6 +439,9 @@ func (r *snapRecorder) streamed() (*snapshot.Stream, error) {
 				return true
 			}
 			te = snapshot.TraceEntry{Action: snapActions[e.action], Addr: e.addr, Size: e.size, Stream: e.stream, TimeUS: e.timeUS}
+			if (e.action == actSegmentFree || e.action == actSegmentUnmap) && e.cat == catEmptyCache {
+				te.Stack, te.EmptyCache = 1, true
+			}
 			if r.cats {
 				te.Category = gpualloc.CategoryUnknown.String()
 				if !e.unknown() {

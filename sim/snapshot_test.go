@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -169,6 +170,43 @@ func BenchmarkReplaySnapshot(b *testing.B) {
 type countWriter struct{ n int64 }
 
 func (w *countWriter) Write(b []byte) (int, error) { w.n += int64(len(b)); return len(b), nil }
+
+// TestSnapshotMarksReleases: the device frees of a release that the trace
+// asks for carry the frame of torch.cuda.empty_cache, as PyTorch records
+// them, and read back as such; those the strategy makes to make room at a
+// full device carry none. A snapshot without such a release records no
+// frames.
+func TestSnapshotMarksReleases(t *testing.T) {
+	tb := newTrace().alloc(1, 1500).free(1).release().alloc(2, 1500).free(2).alloc(3, 3000).alloc(4, 1<<20)
+	s, _ := replaySnapshot(t, tb, Config{Open: openCache, Strategy: "cache", Capacity: 8 << 10})
+	var frees []snapshot.TraceEntry
+	for _, e := range s.DeviceTraces[0] {
+		if e.Action == snapshot.SegmentFree {
+			frees = append(frees, e)
+		}
+	}
+	require.Len(t, frees, 2)
+	assert.True(t, frees[0].EmptyCache, "the release's")
+	assert.Equal(t, []snapshot.Frame{{Name: "empty_cache", Filename: "torch/cuda/memory.py"}}, s.StackFrames(frees[0].Stack))
+	assert.False(t, frees[1].EmptyCache, "the strategy's own, at a full device")
+	assert.Zero(t, frees[1].Stack)
+
+	var buf bytes.Buffer
+	require.NoError(t, snapshot.Write(&buf, s, snapshot.WriteOptions{}))
+	back, err := snapshot.Read(&buf, "t.pickle")
+	require.NoError(t, err)
+	var marked []bool
+	for _, e := range back.DeviceTraces[0] {
+		if e.Action == snapshot.SegmentFree {
+			marked = append(marked, e.EmptyCache)
+		}
+	}
+	assert.Equal(t, []bool{true, false}, marked)
+
+	s, _ = replaySnapshot(t, newTrace().alloc(1, 1500).free(1).alloc(2, 3000), Config{Open: openCache, Strategy: "cache", Capacity: 8 << 10})
+	assert.Nil(t, s.Frames)
+	assert.Nil(t, s.Stacks)
+}
 
 // TestSnapshotKeepsReleaser checks that the recording wrapper of an
 // allocator is a gpualloc.Releaser exactly when the allocator is, and that

@@ -134,13 +134,17 @@ func (a *recAlloc) Close() error {
 
 // A recReleaser is the recAlloc of an allocator that is a
 // gpualloc.Releaser, and one too: the device frees of its ReleaseAll are
-// recorded by its backend.
+// recorded by its backend, as those of an empty_cache.
 type recReleaser struct {
 	*recAlloc
 	rel gpualloc.Releaser
 }
 
-func (a *recReleaser) ReleaseAll() error { return a.rel.ReleaseAll() }
+func (a *recReleaser) ReleaseAll() error {
+	a.rec.releasing = true
+	defer func() { a.rec.releasing = false }()
+	return a.rel.ReleaseAll()
+}
 
 // backend returns the backend to give device d's allocator: b, the counting
 // wrapper, wrapped to record the device calls.
