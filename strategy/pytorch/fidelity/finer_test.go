@@ -80,3 +80,27 @@ func TestSharedCustomFields(t *testing.T) {
 	assert.Equal(t, "segment_alloc", r.Mismatches[0].Action)
 	assert.Equal(t, "20971520 bytes", r.Mismatches[0].Got)
 }
+
+// TestEmptyCacheBeforeAlloc: a segment_free whose frames name empty_cache
+// is the program's release, made at once, even where an allocation may
+// release some cached segments itself (a max_split_size) and an alloc
+// follows: the alloc, served from the cache, releases nothing.
+func TestEmptyCacheBeforeAlloc(t *testing.T) {
+	ec := ent(snapshot.SegmentFree, lA, 20*mib)
+	ec.EmptyCache = true
+	s := &snapshot.Snapshot{
+		Segments: []snapshot.Segment{seg(0, sA, live(sA, 512, 300), live(sA+512, 512, 300), free(sA+1024, 2*mib-1024))},
+		DeviceTraces: [][]snapshot.TraceEntry{{
+			ent(snapshot.FreeRequested, lA, 5*mib),
+			ent(snapshot.FreeCompleted, lA, 5*mib),
+			ec,
+			ent(snapshot.Alloc, sA+512, 300),
+		}},
+		AllocatorSettings: &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: 40 * mib},
+	}
+	res := run(t, s, PyTorch)
+	require.Len(t, res, 1)
+	assert.Empty(t, res[0].Mismatches)
+	assert.Equal(t, int64(1), res[0].SegmentFreeMatches)
+	assert.Equal(t, int64(1), res[0].DecisionMatches)
+}

@@ -257,7 +257,11 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 		}
 	case snapshot.SegmentFree, snapshot.SegmentUnmap:
 		res.SegmentFrees++
-		if be.failAt == 0 && i > 0 && r.trace.Action(i-1) == snapshot.SegmentMap && r.mapFailed(i) {
+		// A release that the program asked for (its frames name
+		// empty_cache) is no allocation's: it is made at once, as a
+		// replay makes it (traces' reader yields it as a release).
+		own := !e.EmptyCache
+		if own && be.failAt == 0 && i > 0 && r.trace.Action(i-1) == snapshot.SegmentMap && r.mapFailed(i) {
 			// The alloc that mapped the pages recorded before ran out
 			// of memory: its device refuses the next page once those
 			// are mapped, and it gives back what it caches, these.
@@ -268,7 +272,7 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 			return true, nil
 		}
 		be.endAlloc()
-		if r.oomFollows(i) || e.Action == snapshot.SegmentFree && r.releaseInAlloc && r.allocFollows(i) {
+		if own && (r.oomFollows(i) || e.Action == snapshot.SegmentFree && r.releaseInAlloc && r.allocFollows(i)) {
 			// Freed by the next alloc or oom, which its device refuses
 			// until then.
 			be.releases = append(be.releases, *e)
