@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/spill"
 )
 
 // An entryLog holds a device's trace entries, all of them, in compact
@@ -39,48 +39,35 @@ var logBlock = 64 << 10
 
 const maxEncoded = 1 + 4*binary.MaxVarintLen64
 
-// A spillFile is the temporary file the entry logs of a recording spill
-// their blocks to: made in dir (the system's temporary directory when dir
-// is "") when the first block is written, and removed from the directory
-// at once where the system allows it (else when it is closed), so that
-// nothing is left behind by a replay that fails.
+// A spillFile is the temporary file that the entry logs of a recording
+// spill their blocks to: a [spill.File] in dir (the system's temporary
+// directory when dir is ""), made when the first block is written and
+// left in no directory. It takes the blocks' bytes on disk, about 13 an
+// entry. Its first failure is kept in err, and nothing is written after
+// it: the replay goes on, and its snapshot fails with it.
 type spillFile struct {
-	dir  string
-	f    *os.File
-	size int64
-	err  error // the first that failed: making or writing the file
+	dir string
+	f   *spill.File
+	err error // the first failure: making or writing the file
 }
 
 // write appends b and returns its offset.
 func (s *spillFile) write(b []byte) int64 {
-	if s.f == nil && s.err == nil {
-		f, err := os.CreateTemp(s.dir, ".snapshot-entries-*")
-		if err != nil {
-			s.err = fmt.Errorf("the file of the trace entries: %w", err)
-		} else {
-			s.f = f
-			os.Remove(f.Name())
-		}
+	if s.f == nil {
+		s.f = spill.New(s.dir, ".snapshot-entries-")
 	}
-	at := s.size
-	if s.err == nil {
-		if _, err := s.f.WriteAt(b, at); err != nil {
-			s.err = fmt.Errorf("the file of the trace entries: %w", err)
-		}
+	at, err := s.f.Append(b)
+	if err != nil && s.err == nil {
+		s.err = fmt.Errorf("the file of the trace entries: %w", err)
 	}
-	s.size += int64(len(b))
 	return at
 }
 
 // close closes the file and removes it if it is still there.
 func (s *spillFile) close() {
-	if s == nil || s.f == nil {
-		return
+	if s != nil && s.f != nil {
+		s.f.Close()
 	}
-	name := s.f.Name()
-	s.f.Close()
-	os.Remove(name)
-	s.f = nil
 }
 
 func (l *entryLog) add(e *snapEntry) {
@@ -165,7 +152,7 @@ func (l *entryLog) each(f func(e *snapEntry) bool) error {
 		if tmp == nil {
 			tmp = make([]byte, logBlock)
 		}
-		if _, err := l.spill.f.ReadAt(tmp[:sp.size], sp.at); err != nil {
+		if err := l.spill.f.ReadAt(tmp[:sp.size], sp.at); err != nil {
 			return fmt.Errorf("the file of the trace entries: %w", err)
 		}
 		if more, err := decode(tmp[:sp.size]); !more || err != nil {

@@ -77,6 +77,34 @@ func TestEntryLogRoundTrip(t *testing.T) {
 	}
 }
 
+// TestEntryLogReadBackFails checks that a log whose spill file cannot be
+// read back fails its walk with an error that names the file, and that
+// a log whose file failed a write writes no more.
+func TestEntryLogReadBackFails(t *testing.T) {
+	smallBlocks(t)
+	sp := &spillFile{dir: t.TempDir()}
+	l := entryLog{spill: sp}
+	for i := range 100 {
+		l.add(&snapEntry{action: actAlloc, addr: uint64(i) * 512, size: 512, timeUS: int64(i)})
+	}
+	require.NoError(t, sp.err)
+	require.NotEmpty(t, l.at)
+	sp.close()
+	err := l.each(func(*snapEntry) bool { return true })
+	require.Error(t, err)
+	assert.Regexp(t, `^the file of the trace entries: reading back the temporary file .*\.snapshot-entries-\d+: file already closed$`, err.Error())
+
+	for i := range 100 { // the file closed: writes fail, once
+		l.add(&snapEntry{action: actAlloc, addr: uint64(i) * 512, size: 512, timeUS: int64(i)})
+	}
+	first := sp.err
+	require.ErrorIs(t, first, os.ErrClosed)
+	l.add(&snapEntry{})
+	l.flush()
+	assert.Same(t, first, sp.err)
+	assert.Same(t, first, l.each(func(*snapEntry) bool { return true }))
+}
+
 // TestSnapshotStreamSame replays traces that record categories, several
 // devices and streams, failures and windows of entries, with a snapshot
 // built (Config.Snapshot) and streamed through a spill file

@@ -28,20 +28,31 @@ func MaxTrace(n int) (restore func()) {
 	return func() { maxTrace = old }
 }
 
-// SpillAfter makes a read hold at most n bytes of full pages before it
-// writes them to its temporary file, and at most loaded of the pages
-// written loaded at a time, until the returned function is called.
-func SpillAfter(n int64, loaded int) (restore func()) {
-	oldN, oldL := spillAfter, maxLoaded
-	spillAfter, maxLoaded = n, loaded
-	return func() { spillAfter, maxLoaded = oldN, oldL }
+// SpillAfter returns o with a read that holds at most n bytes of full
+// pages (none for 0) before it writes them to its temporary file, and at
+// most loaded of the pages written loaded at a time.
+func SpillAfter(o ReadOptions, n int64, loaded int) ReadOptions {
+	o.MaxHeld, o.maxLoaded = max(n, 1), loaded
+	return o
 }
 
 // Spilled returns the bytes that the read of s, a compact one, wrote to
-// its temporary file.
+// its temporary file, where its traces read it back.
 func Spilled(s *Snapshot) int64 {
 	for _, h := range s.held {
-		return h.sp.end
+		if h.f != nil {
+			return h.f.Size()
+		}
 	}
 	return 0
+}
+
+// CloseSpill closes the temporary file that the traces of s, a compact
+// read, read back from, so that reading back fails.
+func CloseSpill(s *Snapshot) {
+	for _, h := range s.held {
+		if h.f != nil {
+			h.f.Close()
+		}
+	}
 }

@@ -9,16 +9,15 @@ package snapshot
 // Past the bound of its spill, each page that fills is written out and
 // dropped (see spill), and at loads it back when it is needed: at costs
 // O(1), and a read of pageSize values from the file where the page is
-// not loaded. The values must hold no pointers.
-type paged[T any] struct {
+// not loaded. The values hold no pointers (see flat).
+type paged[T flat] struct {
 	pages  [][]T // all full but the last; nil where spilled and not loaded
 	n      int
 	sp     *spill       // where the pages past the bound go; nil: none do
 	from   int          // the first page that went to sp, when offs is not empty
-	offs   []int64      // the offset in sp of each page from from on, -1 for one held
+	offs   []int64      // the offset in sp of each page from from on
 	loaded []loadedPage // the spilled pages loaded, oldest first
 	spare  []T          // a page written out or dropped, for the next
-	ahead  chan []T     // pages made ahead, from the aheadFrom-th on (see faultAhead)
 }
 
 // A loadedPage is a spilled page of a paged loaded in memory.
@@ -106,70 +105,35 @@ func (p *paged[T]) filled(k int) {
 	if len(p.offs) == 0 {
 		p.from = k
 	}
-	at := p.sp.write(b)
+	at, ok := p.sp.write(b)
 	p.offs = append(p.offs, at)
-	if at >= 0 {
+	if ok { // else the read fails, and the page stays for what is left of it
 		p.spare, p.pages[k] = p.pages[k], nil
 	}
 }
 
-// newPage returns a page of pageSize values: the spare one, if any, else
-// one made ahead, if one is ready.
+// newPage returns a page of pageSize values: the spare one, if any.
 func (p *paged[T]) newPage() []T {
 	if pg := p.spare; pg != nil {
 		p.spare = nil
 		return pg[:pageSize]
 	}
-	if p.ahead != nil {
-		select {
-		case pg := <-p.ahead:
-			return pg
-		default:
-		}
-	} else if len(p.pages) == aheadFrom && p.sp != nil && p.sp.done != nil {
-		p.ahead = make(chan []T, 2)
-		go faultAhead(p.ahead, p.sp.done)
-	}
 	return make([]T, pageSize)
 }
 
-// aheadFrom is the number of pages from which a list's pages are made
-// ahead.
-const aheadFrom = 2
-
-// faultAhead makes pages for ch until done is closed, and writes a byte in
-// each of the system's pages of each, so that the faults that the system
-// takes on memory first written (a page of 1.5 MiB of trace entries is 384
-// of them, some microseconds each) are taken on this goroutine, on the
-// second core that the decoder leaves idle, and not on the decoder's.
-func faultAhead[T any](ch chan<- []T, done <-chan struct{}) {
-	for {
-		pg := make([]T, pageSize)
-		b := bytesOf(pg)
-		for i := 0; i < len(b); i += 4096 {
-			b[i] = 0
-		}
-		select {
-		case ch <- pg:
-		case <-done:
-			return
-		}
-	}
-}
-
 // load reads spilled page k back, and drops the page loaded longest ago
-// when more than maxLoaded are.
+// when more than the spill's loaded are. Where the file fails, the
+// read fails (see spill): the page is then zero, and a changed page
+// not written again stays.
 func (p *paged[T]) load(k int) []T {
 	pg := p.newPage()
 	p.sp.read(bytesOf(pg), p.offs[k-p.from])
 	p.pages[k] = pg
 	p.loaded = append(p.loaded, loadedPage{k: k})
-	if len(p.loaded) > maxLoaded {
+	if len(p.loaded) > p.sp.loaded {
 		l := p.loaded[0]
 		p.loaded = append(p.loaded[:0], p.loaded[1:]...)
-		if l.dirty && !p.sp.rewrite(bytesOf(p.pages[l.k]), p.offs[l.k-p.from]) {
-			p.offs[l.k-p.from] = -1 // not written again: held for good
-		} else {
+		if !l.dirty || p.sp.rewrite(bytesOf(p.pages[l.k]), p.offs[l.k-p.from]) {
 			p.spare, p.pages[l.k] = p.pages[l.k], nil
 		}
 	}

@@ -1,8 +1,8 @@
 package snapshot
 
 import (
-	"fmt"
 	"os"
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,23 +31,23 @@ func TestPaged(t *testing.T) {
 	one.append(entryRec{addr: 7, action: noStr, category: 1})
 	require.Equal(t, []TraceEntry{{Addr: 7, Category: "free_completed"}}, d.entries(&one))
 
-	var m paged[val]
+	var m paged[uint64]
 	for i := range 2*pageSize + 3 {
-		m.append(intVal(int64(i)))
+		m.append(uint64(i))
 	}
 	require.Equal(t, 2*pageSize+3, m.len())
 	for _, i := range []uint64{0, pageSize - 1, pageSize, 2 * pageSize, 2*pageSize + 2} {
-		require.Equal(t, intVal(int64(i)), *m.at(i))
+		require.Equal(t, i, *m.at(i))
 	}
 }
 
 // A paged list past its spill's bound writes each page it fills and reads
-// it back when asked, loading at most maxLoaded, and a value changed on a
-// page written out is written again before the page is dropped.
+// it back when asked, loading at most the spill's loaded, and a value
+// changed on a page written out is written again before the page is
+// dropped.
 func TestPagedSpill(t *testing.T) {
-	defer func(n int64, l int) { spillAfter, maxLoaded = n, l }(spillAfter, maxLoaded)
-	spillAfter, maxLoaded = 8*pageSize, 1 // the first page of uint64s held, the rest spilled
-	m := paged[uint64]{sp: &spill{}}
+	var fail error
+	m := paged[uint64]{sp: newSpill(ReadOptions{MaxHeld: 8 * pageSize, maxLoaded: 1}, &fail)} // the first page of uint64s held, the rest spilled
 	const n = 4*pageSize + 9
 	for i := range n {
 		m.append(uint64(i))
@@ -60,22 +60,56 @@ func TestPagedSpill(t *testing.T) {
 	m.changed(pageSize + 3)
 	for _, i := range []uint64{0, pageSize, 2*pageSize + 1, 3*pageSize + 2, n - 1} {
 		require.Equal(t, i, *m.at(i))
-		require.LessOrEqual(t, len(m.loaded), maxLoaded)
+		require.LessOrEqual(t, len(m.loaded), 1)
 	}
 	require.Equal(t, uint64(7), *m.at(pageSize + 3), "written again when dropped")
-	require.Equal(t, int64(3*pageSize*8), m.sp.end)
+	require.Equal(t, int64(3*pageSize*8), m.sp.f.Size())
+	require.NoError(t, fail)
 
-	// A changed page that cannot be written again is held instead.
+	// A changed page that cannot be written again fails the read, with
+	// the file's error, and stays; nothing is written after.
 	*m.at(2*pageSize + 4) = 9
 	m.changed(2*pageSize + 4)
-	ro, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", m.sp.f.Fd())) // the file, for reading alone
-	if err != nil {
-		t.Skip("no /proc/self/fd to open the file read-only:", err)
-	}
-	defer ro.Close()
-	m.sp.f = ro    // writes fail from here on
+	m.sp.f.Close()
 	m.at(pageSize) // drops page 2
+	require.ErrorIs(t, fail, os.ErrClosed)
+	require.ErrorContains(t, fail, "gpualloc-snapshot-")
 	require.NotNil(t, m.pages[2], "held")
-	require.Equal(t, int64(-1), m.offs[1])
 	require.Equal(t, uint64(9), *m.at(2*pageSize + 4))
+	first := fail
+	for i := range 2 * pageSize {
+		m.append(uint64(i))
+	}
+	require.Same(t, first, fail, "the first failure stays")
+}
+
+// TestFlatTypes checks that the types that paged lists hold, which
+// bytesOf writes as they lie in memory, hold no pointers.
+func TestFlatTypes(t *testing.T) {
+	var hasPointers func(reflect.Type) bool
+	hasPointers = func(t reflect.Type) bool {
+		switch t.Kind() {
+		case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+			return false
+		case reflect.Array:
+			return hasPointers(t.Elem())
+		case reflect.Struct:
+			for i := range t.NumField() {
+				if hasPointers(t.Field(i).Type) {
+					return true
+				}
+			}
+			return false
+		}
+		return true
+	}
+	for _, v := range []any{entryRec{}, uint64(0), byte(0)} { // the types of flat
+		require.False(t, hasPointers(reflect.TypeOf(v)), "%T", v)
+	}
+	type withString struct {
+		n int
+		s string
+	}
+	require.True(t, hasPointers(reflect.TypeOf(withString{})))
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,4 +66,58 @@ func TestPrefetchSameRead(t *testing.T) {
 			require.Equal(t, want, got, name)
 		}
 	}
+}
+
+// A gzip input that fails midway, in its pickle or its compressed
+// stream, fails the read with the error, and the goroutine that reads it
+// ahead stops before the gzip reader that it reads from is closed (run
+// with -race: in "stalled", the decoder fails while the goroutine waits
+// in the gzip reader for input that then fails).
+func TestPrefetchGzipFailsMidway(t *testing.T) {
+	var g bytes.Buffer
+	_, err := genSnapshot(&g, genOptions{Devices: 1, Events: 30_000, Slots: 6, Frames: 60, Stacks: 30, Seed: 17})
+	require.NoError(t, err)
+	data := g.Bytes()
+	// Damaged a quarter of the way, where an opcode stands.
+	var damaged []byte
+	for at := len(data) / 4; damaged == nil; at++ {
+		d := bytes.Clone(data)
+		d[at] = 0xff
+		if _, err := snapshot.Read(bytes.NewReader(d), "p.pickle"); err != nil {
+			damaged = d
+		}
+	}
+	gz := func(b []byte) []byte {
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		_, err := zw.Write(b)
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+		return z.Bytes()
+	}
+	zd := gz(damaged)
+	cut := gz(data)
+	cut = append(bytes.Clone(cut[:len(cut)/2]), make([]byte, 4096)...) // the deflate stream broken
+	defer snapshot.PrefetchFrom(0)()
+	for name, in := range map[string]func() io.Reader{
+		"pickle": func() io.Reader { return bytes.NewReader(zd) },
+		"stream": func() io.Reader { return bytes.NewReader(cut) },
+		"stalled": func() io.Reader {
+			return io.MultiReader(bytes.NewReader(zd[:len(zd)/2]), stalled{time.Second})
+		},
+	} {
+		_, err := snapshot.ReadWith(in(), "p.pickle.gz", snapshot.ReadOptions{NoStacks: true, Compact: true})
+		var se *snapshot.Error
+		require.ErrorAs(t, err, &se, name)
+		assert.Equal(t, "p.pickle.gz", se.Name, name)
+		assert.Contains(t, err.Error(), "bad pickle", name)
+	}
+}
+
+// stalled is a reader that waits, then fails.
+type stalled struct{ wait time.Duration }
+
+func (s stalled) Read([]byte) (int, error) {
+	time.Sleep(s.wait)
+	return 0, io.ErrClosedPipe
 }

@@ -60,11 +60,21 @@ type ReadOptions struct {
 	// bytes for every entry: on a file of millions of entries, a seventh
 	// of the read's time and half of the memory it ends with. Past 256
 	// MiB of records and memo, a read writes each page it fills to an
-	// unnamed temporary file in [os.TempDir] and reads it back when it
-	// is needed, so that its memory is bounded whatever the length of
-	// the trace (see [Trace]); where no such file can be written, it
-	// holds the pages.
+	// unnamed temporary file in TempDir and reads it back when it is
+	// needed, so that its memory is bounded whatever the length of the
+	// trace (see [Trace] and MaxHeld): 48 bytes of disk an entry, and 9 a
+	// memo entry. Where that file cannot be made or written, the read
+	// fails, naming it.
 	Compact bool
+	// MaxHeld is the bytes of pages of records and memo that a read holds
+	// before it writes those it fills after them to its temporary file;
+	// 0 is 256 MiB.
+	MaxHeld int64
+	// TempDir is the directory of the read's temporary file, if it needs
+	// one; "" is [os.TempDir] (TMPDIR).
+	TempDir string
+
+	maxLoaded int // the most spilled pages of a list loaded at a time; 0 is 8
 }
 
 // Read decodes a PyTorch memory snapshot from r, read to its end, naming it
@@ -101,9 +111,16 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	if o.Progress != nil {
 		r = &counter{r: r, f: o.Progress}
 	}
-	d := newDecoder(r)
-	defer func() { d.in.stopPrefetch() }() // d.in changes for gzip
-	defer close(d.sp.done)
+	d := newDecoder(r, o)
+	// What the read opened closes in the order it was opened, each
+	// reader after the goroutine that reads it has stopped.
+	var zr *gzip.Reader
+	defer func() {
+		d.in.stopPrefetch() // d.in changes for gzip
+		if zr != nil {
+			zr.Close()
+		}
+	}()
 	d.noStacks, d.compact = o.NoStacks, o.Compact
 	gz := ""
 	for range 2 {
@@ -115,11 +132,11 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 		}
 		// gzip: decompress as the pickle is read, starting with the bytes
 		// read so far.
-		zr, err := gzip.NewReader(io.MultiReader(bytes.NewReader(bytes.Clone(d.in.buf[d.in.pos:d.in.end])), r))
+		z, err := gzip.NewReader(io.MultiReader(bytes.NewReader(bytes.Clone(d.in.buf[d.in.pos:d.in.end])), r))
 		if err != nil {
 			return nil, &Error{Name: name, Msg: "read: gzip: " + err.Error(), Err: err}
 		}
-		defer zr.Close()
+		zr = z
 		d.in = input{r: zr, buf: d.in.buf}
 		gz = " of the decompressed data"
 	}
@@ -134,10 +151,17 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	if err == nil {
 		s, err = d.snapshotOf(v, name)
 	}
-	if err != nil || s.held == nil {
-		d.sp.close() // no trace reads it back
+	var spe *spillError
+	if errors.As(d.err, &spe) {
+		err = d.err // the spill's failure, which may have caused others
+	}
+	if err != nil || !s.readsBack() {
+		d.sp.close()
 	}
 	if err == nil {
+		for _, h := range s.held {
+			h.name = name
+		}
 		return s, nil
 	}
 	var pe *pickleError
@@ -145,6 +169,8 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	var ne *notSnapshotError
 	var se *Error
 	switch {
+	case errors.As(err, &spe):
+		return nil, &Error{Name: name, Msg: oneLine(spe.Error()), Err: spe.err}
 	case errors.As(err, &pe):
 		return nil, notSnapshot(name, "bad pickle: "+oneLine(pe.Error())+gz, err)
 	case errors.As(err, &fe):
@@ -157,12 +183,23 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	return nil, &Error{Name: name, Msg: "read: " + oneLine(err.Error()), Err: err}
 }
 
-func newDecoder(r io.Reader) *decoder {
+// readsBack reports whether a trace of s reads pages back from the
+// temporary file of its read.
+func (s *Snapshot) readsBack() bool {
+	for _, h := range s.held {
+		if h.spilled != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func newDecoder(r io.Reader, o ReadOptions) *decoder {
 	d := &decoder{
 		in:     input{r: r, buf: make([]byte, 64<<10)},
 		strIdx: map[string]uint32{},
-		sp:     &spill{done: make(chan struct{})},
 	}
+	d.sp = newSpill(o, &d.err)
 	d.memo.packed.sp, d.memo.frame.sp = d.sp, d.sp
 	return d
 }

@@ -1,47 +1,62 @@
 package snapshot
 
 import (
-	"os"
-	"runtime"
 	"unsafe"
+
+	spillfile "github.com/gpualloc/gpualloc/internal/spill"
 )
 
 // A spill bounds the memory of a read, whatever the length of the file:
 // once the pages of a read's long lists (the trace entries' records and
-// the memo, see paged) take spillAfter bytes, each page filled after that
-// is written to an unnamed temporary file in [os.TempDir] and dropped,
-// and read back, a page at a time, when it is needed again. A list keeps
-// at most maxLoaded of those pages loaded. Each page past the bound costs
-// one write, and a read each time a walk over the trace comes to it
-// again: the walks after a read are sequential (the start-state rebuild
-// walks back, the replays forward), so that is once per walk.
+// the memo, see paged) take after bytes ([ReadOptions.MaxHeld]), each page filled after that is
+// written to an unnamed temporary file (a [spillfile.File] in
+// [ReadOptions.TempDir]) and dropped, and read back, a page at a time,
+// when it is needed again. A list keeps at most loaded of those pages
+// loaded. Each page past the bound costs one write, and a read each time
+// a walk over the trace comes to it again: the walks after a read are
+// sequential (the start-state rebuild walks back, the replays forward),
+// so that is once per walk.
 //
 // The file takes the pages' bytes on disk, 48 a trace entry and 9 a memo
 // entry. It is closed when the read ends, unless it holds a compact
 // read's traces: then when the snapshot that reads it is no longer
-// referenced. Where no temporary file can be made, or one cannot be
-// written, the pages are held in memory instead, as a read with no bound
-// would.
+// referenced.
+//
+// The first failure to make, write or read the file back during the read
+// ends the read with that error: nothing is tried again, and no page is
+// held past the bound instead. After the read, a trace that cannot read
+// a page back reports it by [Trace.Err].
 type spill struct {
-	f    *os.File      // nil until the first page is spilled
-	end  int64         // the bytes written to f
-	held int64         // the bytes of the full pages held in memory
-	off  bool          // no file: hold every page
-	done chan struct{} // closed when the read ends: the lists stop making pages ahead
+	f      *spillfile.File
+	after  int64  // the bytes of full pages held in memory before the next are spilled
+	loaded int    // the most spilled pages of one list loaded at a time
+	held   int64  // the bytes of the full pages held in memory
+	fail   *error // where the first failure goes: the decoder's error, which stops it
 }
 
-// spillAfter is the bytes of full pages that a read holds in memory
-// before it spills the next ones. A variable for the tests.
-var spillAfter int64 = 256 << 20
+// The bounds of a read that its ReadOptions leave at zero.
+const (
+	defaultMaxHeld = 256 << 20
+	defaultLoaded  = 8
+)
 
-// maxLoaded is the most spilled pages of one list loaded at a time. A
-// variable for the tests.
-var maxLoaded = 8
+// newSpill returns the spill of a read with o, whose first failure is
+// stored in *fail.
+func newSpill(o ReadOptions, fail *error) *spill {
+	s := &spill{f: spillfile.New(o.TempDir, "gpualloc-snapshot-"), after: o.MaxHeld, loaded: o.maxLoaded, fail: fail}
+	if s.after <= 0 {
+		s.after = defaultMaxHeld
+	}
+	if s.loaded <= 0 {
+		s.loaded = defaultLoaded
+	}
+	return s
+}
 
 // keep reports whether a page of n bytes that has just filled stays in
 // memory, counting it if so.
 func (s *spill) keep(n int64) bool {
-	if s == nil || s.off || s.held+n <= spillAfter {
+	if s == nil || s.held+n <= s.after {
 		if s != nil {
 			s.held += n
 		}
@@ -50,67 +65,65 @@ func (s *spill) keep(n int64) bool {
 	return false
 }
 
-// write writes b at the end of the file, making the file first, and
-// returns its offset, or -1 when it cannot, after which the pages are held.
-func (s *spill) write(b []byte) int64 {
-	if s.f == nil {
-		f, err := os.CreateTemp("", "gpualloc-snapshot-*")
-		if err != nil {
-			s.off = true
-			return -1
-		}
-		if os.Remove(f.Name()) != nil {
-			// A system that cannot remove an open file: remove it once
-			// the file is closed, when nothing refers to the spill.
-			name := f.Name()
-			runtime.AddCleanup(s, func(f *os.File) { f.Close(); os.Remove(name) }, f)
-		}
-		s.f = f
+// failed records err, the spill's first failure, as the read's error if
+// it has none yet.
+func (s *spill) failed(err error) {
+	if *s.fail == nil {
+		*s.fail = &spillError{err}
 	}
-	if _, err := s.f.WriteAt(b, s.end); err != nil {
-		s.off = true
-		return -1
-	}
-	at := s.end
-	s.end += int64(len(b))
-	return at
 }
 
-// close closes the file, if any, once nothing will read it back.
-func (s *spill) close() {
-	if s.f != nil {
-		s.f.Close()
-		s.f = nil
+// write writes b at the end of the file and returns its offset, or false
+// when it cannot, which fails the read.
+func (s *spill) write(b []byte) (int64, bool) {
+	at, err := s.f.Append(b)
+	if err != nil {
+		s.failed(err)
+		return 0, false
 	}
+	return at, true
 }
 
 // rewrite writes b at offset at, where write put it, and reports whether
-// it could; where it could not, the page is held instead.
+// it could; where it could not, the read fails.
 func (s *spill) rewrite(b []byte, at int64) bool {
-	_, err := s.f.WriteAt(b, at)
-	return err == nil
+	if err := s.f.WriteAt(b, at); err != nil {
+		s.failed(err)
+		return false
+	}
+	return true
 }
 
-// read reads b from offset at, where write put it.
+// read reads b from offset at, where write put it; where it cannot, the
+// read fails.
 func (s *spill) read(b []byte, at int64) {
-	if _, err := s.f.ReadAt(b, at); err != nil {
-		panic(&spillError{err})
+	if err := s.f.ReadAt(b, at); err != nil {
+		s.failed(err)
 	}
 }
 
-// A spillError is the panic of a read of a spilled page that fails: the
-// temporary file that the read wrote cannot be read back, a fault of the
-// machine rather than of the snapshot.
+// close closes the file, if any, once nothing will read it back.
+func (s *spill) close() { s.f.Close() }
+
+// A spillError is a failure of the temporary file of a read: a fault of
+// the machine (a full disk, a missing directory) rather than of the
+// snapshot.
 type spillError struct{ err error }
 
-func (e *spillError) Error() string {
-	return "snapshot: reading back the trace from its temporary file: " + e.err.Error()
-}
+func (e *spillError) Error() string { return e.err.Error() }
 
 func (e *spillError) Unwrap() error { return e.err }
 
-// bytesOf returns the bytes of the values pg, which hold no pointers.
-func bytesOf[T any](pg []T) []byte {
+// flat lists the types of the values that paged lists hold, which bytesOf
+// writes out as they lie in memory: each holds no pointers (no pointer,
+// slice, string, map, interface, channel or func, nor a field that is
+// one), which TestFlatTypes checks. A type added here must hold none.
+type flat interface {
+	entryRec | uint64 | byte
+}
+
+// bytesOf returns the bytes of the values pg.
+func bytesOf[T flat](pg []T) []byte {
 	if len(pg) == 0 {
 		return nil
 	}

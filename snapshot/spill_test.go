@@ -3,6 +3,7 @@ package snapshot_test
 import (
 	"bytes"
 	"encoding/binary"
+	"io/fs"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -29,9 +30,7 @@ func TestSpillSameRead(t *testing.T) {
 			want, err := snapshot.ReadWith(bytes.NewReader(data), name, o)
 			require.NoError(t, err)
 			for _, loaded := range []int{1, 2} {
-				restore := snapshot.SpillAfter(0, loaded)
-				got, err := snapshot.ReadWith(bytes.NewReader(data), name, o)
-				restore()
+				got, err := snapshot.ReadWith(bytes.NewReader(data), name, snapshot.SpillAfter(o, 0, loaded))
 				require.NoError(t, err)
 				if big && o.Compact {
 					require.Positive(t, snapshot.Spilled(got), "written out")
@@ -59,8 +58,8 @@ func TestSpillSameRead(t *testing.T) {
 // read it whole and right (run with -race).
 func TestSpillConcurrentReads(t *testing.T) {
 	want, read := heldAndSpilled(t, 120_000, 13)
-	defer snapshot.SpillAfter(0, 2)()
-	got := read()
+	got, err := read(snapshot.SpillAfter(snapshot.ReadOptions{}, 0, 2))
+	require.NoError(t, err)
 	require.Positive(t, snapshot.Spilled(got))
 	tr, wt := got.Trace(0), want.Trace(0)
 	var wg sync.WaitGroup
@@ -80,6 +79,7 @@ func TestSpillConcurrentReads(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, []int{0, 0, 0, 0}, bad)
+	assert.NoError(t, tr.Err())
 }
 
 // A memo entry stored over after its page was written out is read back as
@@ -109,43 +109,78 @@ func TestSpillMemoStoredOver(t *testing.T) {
 	b = append(b, 'K', 0, 'u', 'a', 'a', 'u', '.')
 
 	for _, n := range []int64{256 << 20, 0} {
-		restore := snapshot.SpillAfter(n, 1)
-		s, err := snapshot.ReadWith(bytes.NewReader(b), "m.pickle", snapshot.ReadOptions{Compact: true})
-		restore()
+		o := snapshot.SpillAfter(snapshot.ReadOptions{Compact: true}, n, 1)
+		s, err := snapshot.ReadWith(bytes.NewReader(b), "m.pickle", o)
 		require.NoError(t, err)
-		assert.Equal(t, n == 0, snapshot.Spilled(s) > 0)
 		require.Equal(t, 1, s.Trace(0).Len())
 		assert.Equal(t, int64(12345), s.Trace(0).At(0).Size)
+		o.TempDir = filepath.Join(t.TempDir(), "missing")
+		_, err = snapshot.ReadWith(bytes.NewReader(b), "m.pickle", o)
+		assert.Equal(t, n == 0, err != nil, "the memo written out: %v", err)
 	}
 }
 
-// Where no temporary file can be made, a read past the bound holds its
-// pages, and reads what it would have read.
+// Where no temporary file can be made, a read past the bound fails,
+// naming the directory, and holds no pages instead.
 func TestSpillWithoutTempDir(t *testing.T) {
-	want, read := heldAndSpilled(t, 70_000, 14)
-	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
-	defer snapshot.SpillAfter(0, 1)()
-	got := read()
-	assert.Zero(t, snapshot.Spilled(got))
-	want.Unpack()
-	got.Unpack()
-	require.Equal(t, want, got)
+	_, read := heldAndSpilled(t, 70_000, 14)
+	missing := filepath.Join(t.TempDir(), "missing")
+	_, err := read(snapshot.ReadOptions{TempDir: missing})
+	require.NoError(t, err, "under the bound: no file")
+	_, err = read(snapshot.SpillAfter(snapshot.ReadOptions{TempDir: missing}, 0, 1))
+	var se *snapshot.Error
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "gen.pickle", se.Name)
+	assert.Contains(t, err.Error(), missing)
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	assert.NotContains(t, err.Error(), "\n")
+
+	t.Setenv("TMPDIR", missing) // "" is TMPDIR
+	_, err = read(snapshot.SpillAfter(snapshot.ReadOptions{}, 0, 1))
+	assert.ErrorContains(t, err, missing)
+}
+
+// A trace that cannot read its pages back from the temporary file of its
+// read reports it by Err, naming the snapshot and the file, and At gives
+// zero entries for those pages rather than a panic.
+func TestSpillReadBackFails(t *testing.T) {
+	want, read := heldAndSpilled(t, 120_000, 16)
+	got, err := read(snapshot.SpillAfter(snapshot.ReadOptions{}, 0, 1))
+	require.NoError(t, err)
+	tr := got.Trace(0)
+	require.Equal(t, want.Trace(0).At(0), tr.At(0))
+	require.NoError(t, tr.Err())
+	snapshot.CloseSpill(got)
+	var zero int
+	for i := range tr.Len() {
+		if tr.At(i) == (snapshot.TraceEntry{}) {
+			zero++
+		}
+	}
+	assert.Positive(t, zero)
+	var se *snapshot.Error
+	require.ErrorAs(t, tr.Err(), &se)
+	assert.Equal(t, "gen.pickle", se.Name)
+	assert.Regexp(t, `^gen\.pickle: device_traces: reading back the temporary file .*gpualloc-snapshot-.*: file already closed$`, tr.Err().Error())
+	assert.ErrorIs(t, tr.Err(), fs.ErrClosed)
+	assert.NoError(t, want.Trace(0).Err(), "a read that holds its pages")
 }
 
 // heldAndSpilled generates a snapshot of one device with events events and
 // returns its compact read without stacks, and a function that reads it so
-// again, as the caller has set the spill.
-func heldAndSpilled(t *testing.T, events int, seed uint64) (*snapshot.Snapshot, func() *snapshot.Snapshot) {
+// again with the options o besides.
+func heldAndSpilled(t *testing.T, events int, seed uint64) (*snapshot.Snapshot, func(o snapshot.ReadOptions) (*snapshot.Snapshot, error)) {
 	t.Helper()
 	var g bytes.Buffer
 	_, err := genSnapshot(&g, genOptions{Devices: 1, Events: events, Slots: 6, Frames: 20, Stacks: 5, Seed: seed})
 	require.NoError(t, err)
-	read := func() *snapshot.Snapshot {
-		s, err := snapshot.ReadWith(bytes.NewReader(g.Bytes()), "gen.pickle", snapshot.ReadOptions{NoStacks: true, Compact: true})
-		require.NoError(t, err)
-		return s
+	read := func(o snapshot.ReadOptions) (*snapshot.Snapshot, error) {
+		o.NoStacks, o.Compact = true, true
+		return snapshot.ReadWith(bytes.NewReader(g.Bytes()), "gen.pickle", o)
 	}
-	return read(), read
+	s, err := read(snapshot.ReadOptions{})
+	require.NoError(t, err)
+	return s, read
 }
 
 // A device trace referred to twice, long enough to be written out, reads
@@ -171,8 +206,7 @@ func TestSpillSharedTrace(t *testing.T) {
 	o := snapshot.ReadOptions{Compact: true}
 	want, err := snapshot.ReadWith(bytes.NewReader(b), "shared.pickle", o)
 	require.NoError(t, err)
-	defer snapshot.SpillAfter(0, 1)()
-	got, err := snapshot.ReadWith(bytes.NewReader(b), "shared.pickle", o)
+	got, err := snapshot.ReadWith(bytes.NewReader(b), "shared.pickle", snapshot.SpillAfter(o, 0, 1))
 	require.NoError(t, err)
 	require.Positive(t, snapshot.Spilled(got))
 	require.Equal(t, 2, got.NumTraces())
@@ -189,12 +223,14 @@ func TestSpillSharedTrace(t *testing.T) {
 	require.Equal(t, want, got)
 }
 
-// A long read makes its pages ahead on goroutines of its own (and reads
-// its input ahead on another): none of them outlives the read.
+// A long read reads its input ahead on a goroutine of its own: it does
+// not outlive the read.
 func TestReadLeavesNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
+	restore := snapshot.PrefetchFrom(0)
 	s, _ := heldAndSpilled(t, 120_000, 15)
-	require.Greater(t, s.Trace(0).Len(), 3*32768, "pages made ahead")
+	restore()
+	require.Greater(t, s.Trace(0).Len(), 3*32768)
 	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
 		require.True(t, time.Now().Before(deadline), "%d goroutines left, %d before the read", runtime.NumGoroutine(), before)
 	}

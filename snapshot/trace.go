@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+
+	spillfile "github.com/gpualloc/gpualloc/internal/spill"
 )
 
 // A Trace is the recorded trace of one device, as [Snapshot.Trace] returns
@@ -20,9 +22,14 @@ import (
 // (past 256 MiB of them; see [ReadOptions.Compact]): there At reads back
 // the 32,768 entries around i (1.5 MiB) when it comes to them, into a
 // page of its own, and a walk over the trace in order, forward or back,
-// reads each page once. A Trace may be read
-// from several goroutines at once. If the temporary file that it reads
-// back cannot be read, At panics with an error that says so.
+// reads each page once. A Trace may be read from several goroutines at
+// once.
+//
+// Reading back can fail, as any read of a file can: then At returns the
+// zero TraceEntry for each entry of the page it could not read, and Err
+// returns the error, as [bufio.Scanner.Err] does once a walk ends. A
+// walk over a trace read compactly checks Err when it ends, and before
+// it reports an error of its own, which a zero entry may have caused.
 type Trace struct {
 	list []TraceEntry
 	held *heldTrace
@@ -35,38 +42,37 @@ var maxTrace = math.MaxInt32
 
 // heldTrace is one device's trace as the decoder read it: the pages it
 // held, then those it spilled, loaded while they are used, at most
-// maxLoaded at a time. Any goroutine may read it.
+// loaded at a time. Any goroutine may read it.
 type heldTrace struct {
 	held    [][]entryRec                 // the pages before the first spilled
 	spilled []atomic.Pointer[[]entryRec] // the pages after; nil where not loaded
 	n       int
-	sp      *spill
-	offs    []int64  // the offset in sp of each spilled page, -1 for one held
-	strs    []string // the decoder's strings, which entryRec indexes
+	f       *spillfile.File // where the spilled pages are
+	offs    []int64         // the offset in f of each spilled page
+	strs    []string        // the decoder's strings, which entryRec indexes
+	name    string          // the snapshot's, for errors
+	maxLoad int             // the most spilled pages loaded at a time
 
-	mu     sync.Mutex // held to load a page
+	mu     sync.Mutex // held to load a page, and for err
 	loaded []int      // the spilled pages loaded, oldest first
+	err    error      // the first page that could not be read back
 }
 
 // hold returns the trace p as a heldTrace, writing its last page out
-// when it spills the ones before.
+// when it spills the ones before (where that fails, the read fails: see
+// spill).
 func hold(p *paged[entryRec], strs []string) *heldTrace {
 	if k := len(p.pages) - 1; len(p.offs) > 0 {
-		at := p.sp.write(bytesOf(p.pages[k]))
+		at, ok := p.sp.write(bytesOf(p.pages[k]))
 		p.offs = append(p.offs, at)
-		if at >= 0 {
+		if ok {
 			p.pages[k] = nil
 		}
 	}
-	h := &heldTrace{held: p.pages, n: p.n, sp: p.sp, strs: strs}
+	h := &heldTrace{held: p.pages, n: p.n, strs: strs}
 	if len(p.offs) > 0 {
-		h.held, h.offs = p.pages[:p.from], p.offs
+		h.held, h.offs, h.f, h.maxLoad = p.pages[:p.from], p.offs, p.sp.f, p.sp.loaded
 		h.spilled = make([]atomic.Pointer[[]entryRec], len(p.offs))
-		for k, at := range p.offs {
-			if pg := p.pages[p.from+k]; at < 0 {
-				h.spilled[k].Store(&pg) // not written: held for good
-			}
-		}
 	}
 	return h
 }
@@ -91,8 +97,9 @@ func (h *heldTrace) fromSpill(i int) *entryRec {
 }
 
 // load reads spilled page k back, and drops the page loaded longest ago
-// when more than maxLoaded are. A goroutine that holds a page dropped
-// reads it still: it is not reused.
+// when more than maxLoad are. A goroutine that holds a page dropped
+// reads it still: it is not reused. A page that cannot be read is zero,
+// and the first such failure is kept for Err.
 func (h *heldTrace) load(k int) *[]entryRec {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -100,10 +107,17 @@ func (h *heldTrace) load(k int) *[]entryRec {
 		return pg // loaded meanwhile
 	}
 	pg := make([]entryRec, min(pageSize, h.n-(len(h.held)+k)<<pageShift))
-	h.sp.read(bytesOf(pg), h.offs[k])
+	if err := h.f.ReadAt(bytesOf(pg), h.offs[k]); err != nil {
+		if h.err == nil {
+			h.err = &Error{Name: h.name, Msg: "device_traces: " + err.Error(), Err: err}
+		}
+		for i := range pg {
+			pg[i] = entryRec{action: noStr, category: noStr} // the zero TraceEntry
+		}
+	}
 	h.spilled[k].Store(&pg)
 	h.loaded = append(h.loaded, k)
-	if len(h.loaded) > maxLoaded {
+	if len(h.loaded) > h.maxLoad {
 		h.spilled[h.loaded[0]].Store(nil)
 		h.loaded = append(h.loaded[:0], h.loaded[1:]...)
 	}
@@ -131,6 +145,19 @@ func (t Trace) At(i int) TraceEntry {
 		r = t.held.fromSpill(i)
 	}
 	return r.entry(t.held.strs)
+}
+
+// Err returns the first failure to read the trace back from the
+// temporary file of its read, an [*Error] that names the snapshot and the
+// file, or nil. At and Action return zero values for the entries that
+// it left unread.
+func (t Trace) Err() error {
+	if t.held == nil || t.held.spilled == nil {
+		return nil
+	}
+	t.held.mu.Lock()
+	defer t.held.mu.Unlock()
+	return t.held.err
 }
 
 // Action returns the action of entry i: At(i).Action, without the rest.
