@@ -175,23 +175,71 @@ func (f *fields) get(k fieldKey) (val, bool) {
 
 func (f *fields) present(k fieldKey) bool { return f.has&(1<<k) != 0 }
 
-// newCont creates a container of type t, its role told by its place.
-func (d *decoder) newCont(t ctype) int32 {
+// newCont creates a container of type t, its role told by its place, or
+// returns a kSkip where the model does not read it.
+func (d *decoder) newCont(t ctype) val {
 	parent, idx, key := d.place(t)
 	r := rGeneric
 	switch {
+	case parent == sink:
+		return val{kSkip, uint64(t)}
 	case parent >= 0:
 		fk := noKey
 		if key >= 0 {
 			fk = d.keyOf[key]
 		}
-		r = childRole(d.conts[parent].role, fk, t)
+		pr := d.conts[parent].role
+		if skipChild(pr, fk) {
+			return val{kSkip, uint64(t)}
+		}
+		r = childRole(pr, fk, t)
 	case len(d.stack) == 0 && t == ctDict:
 		r = rTop
 	case len(d.stack) == 0 && t == ctList:
 		r = rLegacy
 	}
-	return d.alloc(t, r, parent, idx, key)
+	return val{kCont, uint64(d.alloc(t, r, parent, idx, key))}
+}
+
+// sink stands for a skipped container, where the decoder tells a
+// container by its index: as a MARK's owner, as where a value goes, as
+// the target of an APPEND or a SETITEM.
+const sink int32 = -2
+
+// skipChild reports whether a container at key of a dict of role parent
+// is skipped: a dict of the model whose key is not one it reads, or is a
+// scalar field, which a container never is. A skipped container, and all
+// it holds, is never built: it is a kSkip on the stack and in the memo,
+// which only says its type, and what goes into it is dropped, so that a
+// value of any size under such a key costs no more than its memo entries
+// (see the package doc). A memo reference that puts one where the model
+// reads it is refused (skippedHere).
+func skipChild(parent role, key fieldKey) bool {
+	switch parent {
+	case rTop, rSegment, rBlock, rEntry, rFrame:
+		return key == noKey || roleKeys[parent]&(1<<key) == 0 || !holdsContainer[key]
+	}
+	return false
+}
+
+// holdsContainer are the keys of the model whose values are containers.
+var holdsContainer = [nKeys]bool{keySegments: true, keyDeviceTraces: true, keyAllocatorSettings: true,
+	keyBlocks: true, keyFrames: true, keySegmentPoolID: true}
+
+// skippedHere records that the kSkip v stands where the model reads a
+// value, at path: a memo reference to a container first written where
+// the model does not read it.
+func (d *decoder) skippedHere(path string, v val) {
+	d.failAt(path, "refers through the memo to "+d.typeName(v)+" first written under a key that the reader skips, "+
+		"which it does not keep")
+}
+
+// contAt returns container p, nil for sink.
+func (d *decoder) contAt(p int32) *cont {
+	if p < 0 {
+		return nil
+	}
+	return &d.conts[p]
 }
 
 // alloc returns a fresh container.
@@ -268,6 +316,20 @@ func (d *decoder) place(t ctype) (int32, int32, int64) {
 	}
 	// Right above an open list: its one item (APPEND), or the next item of
 	// what holds the list when the list is empty and takes other items.
+	if n > 0 && lastMark < n-1 && d.stack[n-1].k == kSkip && ctype(d.stack[n-1].x) != ctDict {
+		return sink, 0, -1 // an item of a skipped list or set
+	}
+	if n > 1 && lastMark < n-2 && d.stack[n-1].k == kStr && d.stack[n-2].k == kSkip && ctype(d.stack[n-2].x) == ctDict {
+		// A value for a key of a skipped dict (SETITEM), unless the dict
+		// may be a value of the MARK's dict, done, and the key one of
+		// that dict's, whose value the model reads: then a container of
+		// no place, which that dict's field converts, as it would one
+		// read before its place.
+		if owner >= 0 && !skipChild(d.conts[owner].role, d.keyOf[d.stack[n-1].x]) {
+			return -1, 0, -1
+		}
+		return sink, 0, -1
+	}
 	if n > 0 && lastMark < n-1 && d.stack[n-1].k == kCont {
 		c := &d.conts[d.stack[n-1].x]
 		if c.typ == ctList && c.done.k == kMark {
@@ -281,7 +343,7 @@ func (d *decoder) place(t ctype) (int32, int32, int64) {
 		return int32(d.stack[n-2].x), 0, int64(d.stack[n-1].x)
 	}
 	if owner < 0 {
-		return -1, 0, -1
+		return owner, 0, -1 // none, or sink
 	}
 	c := &d.conts[owner]
 	k := n - lastMark - 1
@@ -296,8 +358,15 @@ func (d *decoder) place(t ctype) (int32, int32, int64) {
 	return -1, 0, -1
 }
 
-// generic returns a new generic container of the given items.
-func (d *decoder) generic(t ctype, items []val) int32 {
+// generic returns a new generic container of the given items, or a
+// kSkip where the model does not read it.
+func (d *decoder) generic(t ctype, items []val) val {
+	if parent, _, key := d.place(t); parent == sink || parent >= 0 && key >= 0 && skipChild(d.conts[parent].role, d.keyOf[key]) {
+		for _, v := range items {
+			d.drop(v)
+		}
+		return val{kSkip, uint64(t)}
+	}
 	i := d.alloc(t, rGeneric, -1, 0, -1)
 	c := &d.conts[i]
 	c.items = append([]val(nil), items...)
@@ -305,7 +374,7 @@ func (d *decoder) generic(t ctype, items []val) int32 {
 	if t == ctDict {
 		c.count /= 2
 	}
-	return i
+	return val{kCont, uint64(i)}
 }
 
 // path returns the path of container i in the snapshot, as messages name
@@ -364,6 +433,8 @@ func (d *decoder) typeName(v val) string {
 		return "bytes"
 	case kCont:
 		return d.conts[v.x].typ.pyName()
+	case kSkip:
+		return ctype(v.x).pyName()
 	case kEntry, kBlock, kSegment, kFrame:
 		return "a dict"
 	}
@@ -372,6 +443,10 @@ func (d *decoder) typeName(v val) string {
 
 // add appends v to the list (or set) p.
 func (d *decoder) add(p int32, v val) {
+	if p == sink {
+		d.drop(v)
+		return
+	}
 	c := &d.conts[p]
 	at := itemAt{p, c.count}
 	switch c.role {
@@ -419,6 +494,10 @@ func (d *decoder) add(p int32, v val) {
 
 // set sets key k of dict p to v.
 func (d *decoder) set(p int32, k, v val) {
+	if p == sink {
+		d.drop(v)
+		return
+	}
 	c := &d.conts[p]
 	if c.role == rGeneric {
 		c.items = append(c.items, k, v)
@@ -431,6 +510,10 @@ func (d *decoder) set(p int32, k, v val) {
 	}
 	if fk == noKey || roleKeys[c.role]&(1<<fk) == 0 {
 		d.drop(v)
+		return
+	}
+	if v.k == kSkip && holdsContainer[fk] {
+		d.skippedHere(join(d.path(p), keyNames[fk]), v)
 		return
 	}
 	switch fk {
@@ -479,6 +562,9 @@ func (d *decoder) stackVal(v val, p int32) val {
 	case kNone, kStack:
 		return v
 	case kCont:
+	case kSkip:
+		d.skippedHere(join(d.path(p), "frames"), v)
+		return val{k: kNone}
 	default:
 		d.failAt(join(d.path(p), "frames"), "not a list but "+d.typeName(v))
 		return val{k: kNone}
@@ -542,6 +628,10 @@ func (d *decoder) pathOf(at itemAt) string {
 // dict read key by key. ok is false, with the error recorded, when v is
 // not a dict.
 func (d *decoder) dictFields(v val, r role, at itemAt) (*fields, int32, bool) {
+	if v.k == kSkip {
+		d.skippedHere(d.pathOf(at), v)
+		return nil, -1, false
+	}
 	if v.k != kCont || d.conts[v.x].typ != ctDict {
 		d.failAt(d.pathOf(at), "not a dict but "+d.typeName(v))
 		return nil, -1, false

@@ -42,6 +42,7 @@ const (
 	kSegment             // x is a segment list number << 32 | the segment's index
 	kFrame               // x is a frame's index in Snapshot.Frames, | frameEC if on the empty-cache path
 	kStack               // x is a StackID
+	kSkip                // x is a ctype: a container that the model does not read (see skipChild)
 )
 
 // A val is a value of the machine.
@@ -309,8 +310,13 @@ func (d *decoder) step(op byte) {
 		d.arg(8)
 	case opMark:
 		owner := int32(-1)
-		if n := len(d.stack); n > 0 && d.stack[n-1].k == kCont && (len(d.marks) == 0 || d.marks[len(d.marks)-1].pos < n-1) {
-			owner = int32(d.stack[n-1].x)
+		if n := len(d.stack); n > 0 && (len(d.marks) == 0 || d.marks[len(d.marks)-1].pos < n-1) {
+			switch d.stack[n-1].k {
+			case kCont:
+				owner = int32(d.stack[n-1].x)
+			case kSkip:
+				owner = sink
+			}
 		}
 		d.marks = append(d.marks, markRec{pos: len(d.stack), owner: owner})
 		d.stack = append(d.stack, val{k: kMark})
@@ -367,13 +373,13 @@ func (d *decoder) step(op byte) {
 			d.str(op, int(n))
 		}
 	case opEmptyList:
-		d.push(val{kCont, uint64(d.newCont(ctList))})
+		d.push(d.newCont(ctList))
 	case opEmptyDict:
-		d.push(val{kCont, uint64(d.newCont(ctDict))})
+		d.push(d.newCont(ctDict))
 	case opEmptyTuple:
-		d.push(val{kCont, uint64(d.newCont(ctTuple))})
+		d.push(d.newCont(ctTuple))
 	case opEmptySet:
-		d.push(val{kCont, uint64(d.newCont(ctSet))})
+		d.push(d.newCont(ctSet))
 	case opTuple1, opTuple2, opTuple3:
 		n := int(op-opTuple1) + 1
 		if len(d.stack) < n || (len(d.marks) > 0 && d.marks[len(d.marks)-1].pos >= len(d.stack)-n) {
@@ -381,9 +387,8 @@ func (d *decoder) step(op byte) {
 			return
 		}
 		items := d.stack[len(d.stack)-n:]
-		c := d.generic(ctTuple, items)
 		d.stack = d.stack[:len(d.stack)-n]
-		d.push(val{kCont, uint64(c)})
+		d.push(d.generic(ctTuple, items)) // generic copies the items before push overwrites them
 	case opTuple, opList, opDict, opFrozenSet:
 		items, _, ok := d.popMark()
 		if !ok {
@@ -394,7 +399,7 @@ func (d *decoder) step(op byte) {
 			d.fail("DICT with an odd number of values")
 			return
 		}
-		d.push(val{kCont, uint64(d.generic(t, items))})
+		d.push(d.generic(t, items))
 	case opAppend:
 		v, ok := d.pop()
 		if !ok {
@@ -413,7 +418,7 @@ func (d *decoder) step(op byte) {
 			want, name = ctSet, "ADDITEMS"
 		}
 		if p, ok := d.target(want, name); ok {
-			if c := &d.conts[p]; c.role == rStack {
+			if c := d.contAt(p); c != nil && c.role == rStack {
 				// The frames that memoRun absorbed.
 				d.commitAbsorbed(c)
 				// The hot path of a snapshot with frames: memo
@@ -707,9 +712,16 @@ func (d *decoder) share(v val) {
 }
 
 // target returns the open container under the values just popped, which
-// an APPEND or SETITEM goes into.
+// an APPEND or SETITEM goes into: sink for a container skipped.
 func (d *decoder) target(want ctype, name string) (int32, bool) {
 	n := len(d.stack)
+	if n > 0 && d.stack[n-1].k == kSkip {
+		if t := ctype(d.stack[n-1].x); t != want {
+			d.fail("%s into %s", name, t.pyName())
+			return 0, false
+		}
+		return sink, true
+	}
 	if n == 0 || d.stack[n-1].k != kCont {
 		what := "nothing"
 		if n > 0 {

@@ -48,7 +48,13 @@
 // to 2^64-1 is the negative number of the same bits: PyTorch writes a
 // line of -1 unsigned); an entry's "compile_context" and
 // "user_metadata", "external_annotations" and every key that the package
-// does not model are skipped, whatever they hold.
+// does not model are skipped, whatever they hold. A skipped value is
+// never built: it costs the read its memo entries (9 bytes each, which
+// say only "a list skipped", for the references that may come back to
+// it) and, while its batch is read, the items' places on the pickle's
+// stack, as in Python's unpickler. A memo reference that puts a skipped
+// value where the model reads one is refused, saying so: PyTorch never
+// writes one.
 //
 // Only dicts, lists, strings, integers, floats, booleans, None and tuples
 // occur in a snapshot; addresses are LONG1 integers; dicts, lists and

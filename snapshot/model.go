@@ -424,6 +424,10 @@ func (d *decoder) traceOf(v val, at itemAt) (uint32, bool) {
 		d.m.traces = append(d.m.traces, c)
 		return uint32(len(d.m.traces) - 1), true
 	}
+	if v.k == kSkip {
+		d.skippedHere(d.pathOf(at), v)
+		return 0, false
+	}
 	if v.k != kCont || d.conts[v.x].typ != ctList {
 		d.failAt(d.pathOf(at), "not a list")
 		return 0, false
