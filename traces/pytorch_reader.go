@@ -129,16 +129,9 @@ func snapshotError(err error) error {
 // frees, named name in errors.
 func snapshotReaderOf(s *snapshot.Snapshot, name string, opts Options) *snapshotReader {
 	r := &snapshotReader{snap: s, time0: NoTime, traces: tracesOf(s)}
-	// Two passes over the traces at once: the start-state rebuild, and
-	// whether the entries have times and categories.
 	var cats bool
-	timed := make(chan struct{})
-	go func() {
-		r.hasTime, cats = timesAndCategories(r.traces)
-		close(timed)
-	}()
+	r.hasTime, cats = timesAndCategories(r.traces)
 	r.start, r.states, r.memory = initialBlocks(s)
-	<-timed
 	r.order = newEventOrder(r.traces, r.hasTime)
 	r.curAt = -1
 	r.private = r.privateAllocs()
