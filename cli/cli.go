@@ -20,6 +20,7 @@
 //	simulate strategies                  list strategies with their parameters and defaults
 //	simulate tune [flags] TRACE          search PYTORCH_CUDA_ALLOC_CONF for the lowest peak reserved without OOM
 //	simulate merge -o OUT DIR...         merge the outputs of --shard k/n runs into one report
+//	simulate explain [flags] TRACE...    per device: the moment that matters, who holds the memory, the verdict and what would have fit
 //
 // Run "simulate -h" or "simulate COMMAND -h" ("simulate help COMMAND") for
 // the flags. Errors go to standard error as one line, "simulate: FILE:LINE:
@@ -43,7 +44,9 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -55,7 +58,11 @@ import (
 // writes results to stdout and errors to stderr. The first SIGINT or SIGTERM
 // stops the run where it is: every output file is then either complete or as
 // it was, since each is written under a temporary name and renamed into
-// place; a second signal kills the process at once. A main function is then:
+// place; a second signal kills the process at once. A run that has not
+// returned stopGrace after the first signal (one blocked in a write to a
+// pipe that nobody reads, say) is ended there: Main removes the temporary
+// files of the outputs being written and exits the process with the
+// signal's status. A main function is then:
 //
 //	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 func Main(args []string, stdout, stderr io.Writer) int {
@@ -64,17 +71,38 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	var mu sync.Mutex // held by whichever ends the process: the run or the timer
+	returned := false
 	go func() {
 		select {
 		case s := <-sigs:
 			signal.Stop(sigs) // the next signal has its default effect: the process ends
-			cancel(&interruptError{s})
+			ie := &interruptError{s}
+			cancel(ie)
+			time.AfterFunc(stopGrace, func() {
+				mu.Lock()
+				if returned {
+					mu.Unlock()
+					return
+				}
+				removeTemps()
+				fmt.Fprintf(stderr, "simulate: %s: stopped, output files left complete or as they were\n", ie)
+				os.Exit(ie.status())
+			})
 		case <-ctx.Done():
 		}
 	}()
 	c := Command{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, LookupEnv: os.LookupEnv}
-	return c.Run(ctx, args)
+	code := c.Run(ctx, args)
+	mu.Lock()
+	returned = true
+	mu.Unlock()
+	return code
 }
+
+// stopGrace is how long Main waits, after the first signal, for the run
+// to stop of itself.
+var stopGrace = 3 * time.Second
 
 // An interruptError is the cause of a run's end by a signal.
 type interruptError struct{ sig os.Signal }
@@ -140,6 +168,9 @@ type env struct {
 	// readProgress, when not nil, shows how much of a trace file openTrace
 	// opens is read, once the read takes readProgressDelay.
 	readProgress io.Writer
+	// tempDir is where reads make their temporary files (--temp-dir; ""
+	// for the system's).
+	tempDir string
 }
 
 // usageError is bad usage: exit status 2. cmd is the subcommand whose
@@ -204,6 +235,7 @@ var commands = map[string]func(ctx context.Context, e *env, args []string) error
 	"plan":       planCmd,
 	"tune":       tuneCmd,
 	"merge":      mergeCmd,
+	"explain":    explainCmd,
 }
 
 // dispatch runs the subcommand that args name, or a replay, and returns

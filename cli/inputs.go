@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -28,6 +30,15 @@ type input struct {
 	progress io.Writer
 	tick     func()
 
+	// once says that the trace can be read only once: standard input, a
+	// FIFO, a device. file is such a trace's file, opened when the input
+	// was checked, which its first open reads; opened counts its opens.
+	// held says that open reads it from memory (see holdOnce).
+	once   bool
+	file   *os.File
+	opened int
+	held   bool
+
 	mu        sync.Mutex
 	skipped   int64  // bad events a lenient reader skipped
 	firstSkip string // the first of them
@@ -39,18 +50,18 @@ type input struct {
 // ctx's cause once ctx is done.
 func openTrace(ctx context.Context, e *env, path string, opts traces.Options) (traces.FileReader, io.Closer, error) {
 	if path == "-" {
-		r, err := traces.NewReader(ctxReader(ctx, e.stdin), "stdin", opts)
+		r, err := traces.NewReader(waitingReader(ctx, e.stdin), "stdin", opts)
 		return r, r, err
 	}
 	if b, ok := bundledByName(path); ok {
 		r, err := b.Open()
 		return r, r, err
 	}
-	f, err := openTraceFile(path)
+	f, err := openTraceFile(ctx, path)
 	if err != nil {
 		return nil, nil, err
 	}
-	src, done := ctxReader(ctx, f), func() {}
+	src, done := fileReader(ctx, f), func() {}
 	if e.readProgress != nil {
 		size := int64(-1)
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
@@ -78,19 +89,26 @@ func openTrace(ctx context.Context, e *env, path string, opts traces.Options) (t
 
 // openTraceFile opens the trace file at path for reading, as openInput
 // does; a missing file whose name misspells a bundled trace's says so.
-func openTraceFile(path string) (*os.File, error) {
-	f, err := openInput(path)
+func openTraceFile(ctx context.Context, path string) (*os.File, error) {
+	f, err := openInputCtx(ctx, path)
 	if near := nearBundled(path); near != "" && errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w (did you mean the bundled trace %s?)", err, near)
 	}
 	return f, err
 }
 
-// openInput opens the file at path for reading. Its errors name the file
-// as every error about a trace does, "FILE: no such file or directory"
-// rather than "open FILE: ...".
+// openInput opens the file at path for reading, as openInputCtx does
+// with a context that never ends.
 func openInput(path string) (*os.File, error) {
-	f, err := os.Open(path)
+	return openInputCtx(context.Background(), path)
+}
+
+// openInputCtx opens the file at path for reading. Its errors name the
+// file as every error about a trace does, "FILE: no such file or
+// directory" rather than "open FILE: ...". The open of a FIFO, which waits
+// for a writer, returns ctx's cause once ctx is done.
+func openInputCtx(ctx context.Context, path string) (*os.File, error) {
+	f, err := openCtx(ctx, path, os.O_RDONLY)
 	if err != nil {
 		if pe := (*os.PathError)(nil); errors.As(err, &pe) {
 			return nil, fmt.Errorf("%s: %w", path, pe.Err)
@@ -150,7 +168,7 @@ func readInputs(ctx context.Context, e *env, args []string, lenient bool, mode s
 	if err != nil {
 		return nil, err
 	}
-	inputs, err := traceInputs(ctx, args, e.stdin, traces.Options{Lenient: lenient})
+	inputs, err := traceInputs(ctx, args, e.stdin, traces.Options{Lenient: lenient, TempDir: e.tempDir})
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +182,9 @@ func readInputs(ctx context.Context, e *env, args []string, lenient bool, mode s
 // name of a bundled trace that is no file reads that trace), or the bundled
 // traces when there are none. It checks that every file named can be
 // opened for reading, before any work starts; reading a trace fails with
-// ctx's cause once ctx is done.
+// ctx's cause once ctx is done. A file that can be read only once (a FIFO,
+// a device) is opened here, once, and its first open reads it; standard
+// input, or such a file, given twice is bad usage.
 func traceInputs(ctx context.Context, args []string, stdin io.Reader, opts traces.Options) ([]*input, error) {
 	var ins []*input
 	if len(args) == 0 {
@@ -173,51 +193,128 @@ func traceInputs(ctx context.Context, args []string, stdin io.Reader, opts trace
 		}
 		return ins, nil
 	}
-	for _, path := range args {
+	ok := false
+	defer func() {
+		if !ok {
+			for _, in := range ins {
+				if in.file != nil {
+					in.file.Close()
+				}
+			}
+		}
+	}()
+	var onceFiles []os.FileInfo
+	for i, path := range args {
 		if b, ok := bundledByName(path); ok {
 			ins = append(ins, bundledInput(b))
 			continue
 		}
-		in := &input{name: path, size: -1}
+		in := &input{name: path, size: -1, once: path == "-"}
+		if path == "-" && slices.Contains(args[:i], "-") {
+			return nil, usagef("-: standard input given twice; it can be read once")
+		}
 		if path != "-" {
-			f, err := openTraceFile(path)
+			if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+				for _, o := range onceFiles {
+					if os.SameFile(o, fi) {
+						return nil, usagef("%s: given twice; a %s can be read once", path, fileKind(fi))
+					}
+				}
+				onceFiles = append(onceFiles, fi)
+			}
+			f, err := openTraceFile(ctx, path)
 			if err != nil {
 				return nil, err
 			}
-			if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			fi, err := f.Stat()
+			switch {
+			case err == nil && fi.Mode().IsRegular():
 				in.size = fi.Size()
+				f.Close()
+			case err != nil:
+				f.Close()
+				return nil, fmt.Errorf("%s: %w", path, unwrapPathErr(err))
+			default:
+				in.once, in.file = true, f
 			}
-			f.Close()
 		}
-		in.open = func() (traces.Reader, io.Closer, error) {
-			if path == "-" {
-				r, err := traces.NewReader(ctxReader(ctx, stdin), "stdin", opts)
-				if err != nil {
-					return nil, nil, err
-				}
-				return r, in.closer(r, nil), nil
-			}
-			f, err := openInput(path)
-			if err != nil {
-				return nil, nil, err
-			}
-			cr := &countingReader{r: ctxReader(ctx, f), n: &in.read, tick: in.tick}
-			var c io.Closer = f
-			if in.progress != nil {
-				var done func()
-				cr.show, done = readProgress(in.progress, path, in.size)
-				c = closeFunc(func() error { done(); return f.Close() })
-			}
-			r, err := traces.NewReader(cr, path, opts)
-			if err != nil {
-				c.Close()
-				return nil, nil, err
-			}
-			return r, in.closer(r, c), nil
-		}
+		in.open = in.opener(ctx, stdin, opts)
 		ins = append(ins, in)
 	}
+	ok = true
 	return ins, nil
+}
+
+// fileKind names the kind of file that fi describes, one not regular.
+func fileKind(fi os.FileInfo) string {
+	switch m := fi.Mode(); {
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	}
+	return "file of this kind"
+}
+
+// opener returns the open of the trace file (or standard input) of in.
+func (in *input) opener(ctx context.Context, stdin io.Reader, opts traces.Options) func() (traces.Reader, io.Closer, error) {
+	path := in.name
+	return func() (traces.Reader, io.Closer, error) {
+		in.mu.Lock()
+		f := in.file
+		in.file = nil
+		in.opened++
+		again := in.once && in.opened > 1
+		in.mu.Unlock()
+		if again {
+			what := "standard input"
+			if path != "-" {
+				what = "a FIFO or a device"
+			}
+			return nil, nil, fmt.Errorf("%s: cannot be read a second time (%s)", path, what)
+		}
+		if path == "-" {
+			r, err := traces.NewReader(waitingReader(ctx, stdin), "stdin", opts)
+			if err != nil {
+				return nil, nil, err
+			}
+			return r, in.closer(r, nil), nil
+		}
+		if f == nil {
+			var err error
+			if f, err = openInputCtx(ctx, path); err != nil {
+				return nil, nil, err
+			}
+		}
+		cr := &countingReader{r: fileReader(ctx, f), n: &in.read, tick: in.tick}
+		var c io.Closer = f
+		if in.progress != nil {
+			var done func()
+			cr.show, done = readProgress(in.progress, path, in.size)
+			c = closeFunc(func() error { done(); return f.Close() })
+		}
+		r, err := traces.NewReader(cr, path, opts)
+		if err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		return r, in.closer(r, c), nil
+	}
+}
+
+// holdOnce makes in, when it can be read only once (standard input, a
+// FIFO, a device), read once into memory by its first open and from
+// memory by every open, so that it can be read again: by --offline and
+// --min-capacity after the replays. It holds 48 bytes an event until
+// the command ends.
+func (in *input) holdOnce() {
+	if !in.once || in.held {
+		return
+	}
+	d := in.decodeOnce(math.MaxInt64, false)
+	in.open, in.held = d.open, true
 }
 
 // closer closes r, and then f if not nil, and notes what r skipped.
@@ -265,4 +362,92 @@ func (c *countingReader) Read(p []byte) (int, error) {
 		c.tick()
 	}
 	return n, err
+}
+
+// fileReader returns a reader of the input file f that fails with ctx's
+// cause once ctx is done: at its next read for a regular file, at once
+// for a FIFO or a device, whose read may wait for data forever.
+func fileReader(ctx context.Context, f *os.File) io.Reader {
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		return ctxReader(ctx, f)
+	}
+	return waitingReader(ctx, f)
+}
+
+// waitingReader returns a reader of r, a reader whose reads may wait for
+// data without end (standard input, a pipe, a FIFO), that fails with ctx's
+// cause as soon as ctx is done, even during a read: a goroutine reads r
+// ahead, into one of two buffers, and the reader takes what it read or
+// ctx's end, whichever comes first. A read of r that never returns leaves
+// its goroutine blocked, which the process's exit ends.
+func waitingReader(ctx context.Context, r io.Reader) io.Reader {
+	if ctx.Done() == nil {
+		return r // never done
+	}
+	p := &pumpReader{ctx: ctx, full: make(chan pumped, 1), free: make(chan []byte, 2)}
+	p.free <- make([]byte, 64<<10)
+	p.free <- make([]byte, 64<<10)
+	go p.pump(r)
+	return p
+}
+
+// A pumpReader is a waitingReader.
+type pumpReader struct {
+	ctx  context.Context
+	full chan pumped // what the goroutine read
+	free chan []byte // the buffers that the reader is done with
+	cur  []byte      // what is left to return of buf
+	buf  []byte
+	err  error // r's error, after cur
+}
+
+// pumped is what one read of the underlying reader gave.
+type pumped struct {
+	b   []byte
+	err error
+}
+
+// pump reads r into the free buffers until an error or ctx's end.
+func (p *pumpReader) pump(r io.Reader) {
+	for {
+		var b []byte
+		select {
+		case b = <-p.free:
+		case <-p.ctx.Done():
+			return
+		}
+		n, err := r.Read(b[:cap(b)])
+		select {
+		case p.full <- pumped{b[:n], err}:
+		case <-p.ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *pumpReader) Read(q []byte) (int, error) {
+	if p.ctx.Err() != nil {
+		return 0, context.Cause(p.ctx)
+	}
+	for len(p.cur) == 0 {
+		if p.buf != nil {
+			p.free <- p.buf // never blocks: two buffers, room for two
+			p.buf = nil
+		}
+		if p.err != nil {
+			return 0, p.err
+		}
+		select {
+		case c := <-p.full:
+			p.cur, p.buf, p.err = c.b, c.b, c.err
+		case <-p.ctx.Done():
+			return 0, context.Cause(p.ctx)
+		}
+	}
+	n := copy(q, p.cur)
+	p.cur = p.cur[n:]
+	return n, nil
 }

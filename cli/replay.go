@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpualloc/gpualloc"
@@ -177,6 +178,7 @@ func parseReplayFlags(e *env, args []string) (replayFlags, error) {
 	f.figures.add(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
 	f.snapshot.register(fs)
+	addTempDir(fs, e, "")
 	fs.StringVar(&f.shard, "shard", "", "run only the `k/n`-th part of the replays (traces x strategies), 1 <= k <= n; with -o, write it for 'simulate merge'")
 	fs.BoolVar(&f.offline, "offline", false, "add offline_bytes: the memory of the offline plan of each trace (simulate plan)")
 	fs.BoolVar(&f.minCapacity, "min-capacity", false, "add min_capacity_bytes: the smallest device, in MiB, on which each strategy has no OOM (-b sim)")
@@ -257,9 +259,14 @@ func planReplay(ctx context.Context, e *env, f replayFlags) (*replayPlan, error)
 	if err != nil {
 		return nil, err
 	}
-	inputs, err := traceInputs(ctx, f.traces, e.stdin, traces.Options{Lenient: f.lenient})
+	inputs, err := traceInputs(ctx, f.traces, e.stdin, traces.Options{Lenient: f.lenient, TempDir: e.tempDir})
 	if err != nil {
 		return nil, err
+	}
+	if f.offline || f.minCapacity {
+		for _, in := range inputs {
+			in.holdOnce() // they read the traces again after the replays
+		}
 	}
 	sh, err := parseShard(f.shard)
 	if err != nil {
@@ -301,6 +308,25 @@ func (p *replayPlan) planJobs() {
 // sizes as it reads it.
 func (p *replayPlan) opener(k int, in *input, replays int) func() (traces.Reader, io.Closer, error) {
 	switch {
+	case in.held:
+		// Read into memory once, for every replay and reference: the
+		// first replay to open it counts its sizes for a report.
+		p.shared = p.shared || replays > 1
+		if p.f.out == "" {
+			return in.open
+		}
+		var once sync.Once
+		return func() (traces.Reader, io.Closer, error) {
+			r, c, err := in.open()
+			if err != nil {
+				return r, c, err
+			}
+			once.Do(func() {
+				p.sizes[k] = report.NewSizeCounter(r)
+				r = p.sizes[k]
+			})
+			return r, c, nil
+		}
 	case replays > 1:
 		p.shared = true
 		d := in.decodeOnce(replays, p.f.out != "")

@@ -7,11 +7,17 @@ package cli
 // waiting on them.
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -168,4 +174,196 @@ func TestOutputRefusesBlockDeviceAndLoop(t *testing.T) {
 	fi, err := os.Lstat(blk)
 	require.NoError(t, err)
 	assert.Equal(t, fs.ModeDevice, fi.Mode().Type())
+}
+
+// feedFIFO makes a FIFO in a temporary directory and a goroutine that
+// writes data into it once a reader opens it, and returns its path.
+func feedFIFO(t *testing.T, name string, data []byte) string {
+	t.Helper()
+	fifo := filepath.Join(t.TempDir(), name)
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		f.Write(data)
+		f.Close()
+	}()
+	return fifo
+}
+
+// runWithin runs the command in-process, failing the test when it has not
+// returned within d.
+func runWithin(t *testing.T, d time.Duration, stdin io.Reader, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		code := Command{Stdin: stdin, Stdout: &out, Stderr: &errb}.Run(context.Background(), args)
+		done <- result{code, out.String(), errb.String()}
+	}()
+	select {
+	case r := <-done:
+		return r.code, r.stdout, r.stderr
+	case <-time.After(d):
+		t.Fatalf("%v: still running after %v", args, d)
+	}
+	return
+}
+
+// TestFIFOInputReadOnce: a trace in a FIFO is opened once, so that the
+// command reads what its writer writes, and read into memory when the
+// run reads it more than once (--offline, --min-capacity); standard input
+// too. Each gives what the same trace in a file gives.
+func TestFIFOInputReadOnce(t *testing.T) {
+	data, err := os.ReadFile("testdata/tiny.csv")
+	require.NoError(t, err)
+	for _, a := range [][]string{
+		{"inspect", "-f", "csv"},
+		{"-s", "naive", "-f", "csv"},
+		{"-s", "naive", "-s", "bestfit", "-f", "csv"},
+		{"-s", "naive", "--offline", "--min-capacity", "--time-limit", "2s", "-f", "csv"},
+		{"-s", "naive", "-s", "bestfit", "--offline", "--time-limit", "2s", "-f", "csv"},
+		{"plan", "--no-search", "-f", "json"},
+		{"convert"},
+	} {
+		tail := func(trace string) []string {
+			if a[0] == "convert" {
+				return []string{"convert", trace, "-"}
+			}
+			return append(slices.Clone(a), trace)
+		}
+		code, want, stderr := run(t, nil, tail("testdata/tiny.csv")...)
+		require.Equal(t, 0, code, "%v: %s", a, stderr)
+		want = strings.ReplaceAll(want, "testdata/tiny.csv", "TRACE")
+		fifo := feedFIFO(t, "tiny.csv", data)
+		code, got, stderr := runWithin(t, 30*time.Second, nil, tail(fifo)...)
+		require.Equal(t, 0, code, "%v: %s", a, stderr)
+		assert.Equal(t, normalize(want), normalize(strings.ReplaceAll(got, fifo, "TRACE")), "%v FIFO", a)
+		code, got, stderr = runWithin(t, 30*time.Second, bytes.NewReader(data), tail("-")...)
+		require.Equal(t, 0, code, "%v: %s", a, stderr)
+		// How the outputs name standard input.
+		got = strings.NewReplacer(`"-"`, `"TRACE"`, "'-,", "TRACE,", "\n-,", "\nTRACE,", "stdin", "TRACE").Replace(got)
+		assert.Equal(t, normalize(want), normalize(got), "%v stdin", a)
+	}
+}
+
+// TestInputGivenTwice: standard input, or a FIFO, given twice is refused,
+// never read twice at once.
+func TestInputGivenTwice(t *testing.T) {
+	code, _, stderr := run(t, nil, "inspect", "-", "-")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "simulate: -: standard input given twice; it can be read once (see simulate inspect -h)\n", stderr)
+	code, _, stderr = run(t, nil, "-s", "naive", "-", "testdata/tiny.csv", "-")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "simulate: -: standard input given twice; it can be read once (see simulate -h)\n", stderr)
+	fifo := feedFIFO(t, "t.csv", []byte("op,id,size\nalloc,1,10\n"))
+	link := filepath.Join(t.TempDir(), "link.csv")
+	require.NoError(t, os.Symlink(fifo, link))
+	code, _, stderr = runWithin(t, 30*time.Second, nil, "inspect", fifo, link)
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "simulate: "+link+": given twice; a FIFO can be read once (see simulate inspect -h)\n", stderr)
+}
+
+// TestInterruptWhileWaiting: a run waiting for a FIFO's other end, or for
+// standard input that brings nothing, stops as soon as its context ends,
+// with the status of an interrupt, and leaves the FIFO a FIFO.
+func TestInterruptWhileWaiting(t *testing.T) {
+	dir := t.TempDir()
+	stdin, w := io.Pipe()
+	defer w.Close()
+	var fifos []string
+	for i, a := range [][]string{
+		{"inspect", "FIFO"},
+		{"inspect", "-"},
+		{"-s", "naive", "-"},
+		{"-s", "naive", "-s", "bestfit", "--offline", "FIFO"},
+		{"plan", "FIFO"},
+		{"convert", "FIFO", filepath.Join(dir, "out.csv")},
+		{"convert", "-", filepath.Join(dir, "out.csv")},
+		{"gen", "--events", "10", "-o", "FIFO", "random"},
+		{"convert", "testdata/tiny.csv", "FIFO"},
+	} {
+		// A FIFO of its own: an open left waiting by a case before
+		// would be this case's other end.
+		fifo := filepath.Join(dir, fmt.Sprintf("t%d.csv", i))
+		require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+		fifos = append(fifos, fifo)
+		for j := range a {
+			a[j] = strings.ReplaceAll(a[j], "FIFO", fifo)
+		}
+		ctx, cancel := context.WithCancelCause(context.Background())
+		time.AfterFunc(200*time.Millisecond, func() { cancel(&interruptError{syscall.SIGTERM}) })
+		done := make(chan int, 1)
+		var stderr bytes.Buffer
+		go func() { done <- Command{Stdin: stdin, Stderr: &stderr}.Run(ctx, a) }()
+		select {
+		case code := <-done:
+			assert.Equal(t, 143, code, "%v", a)
+			assert.Equal(t, "simulate: interrupted by SIGTERM: stopped, output files left complete or as they were\n", stderr.String(), "%v", a)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v: still waiting 10 s after the interrupt", a)
+		}
+	}
+	for _, fifo := range fifos {
+		fi, err := os.Lstat(fifo)
+		require.NoError(t, err)
+		assert.Equal(t, fs.ModeNamedPipe, fi.Mode().Type())
+		// Unblock the open left waiting on the FIFO.
+		if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
+			f.Close()
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, len(fifos), "nothing written beside the FIFOs")
+}
+
+// TestSignalWhileWaiting sends one SIGINT or SIGTERM to simulate blocked
+// in the open of a FIFO, or reading standard input that brings nothing:
+// it exits at once, 130 or 143, with one line saying why.
+func TestSignalWhileWaiting(t *testing.T) {
+	if os.Getenv("GPUALLOC_TEST_MAIN") == "1" {
+		os.Exit(Main(strings.Fields(os.Getenv("GPUALLOC_TEST_ARGS")), os.Stdout, os.Stderr))
+	}
+	fifo := filepath.Join(t.TempDir(), "t.csv")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	for _, tc := range []struct {
+		args string
+		sig  syscall.Signal
+		code int
+		want string
+	}{
+		{"inspect -", syscall.SIGINT, 130, "interrupted by SIGINT (Ctrl-C)"},
+		{"-s naive -", syscall.SIGTERM, 143, "interrupted by SIGTERM"},
+		{"inspect " + fifo, syscall.SIGINT, 130, "interrupted by SIGINT (Ctrl-C)"},
+		{"gen --events 10 -o " + fifo + " random", syscall.SIGTERM, 143, "interrupted by SIGTERM"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSignalWhileWaiting$")
+		cmd.Env = append(os.Environ(), "GPUALLOC_TEST_MAIN=1", "GPUALLOC_TEST_ARGS="+tc.args)
+		r, w, err := os.Pipe() // standard input that brings nothing
+		require.NoError(t, err)
+		cmd.Stdin = r
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Start())
+		r.Close()
+		time.Sleep(500 * time.Millisecond) // the command starts and waits
+		require.NoError(t, cmd.Process.Signal(tc.sig))
+		start := time.Now()
+		kill := time.AfterFunc(10*time.Second, func() { cmd.Process.Kill() }) // a test that fails, not one that hangs
+		err = cmd.Wait()
+		kill.Stop()
+		w.Close()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, tc.args)
+		assert.Equal(t, tc.code, ee.ExitCode(), "%s: %s", tc.args, stderr.String())
+		assert.Less(t, time.Since(start), 2*time.Second, "%s: stopped at once", tc.args)
+		assert.Equal(t, "simulate: "+tc.want+": stopped, output files left complete or as they were\n", stderr.String(), tc.args)
+	}
 }

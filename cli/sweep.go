@@ -20,12 +20,13 @@ import (
 // events are dropped when the last replay is done with them. A trace of
 // more than decodeLimit events is not held: the replays that run at once
 // read it together from one decoding (see stream), so that memory stays
-// bounded whatever the trace's length. Standard input cannot be read
-// twice: it is held whatever its length.
+// bounded whatever the trace's length. Standard input, a FIFO or a device
+// cannot be read twice: it is held whatever its length.
 type decoded struct {
 	in    *input
-	sizes *report.SizeCounter // counts the request sizes while decoding, when not nil
-	users atomic.Int64        // replays that have not yet closed their reader
+	src   func() (traces.Reader, io.Closer, error) // opens the trace: in.open when made
+	sizes *report.SizeCounter                      // counts the request sizes while decoding, when not nil
+	users atomic.Int64                             // replays that have not yet closed their reader
 
 	once    sync.Once
 	events  eventChunks
@@ -48,7 +49,7 @@ var decodeLimit = 1 << 24
 // replays. With countSizes, the decoding counts the trace's request sizes
 // for a report, in the decoded's sizes.
 func (in *input) decodeOnce(users int, countSizes bool) *decoded {
-	d := &decoded{in: in}
+	d := &decoded{in: in, src: in.open}
 	d.users.Store(int64(users))
 	if countSizes {
 		d.sizes = report.NewSizeCounter(nil)
@@ -58,7 +59,7 @@ func (in *input) decodeOnce(users int, countSizes bool) *decoded {
 
 // load decodes the trace.
 func (d *decoded) load() {
-	r, c, err := d.in.open()
+	r, c, err := d.src()
 	if err != nil {
 		d.err = err
 		return
@@ -72,7 +73,7 @@ func (d *decoded) load() {
 	if m, ok := r.(interface{ MidRun() bool }); ok {
 		d.midRun = m.MidRun()
 	}
-	rereadable := d.in.name != "-"
+	rereadable := !d.in.once
 	for r.Scan() {
 		d.events.add(r.Event())
 		if rereadable && d.events.n > decodeLimit {
@@ -118,7 +119,7 @@ func (d *decoded) openStream() (traces.Reader, io.Closer, error) {
 		r = d.streams[len(d.streams)-1].join()
 	}
 	if r == nil {
-		src, c, err := d.in.open()
+		src, c, err := d.src()
 		if err != nil {
 			d.mu.Unlock()
 			d.release()
