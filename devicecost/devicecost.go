@@ -36,6 +36,7 @@ import (
 	"bytes"
 	"cmp"
 	_ "embed"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -113,12 +114,35 @@ type point struct {
 	ns   float64
 }
 
+// MaxCost is the highest cost, in nanoseconds, that a table may give a
+// call: 1000 s, far above any driver call's, and low enough that a
+// replay's calls add up within an int64 (see [Tally.Estimate]).
+const MaxCost = 1e12
+
+// maxLine is the longest line Parse reads.
+const maxLine = 64 << 10
+
+// A ParseError is a table that Parse refuses: the line at fault (0 for
+// the table as a whole) and what is wrong with it, naming the column.
+type ParseError struct {
+	Line int
+	Msg  string
+}
+
+func (e *ParseError) Error() string {
+	if e.Line == 0 {
+		return e.Msg
+	}
+	return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
+}
+
 // Parse reads a table: lines of call,size_bytes,ns after the header
 // [Header], a call being one of cuMemAlloc, cuMemFree, cuMemAddressReserve,
 // cuMemAddressFree, cuMemCreate, cuMemRelease, cuMemMap, cuMemSetAccess and
-// cuMemUnmap, each at least once. Blank lines and lines starting with # are
-// comments; "# gpu: NAME" names the GPU. A bad line is an error that names
-// it.
+// cuMemUnmap, each at least once, and ns at most [MaxCost]. Blank lines
+// and lines starting with # are comments; "# gpu: NAME" names the GPU. A
+// UTF-8 byte order mark before the first line is skipped. A bad line, or
+// one longer than 64 KiB, is a [*ParseError] that names it.
 func Parse(r io.Reader) (*Model, error) {
 	m := &Model{}
 	pts := map[string][]point{}
@@ -128,10 +152,18 @@ func Parse(r io.Reader) (*Model, error) {
 	}
 	seen := map[measured]bool{}
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 1<<16)
+	sc.Buffer(make([]byte, 0, 4096), maxLine)
 	header := false
-	for n := 1; sc.Scan(); n++ {
-		text := strings.TrimSpace(sc.Text())
+	bad := func(n int, format string, args ...any) error {
+		return &ParseError{Line: n, Msg: fmt.Sprintf(format, args...)}
+	}
+	n := 1
+	for ; sc.Scan(); n++ {
+		line := sc.Text()
+		if n == 1 {
+			line = strings.TrimPrefix(line, "\ufeff") // byte order mark
+		}
+		text := strings.TrimSpace(line)
 		switch {
 		case text == "":
 			continue
@@ -142,37 +174,42 @@ func Parse(r io.Reader) (*Model, error) {
 			continue
 		case !header:
 			if text != Header {
-				return nil, fmt.Errorf("line %d: header %q, want %q", n, text, Header)
+				return nil, bad(n, "header %q, want %q", text, Header)
 			}
 			header = true
 			continue
 		}
 		f := strings.Split(text, ",")
 		if len(f) != 3 {
-			return nil, fmt.Errorf("line %d: %d fields, want 3 (%s)", n, len(f), Header)
+			return nil, bad(n, "%d fields, want 3 (%s)", len(f), Header)
 		}
 		if _, ok := driverCalls[f[0]]; !ok {
-			return nil, fmt.Errorf("line %d: unknown call %q", n, f[0])
+			return nil, bad(n, "unknown call %q", f[0])
 		}
 		size, err := strconv.ParseInt(f[1], 10, 64)
 		if err != nil || size < 1 {
-			return nil, fmt.Errorf("line %d: size_bytes %q is not a positive whole number", n, f[1])
+			return nil, bad(n, "size_bytes %q is not a positive whole number", f[1])
 		}
 		ns, err := strconv.ParseFloat(f[2], 64)
-		if err != nil || ns < 0 || math.IsInf(ns, 0) || math.IsNaN(ns) {
-			return nil, fmt.Errorf("line %d: ns %q is not a non-negative number", n, f[2])
+		switch {
+		case err != nil && !errors.Is(err, strconv.ErrRange), ns < 0, math.IsNaN(ns):
+			return nil, bad(n, "ns %q is not a non-negative number", f[2])
+		case ns > MaxCost:
+			return nil, bad(n, "ns %q is more than 1e12 (1000 s for one call): the costs of a replay's calls could not be added up", f[2])
 		}
 		if seen[measured{f[0], size}] {
-			return nil, fmt.Errorf("line %d: a second cost of %s at %d bytes", n, f[0], size)
+			return nil, bad(n, "a second cost of %s at %d bytes", f[0], size)
 		}
 		seen[measured{f[0], size}] = true
 		pts[f[0]] = append(pts[f[0]], point{size, ns})
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return nil, bad(n, "longer than %d KiB: not a table of costs", maxLine>>10)
+	} else if err != nil {
 		return nil, err
 	}
 	if !header {
-		return nil, fmt.Errorf("no header %q", Header)
+		return nil, bad(0, "no header %q", Header)
 	}
 	var missing []string
 	for name := range driverCalls {
@@ -182,7 +219,7 @@ func Parse(r io.Reader) (*Model, error) {
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
-		return nil, fmt.Errorf("no cost of %s", strings.Join(missing, ", "))
+		return nil, bad(0, "no cost of %s", strings.Join(missing, ", "))
 	}
 	for name, p := range pts {
 		c := driverCalls[name]
@@ -244,26 +281,38 @@ var H200 = func() *Model {
 // Tally is empty and ready to use.
 type Tally struct {
 	n, bytes [numCalls][classes]int64
+	// more holds the bytes of a class that would have overflowed bytes
+	// (calls of exbibytes), moved there from bytes.
+	more [numCalls][classes]float64
 }
 
 // Add counts one call of c with size bytes: O(1), no allocation.
 func (t *Tally) Add(c Call, size int64) {
 	k := class(size)
 	t.n[c][k]++
+	if t.bytes[c][k] > math.MaxInt64-size {
+		t.more[c][k] += float64(t.bytes[c][k])
+		t.bytes[c][k] = 0
+	}
 	t.bytes[c][k] += size
 }
 
 // Estimate returns the nanoseconds the calls counted take by m, rounded to
-// the nearest nanosecond.
+// the nearest nanosecond. An estimate beyond what an int64 holds (about
+// 292 years: calls of sizes far past the table's largest, whose costs
+// grow with the last slope) saturates at math.MaxInt64.
 func (t *Tally) Estimate(m *Model) int64 {
 	var ns float64
 	for c := range numCalls {
 		for k := range classes {
 			if n := t.n[c][k]; n > 0 {
 				l := m.lines[c][k]
-				ns += l.a*float64(n) + l.b*float64(t.bytes[c][k])
+				ns += l.a*float64(n) + l.b*(float64(t.bytes[c][k])+t.more[c][k])
 			}
 		}
+	}
+	if ns >= math.MaxInt64 { // 2^63 as a float64: the first value past the int64s
+		return math.MaxInt64
 	}
 	return int64(math.Round(ns))
 }

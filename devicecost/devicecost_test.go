@@ -1,6 +1,7 @@
 package devicecost_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -124,11 +125,60 @@ func TestParseErrors(t *testing.T) {
 		{"NaN", "call,size_bytes,ns\ncuMemAlloc,1,NaN\n", `line 2: ns "NaN" is not a non-negative number`},
 		{"twice", "call,size_bytes,ns\ncuMemAlloc,1,1\ncuMemAlloc,1,2\n", "line 3: a second cost of cuMemAlloc at 1 bytes"},
 		{"missing call", strings.Join(full[:len(full)-1], "\n"), "no cost of cuMemUnmap"},
+		{"cost too high", "call,size_bytes,ns\ncuMemAlloc,1,1e19\n", `line 2: ns "1e19" is more than 1e12 (1000 s for one call): the costs of a replay's calls could not be added up`},
+		{"cost out of range", "call,size_bytes,ns\ncuMemAlloc,1,1e400\n", `line 2: ns "1e400" is more than 1e12 (1000 s for one call): the costs of a replay's calls could not be added up`},
+		{"infinite cost", "call,size_bytes,ns\ncuMemAlloc,1,+Inf\n", `line 2: ns "+Inf" is more than 1e12 (1000 s for one call): the costs of a replay's calls could not be added up`},
+		{"long line", "call,size_bytes,ns\n# " + strings.Repeat("x", 70000) + "\n", "line 2: longer than 64 KiB: not a table of costs"},
+		{"long first line", strings.Repeat("\x00", 1<<20), "line 1: longer than 64 KiB: not a table of costs"},
+		{"byte order mark elsewhere", "call,size_bytes,ns\n\ufeffcuMemAlloc,1,1\n", `line 2: unknown call "\ufeffcuMemAlloc"`},
 	} {
 		_, err := devicecost.Parse(strings.NewReader(tt.text))
 		if err == nil || err.Error() != tt.want {
 			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
 		}
+	}
+}
+
+// TestParseLineNumbers: an error of a line is a *ParseError that gives the
+// line's number apart, for a caller to name the file.
+func TestParseLineNumbers(t *testing.T) {
+	_, err := devicecost.Parse(strings.NewReader("# costs\n\ncall,size_bytes,ns\ncuMemAlloc,x,1\n"))
+	var pe *devicecost.ParseError
+	if !errors.As(err, &pe) || pe.Line != 4 || pe.Msg != `size_bytes "x" is not a positive whole number` {
+		t.Errorf("error %#v", err)
+	}
+}
+
+// TestByteOrderMark: a table that an editor saved with a UTF-8 byte order
+// mark reads as the same table without it.
+func TestByteOrderMark(t *testing.T) {
+	for _, text := range []string{table, "# gpu: X\n" + table} {
+		want := parse(t, text)
+		got, err := devicecost.Parse(strings.NewReader("\ufeff" + text))
+		if err != nil {
+			t.Fatalf("with a byte order mark: %v", err)
+		}
+		if got.GPU != want.GPU || got.Cost(devicecost.Malloc, 4096) != want.Cost(devicecost.Malloc, 4096) {
+			t.Errorf("with a byte order mark: GPU %q, cost %g; want %q, %g", got.GPU, got.Cost(devicecost.Malloc, 4096), want.GPU, want.Cost(devicecost.Malloc, 4096))
+		}
+	}
+}
+
+// TestEstimateSaturates: calls whose costs add up past what an int64
+// holds estimate math.MaxInt64 nanoseconds, never a negative time.
+func TestEstimateSaturates(t *testing.T) {
+	m := parse(t, table)
+	var tally devicecost.Tally
+	for range 1000 {
+		tally.Add(devicecost.Malloc, 1<<62) // far past the table: the last slope
+	}
+	if got := tally.Estimate(m); got != math.MaxInt64 {
+		t.Errorf("Estimate = %d, want math.MaxInt64", got)
+	}
+	var small devicecost.Tally
+	small.Add(devicecost.Malloc, 4096)
+	if got := small.Estimate(m); got != 1000 {
+		t.Errorf("one call at 4 KiB: Estimate = %d, want 1000", got)
 	}
 }
 
