@@ -1,0 +1,371 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/explain"
+	"github.com/gpualloc/gpualloc/internal/tabular"
+	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/snapshot"
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+const explainUsage = `usage: simulate explain [flags] TRACE...
+
+Explains, for each device of each trace, why the run needed the memory it
+did and what would have fit, at the moment that matters: the first
+out-of-memory error the trace records (a PyTorch snapshot's), else the
+first one a replay of the trace as it ran meets on the device, else the
+peak of reserved memory, unless --at names another. For each device:
+
+  - the moment; for an OOM, the failing request beside the device's
+    capacity (recorded, --capacity or the default), the live, reserved and
+    free bytes, and the free memory in pieces: how many, and the largest
+    (each free block of the allocator, and the device's unreserved memory
+    as one);
+  - where the memory went: live, rounding, fragmented (free bytes in
+    segments that hold a live block) and cached bytes (segments that hold
+    none), which add up to the reserved bytes;
+  - who holds the live bytes: by default the call site, the first frame
+    of a PyTorch snapshot's stacks outside PyTorch's own code and Python's
+    interpreter and library, as file:line function; --by picks another
+    grouping. The largest groups, then "other": together, the live bytes.
+    A trace without stacks is grouped by size;
+  - the verdict, from replays: live-bound (the live bytes alone exceed the
+    device: no allocator fits), fragmentation-bound or cache-bound (a
+    setting or strategy fits: the line to paste and the headroom it
+    leaves), or fits (the headroom, and the smallest device it runs on);
+  - what would have fit, each replayed on the same device: as recorded,
+    PyTorch's defaults, expandable_segments:True, every other built-in
+    strategy with its defaults, and the offline plan (simulate plan),
+    which no allocator beats: peak reserved, whether it fits, and the
+    smallest device it needs (a multiple of 1 MiB, with an OOM 1 MiB
+    below).
+
+A PyTorch snapshot is replayed from the allocator's state when its trace
+began, with the allocator settings it records, as simulate replays it; a
+device too small for that state does not fit. Devices are never summed:
+each is replayed on its own device. Replaying a row's line
+(PYTORCH_ALLOC_CONF=... simulate -s pytorch TRACE, or -s SPEC with the
+row's spec) gives the same figures. --time-limit bounds the whole; the
+rows it leaves no time for say so.
+
+TRACE is a file in any format simulate reads (simulate -h), - for standard
+input, or the name of a bundled trace.
+
+Flags:
+`
+
+// explainRow is a Report as -f csv writes it: the lists as JSON text in
+// their cells.
+type explainRow struct {
+	explain.Report
+	Holders      string `json:"holders"`
+	Alternatives string `json:"alternatives"`
+}
+
+func explainCmd(ctx context.Context, e *env, args []string) error {
+	var format, capacityText, atText, byText, strategy, progressMode string
+	var top, jobs int
+	var lenient bool
+	timeLimit := explain.DefaultTimeLimit
+	fs := newFlagSet(e, "simulate explain", explainUsage)
+	fs.StringVar(&capacityText, "capacity", "", "each device's `SIZE` (bytes, or units KiB, MiB, GiB, ... KB, MB, GB, ...; default: the size the trace records, else 80GiB)")
+	fs.StringVar(&atText, "at", "", "explain the state after this event instead: an `EVENT` index from 0, or a TIME with a unit (12.5s, 300ms, 1500us)")
+	fs.StringVar(&byText, "by", "site", "group the live bytes by `site`, frame (the innermost Python frame), stream or size")
+	fs.IntVar(&top, "top", 10, "groups listed before \"other\"")
+	fs.StringVarP(&strategy, "strategy", "s", "", "the `SPEC` the trace ran with (default: pytorch with the settings the trace records)")
+	fs.DurationVar(&timeLimit, "time-limit", explain.DefaultTimeLimit, "`DURATION` for each trace, its replays and plans together")
+	fs.StringVarP(&format, "format", "f", "table", "output format: table, csv or json")
+	fs.IntVarP(&jobs, "jobs", "j", 0, "replays to run at once (default: the number of cores)")
+	fs.BoolVar(&lenient, "lenient", false, "skip bad events of a trace, count them and go on")
+	addReadProgress(fs, &progressMode)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := checkFormat(format); err != nil {
+		return err
+	}
+	opts := explain.Options{TimeLimit: timeLimit, Top: top, Workers: jobs}
+	var err error
+	if capacityText != "" {
+		if opts.Capacity, err = parseSizeFlag("--capacity", capacityText); err != nil {
+			return err
+		}
+		if opts.Capacity <= 0 {
+			return usagef("--capacity %s: want a size above 0", capacityText)
+		}
+	}
+	if fs.Changed("at") {
+		if opts.At, err = parseAt(atText); err != nil {
+			return err
+		}
+	}
+	if opts.By, err = explain.ParseBy(byText); err != nil {
+		return usagef("--by %s", err)
+	}
+	if top < 1 {
+		return usagef("--top %d: want a positive number", top)
+	}
+	if timeLimit <= 0 {
+		return usagef("--time-limit %v: want a positive duration such as 30s", timeLimit)
+	}
+	if jobs < 0 {
+		return usagef("--jobs %d: want a positive number", jobs)
+	}
+	if strategy != "" {
+		sp, err := gpualloc.ParseSpec(strategy)
+		if err != nil {
+			return usagef("--strategy: %s", err)
+		}
+		if opts.Strategy, err = gpualloc.Resolve(sp, nil); err != nil {
+			return usagef("--strategy: %s", err)
+		}
+	}
+	if fs.NArg() == 0 {
+		return usagef("explain: want at least one TRACE")
+	}
+	inputs, err := readInputs(ctx, e, fs.Args(), lenient, progressMode)
+	if err != nil {
+		return err
+	}
+	var reps []explain.Report
+	for _, in := range inputs {
+		t, err := explainTrace(in)
+		if err != nil {
+			return err
+		}
+		r, err := explain.Explain(ctx, t, opts)
+		if err != nil {
+			return err
+		}
+		if len(r) == 0 {
+			fmt.Fprintf(e.stderr, "simulate: %s: no allocation to explain\n", in.name)
+		}
+		reps = append(reps, r...)
+		if in.skipped > 0 {
+			fmt.Fprintf(e.stderr, "simulate: %s: skipped %s (the first: %s)\n", in.name, plural(in.skipped, "bad event"), in.firstSkip)
+		}
+	}
+	switch format {
+	case "json":
+		return tabular.WriteJSON(e.stdout, reps)
+	case "csv":
+		rows := make([]explainRow, len(reps))
+		for i, r := range reps {
+			h, _ := json.Marshal(r.Holders)
+			a, _ := json.Marshal(r.Alternatives)
+			rows[i] = explainRow{Report: r, Holders: string(h), Alternatives: string(a)}
+		}
+		return tabular.WriteCSV(e.stdout, rows)
+	}
+	for i, r := range reps {
+		if i > 0 {
+			fmt.Fprintln(e.stdout)
+		}
+		if err := writeExplain(e.stdout, &r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseAt reads --at: an event index, or a time with a unit.
+func parseAt(s string) (*explain.At, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 0 {
+			return nil, usagef("--at %s: want an event index from 0, or a time such as 12.5s", s)
+		}
+		return &explain.At{Event: n}, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return nil, usagef("--at %q: want an event index from 0, or a time such as 12.5s, 300ms or 1500us", s)
+	}
+	return &explain.At{TimeUS: d.Microseconds(), ByTime: true}, nil
+}
+
+// explainTrace reads in whole, with its start state and the memory it
+// records, and, for a PyTorch snapshot in a file, its stacks.
+func explainTrace(in *input) (*explain.Trace, error) {
+	r, c, err := in.open()
+	if err != nil {
+		return nil, err
+	}
+	events, err := traces.ReadAll(r)
+	if cerr := c.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	t := &explain.Trace{Name: in.name, Events: events}
+	if f, ok := r.(traces.FileReader); ok {
+		t.Format = f.Format()
+	}
+	if s, ok := r.(sim.StartReporter); ok {
+		t.Start = s
+	}
+	if m, ok := r.(sim.CapacityReporter); ok {
+		t.Memory = m
+	}
+	if t.Format == "PyTorch snapshot" && !in.once && in.size >= 0 {
+		f, err := os.Open(in.name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		s, err := snapshot.ReadWith(f, in.name, snapshot.ReadOptions{Compact: true})
+		if err != nil {
+			return nil, err
+		}
+		t.Snapshot = s
+	}
+	return t, nil
+}
+
+// writeExplain writes the report of one device, for people: one screen, at
+// most 100 columns.
+func writeExplain(w io.Writer, r *explain.Report) error {
+	size := gpualloc.FormatSize
+	ew := &errWriter{w: w}
+	what := map[string]string{explain.MomentOOM: "out of memory", explain.MomentPeak: "peak of reserved memory",
+		explain.MomentAt: "the state"}[r.Moment]
+	if r.Moment == explain.MomentOOM && r.Recorded {
+		what += " (recorded)"
+	} else if r.Moment == explain.MomentOOM {
+		what += " (replayed)"
+	}
+	when := ""
+	if r.TimeUS != traces.NoTime {
+		when = ", " + duration(r.SinceStartUS) + " into the trace"
+	}
+	ew.printf("%s, device %d: %s at event %s%s\n", r.Trace, r.Device, what, tabular.Count(r.EventIndex), when)
+	ew.printf("  device      %s (%s)\n", size(r.CapacityBytes), r.CapacitySource)
+	if r.Moment == explain.MomentOOM {
+		ew.printf("  request     %s, with %s free in %s, the largest %s\n", size(r.RequestBytes), size(r.FreeBytes),
+			plural(r.FreePieces, "piece"), size(r.LargestFreeBytes))
+	} else {
+		ew.printf("  free        %s in %s, the largest %s\n", size(r.FreeBytes), plural(r.FreePieces, "piece"), size(r.LargestFreeBytes))
+	}
+	ew.printf("  reserved    %s = live %s + rounding %s + fragmented %s + cached %s\n", size(r.ReservedBytes),
+		size(r.LiveBytes-r.UnservedBytes), size(r.RoundingBytes), size(r.FragmentedBytes), size(r.CachedBytes))
+	if r.UnservedBytes > 0 {
+		ew.printf("              (and %s live without a block, after an earlier OOM)\n", size(r.UnservedBytes))
+	}
+	by := string(r.By)
+	if !r.Frames && (r.By == explain.BySite || r.By == explain.ByFrame) {
+		by = "size: the trace records no stacks"
+	}
+	ew.printf("  live        %s, by %s:\n", size(r.LiveBytes), by)
+	head := []string{"      BYTES", "COUNT", "SHARE", "HOLDER"}
+	right := []bool{true, true, true, false}
+	var rows [][]string
+	share := func(b int64) string {
+		if r.LiveBytes == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%%", 100*float64(b)/float64(r.LiveBytes))
+	}
+	for _, h := range r.Holders {
+		rows = append(rows, []string{size(h.Bytes), tabular.Count(h.Count), share(h.Bytes), shorten(h.Site, 60)})
+	}
+	if r.OtherCount > 0 {
+		rows = append(rows, []string{size(r.OtherBytes), tabular.Count(r.OtherCount), share(r.OtherBytes), "other"})
+	}
+	ew.table(head, right, rows, "    ")
+	ew.printf("  verdict     %s\n", wrap(r.Sentence, 100, "              "))
+	if r.Suggestion != "" {
+		ew.printf("  paste       %s\n", r.Suggestion)
+	}
+	ew.printf("  what would have fit on this device:\n")
+	head = []string{"ALLOCATOR", "PEAK RESERVED", "FITS", "SMALLEST DEVICE"}
+	right = []bool{false, true, false, true}
+	rows = rows[:0]
+	for _, a := range r.Alternatives {
+		peak, fits, minc := "-", "-", "-"
+		if a.PeakReservedBytes != nil {
+			peak = size(*a.PeakReservedBytes)
+		}
+		if a.Fits != nil {
+			fits = map[bool]string{true: "yes", false: "no"}[*a.Fits]
+		}
+		if a.MinCapacityBytes != nil {
+			minc = size(*a.MinCapacityBytes)
+		}
+		if a.TimedOut {
+			minc += " (out of time)"
+		}
+		rows = append(rows, []string{a.Label, peak, fits, minc})
+	}
+	ew.table(head, right, rows, "    ")
+	return ew.err
+}
+
+// errWriter writes until the first error, which it keeps.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) printf(format string, args ...any) {
+	if e.err == nil {
+		_, e.err = fmt.Fprintf(e.w, format, args...)
+	}
+}
+
+// table lays rows out under head, each line indented.
+func (e *errWriter) table(head []string, right []bool, rows [][]string, indent string) {
+	if e.err != nil {
+		return
+	}
+	var b strings.Builder
+	if err := tabular.Layout(&b, head, right, rows); err != nil {
+		e.err = err
+		return
+	}
+	for _, line := range strings.SplitAfter(b.String(), "\n") {
+		if line != "" {
+			e.printf("%s%s", indent, line)
+		}
+	}
+}
+
+// shorten keeps the end of s within n characters: a site's line and
+// function, and as much of its file's path as fits.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return "…" + string(r[len(r)-n+1:])
+}
+
+// wrap breaks s into lines of at most width columns, the first after the
+// 14 columns of its label, the others after indent.
+func wrap(s string, width int, indent string) string {
+	var b strings.Builder
+	col := len(indent)
+	for i, word := range strings.Fields(s) {
+		if i > 0 {
+			if col+1+len([]rune(word)) > width {
+				b.WriteString("\n" + indent)
+				col = len(indent)
+			} else {
+				b.WriteByte(' ')
+				col++
+			}
+		}
+		b.WriteString(word)
+		col += len([]rune(word))
+	}
+	return b.String()
+}

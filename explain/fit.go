@@ -1,0 +1,332 @@
+package explain
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/plan"
+	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+// mib is the step of the search of the smallest device.
+const mib = 1 << 20
+
+// maxCapacity is the capacity at which the search of the smallest device
+// gives up: 16 TiB, a quarter of the address space that the virtual
+// device gives an expandable segment.
+const maxCapacity = 1 << 44
+
+// rows returns the allocators that Explain replays besides the one the
+// trace ran with: PyTorch's defaults and expandable segments (unless that
+// is how it ran), then every registered strategy but pytorch and planned
+// (an allocator told the trace's lifetimes in advance, as the offline
+// plan is), each with its defaults.
+func (x *explainer) rows() ([]Alternative, error) {
+	asRan := sim.StrategyOf(x.o.Strategy)
+	out := []Alternative{{Label: "as recorded", params: x.o.Strategy}}
+	conf, isPytorch := pytorchConf(asRan)
+	if !isPytorch {
+		out[0].Label = "as run"
+	}
+	add := func(label, conf string) error {
+		p, err := pytorchParams(conf)
+		if err != nil {
+			return err
+		}
+		out = append(out, Alternative{Label: label, params: p})
+		return nil
+	}
+	if !isPytorch || conf != "" {
+		if err := add("PyTorch defaults", ""); err != nil {
+			return nil, err
+		}
+	}
+	if !isPytorch || !strings.Contains(conf, "expandable_segments:True") {
+		if err := add("expandable segments", "expandable_segments:True"); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range gpualloc.Names() {
+		if name == "pytorch" || name == "planned" || (!isPytorch && name == asRan.Name && len(x.o.Strategy.Spec().Params) == 0) {
+			continue
+		}
+		p, err := gpualloc.Resolve(gpualloc.Spec{Name: name}, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Alternative{Label: name, params: p})
+	}
+	for i := range out {
+		st := sim.StrategyOf(out[i].params)
+		out[i].Spec = st.Spec
+		out[i].Suggestion = suggestion(st)
+	}
+	return out, nil
+}
+
+// pytorchConf returns the conf of a pytorch strategy ("" for PyTorch's
+// defaults), and false for another strategy.
+func pytorchConf(st sim.Strategy) (string, bool) {
+	if st.Name != "pytorch" {
+		return "", false
+	}
+	for _, p := range st.Params {
+		if p.Key == "conf" && p.Value != "none" {
+			return p.Value, true
+		}
+	}
+	return "", true
+}
+
+// suggestion returns the line that selects the strategy st: PyTorch's
+// variable for the pytorch strategy, which the environment and PyTorch
+// itself read, else the simulator's.
+func suggestion(st sim.Strategy) string {
+	if conf, ok := pytorchConf(st); ok {
+		only := true
+		for _, p := range st.Params {
+			if p.Key != "conf" && p.Value != "auto" {
+				only = false
+			}
+		}
+		if only {
+			return "PYTORCH_ALLOC_CONF=" + conf
+		}
+	}
+	return gpualloc.EnvPoolType + "=" + st.Spec
+}
+
+// alternatives replays the rows on every device and fills each report's
+// Alternatives and OfflineBytes; full is the replay as the trace ran.
+// What rctx's end leaves undone is marked TimedOut; ctx's end is an error.
+func (x *explainer) alternatives(ctx, rctx context.Context, reps []Report, full *sim.Result) error {
+	rows, err := x.rows()
+	if err != nil {
+		return err
+	}
+	workers := x.o.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	// The replays at each device's capacity; the first row is full.
+	results := make([]*sim.Result, len(rows))
+	results[0] = full
+	var jobs []sim.Job
+	for _, r := range rows[1:] {
+		jobs = append(jobs, sim.Job{
+			Open: func() (traces.Reader, io.Closer, error) {
+				return prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), sim.StartOf(x.t.Start), x.capOf}, nil, nil
+			},
+			Config: sim.Config{Trace: x.t.Name, Params: r.params, SeriesBuckets: -1},
+		})
+	}
+	startFails := make([]bool, len(rows))
+	for i, o := range sim.RunAll(rctx, jobs, workers) {
+		switch {
+		case o.Err == nil:
+			results[i+1] = &o.Result
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case rctx.Err() != nil:
+		case isOutOfMemory(o.Err):
+			startFails[i+1] = true
+		default:
+			return o.Err
+		}
+	}
+	for k := range reps {
+		d := reps[k].Device
+		reps[k].Alternatives = make([]Alternative, len(rows))
+		for i, r := range rows {
+			a := r
+			switch {
+			case results[i] != nil:
+				dr := deviceOf(results[i], d)
+				peak, fits := dr.PeakReservedBytes, dr.OOMs == 0
+				a.PeakReservedBytes, a.Fits = &peak, &fits
+			case startFails[i]:
+				fits := false
+				a.Fits = &fits
+			default:
+				a.TimedOut = true
+			}
+			reps[k].Alternatives[i] = a
+		}
+	}
+
+	// The offline plan of each device, in a third of the time left.
+	if err := x.offline(ctx, rctx, reps); err != nil {
+		return err
+	}
+
+	// The smallest device of each row on each device.
+	type task struct{ rep, row int }
+	tasks := make(chan task)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for range workers {
+		wg.Go(func() {
+			for t := range tasks {
+				rep := &reps[t.rep]
+				a := &rep.Alternatives[t.row]
+				from := results[t.row]
+				c, err := x.minCapacity(rctx, a.params, rep.Device, from)
+				mu.Lock()
+				switch {
+				case err == nil:
+					a.MinCapacityBytes = &c
+				case ctx.Err() != nil || rctx.Err() != nil:
+					a.TimedOut = true
+				case first == nil:
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for k := range reps {
+		for i := range rows {
+			if reps[k].Alternatives[i].TimedOut || rows[i].params == nil {
+				continue
+			}
+			tasks <- task{k, i}
+		}
+	}
+	close(tasks)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return first
+}
+
+// offline plans each device's allocations with package plan's heuristics,
+// and adds the plan to its report, as OfflineBytes and the last row.
+func (x *explainer) offline(ctx, rctx context.Context, reps []Report) error {
+	budget := time.Second
+	if dl, ok := rctx.Deadline(); ok {
+		budget = time.Until(dl) / 3
+	}
+	pctx, cancel := context.WithTimeout(rctx, budget)
+	defer cancel()
+	r := prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), sim.StartOf(x.t.Start), x.capOf}
+	probs, err := plan.FromTraceContext(pctx, r)
+	heights := map[int]int64{}
+	if err == nil {
+		for i, p := range probs {
+			left := time.Duration(0)
+			if dl, ok := pctx.Deadline(); ok {
+				left = time.Until(dl) / time.Duration(len(probs)-i)
+			}
+			if left <= 0 {
+				break
+			}
+			// The heuristics alone: the exact search may run well past its
+			// time limit, and rarely lowers a plan that many allocations
+			// make.
+			sol, err := plan.Solve(pctx, p.Problem, plan.Options{TimeLimit: left, Workers: x.o.Workers, NoSearch: true})
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if pctx.Err() != nil {
+					break
+				}
+				return fmt.Errorf("%s: offline plan: %w", x.t.Name, err)
+			}
+			heights[p.Device] = sol.Height
+		}
+	} else if ctx.Err() != nil {
+		return ctx.Err()
+	} else if pctx.Err() == nil {
+		return err
+	}
+	for k := range reps {
+		a := Alternative{Label: "offline plan", Spec: "offline"}
+		if h, ok := heights[reps[k].Device]; ok {
+			fits := h <= reps[k].CapacityBytes
+			need := (h + mib - 1) / mib * mib
+			a.PeakReservedBytes, a.Fits, a.MinCapacityBytes = &h, &fits, &need
+			reps[k].OfflineBytes = &h
+		} else {
+			a.TimedOut = true
+		}
+		reps[k].Alternatives = append(reps[k].Alternatives, a)
+	}
+	return nil
+}
+
+// minCapacity returns the smallest capacity of device d, a multiple of 1
+// MiB, on which a replay of the trace with p has no OOM on d, with one
+// 1 MiB below (or below the device's peak of live bytes, where every
+// allocator fails); from is a replay at the device's capacity, nil when
+// the recorded start did not fit it. The other devices keep their
+// capacities. A device too small for the recorded start state fails as
+// an OOM does. It doubles from the peak reserved of from until a replay
+// fits, then bisects; a strategy whose failures do not follow the
+// capacity may fit some smaller device between the points tried.
+func (x *explainer) minCapacity(ctx context.Context, p *gpualloc.Params, d int, from *sim.Result) (int64, error) {
+	fits := func(c int64) (bool, error) {
+		caps := func(dev int) int64 {
+			if dev == d {
+				return c
+			}
+			return x.caps[dev]
+		}
+		r, err := x.replay(ctx, p, len(x.t.Events), caps, nil)
+		if err != nil {
+			if isOutOfMemory(err) && ctx.Err() == nil {
+				return false, nil
+			}
+			return false, err
+		}
+		return deviceOf(&r, d).OOMs == 0, nil
+	}
+	var need, peak int64
+	if from != nil {
+		dr := deviceOf(from, d)
+		need, peak = dr.PeakRequestedBytes, dr.PeakReservedBytes
+	}
+	fail := max((need+mib-1)/mib*mib-mib, 0)
+	ok := max((peak+mib-1)/mib*mib, fail+mib, x.caps[d]/mib*mib)
+	if from != nil && deviceOf(from, d).OOMs == 0 {
+		ok = max((peak+mib-1)/mib*mib, fail+mib)
+	}
+	for {
+		f, err := fits(ok)
+		if err != nil {
+			return 0, err
+		}
+		if f {
+			break
+		}
+		fail = ok
+		if ok >= maxCapacity {
+			return 0, fmt.Errorf("OOM even on a device of %s", gpualloc.FormatSize(ok))
+		}
+		ok = min(ok*2, maxCapacity)
+	}
+	for ok-fail > mib {
+		mid := fail + (ok-fail)/mib/2*mib
+		f, err := fits(mid)
+		if err != nil {
+			return 0, err
+		}
+		if f {
+			ok = mid
+		} else {
+			fail = mid
+		}
+	}
+	return ok, nil
+}
