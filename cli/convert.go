@@ -57,6 +57,7 @@ func convertCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&progressMode, "progress", "auto", "with a .pickle OUT: show how much of IN is read, once a read takes 2 s: auto (on a terminal), always or never")
 	fs.BoolVar(&lenient, "lenient", false, "skip bad events, count them and go on")
 	fs.StringVarP(&to, "to", "t", "native", "output format: native (trace CSV) or minimalloc (MiniMalloc CSV)")
+	addTempDir(fs, e)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -78,7 +79,7 @@ func convertCmd(ctx context.Context, e *env, args []string) error {
 		if showProgress(progressMode, e.stderr) {
 			stderr = e.stderr
 		}
-		return convertSnapshot(ctx, in, out, entries, noFrames, stderr)
+		return convertSnapshot(ctx, in, out, entries, noFrames, stderr, e.tempDir)
 	}
 	if entries != 0 || noFrames {
 		return usagef("convert: --snapshot-entries and --no-frames want an OUT ending in .pickle")
@@ -147,13 +148,13 @@ func convertCmd(ctx context.Context, e *env, args []string) error {
 // convertSnapshot writes the PyTorch snapshot in as one again at out,
 // keeping the last entries of each device's trace (all if 0) and, unless
 // noFrames, the stacks; progress, if not nil, shows the read's progress.
-func convertSnapshot(ctx context.Context, in, out string, entries int, noFrames bool, progress io.Writer) error {
+func convertSnapshot(ctx context.Context, in, out string, entries int, noFrames bool, progress io.Writer, tempDir string) error {
 	f, err := os.Open(in)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	s, err := readSnapshotProgress(ctx, f, in, progress, noFrames)
+	s, err := readSnapshotProgress(ctx, f, in, progress, noFrames, tempDir)
 	if err != nil {
 		return err
 	}
@@ -216,8 +217,11 @@ func cutSnapshot(s *snapshot.Snapshot, entries int, noFrames bool) *snapshot.Str
 		t := s.Trace(d)
 		for i := from[d]; i < t.Len(); i++ {
 			if e := t.At(i); !yield(&e) {
-				return nil
+				return t.Err()
 			}
+		}
+		if err := t.Err(); err != nil {
+			return err // entries not read back from the read's temporary file
 		}
 		if d == closing {
 			e := last

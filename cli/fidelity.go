@@ -74,6 +74,7 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVarP(&format, "format", "f", "table", "output format: table, csv or json")
 	fs.IntVar(&mismatches, "mismatches", fidelity.DefaultMaxMismatches, "mismatches to list per snapshot and device")
 	addReadProgress(fs, &progressMode)
+	addTempDir(fs, e)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -112,7 +113,7 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r, err := fidelityFile(ctx, path, mismatches, conf, progress)
+		r, err := fidelityFile(ctx, path, mismatches, conf, progress, e.tempDir)
 		if err != nil {
 			// The file's own row says why; the others are compared.
 			failed++
@@ -227,13 +228,13 @@ func percentDown(n, d int64) string {
 
 // fidelityFile reads and replays one snapshot, showing the read's progress
 // on progress if not nil; its errors name the file.
-func fidelityFile(ctx context.Context, path string, mismatches int, conf *string, progress io.Writer) ([]*fidelity.Result, error) {
+func fidelityFile(ctx context.Context, path string, mismatches int, conf *string, progress io.Writer, tempDir string) ([]*fidelity.Result, error) {
 	f, err := openSnapshotFile(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	s, err := readSnapshotProgress(ctx, f, path, progress, true)
+	s, err := readSnapshotProgress(ctx, f, path, progress, true, tempDir)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,12 @@ func newFlagSet(e *env, name, usage string) *pflag.FlagSet {
 	return fs
 }
 
+// addTempDir adds --temp-dir, the directory of a long snapshot read's
+// temporary file, which sets e.tempDir.
+func addTempDir(fs *pflag.FlagSet, e *env) {
+	fs.StringVar(&e.tempDir, "temp-dir", "", "`DIR` for temporary files: a PyTorch snapshot's entries past the first 256 MiB of them, read back as needed (about 66 bytes of disk an entry) (default: $TMPDIR, else /tmp)")
+}
+
 // optionalValues are the values of the flags whose value may be left out
 // ("--log-y" alone), which the flag takes when they follow it after a
 // space ("--log-y on"), as the help writes every other flag.

@@ -79,6 +79,7 @@ func inspectCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVarP(&format, "format", "f", "table", "output format: table, csv or json")
 	fs.BoolVar(&lenient, "lenient", false, "skip bad events of a trace, count them and go on")
 	addReadProgress(fs, &progressMode)
+	addTempDir(fs, e)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -172,10 +172,10 @@ func readProgressTo(mode string, w io.Writer) (io.Writer, error) {
 
 // readSnapshotProgress reads the PyTorch snapshot in f, named name, showing
 // the read's progress on progress if not nil (see readProgress), without
-// its stacks if noStacks (see snapshot.ReadOptions); it fails with ctx's
-// cause once ctx is done.
-func readSnapshotProgress(ctx context.Context, f *os.File, name string, progress io.Writer, noStacks bool) (*snapshot.Snapshot, error) {
-	o := snapshot.ReadOptions{NoStacks: noStacks, Compact: true}
+// its stacks if noStacks, with its temporary file, if any, in tempDir (see
+// snapshot.ReadOptions); it fails with ctx's cause once ctx is done.
+func readSnapshotProgress(ctx context.Context, f *os.File, name string, progress io.Writer, noStacks bool, tempDir string) (*snapshot.Snapshot, error) {
+	o := snapshot.ReadOptions{NoStacks: noStacks, Compact: true, TempDir: tempDir}
 	if progress != nil {
 		size := int64(-1)
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {

@@ -45,6 +45,10 @@ type Options struct {
 	// header, a truncated or corrupt gzip stream, a line too long, an I/O
 	// error) still end the trace.
 	Lenient bool
+	// TempDir is the directory where a reader that needs a temporary file
+	// makes it ("" for the system's, TMPDIR): a long PyTorch snapshot
+	// (see snapshot.ReadOptions.TempDir).
+	TempDir string
 }
 
 // A FileReader is a [Reader] of a trace file in any format that [Open] and
