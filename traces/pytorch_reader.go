@@ -105,11 +105,29 @@ type entryRef struct {
 // [*ParseError] (wrapping [ErrNotTrace] when src is not a snapshot); it
 // does not close src.
 func newSnapshotReader(src io.Reader, name string, opts Options) (*snapshotReader, error) {
-	s, err := snapshot.ReadWith(src, name, snapshot.ReadOptions{NoStacks: true, Compact: true})
+	s, err := snapshot.ReadWith(src, name, snapshot.ReadOptions{NoStacks: true, Compact: true, TempDir: opts.TempDir})
 	if err != nil {
 		return nil, snapshotError(err)
 	}
-	return snapshotReaderOf(s, name, opts), nil
+	r := snapshotReaderOf(s, name, opts)
+	if err := r.traceErr(); err != nil {
+		return nil, snapshotError(err)
+	}
+	return r, nil
+}
+
+// traceErr returns the first failure of the snapshot's traces to read
+// their entries back from the temporary file of the read (see
+// [snapshot.Trace.Err]), or nil: the walks over them check it when they
+// end, and before an error of their own, which an entry not read may
+// have caused.
+func (r *snapshotReader) traceErr() error {
+	for _, t := range r.traces {
+		if err := t.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // snapshotError returns an error of snapshot.Read as a *ParseError.
@@ -455,6 +473,9 @@ func (r *snapshotReader) Scan() bool {
 			}
 			addr, category = e.Addr, e.Category
 		default:
+			if err := r.traceErr(); err != nil {
+				r.err = snapshotError(err)
+			}
 			return false
 		}
 		var err error
@@ -474,9 +495,19 @@ func (r *snapshotReader) Scan() bool {
 		if err == nil {
 			return true
 		}
-		r.err = r.reject(err)
+		r.fail(err)
 	}
 	return false
+}
+
+// fail notes err, the current event's: r.err is the traces' failure to
+// read back if they have one, else err as the checker rejects it.
+func (r *snapshotReader) fail(err error) {
+	if terr := r.traceErr(); terr != nil {
+		r.err = snapshotError(terr)
+		return
+	}
+	r.err = r.reject(err)
 }
 
 // advance makes r.cur the entry of event i, the one after the current,
@@ -506,7 +537,7 @@ func (r *snapshotReader) oomEvent() bool {
 	if err == nil {
 		return true
 	}
-	r.err = r.reject(err)
+	r.fail(err)
 	return false
 }
 
