@@ -147,6 +147,21 @@ func (in *input) need(n int) bool {
 	return in.end-in.pos >= n
 }
 
+// drain reads the input to its end, dropping what it reads, and returns
+// the reader's error other than io.EOF.
+func (in *input) drain() error {
+	for {
+		in.pos = in.end
+		if !in.need(1) {
+			break
+		}
+	}
+	if in.err == io.EOF {
+		return nil
+	}
+	return in.err
+}
+
 // A pickleError is a fault of the pickle itself, at a byte offset.
 type pickleError struct {
 	off int64

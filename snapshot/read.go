@@ -147,6 +147,14 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	// ahead on a goroutine.
 	d.in.ahead = true
 	v, err := d.run()
+	if err == nil && zr != nil {
+		// The gzip stream to its end, where its CRC and size are
+		// checked; what the pickle leaves after its STOP is ignored, as
+		// Python's pickle.load ignores it.
+		if err := d.in.drain(); err != nil {
+			return nil, &Error{Name: name, Msg: "read: the end of the gzip stream: " + oneLine(err.Error()), Err: err}
+		}
+	}
 	var s *Snapshot
 	if err == nil {
 		s, err = d.snapshotOf(v, name)

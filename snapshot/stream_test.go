@@ -371,3 +371,54 @@ func TestReadText(t *testing.T) {
 	_, err = snapshot.Read(bytes.NewReader(str), "u.pickle")
 	require.NoError(t, err)
 }
+
+// TestReadGzipEnd reads a gzip stream to its end, where its CRC and size
+// are, on a short file and on one read ahead on a goroutine: a damaged
+// trailer or bytes after the stream are refused; another member, or
+// bytes that the pickle leaves after its STOP, are not.
+func TestReadGzipEnd(t *testing.T) {
+	var g bytes.Buffer
+	_, err := genSnapshot(&g, genOptions{Devices: 1, Events: 2000, Slots: 8, Frames: 50, Stacks: 20, Seed: 3})
+	require.NoError(t, err)
+	zip := func(b []byte) []byte {
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		zw.Write(b)
+		zw.Close()
+		return z.Bytes()
+	}
+	flip := func(b []byte, back int) []byte {
+		b = bytes.Clone(b)
+		b[len(b)-back] ^= 1
+		return b
+	}
+	for _, data := range [][]byte{snap(pk.Entry("alloc", a0, 5, 0, 1)), g.Bytes()} {
+		z := zip(data)
+		for _, tc := range []struct {
+			name string
+			in   []byte
+			msg  string
+		}{
+			{"whole", z, ""},
+			{"two members", append(bytes.Clone(z), zip([]byte("more"))...), ""},
+			{"after STOP", zip(append(bytes.Clone(data), "more"...)), ""},
+			{"CRC", flip(z, 8), "x.pickle: read: the end of the gzip stream: gzip: invalid checksum"},
+			{"size", flip(z, 1), "x.pickle: read: the end of the gzip stream: gzip: invalid checksum"},
+			{"garbage after", append(bytes.Clone(z), "garbage after the stream"...), "x.pickle: read: the end of the gzip stream: gzip: invalid header"},
+		} {
+			for _, ahead := range []bool{false, true} {
+				restore := func() {}
+				if ahead {
+					restore = snapshot.PrefetchFrom(0)
+				}
+				_, err := snapshot.Read(bytes.NewReader(tc.in), "x.pickle")
+				restore()
+				if tc.msg == "" {
+					require.NoError(t, err, "%s of %d bytes, ahead %v", tc.name, len(data), ahead)
+				} else {
+					require.EqualError(t, err, tc.msg, "%s of %d bytes, ahead %v", tc.name, len(data), ahead)
+				}
+			}
+		}
+	}
+}
