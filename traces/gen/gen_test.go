@@ -3,6 +3,7 @@ package gen_test
 import (
 	"bytes"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -129,8 +130,43 @@ func TestGenerateErrors(t *testing.T) {
 		{"dynamic", gen.Options{MinSeq: 100, MaxSeq: 50}, `gen: bad max-seq 50: must be >= min-seq 100`},
 		{"random", gen.Options{Events: -5}, `gen: bad events -5: must be > 0`},
 		{"random", gen.Options{MaxSize: -5}, `gen: bad max-size -5: must be > 0`},
+		{"training", gen.Options{Model: "large", Batch: 1e6, Seq: 1e6}, `gen: batch 1000000 and seq 1000000 with model large: the attention scores of a layer (batch x heads x seq x seq x 4 bytes) would be 8e+19 bytes, more than the 2^58 bytes a generated tensor may have; lower them`},
+		{"training", gen.Options{Batch: 1e9, Seq: 1e5}, `gen: batch 1000000000 and seq 100000 with model small: the logits of a step (batch x seq x vocabulary x 4 bytes) would be 2.01e+19 bytes, more than the 2^58 bytes a generated tensor may have; lower them`},
+		{"training", gen.Options{Model: "tiny", Batch: 1, Seq: math.MaxInt}, `gen: batch 1 and seq 9223372036854775807 with model tiny: the logits of a step (batch x seq x vocabulary x 4 bytes) would be 3.69e+22 bytes, more than the 2^58 bytes a generated tensor may have; lower them`},
+		{"training", gen.Options{Model: "large", Batch: 2e7, Seq: 1024}, `gen: batch 20000000 and seq 1024 with model large: a layer's arithmetic would be 1.32e+18 multiply-adds, past 2^60; lower them`},
+		{"dynamic", gen.Options{MaxSeq: 1e11}, `gen: batch 4 and max-seq 100000000000 with model small: the attention scores of a layer (batch x heads x seq x seq x 4 bytes) would be 1.92e+24 bytes, more than the 2^58 bytes a generated tensor may have; lower them`},
+		{"training", gen.Options{Steps: math.MaxInt}, `gen: steps 9223372036854775807 with batch 4 and seq 256 with model small: the trace's clock would pass 2^62 µs; lower them`},
+		{"random", gen.Options{Events: math.MaxInt64}, `gen: events 9223372036854775807: the trace's clock, 1 to 4 µs an event, would pass 2^62 µs; at most 1152921504606846976`},
 	} {
 		assert.EqualError(t, gen.Generate(w, tc.workload, tc.opts), tc.err)
+	}
+}
+
+// TestGenerateNearLimits: options just inside the limits give a trace
+// that reads back: every size positive, the clock never going back, as a
+// trace's reader checks.
+func TestGenerateNearLimits(t *testing.T) {
+	for _, tc := range []struct {
+		workload string
+		opts     gen.Options
+	}{
+		{"training", gen.Options{Model: "tiny", Steps: 1, Batch: 1 << 20, Seq: 1 << 12}},
+		{"training", gen.Options{Model: "large", Steps: 2, Batch: 1 << 14, Seq: 1 << 14}},
+		{"dynamic", gen.Options{Model: "tiny", Steps: 3, Batch: 1 << 10, MinSeq: 1, MaxSeq: 1 << 20}},
+		{"random", gen.Options{Events: 100, MaxLive: math.MaxInt, MaxSize: math.MaxInt64}},
+	} {
+		var buf bytes.Buffer
+		w := traces.NewWriter(&buf, gen.ColumnsOf(tc.workload)...)
+		require.NoError(t, gen.Generate(w, tc.workload, tc.opts), "%+v", tc.opts)
+		require.NoError(t, w.Flush())
+		r, err := traces.NewReader(&buf, tc.workload, traces.Options{})
+		require.NoError(t, err)
+		events, err := traces.ReadAll(r)
+		require.NoError(t, err, "%s %+v", tc.workload, tc.opts)
+		require.NotEmpty(t, events)
+		for _, ev := range events {
+			require.Positive(t, ev.Size, "%s %+v", tc.workload, tc.opts)
+		}
 	}
 }
 

@@ -1,17 +1,27 @@
 package gen
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/gpualloc/gpualloc/traces"
 )
+
+// checkRandom refuses a number of events whose clock, 1 to 4 µs an event,
+// would pass [limit].
+func checkRandom(o Options) error {
+	if o.Events > limit/4 {
+		return fmt.Errorf("gen: events %d: the trace's clock, 1 to 4 µs an event, would pass 2^62 µs; at most %d", o.Events, int64(limit/4))
+	}
+	return nil
+}
 
 // runRandom emits o.Events events: allocations of log-uniform sizes in
 // [1, o.MaxSize], each freed at a random later event. An alloc comes with
 // probability 1 - live/MaxLive, so about MaxLive/2 allocations are live;
 // towards the end only frees come, so that every allocation is freed.
 func runRandom(e *emitter, o Options) {
-	live := make([]tensor, 0, o.MaxLive)
+	live := make([]tensor, 0, min(int64(o.MaxLive), o.Events/2+1)) // never more live than allocs
 	logMax := math.Log(float64(o.MaxSize) + 1)
 	for left := o.Events; left > 0 && e.err == nil; left-- { // a failed write ends it
 		n := len(live)

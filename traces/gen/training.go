@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -51,6 +52,53 @@ func (e *emitter) kernel(flops float64, bytes int64) {
 	t := max(flops/flopsPerUS, float64(bytes)/bytesPerUS)
 	t *= 0.95 + 0.1*e.rng.Float64()
 	e.now += launchUS + int64(t)
+}
+
+// limit bounds what a generated trace may reach: a tensor's size, a
+// kernel's arithmetic, the clock in µs. 2^62, so that the few of them that
+// an int64 adds up (a kernel's bytes, the clock's steps) never overflow.
+const limit = 1 << 62
+
+// checkTrainer returns an error that names the options, the batch and the
+// longest sequence length seq (of the flag seqFlag) with the model, whose
+// tensors, arithmetic or clock over o.Steps steps would pass limit, nil
+// when none would. The largest tensors of a step are its logits
+// [batch, seq, vocabulary], its attention scores [batch, heads, seq, seq]
+// and its MLP activations [batch, seq, 4 hidden]; its largest products
+// those of the output layer and the MLP.
+func checkTrainer(o Options, seq int, seqFlag string) error {
+	m := models[o.Model]
+	B, s, d, h, V := float64(o.Batch), float64(seq), float64(m.hidden), float64(m.heads), float64(m.vocab)
+	pos := max(s, float64(m.positions))
+	what := fmt.Sprintf("gen: batch %d and %s %d with model %s", o.Batch, seqFlag, seq, o.Model)
+	biggest := 0.0
+	for _, t := range []struct {
+		name  string
+		bytes float64
+	}{
+		{"the logits of a step (batch x seq x vocabulary x 4 bytes)", B * s * V * f32},
+		{"the attention scores of a layer (batch x heads x seq x seq x 4 bytes)", B * h * s * s * f32},
+		{"an MLP activation (batch x seq x 4 hidden x 4 bytes)", B * s * 4 * d * f32},
+		{"the position embedding (seq x hidden x 4 bytes)", pos * d * f32},
+	} {
+		// A kernel's traffic adds up to 16 of a step's largest tensor.
+		if 16*t.bytes > limit {
+			return fmt.Errorf("%s: %s would be %.3g bytes, more than the 2^58 bytes a generated tensor may have; lower them", what, t.name, t.bytes)
+		}
+		biggest = max(biggest, t.bytes)
+	}
+	flops := max(B*s*d*V, B*s*4*d*d, B*h*s*s*(d/h))
+	if 4*flops > limit {
+		return fmt.Errorf("%s: a layer's arithmetic would be %.3g multiply-adds, past 2^60; lower them", what, flops)
+	}
+	// A step's time is at most its kernels (100 a layer, 200 more) each at
+	// the slowest kernel's time, and the wait for its batch.
+	kernels := float64(100*m.layers + 200)
+	stepUS := loaderMinUS + loaderRangeUS + kernels*(launchUS+1.1*max(4*flops/flopsPerUS, 16*biggest/bytesPerUS))
+	if stepUS*float64(o.Steps) > limit {
+		return fmt.Errorf("gen: steps %d with batch %d and %s %d with model %s: the trace's clock would pass 2^62 µs; lower them", o.Steps, o.Batch, seqFlag, seq, o.Model)
+	}
+	return nil
 }
 
 func runTraining(e *emitter, o Options) {
