@@ -12,14 +12,27 @@ import (
 
 // backend is the replay's device: Malloc hands out the recorded segments,
 // Reserve and Map the recorded mapped ranges.
+//
+// Following the record (forced), it refuses memory where the record says
+// PyTorch's device did: every allocation of a recorded oom, the pages of
+// a map that failed, and any allocation while a segment that the record
+// frees before it is held. Free-running, it is the device that a replay
+// of the snapshot gives the strategy (package sim, on the memory that
+// package traces' reader reports): it refuses an allocation past its
+// capacity, counting the memory of its segments and of the pages it made,
+// mapped or not, and nothing else.
 type backend struct {
-	res     *Result
-	dev     int
-	index   int                   // of the current entry
-	pending []snapshot.TraceEntry // segment_alloc and segment_map entries recorded before the current alloc
-	taken   bool                  // a segment_alloc of pending was taken by a Malloc
-	mapped  []uint64              // pages mapped for the current alloc, by address
-	full    bool                  // every allocation fails
+	forced   bool
+	capacity int64 // free-running: the device's memory
+	used     int64 // free-running: bytes of segments and pages made
+	unmapped int64 // the bytes of the last Unmap
+	res      *Result
+	dev      int
+	index    int                   // of the current entry
+	pending  []snapshot.TraceEntry // segment_alloc and segment_map entries recorded before the current alloc
+	taken    bool                  // a segment_alloc of pending was taken by a Malloc
+	mapped   []uint64              // pages mapped for the current alloc, by address
+	full     bool                  // every allocation fails
 	// failAt, when not 0, is the number of entries of pending recorded
 	// before the current alloc's failed map (see mapFailed): once their
 	// pages are mapped, the device refuses the next page.
@@ -52,8 +65,8 @@ type backend struct {
 	sizes          map[uint64]int64
 }
 
-func newBackend(res *Result, dev int, top uint64, total int64) *backend {
-	return &backend{res: res, dev: dev, next: top, total: total, dirty: noEntry, freed: map[uint64]bool{}, held: map[uint64]int64{},
+func newBackend(res *Result, dev int, top uint64, total int64, forced bool) *backend {
+	return &backend{forced: forced, capacity: total, res: res, dev: dev, next: top, total: total, dirty: noEntry, freed: map[uint64]bool{}, held: map[uint64]int64{},
 		sizes: map[uint64]int64{}}
 }
 
@@ -73,9 +86,10 @@ func (b *backend) Malloc(size int64) (uint64, error) {
 	if size <= 0 {
 		return 0, gpualloc.ErrInvalidSize
 	}
-	if b.full || b.releasing() {
+	if b.refuses(size) {
 		return 0, gpualloc.ErrOutOfMemory
 	}
+	b.used += size
 	b.hold(size)
 	b.mallocs++
 	for _, p := range b.pending {
@@ -83,6 +97,7 @@ func (b *backend) Malloc(size int64) (uint64, error) {
 			continue
 		}
 		b.taken = true
+		b.settle(p.Addr)
 		if size == p.Size {
 			b.res.SegmentMatches++
 		} else {
@@ -94,6 +109,24 @@ func (b *backend) Malloc(size int64) (uint64, error) {
 	b.res.ExtraMallocs++
 	b.mismatch(Mismatch{b.dev, b.index, "segment_alloc", size, "none", fmt.Sprintf("%d bytes", size)})
 	return b.fresh(size), nil
+}
+
+// refuses reports whether the device refuses an allocation of size bytes
+// now, a segment or a page.
+func (b *backend) refuses(size int64) bool {
+	if !b.forced {
+		return b.used+size > b.capacity
+	}
+	return b.full || b.releasing()
+}
+
+// settle closes the releases recorded before the current allocation,
+// free-running, when the allocation takes again the memory at addr, which
+// one of them gave back: the strategy has made its release then.
+func (b *backend) settle(addr uint64) {
+	if !b.forced && len(b.releases) > 0 && b.freed[addr] {
+		b.endReleases()
+	}
 }
 
 // releasing reports whether a segment or page that the current alloc must
@@ -129,13 +162,19 @@ func (b *backend) hold(size int64) {
 }
 
 func (b *backend) Free(addr uint64, size int64) error {
+	b.used -= size
 	b.reserved -= size
 	b.res.DeviceFrees++
 	b.freed[addr] = true
 	return nil
 }
 
-func (b *backend) MemInfo() (free, total int64) { return b.total, b.total }
+func (b *backend) MemInfo() (free, total int64) {
+	if !b.forced {
+		return b.capacity - b.used, b.capacity
+	}
+	return b.total, b.total
+}
 
 // Granularity is that of CUDA's virtual memory on current GPUs, 2 MiB.
 func (b *backend) Granularity() int64 { return smallBuffer }
@@ -201,13 +240,21 @@ func (b *backend) Unreserve(addr uint64, size int64) error {
 }
 
 func (b *backend) Create(size int64) (uint64, error) {
-	if b.full {
+	switch {
+	case b.forced && b.full:
 		return 0, gpualloc.ErrOutOfMemory
-	}
-	if b.failAt > 0 && b.covered(b.pending[:b.failAt]) {
+	case b.forced && b.failAt > 0 && b.covered(b.pending[:b.failAt]):
 		b.refuse()
 		return 0, gpualloc.ErrOutOfMemory
+	case !b.forced && b.refuses(size):
+		if b.failAt > 0 && !b.refused {
+			// Refused within an allocation whose map the record shows
+			// failing: what follows is its retry.
+			b.refuse()
+		}
+		return 0, gpualloc.ErrOutOfMemory
 	}
+	b.used += size
 	b.handles++
 	b.sizes[b.handles] = size
 	b.mallocs++
@@ -215,6 +262,14 @@ func (b *backend) Create(size int64) (uint64, error) {
 }
 
 func (b *backend) Release(handle uint64) error {
+	size, ok := b.sizes[handle]
+	if !ok {
+		// A page of the start state, restored with no handle made: the
+		// page just unmapped.
+		size = b.unmapped
+	}
+	b.used -= size
+	delete(b.sizes, handle)
 	b.res.DeviceFrees++
 	return nil
 }
@@ -225,6 +280,7 @@ func (b *backend) Map(addr uint64, handle uint64) error {
 		// done, and a page they gave back may be mapped again.
 		b.endReleases()
 	}
+	b.settle(addr)
 	b.mapped = append(b.mapped, addr)
 	delete(b.freed, addr)
 	b.hold(b.sizes[handle])
@@ -232,6 +288,7 @@ func (b *backend) Map(addr uint64, handle uint64) error {
 }
 
 func (b *backend) Unmap(addr uint64, size int64) error {
+	b.unmapped = size
 	b.reserved -= size
 	b.freed[addr] = true
 	return nil
@@ -314,7 +371,7 @@ func (b *backend) refuse() {
 	b.endAlloc()
 	b.pending = append(b.pending, after...)
 	b.refused = true
-	b.full = b.oom
+	b.full = b.oom && b.forced
 }
 
 // endAlloc closes the recorded segment_alloc and segment_map entries of the

@@ -57,6 +57,7 @@ import (
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/internal/torchsize"
 	"github.com/gpualloc/gpualloc/snapshot"
 )
@@ -281,13 +282,20 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 			}
 		}
 	}
-	total := s.AllocatorSettings.DeviceMemory(dev)
-	if total == 0 {
-		total = deviceTotal(st, t, rules)
+	// The device's memory: what the snapshot records, or its oom entries
+	// tell, else, free-running, the memory of a replay's device, and
+	// following the record what the ranges of expandable segments tell.
+	known := s.AllocatorSettings.DeviceMemory(dev)
+	if known == 0 {
+		known = snapshot.DeviceMemory(st, s.Trace(dev), rules)
+	}
+	capacity, total := known, known
+	if known == 0 {
+		capacity, total = virtual.DefaultCapacity, rangeTotal(st, t)
 	}
 	release := releaseInAlloc(s.AllocatorSettings, rules)
-	free := &replay{res: res, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total, releaseInAlloc: release}
-	follow := &replay{res: &Result{mismatchesMx: -1}, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total,
+	free := &replay{res: res, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: capacity, releaseInAlloc: release}
+	follow := &replay{forced: true, res: &Result{mismatchesMx: -1}, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total,
 		releaseInAlloc: release}
 	if res.Note != "" {
 		if err := free.start(st, top); err != nil {

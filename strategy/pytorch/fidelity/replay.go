@@ -25,8 +25,10 @@ func releaseInAlloc(s *snapshot.AllocatorSettings, r snapshot.Rules) bool {
 	return r.MaxSplitSize != snapshot.NoMaxSplitSize && !r.Expandable
 }
 
-// replay is one replay of a device's trace.
+// replay is one replay of a device's trace: free-running, or forced to
+// follow the record (see backend).
 type replay struct {
+	forced   bool
 	res      *Result
 	dev      int
 	trace    snapshot.Trace
@@ -50,7 +52,7 @@ type replay struct {
 
 // start makes a new allocator that holds the segments of st.
 func (r *replay) start(st *snapshot.State, top uint64) error {
-	r.be = newBackend(r.res, r.dev, top, r.total)
+	r.be = newBackend(r.res, r.dev, top, r.total, r.forced)
 	a, err := r.newAlloc(r.be, r.conf)
 	if err != nil {
 		return err
@@ -58,6 +60,7 @@ func (r *replay) start(st *snapshot.State, top uint64) error {
 	r.a, r.live, r.failed, r.released = a, map[uint64]gpualloc.Block{}, map[uint64]bool{}, false
 	for _, sg := range st.Segments {
 		r.be.hold(sg.TotalSize) // restored without a backend call
+		r.be.used += sg.TotalSize
 	}
 	if rr, ok := a.(RangeRestorer); ok {
 		for _, x := range ranges(st, r.trace) {
@@ -115,6 +118,7 @@ func runBoth(free, follow *replay, st *snapshot.State, top uint64, newTracker fu
 		return err
 	}
 	free.be.endAlloc()
+	free.be.endReleases()
 	if followErr != nil {
 		return fmt.Errorf("following the record: %w", followErr)
 	}
@@ -217,7 +221,9 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 	switch e.Action {
 	case snapshot.SegmentAlloc, snapshot.SegmentMap:
 		res.SegmentAllocs++
-		if (i == 0 || !isSegmentGrowth(r.trace.Action(i-1))) && be.failAt == 0 {
+		// Free-running, the releases of the alloc to come lie between
+		// its segment entries (see release).
+		if (i == 0 || !isSegmentGrowth(r.trace.Action(i-1))) && be.failAt == 0 && (r.forced || len(be.releases) == 0) {
 			be.endAlloc()
 		}
 		be.pending = append(be.pending, *e)
@@ -261,6 +267,20 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 		// empty_cache) is no allocation's: it is made at once, as a
 		// replay makes it (traces' reader yields it as a release).
 		own := !e.EmptyCache
+		if !r.forced {
+			if !cacheRelease(r.trace, i) {
+				// The next allocation's own: the strategy makes it or not,
+				// as its device makes it; compared after it. Those after
+				// segment_map entries follow a failed map: its entries
+				// before are closed where the device refuses a page.
+				if be.failAt == 0 && i > 0 && r.trace.Action(i-1) == snapshot.SegmentMap && r.mapFailed(i) {
+					be.failAt = len(be.pending)
+				}
+				be.releases = append(be.releases, *e)
+				return true, nil
+			}
+			own = false
+		}
 		if own && be.failAt == 0 && i > 0 && r.trace.Action(i-1) == snapshot.SegmentMap && r.mapFailed(i) {
 			// The alloc that mapped the pages recorded before ran out
 			// of memory: its device refuses the next page once those
@@ -272,7 +292,10 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 			return true, nil
 		}
 		be.endAlloc()
-		if own && (r.oomFollows(i) || e.Action == snapshot.SegmentFree && r.releaseInAlloc && r.allocFollows(i)) {
+		// An allocation releases only once it found no free block, and
+		// then allocates or fails: a release that an alloc follows with
+		// no segment_alloc between is no allocation's (see cacheRelease).
+		if own && (r.oomFollows(i) || e.Action == snapshot.SegmentFree && r.releaseInAlloc && r.allocFollows(i) && !cacheRelease(r.trace, i)) {
 			// Freed by the next alloc or oom, which its device refuses
 			// until then.
 			be.releases = append(be.releases, *e)
@@ -300,7 +323,7 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 			be.endAlloc()
 		}
 		res.OOMs++
-		be.full, be.oom = !failing, true
+		be.full, be.oom = !failing && r.forced, true
 		b, err := r.a.AllocStream(e.Size, e.Stream)
 		be.full, be.oom = false, false
 		be.endAlloc()
@@ -377,6 +400,31 @@ func (r *replay) leadsTo(i int, skip, ends []snapshot.Action) bool {
 		}
 	}
 	return false
+}
+
+// cacheRelease reports whether entry i, a segment_free or segment_unmap,
+// is part of a release of the cache that no allocation made, as the
+// reader of package traces tells it and yields it to a replay (see its
+// isCacheRelease): an entry whose frames name empty_cache, or one of a run
+// of segment_free and segment_unmap entries that no segment_alloc,
+// segment_map or oom follows. The runs that one of those follows are the
+// releases of the allocation that fails or takes memory after them.
+func cacheRelease(t snapshot.Trace, i int) bool {
+	if t.At(i).EmptyCache {
+		return true
+	}
+	j := i
+	for j < t.Len() && (t.Action(j) == snapshot.SegmentFree || t.Action(j) == snapshot.SegmentUnmap) && !t.At(j).EmptyCache {
+		j++
+	}
+	if j == t.Len() || t.At(j).EmptyCache {
+		return true
+	}
+	switch t.Action(j) {
+	case snapshot.SegmentAlloc, snapshot.SegmentMap, snapshot.OutOfMemory:
+		return false
+	}
+	return true
 }
 
 func isSegmentGrowth(a snapshot.Action) bool {
