@@ -27,27 +27,39 @@
 //     ReleaseAll (PyTorch's empty_cache) is called first, if it has one.
 //     Those recorded just before an oom are the failed allocation's own
 //     release and are compared after it; so are the segment_free entries
-//     just before an alloc where an allocation may free some cached
-//     segments and not others (see releaseInAlloc). Those recorded right
+//     before the segment_alloc of an alloc where an allocation may free
+//     some cached segments and not others (see releaseInAlloc); those
+//     whose frames name empty_cache are never an allocation's. Those recorded right
 //     after the segment_map entries of an alloc or oom, and before it,
 //     are the release after a failed map (see mapFailed): its backend
 //     refuses the allocation's next page once those segment_map entries
 //     are mapped, and compares the allocator's own release and the
 //     pages it maps afterwards with the record.
 //   - oom: the allocator serves the request (the entry's size, which
-//     PyTorch records rounded) with a device that refuses every allocation;
+//     PyTorch records rounded), following the record with a device that
+//     refuses every allocation;
 //     it matches when the allocator fails too (after a failed map, the
 //     device serves the pages recorded before the map failed, then
 //     refuses). A block that it serves from its cache instead is freed
 //     again.
 //
-// The trace is replayed twice. Free-running, the allocator goes on from its
-// own decisions: one early divergence may move every later address, and
-// the match rate counts them all. Following the record, the allocator is
+// The trace is replayed twice. Following the record, the allocator is
 // compared at each allocation and then made to hold the recorded state
 // (rebuilt, as at the start, from the state that the recorded decisions
 // imply: see [snapshot.Tracker]) before the next entry, so that each
-// divergence counts once: the decision rate.
+// divergence counts once: the decision rate; its device refuses memory
+// where PyTorch's did, as said above. Free-running, the allocator goes on
+// from its own decisions: one early divergence may move every later
+// address, and the match rate counts them all. It runs as simulate's
+// replay of the snapshot does (package sim, with the events of package
+// traces' reader), so that the two give the same figures: on a device of
+// the memory that the settings record or the oom entries tell (else
+// virtual.DefaultCapacity), which refuses an allocation only past that
+// memory; the releases that the reader yields (entries whose frames name
+// empty_cache, and runs of segment_free and segment_unmap entries that no
+// segment_alloc, segment_map or oom follows) are made at once, and the
+// others are left to the allocation that follows them, which makes them
+// or not as its device makes it, and are compared after it.
 package fidelity
 
 import (
