@@ -93,13 +93,16 @@ func Read(r io.Reader, name string) (*Snapshot, error) {
 // gives one wrapping [ErrNotSnapshot]. A pickle that names Python code
 // (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, persistent
 // ids, ...) is refused wherever it stands, even under a key the package
-// ignores: loading it in Python would run that code. A snapshot with a
-// field of the wrong type, or a negative size, gives one naming the field:
-// "x.pickle: segments[3].blocks[0].size: not an integer of 64 bits: a
-// string"; an oom entry without a "size" is refused so. A file that
-// repeats more than [MaxRepeated] entries, blocks or segments through memo
-// references is refused. Keys that the package does not model are
-// ignored. Read does not check that the trace fits the segments: see
+// ignores: loading it in Python would run that code; so is a string that
+// Python would not decode. A field that a replay needs of the wrong type
+// or out of range gives one naming the field: "x.pickle:
+// segments[3].blocks[0].size: not an integer but a string"; an oom entry
+// without a "size" is refused so. Fields that a replay does not need,
+// and keys that the package does not model, never fail a read (see the
+// package doc). A file that repeats more than [MaxRepeated] entries,
+// blocks or segments through memo references is refused. A gzip stream
+// is read to its end, and refused when its CRC or size is wrong. Read
+// does not check that the trace fits the segments: see
 // [Snapshot.InitialState].
 //
 // Older files are read for what they hold: a bare list of segments
@@ -297,7 +300,7 @@ func (p *parser) int(m map[any]any, key string, path string, def int64) int64 {
 	if n, ok := toInt64(v); ok {
 		return n
 	}
-	p.fail(path+"."+key, "not an integer of 64 bits: "+pyType(v))
+	p.fail(path+"."+key, "not an integer but "+pyType(v))
 	return def
 }
 

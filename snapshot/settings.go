@@ -92,6 +92,8 @@ func (p *parser) settings(v any, path string) *AllocatorSettings {
 			switch x := v.(type) {
 			case float64:
 				s.GarbageCollectionThreshold = x
+			case *big.Int:
+				s.GarbageCollectionThreshold, _ = new(big.Float).SetInt(x).Float64()
 			default:
 				n, ok := toInt64(v)
 				if !ok {
@@ -127,6 +129,10 @@ func (p *parser) settings(v any, path string) *AllocatorSettings {
 // first MiB of an interval to its divisions.
 func (p *parser) divisions(v any, path string) [Intervals]int64 {
 	var d [Intervals]int64
+	if x, ok := v.(*big.Int); ok && !x.IsInt64() {
+		p.fail(path, "out of range: "+x.String())
+		return d
+	}
 	if n, ok := toInt64(v); ok {
 		if n < 0 {
 			p.fail(path, "negative: "+strconv.FormatInt(n, 10))
