@@ -557,3 +557,51 @@ func TestMergeHugeShardCount(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Equal(t, "simulate: merge: missing 9223372036854775806 of "+n+" shards: 1/"+n+", 2/"+n+", 3/"+n+", 4/"+n+", 5/"+n+", 6/"+n+", 7/"+n+", 8/"+n+", 9/"+n+", 10/"+n+", ...\n", stderr)
 }
+
+// TestDeviceCostsErrors: a --device-costs table that cannot be used is
+// refused naming the file and line, and the column at fault; one saved
+// with a byte order mark reads as without it.
+func TestDeviceCostsErrors(t *testing.T) {
+	good, err := os.ReadFile("testdata/costs.csv")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, text, want string
+	}{
+		{"long.csv", "call,size_bytes,ns\n" + strings.Repeat("x", 70000) + "\n", "long.csv:2: longer than 64 KiB: not a table of costs"},
+		{"huge.csv", "call,size_bytes,ns\ncuMemAlloc,4096,1e19\n", `huge.csv:2: ns "1e19" is more than 1e12 (1000 s for one call): the costs of a replay's calls could not be added up`},
+		{"empty.csv", "", `empty.csv: no header "call,size_bytes,ns"`},
+	} {
+		path := filepath.Join(dir, tc.name)
+		require.NoError(t, os.WriteFile(path, []byte(tc.text), 0o644))
+		code, stdout, stderr := run(t, nil, "--device-costs", path, "-s", "naive", "testdata/tiny.csv")
+		assert.Equal(t, 1, code, tc.name)
+		assert.Empty(t, stdout, tc.name)
+		assert.Equal(t, "simulate: --device-costs "+filepath.Join(dir, tc.want)+"\n", stderr, tc.name)
+	}
+	code, _, stderr := run(t, nil, "--device-costs", dir, "-s", "naive", "testdata/tiny.csv")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "simulate: --device-costs "+dir+": is a directory, not a file\n", stderr)
+	bom := filepath.Join(dir, "bom.csv")
+	require.NoError(t, os.WriteFile(bom, append([]byte("\ufeff"), good...), 0o644))
+	_, want, _ := run(t, nil, "--device-costs", "testdata/costs.csv", "-s", "unpooled", "-f", "csv", "testdata/tiny.csv")
+	code, got, stderr := run(t, nil, "--device-costs", bom, "-s", "unpooled", "-f", "csv", "testdata/tiny.csv")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, normalize(want), normalize(got))
+}
+
+// TestGenRefusesOverflow: gen refuses parameters whose sizes would not fit
+// in an int64, naming them, and writes nothing.
+func TestGenRefusesOverflow(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "t.csv")
+	for _, a := range [][]string{
+		{"gen", "training", "--model", "large", "--batch", "1000000", "--seq", "1000000"},
+		{"gen", "training", "--model", "large", "--batch", "1000000", "--seq", "1000000", "-o", out},
+	} {
+		code, stdout, stderr := run(t, nil, a...)
+		assert.Equal(t, 1, code, "%v", a)
+		assert.Empty(t, stdout, "%v", a)
+		assert.Equal(t, "simulate: gen: batch 1000000 and seq 1000000 with model large: the attention scores of a layer (batch x heads x seq x seq x 4 bytes) would be 8e+19 bytes, more than the 2^58 bytes a generated tensor may have; lower them\n", stderr, "%v", a)
+	}
+	assert.NoFileExists(t, out)
+}

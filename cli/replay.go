@@ -2,9 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -578,14 +578,18 @@ func checkFormat(f string) error {
 
 // readCosts reads the table of device-call costs of --device-costs.
 func readCosts(path string) (*devicecost.Model, error) {
-	f, err := os.Open(path)
+	f, err := openInput(path)
 	if err != nil {
-		return nil, fmt.Errorf("--device-costs: %w", err)
+		return nil, fmt.Errorf("--device-costs %w", err)
 	}
 	defer f.Close()
 	m, err := devicecost.Parse(f)
-	if err != nil {
-		return nil, fmt.Errorf("--device-costs %s: %w", path, err)
+	var pe *devicecost.ParseError
+	switch {
+	case errors.As(err, &pe) && pe.Line > 0:
+		return nil, fmt.Errorf("--device-costs %s:%d: %s", path, pe.Line, pe.Msg)
+	case err != nil:
+		return nil, fmt.Errorf("--device-costs %s: %w", path, unwrapPathErr(err))
 	}
 	return m, nil
 }
