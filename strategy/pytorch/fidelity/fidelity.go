@@ -256,6 +256,9 @@ func Run(s *snapshot.Snapshot, name string, opts Options) ([]*Result, error) {
 
 func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules, newAlloc NewFunc, res *Result) error {
 	st, err := s.InitialStateWith(dev, rules)
+	if terr := s.Trace(dev).Err(); terr != nil {
+		return terr // entries not read back, which the rebuild took for zero
+	}
 	if err != nil {
 		// A record whose blocks PyTorch could not have made is replayed
 		// from its own decisions alone (see finer).
@@ -329,6 +332,9 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 			e := t.At(i)
 			res.RecordedDeviceMallocs += int64(len(pages(&e)))
 		}
+	}
+	if err := s.Trace(dev).Err(); err != nil {
+		return err // entries not read back: the replays' figures are not the file's
 	}
 	if res.Note == "" {
 		res.DecisionMatches = follow.decisions
