@@ -78,11 +78,15 @@
 // (Python memoizes every dict and list, so about two per trace entry),
 // the distinct strings, frames and stacks, and the containers still open,
 // at most a batch of 1,000 entries. Records and memo are held in pages
-// of 32,768; once those pages take 256 MiB, each page filled after that
-// is written to an unnamed temporary file and read back when it is
+// of 32,768; once those pages take 256 MiB ([ReadOptions.MaxHeld]),
+// each page filled after that is written to an unnamed temporary file in
+// [ReadOptions.TempDir] (TMPDIR by default) and read back when it is
 // needed, a few pages at a time, so that a read's memory stops growing
-// with its entries (the file takes 57 bytes of disk per entry past that
-// bound). On a file of 3 million entries with 40 to 90 frames each (1.16
+// with its entries (the file takes 48 bytes of disk per entry and 9 per
+// memo entry, about 66 per entry, past that bound). A read that cannot
+// make, write or read back that file fails with the error, which names
+// it, and holds no more pages instead; a trace read back after the read
+// reports such a failure by [Trace.Err]. On a file of 3 million entries with 40 to 90 frames each (1.16
 // GB) that is 0.22 GiB resident at the end of a compact read (simulate
 // inspect, a replay, fidelity, convert), against 2.8 GiB for CPython's
 // pickle.load; on one of 15 million entries without frames, 0.7 GiB
