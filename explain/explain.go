@@ -218,7 +218,8 @@ type Alternative struct {
 	MinCapacityBytes  *int64 `json:"min_capacity_bytes"`
 	TimedOut          bool   `json:"timed_out"`
 
-	params *gpualloc.Params
+	params  *gpualloc.Params
+	written gpualloc.Spec // the spec as the row was made, its defaults left out
 }
 
 // DefaultTimeLimit is the time Explain takes at most when Options gives

@@ -40,7 +40,7 @@ func (x *explainer) rows() ([]Alternative, error) {
 		if err != nil {
 			return err
 		}
-		out = append(out, Alternative{Label: label, params: p})
+		out = append(out, Alternative{Label: label, params: p, written: gpualloc.Spec{Name: "pytorch", Params: []gpualloc.KeyValue{{Key: "conf", Value: conf}}}})
 		return nil
 	}
 	if !isPytorch || conf != "" {
@@ -57,16 +57,20 @@ func (x *explainer) rows() ([]Alternative, error) {
 		if name == "pytorch" || name == "planned" || (!isPytorch && name == asRan.Name && len(x.o.Strategy.Spec().Params) == 0) {
 			continue
 		}
-		p, err := gpualloc.Resolve(gpualloc.Spec{Name: name}, nil)
+		sp := gpualloc.Spec{Name: name}
+		p, err := gpualloc.Resolve(sp, nil)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Alternative{Label: name, params: p})
+		out = append(out, Alternative{Label: name, params: p, written: sp})
 	}
 	for i := range out {
 		st := sim.StrategyOf(out[i].params)
 		out[i].Spec = st.Spec
-		out[i].Suggestion = suggestion(st)
+		if out[i].written.Name == "" {
+			out[i].written = out[i].params.Spec()
+		}
+		out[i].Suggestion = suggestion(out[i].written, st)
 	}
 	return out, nil
 }
@@ -85,14 +89,15 @@ func pytorchConf(st sim.Strategy) (string, bool) {
 	return "", true
 }
 
-// suggestion returns the line that selects the strategy st: PyTorch's
-// variable for the pytorch strategy, which the environment and PyTorch
-// itself read, else the simulator's.
-func suggestion(st sim.Strategy) string {
+// suggestion returns the line that selects the strategy written sp, whose
+// full spec is st: PyTorch's variable for the pytorch strategy, which
+// PyTorch itself reads too, else the simulator's, with the spec as written
+// (the defaults left out).
+func suggestion(sp gpualloc.Spec, st sim.Strategy) string {
 	if conf, ok := pytorchConf(st); ok {
 		only := true
-		for _, p := range st.Params {
-			if p.Key != "conf" && p.Value != "auto" {
+		for _, kv := range sp.Params {
+			if kv.Key != "conf" {
 				only = false
 			}
 		}
@@ -100,7 +105,7 @@ func suggestion(st sim.Strategy) string {
 			return "PYTORCH_ALLOC_CONF=" + conf
 		}
 	}
-	return gpualloc.EnvPoolType + "=" + st.Spec
+	return gpualloc.EnvPoolType + "=" + sp.String()
 }
 
 // alternatives replays the rows on every device and fills each report's

@@ -213,10 +213,9 @@ func (x *explainer) key(by By, i int, ev *traces.Event) string {
 // sizeLabel names a size exactly: in a unit when that says it exactly
 // ("2 MiB"), else in bytes.
 func sizeLabel(n int64) string {
-	if s := gpualloc.FormatSize(n); !strings.Contains(s, ".") {
-		if v, err := gpualloc.ParseSize(strings.ReplaceAll(s, " ", "")); err == nil && v == n {
-			return s
-		}
+	s := strings.Replace(gpualloc.FormatSize(n), ".0 ", " ", 1)
+	if v, err := gpualloc.ParseSize(strings.ReplaceAll(s, " ", "")); err == nil && v == n {
+		return s
 	}
 	return strconv.FormatInt(n, 10) + " B"
 }

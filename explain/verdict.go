@@ -17,8 +17,10 @@ import (
 //     device's unreserved memory together held the request (an OOM) or
 //     the cached bytes outweigh the fragmented ones (another moment), and
 //     fragmentation-bound otherwise: the free memory was in pieces. The
-//     suggestion is then the row that fits with the lowest peak, a
-//     setting of PyTorch's first.
+//     suggestion is then the row that fits with the lowest peak, one of
+//     the strategy the trace ran with first (a setting of PyTorch's for a
+//     PyTorch run), then one of a pool, and unpooled (a device call for
+//     each allocation) last.
 func verdict(rep *Report) {
 	rows := rep.Alternatives
 	c := rep.CapacityBytes
@@ -65,13 +67,13 @@ func verdict(rep *Report) {
 		what = fmt.Sprintf("%s of the reserved memory is free between live blocks", size(rep.FragmentedBytes))
 	}
 	best := -1
-	for pass := 0; pass < 2 && best < 0; pass++ {
+	for pass := 0; pass < 3 && best < 0; pass++ {
 		for i, a := range rows[1:] {
 			i++
 			if a.Fits == nil || !*a.Fits || a.Spec == "offline" || a.PeakReservedBytes == nil {
 				continue
 			}
-			if pass == 0 && !strings.HasPrefix(a.Suggestion, "PYTORCH_ALLOC_CONF=") {
+			if pass == 0 && strategyName(a.Spec) != strategyName(asRan.Spec) || pass == 1 && strategyName(a.Spec) == "unpooled" {
 				continue
 			}
 			if best < 0 || *a.PeakReservedBytes < *rows[best].PeakReservedBytes {
@@ -83,8 +85,8 @@ func verdict(rep *Report) {
 		a := rows[best]
 		h := c - *a.PeakReservedBytes
 		rep.Suggestion, rep.HeadroomBytes = a.Suggestion, &h
-		rep.Sentence = fmt.Sprintf("%s: %s; with %s (%s) the run fits, %s of headroom",
-			rep.Verdict, what, a.Suggestion, a.Label, size(h))
+		rep.Sentence = fmt.Sprintf("%s: %s; with %s the run fits, %s of headroom",
+			rep.Verdict, what, a.Suggestion, size(h))
 		return
 	}
 	rep.Sentence = fmt.Sprintf("%s: %s; no allocator tried fits", rep.Verdict, what)
@@ -123,4 +125,10 @@ func ShortSite(site string) string {
 		return site
 	}
 	return strings.Join(parts[len(parts)-2:], "/") + site[sp:]
+}
+
+// strategyName returns the name of the strategy of a spec, up to its colon.
+func strategyName(spec string) string {
+	name, _, _ := strings.Cut(spec, ":")
+	return name
 }
