@@ -50,8 +50,39 @@ func TestLogYWithSpace(t *testing.T) {
 		assert.Empty(t, stderr, "%v", a)
 	}
 	code, _, stderr := run(t, nil, args("--log-y", "maybe", "testdata/tiny.csv")...)
-	assert.Equal(t, 1, code, "maybe is taken for a trace, which does not exist")
-	assert.Equal(t, "simulate: maybe: no such file or directory\n", stderr)
+	assert.Equal(t, 2, code, "maybe is a value --log-y does not take, and no file")
+	assert.Equal(t, "simulate: --log-y maybe: want auto, on or off (--log-y alone is on; and maybe is no file) (see simulate -h)\n", stderr)
+}
+
+// TestBoolFlagValues: a boolean flag followed by a value it reads takes
+// it ("--lenient false"); followed by a word that is neither such a value
+// nor a file, it is bad usage that names the flag, not a missing trace.
+func TestBoolFlagValues(t *testing.T) {
+	_, want, _ := run(t, nil, "-s", "naive", "-f", "csv", "testdata/tiny.csv")
+	for _, a := range [][]string{
+		{"--lenient", "false", "-s", "naive", "-f", "csv", "testdata/tiny.csv"},
+		{"--offline=false", "--lenient", "-s", "naive", "-f", "csv", "testdata/tiny.csv"},
+		{"-s", "naive", "-f", "csv", "--lenient", "testdata/tiny.csv"},
+	} {
+		code, got, stderr := run(t, nil, a...)
+		require.Equal(t, 0, code, "%v: %s", a, stderr)
+		assert.Equal(t, normalize(want), normalize(got), "%v", a)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--lenient", "yes", "testdata/tiny.csv"}, "simulate: --lenient yes: the flag takes no value: write --lenient alone for true, or --lenient=false (and yes is no file) (see simulate -h)\n"},
+		{[]string{"--offline", "no", "testdata/tiny.csv"}, "simulate: --offline no: the flag takes no value: write --offline alone for true, or --offline=false (and no is no file) (see simulate -h)\n"},
+		{[]string{"merge", "--title", "maybe", "-o", "x", "testdata"}, "simulate: --title maybe: the flag takes no value: write --title alone for true, or --title=false (and maybe is no file) (see simulate merge -h)\n"},
+		{[]string{"convert", "--no-frames", "off", "a.pickle", "b.pickle"}, "simulate: --no-frames off: the flag takes no value: write --no-frames alone for true, or --no-frames=false (and off is no file) (see simulate convert -h)\n"},
+		{[]string{"--lenient", "missing.csv"}, "simulate: missing.csv: no such file or directory\n"},
+	} {
+		code, stdout, stderr := run(t, nil, tc.args...)
+		assert.NotEqual(t, 0, code, "%v", tc.args)
+		assert.Empty(t, stdout, "%v", tc.args)
+		assert.Equal(t, tc.want, stderr, "%v", tc.args)
+	}
 }
 
 // TestInputsCheckedFirst: a missing trace, or an -o that cannot be a

@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/traces"
 )
 
 // newFlagSet returns a flag set whose -h prints usage, followed by the
@@ -39,7 +42,11 @@ var optionalValues = map[string][]string{"log-y": {"auto", "on", "off"}}
 // parseFlags parses args; -h prints the usage (pflag calls fs.Usage) and
 // gives errHelp, a bad flag gives a usage error.
 func parseFlags(fs *pflag.FlagSet, args []string) error {
-	err := fs.Parse(joinOptionalValues(fs, args))
+	args, err := joinOptionalValues(fs, args)
+	if err != nil {
+		return err
+	}
+	err = fs.Parse(args)
 	if errors.Is(err, pflag.ErrHelp) {
 		return errHelp
 	}
@@ -67,21 +74,55 @@ func parseSizeFlag(flag, s string) (int64, error) {
 // joinOptionalValues returns args with "--FLAG VALUE" written
 // "--FLAG=VALUE" for each flag of fs whose value may be left out and a
 // VALUE it takes: pflag reads a flag with an optional value only in the
-// second form, and would take VALUE for an argument.
-func joinOptionalValues(fs *pflag.FlagSet, args []string) []string {
+// second form, and would take VALUE for an argument. The values of --log-y
+// are auto, on and off; those of a boolean flag (--lenient, --force...)
+// what strconv.ParseBool reads, when no file has that name.
+//
+// A word that follows such a flag, takes no value of it, and names no
+// file and no bundled trace ("--log-y maybe", "--lenient yes") is bad
+// usage that names the flag: taken for an argument, it would fail as a
+// missing file, far from the flag that the user meant it for.
+func joinOptionalValues(fs *pflag.FlagSet, args []string) ([]string, error) {
 	var out []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
-			return append(out, args[i:]...)
+			return append(out, args[i:]...), nil
 		}
 		name, ok := strings.CutPrefix(a, "--")
-		if f := fs.Lookup(name); ok && f != nil && f.NoOptDefVal != "" && i+1 < len(args) && slices.Contains(optionalValues[name], args[i+1]) {
-			out = append(out, a+"="+args[i+1])
+		f := fs.Lookup(name)
+		if !ok || f == nil || f.NoOptDefVal == "" || i+1 == len(args) {
+			out = append(out, a)
+			continue
+		}
+		v := args[i+1]
+		_, fileErr := os.Lstat(v)
+		isBool := f.Value.Type() == "bool"
+		_, boolErr := strconv.ParseBool(v)
+		switch {
+		case slices.Contains(optionalValues[name], v), isBool && boolErr == nil && fileErr != nil:
+			out = append(out, a+"="+v)
 			i++
 			continue
+		case fileErr == nil, v == "-", strings.HasPrefix(v, "-"), strings.ContainsAny(v, `/\.`):
+		case isBool:
+			if _, bundled := traces.LookupBundled(v); !bundled {
+				return nil, usagef("%s %s: the flag takes no value: write %s alone for true, or %s=false (and %s is no file)", a, v, a, a, v)
+			}
+		default:
+			if _, bundled := traces.LookupBundled(v); !bundled {
+				return nil, usagef("%s %s: want %s (%s alone is %s; and %s is no file)", a, v, orList(optionalValues[name]), a, f.NoOptDefVal, v)
+			}
 		}
 		out = append(out, a)
 	}
-	return out
+	return out, nil
+}
+
+// orList writes words as "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
