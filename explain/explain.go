@@ -100,9 +100,9 @@ const (
 
 // The sources of a device's capacity.
 const (
-	CapacityRecorded = "recorded"   // the memory the trace records for the device
-	CapacityFlag     = "--capacity" // Options.Capacity
-	CapacityDefault  = "default"    // virtual.DefaultCapacity
+	CapacityRecorded = "recorded" // the memory the trace records for the device
+	CapacityFlag     = "flag"     // Options.Capacity (simulate explain --capacity)
+	CapacityDefault  = "default"  // virtual.DefaultCapacity
 )
 
 // The verdicts.
@@ -251,7 +251,7 @@ func Explain(ctx context.Context, t *Trace, o Options) ([]Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		x.o.Strategy = p
+		x.o.Strategy, x.recorded = p, p
 	}
 	x.stacks = newStackMap(t)
 
@@ -286,6 +286,9 @@ type explainer struct {
 	caps   map[int]int64 // each device's capacity
 	src    map[int]string
 	stacks *stackMap
+	// recorded is the strategy with the trace's recorded settings, when
+	// Options gave none.
+	recorded *gpualloc.Params
 }
 
 func (x *explainer) capOf(d int) int64 { return x.caps[d] }

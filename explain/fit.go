@@ -30,10 +30,10 @@ const maxCapacity = 1 << 44
 // plan is), each with its defaults.
 func (x *explainer) rows() ([]Alternative, error) {
 	asRan := sim.StrategyOf(x.o.Strategy)
-	out := []Alternative{{Label: "as recorded", params: x.o.Strategy}}
+	out := []Alternative{{Label: "as run", params: x.o.Strategy}}
 	conf, isPytorch := pytorchConf(asRan)
-	if !isPytorch {
-		out[0].Label = "as run"
+	if x.t.Format == snapshotFormat && x.o.Strategy == x.recorded {
+		out[0].Label = "as recorded"
 	}
 	add := func(label, conf string) error {
 		p, err := pytorchParams(conf)

@@ -213,7 +213,10 @@ func (x *explainer) key(by By, i int, ev *traces.Event) string {
 // sizeLabel names a size exactly: in a unit when that says it exactly
 // ("2 MiB"), else in bytes.
 func sizeLabel(n int64) string {
-	s := strings.Replace(gpualloc.FormatSize(n), ".0 ", " ", 1)
+	s := gpualloc.FormatSize(n)
+	if num, unit, ok := strings.Cut(s, " "); ok && strings.Contains(num, ".") {
+		s = strings.TrimRight(strings.TrimRight(num, "0"), ".") + " " + unit
+	}
 	if v, err := gpualloc.ParseSize(strings.ReplaceAll(s, " ", "")); err == nil && v == n {
 		return s
 	}

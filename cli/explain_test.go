@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc/explain"
+)
+
+func TestExplainGolden(t *testing.T) {
+	goldenRuns(t, []goldenCase{
+		{"explain_frag", nil, []string{"explain", "--capacity", "200MiB", "testdata/explain_frag.csv"}, 0},
+		{"explain_frag_json", nil, []string{"explain", "--capacity", "200MiB", "-f", "json", "testdata/explain_frag.csv"}, 0},
+		{"explain_frag_csv", nil, []string{"explain", "--capacity", "200MiB", "-f", "csv", "--top", "1", "testdata/explain_frag.csv"}, 0},
+		{"explain_at_time", nil, []string{"explain", "--at", "295us", "--by", "stream", "testdata/explain_frag.csv"}, 0},
+		{"err_explain_by", nil, []string{"explain", "--by", "file", "testdata/tiny.csv"}, 2},
+		{"err_explain_at", nil, []string{"explain", "--at", "soon", "testdata/tiny.csv"}, 2},
+		{"err_explain_at_range", nil, []string{"explain", "--at", "1000000", "testdata/tiny.csv"}, 1},
+		{"err_explain_capacity", nil, []string{"explain", "--capacity", "0", "testdata/tiny.csv"}, 2},
+		{"err_explain_top", nil, []string{"explain", "--top", "0", "testdata/tiny.csv"}, 2},
+		{"err_explain_time_limit", nil, []string{"explain", "--time-limit", "0s", "testdata/tiny.csv"}, 2},
+		{"err_explain_strategy", nil, []string{"explain", "-s", "pytorch:nope=1", "testdata/tiny.csv"}, 2},
+		{"err_explain_no_trace", nil, []string{"explain"}, 2},
+	})
+}
+
+// TestExplainDevicesApart checks that each device is explained on a device
+// of its own: two devices with 60 MiB live each fit devices of 100 MiB,
+// although together they hold 120 MiB.
+func TestExplainDevicesApart(t *testing.T) {
+	var reps []explain.Report
+	runJSON(t, nil, &reps, "explain", "--capacity", "100MiB", "-f", "json", "testdata/explain_twodev.csv")
+	require.Len(t, reps, 2)
+	for i, r := range reps {
+		assert.Equal(t, i, r.Device)
+		assert.Equal(t, explain.Fits, r.Verdict)
+		assert.EqualValues(t, 60<<20, r.PeakLiveBytes)
+		assert.EqualValues(t, 60<<20, r.LiveBytes)
+		for _, a := range r.Alternatives {
+			if a.PeakReservedBytes != nil {
+				assert.LessOrEqual(t, *a.PeakReservedBytes, int64(100<<20), a.Label)
+			}
+		}
+	}
+}
+
+// TestExplainSnapshot explains a real snapshot on a device it runs out of,
+// through the command, and checks that the table fits 100 columns.
+func TestExplainSnapshot(t *testing.T) {
+	path := "../../shared/traces/pytorch/forward_ctx128.pickle"
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("%s: the shared snapshots are absent", path)
+	}
+	code, stdout, stderr := run(t, nil, "explain", "--capacity", "18600MiB", path)
+	require.Equal(t, 0, code, stderr)
+	for _, line := range strings.Split(stdout, "\n") {
+		assert.LessOrEqual(t, len([]rune(line)), 100, line)
+	}
+	assert.Contains(t, stdout, "out of memory (replayed) at event")
+	assert.Contains(t, stdout, "cs336_basics/transformer.py:")
+	assert.Contains(t, stdout, "fragmentation-bound")
+}
