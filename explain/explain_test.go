@@ -1,0 +1,421 @@
+package explain
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/snapshot"
+	_ "github.com/gpualloc/gpualloc/strategy/all"
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+const mb = 1 << 20
+
+// csvTrace reads a native trace of the given lines (after its header).
+func csvTrace(t *testing.T, lines []string) *Trace {
+	t.Helper()
+	text := "op,id,size,device\n" + strings.Join(lines, "\n") + "\n"
+	r, err := traces.NewReader(strings.NewReader(text), "gen.csv", traces.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := traces.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Trace{Name: "gen.csv", Format: r.Format(), Events: evs}
+}
+
+func explainOne(t *testing.T, tr *Trace, o Options) Report {
+	t.Helper()
+	reps, err := Explain(context.Background(), tr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != 1 {
+		t.Fatalf("%d reports, want 1", len(reps))
+	}
+	checkSums(t, tr, &reps[0])
+	return reps[0]
+}
+
+// checkSums checks what every report must hold: the groups add up to the
+// live bytes, which an independent recount of the trace finds; the parts
+// add up to the reserved bytes; the free bytes are the capacity less the
+// blocks.
+func checkSums(t *testing.T, tr *Trace, r *Report) {
+	t.Helper()
+	sum := r.OtherBytes
+	for _, h := range r.Holders {
+		sum += h.Bytes
+	}
+	if sum != r.LiveBytes {
+		t.Errorf("device %d: holders add up to %d, live bytes are %d", r.Device, sum, r.LiveBytes)
+	}
+	end := int(r.EventIndex) + 1
+	if r.Moment == MomentOOM {
+		end = int(r.EventIndex)
+	}
+	if got := recount(tr.Events[:end], r.Device); got != r.LiveBytes {
+		t.Errorf("device %d at event %d (%s): live bytes %d, a recount %d", r.Device, r.EventIndex, r.Moment, r.LiveBytes, got)
+	}
+	if got := r.LiveBytes - r.UnservedBytes + r.RoundingBytes + r.FragmentedBytes + r.CachedBytes; got != r.ReservedBytes {
+		t.Errorf("device %d: live, rounding, fragmented and cached add up to %d, reserved %d", r.Device, got, r.ReservedBytes)
+	}
+	if r.FreeBytes != r.CapacityBytes-(r.LiveBytes-r.UnservedBytes+r.RoundingBytes) {
+		t.Errorf("device %d: free %d of %d with %d in blocks", r.Device, r.FreeBytes, r.CapacityBytes, r.LiveBytes-r.UnservedBytes+r.RoundingBytes)
+	}
+}
+
+// recount sums the sizes of the allocations of device d live after events,
+// pairing allocs and frees by id.
+func recount(events []traces.Event, d int) int64 {
+	live := map[uint64]int64{}
+	for _, ev := range events {
+		if int(ev.Device) != d {
+			continue
+		}
+		switch ev.Op {
+		case traces.OpAlloc:
+			live[ev.ID] = ev.Size
+		case traces.OpFree:
+			delete(live, ev.ID)
+		}
+	}
+	var n int64
+	for _, s := range live {
+		n += s
+	}
+	return n
+}
+
+func TestLiveBound(t *testing.T) {
+	var lines []string
+	for i := range 5 {
+		lines = append(lines, fmt.Sprintf("alloc,%d,%d,0", i, 30*mb))
+	}
+	tr := csvTrace(t, lines)
+	r := explainOne(t, tr, Options{Capacity: 100 * mb})
+	if r.Verdict != LiveBound || r.Suggestion != "" {
+		t.Errorf("verdict %s, suggestion %q; want live-bound, none", r.Verdict, r.Suggestion)
+	}
+	// Three segments of 30 MiB, and the fourth does not fit.
+	if r.Moment != MomentOOM || r.Recorded || r.EventIndex != 3 || r.RequestBytes != 30*mb {
+		t.Errorf("moment %s at %d (recorded %v), request %d; want a replayed oom at 3 of 30 MiB", r.Moment, r.EventIndex, r.Recorded, r.RequestBytes)
+	}
+	if r.LiveBytes != 90*mb || r.ReservedBytes != 90*mb || r.PeakLiveBytes != 150*mb || r.CapacitySource != CapacityFlag {
+		t.Errorf("live %d, reserved %d, peak live %d, capacity from %s", r.LiveBytes, r.ReservedBytes, r.PeakLiveBytes, r.CapacitySource)
+	}
+	if r.FreePieces != 1 || r.LargestFreeBytes != 10*mb || r.FreeBytes != 10*mb {
+		t.Errorf("free %d in %d pieces, largest %d; want the device's 10 MiB", r.FreeBytes, r.FreePieces, r.LargestFreeBytes)
+	}
+	if r.Frames || r.By != BySite || len(r.Holders) != 1 || r.Holders[0] != (Holder{"30 MiB", 90 * mb, 3}) {
+		t.Errorf("holders %+v (frames %v)", r.Holders, r.Frames)
+	}
+	if !strings.Contains(r.Sentence, "50.0 MiB more than the device's 100 MiB") {
+		t.Errorf("sentence %q", r.Sentence)
+	}
+	for _, a := range r.Alternatives {
+		if a.Fits == nil || *a.Fits {
+			t.Errorf("%s fits a device smaller than the live bytes", a.Label)
+		}
+	}
+}
+
+// fragmented returns a trace that leaves PyTorch's default allocator a
+// device of 200 MiB in ten segments of 20 MiB, each with a live block of
+// 6 MiB between free ones of 6 and 8 MiB, and then asks for 12 MiB.
+func fragmented(t *testing.T) *Trace {
+	var lines []string
+	for i := range 30 {
+		lines = append(lines, fmt.Sprintf("alloc,%d,%d,0", i, 6*mb))
+	}
+	for i := range 30 {
+		if i%3 != 1 {
+			lines = append(lines, fmt.Sprintf("free,%d,,0", i))
+		}
+	}
+	lines = append(lines, fmt.Sprintf("alloc,100,%d,0", 12*mb))
+	return csvTrace(t, lines)
+}
+
+func TestFragmentationBound(t *testing.T) {
+	tr := fragmented(t)
+	r := explainOne(t, tr, Options{Capacity: 200 * mb})
+	if r.Verdict != FragmentationBound {
+		t.Fatalf("verdict %s (%s), want fragmentation-bound", r.Verdict, r.Sentence)
+	}
+	if r.Moment != MomentOOM || r.EventIndex != 50 || r.RequestBytes != 12*mb {
+		t.Errorf("moment %s at %d, request %d", r.Moment, r.EventIndex, r.RequestBytes)
+	}
+	want := Report{LiveBytes: 60 * mb, ReservedBytes: 200 * mb, FragmentedBytes: 140 * mb, FreeBytes: 140 * mb, FreePieces: 20, LargestFreeBytes: 8 * mb}
+	got := Report{LiveBytes: r.LiveBytes, ReservedBytes: r.ReservedBytes, FragmentedBytes: r.FragmentedBytes, FreeBytes: r.FreeBytes,
+		FreePieces: r.FreePieces, LargestFreeBytes: r.LargestFreeBytes, CachedBytes: r.CachedBytes, RoundingBytes: r.RoundingBytes}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("state\n got %+v\nwant %+v", got, want)
+	}
+	if r.Suggestion != "PYTORCH_ALLOC_CONF=expandable_segments:True" {
+		t.Errorf("suggestion %q", r.Suggestion)
+	}
+	checkSuggestion(t, tr, &r)
+}
+
+// checkSuggestion replays the trace with the report's suggestion, as a
+// user would paste it, and checks the figures the report shows for it.
+func checkSuggestion(t *testing.T, tr *Trace, r *Report) {
+	t.Helper()
+	key, value, _ := strings.Cut(r.Suggestion, "=")
+	explicit := "" // PYTORCH_ALLOC_CONF=... simulate -s pytorch
+	if key != gpualloc.EnvPoolType {
+		explicit = "pytorch"
+	}
+	p, err := gpualloc.Select(explicit, func(k string) (string, bool) {
+		if k == key {
+			return value, true
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row *Alternative
+	for i := range r.Alternatives {
+		if r.Alternatives[i].Suggestion == r.Suggestion {
+			row = &r.Alternatives[i]
+		}
+	}
+	if row == nil || row.PeakReservedBytes == nil || row.MinCapacityBytes == nil {
+		t.Fatalf("no complete row for %q", r.Suggestion)
+	}
+	replay := func(c int64) sim.DeviceResult {
+		res, err := sim.Replay(traces.NewSliceReader(tr.Name, tr.Events), sim.Config{Params: p, Capacity: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return deviceOf(&res, r.Device)
+	}
+	d := replay(r.CapacityBytes)
+	if d.OOMs != 0 || d.PeakReservedBytes != *row.PeakReservedBytes || r.CapacityBytes-d.PeakReservedBytes != *r.HeadroomBytes {
+		t.Errorf("%s: %d OOMs, peak %d, want none, %d with headroom %d", r.Suggestion, d.OOMs, d.PeakReservedBytes, *row.PeakReservedBytes, *r.HeadroomBytes)
+	}
+	if replay(*row.MinCapacityBytes).OOMs != 0 || replay(*row.MinCapacityBytes-mb).OOMs == 0 {
+		t.Errorf("%s: smallest device %d: want no OOM on it and one 1 MiB below", r.Suggestion, *row.MinCapacityBytes)
+	}
+}
+
+func TestCacheBound(t *testing.T) {
+	tr := csvTrace(t, []string{
+		fmt.Sprintf("alloc,1,%d,0", 50*mb),
+		"free,1,,0",
+		fmt.Sprintf("alloc,2,%d,0", 120*mb),
+	})
+	// TensorFlow's BFC without garbage collection keeps its free region of
+	// 64 MiB, and a region of 128 MiB does not fit beside it.
+	p, err := gpualloc.Resolve(gpualloc.Spec{Name: "bfc", Params: []gpualloc.KeyValue{{Key: "allow_growth", Value: "true"}, {Key: "garbage_collection", Value: "false"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := explainOne(t, tr, Options{Capacity: 150 * mb, Strategy: p})
+	if r.Verdict != CacheBound {
+		t.Fatalf("verdict %s (%s), want cache-bound", r.Verdict, r.Sentence)
+	}
+	if r.Moment != MomentOOM || r.EventIndex != 2 || r.CachedBytes != 64*mb || r.LiveBytes != 0 || r.ReservedBytes != 64*mb {
+		t.Errorf("moment %s at %d: cached %d, live %d, reserved %d", r.Moment, r.EventIndex, r.CachedBytes, r.LiveBytes, r.ReservedBytes)
+	}
+	if r.Suggestion != "GPUALLOC_POOL_TYPE=bfc" { // garbage_collection=true, the default
+		t.Errorf("suggestion %q, want bfc with its defaults", r.Suggestion)
+	}
+	checkSuggestion(t, tr, &r)
+}
+
+func TestFits(t *testing.T) {
+	tr := fragmented(t)
+	r := explainOne(t, tr, Options{})
+	if r.Verdict != Fits || r.Suggestion != "" || r.CapacitySource != CapacityDefault {
+		t.Fatalf("verdict %s, suggestion %q, capacity from %s", r.Verdict, r.Suggestion, r.CapacitySource)
+	}
+	// The peak is the new segment of 12 MiB, at the last event.
+	if r.Moment != MomentPeak || r.EventIndex != 50 || r.ReservedBytes != 212*mb || r.LiveBytes != 72*mb {
+		t.Errorf("moment %s at %d: reserved %d, live %d", r.Moment, r.EventIndex, r.ReservedBytes, r.LiveBytes)
+	}
+	a := r.Alternatives[0]
+	if a.Label != "as run" || *a.PeakReservedBytes != 212*mb || *r.HeadroomBytes != r.CapacityBytes-212*mb {
+		t.Errorf("as recorded: %+v, headroom %d", a, *r.HeadroomBytes)
+	}
+	// Below 212 MiB the request of 12 MiB meets the same fragmentation.
+	if *a.MinCapacityBytes != 212*mb {
+		t.Errorf("smallest device %d, want 212 MiB", *a.MinCapacityBytes)
+	}
+	last := r.Alternatives[len(r.Alternatives)-1]
+	if last.Spec != "offline" || r.OfflineBytes == nil || *r.OfflineBytes < 72*mb || *last.PeakReservedBytes != *r.OfflineBytes {
+		t.Errorf("offline row %+v, offline bytes %v", last, r.OfflineBytes)
+	}
+}
+
+func TestAt(t *testing.T) {
+	tr := fragmented(t)
+	r := explainOne(t, tr, Options{At: &At{Event: 29}})
+	if r.Moment != MomentAt || r.EventIndex != 29 || r.LiveBytes != 180*mb || r.ReservedBytes != 200*mb || r.FragmentedBytes != 20*mb {
+		t.Errorf("at 29: moment %s at %d: live %d, reserved %d, fragmented %d", r.Moment, r.EventIndex, r.LiveBytes, r.ReservedBytes, r.FragmentedBytes)
+	}
+	if _, err := Explain(context.Background(), tr, Options{At: &At{Event: 51}}); err == nil || !strings.Contains(err.Error(), "events 0 to 50") {
+		t.Errorf("--at 51: %v", err)
+	}
+	if _, err := Explain(context.Background(), tr, Options{At: &At{TimeUS: 5, ByTime: true}}); err == nil || !strings.Contains(err.Error(), "no times") {
+		t.Errorf("--at 5us on a trace without times: %v", err)
+	}
+}
+
+// TestRandomMoments checks the sums at random moments of random traces of
+// several devices, by every grouping.
+func TestRandomMoments(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 6 {
+		var lines []string
+		live := map[int]int{} // id -> device
+		for i := range 300 {
+			if len(live) > 0 && rng.IntN(3) == 0 {
+				for id, d := range live {
+					lines = append(lines, fmt.Sprintf("free,%d,,%d", id, d))
+					delete(live, id)
+					break
+				}
+				continue
+			}
+			d := rng.IntN(2)
+			live[i] = d
+			lines = append(lines, fmt.Sprintf("alloc,%d,%d,%d", i, 1+rng.Int64N(8*mb), d))
+		}
+		tr := csvTrace(t, lines)
+		by := []By{BySite, ByFrame, ByStream, BySize}[trial%4]
+		at := &At{Event: rng.Int64N(int64(len(tr.Events)))}
+		reps, err := Explain(context.Background(), tr, Options{At: at, By: by, Top: 3, Capacity: 64 * mb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(reps) != 2 {
+			t.Fatalf("%d reports, want one per device", len(reps))
+		}
+		for i := range reps {
+			checkSums(t, tr, &reps[i])
+		}
+	}
+}
+
+// sharedSnapshot reads a real snapshot of the shared fixtures, with its
+// stacks, or skips.
+func sharedSnapshot(t *testing.T, name string) *Trace {
+	t.Helper()
+	path := "../../shared/traces/pytorch/" + name
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("%s: the shared snapshots are absent", path)
+	}
+	r, err := traces.Open(path, traces.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	evs, err := traces.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, err := snapshot.ReadWith(f, name, snapshot.ReadOptions{Compact: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Trace{Name: name, Format: r.Format(), Events: evs, Start: r.(sim.StartReporter), Memory: r.(sim.CapacityReporter), Snapshot: s}
+}
+
+// TestSnapshotOutOfMemory replays a real forward pass on a device between
+// its peak of live bytes and the reserved bytes it needs: the moment is the
+// first OOM of the replay, which a replay up to it confirms.
+func TestSnapshotOutOfMemory(t *testing.T) {
+	tr := sharedSnapshot(t, "forward_ctx128.pickle")
+	c := int64(18600) * mb // the live bytes peak at 18456 MiB
+	r := explainOne(t, tr, Options{Capacity: c})
+	if r.Moment != MomentOOM || r.Recorded || !r.Frames {
+		t.Fatalf("moment %s (recorded %v, frames %v), want a replayed oom with frames", r.Moment, r.Recorded, r.Frames)
+	}
+	p, err := pytorchParams("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &explainer{t: tr, caps: map[int]int64{0: c}}
+	for n, want := range map[int]bool{int(r.EventIndex): false, int(r.EventIndex) + 1: true} {
+		res, err := x.replay(context.Background(), p, n, x.capOf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.OOMs > 0; got != want {
+			t.Errorf("replay of %d events: OOM %v, want %v", n, got, want)
+		}
+	}
+	if r.RequestBytes != tr.Events[r.EventIndex].Size || r.LargestFreeBytes >= r.RequestBytes {
+		t.Errorf("request %d, largest free %d", r.RequestBytes, r.LargestFreeBytes)
+	}
+	if r.Verdict == LiveBound || r.Verdict == Fits {
+		t.Errorf("verdict %s on a device above the peak of live bytes (%d) where the run fails", r.Verdict, r.PeakLiveBytes)
+	}
+	sites := 0
+	for _, h := range r.Holders {
+		if strings.Contains(h.Site, ".py:") {
+			sites++
+		}
+	}
+	if sites < 3 {
+		t.Errorf("holders %+v: want call sites in Python files", r.Holders)
+	}
+}
+
+// TestSnapshotSites checks the sums at random moments of real snapshots,
+// with their stacks.
+func TestSnapshotSites(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, name := range []string{"small_train_step.pickle", "compile_usermeta.pickle", "npu_two_devices.pickle"} {
+		tr := sharedSnapshot(t, name)
+		for range 2 {
+			at := &At{Event: rng.Int64N(int64(len(tr.Events)))}
+			reps, err := Explain(context.Background(), tr, Options{At: at, Top: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range reps {
+				if !reps[i].Frames {
+					t.Errorf("%s: no frames", name)
+				}
+				checkSums(t, tr, &reps[i])
+			}
+		}
+	}
+}
+
+func TestSite(t *testing.T) {
+	for _, c := range []struct {
+		files []string
+		want  string
+	}{
+		{[]string{"CUDACachingAllocator.cpp", "/usr/lib/python3/site-packages/torch/nn/modules/module.py", "/home/u/train.py"}, "/home/u/train.py"},
+		{[]string{"/usr/lib/python3.12/contextlib.py", "/x/venv/lib/python3.12/site-packages/einops/einops.py"}, "/x/venv/lib/python3.12/site-packages/einops/einops.py"},
+		{[]string{"torch/_dynamo/eval_frame.py", "<frozen runpy>", "Python/ceval.c"}, ""},
+	} {
+		var frames []snapshot.Frame
+		for i, f := range c.files {
+			frames = append(frames, snapshot.Frame{Name: "f", Filename: f, Line: int64(i)})
+		}
+		f, ok := Site(frames)
+		if f.Filename != c.want || ok != (c.want != "") {
+			t.Errorf("Site(%v) = %q, %v; want %q", c.files, f.Filename, ok, c.want)
+		}
+	}
+}
