@@ -338,10 +338,10 @@ func (e *engine) device(i int32) (*device, error) {
 		e.rec.open(d, e.res.Strategy.Spec)
 		e.rec.deviceMemory(int(i), d.backend)
 	}
-	if e.special {
+	if e.plan != nil && e.plan.active {
 		// Outside the recorder's wrapper: the blocks it gives are not the
 		// strategy's (see stepSpecial).
-		d.cat = &giver{e: e, d: d, cat: d.cat, stream: d.stream, alloc: d.alloc}
+		d.cat = &giver{p: e.plan, d: d, cat: d.cat, stream: d.stream, alloc: d.alloc}
 	}
 	e.devs[i] = d
 	return d, nil

@@ -25,9 +25,10 @@ type heldSeg struct {
 // poolSegments takes or gives back the private pools' segments whose
 // actions come before event n.
 func (e *engine) poolSegments(n int64) error {
-	for e.nextSeg < len(e.poolSegs) && e.poolSegs[e.nextSeg].Event <= n {
-		ps := e.poolSegs[e.nextSeg]
-		e.nextSeg++
+	p := e.plan
+	for p.nextSeg < len(p.poolSegs) && p.poolSegs[p.nextSeg].Event <= n {
+		ps := p.poolSegs[p.nextSeg]
+		p.nextSeg++
 		d, err := e.device(int32(ps.Device))
 		if err != nil {
 			return err

@@ -96,29 +96,11 @@ type engine struct {
 	strategy string // short name for errors
 
 	memory CapacityReporter // the trace's devices' memory, with no Config.Capacity
-	start  StartReporter    // the trace's recorded start state, if any (see start.go)
-	// initial is the number of the trace's first events that allocate the
-	// blocks of the start state; starting is true while they, or a
-	// restore, are replayed.
-	initial  int64
-	starting bool
-	// special is true while events are replayed through stepSpecial:
-	// the trace has start events or private pools to look at.
-	special bool
-	// private are the allocations served from private pools
-	// (StartReporter.PrivateAllocs); inPrivate is true during one.
-	private   []uint64
-	inPrivate bool
-	// poolSegs are the private pools' segment actions of the trace
-	// (StartReporter.PoolSegments), poolSegs[nextSeg:] those still to
-	// come.
-	poolSegs []traces.PoolSegment
-	nextSeg  int
-	// giving is true during an alloc that may take a block of the start
-	// state or of a private pool (see giver); gotHeld and gotRestored say
-	// which it took.
-	giving, gotHeld, gotRestored bool
-	hinted                       bool // a device took its capacity from memory
+	// plan is the recorded state that the trace starts from and its
+	// private pools, for a reader that is a StartReporter; nil for any
+	// other trace (see start.go).
+	plan   *startPlan
+	hinted bool // a device took its capacity from memory
 
 	// Sums over devices.
 	requested, allocated, reserved int64
@@ -194,9 +176,7 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 		e.memory, _ = r.(CapacityReporter)
 	}
 	if sr, ok := r.(StartReporter); ok {
-		e.start, e.initial, e.private = sr, int64(sr.Initial()), sr.PrivateAllocs()
-		e.poolSegs = sr.PoolSegments()
-		e.special = e.initial > 0 || e.private != nil || len(e.poolSegs) > 0
+		e.plan = planOf(sr)
 	}
 
 	if cfg.SeriesBuckets >= 0 {
@@ -223,9 +203,9 @@ func (e *engine) run(ctx context.Context, r traces.Reader) (err error) {
 	var n int64
 	start := time.Now()
 	defer func() {
-		if e.starting {
+		if p := e.plan; p != nil && p.starting {
 			// The trace ended within its start events.
-			e.starting = false
+			p.starting = false
 			e.endStart()
 		}
 		elapsed := time.Since(start)
@@ -256,7 +236,7 @@ func (e *engine) run(ctx context.Context, r traces.Reader) (err error) {
 		}
 		// Chosen once a batch: stepSpecial, while it is needed, goes on
 		// correctly past the event that ends the need.
-		if e.special {
+		if e.plan != nil && e.plan.active {
 			n, err = e.stepsSpecial(ctx, batch, n)
 		} else {
 			n, err = e.steps(ctx, batch, n)
@@ -313,39 +293,33 @@ func (e *engine) tick(ctx context.Context, n int64) error {
 }
 
 // stepSpecial replays event n of a trace that starts from a recorded
-// state or has allocations in private pools (see start.go): it notes
-// whether the event is one of the start events or a private pool's, lets
-// step replay it, and makes the block that alloc took from the start
-// state or a private pool the engine's (held) or the recorder's. The
-// loop calls it, in place of step, until the start events are past, or
-// for the whole trace when it has private pools; so the step of a trace
-// with neither looks at none of this, at a cost of one branch an alloc.
+// state or has allocations in private pools (see start.go): the plan says
+// what the event may take (a block of the start state, or of a private
+// pool), step replays it, and the block that the alloc took from the start
+// state or a private pool is made the engine's (held) or the recorder's.
+// The loop calls it, in place of step, while the plan is active: until
+// the start events are past, or for the whole trace when it has private
+// pools; so the step of a trace with neither looks at none of this, at a
+// cost of one branch an alloc.
 func (e *engine) stepSpecial(ev *traces.Event, n int64) error {
-	if e.starting && n >= e.initial {
+	p := e.plan
+	if p.starting && n >= p.initial {
 		e.endStart()
 	}
-	e.starting = n < e.initial
-	if e.private != nil {
-		e.inPrivate = n/64 < int64(len(e.private)) && e.private[n/64]&(1<<(n%64)) != 0
+	if err := p.next(e, ev, n); err != nil {
+		return e.eventError(n, *ev, err)
 	}
-	if e.nextSeg < len(e.poolSegs) {
-		if err := e.poolSegments(n); err != nil {
-			return e.eventError(n, *ev, err)
-		}
-	}
-	e.special = e.starting || e.private != nil || e.nextSeg < len(e.poolSegs)
-	e.giving = ev.Op == traces.OpAlloc && (e.starting || e.inPrivate)
-	e.gotHeld, e.gotRestored = false, false
 	err := e.step(ev, n)
-	e.giving = false
-	if err != nil || !e.gotRestored {
+	took := p.took
+	p.from, p.took = fromStrategy, tookNone
+	if err != nil || took == tookNone {
 		return err
 	}
 	s := &e.slots[ev.Slot]
 	if s.state != slotLive {
 		return nil
 	}
-	if e.gotHeld {
+	if took == tookHeld {
 		s.state = slotHeld
 	} else if e.rec != nil {
 		// A block of the restored state, which the recorder's allocator

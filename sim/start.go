@@ -78,6 +78,75 @@ type Restorer interface {
 	Restore(s snapshot.Segment) ([]gpualloc.Block, error)
 }
 
+// A startPlan is what the engine is given of a trace whose reader is a
+// StartReporter, read from it once when the replay starts: the recorded
+// state each device starts from, the number of start events, and the
+// allocations and segment actions of private pools. As the events go by
+// it says what each alloc may take (from: a block of the start state, of
+// a private pool, or the strategy's), which the giver of each device
+// reads, and what it took (took).
+type startPlan struct {
+	src      StartReporter
+	initial  int64                // the trace's first events, which allocate the blocks of the start state
+	private  []uint64             // StartReporter.PrivateAllocs
+	poolSegs []traces.PoolSegment // StartReporter.PoolSegments, poolSegs[nextSeg:] still to come
+	nextSeg  int
+	// starting is true while the start events, or a restore, are
+	// replayed; active while events go through stepSpecial: start events
+	// or private pools remain to look at.
+	starting, active bool
+	from             source // what the alloc of the event may take
+	took             taken  // what it took
+}
+
+// What an alloc may take (startPlan.from), besides the strategy's block.
+type source uint8
+
+const (
+	fromStrategy source = 0
+	fromStart    source = 1 << iota // a start event: the device's next start block
+	fromPrivate                     // an allocation in a private pool's segments
+)
+
+// What an alloc took (startPlan.took).
+type taken uint8
+
+const (
+	tookNone     taken = iota // the strategy's block
+	tookRestored              // a block of the restored start state
+	tookHeld                  // a block of a private pool, which the engine holds
+)
+
+// planOf returns the plan of a trace read by sr.
+func planOf(sr StartReporter) *startPlan {
+	p := &startPlan{src: sr, initial: int64(sr.Initial()), private: sr.PrivateAllocs(), poolSegs: sr.PoolSegments()}
+	p.active = p.initial > 0 || p.private != nil || len(p.poolSegs) > 0
+	return p
+}
+
+// next readies the plan for event n: the private pools' segments that the
+// trace allocates or frees before it, and what its alloc may take.
+func (p *startPlan) next(e *engine, ev *traces.Event, n int64) error {
+	p.starting = n < p.initial
+	if p.nextSeg < len(p.poolSegs) {
+		if err := e.poolSegments(n); err != nil {
+			return err
+		}
+	}
+	p.active = p.starting || p.private != nil || p.nextSeg < len(p.poolSegs)
+	p.from = fromStrategy
+	if ev.Op != traces.OpAlloc {
+		return nil
+	}
+	if p.starting {
+		p.from |= fromStart
+	}
+	if p.private != nil && n/64 < int64(len(p.private)) && p.private[n/64]&(1<<(n%64)) != 0 {
+		p.from |= fromPrivate
+	}
+	return nil
+}
+
 // A startBlock is a block live at the start of a device's trace, in the
 // order of the reader's Initial events: restored (its Block) or to be
 // allocated.
@@ -90,17 +159,18 @@ type startBlock struct {
 // restore restores the start state of device d, if the reader reports one
 // and the allocator is a Restorer.
 func (e *engine) restore(d *device) error {
-	if e.start == nil {
+	p := e.plan
+	if p == nil {
 		return nil
 	}
-	st := e.start.StartState(d.index)
+	st := p.src.StartState(d.index)
 	if st == nil {
 		return nil
 	}
-	was := e.starting
-	e.starting = true
+	was := p.starting
+	p.starting = true
 	defer func() {
-		if e.starting = was; !was {
+		if p.starting = was; !was {
 			// A device first used after the start events: its start
 			// state is what the restore made.
 			d.endStart()
@@ -304,13 +374,14 @@ func (e *engine) restoreSegment(d *device, rs Restorer, sg snapshot.Segment) ([]
 	return blocks, nil
 }
 
-// A giver is the allocator through which a device's allocs go while the
-// trace has start events or private pools (engine.special): an alloc that
-// is one of those takes its block from the start state or the private
-// pool, and any other goes to the strategy, as the engine's alloc would
-// send it. It keeps that work off the step of every other trace.
+// A giver is the allocator through which a device's allocs go for a
+// trace with a plan that has start events or private pools: an alloc that
+// the plan says is one of those takes its block from the start state or
+// the private pool, and any other goes to the strategy, as the engine's
+// alloc would send it. It keeps that work off the step of every other
+// trace.
 type giver struct {
-	e      *engine
+	p      *startPlan
 	d      *device
 	cat    gpualloc.CategoryAllocator
 	stream gpualloc.StreamAllocator
@@ -318,8 +389,8 @@ type giver struct {
 }
 
 func (g *giver) AllocCategory(size int64, stream uint64, cat gpualloc.Category) (gpualloc.Block, error) {
-	if g.e.giving {
-		b, ok, err := g.e.given(g.d, size, stream)
+	if g.p.from != fromStrategy {
+		b, ok, err := g.p.give(g.d, size, stream)
 		if err != nil || ok {
 			return b, err
 		}
@@ -334,24 +405,30 @@ func (g *giver) AllocCategory(size int64, stream uint64, cat gpualloc.Category) 
 	}
 }
 
-// given returns the block of a start event or of an allocation in a
+// give returns the block of a start event or of an allocation in a
 // private pool that the engine serves itself, without the strategy: a
 // block of the restored start state, or of a private pool's segments
 // that the engine holds; ok is false when the event takes no such block.
-// It notes in gotHeld and gotRestored what it returned.
-func (e *engine) given(d *device, size int64, stream uint64) (b gpualloc.Block, ok bool, err error) {
-	if e.starting && d.startBlocks != nil {
+// It notes in p.took what it returned.
+func (p *startPlan) give(d *device, size int64, stream uint64) (b gpualloc.Block, ok bool, err error) {
+	p.took = tookNone
+	if p.from&fromStart != 0 && d.startBlocks != nil {
 		sb, err := d.takeStart(size)
 		if err != nil {
 			return b, false, err
 		}
-		b, ok, e.gotHeld = sb.block, sb.restored || sb.held, sb.held
+		b, ok = sb.block, sb.restored || sb.held
+		switch {
+		case sb.held:
+			p.took = tookHeld
+		case sb.restored:
+			p.took = tookRestored
+		}
 	}
-	if e.inPrivate && d.heldSegs > 0 {
+	if p.from&fromPrivate != 0 && d.heldSegs > 0 {
 		// Served from a private pool's segments, which the engine holds.
-		b, ok, e.gotHeld = gpualloc.Block{Size: size, Requested: size, Stream: stream}, true, true
+		b, ok, p.took = gpualloc.Block{Size: size, Requested: size, Stream: stream}, true, tookHeld
 	}
-	e.gotRestored = ok
 	return b, ok, nil
 }
 
