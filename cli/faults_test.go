@@ -636,3 +636,46 @@ func TestGenRefusesOverflow(t *testing.T) {
 	}
 	assert.NoFileExists(t, out)
 }
+
+// TestProbeFindings: mistakes a probe of hostile command lines found,
+// each refused with a line that says what to do: a flag's value that does
+// not parse, said in the help's words; an explicit count of 0 for gen,
+// which gen.Options would take for its default; plan -o -, which would
+// write a file named "-"; merge given a file.
+func TestProbeFindings(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"gen", "--steps", "abc", "training"}, 2, `simulate: --steps "abc": want a whole number (see simulate gen -h)`},
+		{[]string{"gen", "--events", "18446744073709551616", "random"}, 2, `simulate: --events "18446744073709551616": want a whole number, at most 9223372036854775807 (see simulate gen -h)`},
+		{[]string{"gen", "--seed", "-1", "random"}, 2, `simulate: --seed "-1": want a whole number, 0 or more (see simulate gen -h)`},
+		{[]string{"-j", "x", "testdata/tiny.csv"}, 2, `simulate: --jobs "x": want a whole number (see simulate -h)`},
+		{[]string{"--title=maybe", "testdata/tiny.csv"}, 2, `simulate: --title "maybe": want true or false (see simulate -h)`},
+		{[]string{"plan", "--time-limit", "1e9h", "testdata/tiny.csv"}, 2, `simulate: --time-limit "1e9h": want a duration with a unit, such as 10s, 1m30s or 2h (see simulate plan -h)`},
+		{[]string{"tune", "--memory-fraction", "abc", "testdata/tiny.csv"}, 2, `simulate: --memory-fraction "abc": want a number (see simulate tune -h)`},
+		{[]string{"gen", "--steps", "0", "training"}, 2, `simulate: --steps 0: want 1 or more (see simulate gen -h)`},
+		{[]string{"gen", "--max-live", "-3", "random"}, 2, `simulate: --max-live -3: want 1 or more (see simulate gen -h)`},
+		{[]string{"gen", "--events", "0", "random"}, 2, `simulate: --events 0: want 1 or more (see simulate gen -h)`},
+		{[]string{"plan", "-o", "-", "testdata/tiny.csv"}, 2, `simulate: plan: -o -: the table goes to standard output; name a FILE for the placement (see simulate plan -h)`},
+		{[]string{"merge", "-o", "OUT", "testdata/tiny.csv"}, 1, `simulate: merge: testdata/tiny.csv: not a directory: not the output of simulate --shard k/n -o DIR`},
+	} {
+		dir := t.TempDir()
+		for i, a := range tc.args {
+			if a == "OUT" {
+				tc.args[i] = filepath.Join(dir, "out")
+			}
+		}
+		wd, err := os.Getwd()
+		require.NoError(t, err)
+		code, stdout, stderr := run(t, nil, tc.args...)
+		assert.Equal(t, tc.code, code, "%v", tc.args)
+		assert.Empty(t, stdout, "%v", tc.args)
+		assert.Equal(t, tc.want+"\n", stderr, "%v", tc.args)
+		assert.NoFileExists(t, filepath.Join(wd, "-"), "%v", tc.args)
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		assert.Empty(t, entries, "%v: nothing written", tc.args)
+	}
+}

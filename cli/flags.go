@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,9 +53,50 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 		return errHelp
 	}
 	if err != nil {
-		return usagef("%v", err)
+		return usagef("%s", flagError(fs, err))
 	}
 	return nil
+}
+
+// badValue matches pflag's error for a value that its flag cannot parse:
+// `invalid argument "abc" for "-j, --jobs" flag: strconv.ParseInt: ...`.
+var badValue = regexp.MustCompile(`^invalid argument "(.*)" for "(?:-., )?--([^"]+)" flag: (.*)$`)
+
+// flagError rewrites pflag's error for a value its flag cannot parse as
+// "--FLAG VALUE: want ...", in the words of the help rather than Go's
+// strconv and time packages; other errors stay as they are.
+func flagError(fs *pflag.FlagSet, err error) string {
+	m := badValue.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err.Error()
+	}
+	v, name, why := m[1], m[2], m[3]
+	f := fs.Lookup(name)
+	if f == nil {
+		return err.Error()
+	}
+	var want string
+	switch f.Value.Type() {
+	case "int", "int64":
+		want = "a whole number"
+		if strings.Contains(why, "out of range") {
+			want = fmt.Sprintf("a whole number, at most %d", math.MaxInt64)
+		}
+	case "uint64":
+		want = "a whole number, 0 or more"
+		if strings.Contains(why, "out of range") {
+			want = fmt.Sprintf("a whole number, at most %d", uint64(math.MaxUint64))
+		}
+	case "float64":
+		want = "a number"
+	case "bool":
+		want = "true or false"
+	case "duration":
+		want = "a duration with a unit, such as 10s, 1m30s or 2h"
+	default:
+		return err.Error()
+	}
+	return fmt.Sprintf("--%s %q: want %s", name, v, want)
 }
 
 // parseSizeFlag parses the size that flag gives ("--capacity"), which must

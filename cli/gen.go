@@ -57,6 +57,19 @@ func genCmd(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() != 1 {
 		return usagef("gen: name one workload (%s)", workloadNames())
 	}
+	// A count the command line gives is at least 1: 0 would stand for the
+	// default in gen.Options.
+	for _, c := range []struct {
+		flag string
+		v    int64
+	}{
+		{"steps", int64(o.Steps)}, {"batch", int64(o.Batch)}, {"seq", int64(o.Seq)}, {"min-seq", int64(o.MinSeq)},
+		{"max-seq", int64(o.MaxSeq)}, {"events", o.Events}, {"max-live", int64(o.MaxLive)},
+	} {
+		if c.v < 1 {
+			return usagef("--%s %d: want 1 or more", c.flag, c.v)
+		}
+	}
 	n, err := parseSizeFlag("--max-size", maxSize)
 	if err != nil {
 		return err

@@ -158,6 +158,9 @@ func shardList(ks []int, n int) string {
 // readShard reads the ShardFile of dir.
 func readShard(dir string) (*shardData, error) {
 	path := filepath.Join(dir, ShardFile)
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("merge: %s: not a directory: not the output of simulate --shard k/n -o DIR", dir)
+	}
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("merge: %s: no %s: not the output of simulate --shard k/n -o DIR", dir, ShardFile)

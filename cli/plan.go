@@ -147,6 +147,9 @@ func planCmd(ctx context.Context, e *env, args []string) error {
 	if out != "" && fs.NArg() > 1 {
 		return usagef("plan: -o writes the placement of one trace, got %d", fs.NArg())
 	}
+	if out == "-" {
+		return usagef("plan: -o -: the table goes to standard output; name a FILE for the placement")
+	}
 	if out != "" {
 		if err := checkOutputFile("-o", out, fs.Args()); err != nil {
 			return err
