@@ -419,3 +419,27 @@ func TestSite(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotStartStacks checks that the blocks live from before the
+// trace to its end take the stacks the snapshot's segments record: in a
+// wrapped ring buffer of a backward pass, the gradients and the
+// optimizer's state.
+func TestSnapshotStartStacks(t *testing.T) {
+	tr := sharedSnapshot(t, "large128_backward_wrapped.pickle")
+	r := explainOne(t, tr, Options{Top: 20})
+	if r.Moment != MomentPeak || int(r.EventIndex) >= tr.Start.Initial() {
+		t.Fatalf("moment %s at %d: want the peak among the %d blocks live before the trace", r.Moment, r.EventIndex, tr.Start.Initial())
+	}
+	var found []string
+	for _, h := range r.Holders {
+		if strings.Contains(h.Site, "AccumulateGrad") || strings.Contains(h.Site, "optimizer.py:") {
+			found = append(found, h.Site)
+		}
+		if strings.HasPrefix(h.Site, "(allocated before the trace") && h.Count == 1317 {
+			t.Errorf("no block live before the trace has a stack")
+		}
+	}
+	if len(found) < 2 {
+		t.Errorf("holders %+v: want the gradients and the optimizer's state", r.Holders)
+	}
+}

@@ -64,6 +64,7 @@ func newStackMap(t *Trace) *stackMap {
 						st[e.Addr] = e.Stack
 					}
 				}
+				atDump(s, d, st)
 				starts[d] = st
 			}
 			addr, ok := addressOf(ev)
@@ -93,6 +94,32 @@ func newStackMap(t *Trace) *stackMap {
 	}
 	m.stacks = stacks
 	return m
+}
+
+// atDump gives the blocks of st without a stack the stacks of the blocks
+// live at their address when the snapshot was taken, where the device's
+// trace neither allocates nor frees that address: such a block is the
+// same allocation, live from before the trace to its end, and the
+// snapshot's segments record where it was allocated (the start state
+// rebuilt by walking the trace back does not).
+func atDump(s *snapshot.Snapshot, d int, st map[uint64]snapshot.StackID) {
+	named := map[uint64]bool{}
+	tr := s.Trace(d)
+	for i := range tr.Len() {
+		if a := tr.Action(i); a == snapshot.Alloc || a == snapshot.FreeCompleted || a == snapshot.FreeRequested {
+			named[tr.At(i).Addr] = true
+		}
+	}
+	for _, sg := range s.Segments {
+		if sg.Device != d {
+			continue
+		}
+		for _, b := range sg.Blocks {
+			if stack, ok := st[b.Address]; ok && stack == 0 && b.Live() && !named[b.Address] {
+				st[b.Address] = b.Stack
+			}
+		}
+	}
 }
 
 // addressOf returns the address that a snapshot's alloc event is named by.
@@ -183,7 +210,7 @@ func (x *explainer) key(by By, i int, ev *traces.Event) string {
 		frames := x.stacks.snap.StackFrames(x.stacks.stacks[i])
 		if len(frames) == 0 {
 			if x.t.Start != nil && i < x.t.Start.Initial() {
-				return "(live before the trace, no stack)"
+				return "(allocated before the trace: no stack)"
 			}
 			return "(no stack recorded)"
 		}
@@ -254,6 +281,9 @@ func isPython(file string) bool {
 // what an allocation made on autograd's thread, which records no Python
 // frame, was made for.
 func backwardName(name string) (string, bool) {
+	if strings.HasPrefix(name, "torch::autograd::AccumulateGrad::apply") {
+		return "AccumulateGrad", true // a parameter's gradient
+	}
 	if !strings.HasPrefix(name, "torch::autograd::generated::") {
 		return "", false
 	}
