@@ -41,6 +41,15 @@ type Config struct {
 	// device's allocator and then its backend if they implement io.Closer.
 	NewBackend func(device int) (gpualloc.Backend, error)
 
+	// Start is the recorded state that the trace starts from, with the
+	// allocations of its private pools and the recorded settings (see
+	// StartReporter): the replay restores it, serves the trace's start
+	// events and private pools' allocations from it, and gives a strategy
+	// given no parameter the recorded settings. Nil means the reader's,
+	// when the reader is a StartReporter, else none: a reader that holds
+	// the events of another in memory need not pass its start on.
+	Start StartReporter
+
 	// SeriesBuckets bounds Result.Series: 0 means [DefaultSeriesBuckets],
 	// a negative number means no series.
 	SeriesBuckets int

@@ -149,8 +149,11 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 			cfg.Trace = n.Name()
 		}
 	}
+	if cfg.Start == nil {
+		cfg.Start, _ = r.(StartReporter)
+	}
 	var recorded bool
-	cfg.Params, recorded = recordedParams(r, cfg.Params, cfg.Trace)
+	cfg.Params, recorded = recordedParams(cfg.Start, cfg.Params, cfg.Trace)
 	e := &engine{cfg: cfg, measure: cfg.MeasureTime, costs: cfg.DeviceCosts}
 	if e.costs == nil {
 		e.costs = devicecost.H200
@@ -175,8 +178,8 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 		e.res.CapacityBytes = virtual.DefaultCapacity
 		e.memory, _ = r.(CapacityReporter)
 	}
-	if sr, ok := r.(StartReporter); ok {
-		e.plan = planOf(sr)
+	if cfg.Start != nil {
+		e.plan = planOf(cfg.Start)
 	}
 
 	if cfg.SeriesBuckets >= 0 {

@@ -485,13 +485,13 @@ func (noStart) RecordedConf() string               { return "" }
 func (noStart) PrivateAllocs() []uint64            { return nil }
 func (noStart) PoolSegments() []traces.PoolSegment { return nil }
 
-// recordedParams returns p with the settings that the trace of r records,
-// when p is to take them (see StartReporter), and whether it did.
-func recordedParams(r traces.Reader, p *gpualloc.Params, trace string) (*gpualloc.Params, bool) {
-	if p == nil || p.Explicit() {
+// recordedParams returns p with the settings that start records, when
+// p is to take them (see StartReporter), and whether it did.
+func recordedParams(start StartReporter, p *gpualloc.Params, trace string) (*gpualloc.Params, bool) {
+	if p == nil || p.Explicit() || start == nil {
 		return p, false
 	}
-	conf := StartOf(r).RecordedConf()
+	conf := start.RecordedConf()
 	if conf == "" {
 		return p, false
 	}
