@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -63,4 +64,25 @@ func TestExplainSnapshot(t *testing.T) {
 	assert.Contains(t, stdout, "out of memory (replayed) at event")
 	assert.Contains(t, stdout, "cs336_basics/transformer.py:")
 	assert.Contains(t, stdout, "fragmentation-bound")
+}
+
+// FuzzParseAt checks that any --at value is an event, a time or one line
+// of bad usage.
+func FuzzParseAt(f *testing.F) {
+	for _, s := range []string{"0", "12", "-1", "1.5s", "300ms", "1500us", "soon", "", "9223372036854775808", "-2s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		at, err := parseAt(s)
+		if err != nil {
+			var ue *usageError
+			if !errors.As(err, &ue) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("parseAt(%q): %v", s, err)
+			}
+			return
+		}
+		if at.Event < 0 || at.TimeUS < 0 {
+			t.Fatalf("parseAt(%q) = %+v", s, at)
+		}
+	})
 }

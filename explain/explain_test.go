@@ -443,3 +443,39 @@ func TestSnapshotStartStacks(t *testing.T) {
 		t.Errorf("holders %+v: want the gradients and the optimizer's state", r.Holders)
 	}
 }
+
+// TestRecordedOOM explains a snapshot that records an out-of-memory error
+// (a replay's, as simulate --snapshot writes it): the moment is the
+// recorded error, on the device the snapshot records.
+func TestRecordedOOM(t *testing.T) {
+	tr := fragmented(t)
+	p, err := pytorchParams("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	_, err = sim.Replay(traces.NewSliceReader(tr.Name, tr.Events), sim.Config{Params: p, Capacity: 200 * mb,
+		Snapshot: func(s *snapshot.Snapshot) error { return snapshot.Write(&buf, s, snapshot.WriteOptions{}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := traces.NewReader(strings.NewReader(buf.String()), "oom.pickle", traces.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := traces.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := &Trace{Name: "oom.pickle", Format: r.Format(), Events: evs, Start: r.(sim.StartReporter), Memory: r.(sim.CapacityReporter)}
+	rep := explainOne(t, snap, Options{})
+	if rep.Moment != MomentOOM || !rep.Recorded || rep.EventIndex != 50 || rep.RequestBytes != 12*mb {
+		t.Errorf("moment %s at %d (recorded %v), request %d; want the recorded oom at 50 of 12 MiB", rep.Moment, rep.EventIndex, rep.Recorded, rep.RequestBytes)
+	}
+	if rep.CapacityBytes != 200*mb || rep.CapacitySource != CapacityRecorded || rep.Verdict != FragmentationBound || rep.LargestFreeBytes != 8*mb {
+		t.Errorf("capacity %d from %s, verdict %s, largest free %d", rep.CapacityBytes, rep.CapacitySource, rep.Verdict, rep.LargestFreeBytes)
+	}
+	if rep.Alternatives[0].Label != "as recorded" {
+		t.Errorf("first row %q", rep.Alternatives[0].Label)
+	}
+}
