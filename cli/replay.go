@@ -52,7 +52,9 @@ cuda and pinned the replays also time the allocations and device calls
 (alloc_hit_ns_mean, alloc_device_ns_mean, device_call_ns_total), and run
 one at a time unless -j says otherwise. On every backend a replay also
 estimates the time its device calls would take on an NVIDIA H200,
-device_time_ns_est in JSON and CSV (--device-costs FILE: another GPU's).
+device_time_ns_est in JSON and CSV (--device-costs FILE: another GPU's; a
+cost above 1e12 ns, 1000 s for one call, is refused, and an estimate past
+what an int64 holds saturates at 9223372036854775807).
 
 A peak reserved marked * in the table (device_full_allocs > 0 in JSON and
 CSV) met the device's capacity: the strategy released its cache or retried
