@@ -255,7 +255,10 @@ func Explain(ctx context.Context, t *Trace, o Options) ([]Report, error) {
 	}
 	x.stacks = newStackMap(t)
 
-	full, err := x.replay(ctx, x.o.Strategy, len(t.Events), x.capOf, nil)
+	// The replay as it ran, with its series: the peak of a trace of one
+	// device is the event of the series' largest reserved bytes.
+	r := prefixReader{traces.NewSliceReader(t.Name, t.Events), sim.StartOf(t.Start), x.capOf}
+	full, err := sim.ReplayContext(ctx, r, sim.Config{Trace: t.Name, Params: x.o.Strategy})
 	if err != nil {
 		return nil, err
 	}
@@ -408,6 +411,11 @@ func (x *explainer) moment(ctx context.Context, d int, full *sim.Result) (Report
 		}
 		rep.Moment, rep.EventIndex, prefix = MomentOOM, int64(n-1), n-1
 		rep.RequestBytes = t.Events[n-1].Size
+	case len(full.Devices) == 1 && full.Series != nil && peakEvent(full.Series) >= 0:
+		// The state restored from a recording is there from the first
+		// event, its live blocks from the last of their allocations.
+		i := max(peakEvent(full.Series), int64(initial)-1)
+		rep.Moment, rep.EventIndex, prefix = MomentPeak, i, int(i)+1
 	default:
 		n, err := x.firstPrefix(ctx, d, max(initial, 1), len(t.Events), func(r sim.DeviceResult) bool {
 			return r.PeakReservedBytes >= fd.PeakReservedBytes
@@ -428,6 +436,18 @@ func (x *explainer) moment(ctx context.Context, d int, full *sim.Result) (Report
 	}
 	x.holders(d, prefix, &rep)
 	return rep, nil
+}
+
+// peakEvent returns the event at which the reserved bytes of a series
+// first reached their peak, -1 for an empty series.
+func peakEvent(s *sim.Series) int64 {
+	var peak, at int64 = -1, -1
+	for _, p := range s.All() {
+		if p.Reserved.Max > peak {
+			peak, at = p.Reserved.Max, p.Reserved.MaxEvent
+		}
+	}
+	return at
 }
 
 // atEvent returns the index of the event that Options.At names.

@@ -479,3 +479,33 @@ func TestRecordedOOM(t *testing.T) {
 		t.Errorf("first row %q", rep.Alternatives[0].Label)
 	}
 }
+
+// TestPeakBySeries checks that the peak of a trace of one device, taken
+// from the series of the replay, is the event that a bisection over
+// prefixes finds: the first after which the device's peak is reached.
+func TestPeakBySeries(t *testing.T) {
+	for _, name := range []string{"forward_ctx128.pickle", "small_train_step.pickle", "compile_usermeta.pickle", "large128_backward_wrapped.pickle"} {
+		tr := sharedSnapshot(t, name)
+		r := explainOne(t, tr, Options{})
+		if r.Moment != MomentPeak {
+			t.Fatalf("%s: moment %s", name, r.Moment)
+		}
+		p, err := pytorchParams(tr.Start.RecordedConf())
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := &explainer{t: tr, o: Options{Strategy: p}, caps: map[int]int64{0: r.CapacityBytes}}
+		full, err := x.replay(context.Background(), p, len(tr.Events), x.capOf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		peak := deviceOf(&full, 0).PeakReservedBytes
+		n, err := x.firstPrefix(context.Background(), 0, max(tr.Start.Initial(), 1), len(tr.Events), func(d sim.DeviceResult) bool { return d.PeakReservedBytes >= peak })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(n-1) != r.EventIndex {
+			t.Errorf("%s: peak at event %d, a bisection finds %d", name, r.EventIndex, n-1)
+		}
+	}
+}
