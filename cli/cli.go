@@ -157,7 +157,37 @@ func (c Command) Run(ctx context.Context, args []string) int {
 	if e.getenv == nil {
 		e.getenv = func(string) (string, bool) { return "", false }
 	}
-	return simulate(ctx, e, args)
+	out := &stdoutWriter{w: e.stdout}
+	e.stdout = out
+	code := simulate(ctx, e, args)
+	if code == 0 && out.err != nil {
+		// A write that failed where nothing looked (the help): the run
+		// did not give its output.
+		fmt.Fprintf(e.stderr, "simulate: standard output: %v\n", out.err)
+		return 1
+	}
+	return code
+}
+
+// A stdoutWriter is the command's standard output: its errors name it, as
+// "standard output: no space left on device", and the first is kept, so
+// that a run whose output was lost fails even where the write's error went
+// unseen.
+type stdoutWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stdoutWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil {
+		err = unwrapPathErr(err)
+		if s.err == nil {
+			s.err = err
+		}
+		return n, fmt.Errorf("standard output: %w", err)
+	}
+	return n, nil
 }
 
 // env is what a run of the command sees of the world.

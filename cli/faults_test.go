@@ -679,3 +679,27 @@ func TestProbeFindings(t *testing.T) {
 		assert.Empty(t, entries, "%v: nothing written", tc.args)
 	}
 }
+
+// failingWriter fails every write, as a full disk does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+// TestStdoutFails: a command whose standard output cannot be written
+// fails, saying so, even where it wrote only its help.
+func TestStdoutFails(t *testing.T) {
+	for _, a := range [][]string{
+		{"help"},
+		{"gen", "-h"},
+		{"strategies"},
+		{"inspect", "testdata/tiny.csv"},
+		{"-s", "naive", "-f", "json", "testdata/tiny.csv"},
+		{"gen", "--events", "10", "random"},
+		{"convert", "testdata/tiny.csv", "-"},
+	} {
+		var stderr bytes.Buffer
+		code := Command{Stdout: failingWriter{}, Stderr: &stderr}.Run(context.Background(), a)
+		assert.Equal(t, 1, code, "%v", a)
+		assert.Equal(t, "simulate: standard output: no space left on device\n", stderr.String(), "%v", a)
+	}
+}

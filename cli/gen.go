@@ -3,8 +3,10 @@ package cli
 import (
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 
 	"github.com/gpualloc/gpualloc/traces"
@@ -98,15 +100,26 @@ func genCmd(ctx context.Context, e *env, args []string) error {
 	if strings.HasSuffix(out, ".gz") {
 		zw := gzip.NewWriter(w)
 		if err := genTo(zw, name, o); err != nil {
-			return err
+			return writeError(out, err)
 		}
 		if err := zw.Close(); err != nil {
-			return fmt.Errorf("%s: %w", out, err)
+			return writeError(out, err)
 		}
 	} else if err := genTo(w, name, o); err != nil {
-		return err
+		return writeError(out, err)
 	}
 	return f.Commit()
+}
+
+// writeError is err, of a write to the output file out, naming out: a
+// failed write ("out: no space left on device"), or what gen refused as
+// it is.
+func writeError(out string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", out, pe.Err)
+	}
+	return err
 }
 
 func workloadNames() string {

@@ -107,7 +107,7 @@ func writeFileVia(ctx context.Context, path string, write func(w io.Writer) erro
 	}
 	defer f.Abort()
 	if err := write(f); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s: %w", path, unwrapPathErr(err))
 	}
 	return f.Commit()
 }

@@ -367,3 +367,28 @@ func TestSignalWhileWaiting(t *testing.T) {
 		assert.Equal(t, "simulate: "+tc.want+": stopped, output files left complete or as they were\n", stderr.String(), tc.args)
 	}
 }
+
+// TestOutputDeviceFull: an output that fails as it is written (a device
+// node with /dev/full's numbers) is an error that names the output, not
+// Go's "write PATH"; the device stays a device.
+func TestOutputDeviceFull(t *testing.T) {
+	dir := t.TempDir()
+	full := filepath.Join(dir, "full.csv")
+	err := syscall.Mknod(full, syscall.S_IFCHR|0o666, 1<<8|7)
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+		t.Skipf("cannot make a device node here: %v", err)
+	}
+	require.NoError(t, err)
+	for _, a := range [][]string{
+		{"gen", "--events", "100000", "-o", full, "random"},
+		{"convert", "testdata/tiny.csv", full},
+		{"plan", "--no-search", "-o", full, "testdata/tiny.csv"},
+	} {
+		code, _, stderr := run(t, nil, a...)
+		assert.Equal(t, 1, code, "%v", a)
+		assert.Equal(t, "simulate: "+full+": no space left on device\n", stderr, "%v", a)
+	}
+	fi, err := os.Lstat(full)
+	require.NoError(t, err)
+	assert.Equal(t, fs.ModeDevice|fs.ModeCharDevice, fi.Mode().Type())
+}
