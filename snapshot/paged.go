@@ -98,14 +98,14 @@ func (p *paged[T]) grow(v T) {
 // filled keeps page k, which has just filled, or spills it: from the
 // first page spilled on, every page of p is.
 func (p *paged[T]) filled(k int) {
-	b := bytesOf(p.pages[k])
-	if len(p.offs) == 0 && p.sp.keep(int64(len(b))) {
+	if len(p.offs) == 0 && p.sp.keep(int64(pageBytes[T](len(p.pages[k])))) {
 		return
 	}
 	if len(p.offs) == 0 {
 		p.from = k
 	}
-	at, ok := p.sp.write(b)
+	p.sp.buf = encodePage(p.sp.buf, p.pages[k])
+	at, ok := p.sp.write(p.sp.buf)
 	p.offs = append(p.offs, at)
 	if ok { // else the read fails, and the page stays for what is left of it
 		p.spare, p.pages[k] = p.pages[k], nil
@@ -127,13 +127,15 @@ func (p *paged[T]) newPage() []T {
 // not written again stays.
 func (p *paged[T]) load(k int) []T {
 	pg := p.newPage()
-	p.sp.read(bytesOf(pg), p.offs[k-p.from])
+	p.sp.buf = room(p.sp.buf, pageBytes[T](len(pg)))
+	p.sp.read(p.sp.buf, p.offs[k-p.from])
+	decodePage(pg, p.sp.buf)
 	p.pages[k] = pg
 	p.loaded = append(p.loaded, loadedPage{k: k})
 	if len(p.loaded) > p.sp.loaded {
 		l := p.loaded[0]
 		p.loaded = append(p.loaded[:0], p.loaded[1:]...)
-		if !l.dirty || p.sp.rewrite(bytesOf(p.pages[l.k]), p.offs[l.k-p.from]) {
+		if !l.dirty || p.sp.rewrite(encodePage(p.sp.buf, p.pages[l.k]), p.offs[l.k-p.from]) {
 			p.spare, p.pages[l.k] = p.pages[l.k], nil
 		}
 	}

@@ -1,7 +1,7 @@
 package snapshot
 
 import (
-	"unsafe"
+	"encoding/binary"
 
 	spillfile "github.com/gpualloc/gpualloc/internal/spill"
 )
@@ -18,7 +18,7 @@ import (
 // so that is once per walk.
 //
 // The file takes the pages' bytes on disk, 48 a trace entry and 9 a memo
-// entry. It is closed when the read ends, unless it holds a compact
+// entry, written and read back field by field (encodePage, decodePage). It is closed when the read ends, unless it holds a compact
 // read's traces: then when the snapshot that reads it is no longer
 // referenced.
 //
@@ -32,6 +32,7 @@ type spill struct {
 	loaded int    // the most spilled pages of one list loaded at a time
 	held   int64  // the bytes of the full pages held in memory
 	fail   *error // where the first failure goes: the decoder's error, which stops it
+	buf    []byte // a page's bytes, written or read
 }
 
 // The bounds of a read that its ReadOptions leave at zero.
@@ -114,19 +115,83 @@ func (e *spillError) Error() string { return e.err.Error() }
 
 func (e *spillError) Unwrap() error { return e.err }
 
-// flat lists the types of the values that paged lists hold, which bytesOf
-// writes out as they lie in memory: each holds no pointers (no pointer,
-// slice, string, map, interface, channel or func, nor a field that is
-// one), which TestFlatTypes checks. A type added here must hold none.
+// flat lists the types of the values that paged lists hold, which
+// encodePage and decodePage write out and read back: each is a case of
+// theirs, which TestPageCodec checks.
 type flat interface {
 	entryRec | uint64 | byte
 }
 
-// bytesOf returns the bytes of the values pg.
-func bytesOf[T flat](pg []T) []byte {
-	if len(pg) == 0 {
-		return nil
-	}
+// recBytes is the bytes that an entryRec takes in the file.
+const recBytes = 48
+
+// pageBytes returns the bytes that n values of type T take in the file.
+func pageBytes[T flat](n int) int {
 	var v T
-	return unsafe.Slice((*byte)(unsafe.Pointer(&pg[0])), len(pg)*int(unsafe.Sizeof(v)))
+	switch any(v).(type) {
+	case uint64:
+		return 8 * n
+	case entryRec:
+		return recBytes * n
+	}
+	return n
+}
+
+// room returns buf with n bytes, reallocated if it has not the room.
+func room(buf []byte, n int) []byte {
+	if cap(buf) < n {
+		return make([]byte, n)
+	}
+	return buf[:n]
+}
+
+// encodePage returns the bytes of the values pg, in buf if it has room.
+func encodePage[T flat](buf []byte, pg []T) []byte {
+	buf = room(buf, pageBytes[T](len(pg)))
+	switch pg := any(pg).(type) {
+	case []byte:
+		copy(buf, pg)
+	case []uint64:
+		for i, v := range pg {
+			binary.LittleEndian.PutUint64(buf[8*i:], v)
+		}
+	case []entryRec:
+		for i := range pg {
+			r, b := &pg[i], buf[recBytes*i:recBytes*(i+1)]
+			binary.LittleEndian.PutUint64(b[0:], r.addr)
+			binary.LittleEndian.PutUint64(b[8:], r.stream)
+			binary.LittleEndian.PutUint64(b[16:], uint64(r.size))
+			binary.LittleEndian.PutUint64(b[24:], uint64(r.time))
+			binary.LittleEndian.PutUint32(b[32:], r.action)
+			binary.LittleEndian.PutUint32(b[36:], r.category)
+			binary.LittleEndian.PutUint32(b[40:], uint32(r.stack))
+			b[44] = 0
+			if r.emptyCache {
+				b[44] = 1
+			}
+		}
+	}
+	return buf
+}
+
+// decodePage sets the values pg from b, as encodePage wrote them.
+func decodePage[T flat](pg []T, b []byte) {
+	switch pg := any(pg).(type) {
+	case []byte:
+		copy(pg, b)
+	case []uint64:
+		for i := range pg {
+			pg[i] = binary.LittleEndian.Uint64(b[8*i:])
+		}
+	case []entryRec:
+		for i := range pg {
+			r, b := &pg[i], b[recBytes*i:recBytes*(i+1)]
+			*r = entryRec{
+				addr: binary.LittleEndian.Uint64(b[0:]), stream: binary.LittleEndian.Uint64(b[8:]),
+				size: int64(binary.LittleEndian.Uint64(b[16:])), time: int64(binary.LittleEndian.Uint64(b[24:])),
+				action: binary.LittleEndian.Uint32(b[32:]), category: binary.LittleEndian.Uint32(b[36:]),
+				stack: StackID(binary.LittleEndian.Uint32(b[40:])), emptyCache: b[44] != 0,
+			}
+		}
+	}
 }

@@ -56,6 +56,7 @@ type heldTrace struct {
 	mu     sync.Mutex // held to load a page, and for err
 	loaded []int      // the spilled pages loaded, oldest first
 	err    error      // the first page that could not be read back
+	buf    []byte     // a page's bytes, read
 }
 
 // hold returns the trace p as a heldTrace, writing its last page out
@@ -63,7 +64,7 @@ type heldTrace struct {
 // spill).
 func hold(p *paged[entryRec], strs []string) *heldTrace {
 	if k := len(p.pages) - 1; len(p.offs) > 0 {
-		at, ok := p.sp.write(bytesOf(p.pages[k]))
+		at, ok := p.sp.write(encodePage(p.sp.buf, p.pages[k]))
 		p.offs = append(p.offs, at)
 		if ok {
 			p.pages[k] = nil
@@ -107,7 +108,10 @@ func (h *heldTrace) load(k int) *[]entryRec {
 		return pg // loaded meanwhile
 	}
 	pg := make([]entryRec, min(pageSize, h.n-(len(h.held)+k)<<pageShift))
-	if err := h.f.ReadAt(bytesOf(pg), h.offs[k]); err != nil {
+	h.buf = room(h.buf, recBytes*len(pg))
+	err := h.f.ReadAt(h.buf, h.offs[k])
+	decodePage(pg, h.buf)
+	if err != nil {
 		if h.err == nil {
 			h.err = &Error{Name: h.name, Msg: "device_traces: " + err.Error(), Err: err}
 		}
