@@ -509,3 +509,21 @@ func TestPeakBySeries(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeLimit checks that the rows the time limit leaves no time for say
+// so, while the moment and its figures are still given.
+func TestTimeLimit(t *testing.T) {
+	tr := fragmented(t)
+	r := explainOne(t, tr, Options{Capacity: 200 * mb, TimeLimit: 1})
+	if r.Moment != MomentOOM || r.EventIndex != 50 || r.Verdict != FragmentationBound {
+		t.Errorf("moment %s at %d, verdict %s", r.Moment, r.EventIndex, r.Verdict)
+	}
+	for i, a := range r.Alternatives {
+		if !a.TimedOut || a.MinCapacityBytes != nil || (i > 0 && a.PeakReservedBytes != nil) {
+			t.Errorf("row %s: %+v, want it out of time", a.Label, a)
+		}
+	}
+	if r.Suggestion != "" || !strings.Contains(r.Sentence, "left out of time") {
+		t.Errorf("suggestion %q from rows out of time (%s)", r.Suggestion, r.Sentence)
+	}
+}

@@ -133,7 +133,11 @@ func (x *explainer) alternatives(ctx, rctx context.Context, reps []Report, full 
 		})
 	}
 	startFails := make([]bool, len(rows))
-	for i, o := range sim.RunAll(rctx, jobs, workers) {
+	var outs []sim.JobResult
+	if rctx.Err() == nil {
+		outs = sim.RunAll(rctx, jobs, workers)
+	}
+	for i, o := range outs {
 		switch {
 		case o.Err == nil:
 			results[i+1] = &o.Result
@@ -282,6 +286,9 @@ func (x *explainer) offline(ctx, rctx context.Context, reps []Report) error {
 // capacity may fit some smaller device between the points tried.
 func (x *explainer) minCapacity(ctx context.Context, p *gpualloc.Params, d int, from *sim.Result) (int64, error) {
 	fits := func(c int64) (bool, error) {
+		if err := ctx.Err(); err != nil { // a short replay never looks
+			return false, err
+		}
 		caps := func(dev int) int64 {
 			if dev == d {
 				return c

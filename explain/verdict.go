@@ -90,6 +90,15 @@ func verdict(rep *Report) {
 		return
 	}
 	rep.Sentence = fmt.Sprintf("%s: %s; no allocator tried fits", rep.Verdict, what)
+	late := 0
+	for _, a := range rows[1:] {
+		if a.Fits == nil {
+			late++
+		}
+	}
+	if late > 0 {
+		rep.Sentence += fmt.Sprintf(" (%d of the %d left out of time: give a longer time limit)", late, len(rows)-1)
+	}
 	if rep.OfflineBytes != nil && *rep.OfflineBytes <= c {
 		rep.Sentence += fmt.Sprintf(", only the offline plan does (%s), which knows every lifetime ahead", size(*rep.OfflineBytes))
 	}
