@@ -9,7 +9,7 @@ package snapshot
 // Past the bound of its spill, each page that fills is written out and
 // dropped (see spill), and at loads it back when it is needed: at costs
 // O(1), and a read of pageSize values from the file where the page is
-// not loaded. The values hold no pointers (see flat).
+// not loaded. The values are of a type that the file can hold (flat).
 type paged[T flat] struct {
 	pages  [][]T // all full but the last; nil where spilled and not loaded
 	n      int
@@ -122,9 +122,8 @@ func (p *paged[T]) newPage() []T {
 }
 
 // load reads spilled page k back, and drops the page loaded longest ago
-// when more than the spill's loaded are. Where the file fails, the
-// read fails (see spill): the page is then zero, and a changed page
-// not written again stays.
+// when more than the spill's loaded are. Where the file fails, the read
+// fails (see spill), and a changed page not written again stays.
 func (p *paged[T]) load(k int) []T {
 	pg := p.newPage()
 	p.sp.buf = room(p.sp.buf, pageBytes[T](len(pg)))

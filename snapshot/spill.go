@@ -8,19 +8,20 @@ import (
 
 // A spill bounds the memory of a read, whatever the length of the file:
 // once the pages of a read's long lists (the trace entries' records and
-// the memo, see paged) take after bytes ([ReadOptions.MaxHeld]), each page filled after that is
-// written to an unnamed temporary file (a [spillfile.File] in
-// [ReadOptions.TempDir]) and dropped, and read back, a page at a time,
-// when it is needed again. A list keeps at most loaded of those pages
-// loaded. Each page past the bound costs one write, and a read each time
-// a walk over the trace comes to it again: the walks after a read are
-// sequential (the start-state rebuild walks back, the replays forward),
-// so that is once per walk.
+// the memo, see paged) take after bytes ([ReadOptions.MaxHeld]), each
+// page filled after that is written to an unnamed temporary file (a
+// [spillfile.File] in [ReadOptions.TempDir]) and dropped, and read back,
+// a page at a time, when it is needed again. A list keeps at most loaded
+// of those pages loaded. Each page past the bound costs one write, and a
+// read each time a walk over the trace comes to it again: the walks after
+// a read are sequential (the start-state rebuild walks back, the replays
+// forward), so that is once per walk.
 //
 // The file takes the pages' bytes on disk, 48 a trace entry and 9 a memo
-// entry, written and read back field by field (encodePage, decodePage). It is closed when the read ends, unless it holds a compact
-// read's traces: then when the snapshot that reads it is no longer
-// referenced.
+// entry, written and read back field by field (encodePage, decodePage)
+// through one page's buffer. It is closed when the read ends, unless it
+// holds a compact read's traces: then when the snapshot that reads it is
+// no longer referenced.
 //
 // The first failure to make, write or read the file back during the read
 // ends the read with that error: nothing is tried again, and no page is
