@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
@@ -79,7 +78,7 @@ func convertCmd(ctx context.Context, e *env, args []string) error {
 		if showProgress(progressMode, e.stderr) {
 			stderr = e.stderr
 		}
-		return convertSnapshot(ctx, in, out, entries, noFrames, stderr, e.tempDir)
+		return convertSnapshot(ctx, in, e.stdin, out, entries, noFrames, stderr, e.tempDir)
 	}
 	if entries != 0 || noFrames {
 		return usagef("convert: --snapshot-entries and --no-frames want an OUT ending in .pickle")
@@ -145,20 +144,31 @@ func convertCmd(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// convertSnapshot writes the PyTorch snapshot in as one again at out,
-// keeping the last entries of each device's trace (all if 0) and, unless
-// noFrames, the stacks; progress, if not nil, shows the read's progress.
-func convertSnapshot(ctx context.Context, in, out string, entries int, noFrames bool, progress io.Writer, tempDir string) error {
-	f, err := os.Open(in)
-	if err != nil {
-		return err
+// convertSnapshot writes the PyTorch snapshot in ("-": stdin) as one
+// again at out, keeping the last entries of each device's trace (all if 0)
+// and, unless noFrames, the stacks; progress, if not nil, shows the read's
+// progress.
+func convertSnapshot(ctx context.Context, in string, stdin io.Reader, out string, entries int, noFrames bool, progress io.Writer, tempDir string) error {
+	var s *snapshot.Snapshot
+	if in == "-" {
+		var err error
+		if s, err = readSnapshotFrom(ctx, waitingReader(ctx, stdin), "stdin", -1, progress, noFrames, tempDir); err != nil {
+			return err
+		}
+	} else {
+		if _, ok := bundledByName(in); ok {
+			return fmt.Errorf("%s: a bundled trace, not a PyTorch snapshot: an OUT ending in .pickle needs a snapshot, the file torch.cuda.memory._dump_snapshot writes", in)
+		}
+		f, err := openTraceFile(ctx, in)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if s, err = readSnapshotProgress(ctx, f, in, progress, noFrames, tempDir); err != nil {
+			return err
+		}
+		f.Close()
 	}
-	defer f.Close()
-	s, err := readSnapshotProgress(ctx, f, in, progress, noFrames, tempDir)
-	if err != nil {
-		return err
-	}
-	f.Close()
 	cut := cutSnapshot(s, entries, noFrames)
 	return writeFileVia(ctx, out, func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 1<<20)

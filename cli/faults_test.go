@@ -703,3 +703,33 @@ func TestStdoutFails(t *testing.T) {
 		assert.Equal(t, "simulate: standard output: no space left on device\n", stderr.String(), "%v", a)
 	}
 }
+
+// TestConvertSnapshotInputs: convert to a .pickle reads a snapshot from
+// standard input as from a file, and names what is wrong with an input
+// that is no snapshot file as every command does.
+func TestConvertSnapshotInputs(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile("testdata/fidelity_match.pickle")
+	require.NoError(t, err)
+	want := filepath.Join(dir, "want.pickle")
+	code, _, stderr := run(t, nil, "convert", "testdata/fidelity_match.pickle", want)
+	require.Equal(t, 0, code, stderr)
+	got := filepath.Join(dir, "got.pickle")
+	var errb bytes.Buffer
+	code = Command{Stdin: bytes.NewReader(data), Stderr: &errb}.Run(context.Background(), []string{"convert", "-", got})
+	require.Equal(t, 0, code, errb.String())
+	a, err := os.ReadFile(want)
+	require.NoError(t, err)
+	b, err := os.ReadFile(got)
+	require.NoError(t, err)
+	assert.Equal(t, a, b, "from standard input as from the file")
+	for _, tc := range []struct{ in, want string }{
+		{dir, dir + ": is a directory, not a file"},
+		{filepath.Join(dir, "nosuch.pickle"), filepath.Join(dir, "nosuch.pickle") + ": no such file or directory"},
+		{"training", "training: a bundled trace, not a PyTorch snapshot: an OUT ending in .pickle needs a snapshot, the file torch.cuda.memory._dump_snapshot writes"},
+	} {
+		code, _, stderr := run(t, nil, "convert", tc.in, filepath.Join(dir, "out.pickle"))
+		assert.Equal(t, 1, code, tc.in)
+		assert.Equal(t, "simulate: "+tc.want+"\n", stderr, tc.in)
+	}
+}

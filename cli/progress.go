@@ -175,17 +175,24 @@ func readProgressTo(mode string, w io.Writer) (io.Writer, error) {
 // its stacks if noStacks, with its temporary file, if any, in tempDir (see
 // snapshot.ReadOptions); it fails with ctx's cause once ctx is done.
 func readSnapshotProgress(ctx context.Context, f *os.File, name string, progress io.Writer, noStacks bool, tempDir string) (*snapshot.Snapshot, error) {
+	size := int64(-1)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = fi.Size()
+	}
+	return readSnapshotFrom(ctx, fileReader(ctx, f), name, size, progress, noStacks, tempDir)
+}
+
+// readSnapshotFrom reads the PyTorch snapshot in r, of size bytes (-1:
+// unknown), as readSnapshotProgress does; r should fail with ctx's cause
+// once ctx is done.
+func readSnapshotFrom(ctx context.Context, r io.Reader, name string, size int64, progress io.Writer, noStacks bool, tempDir string) (*snapshot.Snapshot, error) {
 	o := snapshot.ReadOptions{NoStacks: noStacks, Compact: true, TempDir: tempDir}
 	if progress != nil {
-		size := int64(-1)
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			size = fi.Size()
-		}
 		update, done := readProgress(progress, name, size)
 		defer done()
 		o.Progress = update
 	}
-	return snapshot.ReadWith(ctxReader(ctx, f), name, o)
+	return snapshot.ReadWith(r, name, o)
 }
 
 // readProgressDelay is how long a read goes before it shows its progress;
