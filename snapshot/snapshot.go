@@ -236,15 +236,23 @@ func (s *Snapshot) NumTraces() int {
 // [ReadOptions.Compact] holds, and drops those: a caller that changes the
 // trace, or reads DeviceTraces, unpacks first. It costs a TraceEntry (72
 // bytes) per entry, and does nothing when DeviceTraces is set or no
-// traces are held.
-func (s *Snapshot) Unpack() {
+// traces are held. It returns the first failure to read a trace back from
+// the temporary file of its read (see [Trace.Err]), whose entries it
+// unpacks as zero.
+func (s *Snapshot) Unpack() error {
 	if s.DeviceTraces != nil || s.held == nil {
 		s.held = nil
-		return
+		return nil
 	}
 	traces := make([][]TraceEntry, len(s.held))
+	var err error
 	for d, h := range s.held {
-		traces[d] = Trace{held: h}.Entries()
+		t := Trace{held: h}
+		traces[d] = t.Entries()
+		if err == nil {
+			err = t.Err()
+		}
 	}
 	s.DeviceTraces, s.held = traces, nil
+	return err
 }

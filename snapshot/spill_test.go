@@ -164,6 +164,8 @@ func TestSpillReadBackFails(t *testing.T) {
 	assert.Regexp(t, `^gen\.pickle: device_traces: reading back the temporary file .*gpualloc-snapshot-.*: file already closed$`, tr.Err().Error())
 	assert.ErrorIs(t, tr.Err(), fs.ErrClosed)
 	assert.NoError(t, want.Trace(0).Err(), "a read that holds its pages")
+	assert.Equal(t, tr.Err(), got.Unpack(), "Unpack says so too")
+	assert.NoError(t, want.Unpack())
 }
 
 // heldAndSpilled generates a snapshot of one device with events events and

@@ -188,7 +188,7 @@ func (t Trace) All() iter.Seq2[int, TraceEntry] {
 }
 
 // Entries returns a copy of the entries, as a slice of DeviceTraces holds
-// them.
+// them; Err says whether they were all read back.
 func (t Trace) Entries() []TraceEntry {
 	if t.held == nil {
 		return append([]TraceEntry(nil), t.list...)
