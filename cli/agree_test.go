@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	pk "github.com/gpualloc/gpualloc/internal/pickletest"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/fidelity"
 )
 
@@ -97,7 +99,9 @@ func agree(t *testing.T, path string, exact bool) {
 //     with and without a max_split_size (fidelity's device refused every
 //     allocation of a recorded oom, and none else);
 //   - windows of those and of random traces on several devices and
-//     streams, which start from a recorded state.
+//     streams, which start from a recorded state;
+//   - a private pool's segments (fidelity gave them to the strategy, which
+//     served the default pools' requests from them).
 func TestReplayAgreesWithFidelity(t *testing.T) {
 	const mib = 1 << 20
 	dir := t.TempDir()
@@ -183,6 +187,40 @@ func TestReplayAgreesWithFidelity(t *testing.T) {
 			})
 		}
 	}
+	// A CUDA graph's pool: a segment of it held at the start, with room
+	// for the default pools' request that PyTorch serves from a segment
+	// of their own (fidelity gave it to the strategy, which served the
+	// request from the pool's segment), and one that the trace allocates,
+	// uses and frees.
+	t.Run("private_pool", func(t *testing.T) {
+		const a, p, q uint64 = 0x7f0000000000, 0x7f0004000000, 0x7f0008000000
+		ent := func(act snapshot.Action, addr uint64, size int64) snapshot.TraceEntry {
+			return snapshot.TraceEntry{Action: act, Addr: addr, Size: size, TimeUS: snapshot.NoTime}
+		}
+		graph := snapshot.PoolID{1, 0}
+		s := &snapshot.Snapshot{
+			Segments: []snapshot.Segment{
+				{Address: a, TotalSize: 20 * mib, SegmentType: "large", Blocks: []snapshot.Block{
+					{Address: a, Size: 4 * mib, RequestedSize: 4 * mib, State: snapshot.ActiveAllocated},
+					{Address: a + 4*mib, Size: 16 * mib, State: snapshot.Inactive}}},
+				{Address: p, TotalSize: 20 * mib, SegmentType: "large", Pool: graph, Blocks: []snapshot.Block{
+					{Address: p, Size: 5 * mib, RequestedSize: 5 * mib, State: snapshot.ActiveAllocated},
+					{Address: p + 5*mib, Size: 15 * mib, State: snapshot.Inactive}}},
+				{Address: q, TotalSize: 20 * mib, SegmentType: "large", Pool: graph, Blocks: []snapshot.Block{
+					{Address: q, Size: 20 * mib, State: snapshot.Inactive}}},
+			},
+			DeviceTraces: [][]snapshot.TraceEntry{{
+				ent(snapshot.SegmentAlloc, a, 20*mib), ent(snapshot.Alloc, a, 4*mib),
+				ent(snapshot.SegmentAlloc, q, 20*mib), ent(snapshot.Alloc, q, 6*mib),
+				ent(snapshot.FreeRequested, q, 6*mib), ent(snapshot.FreeCompleted, q, 6*mib),
+			}},
+		}
+		path := filepath.Join(dir, "private_pool.pickle")
+		var buf bytes.Buffer
+		require.NoError(t, snapshot.Write(&buf, s, snapshot.WriteOptions{}))
+		require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+		agree(t, path, true)
+	})
 	t.Run("shared", func(t *testing.T) {
 		for _, f := range pk.SharedSnapshots(t, sharedSnapshotDir) {
 			t.Run(filepath.Base(f), func(t *testing.T) {

@@ -309,9 +309,10 @@ func runDevice(s *snapshot.Snapshot, dev int, conf string, rules snapshot.Rules,
 		capacity, total = virtual.DefaultCapacity, rangeTotal(st, t)
 	}
 	release := releaseInAlloc(s.AllocatorSettings, rules)
-	free := &replay{res: res, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: capacity, releaseInAlloc: release}
+	ps := poolsOf(s, dev, st, t)
+	free := &replay{res: res, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: capacity, releaseInAlloc: release, pools: ps}
 	follow := &replay{forced: true, res: &Result{mismatchesMx: -1}, dev: dev, trace: t, offset: offset, conf: conf, newAlloc: newAlloc, total: total,
-		releaseInAlloc: release}
+		releaseInAlloc: release, pools: ps}
 	if res.Note != "" {
 		if err := free.start(st, top); err != nil {
 			return err

@@ -38,6 +38,12 @@ type replay struct {
 	total    int64 // the device's memory
 	// releaseInAlloc: see the function of that name.
 	releaseInAlloc bool
+	pools          *pools // the private pools' entries, nil for none
+
+	// poolSegs counts the private pools' segments held; inPool are the
+	// recorded addresses of the live blocks in them.
+	poolSegs int
+	inPool   map[uint64]bool
 
 	a    Allocator
 	be   *backend
@@ -58,6 +64,7 @@ func (r *replay) start(st *snapshot.State, top uint64) error {
 		return err
 	}
 	r.a, r.live, r.failed, r.released = a, map[uint64]gpualloc.Block{}, map[uint64]bool{}, false
+	r.poolSegs, r.inPool = 0, map[uint64]bool{}
 	for _, sg := range st.Segments {
 		r.be.hold(sg.TotalSize) // restored without a backend call
 		r.be.used += sg.TotalSize
@@ -73,6 +80,16 @@ func (r *replay) start(st *snapshot.State, top uint64) error {
 		}
 	}
 	for _, sg := range st.Segments {
+		if r.pools != nil && sg.Pool.Private() {
+			// A private pool's, held apart (see pools.go).
+			r.poolSegs++
+			for _, b := range sg.Blocks {
+				if b.Live() {
+					r.inPool[b.Address] = true
+				}
+			}
+			continue
+		}
 		blocks, err := a.Restore(sg)
 		if err != nil {
 			return fmt.Errorf("restoring the segment at %s: %w", hex(sg.Address), err)
@@ -217,6 +234,9 @@ func (r *replay) figure(e *snapshot.TraceEntry, held int64) {
 // reports whether the model took the recorded decision, as far as the entry
 // itself shows.
 func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
+	if r.poolEntry(e, i) {
+		return true, nil
+	}
 	res, be, dev := r.res, r.be, r.dev
 	switch e.Action {
 	case snapshot.SegmentAlloc, snapshot.SegmentMap:
