@@ -40,23 +40,30 @@ peak of reserved memory, unless --at names another. For each device:
     grouping. The largest groups, then "other": together, the live bytes.
     A trace without stacks is grouped by size;
   - the verdict, from replays: live-bound (the live bytes alone exceed the
-    device: no allocator fits), fragmentation-bound or cache-bound (a
-    setting or strategy fits: the line to paste and the headroom it
-    leaves), or fits (the headroom, and the smallest device it runs on);
-  - what would have fit, each replayed on the same device: as recorded,
-    PyTorch's defaults, expandable_segments:True, every other built-in
-    strategy with its defaults, and the offline plan (simulate plan),
-    which no allocator beats: peak reserved, whether it fits, and the
-    smallest device it needs (a multiple of 1 MiB, with an OOM 1 MiB
-    below).
+    device: no allocator fits), cache-bound (cached segments and the
+    device's unreserved memory held the request) or fragmentation-bound
+    (the free memory was in pieces), with the line to paste of the
+    setting or strategy that fits with the lowest peak and the headroom
+    it leaves; or fits (the headroom, and the smallest device it runs on);
+  - what would have fit, each replayed on the same device: as recorded
+    (or as run, with -s), PyTorch's defaults, expandable_segments:True,
+    every other built-in strategy with its defaults but planned, and the
+    offline plan (simulate plan's heuristics), which knows every lifetime
+    ahead: peak reserved, whether it fits, and the smallest device it
+    needs (a multiple of 1 MiB, with an OOM 1 MiB below).
 
 A PyTorch snapshot is replayed from the allocator's state when its trace
 began, with the allocator settings it records, as simulate replays it; a
-device too small for that state does not fit. Devices are never summed:
-each is replayed on its own device. Replaying a row's line
-(PYTORCH_ALLOC_CONF=... simulate -s pytorch TRACE, or -s SPEC with the
-row's spec) gives the same figures. --time-limit bounds the whole; the
-rows it leaves no time for say so.
+device too small for that state does not fit. The environment
+(GPUALLOC_POOL_TYPE, PYTORCH_ALLOC_CONF) is not read: the rows say what
+each setting would do. Devices are never summed: each is replayed on a
+device of its own. A row's spec (as -f json gives it) replayed by
+simulate -s SPEC --capacity C TRACE gives the same peak on the device;
+its line to paste is for the run itself (an empty PYTORCH_ALLOC_CONF is
+PyTorch's defaults, where simulate would keep the recorded settings).
+--time-limit bounds the
+replays of what would have fit and the plans; the moments and their
+figures come first, and the rows left no time say so.
 
 TRACE is a file in any format simulate reads (simulate -h), - for standard
 input, or the name of a bundled trace.
@@ -120,10 +127,10 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "simulate explain", explainUsage)
 	fs.StringVar(&capacityText, "capacity", "", "each device's `SIZE` (bytes, or units KiB, MiB, GiB, ... KB, MB, GB, ...; default: the size the trace records, else 80GiB)")
 	fs.StringVar(&atText, "at", "", "explain the state after this event instead: an `EVENT` index from 0, or a TIME with a unit (12.5s, 300ms, 1500us)")
-	fs.StringVar(&byText, "by", "site", "group the live bytes by `site`, frame (the innermost Python frame), stream or size")
-	fs.IntVar(&top, "top", 10, "groups listed before \"other\"")
+	fs.StringVar(&byText, "by", "site", "group the live bytes by `KEY`: site, frame (the innermost Python frame), stream or size")
+	fs.IntVar(&top, "top", 10, "`N` groups listed before \"other\"")
 	fs.StringVarP(&strategy, "strategy", "s", "", "the `SPEC` the trace ran with (default: pytorch with the settings the trace records)")
-	fs.DurationVar(&timeLimit, "time-limit", explain.DefaultTimeLimit, "`DURATION` for each trace, its replays and plans together")
+	fs.DurationVar(&timeLimit, "time-limit", explain.DefaultTimeLimit, "`DURATION` for each trace: its replays and plans together, the moments first")
 	fs.StringVarP(&format, "format", "f", "table", "output format: table, csv or json")
 	fs.IntVarP(&jobs, "jobs", "j", 0, "replays to run at once (default: the number of cores)")
 	fs.BoolVar(&lenient, "lenient", false, "skip bad events of a trace, count them and go on")

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc/explain"
+	"github.com/gpualloc/gpualloc/sim"
 )
 
 func TestExplainGolden(t *testing.T) {
@@ -85,4 +86,34 @@ func FuzzParseAt(f *testing.F) {
 			t.Fatalf("parseAt(%q) = %+v", s, at)
 		}
 	})
+}
+
+// TestExplainRowsReplay replays each row of a real snapshot of two devices
+// with simulate -s SPEC on the same devices: each device's peak reserved
+// bytes and OOMs are those the row shows.
+func TestExplainRowsReplay(t *testing.T) {
+	path := "../../shared/traces/pytorch/npu_two_devices.pickle"
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("%s: the shared snapshots are absent", path)
+	}
+	var reps []explain.Report
+	runJSON(t, nil, &reps, "explain", "-f", "json", "--capacity", "600MiB", path)
+	require.Len(t, reps, 2)
+	for i, a := range reps[0].Alternatives {
+		if a.Spec == "offline" {
+			continue
+		}
+		var rows []sim.Result
+		runJSON(t, nil, &rows, "-f", "json", "--capacity", "600MiB", "-s", a.Spec, path)
+		for _, r := range rows {
+			if r.Device == nil {
+				continue
+			}
+			b := reps[*r.Device].Alternatives[i]
+			require.Equal(t, a.Spec, b.Spec)
+			require.NotNil(t, b.PeakReservedBytes, a.Label)
+			assert.Equal(t, *b.PeakReservedBytes, r.PeakReservedBytes, "%s on device %d", a.Label, *r.Device)
+			assert.Equal(t, *b.Fits, r.OOMs == 0, "%s on device %d", a.Label, *r.Device)
+		}
+	}
 }
