@@ -17,6 +17,13 @@ import (
 // traces) is a StartReporter: it knows that state, and its first Initial
 // events are the allocations of the blocks live in it.
 //
+// The engine is given that state (Config.Start, else the reader's) as one
+// value, a startPlan, read once: the replay of any other trace holds none,
+// and its step looks at none of it. As the events go by, the plan says
+// what each alloc may take (a block of the start state, of a private pool,
+// or the strategy's); the giver through which the device's allocs then go
+// reads it.
+//
 // A replay of such a trace through an allocator that is a Restorer (the
 // pytorch strategy) starts from the recorded state: when a device is first
 // used, the engine takes each of the state's segments from the device (a

@@ -59,7 +59,10 @@
 // empty_cache, and runs of segment_free and segment_unmap entries that no
 // segment_alloc, segment_map or oom follows) are made at once, and the
 // others are left to the allocation that follows them, which makes them
-// or not as its device makes it, and are compared after it.
+// or not as its device makes it, and are compared after it. In both, the
+// segments of private pools (a CUDA graph's, a torch.cuda.MemPool's) are
+// held apart from the allocator, with the allocations that lie in them,
+// as a replay holds them: they are no decision of the default pools.
 package fidelity
 
 import (
