@@ -326,7 +326,8 @@ func TestInterruptWhileWaiting(t *testing.T) {
 
 // TestSignalWhileWaiting sends one SIGINT or SIGTERM to simulate blocked
 // in the open of a FIFO, or reading standard input that brings nothing:
-// it exits at once, 130 or 143, with one line saying why.
+// it exits at once, 130 or 143, with one line saying why. Blocked in a
+// write to a pipe that nobody reads, it exits once stopGrace has passed.
 func TestSignalWhileWaiting(t *testing.T) {
 	if os.Getenv("GPUALLOC_TEST_MAIN") == "1" {
 		os.Exit(Main(strings.Fields(os.Getenv("GPUALLOC_TEST_ARGS")), os.Stdout, os.Stderr))
@@ -334,15 +335,17 @@ func TestSignalWhileWaiting(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "t.csv")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
 	for _, tc := range []struct {
-		args string
-		sig  syscall.Signal
-		code int
-		want string
+		args   string
+		sig    syscall.Signal
+		code   int
+		want   string
+		stdout bool // written to a pipe that nobody reads
 	}{
-		{"inspect -", syscall.SIGINT, 130, "interrupted by SIGINT (Ctrl-C)"},
-		{"-s naive -", syscall.SIGTERM, 143, "interrupted by SIGTERM"},
-		{"inspect " + fifo, syscall.SIGINT, 130, "interrupted by SIGINT (Ctrl-C)"},
-		{"gen --events 10 -o " + fifo + " random", syscall.SIGTERM, 143, "interrupted by SIGTERM"},
+		{"inspect -", syscall.SIGINT, 130, "interrupted by SIGINT (Ctrl-C)", false},
+		{"-s naive -", syscall.SIGTERM, 143, "interrupted by SIGTERM", false},
+		{"inspect " + fifo, syscall.SIGINT, 130, "interrupted by SIGINT (Ctrl-C)", false},
+		{"gen --events 10 -o " + fifo + " random", syscall.SIGTERM, 143, "interrupted by SIGTERM", false},
+		{"gen --events 100000000 random", syscall.SIGINT, 130, "interrupted by SIGINT (Ctrl-C)", true},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestSignalWhileWaiting$")
 		cmd.Env = append(os.Environ(), "GPUALLOC_TEST_MAIN=1", "GPUALLOC_TEST_ARGS="+tc.args)
@@ -351,6 +354,14 @@ func TestSignalWhileWaiting(t *testing.T) {
 		cmd.Stdin = r
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
+		var unread *os.File // the read end of a stdout that nobody reads
+		if tc.stdout {
+			var out *os.File
+			unread, out, err = os.Pipe()
+			require.NoError(t, err)
+			cmd.Stdout = out
+			defer out.Close()
+		}
 		require.NoError(t, cmd.Start())
 		r.Close()
 		time.Sleep(500 * time.Millisecond) // the command starts and waits
@@ -363,7 +374,12 @@ func TestSignalWhileWaiting(t *testing.T) {
 		var ee *exec.ExitError
 		require.ErrorAs(t, err, &ee, tc.args)
 		assert.Equal(t, tc.code, ee.ExitCode(), "%s: %s", tc.args, stderr.String())
-		assert.Less(t, time.Since(start), 2*time.Second, "%s: stopped at once", tc.args)
+		if unread != nil {
+			unread.Close()
+			assert.Less(t, time.Since(start), stopGrace+2*time.Second, "%s: stopped after the grace", tc.args)
+		} else {
+			assert.Less(t, time.Since(start), 2*time.Second, "%s: stopped at once", tc.args)
+		}
 		assert.Equal(t, "simulate: "+tc.want+": stopped, output files left complete or as they were\n", stderr.String(), tc.args)
 	}
 }
