@@ -313,8 +313,8 @@ func writeExplain(w io.Writer, r *explain.Report) error {
 		ew.printf("              (and %s live without a block, after an earlier OOM)\n", size(r.UnservedBytes))
 	}
 	by := string(r.By)
-	if !r.Frames && (r.By == explain.BySite || r.By == explain.ByFrame) {
-		by = "size: the trace records no stacks"
+	if !r.Frames && r.By == explain.BySize {
+		by = "size (the trace records no stacks)"
 	}
 	ew.printf("  live        %s, by %s:\n", size(r.LiveBytes), by)
 	head := []string{"      BYTES", "COUNT", "SHARE", "HOLDER"}

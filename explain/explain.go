@@ -165,9 +165,9 @@ type Report struct {
 	// trace: what any allocator needs at least.
 	PeakLiveBytes int64 `json:"peak_live_bytes"`
 
-	// By is how Holders group the live bytes; Frames says whether the
-	// trace records stacks (without, sites and frames are grouped by
-	// size). Holders are the largest groups, largest first, and
+	// By is how Holders group the live bytes: as Options.By asks, but by
+	// size where it asks for sites or frames of a trace without stacks;
+	// Frames says whether the trace records stacks. Holders are the largest groups, largest first, and
 	// OtherBytes the rest of the live bytes: with them, the live bytes.
 	By         By       `json:"by"`
 	Frames     bool     `json:"frames"`

@@ -115,7 +115,7 @@ func TestLiveBound(t *testing.T) {
 	if r.FreePieces != 1 || r.LargestFreeBytes != 10*mb || r.FreeBytes != 10*mb {
 		t.Errorf("free %d in %d pieces, largest %d; want the device's 10 MiB", r.FreeBytes, r.FreePieces, r.LargestFreeBytes)
 	}
-	if r.Frames || r.By != BySite || len(r.Holders) != 1 || r.Holders[0] != (Holder{"30 MiB", 90 * mb, 3}) {
+	if r.Frames || r.By != BySize || len(r.Holders) != 1 || r.Holders[0] != (Holder{"30 MiB", 90 * mb, 3}) {
 		t.Errorf("holders %+v (frames %v)", r.Holders, r.Frames)
 	}
 	if !strings.Contains(r.Sentence, "50.0 MiB more than the device's 100 MiB") {

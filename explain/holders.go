@@ -143,6 +143,7 @@ func (x *explainer) holders(d, n int, rep *Report) {
 	if !rep.Frames && (by == BySite || by == ByFrame) {
 		by = BySize
 	}
+	rep.By = by
 	live := liveAt(x.t.Events, d, n)
 	type group struct {
 		key          string
