@@ -24,6 +24,16 @@ import (
 type pools struct {
 	allocs map[int]bool // by entry index in the replayed trace
 	segs   map[int]bool
+	// addrs are the addresses of the private pools' segments: a state
+	// that a Tracker rebuilds names the pool only of those that the
+	// snapshot shows.
+	addrs map[uint64]bool
+}
+
+// private reports whether sg, a segment of a state of the device, is a
+// private pool's.
+func (p *pools) private(sg *snapshot.Segment) bool {
+	return p != nil && (sg.Pool.Private() || p.addrs[sg.Address])
 }
 
 // poolsOf returns the private pools' entries of trace t of device dev of
@@ -53,7 +63,13 @@ func poolsOf(s *snapshot.Snapshot, dev int, st *snapshot.State, t snapshot.Trace
 	if len(spans) == 0 {
 		return nil
 	}
-	p := &pools{allocs: map[int]bool{}, segs: map[int]bool{}}
+	p := &pools{allocs: map[int]bool{}, segs: map[int]bool{}, addrs: map[uint64]bool{}}
+	for a := range final {
+		p.addrs[a] = true
+	}
+	for a := range held {
+		p.addrs[a] = true
+	}
 	freedLater := map[uint64]int{}
 	for i := range t.Len() {
 		if t.Action(i) == snapshot.SegmentFree {

@@ -80,7 +80,7 @@ func (r *replay) start(st *snapshot.State, top uint64) error {
 		}
 	}
 	for _, sg := range st.Segments {
-		if r.pools != nil && sg.Pool.Private() {
+		if r.pools.private(&sg) {
 			// A private pool's, held apart (see pools.go).
 			r.poolSegs++
 			for _, b := range sg.Blocks {
