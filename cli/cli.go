@@ -40,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -284,6 +285,10 @@ func dispatch(ctx context.Context, e *env, args []string) (string, error) {
 		if len(args) > 1 {
 			if run, ok := commands[args[1]]; ok { // "help gen" is "gen -h"
 				return args[1], run(ctx, e, []string{"-h"})
+			}
+			if args[1] != "help" {
+				names := slices.Sorted(maps.Keys(commands))
+				return "", usagef("help %s: no such command (commands: %s)", args[1], strings.Join(names, ", "))
 			}
 		}
 		return "", replayCmd(ctx, e, []string{"-h"})

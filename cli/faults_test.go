@@ -733,3 +733,15 @@ func TestConvertSnapshotInputs(t *testing.T) {
 		assert.Equal(t, "simulate: "+tc.want+"\n", stderr, tc.in)
 	}
 }
+
+// TestHelpOfNoCommand: help for a command that does not exist says so,
+// rather than print the replay's help as if it were the command's.
+func TestHelpOfNoCommand(t *testing.T) {
+	code, stdout, stderr := run(t, nil, "help", "bogus")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "simulate: help bogus: no such command (commands: convert, ")
+	code, stdout, _ = run(t, nil, "help", "help")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, stdout, "usage: simulate")
+}
