@@ -34,14 +34,9 @@ type device struct {
 	fullAllocs, releases           int64
 	mallocs, mfrees, mallocBytes   int64
 	maps, unmaps                   int64
-	// The start state (see start.go): the blocks restored for the
-	// trace's start events, and the device calls made to build it (see
-	// endStart).
-	startBlocks                  []startBlock
-	nextStart                    int
-	private                      []startBlock       // while restoring: see holdPrivate
-	heldSegs                     int64              // segments of private pools that the engine holds
-	pools                        map[uint64]heldSeg // those segments, by recorded address; nil for none ever
+	// The device's part of the trace's plan (see start.go), and the
+	// device calls made to build its start state (see endStart).
+	devStart
 	startSegs, startFrees        int64
 	startMallocBytes, startBytes int64
 	callNS                       int64            // time in backend calls, with Config.MeasureTime

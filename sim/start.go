@@ -154,6 +154,18 @@ func (p *startPlan) next(e *engine, ev *traces.Event, n int64) error {
 	return nil
 }
 
+// A devStart is a device's part of a trace's plan: the blocks of its
+// start state that the start events take, in the order of the reader's
+// start events, and the private pools' segments that the engine holds
+// for it. Zero for a trace with no plan.
+type devStart struct {
+	startBlocks []startBlock
+	nextStart   int
+	private     []startBlock       // while restoring: see holdPrivate
+	heldSegs    int64              // segments of private pools that the engine holds
+	pools       map[uint64]heldSeg // those segments, by recorded address; nil for none ever
+}
+
 // A startBlock is a block live at the start of a device's trace, in the
 // order of the reader's Initial events: restored (its Block) or to be
 // allocated.
