@@ -14,6 +14,7 @@ import (
 	"github.com/gpualloc/gpualloc/explain"
 	"github.com/gpualloc/gpualloc/internal/tabular"
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/sim/report"
 	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -64,6 +65,12 @@ PyTorch's defaults, where simulate would keep the recorded settings).
 --time-limit bounds the
 replays of what would have fit and the plans; the moments and their
 figures come first, and the rows left no time say so.
+
+-o DIR writes, besides the output, index.html with each device's report
+and three figures (PNG, 3.3 in wide): the device's memory over the trace,
+its live bytes stacked by holder with the reserved bytes, the capacity and
+the moment as lines; where the memory went at the moment; the holders as
+bars. A directory that holds a report is replaced only with --force.
 
 TRACE is a file in any format simulate reads (simulate -h), - for standard
 input, or the name of a bundled trace.
@@ -122,7 +129,8 @@ func csvRow(r *explain.Report) explainRow {
 func explainCmd(ctx context.Context, e *env, args []string) error {
 	var format, capacityText, atText, byText, strategy, progressMode string
 	var top, jobs int
-	var lenient bool
+	var lenient, force bool
+	var out string
 	timeLimit := explain.DefaultTimeLimit
 	fs := newFlagSet(e, "simulate explain", explainUsage)
 	fs.StringVar(&capacityText, "capacity", "", "each device's `SIZE` (bytes, or units KiB, MiB, GiB, ... KB, MB, GB, ...; default: the size the trace records, else 80GiB)")
@@ -132,6 +140,8 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVarP(&strategy, "strategy", "s", "", "the `SPEC` the trace ran with (default: pytorch with the settings the trace records)")
 	fs.DurationVar(&timeLimit, "time-limit", explain.DefaultTimeLimit, "`DURATION` for each trace: its replays and plans together, the moments first")
 	fs.StringVarP(&format, "format", "f", "table", "output format: table, csv or json")
+	fs.StringVarP(&out, "out", "o", "", "also write index.html and figures of each device into `DIR`")
+	fs.BoolVar(&force, "force", false, "with -o, replace the report a directory holds")
 	fs.IntVarP(&jobs, "jobs", "j", 0, "replays to run at once (default: the number of cores)")
 	fs.BoolVar(&lenient, "lenient", false, "skip bad events of a trace, count them and go on")
 	addReadProgress(fs, &progressMode)
@@ -180,6 +190,12 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() == 0 {
 		return usagef("explain: want at least one TRACE")
 	}
+	if out != "" {
+		if err := checkOutputDir("-o", out, force, fileArgs(fs.Args())); err != nil {
+			return err
+		}
+		opts.Timeline = true
+	}
 	inputs, err := readInputs(ctx, e, fs.Args(), lenient, progressMode)
 	if err != nil {
 		return err
@@ -202,6 +218,11 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stderr, "simulate: %s: skipped %s (the first: %s)\n", in.name, plural(in.skipped, "bad event"), in.firstSkip)
 		}
 	}
+	if out != "" {
+		if err := writeExplainPage(ctx, out, force, reps); err != nil {
+			return err
+		}
+	}
 	switch format {
 	case "json":
 		return tabular.WriteJSON(e.stdout, reps)
@@ -221,6 +242,26 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	return nil
+}
+
+// writeExplainPage writes the reports as index.html and figures into the
+// directory dir, whole or not at all.
+func writeExplainPage(ctx context.Context, dir string, force bool, reps []explain.Report) error {
+	d, err := report.NewDirWriter(dir, force)
+	if err != nil {
+		return err
+	}
+	defer d.Abort()
+	d.SetContext(ctx)
+	text := func(r *explain.Report) string {
+		var b strings.Builder
+		writeExplain(&b, r)
+		return b.String()
+	}
+	if err := explain.WritePage(d, reps, text); err != nil {
+		return err
+	}
+	return d.Commit()
 }
 
 // parseAt reads --at: an event index, or a time with a unit.

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"errors"
+	"fmt"
+	"image/png"
 	"os"
 	"strings"
 	"testing"
@@ -116,4 +118,32 @@ func TestExplainRowsReplay(t *testing.T) {
 			assert.Equal(t, *b.Fits, r.OOMs == 0, "%s on device %d", a.Label, *r.Device)
 		}
 	}
+}
+
+// TestExplainPage writes the page of a trace and checks that it shows
+// every figure, each a PNG of the report's width, and that a second
+// write into the directory needs --force.
+func TestExplainPage(t *testing.T) {
+	dir := t.TempDir() + "/page"
+	code, _, stderr := run(t, nil, "explain", "-o", dir, "--capacity", "100MiB", "testdata/explain_twodev.csv")
+	require.Equal(t, 0, code, stderr)
+	page, err := os.ReadFile(dir + "/index.html")
+	require.NoError(t, err)
+	for d := range 2 {
+		for _, kind := range []string{"memory", "breakdown", "holders"} {
+			name := fmt.Sprintf("explain_twodev-device%d-%s.png", d, kind)
+			assert.Contains(t, string(page), `<img src="`+name+`"`)
+			f, err := os.Open(dir + "/" + name)
+			require.NoError(t, err)
+			img, err := png.Decode(f)
+			f.Close()
+			require.NoError(t, err, name)
+			assert.Equal(t, 990, img.Bounds().Dx(), name) // 3.3 in at 300 dpi
+		}
+	}
+	code, _, stderr = run(t, nil, "explain", "-o", dir, "testdata/explain_twodev.csv")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "--force")
+	code, _, stderr = run(t, nil, "explain", "-o", dir, "--force", "testdata/explain_twodev.csv")
+	assert.Equal(t, 0, code, stderr)
 }

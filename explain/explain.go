@@ -61,6 +61,8 @@ type Options struct {
 	TimeLimit time.Duration
 	// Workers is the number of replays run at once; 0 means GOMAXPROCS.
 	Workers int
+	// Timeline asks for each report's Timeline, for figures.
+	Timeline bool
 }
 
 // At names a moment: the state after event Event (from 0) or, when ByTime
@@ -191,6 +193,10 @@ type Report struct {
 	// OfflineBytes is the memory of the offline plan of the device's
 	// allocations (package plan), nil when its time ran out.
 	OfflineBytes *int64 `json:"offline_bytes"`
+
+	// Timeline is the course of the device's memory, when
+	// Options.Timeline asks for it.
+	Timeline *Timeline `json:"-"`
 }
 
 // A Holder is a group of live allocations.
@@ -267,6 +273,9 @@ func Explain(ctx context.Context, t *Trace, o Options) ([]Report, error) {
 		rep, err := x.moment(ctx, d, &full)
 		if err != nil {
 			return nil, err
+		}
+		if o.Timeline {
+			rep.Timeline = x.timeline(d, &rep, &full)
 		}
 		reps = append(reps, rep)
 	}
