@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -202,7 +203,7 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 	}
 	var reps []explain.Report
 	for _, in := range inputs {
-		t, err := explainTrace(in)
+		t, err := explainTrace(ctx, e, in, lenient)
 		if err != nil {
 			return err
 		}
@@ -280,9 +281,34 @@ func parseAt(s string) (*explain.At, error) {
 }
 
 // explainTrace reads in whole, with its start state and the memory it
-// records, and, for a PyTorch snapshot in a file, its stacks.
-func explainTrace(in *input) (*explain.Trace, error) {
-	r, c, err := in.open()
+// records, and, for a PyTorch snapshot, its stacks: a trace that can be
+// read only once (standard input, a FIFO) is read into memory first, for
+// both reads.
+func explainTrace(ctx context.Context, e *env, in *input, lenient bool) (*explain.Trace, error) {
+	open := in.open
+	var data []byte
+	if in.once {
+		src, name := e.stdin, "stdin"
+		if in.file != nil {
+			src, name = in.file, in.name
+		}
+		var err error
+		if data, err = io.ReadAll(ctxReader(ctx, src)); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if in.file != nil {
+			in.file.Close()
+			in.file = nil
+		}
+		open = func() (traces.Reader, io.Closer, error) {
+			r, err := traces.NewReader(bytes.NewReader(data), name, traces.Options{Lenient: lenient})
+			if err != nil {
+				return nil, nil, err
+			}
+			return r, r, nil
+		}
+	}
+	r, c, err := open()
 	if err != nil {
 		return nil, err
 	}
@@ -296,6 +322,9 @@ func explainTrace(in *input) (*explain.Trace, error) {
 	t := &explain.Trace{Name: in.name, Events: events}
 	if f, ok := r.(traces.FileReader); ok {
 		t.Format = f.Format()
+		if n := f.Skipped(); n > 0 && in.once {
+			in.skipped, in.firstSkip = n, f.FirstSkipped().Error()
+		}
 	}
 	if s, ok := r.(sim.StartReporter); ok {
 		t.Start = s
@@ -303,18 +332,25 @@ func explainTrace(in *input) (*explain.Trace, error) {
 	if m, ok := r.(sim.CapacityReporter); ok {
 		t.Memory = m
 	}
-	if t.Format == "PyTorch snapshot" && !in.once && in.size >= 0 {
+	if t.Format != "PyTorch snapshot" || (data == nil && in.size < 0) { // a bundled trace is no snapshot
+		return t, nil
+	}
+	var src io.Reader
+	if data != nil {
+		src = bytes.NewReader(data)
+	} else {
 		f, err := os.Open(in.name)
 		if err != nil {
 			return nil, err
 		}
 		defer f.Close()
-		s, err := snapshot.ReadWith(f, in.name, snapshot.ReadOptions{Compact: true})
-		if err != nil {
-			return nil, err
-		}
-		t.Snapshot = s
+		src = ctxReader(ctx, f)
 	}
+	s, err := snapshot.ReadWith(src, in.name, snapshot.ReadOptions{Compact: true})
+	if err != nil {
+		return nil, err
+	}
+	t.Snapshot = s
 	return t, nil
 }
 

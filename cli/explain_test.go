@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"image/png"
@@ -146,4 +148,23 @@ func TestExplainPage(t *testing.T) {
 	assert.Contains(t, stderr, "--force")
 	code, _, stderr = run(t, nil, "explain", "-o", dir, "--force", "testdata/explain_twodev.csv")
 	assert.Equal(t, 0, code, stderr)
+}
+
+// TestExplainStdin explains a snapshot read from standard input as from
+// its file: with its stacks.
+func TestExplainStdin(t *testing.T) {
+	path := "../../shared/traces/pytorch/small_train_step.pickle"
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Skipf("%s: the shared snapshots are absent", path)
+	}
+	var fromFile, fromStdin []explain.Report
+	runJSON(t, nil, &fromFile, "explain", "-f", "json", path)
+	var out, errb strings.Builder
+	c := Command{Stdin: strings.NewReader(string(data)), Stdout: &out, Stderr: &errb}
+	require.Equal(t, 0, c.Run(context.Background(), []string{"explain", "-f", "json", "-"}), errb.String())
+	require.NoError(t, json.Unmarshal([]byte(out.String()), &fromStdin))
+	require.Len(t, fromStdin, 1)
+	assert.True(t, fromStdin[0].Frames)
+	assert.Equal(t, fromFile[0].Holders, fromStdin[0].Holders)
 }
