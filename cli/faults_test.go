@@ -745,3 +745,15 @@ func TestHelpOfNoCommand(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Contains(t, stdout, "usage: simulate")
 }
+
+// TestConvertGzipName: an OUT ending in .gz in capitals is compressed as
+// in lower case, not plain text under a name that says gzip.
+func TestConvertGzipName(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "T.CSV.GZ")
+	code, _, stderr := run(t, nil, "convert", "testdata/tiny.csv", out)
+	require.Equal(t, 0, code, stderr)
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 2)
+	assert.Equal(t, []byte{0x1f, 0x8b}, b[:2], "gzip's magic number")
+}
