@@ -20,21 +20,14 @@ import (
 	"github.com/gpualloc/gpualloc/snapshot"
 )
 
-// withoutNew clears what Read gives beyond the decoder it replaced
-// (frames, stacks, pools, empty-cache marks), for comparing the two.
-func withoutNew(s *snapshot.Snapshot) *snapshot.Snapshot {
-	c := withoutStacks(s)
-	for i := range c.Segments {
-		sg := &c.Segments[i]
-		sg.Pool = snapshot.PoolID{}
-		sg.Blocks = append([]snapshot.Block(nil), sg.Blocks...)
-	}
-	for _, t := range c.DeviceTraces {
+// withoutEmptyCache clears the EmptyCache marks of s, a copy.
+func withoutEmptyCache(s *snapshot.Snapshot) *snapshot.Snapshot {
+	for _, t := range s.DeviceTraces {
 		for i := range t {
 			t[i].EmptyCache = false
 		}
 	}
-	return c
+	return s
 }
 
 // sameAsOgrek reads data with Read and with the decoder it replaced and
@@ -45,15 +38,20 @@ func sameAsOgrek(t *testing.T, data []byte, name string) *snapshot.Snapshot {
 	require.NoError(t, err)
 	old, err := snapshot.ReadOgrek(bytes.NewReader(data), name)
 	require.NoError(t, err)
-	got := withoutNew(s)
-	require.Equal(t, len(old.DeviceTraces), len(got.DeviceTraces))
-	for d := range old.DeviceTraces {
-		require.Equal(t, len(old.DeviceTraces[d]), len(got.DeviceTraces[d]), "device %d", d)
-		for i := range old.DeviceTraces[d] {
-			require.Equal(t, old.DeviceTraces[d][i], got.DeviceTraces[d][i], "device_traces[%d][%d]", d, i)
+	// og-rek's memo keeps a list as it was when memoized, empty, so that
+	// the frames lists that PyTorch's C++ pickler shares between entries
+	// are empty there: the stacks, and the empty-cache marks told from
+	// them, are not compared (FuzzReadOgrek compares them on pickles that
+	// share no list).
+	got, want := withoutEmptyCache(withoutStacks(s)), withoutEmptyCache(withoutStacks(old))
+	require.Equal(t, len(want.DeviceTraces), len(got.DeviceTraces))
+	for d := range want.DeviceTraces {
+		require.Equal(t, len(want.DeviceTraces[d]), len(got.DeviceTraces[d]), "device %d", d)
+		for i := range want.DeviceTraces[d] {
+			require.Equal(t, want.DeviceTraces[d][i], got.DeviceTraces[d][i], "device_traces[%d][%d]", d, i)
 		}
 	}
-	require.Equal(t, old, got)
+	require.Equal(t, want, got)
 	noStacks(t, data, name, s)
 	compact(t, data, name, s)
 	return s
