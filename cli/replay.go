@@ -31,7 +31,10 @@ A TRACE is a file in one of four formats, told apart by content: native CSV
 (plain or gzip), PyTorch memory snapshots (.pickle), RMM
 logging_resource_adaptor logs, MiniMalloc CSV; or - for standard input; or
 the name of a bundled trace (dynamic, training, ...; 'simulate inspect'
-lists them), unless a file of that name exists: the file wins.
+lists them), unless a file of that name exists: the file wins. Standard
+input, a FIFO or a device is read once (given twice, it is refused): what
+reads it again (several strategies, --offline, --min-capacity) reads it
+from memory, 48 bytes an event, whatever its length.
 
 Strategies: every -s spec (-s all: every built-in strategy); else the one
 the environment chooses (GPUALLOC_POOL_TYPE, then MXNET_GPU_MEM_POOL_TYPE);
