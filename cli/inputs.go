@@ -203,25 +203,16 @@ func traceInputs(ctx context.Context, args []string, stdin io.Reader, opts trace
 			}
 		}
 	}()
-	var onceFiles []os.FileInfo
-	for i, path := range args {
+	if err := checkReadOnce(args); err != nil {
+		return nil, err
+	}
+	for _, path := range args {
 		if b, ok := bundledByName(path); ok {
 			ins = append(ins, bundledInput(b))
 			continue
 		}
 		in := &input{name: path, size: -1, once: path == "-"}
-		if path == "-" && slices.Contains(args[:i], "-") {
-			return nil, usagef("-: standard input given twice; it can be read once")
-		}
 		if path != "-" {
-			if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
-				for _, o := range onceFiles {
-					if os.SameFile(o, fi) {
-						return nil, usagef("%s: given twice; a %s can be read once", path, fileKind(fi))
-					}
-				}
-				onceFiles = append(onceFiles, fi)
-			}
 			f, err := openTraceFile(ctx, path)
 			if err != nil {
 				return nil, err
@@ -243,6 +234,32 @@ func traceInputs(ctx context.Context, args []string, stdin io.Reader, opts trace
 	}
 	ok = true
 	return ins, nil
+}
+
+// checkReadOnce refuses trace arguments that name standard input ("-"),
+// or a file that can be read only once (a FIFO, a device), twice: the
+// second read would find nothing, or wait forever for a FIFO's writer.
+func checkReadOnce(args []string) error {
+	var once []os.FileInfo
+	for i, path := range args {
+		if path == "-" {
+			if slices.Contains(args[:i], "-") {
+				return usagef("-: standard input given twice; it can be read once")
+			}
+			continue
+		}
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().IsRegular() || fi.IsDir() {
+			continue
+		}
+		for _, o := range once {
+			if os.SameFile(o, fi) {
+				return usagef("%s: given twice; a %s can be read once", path, fileKind(fi))
+			}
+		}
+		once = append(once, fi)
+	}
+	return nil
 }
 
 // fileKind names the kind of file that fi describes, one not regular.

@@ -144,6 +144,9 @@ func planCmd(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() == 0 {
 		return usagef("plan: want at least one TRACE")
 	}
+	if err := checkReadOnce(fs.Args()); err != nil {
+		return err
+	}
 	if out != "" && fs.NArg() > 1 {
 		return usagef("plan: -o writes the placement of one trace, got %d", fs.NArg())
 	}

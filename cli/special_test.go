@@ -268,6 +268,12 @@ func TestInputGivenTwice(t *testing.T) {
 	code, _, stderr = runWithin(t, 30*time.Second, nil, "inspect", fifo, link)
 	assert.Equal(t, 2, code)
 	assert.Equal(t, "simulate: "+link+": given twice; a FIFO can be read once (see simulate inspect -h)\n", stderr)
+	code, _, stderr = runWithin(t, 30*time.Second, nil, "plan", "--no-search", fifo, link)
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "simulate: "+link+": given twice; a FIFO can be read once (see simulate plan -h)\n", stderr)
+	code, _, stderr = run(t, nil, "plan", "-", "-")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "simulate: -: standard input given twice; it can be read once (see simulate plan -h)\n", stderr)
 }
 
 // TestInterruptWhileWaiting: a run waiting for a FIFO's other end, or for
