@@ -39,8 +39,11 @@ peak of reserved memory, unless --at names another. For each device:
   - who holds the live bytes: by default the call site, the first frame
     of a PyTorch snapshot's stacks outside PyTorch's own code and Python's
     interpreter and library, as file:line function; --by picks another
-    grouping. The largest groups, then "other": together, the live bytes.
-    A trace without stacks is grouped by size;
+    grouping: frame (the innermost Python frame), stream, size, or
+    annotation (the entry's user_metadata, else the innermost of the
+    snapshot's external annotations, the record_function ranges, in force
+    when the block was allocated). The largest groups, then "other":
+    together, the live bytes. A trace without stacks is grouped by size;
   - the verdict, from replays: live-bound (the live bytes alone exceed the
     device: no allocator fits), cache-bound (cached segments and the
     device's unreserved memory held the request) or fragmentation-bound
@@ -136,7 +139,7 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "simulate explain", explainUsage)
 	fs.StringVar(&capacityText, "capacity", "", "each device's `SIZE` (bytes, or units KiB, MiB, GiB, ... KB, MB, GB, ...; default: the size the trace records, else 80GiB)")
 	fs.StringVar(&atText, "at", "", "explain the state after this event instead: an `EVENT` index from 0, or a TIME with a unit (12.5s, 300ms, 1500us)")
-	fs.StringVar(&byText, "by", "site", "group the live bytes by `KEY`: site, frame (the innermost Python frame), stream or size")
+	fs.StringVar(&byText, "by", "site", "group the live bytes by `KEY`: site, frame (the innermost Python frame), stream, size or annotation (a snapshot's user_metadata or record_function range)")
 	fs.IntVar(&top, "top", 10, "`N` groups listed before \"other\"")
 	fs.StringVarP(&strategy, "strategy", "s", "", "the `SPEC` the trace ran with (default: pytorch with the settings the trace records)")
 	fs.DurationVar(&timeLimit, "time-limit", explain.DefaultTimeLimit, "`DURATION` for each trace: its replays and plans together, the moments first")
@@ -203,7 +206,7 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 	}
 	var reps []explain.Report
 	for _, in := range inputs {
-		t, err := explainTrace(ctx, e, in, lenient)
+		t, err := explainTrace(ctx, e, in, lenient, opts.By == explain.ByAnnotation)
 		if err != nil {
 			return err
 		}
@@ -284,7 +287,7 @@ func parseAt(s string) (*explain.At, error) {
 // records, and, for a PyTorch snapshot, its stacks: a trace that can be
 // read only once (standard input, a FIFO) is read into memory first, for
 // both reads.
-func explainTrace(ctx context.Context, e *env, in *input, lenient bool) (*explain.Trace, error) {
+func explainTrace(ctx context.Context, e *env, in *input, lenient, annotations bool) (*explain.Trace, error) {
 	open := in.open
 	var data []byte
 	if in.once {
@@ -335,22 +338,35 @@ func explainTrace(ctx context.Context, e *env, in *input, lenient bool) (*explai
 	if t.Format != "PyTorch snapshot" || (data == nil && in.size < 0) { // a bundled trace is no snapshot
 		return t, nil
 	}
-	var src io.Reader
-	if data != nil {
-		src = bytes.NewReader(data)
-	} else {
+	source := func() (io.Reader, func(), error) {
+		if data != nil {
+			return bytes.NewReader(data), func() {}, nil
+		}
 		f, err := os.Open(in.name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		defer f.Close()
-		src = ctxReader(ctx, f)
+		return ctxReader(ctx, f), func() { f.Close() }, nil
+	}
+	src, done, err := source()
+	if err != nil {
+		return nil, err
 	}
 	s, err := snapshot.ReadWith(src, in.name, snapshot.ReadOptions{Compact: true})
+	done()
 	if err != nil {
 		return nil, err
 	}
 	t.Snapshot = s
+	if annotations {
+		if src, done, err = source(); err != nil {
+			return nil, err
+		}
+		defer done()
+		if t.Annotations, err = explain.ReadAnnotations(src); err != nil {
+			return nil, fmt.Errorf("%s: %w", in.name, err)
+		}
+	}
 	return t, nil
 }
 

@@ -36,6 +36,9 @@ type Trace struct {
 	// its stacks, for the call sites; nil when the trace is none, or its
 	// stacks were not read.
 	Snapshot *snapshot.Snapshot
+	// Annotations are the snapshot's annotations, for ByAnnotation; nil
+	// when they were not read.
+	Annotations *Annotations
 }
 
 // Options say what Explain looks at.
@@ -46,8 +49,8 @@ type Options struct {
 	// At, when set, is the moment to explain instead of the first OOM or
 	// the peak: the state after an event.
 	At *At
-	// By groups the live bytes: BySite (the default), ByFrame, ByStream or
-	// BySize.
+	// By groups the live bytes: BySite (the default), ByFrame, ByStream,
+	// BySize or ByAnnotation.
 	By By
 	// Top is the number of groups listed before "other"; 0 means 10.
 	Top int
@@ -82,15 +85,20 @@ const (
 	ByFrame  By = "frame"  // the innermost Python frame, PyTorch's included
 	ByStream By = "stream" // the allocation's stream
 	BySize   By = "size"   // the size requested
+	// ByAnnotation groups by the annotation in force when the block was
+	// allocated: its entry's user_metadata, else the innermost external
+	// annotation (a record_function range) of its device at its time
+	// (see Annotations).
+	ByAnnotation By = "annotation"
 )
 
 // ParseBy returns the grouping named s.
 func ParseBy(s string) (By, error) {
 	switch b := By(s); b {
-	case BySite, ByFrame, ByStream, BySize:
+	case BySite, ByFrame, ByStream, BySize, ByAnnotation:
 		return b, nil
 	}
-	return "", fmt.Errorf("%q: want site, frame, stream or size", s)
+	return "", fmt.Errorf("%q: want site, frame, stream, size or annotation", s)
 }
 
 // The moments explained.
@@ -168,7 +176,8 @@ type Report struct {
 	PeakLiveBytes int64 `json:"peak_live_bytes"`
 
 	// By is how Holders group the live bytes: as Options.By asks, but by
-	// size where it asks for sites or frames of a trace without stacks;
+	// size where it asks for sites or frames of a trace without stacks, or
+	// for annotations of a trace whose annotations were not read;
 	// Frames says whether the trace records stacks. Holders are the largest groups, largest first, and
 	// OtherBytes the rest of the live bytes: with them, the live bytes.
 	By         By       `json:"by"`

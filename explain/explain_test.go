@@ -3,6 +3,7 @@ package explain
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -525,5 +526,51 @@ func TestTimeLimit(t *testing.T) {
 	}
 	if r.Suggestion != "" || !strings.Contains(r.Sentence, "left out of time") {
 		t.Errorf("suggestion %q from rows out of time (%s)", r.Suggestion, r.Sentence)
+	}
+}
+
+// TestAnnotations checks which annotation an allocation takes: its
+// entry's user_metadata, else the innermost range in force at its time.
+func TestAnnotations(t *testing.T) {
+	a := &Annotations{
+		spans: map[int][]span{0: {{"step", 10, 100}, {"inner", 20, 30}, {"open", 200, math.MaxInt64}}},
+		meta:  map[int]map[int]string{0: {7: "phase=warmup"}},
+	}
+	for _, c := range []struct {
+		dev, entry int
+		t          int64
+		want       string
+	}{
+		{0, 1, 5, ""}, {0, 1, 10, "step"}, {0, 1, 25, "inner"}, {0, 1, 30, "step"}, {0, 1, 100, ""},
+		{0, 1, 250, "open"}, {0, 7, 25, "metadata phase=warmup"}, {1, 1, 25, ""}, {0, -1, 25, ""},
+	} {
+		if got := a.at(c.dev, c.entry, c.t); got != c.want {
+			t.Errorf("at(%d, %d, %d) = %q, want %q", c.dev, c.entry, c.t, got, c.want)
+		}
+	}
+}
+
+// TestSnapshotAnnotations groups a real snapshot's live bytes by the
+// record_function ranges it records.
+func TestSnapshotAnnotations(t *testing.T) {
+	tr := sharedSnapshot(t, "large128_backward_wrapped.pickle")
+	f, err := os.Open("../../shared/traces/pytorch/large128_backward_wrapped.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if tr.Annotations, err = ReadAnnotations(f); err != nil {
+		t.Fatal(err)
+	}
+	r := explainOne(t, tr, Options{At: &At{Event: 2000}, By: ByAnnotation})
+	if r.By != ByAnnotation {
+		t.Fatalf("by %s", r.By)
+	}
+	found := false
+	for _, h := range r.Holders {
+		found = found || h.Site == "Optimizer.step#AdamW.step"
+	}
+	if !found {
+		t.Errorf("holders %+v: want the optimizer's step", r.Holders)
 	}
 }

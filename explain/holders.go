@@ -16,10 +16,14 @@ import (
 // recorded stacks.
 type stackMap struct {
 	snap *snapshot.Snapshot
-	// stacks holds the stack of each alloc event, by event index; nil when
-	// the trace records no stacks, or its events could not be matched with
-	// its entries.
-	stacks []snapshot.StackID
+	// stacks holds the stack of each alloc event, and entries the index
+	// of its entry in its device's trace (-1 for a block live before the
+	// trace), by event index; nil when the events could not be matched
+	// with the entries.
+	stacks  []snapshot.StackID
+	entries []int32
+	// hasFrames says that the snapshot records stacks.
+	hasFrames bool
 }
 
 // newStackMap matches the alloc events of t with the entries of its
@@ -31,9 +35,10 @@ type stackMap struct {
 func newStackMap(t *Trace) *stackMap {
 	s := t.Snapshot
 	m := &stackMap{snap: s}
-	if s == nil || len(s.Stacks) <= 1 || t.Start == nil {
+	if s == nil || t.Start == nil {
 		return m
 	}
+	m.hasFrames = len(s.Stacks) > 1
 	rules, err := s.AllocatorSettings.Rules()
 	if err != nil {
 		rules = snapshot.DefaultRules()
@@ -42,6 +47,7 @@ func newStackMap(t *Trace) *stackMap {
 	starts := map[int]map[uint64]snapshot.StackID{}
 	next := map[int]int{} // each device's next entry
 	stacks := make([]snapshot.StackID, len(t.Events))
+	entries := make([]int32, len(t.Events))
 	for i := range t.Events {
 		ev := &t.Events[i]
 		if ev.Op != traces.OpAlloc {
@@ -72,7 +78,7 @@ func newStackMap(t *Trace) *stackMap {
 			if !ok || !found {
 				return m
 			}
-			stacks[i] = stack
+			stacks[i], entries[i] = stack, -1
 			continue
 		}
 		tr := s.Trace(d)
@@ -90,9 +96,9 @@ func newStackMap(t *Trace) *stackMap {
 			(e.Action == snapshot.Alloc && (!isAddr || addr != e.Addr)) {
 			return m
 		}
-		stacks[i] = e.Stack
+		stacks[i], entries[i] = e.Stack, int32(j)
 	}
-	m.stacks = stacks
+	m.stacks, m.entries = stacks, entries
 	return m
 }
 
@@ -133,14 +139,17 @@ func addressOf(ev *traces.Event) (uint64, bool) {
 }
 
 // frames reports whether the events have stacks.
-func (m *stackMap) frames() bool { return m.stacks != nil }
+func (m *stackMap) frames() bool { return m.stacks != nil && m.hasFrames }
+
+// matched reports whether the events are matched with their entries.
+func (m *stackMap) matched() bool { return m.stacks != nil }
 
 // holders groups the live allocations of device d after the first n
 // events, as Options.By says, into rep's Holders and OtherBytes.
 func (x *explainer) holders(d, n int, rep *Report) {
 	by := x.o.By
 	rep.Frames = x.stacks.frames()
-	if !rep.Frames && (by == BySite || by == ByFrame) {
+	if !rep.Frames && (by == BySite || by == ByFrame) || by == ByAnnotation && (x.t.Annotations == nil || !x.stacks.matched()) {
 		by = BySize
 	}
 	rep.By = by
@@ -234,6 +243,19 @@ func (x *explainer) key(by By, i int, ev *traces.Event) string {
 		return "(no frame outside PyTorch)"
 	case ByStream:
 		return "stream " + strconv.FormatUint(ev.Stream, 10)
+	case ByAnnotation:
+		d, j := int(ev.Device), int(x.stacks.entries[i])
+		t := ev.TimeUS
+		if j >= 0 {
+			t = x.stacks.snap.Trace(d).At(j).TimeUS
+		}
+		if a := x.t.Annotations.at(d, j, t); a != "" {
+			return a
+		}
+		if j < 0 {
+			return "(allocated before the trace)"
+		}
+		return "(no annotation)"
 	}
 	return sizeLabel(ev.Size)
 }
