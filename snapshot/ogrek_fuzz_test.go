@@ -207,7 +207,7 @@ func (g *pgen) junk(depth int) *pnode {
 	case 10:
 		if depth > 0 {
 			t := &pnode{kind: 't', slot: -1}
-			for range c.n(5) {
+			for range c.n(4) {
 				t.items = append(t.items, g.junk(depth-1))
 			}
 			return t
@@ -441,6 +441,12 @@ type pwriter struct {
 	proto int
 	next  int      // the next memo slot that MEMOIZE takes
 	ints  []*pnode // integers to store over a slot with
+	// bare is set for a value written right above the open list that
+	// APPEND puts it in: there, a MARK would be read as the MARK of the
+	// list's batch (the decoder tells a container's place from the
+	// stack, as picklers of protocols 2 to 5 write it), so the value is
+	// not one built from a MARK (LIST, DICT, TUPLE).
+	bare bool
 }
 
 // padMemo memoizes n empty lists under a key that is read no further:
@@ -513,6 +519,8 @@ func (w *pwriter) storeOver(n *pnode) {
 
 func (w *pwriter) value(n *pnode) {
 	c := w.c
+	bare := w.bare
+	w.bare = false
 	// Dicts, strings, tuples and scalars are referred to again where
 	// memoized; lists never are, as og-rek's memo keeps a list as it was
 	// when memoized.
@@ -558,7 +566,7 @@ func (w *pwriter) value(n *pnode) {
 		switch {
 		case len(n.items) == 0:
 			w.b = append(w.b, ')')
-		case len(n.items) <= 3 && !c.one(3):
+		case len(n.items) <= 3 && (bare || !c.one(3)):
 			for _, it := range n.items {
 				w.value(it)
 			}
@@ -574,7 +582,7 @@ func (w *pwriter) value(n *pnode) {
 			n.slot = w.memoize()
 		}
 	case 'l', 'd':
-		if c.one(8) {
+		if !bare && c.one(8) {
 			// MARK, the items, LIST or DICT: the container is made last.
 			w.b = append(w.b, '(')
 			for _, it := range n.items {
@@ -608,6 +616,7 @@ func (w *pwriter) value(n *pnode) {
 			k = min(k, len(n.items)-i)
 			if k == step && !c.one(3) {
 				for _, it := range n.items[i : i+k] {
+					w.bare = n.kind == 'l'
 					w.value(it)
 				}
 				w.b = append(w.b, map[byte]byte{'l': 'a', 'd': 's'}[n.kind])
