@@ -123,19 +123,6 @@ loop:
 	return ran
 }
 
-// leInt returns the integer of at most 8 bytes b, two's complement,
-// little-endian, as LONG1 and LONG4 hold it.
-func leInt(b []byte) int64 {
-	var u uint64
-	for i := len(b) - 1; i >= 0; i-- {
-		u = u<<8 | uint64(b[i])
-	}
-	if shift := 64 - 8*len(b); shift > 0 && shift < 64 {
-		u = uint64(int64(u<<shift) >> shift) // sign-extend
-	}
-	return int64(u)
-}
-
 // absorb is memoRun for the references that follow a MARK batching items
 // for the open "frames" list c: the frames referenced are not pushed but
 // noted by their memo indexes in d.absorbed, for the APPENDS that closes
