@@ -91,12 +91,30 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 	if mismatches <= 0 {
 		mismatches = -1
 	}
-	for _, path := range fs.Args() { // every file can be read, before any work
-		f, err := openSnapshotFile(path)
+	if err := checkReadOnce(fs.Args()); err != nil {
+		return err
+	}
+	// Every file can be read, before any work. A regular file is opened
+	// again when its turn comes; one that can be read only once (a FIFO,
+	// a device) stays open from here, so that it is opened once.
+	held := make([]*os.File, fs.NArg())
+	defer func() {
+		for _, f := range held {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
+	for i, path := range fs.Args() {
+		f, err := openSnapshotFile(ctx, path)
 		if err != nil {
 			return err
 		}
-		f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			f.Close()
+			continue
+		}
+		held[i] = f
 	}
 	var conf *string
 	for _, k := range []string{"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"} {
@@ -109,11 +127,13 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 	}
 	var results []*fidelity.Result
 	failed := 0
-	for _, path := range fs.Args() {
+	for i, path := range fs.Args() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r, err := fidelityFile(ctx, path, mismatches, conf, progress, e.tempDir)
+		f := held[i]
+		held[i] = nil
+		r, err := fidelityFile(ctx, path, f, mismatches, conf, progress, e.tempDir)
 		if err != nil {
 			// The file's own row says why; the others are compared.
 			failed++
@@ -228,10 +248,12 @@ func percentDown(n, d int64) string {
 
 // fidelityFile reads and replays one snapshot, showing the read's progress
 // on progress if not nil; its errors name the file.
-func fidelityFile(ctx context.Context, path string, mismatches int, conf *string, progress io.Writer, tempDir string) ([]*fidelity.Result, error) {
-	f, err := openSnapshotFile(path)
-	if err != nil {
-		return nil, err
+func fidelityFile(ctx context.Context, path string, f *os.File, mismatches int, conf *string, progress io.Writer, tempDir string) ([]*fidelity.Result, error) {
+	if f == nil {
+		var err error
+		if f, err = openSnapshotFile(ctx, path); err != nil {
+			return nil, err
+		}
 	}
 	defer f.Close()
 	s, err := readSnapshotProgress(ctx, f, path, progress, true, tempDir)
@@ -250,8 +272,8 @@ func fidelityFile(ctx context.Context, path string, mismatches int, conf *string
 
 // openSnapshotFile opens the snapshot file at path; the name of a bundled
 // trace that no file has gets an error saying what fidelity needs.
-func openSnapshotFile(path string) (*os.File, error) {
-	f, err := openInput(path)
+func openSnapshotFile(ctx context.Context, path string) (*os.File, error) {
+	f, err := openInputCtx(ctx, path)
 	if _, bundled := traces.LookupBundled(path); bundled && errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: a bundled trace, not a PyTorch snapshot: fidelity needs a snapshot, the file torch.cuda.memory._dump_snapshot writes", path)
 	}

@@ -414,3 +414,22 @@ func TestOutputDeviceFull(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, fs.ModeDevice|fs.ModeCharDevice, fi.Mode().Type())
 }
+
+// TestFidelityFIFOOpenedOnce: fidelity checks every file before any work
+// and reads a FIFO from that one open, not from a second that would wait
+// for a writer that has gone.
+func TestFidelityFIFOOpenedOnce(t *testing.T) {
+	data, err := os.ReadFile("testdata/fidelity_match.pickle")
+	require.NoError(t, err)
+	code, want, stderr := run(t, nil, "fidelity", "-f", "json", "testdata/fidelity_match.pickle")
+	require.Equal(t, 0, code, stderr)
+	want = strings.ReplaceAll(want, "testdata/fidelity_match.pickle", "SNAPSHOT")
+	fifo := feedFIFO(t, "match.pickle", data)
+	code, got, stderr := runWithin(t, 30*time.Second, nil, "fidelity", "-f", "json", fifo)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, want, strings.ReplaceAll(got, fifo, "SNAPSHOT"))
+	fifo = feedFIFO(t, "twice.pickle", data)
+	code, _, stderr = runWithin(t, 30*time.Second, nil, "fidelity", fifo, fifo)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "given twice")
+}
