@@ -270,6 +270,9 @@ func Explain(ctx context.Context, t *Trace, o Options) ([]Report, error) {
 	}
 	x.stacks = newStackMap(t)
 
+	if err := x.startFits(devs); err != nil {
+		return nil, err
+	}
 	// The replay as it ran, with its series: the peak of a trace of one
 	// device is the event of the series' largest reserved bytes.
 	r := prefixReader{traces.NewSliceReader(t.Name, t.Events), sim.StartOf(t.Start), x.capOf}
@@ -313,6 +316,30 @@ type explainer struct {
 }
 
 func (x *explainer) capOf(d int) int64 { return x.caps[d] }
+
+// startFits checks that each device holds the segments of the recorded
+// state its trace starts from, which a replay restores before its first
+// event.
+func (x *explainer) startFits(devs []int) error {
+	if x.t.Start == nil {
+		return nil
+	}
+	for _, d := range devs {
+		st := x.t.Start.StartState(d)
+		if st == nil {
+			continue
+		}
+		var held int64
+		for _, sg := range st.Segments {
+			held += sg.TotalSize
+		}
+		if held > x.caps[d] {
+			return fmt.Errorf("%s: device %d: the recorded state the trace starts from holds %s in %d segments, more than the device's %s: a replay cannot start (give a larger capacity)",
+				x.t.Name, d, gpualloc.FormatSize(held), len(st.Segments), gpualloc.FormatSize(x.caps[d]))
+		}
+	}
+	return nil
+}
 
 // capacity returns device d's capacity and where it comes from.
 func (x *explainer) capacity(d int) (int64, string) {

@@ -574,3 +574,13 @@ func TestSnapshotAnnotations(t *testing.T) {
 		t.Errorf("holders %+v: want the optimizer's step", r.Holders)
 	}
 }
+
+// TestStartTooLarge checks that a device too small for the recorded state
+// a snapshot starts from is one clear error.
+func TestStartTooLarge(t *testing.T) {
+	tr := sharedSnapshot(t, "forward_ctx128.pickle")
+	_, err := Explain(context.Background(), tr, Options{Capacity: 10 << 30})
+	if err == nil || !strings.Contains(err.Error(), "holds 12.8 GiB in 227 segments, more than the device's 10.0 GiB") {
+		t.Errorf("got %v", err)
+	}
+}
