@@ -44,6 +44,9 @@ func verdict(rep *Report) {
 		if asRan.MinCapacityBytes != nil {
 			rep.Sentence += fmt.Sprintf("; it runs on a device of %s", size(*asRan.MinCapacityBytes))
 		}
+		if rep.Recorded {
+			rep.Sentence += "; the recorded run failed at this moment, which the replay does not: its allocator decided otherwise"
+		}
 		return
 	}
 	rep.Verdict = FragmentationBound
