@@ -319,6 +319,19 @@ func (d *decoder) place(t ctype) (int32, int32, int64) {
 	if n > 0 && lastMark < n-1 && d.stack[n-1].k == kSkip && ctype(d.stack[n-1].x) != ctDict {
 		return sink, 0, -1 // an item of a skipped list or set
 	}
+	if owner < 0 || owner != sink && d.conts[owner].typ != ctDict {
+		// Below a tuple's first items (TUPLE1 to TUPLE3 take up to three
+		// values pushed with no MARK), a skipped list or set that the
+		// tuple goes into: where the MARK is not a dict's, whose next
+		// key they could be, they are that list's.
+		for i := n - 1; i > lastMark && i >= n-3; i-- {
+			if v := d.stack[i]; v.k == kSkip && ctype(v.x) != ctDict {
+				return sink, 0, -1
+			} else if v.k == kCont || v.k == kSkip || v.k >= kEntry {
+				break
+			}
+		}
+	}
 	if n > 1 && lastMark < n-2 && d.stack[n-1].k == kStr && d.stack[n-2].k == kSkip && ctype(d.stack[n-2].x) == ctDict {
 		// A value for a key of a skipped dict (SETITEM), unless the dict
 		// may be a value of the MARK's dict, done, and the key one of
