@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"image/color"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -113,9 +114,24 @@ var (
 	labelFont = font.Font{Typeface: "Liberation", Variant: "Sans", Size: 8}
 )
 
+// plainTicks are gonum's default ticks with their labels in the fewest
+// digits: "2500", not "2500.00".
+type plainTicks struct{}
+
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', -1, 64)
+		}
+	}
+	return ticks
+}
+
 // newPlot returns a plot in the report's style.
 func newPlot() *plot.Plot {
 	p := plot.New()
+	p.X.Tick.Marker, p.Y.Tick.Marker = plainTicks{}, plainTicks{}
 	p.X.Tick.Label.Font = smallFont
 	p.Y.Tick.Label.Font = smallFont
 	p.X.Label.TextStyle.Font = labelFont
