@@ -584,3 +584,32 @@ func TestStartTooLarge(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// TestDevicesApart explains two devices of one trace, each on a device of
+// 100 MiB of its own: the first fits with its 90 MiB, the second runs out
+// at its third block of 40 MiB (120 MiB live); their sum, 210 MiB, is
+// compared with nothing.
+func TestDevicesApart(t *testing.T) {
+	var lines []string
+	for i := range 3 {
+		lines = append(lines, fmt.Sprintf("alloc,a%d,%d,0", i, 30*mb), fmt.Sprintf("alloc,b%d,%d,1", i, 40*mb))
+	}
+	tr := csvTrace(t, lines)
+	reps, err := Explain(context.Background(), tr, Options{Capacity: 100 * mb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != 2 {
+		t.Fatalf("%d reports", len(reps))
+	}
+	a, b := reps[0], reps[1]
+	for i := range reps {
+		checkSums(t, tr, &reps[i])
+	}
+	if a.Device != 0 || a.Verdict != Fits || a.Moment != MomentPeak || a.EventIndex != 4 || a.ReservedBytes != 90*mb {
+		t.Errorf("device 0: %s at %d, %s, reserved %d", a.Moment, a.EventIndex, a.Verdict, a.ReservedBytes)
+	}
+	if b.Device != 1 || b.Verdict != LiveBound || b.Moment != MomentOOM || b.EventIndex != 5 || b.LiveBytes != 80*mb || b.RequestBytes != 40*mb {
+		t.Errorf("device 1: %s at %d, %s, live %d, request %d", b.Moment, b.EventIndex, b.Verdict, b.LiveBytes, b.RequestBytes)
+	}
+}
