@@ -63,11 +63,14 @@
 // Read streams: a pickle machine of the package's own reads the input
 // through a buffer of 64 KiB to 1 MiB (gzip is decompressed as it goes;
 // past 8 MiB, a goroutine reads and decompresses a few chunks ahead) and
-// builds no generic object tree for what the package models. A container's role (a
-// trace entry, a block, a stack of frames) is told by its place when it
-// is created; a trace entry is kept as its few scalar fields until it is
-// appended to its trace, then becomes a [TraceEntry] and its container is
-// reused. Strings, frames and stacks are interned: each distinct one is
+// builds no generic object tree for what the package models. A
+// container's role (a trace entry, a block, a stack of frames) is told by
+// its place when it is created, from the stack as picklers of protocols 2
+// to 5 leave it: a MARK right above an open list is that list's batch (a
+// pickle made by hand that builds an item of a list from a MARK there,
+// with LIST, DICT or TUPLE, may be refused or misread). A trace entry is
+// kept as its few scalar fields until it is appended to its trace, then
+// becomes a [TraceEntry] and its container is reused. Strings, frames and stacks are interned: each distinct one is
 // held once, and an entry refers to its stack by a [StackID].
 //
 // What grows with what, as read: the Snapshot keeps about 80 bytes per
