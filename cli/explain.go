@@ -52,10 +52,13 @@ peak of reserved memory, unless --at names another. For each device:
     it leaves; or fits (the headroom, and the smallest device it runs on);
   - what would have fit, each replayed on the same device: as recorded
     (or as run, with -s), PyTorch's defaults, expandable_segments:True,
-    every other built-in strategy with its defaults but planned, and the
-    offline plan (simulate plan's heuristics), which knows every lifetime
-    ahead: peak reserved, whether it fits, and the smallest device it
-    needs (a multiple of 1 MiB, with an OOM 1 MiB below).
+    every other built-in strategy with its defaults but planned, the best
+    of PyTorch's settings that simulate tune finds in a third of the time
+    left (for a PyTorch run of one device: tune ranks the sums over
+    devices), and the offline plan (simulate plan's heuristics), which
+    knows every lifetime ahead: peak reserved, whether it fits, and the
+    smallest device it needs (a multiple of 1 MiB, with an OOM 1 MiB
+    below).
 
 A PyTorch snapshot is replayed from the allocator's state when its trace
 began, with the allocator settings it records, as simulate replays it; a

@@ -23,9 +23,9 @@
 //     fits: the line to paste and its headroom), or fits;
 //   - what would have fit: the trace replayed on the same device as it ran,
 //     with PyTorch's defaults, with expandable segments, with every other
-//     built-in strategy, and the offline plan (package plan), each with
-//     its peak reserved bytes, whether it fits, and the smallest device it
-//     needs.
+//     built-in strategy, with the best of PyTorch's settings that package
+//     tune finds, and the offline plan (package plan), each with its peak
+//     reserved bytes, whether it fits, and the smallest device it needs.
 //
 // Every figure comes from replays of the trace by package sim, from the
 // recorded state where the trace has one (see sim.StartReporter), on

@@ -165,6 +165,29 @@ func TestFragmentationBound(t *testing.T) {
 		t.Errorf("suggestion %q", r.Suggestion)
 	}
 	checkSuggestion(t, tr, &r)
+	// tune's best, replayed from its spec, gives the figures of its row.
+	for _, a := range r.Alternatives {
+		if a.Label != "tune's best" {
+			continue
+		}
+		sp, err := gpualloc.ParseSpec(a.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := gpualloc.Resolve(sp, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sim.Replay(traces.NewSliceReader(tr.Name, tr.Events), sim.Config{Params: p, Capacity: r.CapacityBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Fits == nil || !*a.Fits || res.OOMs != 0 || *a.PeakReservedBytes != res.PeakReservedBytes || !strings.HasPrefix(a.Suggestion, "PYTORCH_ALLOC_CONF=") {
+			t.Errorf("tune's best %+v: a replay peaks at %d with %d OOMs", a, res.PeakReservedBytes, res.OOMs)
+		}
+		return
+	}
+	t.Error("no row of tune's best")
 }
 
 // checkSuggestion replays the trace with the report's suggestion, as a

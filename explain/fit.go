@@ -13,6 +13,7 @@ import (
 	"github.com/gpualloc/gpualloc/plan"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/traces"
+	"github.com/gpualloc/gpualloc/tune"
 )
 
 // mib is the step of the search of the smallest device.
@@ -150,6 +151,18 @@ func (x *explainer) alternatives(ctx, rctx context.Context, reps []Report, full 
 			return o.Err
 		}
 	}
+	// The best of PyTorch's settings that tune finds, for a PyTorch run
+	// of one device (tune ranks the sums over a trace's devices), in a
+	// third of the time left.
+	if _, isPytorch := pytorchConf(sim.StrategyOf(x.o.Strategy)); isPytorch && len(reps) == 1 {
+		a, res, err := x.tuned(ctx, rctx, reps[0].Device)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, a)
+		results = append(results, res)
+		startFails = append(startFails, false)
+	}
 	for k := range reps {
 		d := reps[k].Device
 		reps[k].Alternatives = make([]Alternative, len(rows))
@@ -217,6 +230,42 @@ func (x *explainer) alternatives(ctx, rctx context.Context, reps []Report, full 
 		return err
 	}
 	return first
+}
+
+// tuned runs tune's search of PyTorch's settings for device d, in a third
+// of the time rctx leaves, and returns its best as a row, with its replay;
+// a row TimedOut, and no replay, when the time runs out first.
+func (x *explainer) tuned(ctx, rctx context.Context, d int) (Alternative, *sim.Result, error) {
+	a := Alternative{Label: "tune's best"}
+	budget := time.Duration(0)
+	if dl, ok := rctx.Deadline(); ok {
+		budget = time.Until(dl) / 3
+	}
+	if budget <= 0 {
+		a.TimedOut = true
+		return a, nil, nil
+	}
+	tctx, cancel := context.WithTimeout(rctx, budget)
+	defer cancel()
+	rep, err := tune.Run(tctx, x.t.Name, x.t.Events, tune.Options{Capacity: x.caps[d], Workers: x.o.Workers, Start: x.t.Start})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return a, nil, ctx.Err()
+	case err != nil && tctx.Err() != nil:
+		a.TimedOut = true
+		return a, nil, nil
+	case err != nil:
+		return a, nil, err
+	}
+	sp := tune.Spec(rep.Best.Setting, 0)
+	if a.params, err = gpualloc.Resolve(sp, nil); err != nil {
+		return a, nil, err
+	}
+	a.written = sp
+	st := sim.StrategyOf(a.params)
+	a.Spec, a.Suggestion = st.Spec, suggestion(sp, st)
+	res := rep.Best.Result
+	return a, &res, nil
 }
 
 // offline plans each device's allocations with package plan's heuristics,
