@@ -396,7 +396,7 @@ func writeExplain(w io.Writer, r *explain.Report) error {
 	if source == explain.CapacityFlag {
 		source = "--capacity"
 	}
-	ew.printf("  device      %s (%s)\n", size(r.CapacityBytes), source)
+	ew.printf("  device      %s (%s, %s)\n", size(r.CapacityBytes), exactMiB(r.CapacityBytes), source)
 	if r.Moment == explain.MomentOOM {
 		ew.printf("  request     %s, with %s free in %s, the largest %s\n", size(r.RequestBytes), size(r.FreeBytes),
 			plural(r.FreePieces, "piece"), size(r.LargestFreeBytes))
@@ -446,7 +446,7 @@ func writeExplain(w io.Writer, r *explain.Report) error {
 			fits = map[bool]string{true: "yes", false: "no"}[*a.Fits]
 		}
 		if a.MinCapacityBytes != nil {
-			minc = size(*a.MinCapacityBytes)
+			minc = exactMiB(*a.MinCapacityBytes)
 		}
 		if a.TimedOut {
 			minc += " (out of time)"
@@ -455,6 +455,17 @@ func writeExplain(w io.Writer, r *explain.Report) error {
 	}
 	ew.table(head, right, rows, "    ")
 	return ew.err
+}
+
+// exactMiB writes a size exactly: in MiB with thousands separators when it
+// is a whole number of them ("18,739 MiB": the smallest devices are), else
+// in bytes; beside the device's size, it tells apart what three digits
+// round together.
+func exactMiB(n int64) string {
+	if n%(1<<20) == 0 {
+		return tabular.Count(n>>20) + " MiB"
+	}
+	return tabular.Count(n) + " B"
 }
 
 // errWriter writes until the first error, which it keeps.
