@@ -4,9 +4,9 @@
 //
 // For each device, [Explain] picks the moment that matters: the first
 // out-of-memory error that the trace records (a PyTorch snapshot's oom
-// entry), else the first that a replay of the trace as it ran meets on the
-// device, else the peak of reserved memory, unless [Options].At names
-// another. It tells at that moment:
+// entry, on the device the snapshot records), else the first that a replay
+// of the trace as it ran meets on the device, else the peak of reserved
+// memory, unless [Options].At names another. It tells at that moment:
 //
 //   - the failing request, for an out-of-memory error, beside the free
 //     memory as the allocator held it: how many pieces, and the largest;

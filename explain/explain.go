@@ -445,7 +445,7 @@ func (x *explainer) moment(ctx context.Context, d int, full *sim.Result) (Report
 			return rep, err
 		}
 		rep.Moment, rep.EventIndex, prefix = MomentAt, int64(i), i+1
-	case x.recordedOOM(d) >= 0:
+	case x.src[d] == CapacityRecorded && x.recordedOOM(d) >= 0: // on another device, the replay's OOM matters
 		i := x.recordedOOM(d)
 		rep.Moment, rep.EventIndex, rep.Recorded, prefix = MomentOOM, int64(i), true, i
 		rep.RequestBytes = t.Events[i].Size

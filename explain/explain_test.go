@@ -636,3 +636,33 @@ func TestDevicesApart(t *testing.T) {
 		t.Errorf("device 1: %s at %d, %s, live %d, request %d", b.Moment, b.EventIndex, b.Verdict, b.LiveBytes, b.RequestBytes)
 	}
 }
+
+// TestRecordedOOMOtherDevice explains a snapshot that records an
+// out-of-memory error on a larger device than the recorded one: there the
+// moment is the replay's, not the recording's.
+func TestRecordedOOMOtherDevice(t *testing.T) {
+	tr := fragmented(t)
+	p, err := pytorchParams("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	_, err = sim.Replay(traces.NewSliceReader(tr.Name, tr.Events), sim.Config{Params: p, Capacity: 200 * mb,
+		Snapshot: func(s *snapshot.Snapshot) error { return snapshot.Write(&buf, s, snapshot.WriteOptions{}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := traces.NewReader(strings.NewReader(buf.String()), "oom.pickle", traces.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := traces.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := &Trace{Name: "oom.pickle", Format: r.Format(), Events: evs, Start: r.(sim.StartReporter), Memory: r.(sim.CapacityReporter)}
+	rep := explainOne(t, snap, Options{Capacity: 400 * mb})
+	if rep.Moment != MomentPeak || rep.Recorded || rep.Verdict != Fits {
+		t.Errorf("moment %s (recorded %v), verdict %s; want the peak of a run that fits", rep.Moment, rep.Recorded, rep.Verdict)
+	}
+}

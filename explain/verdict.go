@@ -45,7 +45,7 @@ func verdict(rep *Report) {
 			rep.Sentence += fmt.Sprintf("; it runs on a device of %s", size(*asRan.MinCapacityBytes))
 		}
 		if rep.Recorded {
-			rep.Sentence += "; the recorded run failed at this moment, which the replay does not: its allocator decided otherwise"
+			rep.Sentence += "; the recorded run failed at this moment on the same device, which the replay does not: its allocator decided otherwise"
 		}
 		return
 	}
