@@ -24,9 +24,10 @@ const explainUsage = `usage: simulate explain [flags] TRACE...
 
 Explains, for each device of each trace, why the run needed the memory it
 did and what would have fit, at the moment that matters: the first
-out-of-memory error the trace records (a PyTorch snapshot's), else the
-first one a replay of the trace as it ran meets on the device, else the
-peak of reserved memory, unless --at names another. For each device:
+out-of-memory error the trace records (a PyTorch snapshot's, without
+--capacity), else the first one a replay of the trace as it ran meets on
+the device, else the peak of reserved memory, unless --at names another.
+For each device:
 
   - the moment; for an OOM, the failing request beside the device's
     capacity (recorded, --capacity or the default), the live, reserved and
