@@ -29,7 +29,8 @@ live requested bytes). A multi-device trace is one problem per device, one
 row each.
 
 It runs a portfolio of greedy heuristics (the time-order first fit, then
-orders size, area, lifetime and time x first fit and best fit) and, while
+orders size, area, lifetime, time and peak (the buffers live at the peak of
+live bytes first) x first fit and best fit) and, while
 the best is above the lower bound (or --capacity), an exact search in the
 manner of MiniMalloc on every core: with --capacity it looks for a placement
 within it; without, it searches down from the best heuristic toward the

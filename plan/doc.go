@@ -22,7 +22,9 @@
 // heuristics, the approach of XLA's heap
 // simulator (GlobalDecreasingSizeBestFitHeap) and of SOMAS: the buffers are
 // taken in one of several orders (size, lifetime, area, start time, each
-// from the largest) and each is put into a gap between the buffers already
+// from the largest; and the buffers live at the peak of live bytes first,
+// then the others, each in order of start) and each is put into a gap
+// between the buffers already
 // placed that overlap it in time: the lowest gap that fits (first fit) or the
 // smallest (best fit). Every order x fit pair is a candidate; the lowest
 // placement wins. The memory that the placed buffers occupy during a

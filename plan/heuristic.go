@@ -11,28 +11,62 @@ import (
 
 // An order is one way of ranking the buffers for a greedy placement, the
 // first placed first. Ties go to the buffer that comes first in the problem.
+// An order compares two buffers by themselves (cmp) or, as peak does, by
+// what it first finds out about the whole problem (of).
 type order struct {
 	name string
 	cmp  func(a, b *Buffer) int
+	of   func(bufs []Buffer) func(a, b *Buffer) int
+}
+
+// compare returns the order's comparison of the buffers of bufs.
+func (o order) compare(bufs []Buffer) func(a, b *Buffer) int {
+	if o.of != nil {
+		return o.of(bufs)
+	}
+	return o.cmp
+}
+
+// byTime is the order of time: by start, the longest first at a tie.
+func byTime(a, b *Buffer) int {
+	return cmp.Or(cmp.Compare(a.Lower, b.Lower), cmp.Compare(b.Upper, a.Upper))
 }
 
 // orders are the orders of the portfolio: those of XLA's heap simulator
 // (decreasing size, decreasing area, decreasing lifetime: the
 // BufferIntervalCompare variants of GlobalDecreasingSizeBestFitHeap) and of
-// SOMAS (decreasing size), and the order of time, which places the buffers
-// as an online allocator that knew every free in advance would.
+// SOMAS (decreasing size); the order of time, which places the buffers
+// as an online allocator that knew every free in advance would; and the
+// order of the peak: the buffers live when the live bytes first reach
+// their peak first, in the order of time, then the others in the order of
+// time. A placement at the lower bound puts the buffers live at the peak
+// side by side, filling it; placed first, each fit stacks them so, from
+// 0, and the others go into the gaps around them (the growth and release
+// of a training step's or a forward pass's activations, whose peak the
+// other orders break up with the short-lived buffers they place first).
+// It comes last, so that it wins only where it is lower.
 var orders = []order{
-	{"size", func(a, b *Buffer) int {
+	{name: "size", cmp: func(a, b *Buffer) int {
 		return cmp.Or(cmp.Compare(b.Size, a.Size), cmp.Compare(b.Upper-b.Lower, a.Upper-a.Lower))
 	}},
-	{"area", func(a, b *Buffer) int {
+	{name: "area", cmp: func(a, b *Buffer) int {
 		return cmp.Or(compareArea(b, a), cmp.Compare(b.Size, a.Size))
 	}},
-	{"lifetime", func(a, b *Buffer) int {
+	{name: "lifetime", cmp: func(a, b *Buffer) int {
 		return cmp.Or(cmp.Compare(b.Upper-b.Lower, a.Upper-a.Lower), cmp.Compare(b.Size, a.Size))
 	}},
-	{"time", func(a, b *Buffer) int {
-		return cmp.Or(cmp.Compare(a.Lower, b.Lower), cmp.Compare(b.Upper, a.Upper))
+	{name: "time", cmp: byTime},
+	{name: "peak", of: func(bufs []Buffer) func(a, b *Buffer) int {
+		t := peakTime(bufs)
+		return func(a, b *Buffer) int {
+			atPeak := func(b *Buffer) int {
+				if b.Lower <= t && t < b.Upper {
+					return 0
+				}
+				return 1
+			}
+			return cmp.Or(cmp.Compare(atPeak(a), atPeak(b)), byTime(a, b))
+		}
 	}},
 }
 
@@ -134,7 +168,8 @@ func newPlacer(bufs []Buffer) *placer {
 // run places the buffers in order o with fit f, writing offsets, and
 // returns the height (see runOrder).
 func (p *placer) run(ctx context.Context, o order, f int, offsets []int64) (int64, error) {
-	inOrder(p.order, func(a, b int32) int { return o.cmp(&p.bufs[a], &p.bufs[b]) })
+	c := o.compare(p.bufs)
+	inOrder(p.order, func(a, b int32) int { return c(&p.bufs[a], &p.bufs[b]) })
 	return p.runOrder(ctx, p.order, f, offsets)
 }
 

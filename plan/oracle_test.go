@@ -77,7 +77,8 @@ func newSimplePlacer(bufs []Buffer) *simplePlacer {
 // error when it is done.
 func (p *simplePlacer) run(ctx context.Context, o order, f int, offsets []int64) (int64, error) {
 	p.off = offsets
-	inOrder(p.order, func(a, b int32) int { return o.cmp(&p.bufs[a], &p.bufs[b]) })
+	c := o.compare(p.bufs)
+	inOrder(p.order, func(a, b int32) int { return c(&p.bufs[a], &p.bufs[b]) })
 	for i := range p.tree {
 		p.tree[i] = math.MinInt64
 	}

@@ -56,6 +56,20 @@ func (p *Problem) Validate() error {
 // time, O(n) memory. The sum saturates at 2^63-1 bytes, which only a
 // problem that [Problem.Validate] refuses can reach.
 func LowerBound(bufs []Buffer) int64 {
+	peak, _ := livePeak(bufs)
+	return peak
+}
+
+// peakTime returns the first time at which the bytes of the live buffers
+// are at their peak ([LowerBound]); 0 for no buffers.
+func peakTime(bufs []Buffer) int64 {
+	_, t := livePeak(bufs)
+	return t
+}
+
+// livePeak returns the peak over time of the bytes of the live buffers and
+// the first time at which they reach it.
+func livePeak(bufs []Buffer) (peak, at int64) {
 	type point struct {
 		t    int64
 		size int64 // > 0 at a Lower, < 0 at an Upper
@@ -71,15 +85,17 @@ func LowerBound(bufs []Buffer) int64 {
 		}
 		return cmp.Compare(a.size, b.size)
 	})
-	var live, peak int64
+	var live int64
 	for _, p := range pts {
 		if p.size > 0 && live > math.MaxInt64-p.size {
-			return math.MaxInt64
+			return math.MaxInt64, p.t
 		}
 		live += p.size
-		peak = max(peak, live)
+		if live > peak {
+			peak, at = live, p.t
+		}
 	}
-	return peak
+	return peak, at
 }
 
 // A DeviceProblem is the problem of one device of a trace.

@@ -251,7 +251,8 @@ func heuristics(ctx, tctx context.Context, limit time.Duration, workers int, buf
 					pl = newPlacer(bufs)
 				}
 				o := orders[i]
-				inOrder(idx, func(a, b int32) int { return o.cmp(&bufs[a], &bufs[b]) })
+				c := o.compare(bufs)
+				inOrder(idx, func(a, b int32) int { return c(&bufs[a], &bufs[b]) })
 				for f := range fitNames {
 					if o.name == "time" && f == firstFit {
 						continue // the sweep's placement
