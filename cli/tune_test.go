@@ -24,23 +24,38 @@ func TestTuneGolden(t *testing.T) {
 
 // tuneAndReplay tunes a trace, replays it with the conf that tune printed
 // and checks that the replay gives exactly tune's figures, and that the
-// setting is no worse than PyTorch's defaults.
+// setting is no worse than PyTorch's defaults. Tune's figures are the
+// trace's, summed over its devices: the replay's row without a device,
+// which a trace of several devices follows with a row per device.
 func tuneAndReplay(t *testing.T, trace string) {
 	var tuned tuneResult
 	runJSON(t, nil, &tuned, "tune", "-f", "json", trace)
 	assert.LessOrEqual(t, tuned.PeakReservedBytes, tuned.DefaultPeakReservedBytes)
 	assert.Positive(t, tuned.Tried)
 
-	var replayed []struct {
+	var rows []struct {
+		Device        *int  `json:"device"`
 		PeakReserved  int64 `json:"peak_reserved_bytes"`
 		DeviceMallocs int64 `json:"device_mallocs"`
 		OOMs          int64 `json:"ooms"`
 	}
-	runJSON(t, map[string]string{"PYTORCH_CUDA_ALLOC_CONF": tuned.Conf}, &replayed, "-f", "json", "-s", "pytorch", trace)
-	require.Len(t, replayed, 1)
-	assert.Equal(t, tuned.PeakReservedBytes, replayed[0].PeakReserved, "PYTORCH_CUDA_ALLOC_CONF=%s", tuned.Conf)
-	assert.Equal(t, tuned.DeviceMallocs, replayed[0].DeviceMallocs, "PYTORCH_CUDA_ALLOC_CONF=%s", tuned.Conf)
-	assert.Zero(t, replayed[0].OOMs)
+	runJSON(t, map[string]string{"PYTORCH_CUDA_ALLOC_CONF": tuned.Conf}, &rows, "-f", "json", "-s", "pytorch", trace)
+	require.NotEmpty(t, rows)
+	replayed := rows[0]
+	require.Nil(t, replayed.Device, "the first row is the trace's")
+	var mallocs int64
+	for i, r := range rows[1:] {
+		require.NotNil(t, r.Device, "row %d", i+1)
+		assert.Zero(t, r.OOMs, "device %d", *r.Device)
+		mallocs += r.DeviceMallocs
+	}
+	require.NotEqual(t, 2, len(rows), "one device has no row of its own")
+	if len(rows) > 1 {
+		assert.Equal(t, replayed.DeviceMallocs, mallocs, "the trace's device mallocs are its devices'")
+	}
+	assert.Equal(t, tuned.PeakReservedBytes, replayed.PeakReserved, "PYTORCH_CUDA_ALLOC_CONF=%s", tuned.Conf)
+	assert.Equal(t, tuned.DeviceMallocs, replayed.DeviceMallocs, "PYTORCH_CUDA_ALLOC_CONF=%s", tuned.Conf)
+	assert.Zero(t, replayed.OOMs)
 	t.Logf("%s: PYTORCH_CUDA_ALLOC_CONF=%s: peak reserved %d (defaults %d), %d device mallocs, %d settings tried",
 		trace, tuned.Conf, tuned.PeakReservedBytes, tuned.DefaultPeakReservedBytes, tuned.DeviceMallocs, tuned.Tried)
 }
