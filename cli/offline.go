@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/mincap"
 	"github.com/gpualloc/gpualloc/plan"
 	"github.com/gpualloc/gpualloc/sim"
@@ -121,10 +122,12 @@ func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []s
 	if !o.minCap {
 		return nil
 	}
-	// Each trace decoded once, within the limit, replayed from memory.
-	events := map[string][]traces.Event{}
+	// Each trace decoded once, within the limit, replayed from memory from
+	// the state it starts from, with its recorded settings, as the replays
+	// of jobs are.
+	held := map[string]heldTrace{}
 	for _, in := range used {
-		evs, err := readEventsWithin(ctx, in, o.limit)
+		h, err := readEventsWithin(ctx, in, o.limit)
 		if errors.Is(err, errOutOfTime) {
 			fmt.Fprintf(o.notes, "simulate: %s: min capacity: the time limit %v ran out while reading the trace; min_capacity_bytes left out (give a longer --time-limit)\n", in.name, o.limit)
 			continue
@@ -132,13 +135,20 @@ func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []s
 		if err != nil {
 			return err
 		}
-		events[in.name] = evs
+		held[in.name] = h
+	}
+	// A search for each result, every device of one capacity, as simulate
+	// --capacity gives them; and, for a trace of several devices, one for
+	// each device, the others at the capacity the replay gave them: each
+	// device's own minimum, never a sum.
+	type task struct {
+		i, dev int // dev < 0: every device
 	}
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
 		firstEr error
-		next    = make(chan int)
+		next    = make(chan task)
 	)
 	workers := o.workers
 	if workers <= 0 {
@@ -146,29 +156,68 @@ func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []s
 	}
 	for range workers {
 		wg.Go(func() {
-			for i := range next {
-				cfg := jobs[i].Config
+			for t := range next {
+				cfg := jobs[t.i].Config
+				h := held[cfg.Trace]
+				if cfg.Start == nil {
+					cfg.Start = h.start
+				}
+				from := &out[t.i].Result
 				sctx, cancel := context.WithTimeout(ctx, o.limit)
-				c, err := mincap.Search(sctx, events[cfg.Trace], cfg, &out[i].Result)
+				var (
+					c   int64
+					err error
+				)
+				if t.dev < 0 {
+					c, err = mincap.Search(sctx, h.events, cfg, from)
+				} else {
+					caps := func(d int) int64 { return h.capacity(cfg, d) }
+					c, err = mincap.SearchDevice(sctx, h.events, cfg, t.dev, mincap.Options{Caps: caps, From: from})
+				}
+				outOfTime := sctx.Err() != nil
 				cancel()
+				where := ""
+				if t.dev >= 0 {
+					where = fmt.Sprintf(" device %d:", t.dev)
+				}
 				mu.Lock()
 				switch {
-				case err != nil && ctx.Err() == nil && sctx.Err() != nil:
-					fmt.Fprintf(o.notes, "simulate: %s: %s: min capacity: not found within the time limit %v; min_capacity_bytes left out (give a longer --time-limit)\n", cfg.Trace, out[i].Result.Strategy.Spec, o.limit)
+				case err != nil && ctx.Err() == nil && outOfTime:
+					fmt.Fprintf(o.notes, "simulate: %s: %s:%s min capacity: not found within the time limit %v; min_capacity_bytes left out (give a longer --time-limit)\n", cfg.Trace, from.Strategy.Spec, where, o.limit)
 				case err != nil:
 					if firstEr == nil {
 						firstEr = err
 					}
+				case t.dev < 0:
+					from.MinCapacityBytes = &c
+					if len(from.Devices) == 1 {
+						// One device: its figure is the trace's.
+						d := c
+						from.Devices[0].MinCapacityBytes = &d
+					}
 				default:
-					out[i].Result.MinCapacityBytes = &c
+					for j := range from.Devices {
+						if from.Devices[j].Device == t.dev {
+							from.Devices[j].MinCapacityBytes = &c
+						}
+					}
 				}
 				mu.Unlock()
 			}
 		})
 	}
 	for i := range out {
-		if out[i].Err == nil && events[jobs[i].Config.Trace] != nil {
-			next <- i
+		if out[i].Err != nil {
+			continue
+		}
+		if _, ok := held[jobs[i].Config.Trace]; !ok {
+			continue
+		}
+		next <- task{i, -1}
+		if devs := out[i].Result.Devices; len(devs) > 1 {
+			for _, d := range devs {
+				next <- task{i, d.Device}
+			}
 		}
 	}
 	close(next)
@@ -176,16 +225,47 @@ func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []s
 	return firstEr
 }
 
-// readEventsWithin decodes the events of in, or returns errOutOfTime when
-// limit passes first.
-func readEventsWithin(ctx context.Context, in *input, limit time.Duration) ([]traces.Event, error) {
-	return within(ctx, time.Now().Add(limit), func(context.Context) ([]traces.Event, error) {
+// A heldTrace is a trace decoded into memory, with what its reader
+// reports besides its events: the recorded state it starts from, with the
+// recorded settings, and its devices' memory, which a replay of the
+// events alone would not know.
+type heldTrace struct {
+	events []traces.Event
+	start  sim.StartReporter
+	memory sim.CapacityReporter // nil when the reader knows none
+}
+
+// capacity returns the capacity of device d in a replay of the trace as
+// cfg says: cfg.Capacity, else the device's memory as the trace records
+// it, else virtual.DefaultCapacity (see sim.Config.Capacity).
+func (h heldTrace) capacity(cfg sim.Config, d int) int64 {
+	if cfg.Capacity > 0 {
+		return cfg.Capacity
+	}
+	if h.memory != nil {
+		if c := h.memory.DeviceCapacity(d); c > 0 {
+			return c
+		}
+	}
+	return virtual.DefaultCapacity
+}
+
+// readEventsWithin decodes the events of in, with its start state and its
+// devices' memory, or returns errOutOfTime when limit passes first.
+func readEventsWithin(ctx context.Context, in *input, limit time.Duration) (heldTrace, error) {
+	return within(ctx, time.Now().Add(limit), func(context.Context) (heldTrace, error) {
 		r, c, err := in.open()
 		if err != nil {
-			return nil, err
+			return heldTrace{}, err
 		}
 		defer c.Close()
-		return traces.ReadAll(r)
+		evs, err := traces.ReadAll(r)
+		if err != nil {
+			return heldTrace{}, err
+		}
+		h := heldTrace{events: evs, start: sim.StartOf(r)}
+		h.memory, _ = r.(sim.CapacityReporter)
+		return h, nil
 	})
 }
 

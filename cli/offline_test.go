@@ -35,10 +35,16 @@ func TestMinCapacityBothSides(t *testing.T) {
 	runJSON(t, nil, &rows, args...)
 	for _, r := range rows {
 		if r.Device != nil {
-			// A device's row: its own offline plan, no capacity of its own.
-			assert.Nil(t, r.MinCapacityBytes)
+			// A device's row: its own offline plan, its own min capacity,
+			// the other devices at the replay's capacity.
 			require.NotNil(t, r.OfflineBytes)
 			assert.GreaterOrEqual(t, *r.OfflineBytes, r.PeakRequestedBytes)
+			require.NotNil(t, r.MinCapacityBytes, "%s %s device %d", r.Trace, r.Strategy.Spec, *r.Device)
+			c, d := *r.MinCapacityBytes, *r.Device
+			assert.False(t, replayDevice(t, r.Trace, r.Strategy.Spec, d, c), "%s %s device %d: OOM at %d", r.Trace, r.Strategy.Spec, d, c)
+			if c-1<<20 >= r.PeakRequestedBytes {
+				assert.True(t, replayDevice(t, r.Trace, r.Strategy.Spec, d, c-1<<20), "%s %s device %d: no OOM at %d - 1 MiB", r.Trace, r.Strategy.Spec, d, c)
+			}
 			continue
 		}
 		results = append(results, r)

@@ -96,7 +96,10 @@ report's peak and overhead figures draw it beside the lower bound. With
 --min-capacity each result gives min_capacity_bytes, the smallest capacity of
 each device, a multiple of 1 MiB, on which the strategy replays the trace
 without an OOM, checked on both sides by replay: no OOM at it, an OOM 1 MiB
-below. It is found by doubling from the peak reserved and bisecting, then
+below. The replays are those of --capacity: from the state a snapshot starts
+from, with the allocator settings it records. On a trace of several devices
+each device's row gives that device's own, the others at the replay's
+capacity; the devices are never added up. It is found by doubling from the peak reserved and bisecting, then
 trying eight capacities spread below the answer, for strategies whose OOMs do
 not follow the capacity (MXNet's reserve, pools sized from the device): for
 those, a smaller capacity without OOM may lie between the points tried.

@@ -10,19 +10,15 @@ import (
 	"time"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/mincap"
 	"github.com/gpualloc/gpualloc/plan"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/traces"
 	"github.com/gpualloc/gpualloc/tune"
 )
 
-// mib is the step of the search of the smallest device.
+// mib is the step of the smallest device, which package mincap searches.
 const mib = 1 << 20
-
-// maxCapacity is the capacity at which the search of the smallest device
-// gives up: 16 TiB, a quarter of the address space that the virtual
-// device gives an expandable segment.
-const maxCapacity = 1 << 44
 
 // rows returns the allocators that Explain replays besides the one the
 // trace ran with: PyTorch's defaults and expandable segments (unless that
@@ -329,65 +325,11 @@ func (x *explainer) offline(ctx, rctx context.Context, reps []Report) error {
 // 1 MiB below (or below the device's peak of live bytes, where every
 // allocator fails); from is a replay at the device's capacity, nil when
 // the recorded start did not fit it. The other devices keep their
-// capacities. A device too small for the recorded start state fails as
-// an OOM does. It doubles from the peak reserved of from until a replay
-// fits, then bisects; a strategy whose failures do not follow the
-// capacity may fit some smaller device between the points tried.
+// capacities. It is package mincap's search of one device, from the
+// trace's recorded start state and settings, the bisection alone: a
+// strategy whose failures do not follow the capacity may fit some
+// smaller device between the points tried.
 func (x *explainer) minCapacity(ctx context.Context, p *gpualloc.Params, d int, from *sim.Result) (int64, error) {
-	fits := func(c int64) (bool, error) {
-		if err := ctx.Err(); err != nil { // a short replay never looks
-			return false, err
-		}
-		caps := func(dev int) int64 {
-			if dev == d {
-				return c
-			}
-			return x.caps[dev]
-		}
-		r, err := x.replay(ctx, p, len(x.t.Events), caps, nil)
-		if err != nil {
-			if isOutOfMemory(err) && ctx.Err() == nil {
-				return false, nil
-			}
-			return false, err
-		}
-		return deviceOf(&r, d).OOMs == 0, nil
-	}
-	var need, peak int64
-	if from != nil {
-		dr := deviceOf(from, d)
-		need, peak = dr.PeakRequestedBytes, dr.PeakReservedBytes
-	}
-	fail := max((need+mib-1)/mib*mib-mib, 0)
-	ok := max((peak+mib-1)/mib*mib, fail+mib, x.caps[d]/mib*mib)
-	if from != nil && deviceOf(from, d).OOMs == 0 {
-		ok = max((peak+mib-1)/mib*mib, fail+mib)
-	}
-	for {
-		f, err := fits(ok)
-		if err != nil {
-			return 0, err
-		}
-		if f {
-			break
-		}
-		fail = ok
-		if ok >= maxCapacity {
-			return 0, fmt.Errorf("OOM even on a device of %s", gpualloc.FormatSize(ok))
-		}
-		ok = min(ok*2, maxCapacity)
-	}
-	for ok-fail > mib {
-		mid := fail + (ok-fail)/mib/2*mib
-		f, err := fits(mid)
-		if err != nil {
-			return 0, err
-		}
-		if f {
-			ok = mid
-		} else {
-			fail = mid
-		}
-	}
-	return ok, nil
+	cfg := sim.Config{Trace: x.t.Name, Params: p, Start: sim.StartOf(x.t.Start)}
+	return mincap.SearchDevice(ctx, x.t.Events, cfg, d, mincap.Options{Caps: x.capOf, From: from, BisectOnly: true})
 }

@@ -148,3 +148,54 @@ func TestRecordsNoSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, calls)
 }
+
+// capsReader reads events with each device of the capacity caps gives it.
+type capsReader struct {
+	*traces.SliceReader
+	caps func(int) int64
+}
+
+func (r capsReader) DeviceCapacity(d int) int64 { return r.caps(d) }
+
+// TestSearchDevice searches each device of a trace of two apart, the other
+// at 80 GiB, and replays at the answer, where the device has no OOM, and 1
+// MiB below, where it has one (unless that is below its lower bound); the
+// devices' figures are their own, not their sum.
+func TestSearchDevice(t *testing.T) {
+	events := read(t, "twodev", twoDevices)
+	for _, name := range gpualloc.Names() {
+		cfg := config(t, "twodev", name)
+		from := replayAt(t, events, cfg, 0)
+		require.Len(t, from.Devices, 2)
+		all, err := mincap.Search(context.Background(), events, cfg, &from)
+		require.NoError(t, err, name)
+		var most int64
+		for _, dr := range from.Devices {
+			d := dr.Device
+			c, err := mincap.SearchDevice(context.Background(), events, cfg, d, mincap.Options{From: &from})
+			require.NoError(t, err, "%s device %d", name, d)
+			most = max(most, c)
+			ooms := func(c int64) int64 {
+				caps := func(dev int) int64 {
+					if dev == d {
+						return c
+					}
+					return 80 << 30
+				}
+				res, err := sim.Replay(capsReader{traces.NewSliceReader("twodev", events), caps}, cfg)
+				require.NoError(t, err)
+				for _, x := range res.Devices {
+					if x.Device == d {
+						return x.OOMs
+					}
+				}
+				return 0
+			}
+			assert.Zero(t, ooms(c), "%s device %d: OOM at %d", name, d, c)
+			if c-1<<20 >= dr.PeakRequestedBytes {
+				assert.Positive(t, ooms(c-1<<20), "%s device %d: no OOM at %d - 1 MiB", name, d, c)
+			}
+		}
+		assert.LessOrEqual(t, all, most, "%s: every device of the largest device's figure fits", name)
+	}
+}

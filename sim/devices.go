@@ -32,9 +32,10 @@ func (r Result) PerDevice() []Result {
 			StartReservedBytes: d.StartReservedBytes, StartSegments: d.StartSegments,
 			CacheHits: d.CacheHits, OOMs: d.OOMs, DeviceFullAllocs: d.DeviceFullAllocs,
 			LiveAtEnd: d.LiveAtEnd, LiveBytesAtEnd: d.RequestedBytes,
-			ElapsedNS:    r.ElapsedNS,
-			OfflineBytes: d.OfflineBytes,
-			Devices:      []DeviceResult{d},
+			ElapsedNS:        r.ElapsedNS,
+			OfflineBytes:     d.OfflineBytes,
+			MinCapacityBytes: d.MinCapacityBytes,
+			Devices:          []DeviceResult{d},
 		}
 		index := d.Device
 		dr.Device = &index

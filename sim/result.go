@@ -172,9 +172,11 @@ type Result struct {
 	OfflineBytes *int64 `json:"offline_bytes"`
 	// MinCapacityBytes is the smallest device capacity, a multiple of 1
 	// MiB, on which the strategy replays the trace without an OOM, with one
-	// 1 MiB below (simulate --min-capacity); nil unless asked for, and on a
-	// device's row (the capacity is that of every device of the replay).
-	// The engine does not compute it; package mincap searches it.
+	// 1 MiB below (simulate --min-capacity), every device of the replay of
+	// that capacity, from the recorded state and with the recorded
+	// settings that the replay follows; on a device's row, that device's
+	// own (see DeviceResult.MinCapacityBytes). Nil unless asked for. The
+	// engine does not compute it; package mincap searches it.
 	MinCapacityBytes *int64 `json:"min_capacity_bytes"`
 
 	// Devices breaks the figures down by device index, in increasing order
@@ -198,6 +200,11 @@ type DeviceResult struct {
 	// OfflineBytes is the offline plan of the device's allocations, when
 	// the Result has one (see Result.OfflineBytes).
 	OfflineBytes *int64
+	// MinCapacityBytes is the smallest capacity of this device, a multiple
+	// of 1 MiB, on which it has no OOM, with one 1 MiB below, the other
+	// devices of the capacity the replay gave them, when the Result has
+	// one (see Result.MinCapacityBytes): never a sum over devices.
+	MinCapacityBytes *int64
 
 	Allocs    int64
 	Frees     int64
