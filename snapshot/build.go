@@ -319,17 +319,10 @@ func (d *decoder) place(t ctype) (int32, int32, int64) {
 	if n > 0 && lastMark < n-1 && d.stack[n-1].k == kSkip && ctype(d.stack[n-1].x) != ctDict {
 		return sink, 0, -1 // an item of a skipped list or set
 	}
-	if owner < 0 || owner != sink && d.conts[owner].typ != ctDict {
-		// Below a tuple's first items (TUPLE1 to TUPLE3 take up to three
-		// values pushed with no MARK), a skipped list or set that the
-		// tuple goes into: where the MARK is not a dict's, whose next
-		// key they could be, they are that list's.
-		for i := n - 1; i > lastMark && i >= n-3; i-- {
-			if v := d.stack[i]; v.k == kSkip && ctype(v.x) != ctDict {
-				return sink, 0, -1
-			} else if v.k == kCont || v.k == kSkip || v.k >= kEntry {
-				break
-			}
+	// Above a tuple's first items.
+	if owner < 0 || d.conts[owner].typ != ctDict {
+		if p, ok := d.tuplePlace(n, lastMark); ok {
+			return p, 0, -1
 		}
 	}
 	if n > 1 && lastMark < n-2 && d.stack[n-1].k == kStr && d.stack[n-2].k == kSkip && ctype(d.stack[n-2].x) == ctDict {
@@ -369,6 +362,41 @@ func (d *decoder) place(t ctype) (int32, int32, int64) {
 		}
 	}
 	return -1, 0, -1
+}
+
+// tuplePlace tells the place of a container pushed above the first items
+// of a tuple (TUPLE1 to TUPLE3 take up to three values pushed with no
+// MARK): part of the tuple that goes into a list below them, or into a
+// dict below them at the key above it. It is sink where that list, or
+// that dict's key, is skipped, and -1 (a place unknown, which the field
+// that takes it converts) otherwise; ok is false where the stack holds
+// no such tuple items. Only where the MARK below is not a dict's, whose
+// next keys and values such items could be.
+func (d *decoder) tuplePlace(n, lastMark int) (int32, bool) {
+	for i := n - 1; i > lastMark && i >= n-4; i-- {
+		v := d.stack[i]
+		if v.k != kCont && v.k != kSkip {
+			continue
+		}
+		t := ctype(v.x)
+		if v.k == kCont {
+			t = d.conts[v.x].typ
+		}
+		switch {
+		case t != ctDict && i < n-1:
+			if v.k == kSkip {
+				return sink, true
+			}
+			return -1, true
+		case t == ctDict && i < n-2 && d.stack[i+1].k == kStr:
+			if v.k == kSkip || skipChild(d.conts[v.x].role, d.keyOf[d.stack[i+1].x]) {
+				return sink, true
+			}
+			return -1, true
+		}
+		return 0, false
+	}
+	return 0, false
 }
 
 // generic returns a new generic container of the given items, or a
