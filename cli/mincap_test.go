@@ -173,3 +173,32 @@ func TestMinCapacityShared(t *testing.T) {
 		}
 	}
 }
+
+// TestTuneDevicesApart tunes a trace of two devices on devices smaller than
+// the sum of their peaks: tune's peak is the largest device's, within the
+// capacity, as the replay of its line gives it, not the sum.
+func TestTuneDevicesApart(t *testing.T) {
+	path := mixedCSV(t, 2, 2)
+	var rows []sim.Result
+	runJSON(t, nil, &rows, "-f", "json", "-s", "pytorch", path)
+	require.Len(t, rows, 3)
+	largest := max(rows[1].PeakReservedBytes, rows[2].PeakReservedBytes)
+	capacity := (largest + 2<<20) &^ (1<<20 - 1)
+	require.Greater(t, rows[0].PeakReservedBytes, capacity, "the devices' sum does not fit one device")
+
+	var tuned tuneResult
+	runJSON(t, nil, &tuned, "tune", "-f", "json", "--capacity", fmt.Sprint(capacity), path)
+	assert.LessOrEqual(t, tuned.PeakReservedBytes, capacity)
+	assert.LessOrEqual(t, tuned.DefaultPeakReservedBytes, capacity)
+	runJSON(t, map[string]string{"PYTORCH_CUDA_ALLOC_CONF": tuned.Conf}, &rows, "-f", "json", "-s", "pytorch", "--capacity", fmt.Sprint(capacity), path)
+	require.Len(t, rows, 3)
+	assert.Zero(t, rows[0].OOMs)
+	assert.Equal(t, max(rows[1].PeakReservedBytes, rows[2].PeakReservedBytes), tuned.PeakReservedBytes)
+	assert.Equal(t, max(rows[1].PeakRequestedBytes, rows[2].PeakRequestedBytes), tuned.PeakRequestedBytes)
+	for _, p := range tuned.Front {
+		assert.LessOrEqual(t, p.PeakReservedBytes, capacity, p.Conf)
+	}
+	code, stdout, stderr := run(t, nil, "tune", "--capacity", fmt.Sprint(capacity), path)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "on 2 devices of ")
+}

@@ -33,7 +33,9 @@ standard error), and the Pareto front of the settings
 tried: those that no other beats on peak reserved memory without making
 more device allocations. Replaying TRACE with that value
 (PYTORCH_CUDA_ALLOC_CONF=... simulate -s pytorch TRACE) gives exactly the
-same figures.
+same figures. On a trace of several devices each device has the capacity,
+and the peaks are the largest device's (the figures of simulate's row of
+that device), never their sum.
 
 TRACE is a file, or the name of a bundled trace (dynamic, training, ...).
 A PyTorch snapshot is replayed from the allocator's state when its trace
@@ -45,7 +47,9 @@ simulate convert made of one), else 80GiB.
 Flags:
 `
 
-// tuneResult is tune's output, -f json's object.
+// tuneResult is tune's output, -f json's object. Its peaks are each
+// device's, the largest of a trace of several devices (Devices), each of
+// capacity CapacityBytes: never their sum.
 type tuneResult struct {
 	Trace                    string      `json:"trace"`
 	Conf                     string      `json:"conf"`
@@ -65,6 +69,8 @@ type tuneResult struct {
 	RecordedPeakReservedBytes int64  `json:"recorded_peak_reserved_bytes,omitempty"`
 	RecordedDeviceMallocs     int64  `json:"recorded_device_mallocs,omitempty"`
 	RecordedOOMs              int64  `json:"recorded_ooms,omitempty"`
+	// Devices is the number of devices of the trace.
+	Devices int `json:"-"`
 }
 
 // tunePoint is a setting of the Pareto front.
@@ -139,20 +145,21 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 	}
 	res := tuneResult{
 		Trace: rep.Trace, Conf: rep.Best.Setting.Conf(),
-		PeakReservedBytes: rep.Best.Result.PeakReservedBytes, DefaultPeakReservedBytes: rep.Default.Result.PeakReservedBytes,
+		PeakReservedBytes: tune.PeakReserved(rep.Best.Result), DefaultPeakReservedBytes: tune.PeakReserved(rep.Default.Result),
 		DeviceMallocs: rep.Best.Result.DeviceMallocs, DefaultDeviceMallocs: rep.Default.Result.DeviceMallocs,
-		DefaultOOMs: rep.Default.Result.OOMs, PeakRequestedBytes: rep.Best.Result.PeakRequestedBytes,
+		DefaultOOMs: rep.Default.Result.OOMs, PeakRequestedBytes: tune.PeakRequested(rep.Best.Result),
 		CapacityBytes: rep.Capacity, MemoryFraction: rep.MemoryFraction, Tried: rep.Tried,
+		Devices: len(rep.Best.Result.Devices),
 	}
 	if rep.Recorded != nil {
 		res.RecordedConf = rep.RecordedConf
-		res.RecordedPeakReservedBytes = rep.Recorded.Result.PeakReservedBytes
+		res.RecordedPeakReservedBytes = tune.PeakReserved(rep.Recorded.Result)
 		res.RecordedDeviceMallocs = rep.Recorded.Result.DeviceMallocs
 		res.RecordedOOMs = rep.Recorded.Result.OOMs
 		fmt.Fprintf(e.stderr, "simulate: %s: the \"as recorded\" baseline replays with the allocator settings that it records (%s)\n", in.name, rep.RecordedConf)
 	}
 	for _, t := range rep.Front {
-		res.Front = append(res.Front, tunePoint{t.Setting.Conf(), t.Result.PeakReservedBytes, t.Result.DeviceMallocs})
+		res.Front = append(res.Front, tunePoint{t.Setting.Conf(), tune.PeakReserved(t.Result), t.Result.DeviceMallocs})
 	}
 	if format == "json" {
 		return tabular.WriteJSON(e.stdout, res)
@@ -211,7 +218,11 @@ func writeTune(w io.Writer, r tuneResult) {
 	if r.Conf == "" {
 		fmt.Fprintln(w, "  (PyTorch's defaults are the best setting found)")
 	}
-	fmt.Fprintf(w, "\n%s, on a device of %s, %d settings tried:\n", r.Trace, gpualloc.FormatSize(r.CapacityBytes), r.Tried)
+	if r.Devices > 1 {
+		fmt.Fprintf(w, "\n%s, on %d devices of %s each, %d settings tried (peaks: the largest device's):\n", r.Trace, r.Devices, gpualloc.FormatSize(r.CapacityBytes), r.Tried)
+	} else {
+		fmt.Fprintf(w, "\n%s, on a device of %s, %d settings tried:\n", r.Trace, gpualloc.FormatSize(r.CapacityBytes), r.Tried)
+	}
 	rows := [][]string{
 		{"this setting", gpualloc.FormatSize(r.PeakReservedBytes), tabular.Count(r.DeviceMallocs), "0"},
 		{"PyTorch's defaults", gpualloc.FormatSize(r.DefaultPeakReservedBytes), tabular.Count(r.DefaultDeviceMallocs), tabular.Count(r.DefaultOOMs)},

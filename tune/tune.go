@@ -16,8 +16,10 @@
 // the ladder's next rungs. Each round's settings replay in parallel, from
 // the trace decoded once into memory.
 //
-// Settings are ranked by: no OOM first; then lower peak reserved bytes;
-// then fewer device allocations; then fewer settings away from PyTorch's
+// Settings are ranked by: no OOM first; then lower peak reserved bytes (on
+// a trace of several devices, the largest device's peak, each device being
+// of the capacity given: never their sum; then the peak of the sum); then
+// fewer device allocations; then fewer settings away from PyTorch's
 // defaults (a shorter conf to paste); then the conf's text. PyTorch's
 // defaults are in the coarse grid, so the setting found is never worse
 // than them.
@@ -144,10 +146,10 @@ type Report struct {
 	Recorded     *Trial
 	RecordedConf string
 	// Front is the Pareto front of the settings tried without OOM, peak
-	// reserved bytes against device allocations: every setting that no
-	// other beats on one without losing on the other, in increasing order
-	// of peak reserved bytes (the first has the lowest peak; the last the
-	// fewest device allocations).
+	// reserved bytes (PeakReserved: the largest device's) against device
+	// allocations: every setting that no other beats on one without losing
+	// on the other, in increasing order of peak reserved bytes (the first
+	// has the lowest peak; the last the fewest device allocations).
 	Front []Trial
 	// Tried is the number of distinct settings replayed.
 	Tried int
@@ -353,11 +355,41 @@ func compare(a, b *Trial) int {
 	return cmp.Or(
 		cmp.Compare(min(a.Result.OOMs, 1), min(b.Result.OOMs, 1)),
 		cmp.Compare(a.Result.OOMs, b.Result.OOMs),
+		cmp.Compare(PeakReserved(a.Result), PeakReserved(b.Result)),
 		cmp.Compare(a.Result.PeakReservedBytes, b.Result.PeakReservedBytes),
 		cmp.Compare(a.Result.DeviceMallocs, b.Result.DeviceMallocs),
 		cmp.Compare(a.Setting.changed(), b.Setting.changed()),
 		strings.Compare(a.Setting.Conf(), b.Setting.Conf()),
 	)
+}
+
+// PeakReserved returns the largest of the peaks of reserved bytes of r's
+// devices: what each device of the capacity a trial ran on must hold, which
+// the sum over the devices of a trace of several (r.PeakReservedBytes) is
+// not. For a trace of one device it is r.PeakReservedBytes.
+func PeakReserved(r sim.Result) int64 {
+	if len(r.Devices) < 2 {
+		return r.PeakReservedBytes
+	}
+	var peak int64
+	for _, d := range r.Devices {
+		peak = max(peak, d.PeakReservedBytes)
+	}
+	return peak
+}
+
+// PeakRequested returns the largest of the peaks of live requested bytes
+// of r's devices: the lower bound of each device, as PeakReserved is its
+// peak.
+func PeakRequested(r sim.Result) int64 {
+	if len(r.Devices) < 2 {
+		return r.PeakRequestedBytes
+	}
+	var peak int64
+	for _, d := range r.Devices {
+		peak = max(peak, d.PeakRequestedBytes)
+	}
+	return peak
 }
 
 // neighbours returns the settings one step from s on each ladder.
@@ -467,8 +499,9 @@ func front(ranked []*Trial) []Trial {
 		if tr.Result.OOMs > 0 {
 			continue
 		}
-		// In rank order, peaks never decrease: a trial is on the front
-		// when it makes fewer device allocations than every one before.
+		// In rank order, peaks (the largest device's) never decrease: a
+		// trial is on the front when it makes fewer device allocations
+		// than every one before.
 		if len(out) == 0 || tr.Result.DeviceMallocs < out[len(out)-1].Result.DeviceMallocs {
 			out = append(out, *tr)
 		}

@@ -87,3 +87,26 @@ func TestRunErrors(t *testing.T) {
 	_, err = Run(context.Background(), "x", nil, Options{Capacity: 1 << 30, MemoryFraction: 0.001})
 	assert.ErrorContains(t, err, "caps reserved memory at 1.02 MiB")
 }
+
+// TestRankEachDevice: on a trace of several devices, a setting ranks by
+// the largest device's peak, which a device of the capacity must hold,
+// not by the peak of the devices' sum.
+func TestRankEachDevice(t *testing.T) {
+	trial := func(split, sum int64, peaks ...int64) *Trial {
+		r := sim.Result{PeakReservedBytes: sum}
+		for d, p := range peaks {
+			r.Devices = append(r.Devices, sim.DeviceResult{Device: d, PeakReservedBytes: p})
+		}
+		return &Trial{Setting: Setting{MaxSplitMB: split}, Result: r}
+	}
+	even := trial(32, 100, 50, 50)  // 50 on each device
+	uneven := trial(64, 90, 80, 10) // less in all, 80 on one device
+	assert.Equal(t, -1, compare(even, uneven))
+	assert.Equal(t, int64(50), PeakReserved(even.Result))
+	assert.Equal(t, int64(80), PeakReserved(uneven.Result))
+	got := front([]*Trial{even, uneven})
+	require.Len(t, got, 1)
+	assert.Equal(t, even.Setting, got[0].Setting)
+	// One device: its peak is the trace's.
+	assert.Equal(t, int64(7), PeakReserved(sim.Result{PeakReservedBytes: 7, Devices: []sim.DeviceResult{{PeakReservedBytes: 7}}}))
+}
