@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/virtual"
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -150,27 +151,24 @@ func TestMinCapacityRecorded(t *testing.T) {
 	}
 }
 
-// TestMinCapacityShared checks the min capacity of pytorch on the shared
-// snapshots, each device apart, on both sides by replay.
+// TestMinCapacityShared checks the min capacity of pytorch on each shared
+// snapshot, each device apart, on both sides by replay.
 func TestMinCapacityShared(t *testing.T) {
-	dir := "../../shared/traces/pytorch"
-	for _, name := range []string{"xl_fwd_expandable.pickle", "npu_two_devices.pickle", "segments_only.pickle",
-		"forward_bf16_ctx128.pickle", "npu_empty_cache.pickle", "large128_backward_wrapped.pickle"} {
-		path := filepath.Join(dir, name)
-		if _, err := os.Stat(path); err != nil {
-			t.Skipf("%s: the shared snapshots are absent", path)
-		}
-		rows := checkMinCapacity(t, path, "pytorch")
-		if name == "xl_fwd_expandable.pickle" {
-			// Its recorded expandable segments and start state: the figure
-			// simulate explain gives its "as recorded" row.
-			require.NotNil(t, rows[0].MinCapacityBytes)
-			assert.Equal(t, int64(39734738944), *rows[0].MinCapacityBytes)
-		}
-		if name == "npu_two_devices.pickle" {
-			require.Len(t, rows, 3)
-			assert.Less(t, *rows[2].MinCapacityBytes, *rows[1].MinCapacityBytes, "each device its own")
-		}
+	for _, path := range pk.SharedSnapshots(t, sharedSnapshotDir) {
+		name := filepath.Base(path)
+		t.Run(name, func(t *testing.T) {
+			rows := checkMinCapacity(t, path, "pytorch")
+			switch name {
+			case "xl_fwd_expandable.pickle":
+				// Its recorded expandable segments and start state: the
+				// figure of simulate explain's "as recorded" row.
+				require.NotNil(t, rows[0].MinCapacityBytes)
+				assert.Equal(t, int64(39734738944), *rows[0].MinCapacityBytes)
+			case "npu_two_devices.pickle":
+				require.Len(t, rows, 3)
+				assert.Less(t, *rows[2].MinCapacityBytes, *rows[1].MinCapacityBytes, "each device its own")
+			}
+		})
 	}
 }
 

@@ -210,8 +210,8 @@ func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []s
 		if out[i].Err != nil {
 			continue
 		}
-		if _, ok := held[jobs[i].Config.Trace]; !ok {
-			continue
+		if h, ok := held[jobs[i].Config.Trace]; !ok || len(h.events) == 0 {
+			continue // out of time, or no event: no device to size
 		}
 		next <- task{i, -1}
 		if devs := out[i].Result.Devices; len(devs) > 1 {

@@ -260,7 +260,7 @@ func search(fits func(int64) (bool, error), cfg sim.Config, need, peak, start in
 	if f, err := fits(ok); err != nil || !f {
 		return 0, fmt.Errorf("%s: %s: min capacity %d does not hold on a second replay (err %v)", cfg.Trace, name, ok, err)
 	}
-	if ok-mib >= need {
+	if ok-mib >= need && ok > mib { // a device of 0 bytes is none to try
 		if f, err := fits(ok - mib); err != nil || f {
 			return 0, fmt.Errorf("%s: %s: min capacity %d: no OOM 1 MiB below (err %v)", cfg.Trace, name, ok, err)
 		}
