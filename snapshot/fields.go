@@ -68,6 +68,18 @@ func (d *decoder) intText(v val) string {
 // fsize returns the size at k, an integer from 0 to 2^63-1; absent or
 // None gives def.
 func (d *decoder) fsize(f *fields, k fieldKey, at itemAt, def int64) int64 {
+	return d.fint63(f, k, at, def, mostSize)
+}
+
+// ftime returns the time_us at k, an integer from 0 to 2^63-1; absent or
+// None gives NoTime.
+func (d *decoder) ftime(f *fields, k fieldKey, at itemAt) int64 {
+	return d.fint63(f, k, at, NoTime, mostTime)
+}
+
+// fint63 returns the integer at k, from 0 to 2^63-1; absent or None gives
+// def, and a value out of range an error that says most is the most.
+func (d *decoder) fint63(f *fields, k fieldKey, at itemAt, def int64, most string) int64 {
 	v, ok := f.get(k)
 	if !ok {
 		return def
@@ -75,24 +87,7 @@ func (d *decoder) fsize(f *fields, k fieldKey, at itemAt, def int64) int64 {
 	if v.k == kInt && int64(v.x) >= 0 {
 		return int64(v.x)
 	}
-	n, msg := d.natural(v, math.MaxInt64, mostSize)
-	if msg != "" {
-		d.failAt(d.fieldPath(at, k), msg)
-	}
-	return int64(n)
-}
-
-// ftime returns the time_us at k, an integer from 0 to 2^63-1; absent or
-// None gives NoTime.
-func (d *decoder) ftime(f *fields, k fieldKey, at itemAt) int64 {
-	v, ok := f.get(k)
-	if !ok {
-		return NoTime
-	}
-	if v.k == kInt && int64(v.x) >= 0 {
-		return int64(v.x)
-	}
-	n, msg := d.natural(v, math.MaxInt64, mostTime)
+	n, msg := d.natural(v, math.MaxInt64, most)
 	if msg != "" {
 		d.failAt(d.fieldPath(at, k), msg)
 	}
