@@ -71,9 +71,10 @@ func offlineBytes(ctx context.Context, in *input, limit time.Duration, progress 
 }
 
 // addReferences fills the OfflineBytes (o.offline: the sum over devices,
-// and each device's in Devices) and MinCapacityBytes (o.minCap, see
-// [mincap.Search]) of the successful results of out, which are those of
-// jobs, on up to o.workers goroutines. A reference whose time limit runs
+// and each device's in Devices) and MinCapacityBytes (o.minCap: every
+// device of one capacity, see [mincap.Search], and each device's own in
+// Devices, see [mincap.SearchDevice]) of the successful results of out,
+// which are those of jobs, on up to o.workers goroutines. A reference whose time limit runs
 // out is left out, with a note.
 func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []sim.JobResult, o refOptions) error {
 	// The traces of the jobs (a shard runs some of them).
