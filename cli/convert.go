@@ -102,14 +102,7 @@ func convertCmd(ctx context.Context, e *env, args []string) error {
 	}
 	defer c.Close()
 	if out == "-" {
-		w := traces.NewWriter(ctxWriter(ctx, e.stdout), r.Columns()...)
-		if err := writeDeviceMemory(w, r); err != nil {
-			return err
-		}
-		if err := copyTrace(w, r); err != nil {
-			return err
-		}
-		if err := w.Flush(); err != nil {
+		if err := writeNative(ctxWriter(ctx, e.stdout), r); err != nil {
 			return err
 		}
 		reportSkipped(e, in, r)
@@ -122,14 +115,7 @@ func convertCmd(ctx context.Context, e *env, args []string) error {
 			zw = gzip.NewWriter(f)
 			f = zw
 		}
-		w := traces.NewWriter(ctxWriter(ctx, f), r.Columns()...)
-		if err := writeDeviceMemory(w, r); err != nil {
-			return err
-		}
-		if err := copyTrace(w, r); err != nil {
-			return err
-		}
-		if err := w.Flush(); err != nil {
+		if err := writeNative(ctxWriter(ctx, f), r); err != nil {
 			return err
 		}
 		if zw != nil {
@@ -247,6 +233,19 @@ func reportSkipped(e *env, in string, r traces.FileReader) {
 	if n := r.Skipped(); n > 0 {
 		fmt.Fprintf(e.stderr, "simulate: %s: skipped %s (the first: %v)\n", in, plural(n, "bad event"), r.FirstSkipped())
 	}
+}
+
+// writeNative writes the trace r reads to out in the native format: the
+// devices' memory it records, then its events.
+func writeNative(out io.Writer, r traces.FileReader) error {
+	w := traces.NewWriter(out, r.Columns()...)
+	if err := writeDeviceMemory(w, r); err != nil {
+		return err
+	}
+	if err := copyTrace(w, r); err != nil {
+		return err
+	}
+	return w.Flush()
 }
 
 func copyTrace(w *traces.Writer, r traces.Reader) error {
