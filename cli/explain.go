@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -85,54 +84,6 @@ input, or the name of a bundled trace.
 
 Flags:
 `
-
-// explainRow is a Report as -f csv writes it: a column per field, the
-// lists as JSON text in their cells.
-type explainRow struct {
-	Trace            string `json:"trace"`
-	Device           int    `json:"device"`
-	Strategy         string `json:"strategy"`
-	Moment           string `json:"moment"`
-	EventIndex       int64  `json:"event_index"`
-	TimeUS           int64  `json:"time_us"`
-	SinceStartUS     int64  `json:"since_start_us"`
-	Recorded         bool   `json:"recorded"`
-	CapacityBytes    int64  `json:"capacity_bytes"`
-	CapacitySource   string `json:"capacity_source"`
-	RequestBytes     int64  `json:"request_bytes"`
-	LiveBytes        int64  `json:"live_bytes"`
-	ReservedBytes    int64  `json:"reserved_bytes"`
-	FreeBytes        int64  `json:"free_bytes"`
-	FreePieces       int64  `json:"free_pieces"`
-	LargestFreeBytes int64  `json:"largest_free_bytes"`
-	RoundingBytes    int64  `json:"rounding_bytes"`
-	FragmentedBytes  int64  `json:"fragmented_bytes"`
-	CachedBytes      int64  `json:"cached_bytes"`
-	UnservedBytes    int64  `json:"unserved_bytes"`
-	PeakLiveBytes    int64  `json:"peak_live_bytes"`
-	By               string `json:"by"`
-	Frames           bool   `json:"frames"`
-	Holders          string `json:"holders"`
-	OtherBytes       int64  `json:"other_bytes"`
-	OtherCount       int64  `json:"other_count"`
-	Verdict          string `json:"verdict"`
-	Sentence         string `json:"sentence"`
-	Suggestion       string `json:"suggestion"`
-	HeadroomBytes    *int64 `json:"headroom_bytes"`
-	Alternatives     string `json:"alternatives"`
-	OfflineBytes     *int64 `json:"offline_bytes"`
-}
-
-// csvRow returns r as -f csv writes it.
-func csvRow(r *explain.Report) explainRow {
-	h, _ := json.Marshal(r.Holders)
-	a, _ := json.Marshal(r.Alternatives)
-	return explainRow{r.Trace, r.Device, r.Strategy, r.Moment, r.EventIndex, r.TimeUS, r.SinceStartUS, r.Recorded,
-		r.CapacityBytes, r.CapacitySource, r.RequestBytes, r.LiveBytes, r.ReservedBytes, r.FreeBytes, r.FreePieces,
-		r.LargestFreeBytes, r.RoundingBytes, r.FragmentedBytes, r.CachedBytes, r.UnservedBytes, r.PeakLiveBytes,
-		string(r.By), r.Frames, string(h), r.OtherBytes, r.OtherCount, r.Verdict, r.Sentence, r.Suggestion,
-		r.HeadroomBytes, string(a), r.OfflineBytes}
-}
 
 func explainCmd(ctx context.Context, e *env, args []string) error {
 	var format, capacityText, atText, byText, strategy, progressMode string
@@ -235,11 +186,8 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 	case "json":
 		return tabular.WriteJSON(e.stdout, reps)
 	case "csv":
-		rows := make([]explainRow, len(reps))
-		for i := range reps {
-			rows[i] = csvRow(&reps[i])
-		}
-		return tabular.WriteCSV(e.stdout, rows)
+		// A column per field, the lists as JSON text in their cells.
+		return tabular.WriteCSVLists(e.stdout, reps)
 	}
 	for i, r := range reps {
 		if i > 0 {

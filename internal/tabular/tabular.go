@@ -67,13 +67,24 @@ func WriteJSON(w io.Writer, v any) error {
 // empty cell. Numbers are written as JSON writes them, and text as
 // [TextCell] escapes it.
 func WriteCSV[T any](w io.Writer, rows []T) error {
+	return writeCSV(w, rows, false)
+}
+
+// WriteCSVLists writes rows as [WriteCSV] does, but with a column for each
+// list and map too: its JSON text, as [TextCell] escapes it.
+func WriteCSVLists[T any](w io.Writer, rows []T) error {
+	return writeCSV(w, rows, true)
+}
+
+func writeCSV[T any](w io.Writer, rows []T, lists bool) error {
 	cw := csv.NewWriter(w)
 	typ := reflect.TypeFor[T]()
 	var head []string
 	var fields []int
 	for i := range typ.NumField() {
 		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-		if k := typ.Field(i).Type.Kind(); name == "" || name == "-" || !typ.Field(i).IsExported() || k == reflect.Slice || k == reflect.Map {
+		k := typ.Field(i).Type.Kind()
+		if name == "" || name == "-" || !typ.Field(i).IsExported() || !lists && (k == reflect.Slice || k == reflect.Map) {
 			continue
 		}
 		head = append(head, name)
@@ -112,6 +123,9 @@ func cell(f reflect.Value) string {
 		return strconv.FormatUint(f.Uint(), 10)
 	case reflect.Bool:
 		return strconv.FormatBool(f.Bool())
+	case reflect.Slice, reflect.Map:
+		b, _ := json.Marshal(f.Interface()) // empty where JSON cannot hold it
+		return TextCell(string(b))
 	}
 	return TextCell(fmt.Sprint(f.Interface()))
 }

@@ -24,6 +24,27 @@ func TestWriteCSV(t *testing.T) {
 	assert.Equal(t, "name,n,f,maybe,ratio\n\"a,b\",1,0.25,,\nc,-2,1e+21,7,0.5\n", b.String())
 }
 
+type listRow struct {
+	Name  string         `json:"name"`
+	Items []row          `json:"items"`
+	Tags  map[string]int `json:"tags"`
+	N     int64          `json:"n"`
+}
+
+// WriteCSVLists writes a list or map as its JSON text, in its place;
+// WriteCSV leaves it out.
+func TestWriteCSVLists(t *testing.T) {
+	rows := []listRow{{"a", []row{{Name: "x", N: 1}}, map[string]int{"k": 2}, 3}, {"b", nil, nil, 4}}
+	var b bytes.Buffer
+	require.NoError(t, WriteCSVLists(&b, rows))
+	assert.Equal(t, "name,items,tags,n\n"+
+		"a,\"[{\"\"name\"\":\"\"x\"\",\"\"n\"\":1,\"\"f\"\":0,\"\"maybe\"\":null}]\",\"{\"\"k\"\":2}\",3\n"+
+		"b,null,null,4\n", b.String())
+	b.Reset()
+	require.NoError(t, WriteCSV(&b, rows))
+	assert.Equal(t, "name,n\na,3\nb,4\n", b.String())
+}
+
 // Text that a spreadsheet would read as a formula is escaped; numbers are
 // not text.
 func TestWriteCSVFormulas(t *testing.T) {
