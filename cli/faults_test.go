@@ -481,13 +481,7 @@ func TestFidelityNeedsSnapshot(t *testing.T) {
 // short, or holds a null row is refused with what is wrong with it.
 func TestMergeRefusesDamagedShards(t *testing.T) {
 	dirs := runShards(t, 2)
-	path := filepath.Join(dirs[1], ShardFile)
-	good, err := os.ReadFile(path)
-	require.NoError(t, err)
-	zr, err := gzip.NewReader(bytes.NewReader(good))
-	require.NoError(t, err)
-	plain, err := io.ReadAll(zr)
-	require.NoError(t, err)
+	path, good, plain := shardBytes(t, dirs[1])
 	gz := func(b []byte) []byte {
 		var buf bytes.Buffer
 		zw := gzip.NewWriter(&buf)
@@ -524,18 +518,26 @@ func TestMergeRefusesDamagedShards(t *testing.T) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
+// shardBytes returns the path of the shard file in dir, its bytes as
+// simulate --shard wrote them, and those bytes decompressed.
+func shardBytes(t *testing.T, dir string) (path string, good, plain []byte) {
+	t.Helper()
+	path = filepath.Join(dir, ShardFile)
+	good, err := os.ReadFile(path)
+	require.NoError(t, err)
+	zr, err := gzip.NewReader(bytes.NewReader(good))
+	require.NoError(t, err)
+	plain, err = io.ReadAll(zr)
+	require.NoError(t, err)
+	return path, good, plain
+}
+
 // TestMergeRefusesBadShardFields: a shard file whose fields that place it
 // in its run are missing or out of range is refused as not what
 // simulate --shard writes, never a crash.
 func TestMergeRefusesBadShardFields(t *testing.T) {
 	dirs := runShards(t, 2)
-	path := filepath.Join(dirs[1], ShardFile)
-	good, err := os.ReadFile(path)
-	require.NoError(t, err)
-	zr, err := gzip.NewReader(bytes.NewReader(good))
-	require.NoError(t, err)
-	plain, err := io.ReadAll(zr)
-	require.NoError(t, err)
+	path, _, plain := shardBytes(t, dirs[1])
 	prefix := "simulate: merge: " + path + ": not the JSON simulate --shard writes: "
 	for _, tc := range []struct {
 		field string
