@@ -468,10 +468,11 @@ func TestSnapshotStartStacks(t *testing.T) {
 	}
 }
 
-// TestRecordedOOM explains a snapshot that records an out-of-memory error
-// (a replay's, as simulate --snapshot writes it): the moment is the
-// recorded error, on the device the snapshot records.
-func TestRecordedOOM(t *testing.T) {
+// oomSnapshot returns the snapshot that simulate --snapshot writes of the
+// fragmented trace replayed on a device of 200 MiB, read back: it records
+// the out-of-memory error of event 50 and a device of 200 MiB.
+func oomSnapshot(t *testing.T) *Trace {
+	t.Helper()
 	tr := fragmented(t)
 	p, err := pytorchParams("")
 	if err != nil {
@@ -491,7 +492,14 @@ func TestRecordedOOM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap := &Trace{Name: "oom.pickle", Format: r.Format(), Events: evs, Start: r.(sim.StartReporter), Memory: r.(sim.CapacityReporter)}
+	return &Trace{Name: "oom.pickle", Format: r.Format(), Events: evs, Start: r.(sim.StartReporter), Memory: r.(sim.CapacityReporter)}
+}
+
+// TestRecordedOOM explains a snapshot that records an out-of-memory error
+// (a replay's, as simulate --snapshot writes it): the moment is the
+// recorded error, on the device the snapshot records.
+func TestRecordedOOM(t *testing.T) {
+	snap := oomSnapshot(t)
 	rep := explainOne(t, snap, Options{})
 	if rep.Moment != MomentOOM || !rep.Recorded || rep.EventIndex != 50 || rep.RequestBytes != 12*mb {
 		t.Errorf("moment %s at %d (recorded %v), request %d; want the recorded oom at 50 of 12 MiB", rep.Moment, rep.EventIndex, rep.Recorded, rep.RequestBytes)
@@ -641,26 +649,7 @@ func TestDevicesApart(t *testing.T) {
 // out-of-memory error on a larger device than the recorded one: there the
 // moment is the replay's, not the recording's.
 func TestRecordedOOMOtherDevice(t *testing.T) {
-	tr := fragmented(t)
-	p, err := pytorchParams("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf strings.Builder
-	_, err = sim.Replay(traces.NewSliceReader(tr.Name, tr.Events), sim.Config{Params: p, Capacity: 200 * mb,
-		Snapshot: func(s *snapshot.Snapshot) error { return snapshot.Write(&buf, s, snapshot.WriteOptions{}) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := traces.NewReader(strings.NewReader(buf.String()), "oom.pickle", traces.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs, err := traces.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap := &Trace{Name: "oom.pickle", Format: r.Format(), Events: evs, Start: r.(sim.StartReporter), Memory: r.(sim.CapacityReporter)}
+	snap := oomSnapshot(t)
 	rep := explainOne(t, snap, Options{Capacity: 400 * mb})
 	if rep.Moment != MomentPeak || rep.Recorded || rep.Verdict != Fits {
 		t.Errorf("moment %s (recorded %v), verdict %s; want the peak of a run that fits", rep.Moment, rep.Recorded, rep.Verdict)
