@@ -275,7 +275,7 @@ func isEventAt(t snapshot.Trace, i int) bool {
 // malloc's release is followed by the segment_alloc (or segment_map) of
 // the room it made, or by the oom it failed with, so a run of segment_free
 // and segment_unmap entries is a release when what follows it is none of
-// those. Without frames, an empty_cache followed at once by an allocation
+// those (snapshot.Trace.ReleasesCache). Without frames, an empty_cache followed at once by an allocation
 // that takes a new segment reads as a malloc's own release, and is not
 // yielded.
 func isCacheRelease(t snapshot.Trace, i int) bool {
@@ -283,24 +283,13 @@ func isCacheRelease(t snapshot.Trace, i int) bool {
 	if !released(t.Action(i)) {
 		return false
 	}
-	if t.At(i).EmptyCache {
-		return i == 0 || !released(t.Action(i-1)) || !t.At(i-1).EmptyCache
-	}
-	if i > 0 && released(t.Action(i-1)) && !t.At(i-1).EmptyCache {
+	// Only the first entry of a run is yielded: one whose frames name
+	// empty_cache starts a run of its own after one whose frames do not,
+	// and the other way round.
+	if i > 0 && released(t.Action(i-1)) && t.At(i-1).EmptyCache == t.At(i).EmptyCache {
 		return false
 	}
-	j := i
-	for j < t.Len() && released(t.Action(j)) && !t.At(j).EmptyCache {
-		j++
-	}
-	if j == t.Len() || t.At(j).EmptyCache {
-		return true
-	}
-	switch t.Action(j) {
-	case snapshot.SegmentAlloc, snapshot.SegmentMap, snapshot.OutOfMemory:
-		return false
-	}
-	return true
+	return t.ReleasesCache(i)
 }
 
 // initialBlocks returns the blocks live before the first entry of the

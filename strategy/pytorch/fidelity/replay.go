@@ -288,7 +288,7 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 		// replay makes it (traces' reader yields it as a release).
 		own := !e.EmptyCache
 		if !r.forced {
-			if !cacheRelease(r.trace, i) {
+			if !r.trace.ReleasesCache(i) {
 				// The next allocation's own: the strategy makes it or not,
 				// as its device makes it; compared after it. Those after
 				// segment_map entries follow a failed map: its entries
@@ -314,8 +314,9 @@ func (r *replay) entry(e *snapshot.TraceEntry, i, at int) (bool, error) {
 		be.endAlloc()
 		// An allocation releases only once it found no free block, and
 		// then allocates or fails: a release that an alloc follows with
-		// no segment_alloc between is no allocation's (see cacheRelease).
-		if own && (r.oomFollows(i) || e.Action == snapshot.SegmentFree && r.releaseInAlloc && r.allocFollows(i) && !cacheRelease(r.trace, i)) {
+		// no segment_alloc between is no allocation's (see
+		// snapshot.Trace.ReleasesCache).
+		if own && (r.oomFollows(i) || e.Action == snapshot.SegmentFree && r.releaseInAlloc && r.allocFollows(i) && !r.trace.ReleasesCache(i)) {
 			// Freed by the next alloc or oom, which its device refuses
 			// until then.
 			be.releases = append(be.releases, *e)
@@ -420,31 +421,6 @@ func (r *replay) leadsTo(i int, skip, ends []snapshot.Action) bool {
 		}
 	}
 	return false
-}
-
-// cacheRelease reports whether entry i, a segment_free or segment_unmap,
-// is part of a release of the cache that no allocation made, as the
-// reader of package traces tells it and yields it to a replay (see its
-// isCacheRelease): an entry whose frames name empty_cache, or one of a run
-// of segment_free and segment_unmap entries that no segment_alloc,
-// segment_map or oom follows. The runs that one of those follows are the
-// releases of the allocation that fails or takes memory after them.
-func cacheRelease(t snapshot.Trace, i int) bool {
-	if t.At(i).EmptyCache {
-		return true
-	}
-	j := i
-	for j < t.Len() && (t.Action(j) == snapshot.SegmentFree || t.Action(j) == snapshot.SegmentUnmap) && !t.At(j).EmptyCache {
-		j++
-	}
-	if j == t.Len() || t.At(j).EmptyCache {
-		return true
-	}
-	switch t.Action(j) {
-	case snapshot.SegmentAlloc, snapshot.SegmentMap, snapshot.OutOfMemory:
-		return false
-	}
-	return true
 }
 
 func isSegmentGrowth(a snapshot.Action) bool {
