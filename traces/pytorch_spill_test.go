@@ -2,8 +2,6 @@ package traces
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,7 +40,7 @@ func TestSnapshotReadBackFails(t *testing.T) {
 
 	// Broken before the reader is made: the rebuild meets it.
 	s := read()
-	cutSpill(t)
+	pk.CutSpill(t)
 	r := snapshotReaderOf(s, "t.pickle", Options{})
 	check(snapshotError(r.traceErr()))
 
@@ -50,32 +48,10 @@ func TestSnapshotReadBackFails(t *testing.T) {
 	s = read()
 	r = snapshotReaderOf(s, "t.pickle", Options{})
 	require.NoError(t, r.traceErr())
-	cutSpill(t)
+	pk.CutSpill(t)
 	for r.Scan() {
 	}
 	check(r.Err())
-}
-
-// cutSpill empties the unnamed temporary files of snapshot reads that the
-// process holds open, so that reading them back fails; it skips the test
-// where /proc does not show them.
-func cutSpill(t *testing.T) {
-	t.Helper()
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skip("no /proc/self/fd:", err)
-	}
-	cut := 0
-	for _, fd := range fds {
-		p := filepath.Join("/proc/self/fd", fd.Name())
-		if l, err := os.Readlink(p); err == nil && strings.Contains(l, "gpualloc-snapshot-") && strings.HasSuffix(l, " (deleted)") {
-			require.NoError(t, os.Truncate(p, 0))
-			cut++
-		}
-	}
-	if cut == 0 {
-		t.Skip("no temporary file shows in /proc/self/fd")
-	}
 }
 
 func regexpQuote(s string) string {

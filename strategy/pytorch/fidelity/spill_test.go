@@ -2,14 +2,12 @@ package fidelity
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 	"github.com/gpualloc/gpualloc/snapshot"
 )
 
@@ -29,32 +27,10 @@ func TestRunReadBackFails(t *testing.T) {
 	dir := t.TempDir()
 	s, err := snapshot.ReadWith(&buf, "t.pickle", snapshot.ReadOptions{NoStacks: true, Compact: true, MaxHeld: 1, TempDir: dir})
 	require.NoError(t, err)
-	cutSpill(t)
+	pk.CutSpill(t)
 	_, err = Run(s, "t.pickle", Options{New: PyTorch})
 	var se *snapshot.Error
 	require.ErrorAs(t, err, &se)
 	assert.Regexp(t, `^t\.pickle: device_traces: reading back the temporary file .*gpualloc-snapshot-\d+: EOF$`, err.Error())
 	assert.Contains(t, err.Error(), dir)
-}
-
-// cutSpill empties the unnamed temporary files of snapshot reads that the
-// process holds open, so that reading them back fails; it skips the test
-// where /proc does not show them.
-func cutSpill(t *testing.T) {
-	t.Helper()
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skip("no /proc/self/fd:", err)
-	}
-	cut := 0
-	for _, fd := range fds {
-		p := filepath.Join("/proc/self/fd", fd.Name())
-		if l, err := os.Readlink(p); err == nil && strings.Contains(l, "gpualloc-snapshot-") && strings.HasSuffix(l, " (deleted)") {
-			require.NoError(t, os.Truncate(p, 0))
-			cut++
-		}
-	}
-	if cut == 0 {
-		t.Skip("no temporary file shows in /proc/self/fd")
-	}
 }
