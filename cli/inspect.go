@@ -36,8 +36,9 @@ Flags:
 //
 // A trace of several devices is described whole and then device by device:
 // Device is nil on the first, the index of the device on the others (left
-// out of JSON when nil), whose figures are that device's alone (Skipped and
-// AllocFailures, counted for the whole trace, are 0 there).
+// out of JSON when nil), whose figures are that device's alone (Skipped,
+// counted for the whole trace, is 0 there; AllocFailures are the device's
+// own, and add up to the whole's).
 type traceInfo struct {
 	Trace         string `json:"trace"`
 	Device        *int   `json:"device,omitempty"`
@@ -203,6 +204,13 @@ func inspect(in *input) ([]traceInfo, error) {
 	if f, ok := r.(traces.FileReader); ok {
 		all.info.Skipped = f.Skipped()
 		all.info.AllocFailures = f.AllocFailures()
+	}
+	if f, ok := r.(interface{ DeviceAllocFailures(int32) int64 }); ok {
+		for d, acc := range devs {
+			if acc != nil {
+				acc.info.AllocFailures = f.DeviceAllocFailures(int32(d))
+			}
+		}
 	}
 	out := []traceInfo{all.done()}
 	if pr, ok := r.(interface{ Pools() []traces.PoolInfo }); ok {

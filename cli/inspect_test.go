@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 )
 
 // Sums of sizes never wrap: the mean of allocations whose sizes add up past
@@ -31,4 +33,26 @@ func TestInspectLargeSizes(t *testing.T) {
 	code, _, errs = run(t, nil, "inspect", both)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "both.csv:3: alloc of id 2 (6000000000000000000 bytes) takes the live bytes past 2^63-1 (8 EiB)")
+}
+
+// A trace of several devices counts its failed allocations device by
+// device, and the device rows add up to the whole's.
+func TestInspectAllocFailuresPerDevice(t *testing.T) {
+	oom := func(t int64) pk.Dict {
+		return pk.Dict{{K: "action", V: "oom"}, {K: "device_free", V: int64(1 << 20)}, {K: "size", V: int64(3 << 20)},
+			{K: "stream", V: int64(0)}, {K: "time_us", V: t}}
+	}
+	dev0 := []any{pk.Entry("alloc", 0x1000, 512, 0, 1), oom(2), oom(3), pk.Entry("free_completed", 0x1000, 512, 0, 4)}
+	dev1 := []any{pk.Entry("alloc", 0x9000, 512, 0, 1), oom(5), pk.Entry("free_completed", 0x9000, 512, 0, 6)}
+	path := filepath.Join(t.TempDir(), "two.pickle")
+	require.NoError(t, os.WriteFile(path, pkPickle(pk.Snapshot(nil, [][]any{dev0, dev1}, nil)), 0o644))
+	code, out, errs := run(t, nil, "inspect", "-f", "json", path)
+	require.Equal(t, 0, code, errs)
+	var infos []traceInfo
+	require.NoError(t, json.Unmarshal([]byte(out), &infos))
+	require.Len(t, infos, 3)
+	assert.Nil(t, infos[0].Device)
+	assert.Equal(t, int64(3), infos[0].AllocFailures)
+	assert.Equal(t, int64(2), infos[1].AllocFailures, "device 0")
+	assert.Equal(t, int64(1), infos[2].AllocFailures, "device 1")
 }

@@ -59,7 +59,8 @@ type checker struct {
 	hasCat bool
 	cats   []gpualloc.Category
 
-	failures  int64 // failed allocations the trace records (not events)
+	failures  int64   // failed allocations the trace records (not events)
+	devFails  []int64 // failures by device index
 	skipped   int64
 	firstSkip error
 	file      io.Closer // the file Open opened, closed by Close
@@ -316,6 +317,27 @@ func (c *checker) FirstSkipped() error { return c.firstSkip }
 
 // AllocFailures returns the number of failed allocations read so far.
 func (c *checker) AllocFailures() int64 { return c.failures }
+
+// DeviceAllocFailures returns the number of failed allocations read so far
+// on device dev; they add up to AllocFailures over the devices.
+func (c *checker) DeviceAllocFailures(dev int32) int64 {
+	if dev < 0 || int(dev) >= len(c.devFails) {
+		return 0
+	}
+	return c.devFails[dev]
+}
+
+// countFailure counts a failed allocation on device dev.
+func (c *checker) countFailure(dev int32) {
+	c.failures++
+	if dev < 0 {
+		return
+	}
+	if int(dev) >= len(c.devFails) {
+		c.devFails = append(c.devFails, make([]int64, int(dev)+1-len(c.devFails))...)
+	}
+	c.devFails[dev]++
+}
 
 // Live returns the number of live allocations after the last event found.
 func (c *checker) Live() int { return c.live.n }

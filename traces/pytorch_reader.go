@@ -513,7 +513,7 @@ func (r *snapshotReader) advance(i int) bool {
 // current oom entry, or then its free, and reports whether it is an event.
 func (r *snapshotReader) oomEvent() bool {
 	if !r.oomFree {
-		r.failures++
+		r.countFailure(r.ev.Device)
 		r.ev.Op = OpAlloc
 	}
 	r.ev.ID = idTokenTag | r.ooms

@@ -103,7 +103,7 @@ func (r *rmmReader) Scan() bool {
 			us, day := r.timeOf(t)
 			r.setTime(t, day)
 			r.observe(us)
-			r.failures++
+			r.countFailure(0) // RMM's logs name no device
 			continue
 		}
 		if err == nil {
