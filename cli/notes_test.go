@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 )
 
 // A trace of a whole run that leaves allocations live gets a note; a
@@ -29,4 +31,22 @@ func TestNeverFreedNote(t *testing.T) {
 		require.Equal(t, 0, code, errs)
 		assert.NotContains(t, out, "never freed", "%v", args)
 	}
+}
+
+// The note on a trace of several devices counts every device's live
+// allocations, as live_at_end does; a snapshot of several devices gets
+// none, neither from its row nor from its devices'.
+func TestNeverFreedNoteDevices(t *testing.T) {
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "two.csv")
+	require.NoError(t, os.WriteFile(csv, []byte("op,id,size,device\nalloc,1,1024,0\nalloc,2,2048,1\nalloc,3,2048,1\nfree,3,,1\n"), 0o644))
+	code, out, errs := run(t, nil, "-s", "naive", csv)
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "two.csv: 2 allocations (3.00 KiB) never freed: every strategy's peak counts them")
+
+	snap := filepath.Join(dir, "two.pickle")
+	require.NoError(t, os.WriteFile(snap, pkPickle(pk.TwoDevices(true)), 0o644))
+	code, out, errs = run(t, nil, "-s", "naive", snap)
+	require.Equal(t, 0, code, errs)
+	assert.NotContains(t, out, "never freed")
 }

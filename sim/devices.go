@@ -10,10 +10,11 @@ import (
 // alone, the lower bound first (PeakRequestedBytes is the peak of the
 // device's live requested bytes). Overhead and Fragmentation are the
 // device's; ElapsedNS is the whole replay's, which the devices shared, and
-// EventsPerSec the device's events over it. What the replay measures only
-// for all devices together is left out of a device's Result: the free
-// space at peak, the timings and the skipped events (nil or 0). A trace of
-// one device gives r alone: its figures are that device's.
+// EventsPerSec the device's events over it; MidRun is the trace's. What
+// the replay measures only for all devices together is left out of a
+// device's Result: the free space at peak, the timings and the skipped
+// events (nil or 0). A trace of one device gives r alone: its figures are
+// that device's.
 func (r Result) PerDevice() []Result {
 	out := []Result{r}
 	if len(r.Devices) < 2 {
@@ -36,6 +37,7 @@ func (r Result) PerDevice() []Result {
 			OfflineBytes:     d.OfflineBytes,
 			MinCapacityBytes: d.MinCapacityBytes,
 			Devices:          []DeviceResult{d},
+			MidRun:           r.MidRun,
 		}
 		index := d.Device
 		dr.Device = &index

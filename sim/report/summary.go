@@ -136,10 +136,11 @@ func SummaryTable(results []sim.Result) Table {
 			reserved += CapacityMark
 			marked = true
 		}
-		if r.LiveAtEnd > 0 && !r.MidRun && !seen[r.Trace] {
+		if r.LiveAtEnd > 0 && !r.MidRun && r.Device == nil && !seen[r.Trace] {
 			// A snapshot's live allocations at its end were in use when
 			// it was taken: no note. Any other trace's were never freed,
-			// which the user can check against the program.
+			// which the user can check against the program. The row of
+			// the whole trace counts every device's, as live_at_end does.
 			seen[r.Trace] = true
 			them := "them"
 			if r.LiveAtEnd == 1 {
