@@ -696,3 +696,26 @@ func TestRestoreExpandable(t *testing.T) {
 	assert.Equal(t, 4, b.rels)
 	assert.Zero(t, a.MemoryStats().ReservedBytes.Current)
 }
+
+// TestRestoreExpandableTooLarge: segments that a device cannot hold fail
+// RestoreExpandable for want of memory, with or without virtual memory,
+// whether they lie past the range that the device's size gives (on a
+// device well below them) or its pages run out (a little below).
+func TestRestoreExpandableTooLarge(t *testing.T) {
+	const x = uint64(0x7f0000000000)
+	seg := snapshot.Segment{Address: x, TotalSize: 200 * MiB, SegmentType: "large", IsExpandable: true,
+		Blocks: []snapshot.Block{
+			{Address: x, Size: 100 * MiB, RequestedSize: 100 * MiB, State: snapshot.ActiveAllocated},
+			{Address: x + 100*MiB, Size: 100 * MiB, State: snapshot.Inactive}}}
+	for _, m := range modes {
+		for _, capacity := range []int64{100 * MiB, 180 * MiB} {
+			a, _ := newExp(t, es, capacity, m.vm)
+			_, _, err := a.RestoreExpandable([]snapshot.Segment{seg})
+			require.ErrorIs(t, err, gpualloc.ErrOutOfMemory, "%s at %d", m.name, capacity)
+		}
+		a, _ := newExp(t, es, 200*MiB, m.vm)
+		live, _, err := a.RestoreExpandable([]snapshot.Segment{seg})
+		require.NoError(t, err, m.name)
+		assert.Len(t, live, 1)
+	}
+}

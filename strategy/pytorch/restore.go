@@ -319,8 +319,10 @@ func (a *Allocator) capRange(x *xrange, end uint64) error {
 // created and mapped (Create and Map, or a Malloc without virtual
 // memory). It returns each segment's live blocks, in the order of segs,
 // and the segments moved to where they now lie; nothing, holding none,
-// when expandable_segments is off. On error the allocator may hold part of
-// them.
+// when expandable_segments is off. An error for want of memory (a page
+// the backend refuses, or segments that lie past the range that the
+// device's size gives) wraps [gpualloc.ErrOutOfMemory]. On error the
+// allocator may hold part of them.
 func (a *Allocator) RestoreExpandable(segs []snapshot.Segment) ([][]gpualloc.Block, []snapshot.Segment, error) {
 	if !a.c.ExpandableSegments {
 		return nil, nil, nil
@@ -352,7 +354,7 @@ func (a *Allocator) RestoreExpandable(segs []snapshot.Segment) ([][]gpualloc.Blo
 			if a.vm != nil {
 				base, err := a.vm.Reserve(r.size)
 				if err != nil {
-					return nil, nil, fmt.Errorf("%s: restore: reserve of %d bytes for an expandable segment: %v", name, r.size, err)
+					return nil, nil, fmt.Errorf("%s: restore: reserve of %d bytes for an expandable segment: %w", name, r.size, err)
 				}
 				r.base = base
 			} else {
@@ -364,7 +366,10 @@ func (a *Allocator) RestoreExpandable(segs []snapshot.Segment) ([][]gpualloc.Blo
 		}
 		off := s.Address - bases[g]
 		if off+uint64(s.TotalSize) > uint64(r.size) {
-			return nil, nil, fmt.Errorf("%s: restore of expandable segment %#x (%d bytes): %d bytes from the first of its range, past the range's %d", name, s.Address, s.TotalSize, off, r.size)
+			// The range is sized from the device's memory, as PyTorch's:
+			// a device too small for the state has a range too short.
+			_, total := a.b.MemInfo()
+			return nil, nil, fmt.Errorf("%s: restore of expandable segment %#x (%d bytes): %d bytes from the first of its range, past the range's %d that a device of %d bytes reserves: %w", name, s.Address, s.TotalSize, off, r.size, total, gpualloc.ErrOutOfMemory)
 		}
 		m := s
 		m.Address = r.base + off
