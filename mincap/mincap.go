@@ -155,7 +155,8 @@ func SearchDevice(ctx context.Context, events []traces.Event, cfg sim.Config, d 
 
 // startHeld returns the bytes of the segments of the recorded state that
 // device d starts from, which a replay restores before its first event:
-// a device smaller fails at the start (see sim.StartReporter).
+// a device smaller fails at the start, for want of memory, its segments
+// expandable or not (see sim.StartReporter).
 func startHeld(start sim.StartReporter, d int) int64 {
 	if start == nil {
 		return 0

@@ -199,3 +199,42 @@ func TestSearchDevice(t *testing.T) {
 		assert.LessOrEqual(t, all, most, "%s: every device of the largest device's figure fits", name)
 	}
 }
+
+// TestStartState searches the capacity of a snapshot whose start state
+// holds a segment of 200 MiB, expandable or not: a device below it fails
+// the replay for want of memory, in both cases, so the answer is never
+// below the state, where the replay first fails.
+func TestStartState(t *testing.T) {
+	const x uint64 = 0x7f0000000000
+	ent := func(act snapshot.Action, addr uint64, size int64) snapshot.TraceEntry {
+		return snapshot.TraceEntry{Action: act, Addr: addr, Size: size, TimeUS: snapshot.NoTime}
+	}
+	for _, expandable := range []bool{false, true} {
+		s := &snapshot.Snapshot{
+			Segments: []snapshot.Segment{
+				{Address: x, TotalSize: 200 << 20, SegmentType: "large", IsExpandable: expandable, Blocks: []snapshot.Block{
+					{Address: x, Size: 100 << 20, RequestedSize: 100 << 20, State: snapshot.ActiveAllocated},
+					{Address: x + 100<<20, Size: 100 << 20, State: snapshot.Inactive}}},
+			},
+			DeviceTraces: [][]snapshot.TraceEntry{{
+				ent(snapshot.Alloc, x+100<<20, 10<<20),
+				ent(snapshot.FreeRequested, x+100<<20, 10<<20), ent(snapshot.FreeCompleted, x+100<<20, 10<<20),
+			}},
+		}
+		var buf strings.Builder
+		require.NoError(t, snapshot.Write(&buf, s, snapshot.WriteOptions{}))
+		r, err := traces.NewReader(strings.NewReader(buf.String()), "t.pickle", traces.Options{})
+		require.NoError(t, err)
+		events, err := traces.ReadAll(r)
+		require.NoError(t, err)
+		cfg := config(t, "t.pickle", "pytorch:expandable_segments=true")
+		cfg.Start = r.(sim.StartReporter)
+		cfg.Capacity = 100 << 20
+		c, err := mincap.Search(context.Background(), events, cfg, nil)
+		require.NoError(t, err, "expandable %v", expandable)
+		assert.Equal(t, int64(200<<20), c, "expandable %v: the start state", expandable)
+		d, err := mincap.SearchDevice(context.Background(), events, cfg, 0, mincap.Options{})
+		require.NoError(t, err, "expandable %v", expandable)
+		assert.Equal(t, c, d, "expandable %v", expandable)
+	}
+}

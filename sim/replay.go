@@ -579,6 +579,10 @@ func (e *engine) growSlots(i int) {
 
 // eventError describes the failure of event n.
 func (e *engine) eventError(n int64, ev traces.Event, err error) error {
+	var so *startOOM
+	if errors.As(err, &so) {
+		return fmt.Errorf("%s%w", e.prefix(), so)
+	}
 	return fmt.Errorf("%sevent %d: %s of %d bytes (id %d, device %d): %w",
 		e.prefix(), n, ev.Op, ev.Size, ev.ID, ev.Device, err)
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -36,7 +37,12 @@ import (
 // fit its rules) is given back to the device, and the live blocks of it are
 // allocated as the events ask, as are the blocks that no segment holds
 // (State.Unplaced) and every start block for an allocator that is no
-// Restorer.
+// Restorer. A device that cannot hold the segments restored (a device
+// allocation refused, or an expandable segment's range, which the
+// allocator sizes from the device, too short for them) fails the replay
+// with an error that wraps gpualloc.ErrOutOfMemory, in the same words
+// whatever the segment: the device, the bytes of the state's segments
+// and the device's (see startOOM).
 //
 // Either way the device calls made to build the start state (the restored
 // segments, and the calls during the Initial events) are reported apart,
@@ -195,6 +201,56 @@ func (e *engine) restore(d *device) error {
 			d.endStart()
 		}
 	}()
+	if err := e.restoreState(d, st); err != nil {
+		return startError(d, st, err)
+	}
+	return nil
+}
+
+// A startOOM is the failure of a device that cannot hold the start state
+// it is given: its segments need more memory than the device has, or the
+// device's memory ran out while the allocator restored them (an expandable
+// segment's range, sized from the device, too short to hold them). It
+// reads the same whatever segment failed, expandable or not, and wraps
+// gpualloc.ErrOutOfMemory, so that a replay that fails so is one that does
+// not fit (see package mincap). The event whose device it is does not
+// name it: it is the start state's.
+type startOOM struct {
+	device         int
+	held, capacity int64
+	err            error // the failure, when the device has room for held: else gpualloc.ErrOutOfMemory
+}
+
+func (e *startOOM) Error() string {
+	if e.held > e.capacity {
+		return fmt.Sprintf("device %d: the start state's segments need %d bytes (%s), more than the device's %d (%s): %v",
+			e.device, e.held, gpualloc.FormatSize(e.held), e.capacity, gpualloc.FormatSize(e.capacity), e.err)
+	}
+	return fmt.Sprintf("device %d: the start state's segments need %d bytes (%s) of the device's %d (%s): %v",
+		e.device, e.held, gpualloc.FormatSize(e.held), e.capacity, gpualloc.FormatSize(e.capacity), e.err)
+}
+
+func (e *startOOM) Unwrap() error { return e.err }
+
+// startError returns err, the failure to restore start state st on
+// device d: a *startOOM when it is for want of memory.
+func startError(d *device, st *snapshot.State, err error) error {
+	if !errors.Is(err, gpualloc.ErrOutOfMemory) {
+		return err
+	}
+	var held int64
+	for _, sg := range st.Segments {
+		held += sg.TotalSize
+	}
+	_, total := d.backend.MemInfo()
+	if held > total {
+		err = gpualloc.ErrOutOfMemory
+	}
+	return &startOOM{device: d.index, held: held, capacity: total, err: err}
+}
+
+// restoreState restores st on device d (see restore).
+func (e *engine) restoreState(d *device, st *snapshot.State) error {
 	if err := e.holdPrivate(d, st); err != nil {
 		return err
 	}
