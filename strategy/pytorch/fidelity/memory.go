@@ -6,17 +6,6 @@ import (
 	"github.com/gpualloc/gpualloc/snapshot"
 )
 
-// deviceTotal returns the device's memory as the trace's oom entries tell
-// it (see [snapshot.DeviceMemory]), else as the ranges of expandable
-// segments do, else 2^62. The allocator sizes the ranges of expandable
-// segments from it, as PyTorch does from the device's memory.
-func deviceTotal(st *snapshot.State, t snapshot.Trace, rules snapshot.Rules) int64 {
-	if total := snapshot.DeviceMemory(st, t, rules); total > 0 {
-		return total
-	}
-	return rangeTotal(st, t)
-}
-
 // rangeTotal returns the device's memory as the ranges of expandable
 // segments tell it, 2^62 when they do not. PyTorch reserves a range of 1
 // 1/8 times the device's memory, in whole pages, for each stream and pool
