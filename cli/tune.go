@@ -26,7 +26,9 @@ to fine: a grid first, then each setting's neighbours from the best, then
 max_split_size_mb to the MiB; the trace is decoded once and the settings of
 each round replay in parallel.
 
-It prints the line to paste, PYTORCH_CUDA_ALLOC_CONF=..., the figures it
+It prints the line to paste, PYTORCH_CUDA_ALLOC_CONF=..., and when other
+values of max_split_size_mb tried give the same peak, their range (JSON:
+max_split_size_mb_range, [lowest, highest]); then the figures it
 gives against PyTorch's defaults and, for a PyTorch snapshot that records
 other settings, against those ("as recorded": the run's own, named on
 standard error), and the Pareto front of the settings
@@ -69,6 +71,10 @@ type tuneResult struct {
 	RecordedPeakReservedBytes int64  `json:"recorded_peak_reserved_bytes,omitempty"`
 	RecordedDeviceMallocs     int64  `json:"recorded_device_mallocs,omitempty"`
 	RecordedOOMs              int64  `json:"recorded_ooms,omitempty"`
+	// MaxSplitSizeMBRange is the plateau of max_split_size_mb around
+	// Conf's, [lowest, highest], when other values tried give the same
+	// peaks (tune.Report.SplitRange); Conf's is one the ranking picked.
+	MaxSplitSizeMBRange []int64 `json:"max_split_size_mb_range,omitempty"`
 	// Devices is the number of devices of the trace.
 	Devices int `json:"-"`
 }
@@ -158,6 +164,9 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 		res.RecordedOOMs = rep.Recorded.Result.OOMs
 		fmt.Fprintf(e.stderr, "simulate: %s: the \"as recorded\" baseline replays with the allocator settings that it records (%s)\n", in.name, rep.RecordedConf)
 	}
+	if rep.SplitRange != [2]int64{} {
+		res.MaxSplitSizeMBRange = rep.SplitRange[:]
+	}
 	for _, t := range rep.Front {
 		res.Front = append(res.Front, tunePoint{t.Setting.Conf(), tune.PeakReserved(t.Result), t.Result.DeviceMallocs})
 	}
@@ -217,6 +226,10 @@ func writeTune(w io.Writer, r tuneResult) {
 	}
 	if r.Conf == "" {
 		fmt.Fprintln(w, "  (PyTorch's defaults are the best setting found)")
+	}
+	if len(r.MaxSplitSizeMBRange) == 2 {
+		fmt.Fprintf(w, "  max_split_size_mb from %d to %d gives the same peak reserved (every value tried in that range)\n",
+			r.MaxSplitSizeMBRange[0], r.MaxSplitSizeMBRange[1])
 	}
 	if r.Devices > 1 {
 		fmt.Fprintf(w, "\n%s, on %d devices of %s each, %d settings tried (peaks: the largest device's):\n", r.Trace, r.Devices, gpualloc.FormatSize(r.CapacityBytes), r.Tried)

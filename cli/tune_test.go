@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -112,4 +114,30 @@ func TestTuneRecordedCapacity(t *testing.T) {
 		assert.Equal(t, tc.want, tuned.CapacityBytes, "%v", tc.args)
 	}
 	tuneAndReplay(t, snaps[0])
+}
+
+// The text of tune says the range of max_split_size_mb that gives the
+// same peak as the value it prints, when it knows one.
+func TestTunePlateau(t *testing.T) {
+	var b strings.Builder
+	writeTune(&b, tuneResult{Trace: "t", Conf: "max_split_size_mb:100", MaxSplitSizeMBRange: []int64{32, 512}})
+	assert.Contains(t, b.String(), "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:100\n"+
+		"  max_split_size_mb from 32 to 512 gives the same peak reserved (every value tried in that range)\n")
+	b.Reset()
+	writeTune(&b, tuneResult{Trace: "t", Conf: "max_split_size_mb:100"})
+	assert.NotContains(t, b.String(), "gives the same peak")
+
+	snap := filepath.Join(sharedSnapshotDir, "small_train_step.pickle")
+	if _, err := os.Stat(snap); err != nil {
+		t.Skipf("no snapshot at %s", snap)
+	}
+	var tuned tuneResult
+	runJSON(t, nil, &tuned, "tune", "-f", "json", snap)
+	require.Len(t, tuned.MaxSplitSizeMBRange, 2, "conf %s", tuned.Conf)
+	var ms int64
+	_, err := fmt.Sscanf(tuned.Conf, "max_split_size_mb:%d", &ms)
+	require.NoError(t, err, tuned.Conf)
+	assert.LessOrEqual(t, tuned.MaxSplitSizeMBRange[0], ms)
+	assert.GreaterOrEqual(t, tuned.MaxSplitSizeMBRange[1], ms)
+	assert.Less(t, tuned.MaxSplitSizeMBRange[0], tuned.MaxSplitSizeMBRange[1])
 }

@@ -153,6 +153,14 @@ type Report struct {
 	Front []Trial
 	// Tried is the number of distinct settings replayed.
 	Tried int
+	// SplitRange is the plateau of max_split_size_mb around Best's: the
+	// lowest and highest values tried, the other settings as Best's, that
+	// give Best's peaks of reserved bytes with no more OOMs, every value
+	// tried between them giving it too; Best's value is one of them, the
+	// one the ranking picked (fewer device allocations, then the conf's
+	// text). It is zero when Best's max_split_size_mb is unlimited or no
+	// other value tried gives its peaks.
+	SplitRange [2]int64
 }
 
 // Spec returns the pytorch strategy's spec that replays setting s under
@@ -248,7 +256,40 @@ func Run(ctx context.Context, name string, events []traces.Event, opts Options) 
 		return nil, err
 	}
 	r.Front = front(t.trials())
+	r.SplitRange = t.splitRange(&r.Best)
 	return r, nil
+}
+
+// splitRange returns the plateau of max_split_size_mb around best's (see
+// Report.SplitRange).
+func (t *tuner) splitRange(best *Trial) [2]int64 {
+	s := best.Setting
+	if s.MaxSplitMB == 0 {
+		return [2]int64{}
+	}
+	var same []*Trial // the settings as s's but for a finite max_split_size_mb
+	for x, tr := range t.seen {
+		if x.ExpandableSegments == s.ExpandableSegments && x.Divisions == s.Divisions && x.GCThreshold == s.GCThreshold && x.MaxSplitMB > 0 {
+			same = append(same, tr)
+		}
+	}
+	slices.SortFunc(same, func(a, b *Trial) int { return cmp.Compare(a.Setting.MaxSplitMB, b.Setting.MaxSplitMB) })
+	flat := func(tr *Trial) bool {
+		return tr.Result.OOMs <= best.Result.OOMs && PeakReserved(tr.Result) == PeakReserved(best.Result) &&
+			tr.Result.PeakReservedBytes == best.Result.PeakReservedBytes
+	}
+	i := slices.IndexFunc(same, func(tr *Trial) bool { return tr.Setting.MaxSplitMB == s.MaxSplitMB })
+	lo, hi := i, i
+	for lo > 0 && flat(same[lo-1]) {
+		lo--
+	}
+	for hi+1 < len(same) && flat(same[hi+1]) {
+		hi++
+	}
+	if lo == hi {
+		return [2]int64{}
+	}
+	return [2]int64{same[lo].Setting.MaxSplitMB, same[hi].Setting.MaxSplitMB}
 }
 
 type tuner struct {

@@ -110,3 +110,30 @@ func TestRankEachDevice(t *testing.T) {
 	// One device: its peak is the trace's.
 	assert.Equal(t, int64(7), PeakReserved(sim.Result{PeakReservedBytes: 7, Devices: []sim.DeviceResult{{PeakReservedBytes: 7}}}))
 }
+
+// TestSplitRange: the plateau of max_split_size_mb around the best value
+// is the run of values tried, the other settings as the best's, that give
+// its peaks; a value between that gives another breaks it, and other
+// settings and unlimited are no part of it.
+func TestSplitRange(t *testing.T) {
+	tr := &tuner{seen: map[Setting]*Trial{}}
+	add := func(s Setting, peak, ooms int64) *Trial {
+		x := &Trial{Setting: s, Result: sim.Result{PeakReservedBytes: peak, OOMs: ooms}}
+		tr.seen[s] = x
+		return x
+	}
+	for _, ms := range []int64{20, 24, 48, 64, 100, 128, 512} {
+		add(Setting{MaxSplitMB: ms}, 10, 0)
+	}
+	add(Setting{MaxSplitMB: 32}, 11, 0)   // breaks the plateau below 48
+	add(Setting{MaxSplitMB: 1024}, 10, 2) // the peak, with OOMs
+	add(Setting{}, 10, 0)                 // unlimited: no finite value
+	add(Setting{MaxSplitMB: 768, Divisions: 2}, 10, 0)
+	best := tr.seen[Setting{MaxSplitMB: 100}]
+	assert.Equal(t, [2]int64{48, 512}, tr.splitRange(best))
+
+	// A value alone gives no range; nor does unlimited.
+	lone := add(Setting{MaxSplitMB: 96, ExpandableSegments: true}, 5, 0)
+	assert.Equal(t, [2]int64{}, tr.splitRange(lone))
+	assert.Equal(t, [2]int64{}, tr.splitRange(tr.seen[Setting{}]))
+}
