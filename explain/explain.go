@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -257,7 +256,7 @@ func Explain(ctx context.Context, t *Trace, o Options) ([]Report, error) {
 	start := time.Now()
 	deadline := start.Add(o.TimeLimit)
 	x := &explainer{t: t, o: o, caps: map[int]int64{}, src: map[int]string{}}
-	devs := devicesOf(t.Events)
+	devs := traces.Devices(t.Events)
 	for _, d := range devs {
 		x.caps[d], x.src[d] = x.capacity(d)
 	}
@@ -362,20 +361,6 @@ func pytorchParams(conf string) (*gpualloc.Params, error) {
 		conf = "none"
 	}
 	return gpualloc.Resolve(gpualloc.Spec{Name: "pytorch", Params: []gpualloc.KeyValue{{Key: "conf", Value: conf}}}, nil)
-}
-
-// devicesOf returns the device indexes of events, in increasing order.
-func devicesOf(events []traces.Event) []int {
-	seen := map[int32]bool{}
-	var out []int
-	for i := range events {
-		if d := events[i].Device; !seen[d] {
-			seen[d] = true
-			out = append(out, int(d))
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // A prefixReader reads the first events of a trace in memory, from the

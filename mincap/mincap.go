@@ -112,7 +112,7 @@ func Search(ctx context.Context, events []traces.Event, cfg sim.Config, from *si
 			start = 0
 		}
 	}
-	for _, d := range devicesOf(events) {
+	for _, d := range traces.Devices(events) {
 		need = max(need, startHeld(cfg.Start, d))
 	}
 	return search(fits, cfg, need, peak, start, false)
@@ -170,19 +170,6 @@ func startHeld(start sim.StartReporter, d int) int64 {
 		held += sg.TotalSize
 	}
 	return held
-}
-
-// devicesOf returns the device indexes of events.
-func devicesOf(events []traces.Event) []int {
-	seen := map[int32]bool{}
-	var out []int
-	for i := range events {
-		if d := events[i].Device; !seen[d] {
-			seen[d] = true
-			out = append(out, int(d))
-		}
-	}
-	return out
 }
 
 // search is the policy of Search: fits says whether a capacity fits, need

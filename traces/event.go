@@ -1,6 +1,10 @@
 package traces
 
-import "github.com/gpualloc/gpualloc"
+import (
+	"slices"
+
+	"github.com/gpualloc/gpualloc"
+)
 
 // Op is the kind of an [Event].
 type Op uint8
@@ -79,4 +83,19 @@ type Reader interface {
 	Scan() bool
 	Event() Event
 	Err() error
+}
+
+// Devices returns the device indexes that events name, each once, in
+// increasing order.
+func Devices(events []Event) []int {
+	seen := map[int32]bool{}
+	var out []int
+	for i := range events {
+		if d := events[i].Device; !seen[d] {
+			seen[d] = true
+			out = append(out, int(d))
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -112,3 +112,13 @@ func ExampleBundled() {
 	// training
 	// transformer-cpu
 }
+
+func ExampleDevices() {
+	events := []traces.Event{
+		{Op: traces.OpAlloc, ID: 1, Size: 512, Device: 2},
+		{Op: traces.OpAlloc, ID: 2, Size: 512, Device: 0},
+		{Op: traces.OpFree, ID: 1, Size: 512, Device: 2},
+	}
+	fmt.Println(traces.Devices(events))
+	// Output: [0 2]
+}
