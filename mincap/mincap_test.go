@@ -1,6 +1,7 @@
 package mincap_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/mincap"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/snapshot"
@@ -205,25 +207,8 @@ func TestSearchDevice(t *testing.T) {
 // the replay for want of memory, in both cases, so the answer is never
 // below the state, where the replay first fails.
 func TestStartState(t *testing.T) {
-	const x uint64 = 0x7f0000000000
-	ent := func(act snapshot.Action, addr uint64, size int64) snapshot.TraceEntry {
-		return snapshot.TraceEntry{Action: act, Addr: addr, Size: size, TimeUS: snapshot.NoTime}
-	}
 	for _, expandable := range []bool{false, true} {
-		s := &snapshot.Snapshot{
-			Segments: []snapshot.Segment{
-				{Address: x, TotalSize: 200 << 20, SegmentType: "large", IsExpandable: expandable, Blocks: []snapshot.Block{
-					{Address: x, Size: 100 << 20, RequestedSize: 100 << 20, State: snapshot.ActiveAllocated},
-					{Address: x + 100<<20, Size: 100 << 20, State: snapshot.Inactive}}},
-			},
-			DeviceTraces: [][]snapshot.TraceEntry{{
-				ent(snapshot.Alloc, x+100<<20, 10<<20),
-				ent(snapshot.FreeRequested, x+100<<20, 10<<20), ent(snapshot.FreeCompleted, x+100<<20, 10<<20),
-			}},
-		}
-		var buf strings.Builder
-		require.NoError(t, snapshot.Write(&buf, s, snapshot.WriteOptions{}))
-		r, err := traces.NewReader(strings.NewReader(buf.String()), "t.pickle", traces.Options{})
+		r, err := traces.NewReader(bytes.NewReader(replaytest.StartSnapshot(t, expandable)), "t.pickle", traces.Options{})
 		require.NoError(t, err)
 		events, err := traces.ReadAll(r)
 		require.NoError(t, err)

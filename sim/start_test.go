@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/pytorch"
@@ -76,31 +77,6 @@ func TestConfigStart(t *testing.T) {
 	assert.Zero(t, none.StartSegments, "no start state given: the start events are allocations of the trace")
 }
 
-// startSnapshot returns a snapshot whose start state holds one segment of
-// 200 MiB, expandable or not, half of it live, which its trace allocates
-// a block of and frees.
-func startSnapshot(t *testing.T, expandable bool) []byte {
-	t.Helper()
-	const x uint64 = 0x7f0000000000
-	ent := func(act snapshot.Action, addr uint64, size int64) snapshot.TraceEntry {
-		return snapshot.TraceEntry{Action: act, Addr: addr, Size: size, TimeUS: snapshot.NoTime}
-	}
-	s := &snapshot.Snapshot{
-		Segments: []snapshot.Segment{
-			{Address: x, TotalSize: 200 << 20, SegmentType: "large", IsExpandable: expandable, Blocks: []snapshot.Block{
-				{Address: x, Size: 100 << 20, RequestedSize: 100 << 20, State: snapshot.ActiveAllocated},
-				{Address: x + 100<<20, Size: 100 << 20, State: snapshot.Inactive}}},
-		},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			ent(snapshot.Alloc, x+100<<20, 10<<20),
-			ent(snapshot.FreeRequested, x+100<<20, 10<<20), ent(snapshot.FreeCompleted, x+100<<20, 10<<20),
-		}},
-	}
-	var buf bytes.Buffer
-	require.NoError(t, snapshot.Write(&buf, s, snapshot.WriteOptions{}))
-	return buf.Bytes()
-}
-
 // TestStartTooLarge: a start state that the device cannot hold fails the
 // replay for want of memory, in the same words whether its segment is
 // expandable or not: the device, the bytes the state needs and the
@@ -111,7 +87,7 @@ func TestStartTooLarge(t *testing.T) {
 	c, err := pytorch.ParseConf("expandable_segments:True")
 	require.NoError(t, err)
 	replay := func(expandable bool, capacity int64) (sim.Result, error) {
-		r, err := traces.NewReader(bytes.NewReader(startSnapshot(t, expandable)), "t.pickle", traces.Options{})
+		r, err := traces.NewReader(bytes.NewReader(replaytest.StartSnapshot(t, expandable)), "t.pickle", traces.Options{})
 		require.NoError(t, err)
 		return sim.Replay(r, sim.Config{Capacity: capacity, Strategy: "pytorch",
 			Open: func(b gpualloc.Backend) (gpualloc.Allocator, error) { return pytorch.New(b, c) }})

@@ -103,3 +103,29 @@ func ReplayPeak(t *testing.T, r traces.Reader, open strategytest.OpenFunc, want 
 	assert.GreaterOrEqual(t, res.PeakReservedBytes, res.PeakAllocatedBytes)
 	return res
 }
+
+// StartSnapshot returns a PyTorch snapshot whose start state holds one
+// segment of 200 MiB, expandable or not, its first half live, and whose
+// trace allocates a block of 10 MiB in the other half and frees it: a
+// device below 200 MiB cannot hold the state the trace starts from.
+func StartSnapshot(tb testing.TB, expandable bool) []byte {
+	tb.Helper()
+	const x uint64 = 0x7f0000000000
+	ent := func(act snapshot.Action, addr uint64, size int64) snapshot.TraceEntry {
+		return snapshot.TraceEntry{Action: act, Addr: addr, Size: size, TimeUS: snapshot.NoTime}
+	}
+	s := &snapshot.Snapshot{
+		Segments: []snapshot.Segment{
+			{Address: x, TotalSize: 200 << 20, SegmentType: "large", IsExpandable: expandable, Blocks: []snapshot.Block{
+				{Address: x, Size: 100 << 20, RequestedSize: 100 << 20, State: snapshot.ActiveAllocated},
+				{Address: x + 100<<20, Size: 100 << 20, State: snapshot.Inactive}}},
+		},
+		DeviceTraces: [][]snapshot.TraceEntry{{
+			ent(snapshot.Alloc, x+100<<20, 10<<20),
+			ent(snapshot.FreeRequested, x+100<<20, 10<<20), ent(snapshot.FreeCompleted, x+100<<20, 10<<20),
+		}},
+	}
+	var buf bytes.Buffer
+	require.NoError(tb, snapshot.Write(&buf, s, snapshot.WriteOptions{}))
+	return buf.Bytes()
+}
