@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"image/color"
 	"math"
 	"slices"
 	"strings"
@@ -186,7 +187,43 @@ func OverheadFigure(results []sim.Result, opts Options) *Figure {
 	}
 	nominalY(p, names)
 	p.Add(dotPlotter{dots: dots})
+	if len(dots) == 0 {
+		// No replay to place: an axis from 1× to 2×, and the plot says
+		// why it is empty, where the markers would be.
+		p.X.Scale = plot.LinearScale{}
+		p.X.Min, p.X.Max = 0.9, 2.1
+		p.X.Tick.Marker = ratioTicks{}
+		why := []string{"no replay completed: every strategy ran out of memory", "every replay ran out of memory", "out of memory"}
+		if slices.ContainsFunc(results, func(r sim.Result) bool { return r.OOMs == 0 }) {
+			why = []string{"no overhead to show: every replay ran out of memory or had nothing live", "no overhead to show", "none"}
+		}
+		p.Add(centredNote{texts: why})
+		fig.Caption += " Here no replay completed, so no marker is drawn."
+	}
 	return o.finish(fig)
+}
+
+// centredNote writes a line of text in the middle of the data area: the
+// first of its texts that fits the width, else the last.
+type centredNote struct{ texts []string }
+
+func (n centredNote) Plot(c draw.Canvas, _ *plot.Plot) {
+	sty := textStyle(smallPt)
+	sty.XAlign, sty.YAlign = draw.XCenter, draw.YCenter
+	at := vg.Point{X: (c.Min.X + c.Max.X) / 2, Y: (c.Min.Y + c.Max.Y) / 2}
+	t := n.texts[len(n.texts)-1]
+	for _, s := range n.texts {
+		if sty.Width(s)+8 <= c.Max.X-c.Min.X {
+			t = s
+			break
+		}
+	}
+	// A white band behind the text, so that the grid does not cross it.
+	w, h := sty.Width(t), sty.Height(t)
+	c.FillPolygon(color.White, []vg.Point{
+		{X: at.X - w/2 - 3, Y: at.Y - h/2 - 2}, {X: at.X + w/2 + 3, Y: at.Y - h/2 - 2},
+		{X: at.X + w/2 + 3, Y: at.Y + h/2 + 2}, {X: at.X - w/2 - 3, Y: at.Y + h/2 + 2}})
+	c.FillText(sty, at, t)
 }
 
 // groupVariants orders specs so that the variants of each sweep sit
