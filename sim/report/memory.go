@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
@@ -167,7 +168,8 @@ func (o *Options) panelsFigure(trace, what string, results []sim.Result, legend 
 	}
 	for i := range rs {
 		p := timePlot(ax, ss...)
-		panelLabel(p, fill(p, i, rs, ss, ax))
+		// A long name wraps within the panel's width, the y axis aside.
+		panelLabel(p, fitLabel(textStyle(smallPt), fill(p, i, rs, ss, ax), o.Width/vg.Length(cols)-panelYAxis, 2))
 		if squeezed {
 			p.Y.Tick.Marker = endTicks{p.Y.Tick.Marker}
 		}
@@ -204,10 +206,10 @@ func (decadeTicks) Ticks(min, max float64) []plot.Tick {
 
 // panelLabel names a panel above its data area, flush with its left edge,
 // where it covers no data: a blank title makes the layout leave a line of
-// room above the data, and a plotter writes the name there at the left
+// room above the data (a line per line of text), and a plotter writes the name there at the left
 // rather than the plot at the centre.
 func panelLabel(p *plot.Plot, text string) {
-	p.Title.Text = " "
+	p.Title.Text = strings.Repeat(" \n", strings.Count(text, "\n")) + " "
 	p.Title.TextStyle = textStyle(smallPt)
 	p.Title.Padding = 1
 	p.Add(aboveLabel{text: text})

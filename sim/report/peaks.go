@@ -53,18 +53,22 @@ func PeakFigure(trace string, results []sim.Result, opts Options) *Figure {
 		Width:   o.Width,
 		legend:  legend,
 	}
+	// A long label wraps, and the bars stand apart to make room for it,
+	// rather than squeezing the bars into what the label leaves.
+	names := make([]string, n)
+	for i, r := range rs {
+		names[n-1-i] = fitLabel(textStyle(smallPt), o.Label(r.Strategy.Spec), maxLabelWidth(o.Width), maxLabelLines)
+	}
 	lh := legendHeight(legend, o.Width-4)
-	fig.Height = lh + vg.Length(n)*barPitch + barAxes
+	fig.Height = lh + vg.Length(n)*rowPitch(barPitch, names) + barAxes
 	p := newPlot()
 	fig.panels = []*plot.Plot{p}
 	p.X.Label.Text = "peak reserved (" + u.Name + ")"
 	p.X.Tick.Marker = plainTicks{xLabels}
 	p.Add(verticalGrid())
-	names := make([]string, n)
 	var bars []hbar
 	for i, r := range rs {
 		y := float64(n - 1 - i)
-		names[n-1-i] = o.Label(r.Strategy.Spec)
 		label := gpualloc.FormatSize(r.PeakReservedBytes) + " (" + overheadRatio(r) + ")"
 		if r.OOMs > 0 {
 			label = gpualloc.FormatSize(r.PeakReservedBytes) + " (oom)"
@@ -140,12 +144,16 @@ func OverheadFigure(results []sim.Result, opts Options) *Figure {
 		legend = append(legend, legendEntry{name: what, thumb: textThumb("†"), wide: true})
 	}
 	k := len(strategies)
+	labels := make([]string, k)
+	for j, sp := range strategies {
+		labels[j] = fitLabel(textStyle(smallPt), o.Label(sp), maxLabelWidth(o.Width), maxLabelLines)
+	}
 	fig := &Figure{
 		Name:    "overhead",
 		Title:   "overhead per strategy and trace",
 		Caption: "Overhead of each strategy on each trace: peak reserved memory / the lower bound (the peak of live requested bytes), 1× being ideal; the same ratio as the table's OVERHEAD and JSON's overhead. One row per strategy, one marker per trace. † marks a strategy that ran out of memory on a trace, which then has no marker.",
 		Width:   o.Width,
-		Height:  legendHeight(legend, o.Width-4) + vg.Length(rows)*dotPitch + barAxes,
+		Height:  legendHeight(legend, o.Width-4) + vg.Length(rows)*rowPitch(dotPitch, labels) + barAxes,
 		legend:  legend,
 	}
 	p := newPlot()
@@ -166,14 +174,14 @@ func OverheadFigure(results []sim.Result, opts Options) *Figure {
 	var dots []dot
 	for j, sp := range strategies {
 		row := float64(k - 1 - j)
-		names[k-1-j] = o.Label(sp)
+		names[k-1-j] = labels[j]
 		for g, t := range tracesInOrder {
 			for _, r := range traceResults(t, results) {
 				if r.Strategy.Spec != sp {
 					continue
 				}
 				if r.OOMs > 0 || r.PeakRequestedBytes == 0 {
-					names[k-1-j] = o.Label(sp) + "†"
+					names[k-1-j] = labels[j] + "†"
 					continue
 				}
 				dots = append(dots, dot{x: r.Overhead, y: row + traceOffset(g, len(tracesInOrder)), sty: traceGlyph(g)})
