@@ -164,6 +164,13 @@ func TestMinCapacityShared(t *testing.T) {
 				// figure of simulate explain's "as recorded" row.
 				require.NotNil(t, rows[0].MinCapacityBytes)
 				assert.Equal(t, int64(39734738944), *rows[0].MinCapacityBytes)
+			case "large128_backward_wrapped.pickle", "forward_bf16_ctx128.pickle":
+				// Below their start states, which hold wholly free
+				// segments: a smaller device holds what was live.
+				require.NotNil(t, rows[0].MinCapacityBytes)
+				assert.Less(t, *rows[0].MinCapacityBytes, rows[0].StartReservedBytes)
+				want := map[string]int64{"large128_backward_wrapped.pickle": 17106468864, "forward_bf16_ctx128.pickle": 857735168}[name]
+				assert.Equal(t, want, *rows[0].MinCapacityBytes)
 			case "npu_two_devices.pickle":
 				require.Len(t, rows, 3)
 				assert.Less(t, *rows[2].MinCapacityBytes, *rows[1].MinCapacityBytes, "each device its own")

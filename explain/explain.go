@@ -579,5 +579,6 @@ func (x *explainer) state(ctx context.Context, d, n int, rep *Report) error {
 }
 
 // isOutOfMemory reports whether a replay failed for want of memory: a
-// recorded start state that the device cannot hold.
+// recorded start state whose segments that hold live blocks the device
+// cannot hold.
 func isOutOfMemory(err error) bool { return errors.Is(err, gpualloc.ErrOutOfMemory) }

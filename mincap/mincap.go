@@ -9,8 +9,10 @@
 // A replay of the search is the replay that simulate --capacity makes: from
 // the state the trace starts from, with the settings it records when the
 // strategy is given no parameter (sim.Config.Start, see
-// sim.StartReporter). A device too small for that start state fails as an
-// OOM does. Devices are never added up: each has its own capacity and its
+// sim.StartReporter). A device smaller than that start state restores
+// only its segments that hold live blocks (the rest is cache PyTorch would
+// have released, see package sim), and one too small even for those fails
+// as an OOM does. Devices are never added up: each has its own capacity and its
 // own smallest one.
 package mincap
 
@@ -60,8 +62,7 @@ type Options struct {
 // reader of the trace reports it: events held in memory do not carry it.
 //
 // Policy. Below a device's peak of live requested bytes every strategy
-// fails, as a replay does below the segments of the recorded state the
-// device starts from, so the search starts there: it doubles from the largest of the
+// fails, so the search starts there: it doubles from the largest of the
 // devices' peaks of reserved bytes in from (rounded up to 1 MiB) until a
 // replay has no OOM, bisects between the highest capacity known to fail
 // and that one, and then tries eight capacities spread evenly below the
@@ -105,15 +106,12 @@ func Search(ctx context.Context, events []traces.Event, cfg sim.Config, from *si
 	start := capacityOf(cfg)
 	if from != nil {
 		for _, d := range from.Devices {
-			need = max(need, d.PeakRequestedBytes, startHeld(cfg.Start, d.Device))
+			need = max(need, d.PeakRequestedBytes)
 			peak = max(peak, d.PeakReservedBytes)
 		}
 		if from.OOMs == 0 {
 			start = 0
 		}
-	}
-	for _, d := range traces.Devices(events) {
-		need = max(need, startHeld(cfg.Start, d))
 	}
 	return search(fits, cfg, need, peak, start, false)
 }
@@ -141,7 +139,7 @@ func SearchDevice(ctx context.Context, events []traces.Event, cfg sim.Config, d 
 			return caps(dev)
 		}, d)
 	}
-	need, peak := startHeld(cfg.Start, d), int64(0)
+	var need, peak int64
 	start := caps(d)
 	if o.From != nil {
 		dr := deviceOf(o.From, d)
@@ -153,29 +151,10 @@ func SearchDevice(ctx context.Context, events []traces.Event, cfg sim.Config, d 
 	return search(fits, cfg, need, peak, start/mib*mib, o.BisectOnly)
 }
 
-// startHeld returns the bytes of the segments of the recorded state that
-// device d starts from, which a replay restores before its first event:
-// a device smaller fails at the start, for want of memory, its segments
-// expandable or not (see sim.StartReporter).
-func startHeld(start sim.StartReporter, d int) int64 {
-	if start == nil {
-		return 0
-	}
-	st := start.StartState(d)
-	if st == nil {
-		return 0
-	}
-	var held int64
-	for _, sg := range st.Segments {
-		held += sg.TotalSize
-	}
-	return held
-}
-
 // search is the policy of Search: fits says whether a capacity fits, need
-// is the lower bound (the peak of live requested bytes, or the start
-// state's segments where they hold more), peak the peak reserved that the search starts from,
-// start a capacity known to fail (0: none).
+// is the lower bound (the peak of live requested bytes), peak the peak
+// reserved that the search starts from, start a capacity known to fail
+// (0: none).
 func search(fits func(int64) (bool, error), cfg sim.Config, need, peak, start int64, bisectOnly bool) (int64, error) {
 	name := cfg.Strategy
 	if cfg.Params != nil {

@@ -202,24 +202,36 @@ func TestSearchDevice(t *testing.T) {
 	}
 }
 
-// TestStartState searches the capacity of a snapshot whose start state
-// holds a segment of 200 MiB, expandable or not: a device below it fails
-// the replay for want of memory, in both cases, so the answer is never
-// below the state, where the replay first fails.
+// TestStartState searches the capacity of snapshots whose start state a
+// small device cannot hold: a device below a state restores only the
+// segments that hold live blocks, so the answer is what the live memory
+// needs, as the replay at --capacity finds it (see sim's TestStartTooLarge
+// and TestStartCached): a segment of 200 MiB half live needs all of it, an
+// expandable one its live pages and a page more for the trace's block, and
+// a state with a wholly free segment only its live one and the block's.
 func TestStartState(t *testing.T) {
-	for _, expandable := range []bool{false, true} {
-		r, err := traces.NewReader(bytes.NewReader(replaytest.StartSnapshot(t, expandable)), "t.pickle", traces.Options{})
+	for _, tc := range []struct {
+		name     string
+		snapshot []byte
+		spec     string
+		want     int64
+	}{
+		{"segment", replaytest.StartSnapshot(t, false), "pytorch:expandable_segments=true", 200 << 20},
+		{"expandable", replaytest.StartSnapshot(t, true), "pytorch:expandable_segments=true", 120 << 20},
+		{"cached", replaytest.CachedStartSnapshot(t), "pytorch", 110 << 20},
+	} {
+		r, err := traces.NewReader(bytes.NewReader(tc.snapshot), "t.pickle", traces.Options{})
 		require.NoError(t, err)
 		events, err := traces.ReadAll(r)
 		require.NoError(t, err)
-		cfg := config(t, "t.pickle", "pytorch:expandable_segments=true")
+		cfg := config(t, "t.pickle", tc.spec)
 		cfg.Start = r.(sim.StartReporter)
 		cfg.Capacity = 100 << 20
 		c, err := mincap.Search(context.Background(), events, cfg, nil)
-		require.NoError(t, err, "expandable %v", expandable)
-		assert.Equal(t, int64(200<<20), c, "expandable %v: the start state", expandable)
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, tc.want, c, tc.name)
 		d, err := mincap.SearchDevice(context.Background(), events, cfg, 0, mincap.Options{})
-		require.NoError(t, err, "expandable %v", expandable)
-		assert.Equal(t, c, d, "expandable %v", expandable)
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, c, d, tc.name)
 	}
 }

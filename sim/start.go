@@ -37,12 +37,17 @@ import (
 // fit its rules) is given back to the device, and the live blocks of it are
 // allocated as the events ask, as are the blocks that no segment holds
 // (State.Unplaced) and every start block for an allocator that is no
-// Restorer. A device that cannot hold the segments restored (a device
-// allocation refused, or an expandable segment's range, which the
-// allocator sizes from the device, too short for them) fails the replay
-// with an error that wraps gpualloc.ErrOutOfMemory, in the same words
-// whatever the segment: the device, the bytes of the state's segments
-// and the device's (see startOOM).
+// Restorer. A device smaller than the state's segments restores only those
+// that hold live blocks, the free pages past the last live block of an
+// expandable one cut off: the rest is cache that PyTorch, short of memory,
+// would have released (see fitState), so that the replay runs out of
+// memory only where the live memory does not fit. A device that cannot
+// hold the segments restored even so (a device allocation refused, or an
+// expandable segment's range, which the allocator sizes from the device,
+// too short for them) fails the replay with an error that wraps
+// gpualloc.ErrOutOfMemory, in the same words whatever the segment: the
+// device, the bytes of the segments restored and the device's (see
+// startOOM).
 //
 // Either way the device calls made to build the start state (the restored
 // segments, and the calls during the Initial events) are reported apart,
@@ -201,52 +206,144 @@ func (e *engine) restore(d *device) error {
 			d.endStart()
 		}
 	}()
+	st, trimmed := fitState(d, st)
 	if err := e.restoreState(d, st); err != nil {
-		return startError(d, st, err)
+		return startError(d, st, trimmed, err)
 	}
 	return nil
+}
+
+// Pages of expandable segments, as the pytorch strategy maps them: 20 MiB
+// in the large pool, 2 MiB in the small one (kLargeBuffer, kSmallBuffer).
+const (
+	largePage = 20 << 20
+	smallPage = 2 << 20
+)
+
+// fitState returns the start state st of device d as a replay restores it.
+// Where its segments fit the device's memory, st itself. Where they do not,
+// a program on that smaller device would have held only what was live:
+// PyTorch, short of memory, releases its cached blocks and retries
+// (release_cached_blocks in c10/cuda/CUDACachingAllocator.cpp, called from
+// its malloc's out-of-memory path), returning every segment with no live
+// block to the device and unmapping the free pages of expandable segments.
+// So the state returned keeps only the segments that hold live blocks,
+// each expandable one cut after the page of its last live block, and the
+// private pools' segments, which the engine holds as they are; the rest is
+// cache the allocator released, not restored, and trimmed is true. The
+// live blocks, and so the start events, are the same in both.
+func fitState(d *device, st *snapshot.State) (_ *snapshot.State, trimmed bool) {
+	_, total := d.backend.MemInfo()
+	if stateBytes(st.Segments) <= total {
+		return st, false
+	}
+	out := *st
+	out.Segments = make([]snapshot.Segment, 0, len(st.Segments))
+	for _, sg := range st.Segments {
+		if sg.Pool.Private() {
+			out.Segments = append(out.Segments, sg)
+			continue
+		}
+		if sg, ok := liveSegment(sg); ok {
+			out.Segments = append(out.Segments, sg)
+		}
+	}
+	return &out, true
+}
+
+// liveSegment returns sg as a replay short of memory restores it (see
+// fitState): false when no block of it is live; an expandable segment cut
+// after the page that holds the end of its last live block, the free block
+// across the cut shortened to it.
+func liveSegment(sg snapshot.Segment) (snapshot.Segment, bool) {
+	var end int64
+	for _, b := range sg.Blocks {
+		if b.Live() {
+			end = max(end, int64(b.Address-sg.Address)+b.Size)
+		}
+	}
+	if end == 0 {
+		return sg, false
+	}
+	if !sg.IsExpandable {
+		return sg, true
+	}
+	page := int64(largePage)
+	if sg.SegmentType == "small" || (sg.SegmentType == "" && sg.TotalSize%largePage != 0) {
+		page = smallPage
+	}
+	size := (end + page - 1) / page * page
+	if size >= sg.TotalSize {
+		return sg, true
+	}
+	cut := sg
+	cut.TotalSize = size
+	cut.Blocks = make([]snapshot.Block, 0, len(sg.Blocks))
+	for _, b := range sg.Blocks {
+		off := int64(b.Address - sg.Address)
+		if off >= size {
+			continue
+		}
+		b.Size = min(b.Size, size-off) // only a free block lies across the cut
+		cut.Blocks = append(cut.Blocks, b)
+	}
+	return cut, true
+}
+
+// stateBytes returns the bytes of segs.
+func stateBytes(segs []snapshot.Segment) int64 {
+	var held int64
+	for _, sg := range segs {
+		held += sg.TotalSize
+	}
+	return held
 }
 
 // A startOOM is the failure of a device that cannot hold the start state
 // it is given: its segments need more memory than the device has, or the
 // device's memory ran out while the allocator restored them (an expandable
-// segment's range, sized from the device, too short to hold them). It
-// reads the same whatever segment failed, expandable or not, and wraps
-// gpualloc.ErrOutOfMemory, so that a replay that fails so is one that does
-// not fit (see package mincap). The event whose device it is does not
-// name it: it is the start state's.
+// segment's range, sized from the device, too short to hold them). Where
+// the device cannot hold the whole state, the state restored is the
+// segments that hold live blocks (see fitState), and it is their bytes
+// that it names. It reads the same whatever segment failed, expandable or
+// not, and wraps gpualloc.ErrOutOfMemory, so that a replay that fails so
+// is one that does not fit (see package mincap). The event whose device it
+// is does not name it: it is the start state's.
 type startOOM struct {
 	device         int
 	held, capacity int64
+	live           bool  // held is the bytes of the segments that hold live blocks
 	err            error // the failure, when the device has room for held: else gpualloc.ErrOutOfMemory
 }
 
 func (e *startOOM) Error() string {
-	if e.held > e.capacity {
-		return fmt.Sprintf("device %d: the start state's segments need %d bytes (%s), more than the device's %d (%s): %v",
-			e.device, e.held, gpualloc.FormatSize(e.held), e.capacity, gpualloc.FormatSize(e.capacity), e.err)
+	what := "the start state's segments"
+	if e.live {
+		what = "the start state's segments that hold live blocks"
 	}
-	return fmt.Sprintf("device %d: the start state's segments need %d bytes (%s) of the device's %d (%s): %v",
-		e.device, e.held, gpualloc.FormatSize(e.held), e.capacity, gpualloc.FormatSize(e.capacity), e.err)
+	if e.held > e.capacity {
+		return fmt.Sprintf("device %d: %s need %d bytes (%s), more than the device's %d (%s): %v",
+			e.device, what, e.held, gpualloc.FormatSize(e.held), e.capacity, gpualloc.FormatSize(e.capacity), e.err)
+	}
+	return fmt.Sprintf("device %d: %s need %d bytes (%s) of the device's %d (%s): %v",
+		e.device, what, e.held, gpualloc.FormatSize(e.held), e.capacity, gpualloc.FormatSize(e.capacity), e.err)
 }
 
 func (e *startOOM) Unwrap() error { return e.err }
 
 // startError returns err, the failure to restore start state st on
-// device d: a *startOOM when it is for want of memory.
-func startError(d *device, st *snapshot.State, err error) error {
+// device d (trimmed: the segments of the recorded state that hold live
+// blocks, see fitState): a *startOOM when it is for want of memory.
+func startError(d *device, st *snapshot.State, trimmed bool, err error) error {
 	if !errors.Is(err, gpualloc.ErrOutOfMemory) {
 		return err
 	}
-	var held int64
-	for _, sg := range st.Segments {
-		held += sg.TotalSize
-	}
+	held := stateBytes(st.Segments)
 	_, total := d.backend.MemInfo()
 	if held > total {
 		err = gpualloc.ErrOutOfMemory
 	}
-	return &startOOM{device: d.index, held: held, capacity: total, err: err}
+	return &startOOM{device: d.index, held: held, capacity: total, live: trimmed, err: err}
 }
 
 // restoreState restores st on device d (see restore).

@@ -77,12 +77,14 @@ func TestConfigStart(t *testing.T) {
 	assert.Zero(t, none.StartSegments, "no start state given: the start events are allocations of the trace")
 }
 
-// TestStartTooLarge: a start state that the device cannot hold fails the
-// replay for want of memory, in the same words whether its segment is
-// expandable or not: the device, the bytes the state needs and the
-// device's. The range of an expandable segment is sized from the device,
-// so that on a device well below the state the segment lies past it; on
-// one a little below, its pages run out.
+// TestStartTooLarge: a device smaller than the start state restores only
+// the segments that hold live blocks, and where even those do not fit, the
+// replay fails for want of memory, in the same words whether its segment
+// is expandable or not: the device, the bytes of those segments and the
+// device's. A segment of 200 MiB whose first half is live needs all of it;
+// an expandable one is cut after its live pages, 100 MiB, and the trace's
+// block of 10 MiB then takes a page of 20 MiB more, so that it runs out of
+// memory below 120 MiB and fits from there.
 func TestStartTooLarge(t *testing.T) {
 	c, err := pytorch.ParseConf("expandable_segments:True")
 	require.NoError(t, err)
@@ -92,27 +94,80 @@ func TestStartTooLarge(t *testing.T) {
 		return sim.Replay(r, sim.Config{Capacity: capacity, Strategy: "pytorch",
 			Open: func(b gpualloc.Backend) (gpualloc.Allocator, error) { return pytorch.New(b, c) }})
 	}
-	for _, capacity := range []int64{20 << 20, 100 << 20, 180 << 20, 200<<20 - 1} {
-		want := fmt.Sprintf("t.pickle: pytorch: device 0: the start state's segments need %d bytes (200 MiB), more than the device's %d (%s): out of memory",
-			200<<20, capacity, gpualloc.FormatSize(capacity))
-		for _, expandable := range []bool{false, true} {
-			_, err := replay(expandable, capacity)
-			require.Error(t, err, "expandable %v, capacity %d", expandable, capacity)
-			assert.ErrorIs(t, err, gpualloc.ErrOutOfMemory, "expandable %v, capacity %d", expandable, capacity)
-			assert.Equal(t, want, err.Error(), "expandable %v", expandable)
-		}
+	fails := func(expandable bool, capacity, need int64) {
+		t.Helper()
+		want := fmt.Sprintf("t.pickle: pytorch: device 0: the start state's segments that hold live blocks need %d bytes (%s), more than the device's %d (%s): out of memory",
+			need, gpualloc.FormatSize(need), capacity, gpualloc.FormatSize(capacity))
+		_, err := replay(expandable, capacity)
+		require.Error(t, err, "expandable %v, capacity %d", expandable, capacity)
+		assert.ErrorIs(t, err, gpualloc.ErrOutOfMemory, "expandable %v, capacity %d", expandable, capacity)
+		assert.Equal(t, want, err.Error(), "expandable %v", expandable)
 	}
+	runs := func(expandable bool, capacity, start, ooms int64) {
+		t.Helper()
+		res, err := replay(expandable, capacity)
+		require.NoError(t, err, "expandable %v, capacity %d", expandable, capacity)
+		assert.Equal(t, ooms, res.OOMs, "expandable %v, capacity %d", expandable, capacity)
+		assert.Equal(t, start, res.StartReservedBytes, "expandable %v, capacity %d", expandable, capacity)
+	}
+	for _, capacity := range []int64{20 << 20, 100 << 20, 180 << 20, 200<<20 - 1} {
+		fails(false, capacity, 200<<20)
+	}
+	for _, capacity := range []int64{20 << 20, 100<<20 - 1} {
+		fails(true, capacity, 100<<20)
+	}
+	runs(true, 100<<20, 100<<20, 1)
+	runs(true, 120<<20-1, 100<<20, 1)
+	runs(true, 120<<20, 100<<20, 0)
+	runs(true, 200<<20-1, 100<<20, 0)
 	for _, expandable := range []bool{false, true} {
-		res, err := replay(expandable, 200<<20)
-		require.NoError(t, err, "expandable %v: the device holds the state", expandable)
-		assert.Zero(t, res.OOMs)
-		assert.EqualValues(t, 200<<20, res.StartReservedBytes, "expandable %v", expandable)
+		runs(expandable, 200<<20, 200<<20, 0)
 	}
 }
 
+// TestStartCached: a start state of a live segment of 100 MiB and a wholly
+// free one of 200 MiB is restored whole on a device that holds it; on a
+// smaller one the free segment is cache the allocator releases, not
+// restored, and the trace's block of 10 MiB takes a segment of its own:
+// the replay fits from 110 MiB, runs out of memory below, and fails for
+// want of memory below the live segment.
+func TestStartCached(t *testing.T) {
+	c, err := pytorch.ParseConf("")
+	require.NoError(t, err)
+	replay := func(capacity int64) (sim.Result, error) {
+		r, err := traces.NewReader(bytes.NewReader(replaytest.CachedStartSnapshot(t)), "t.pickle", traces.Options{})
+		require.NoError(t, err)
+		return sim.Replay(r, sim.Config{Capacity: capacity, Strategy: "pytorch",
+			Open: func(b gpualloc.Backend) (gpualloc.Allocator, error) { return pytorch.New(b, c) }})
+	}
+	for _, tc := range []struct {
+		capacity, start, segs, ooms int64
+	}{
+		{300 << 20, 300 << 20, 2, 0},
+		{300<<20 - 1, 100 << 20, 1, 0},
+		{110 << 20, 100 << 20, 1, 0},
+		{110<<20 - 1, 100 << 20, 1, 1},
+		{100 << 20, 100 << 20, 1, 1},
+	} {
+		res, err := replay(tc.capacity)
+		require.NoError(t, err, "capacity %d", tc.capacity)
+		assert.Equal(t, tc.start, res.StartReservedBytes, "capacity %d", tc.capacity)
+		assert.Equal(t, tc.segs, res.StartSegments, "capacity %d", tc.capacity)
+		assert.Equal(t, tc.ooms, res.OOMs, "capacity %d", tc.capacity)
+	}
+	const capacity = 100<<20 - 1
+	_, err = replay(capacity)
+	require.ErrorIs(t, err, gpualloc.ErrOutOfMemory)
+	assert.Equal(t, fmt.Sprintf("t.pickle: pytorch: device 0: the start state's segments that hold live blocks need %d bytes (100 MiB), more than the device's %d (%s): out of memory",
+		100<<20, capacity, gpualloc.FormatSize(capacity)), err.Error())
+}
+
 // TestStartTooLargeShared replays a real snapshot whose start state holds
-// about 37 GiB in one expandable segment on devices below it: each fails
-// for want of memory, naming the bytes the state needs and the device's.
+// about 37 GiB in one expandable segment, 12.8 GiB of its pages up to the
+// last live block, on devices below it: below those pages each fails for
+// want of memory, naming their bytes and the device's; above them the
+// replay runs, from those pages, and runs out of memory only where the
+// trace's live memory does not fit.
 func TestStartTooLargeShared(t *testing.T) {
 	const path = "../../shared/traces/pytorch/xl_fwd_expandable.pickle"
 	if _, err := os.Stat(path); err != nil {
@@ -120,13 +175,27 @@ func TestStartTooLargeShared(t *testing.T) {
 	}
 	sel, err := gpualloc.Select("pytorch", func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
-	for _, capacity := range []int64{1 << 30, 20 << 30, 36 << 30} {
+	replay := func(capacity int64) (sim.Result, error) {
 		r, err := traces.Open(path, traces.Options{})
 		require.NoError(t, err)
-		_, err = sim.Replay(r, sim.Config{Trace: "xl", Params: sel, Capacity: capacity, SeriesBuckets: -1})
-		r.Close()
+		defer r.Close()
+		return sim.Replay(r, sim.Config{Trace: "xl", Params: sel, Capacity: capacity, SeriesBuckets: -1})
+	}
+	for _, capacity := range []int64{1 << 30, 12 << 30} {
+		_, err := replay(capacity)
 		require.ErrorIs(t, err, gpualloc.ErrOutOfMemory, "capacity %d", capacity)
-		assert.Regexp(t, fmt.Sprintf(`^xl: pytorch[^:]*: device 0: the start state's segments need \d+ bytes \(37.0 GiB\), more than the device's %d \(%s\): out of memory$`,
+		assert.Regexp(t, fmt.Sprintf(`^xl: pytorch[^:]*: device 0: the start state's segments that hold live blocks need \d+ bytes \(12.8 GiB\), more than the device's %d \(%s\): out of memory$`,
 			capacity, regexp.QuoteMeta(gpualloc.FormatSize(capacity))), err.Error())
 	}
+	for _, capacity := range []int64{20 << 30, 36 << 30} {
+		res, err := replay(capacity)
+		require.NoError(t, err, "capacity %d", capacity)
+		assert.Positive(t, res.OOMs, "capacity %d: the live memory does not fit", capacity)
+		assert.Less(t, res.StartReservedBytes, int64(13<<30), "capacity %d: the live pages", capacity)
+		assert.Greater(t, res.PeakReservedBytes, res.StartReservedBytes, "capacity %d", capacity)
+	}
+	res, err := replay(39734738944)
+	require.NoError(t, err)
+	assert.Zero(t, res.OOMs)
+	assert.EqualValues(t, 39734738944, res.StartReservedBytes, "the whole state")
 }

@@ -129,3 +129,31 @@ func StartSnapshot(tb testing.TB, expandable bool) []byte {
 	require.NoError(tb, snapshot.Write(&buf, s, snapshot.WriteOptions{}))
 	return buf.Bytes()
 }
+
+// CachedStartSnapshot returns a PyTorch snapshot whose start state holds
+// two segments: one of 100 MiB, wholly live, and one of 200 MiB, wholly
+// free in the cache, whose trace allocates a block of 10 MiB in the free
+// segment and frees it. A device of 300 MiB holds the state; a smaller one
+// holds what was live, 100 MiB, and a segment of its own for the block.
+func CachedStartSnapshot(tb testing.TB) []byte {
+	tb.Helper()
+	const x, y uint64 = 0x7f0000000000, 0x7f0010000000
+	ent := func(act snapshot.Action, addr uint64, size int64) snapshot.TraceEntry {
+		return snapshot.TraceEntry{Action: act, Addr: addr, Size: size, TimeUS: snapshot.NoTime}
+	}
+	s := &snapshot.Snapshot{
+		Segments: []snapshot.Segment{
+			{Address: x, TotalSize: 100 << 20, SegmentType: "large", Blocks: []snapshot.Block{
+				{Address: x, Size: 100 << 20, RequestedSize: 100 << 20, State: snapshot.ActiveAllocated}}},
+			{Address: y, TotalSize: 200 << 20, SegmentType: "large", Blocks: []snapshot.Block{
+				{Address: y, Size: 200 << 20, State: snapshot.Inactive}}},
+		},
+		DeviceTraces: [][]snapshot.TraceEntry{{
+			ent(snapshot.Alloc, y, 10<<20),
+			ent(snapshot.FreeRequested, y, 10<<20), ent(snapshot.FreeCompleted, y, 10<<20),
+		}},
+	}
+	var buf bytes.Buffer
+	require.NoError(tb, snapshot.Write(&buf, s, snapshot.WriteOptions{}))
+	return buf.Bytes()
+}
