@@ -46,6 +46,12 @@ type Event struct {
 	// of the freed allocation for OpFree. It fits in the padding after Op,
 	// so an Event stays 48 bytes.
 	Category gpualloc.Category
+	// Stack is where the allocation was made, for a reader that records
+	// it (a PyTorch snapshot read with [Options.Stacks]): an index into
+	// the reader's table of stacks ([snapshot.StackID], see
+	// [StackReporter]), 0 for none. A free carries its allocation's. It
+	// also fits in the padding after Op, so an Event stays 48 bytes.
+	Stack uint32
 	// ID identifies the allocation within the trace: the number an id
 	// such as "7" or "0x7f3a00000000" stands for, or a number the reader
 	// gives an id that is no number while it is live (see the package

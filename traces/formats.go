@@ -10,6 +10,8 @@ import (
 
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/gpualloc/gpualloc/snapshot"
 )
 
 // ErrNotTrace reports input that is not a trace in any format that [Open]
@@ -49,6 +51,28 @@ type Options struct {
 	// makes it ("" for the system's, TMPDIR): a long PyTorch snapshot
 	// (see snapshot.ReadOptions.TempDir).
 	TempDir string
+	// Stacks keeps the stacks that a PyTorch snapshot records: its events
+	// carry their allocation's stack (Event.Stack), and its reader is a
+	// [StackReporter]. Without it the snapshot is read without them, as
+	// the replays need none.
+	Stacks bool
+}
+
+// A StackReporter is a reader whose events carry stacks (Event.Stack):
+// Stacks returns the frames and the stacks that Event.Stack indexes, as
+// [snapshot.Snapshot.Frames] and [snapshot.Snapshot.Stacks] (stack 0 is
+// the empty one). A reader that wraps another passes them on.
+type StackReporter interface {
+	Stacks() ([]snapshot.Frame, [][]int32)
+}
+
+// StacksOf returns the frames and stacks of r when it is a
+// [StackReporter], else nil.
+func StacksOf(r any) ([]snapshot.Frame, [][]int32) {
+	if sr, ok := r.(StackReporter); ok {
+		return sr.Stacks()
+	}
+	return nil, nil
 }
 
 // A FileReader is a [Reader] of a trace file in any format that [Open] and

@@ -91,6 +91,7 @@ type initialBlock struct {
 	size     int64
 	stream   uint64
 	category string
+	stack    snapshot.StackID
 }
 
 // entryRef locates an entry of a Snapshot's traces.
@@ -101,11 +102,11 @@ type entryRef struct {
 
 // newSnapshotReader returns a reader of the snapshot that src holds, named
 // name in errors. It reads src whole with [snapshot.ReadWith], compactly
-// and without the stacks, which no event carries; it returns the read's errors as a
+// and without the stacks unless opts.Stacks asks for them (see Event.Stack); it returns the read's errors as a
 // [*ParseError] (wrapping [ErrNotTrace] when src is not a snapshot); it
 // does not close src.
 func newSnapshotReader(src io.Reader, name string, opts Options) (*snapshotReader, error) {
-	s, err := snapshot.ReadWith(src, name, snapshot.ReadOptions{NoStacks: true, Compact: true, TempDir: opts.TempDir})
+	s, err := snapshot.ReadWith(src, name, snapshot.ReadOptions{NoStacks: !opts.Stacks, Compact: true, TempDir: opts.TempDir})
 	if err != nil {
 		return nil, snapshotError(err)
 	}
@@ -311,7 +312,7 @@ func initialBlocks(s *snapshot.Snapshot) ([]initialBlock, []*snapshot.State, []i
 		}
 		states[dev] = st
 		for _, e := range startBlocks(st) {
-			blocks = append(blocks, initialBlock{dev, e.Addr, e.Size, e.Stream, ""})
+			blocks = append(blocks, initialBlock{dev, e.Addr, e.Size, e.Stream, "", e.Stack})
 		}
 		m := s.AllocatorSettings.DeviceMemory(dev)
 		if m == 0 {
@@ -338,12 +339,17 @@ func startBlocks(st *snapshot.State) []snapshot.TraceEntry {
 	for _, sg := range st.Segments {
 		for _, b := range sg.Blocks {
 			if b.Live() {
-				out = append(out, snapshot.TraceEntry{Action: snapshot.Alloc, Addr: b.Address, Size: b.RequestedSize, Stream: sg.Stream, TimeUS: snapshot.NoTime})
+				out = append(out, snapshot.TraceEntry{Action: snapshot.Alloc, Addr: b.Address, Size: b.RequestedSize, Stream: sg.Stream, TimeUS: snapshot.NoTime, Stack: b.Stack})
 			}
 		}
 	}
 	return append(out, st.Unplaced...)
 }
+
+// Stacks returns the frames and stacks that the events' Stack indexes
+// (see [StackReporter]): none unless the snapshot was read with
+// [Options.Stacks].
+func (r *snapshotReader) Stacks() ([]snapshot.Frame, [][]int32) { return r.snap.Frames, r.snap.Stacks }
 
 // DeviceCapacity returns the memory of device dev as the snapshot's oom
 // entries tell it, or 0 when they do not: the reader is a
@@ -438,7 +444,7 @@ func (r *snapshotReader) Scan() bool {
 		switch i := r.next; {
 		case i < len(r.start):
 			b := r.start[i]
-			r.ev = Event{Op: OpAlloc, Size: b.size, Stream: b.stream, Device: int32(b.device), TimeUS: r.time0}
+			r.ev = Event{Op: OpAlloc, Size: b.size, Stream: b.stream, Device: int32(b.device), TimeUS: r.time0, Stack: uint32(b.stack)}
 			addr, category = b.addr, b.category
 		case r.curAt == i || r.advance(i):
 			ref := r.cur
@@ -447,7 +453,7 @@ func (r *snapshotReader) Scan() bool {
 			if !r.hasTime {
 				t = NoTime
 			}
-			r.ev = Event{Op: OpFree, Size: e.Size, Stream: e.Stream, Device: int32(ref.device), TimeUS: t}
+			r.ev = Event{Op: OpFree, Size: e.Size, Stream: e.Stream, Device: int32(ref.device), TimeUS: t, Stack: uint32(e.Stack)}
 			if e.Action == snapshot.OutOfMemory {
 				if r.oomEvent() {
 					return true
