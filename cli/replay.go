@@ -267,7 +267,8 @@ func planReplay(ctx context.Context, e *env, f replayFlags) (*replayPlan, error)
 	if err != nil {
 		return nil, err
 	}
-	inputs, err := traceInputs(ctx, f.traces, e.stdin, traces.Options{Lenient: f.lenient, TempDir: e.tempDir})
+	// A snapshot of a replay carries the stacks the trace records.
+	inputs, err := traceInputs(ctx, f.traces, e.stdin, traces.Options{Lenient: f.lenient, TempDir: e.tempDir, Stacks: f.snapshot.dir != ""})
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,9 @@ snapshot of what the strategy did into DIR (made if missing), which
 PyTorch's memory viewer (pytorch.org/memory_viz) opens: the trace of
 allocs, frees, device allocations and frees, maps and unmaps and failed
 allocations, per device and stream, the segments and blocks after the last
-event, and the strategy's settings. Each file is named
+event, and the strategy's settings. When the trace is a PyTorch snapshot,
+each alloc, its frees and its block carry the frames that the trace
+records for that allocation, each stack written once. Each file is named
 TRACE.STRATEGY[.KEY-VALUE...].HASH.pickle: the trace's file name without
 its extensions, the strategy, the parameters that differ from their
 defaults, and 8 hex digits of a hash of the trace's name and the full spec,

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -201,6 +202,10 @@ func (r *streamReader) Skipped() int64 {
 	defer r.s.mu.Unlock()
 	return r.s.skipped
 }
+
+// Stacks are the source reader's (see traces.StackReporter), which it
+// read whole before its first event.
+func (r *streamReader) Stacks() ([]snapshot.Frame, [][]int32) { return traces.StacksOf(r.s.src) }
 
 // DeviceCapacity is the source reader's (see sim.CapacityReporter), read
 // between the decoder's chunks.

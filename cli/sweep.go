@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/sim/report"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -34,6 +35,8 @@ type decoded struct {
 	err     error
 	memory  sim.CapacityReporter // the devices' memory, when the reader knows it
 	start   sim.StartReporter    // the recorded start state, when the reader knows it
+	frames  []snapshot.Frame     // the frames and stacks that the events' Stack indexes
+	stacks  [][]int32            // (traces.StackReporter), when the reader has them
 	stream  bool                 // the trace is longer than decodeLimit: replays read streams of it
 	midRun  bool                 // whether the trace is a window of a running program
 
@@ -70,6 +73,7 @@ func (d *decoded) load() {
 	}
 	d.memory, _ = r.(sim.CapacityReporter)
 	d.start = sim.StartOf(r)
+	d.frames, d.stacks = traces.StacksOf(r)
 	if m, ok := r.(interface{ MidRun() bool }); ok {
 		d.midRun = m.MidRun()
 	}
@@ -106,7 +110,8 @@ func (d *decoded) open() (traces.Reader, io.Closer, error) {
 	if d.stream {
 		return d.openStream()
 	}
-	r := &memoryReader{chunks: d.events.chunks, i: -1, name: d.in.name, skipped: d.skipped, memory: d.memory, StartReporter: d.start, midRun: d.midRun}
+	r := &memoryReader{chunks: d.events.chunks, i: -1, name: d.in.name, skipped: d.skipped, memory: d.memory, StartReporter: d.start, midRun: d.midRun,
+		frames: d.frames, stacks: d.stacks}
 	return r, closeFunc(func() error { d.release(); return nil }), nil
 }
 
@@ -182,8 +187,13 @@ type memoryReader struct {
 	skipped           int64
 	memory            sim.CapacityReporter
 	midRun            bool
+	frames            []snapshot.Frame
+	stacks            [][]int32
 	sim.StartReporter // the decoded reader's
 }
+
+// Stacks are the decoded reader's (see traces.StackReporter).
+func (r *memoryReader) Stacks() ([]snapshot.Frame, [][]int32) { return r.frames, r.stacks }
 
 // Scan advances to the next event.
 func (r *memoryReader) Scan() bool {

@@ -192,6 +192,7 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 	}
 	if cfg.Snapshot != nil || cfg.SnapshotStream != nil {
 		e.rec = newSnapRecorder(&cfg)
+		e.rec.frames, e.rec.stacks = traces.StacksOf(r)
 	}
 	return e, nil
 }

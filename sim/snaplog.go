@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/spill"
@@ -11,9 +12,10 @@ import (
 
 // An entryLog holds a device's trace entries, all of them, in compact
 // binary form: blocks of logBlock bytes, each entry a byte of action and
-// category then varints of its address, size, stream and the difference of
-// its time from the entry before (about 13 bytes for an entry of a replay,
-// against 40 as a snapEntry). With a spill file the full blocks go to it
+// category then varints of its address, size, stream, the difference of
+// its time from the entry before and, when the trace has stacks, its
+// stack (about 13 bytes for an entry of a replay, 14 with stacks, against
+// 40 as a snapEntry). With a spill file the full blocks go to it
 // and only their offsets stay in memory, so that the memory of a recording
 // is one block per device whatever the length of the trace; without one
 // they stay in memory. Adding an entry allocates nothing but, once per
@@ -25,6 +27,7 @@ type entryLog struct {
 	at     []spilled // where the full blocks lie in the spill file
 	n      int       // entries
 	last   int64     // the time of the last entry
+	stacks bool      // each entry ends with its stack: the trace has stacks
 }
 
 // A spilled block lies at offset at of the spill file, size bytes long.
@@ -37,7 +40,7 @@ type spilled struct {
 // which make it small); maxEncoded is the most bytes an entry takes.
 var logBlock = 64 << 10
 
-const maxEncoded = 1 + 4*binary.MaxVarintLen64
+const maxEncoded = 1 + 5*binary.MaxVarintLen64
 
 // A spillFile is the temporary file that the entry logs of a recording
 // spill their blocks to: a [spill.File] in dir (the system's temporary
@@ -82,6 +85,9 @@ func (l *entryLog) add(e *snapEntry) {
 	b = binary.AppendVarint(b, e.size)
 	b = binary.AppendUvarint(b, e.stream)
 	b = binary.AppendVarint(b, e.timeUS-l.last)
+	if l.stacks {
+		b = binary.AppendUvarint(b, uint64(e.stack))
+	}
 	l.buf = b
 	l.last = e.timeUS
 	l.n++
@@ -131,6 +137,14 @@ func (l *entryLog) each(f func(e *snapEntry) bool) error {
 				return false, errLogDamaged
 			}
 			b = b[k:]
+			if l.stacks {
+				var st uint64
+				if st, k = binary.Uvarint(b); k <= 0 || st > math.MaxUint32 {
+					return false, errLogDamaged
+				}
+				b = b[k:]
+				e.stack = uint32(st)
+			}
 			last += dt
 			e.timeUS = last
 			if !f(&e) {

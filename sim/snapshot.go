@@ -57,7 +57,7 @@ import (
 // allocator is given (for its device calls): off, the replay loop runs
 // exactly as without it. On, it keeps the last SnapshotEntries entries per
 // device in a ring (40 bytes each), or else every entry in an entryLog
-// (about 13 bytes each, in blocks of 64 KiB), and maps of the live blocks
+// (about 13 bytes each, 14 with stacks, in blocks of 64 KiB), and maps of the live blocks
 // and device memory. For Config.SnapshotStream the log spills its blocks
 // to a temporary file and the entries are read back, one block at a time,
 // as the snapshot is written: the recording holds a block per device
@@ -74,13 +74,19 @@ type snapRecorder struct {
 	stream uint64
 	timeUS int64 // its time, or its index in the trace when it has none
 	cat    gpualloc.Category
-	cats   bool // some event had a category
+	stack  uint32 // its stack (traces.Event.Stack)
+	cats   bool   // some event had a category
 	// indexTimes says that some entry's time is its event's index: the
 	// trace records no times.
 	indexTimes bool
 
 	settings *snapshot.AllocatorSettings
 	spill    *spillFile // where the entries go, or nil: they stay in memory
+
+	// frames and stacks are the trace's, which the events' stacks index
+	// (traces.StackReporter); nil when it records none.
+	frames []snapshot.Frame
+	stacks [][]int32
 
 	// releasing is true during a release of the allocator's cache that
 	// the trace asked for (traces.OpRelease); released, once such a
@@ -109,6 +115,7 @@ type snapEntry struct {
 	timeUS int64
 	action uint8 // index in snapActions
 	cat    gpualloc.Category
+	stack  uint32 // the allocation's stack, for an alloc, a free or an oom
 }
 
 var snapActions = [...]snapshot.Action{
@@ -152,6 +159,7 @@ type liveBlock struct {
 	size, requested int64
 	stream          uint64
 	cat             gpualloc.Category
+	stack           uint32 // the stack of its alloc: an ID, not the frames
 }
 
 // A region is a device allocation or a mapped page.
@@ -194,7 +202,7 @@ func (r *snapRecorder) device(i int) *snapDevice {
 	}
 	d := r.devs[i]
 	if d == nil {
-		d = &snapDevice{window: r.max, log: entryLog{spill: r.spill}, live: map[uint64]liveBlock{}, segs: map[uint64]region{}, reserved: map[uint64]*vrange{}, mapped: map[uint64]region{}}
+		d = &snapDevice{window: r.max, log: entryLog{spill: r.spill, stacks: r.stacks != nil}, live: map[uint64]liveBlock{}, segs: map[uint64]region{}, reserved: map[uint64]*vrange{}, mapped: map[uint64]region{}}
 		r.devs[i] = d
 	}
 	return d
@@ -312,8 +320,8 @@ func (r *snapRecorder) begin(stream uint64, cat gpualloc.Category) {
 }
 
 func (r *snapRecorder) alloc(dev int, b gpualloc.Block, requested int64) {
-	r.devs[dev].live[b.Addr] = liveBlock{size: b.Size, requested: requested, stream: r.stream, cat: r.cat}
-	r.add(dev, snapEntry{action: actAlloc, addr: b.Addr, size: requested, stream: r.stream, timeUS: r.timeUS, cat: r.cat})
+	r.devs[dev].live[b.Addr] = liveBlock{size: b.Size, requested: requested, stream: r.stream, cat: r.cat, stack: r.stack}
+	r.add(dev, snapEntry{action: actAlloc, addr: b.Addr, size: requested, stream: r.stream, timeUS: r.timeUS, cat: r.cat, stack: r.stack})
 }
 
 // free records the free of b, before the strategy frees it.
@@ -322,14 +330,14 @@ func (r *snapRecorder) free(dev int, b gpualloc.Block) {
 	lb := d.live[b.Addr]
 	delete(d.live, b.Addr)
 	r.stream, r.cat = lb.stream, lb.cat
-	e := snapEntry{action: actFreeRequested, addr: b.Addr, size: lb.requested, stream: lb.stream, timeUS: r.timeUS, cat: lb.cat}
+	e := snapEntry{action: actFreeRequested, addr: b.Addr, size: lb.requested, stream: lb.stream, timeUS: r.timeUS, cat: lb.cat, stack: lb.stack}
 	r.add(dev, e)
 	e.action = actFreeCompleted
 	r.add(dev, e)
 }
 
 func (r *snapRecorder) oom(dev int, size, deviceFree int64) {
-	r.add(dev, snapEntry{action: actOOM, addr: uint64(max(deviceFree, 0)), size: size, stream: r.stream, timeUS: r.timeUS, cat: r.cat})
+	r.add(dev, snapEntry{action: actOOM, addr: uint64(max(deviceFree, 0)), size: size, stream: r.stream, timeUS: r.timeUS, cat: r.cat, stack: r.stack})
 }
 
 func (r *snapRecorder) segmentAlloc(dev int, addr uint64, size int64) {
@@ -399,15 +407,24 @@ func (r *snapRecorder) streamed() (*snapshot.Stream, error) {
 		}
 		s.AllocatorSettings = &set
 	}
+	s.Frames, s.Stacks = r.frames, r.stacks
+	empty := snapshot.StackID(0) // the stack of a release the trace asked for
 	if r.released {
-		s.Frames, s.Stacks = []snapshot.Frame{emptyCacheFrame}, [][]int32{nil, {0}}
+		// The trace's frames and stacks, and after them the frame of
+		// empty_cache and its stack.
+		empty = snapshot.StackID(max(len(r.stacks), 1))
+		s.Frames = append(slices.Clip(r.frames), emptyCacheFrame)
+		s.Stacks = append(slices.Clip(r.stacks), []int32{int32(len(r.frames))})
+		if len(r.stacks) == 0 {
+			s.Stacks = [][]int32{nil, {0}}
+		}
 	}
 	unknown, last := false, -1
 	for i, d := range r.devs {
 		if d == nil {
 			continue
 		}
-		segs, err := d.segments(i, r.cats)
+		segs, err := d.segments(i, r.cats, r.stackOf)
 		if err != nil {
 			return nil, fmt.Errorf("device %d: %w", i, err)
 		}
@@ -438,9 +455,9 @@ func (r *snapRecorder) streamed() (*snapshot.Stream, error) {
 				skip = false
 				return true
 			}
-			te = snapshot.TraceEntry{Action: snapActions[e.action], Addr: e.addr, Size: e.size, Stream: e.stream, TimeUS: e.timeUS}
+			te = snapshot.TraceEntry{Action: snapActions[e.action], Addr: e.addr, Size: e.size, Stream: e.stream, TimeUS: e.timeUS, Stack: r.stackOf(e.stack)}
 			if (e.action == actSegmentFree || e.action == actSegmentUnmap) && e.cat == catEmptyCache {
-				te.Stack, te.EmptyCache = 1, true
+				te.Stack, te.EmptyCache = empty, true
 			}
 			if r.cats {
 				te.Category = gpualloc.CategoryUnknown.String()
@@ -459,6 +476,15 @@ func (r *snapRecorder) streamed() (*snapshot.Stream, error) {
 		return nil
 	}
 	return s, nil
+}
+
+// stackOf returns the StackID of the snapshot for stack id of the trace:
+// id itself, or 0 where the trace's table has no such stack.
+func (r *snapRecorder) stackOf(id uint32) snapshot.StackID {
+	if int(id) >= len(r.stacks) {
+		return 0
+	}
+	return snapshot.StackID(id)
 }
 
 // collect reads the entries of s, the recorder's stream, into a snapshot.
@@ -480,7 +506,7 @@ func (r *snapRecorder) collect(s *snapshot.Stream) (*snapshot.Snapshot, error) {
 
 // segments returns the device's segments in address order, each tiled by
 // its blocks.
-func (d *snapDevice) segments(dev int, cats bool) ([]snapshot.Segment, error) {
+func (d *snapDevice) segments(dev int, cats bool, stackOf func(uint32) snapshot.StackID) ([]snapshot.Segment, error) {
 	var segs []snapshot.Segment
 	for addr, g := range d.segs {
 		segs = append(segs, snapshot.Segment{Device: dev, Address: addr, TotalSize: g.size, Stream: g.stream, SegmentType: segmentType(g.size <= smallSegment)})
@@ -529,7 +555,7 @@ func (d *snapDevice) segments(dev int, cats bool) ([]snapshot.Segment, error) {
 			if a > at {
 				sg.Blocks = append(sg.Blocks, snapshot.Block{Address: at, Size: int64(a - at), State: snapshot.Inactive})
 			}
-			blk := snapshot.Block{Address: a, Size: b.size, RequestedSize: b.requested, State: snapshot.ActiveAllocated}
+			blk := snapshot.Block{Address: a, Size: b.size, RequestedSize: b.requested, State: snapshot.ActiveAllocated, Stack: stackOf(b.stack)}
 			if cats {
 				blk.Category = b.cat.String()
 			}

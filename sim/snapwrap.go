@@ -67,7 +67,7 @@ func (r *recReader) Batch() []traces.Event {
 // calls it as it hands the event to the replay loop, alone: the loop would
 // read ahead otherwise.
 func (r *snapRecorder) at(ev *traces.Event, n int64) {
-	r.timeUS = ev.TimeUS
+	r.timeUS, r.stack = ev.TimeUS, ev.Stack
 	if ev.TimeUS == traces.NoTime {
 		r.timeUS = n
 		r.indexTimes = true

@@ -73,6 +73,9 @@ func (c *SizeCounter) DeviceCapacity(device int) int64 {
 	return 0
 }
 
+// Stacks are those of the reader (see traces.StackReporter).
+func (c *SizeCounter) Stacks() ([]snapshot.Frame, [][]int32) { return traces.StacksOf(c.Reader) }
+
 // StartState, Initial, RecordedConf and PrivateAllocs are those of the reader (see sim.StartReporter).
 func (c *SizeCounter) StartState(device int) *snapshot.State {
 	return sim.StartOf(c.Reader).StartState(device)
