@@ -54,24 +54,24 @@ For each device:
     (or as run, with -s), PyTorch's defaults, expandable_segments:True,
     every other built-in strategy with its defaults but planned, the best
     of PyTorch's settings that simulate tune finds in a third of the time
-    left (for a PyTorch run of one device: tune ranks the sums over
-    devices), and the offline plan (simulate plan's heuristics), which
+    left (for a PyTorch run of one device), and the offline plan (simulate plan's heuristics), which
     knows every lifetime ahead: peak reserved, whether it fits, and the
     smallest device it needs (a multiple of 1 MiB, with an OOM 1 MiB
     below).
 
 A PyTorch snapshot is replayed from the allocator's state when its trace
-began, with the allocator settings it records, as simulate replays it; a
-device too small for that state does not fit. The environment
+began, with the allocator settings it records, as simulate replays it; on
+a device too small for that state, from its live blocks, the cached
+segments released as PyTorch releases them when short of memory. The
+environment
 (GPUALLOC_POOL_TYPE, PYTORCH_ALLOC_CONF) is not read: the rows say what
 each setting would do. Devices are never summed: each is replayed on a
 device of its own. A row's spec (as -f json gives it) replayed by
 simulate -s SPEC --capacity C TRACE gives the same peak on the device;
 its line to paste is for the run itself (an empty PYTORCH_ALLOC_CONF is
 PyTorch's defaults, where simulate would keep the recorded settings).
---time-limit bounds the
-replays of what would have fit and the plans; the moments and their
-figures come first, and the rows left no time say so.
+--time-limit bounds the replays of what would have fit and the plans; the
+moments and their figures come first, and the rows left no time say so.
 
 -o DIR writes, besides the output, index.html with each device's report
 and three figures (PNG, 3.3 in wide): the device's memory over the trace,

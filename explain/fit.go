@@ -148,7 +148,8 @@ func (x *explainer) alternatives(ctx, rctx context.Context, reps []Report, full 
 		}
 	}
 	// The best of PyTorch's settings that tune finds, for a PyTorch run
-	// of one device (tune ranks the sums over a trace's devices), in a
+	// of one device (on several, tune's best is one setting for all of
+	// them, ranked by the largest device, not this device's best), in a
 	// third of the time left.
 	if _, isPytorch := pytorchConf(sim.StrategyOf(x.o.Strategy)); isPytorch && len(reps) == 1 {
 		a, res, err := x.tuned(ctx, rctx, reps[0].Device)
