@@ -409,26 +409,25 @@ func compare(a, b *Trial) int {
 // the sum over the devices of a trace of several (r.PeakReservedBytes) is
 // not. For a trace of one device it is r.PeakReservedBytes.
 func PeakReserved(r sim.Result) int64 {
-	if len(r.Devices) < 2 {
-		return r.PeakReservedBytes
-	}
-	var peak int64
-	for _, d := range r.Devices {
-		peak = max(peak, d.PeakReservedBytes)
-	}
-	return peak
+	return largest(r, r.PeakReservedBytes, func(d sim.DeviceResult) int64 { return d.PeakReservedBytes })
 }
 
 // PeakRequested returns the largest of the peaks of live requested bytes
 // of r's devices: the lower bound of each device, as PeakReserved is its
 // peak.
 func PeakRequested(r sim.Result) int64 {
+	return largest(r, r.PeakRequestedBytes, func(d sim.DeviceResult) int64 { return d.PeakRequestedBytes })
+}
+
+// largest returns the largest of figure over r's devices, or whole, r's own
+// figure, for a trace of one device.
+func largest(r sim.Result, whole int64, figure func(sim.DeviceResult) int64) int64 {
 	if len(r.Devices) < 2 {
-		return r.PeakRequestedBytes
+		return whole
 	}
 	var peak int64
 	for _, d := range r.Devices {
-		peak = max(peak, d.PeakRequestedBytes)
+		peak = max(peak, figure(d))
 	}
 	return peak
 }
