@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc/explain"
+	"github.com/gpualloc/gpualloc/internal/browsercheck"
 	"github.com/gpualloc/gpualloc/sim"
 )
 
@@ -123,8 +124,9 @@ func TestExplainRowsReplay(t *testing.T) {
 }
 
 // TestExplainPage writes the page of a trace and checks that it shows
-// every figure, each a PNG of the report's width, and that a second
-// write into the directory needs --force.
+// every figure, each a PNG of the report's width, that a headless browser
+// loads it with every image and no console error, and that a second write
+// into the directory needs --force.
 func TestExplainPage(t *testing.T) {
 	dir := t.TempDir() + "/page"
 	code, _, stderr := run(t, nil, "explain", "-o", dir, "--capacity", "100MiB", "testdata/explain_twodev.csv")
@@ -143,6 +145,7 @@ func TestExplainPage(t *testing.T) {
 			assert.Equal(t, 990, img.Bounds().Dx(), name) // 3.3 in at 300 dpi
 		}
 	}
+	browsercheck.Page(t, dir+"/index.html")
 	code, _, stderr = run(t, nil, "explain", "-o", dir, "testdata/explain_twodev.csv")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "--force")
