@@ -234,6 +234,7 @@ type Alternative struct {
 
 	params  *gpualloc.Params
 	written gpualloc.Spec // the spec as the row was made, its defaults left out
+	from    *sim.Result   // the replay at the capacity, nil where none ran
 }
 
 // DefaultTimeLimit is the time Explain takes at most when Options gives

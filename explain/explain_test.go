@@ -655,3 +655,75 @@ func TestRecordedOOMOtherDevice(t *testing.T) {
 		t.Errorf("moment %s (recorded %v), verdict %s; want the peak of a run that fits", rep.Moment, rep.Recorded, rep.Verdict)
 	}
 }
+
+// TestTuneEachDevice explains two devices of a PyTorch run on devices of
+// 200 MiB: the first fragments as [fragmented]'s trace does, the second
+// holds 40 MiB. Each gets a row of tune's best of its own, whose figures
+// are that device's in a replay of the row's spec, and the smallest
+// device it needs, that device's too.
+func TestTuneEachDevice(t *testing.T) {
+	var lines []string
+	for _, l := range fragmented(t).Events {
+		switch l.Op {
+		case traces.OpAlloc:
+			lines = append(lines, fmt.Sprintf("alloc,%d,%d,0", l.ID, l.Size))
+		case traces.OpFree:
+			lines = append(lines, fmt.Sprintf("free,%d,,0", l.ID))
+		}
+	}
+	for i := range 4 {
+		lines = append(lines, fmt.Sprintf("alloc,%d,%d,1", 1000+i, 10*mb))
+	}
+	tr := csvTrace(t, lines)
+	reps, err := Explain(context.Background(), tr, Options{Capacity: 200 * mb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != 2 {
+		t.Fatalf("%d reports", len(reps))
+	}
+	for _, r := range reps {
+		var tuned *Alternative
+		for i := range r.Alternatives {
+			if r.Alternatives[i].Label == "tune's best" {
+				tuned = &r.Alternatives[i]
+			}
+		}
+		if tuned == nil || tuned.TimedOut || tuned.PeakReservedBytes == nil || tuned.MinCapacityBytes == nil {
+			t.Fatalf("device %d: tune's best %+v", r.Device, tuned)
+		}
+		sp, err := gpualloc.ParseSpec(tuned.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := gpualloc.Resolve(sp, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replay := func(c int64) sim.DeviceResult {
+			caps := capFunc(func(d int) int64 {
+				if d == r.Device {
+					return c
+				}
+				return 200 * mb
+			})
+			res, err := sim.Replay(prefixReader{traces.NewSliceReader(tr.Name, tr.Events), sim.StartOf(nil), caps}, sim.Config{Params: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return deviceOf(&res, r.Device)
+		}
+		d := replay(200 * mb)
+		if !*tuned.Fits || d.OOMs != 0 || d.PeakReservedBytes != *tuned.PeakReservedBytes {
+			t.Errorf("device %d: tune's best %s fits %v at peak %d; a replay: %d OOMs, peak %d",
+				r.Device, tuned.Spec, *tuned.Fits, *tuned.PeakReservedBytes, d.OOMs, d.PeakReservedBytes)
+		}
+		if replay(*tuned.MinCapacityBytes).OOMs != 0 || replay(*tuned.MinCapacityBytes-mb).OOMs == 0 {
+			t.Errorf("device %d: smallest device %d: want no OOM on it and one 1 MiB below", r.Device, *tuned.MinCapacityBytes)
+		}
+		// Device 1 holds 40 MiB: its row is never ranked by device 0's peak.
+		if r.Device == 1 && *tuned.PeakReservedBytes > 40*mb {
+			t.Errorf("device 1: tune's best peaks at %d, more than its 40 MiB", *tuned.PeakReservedBytes)
+		}
+	}
+}

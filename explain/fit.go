@@ -147,24 +147,12 @@ func (x *explainer) alternatives(ctx, rctx context.Context, reps []Report, full 
 			return o.Err
 		}
 	}
-	// The best of PyTorch's settings that tune finds, for a PyTorch run
-	// of one device (on several, tune's best is one setting for all of
-	// them, ranked by the largest device, not this device's best), in a
-	// third of the time left.
-	if _, isPytorch := pytorchConf(sim.StrategyOf(x.o.Strategy)); isPytorch && len(reps) == 1 {
-		a, res, err := x.tuned(ctx, rctx, reps[0].Device)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, a)
-		results = append(results, res)
-		startFails = append(startFails, false)
-	}
 	for k := range reps {
 		d := reps[k].Device
-		reps[k].Alternatives = make([]Alternative, len(rows))
+		reps[k].Alternatives = make([]Alternative, len(rows), len(rows)+2)
 		for i, r := range rows {
 			a := r
+			a.from = results[i]
 			switch {
 			case results[i] != nil:
 				dr := deviceOf(results[i], d)
@@ -177,6 +165,27 @@ func (x *explainer) alternatives(ctx, rctx context.Context, reps []Report, full 
 				a.TimedOut = true
 			}
 			reps[k].Alternatives[i] = a
+		}
+	}
+
+	// The best of PyTorch's settings that tune finds for each device of a
+	// PyTorch run, ranked by that device's own figures (tune.Options.Device),
+	// the devices sharing a third of the time left.
+	if _, isPytorch := pytorchConf(sim.StrategyOf(x.o.Strategy)); isPytorch {
+		var end time.Time
+		if dl, ok := rctx.Deadline(); ok {
+			end = time.Now().Add(time.Until(dl) / 3)
+		}
+		for k := range reps {
+			budget := time.Duration(0)
+			if !end.IsZero() {
+				budget = time.Until(end) / time.Duration(len(reps)-k)
+			}
+			a, err := x.tuned(ctx, rctx, reps[k].Device, budget)
+			if err != nil {
+				return err
+			}
+			reps[k].Alternatives = append(reps[k].Alternatives, a)
 		}
 	}
 
@@ -198,8 +207,7 @@ func (x *explainer) alternatives(ctx, rctx context.Context, reps []Report, full 
 			for t := range tasks {
 				rep := &reps[t.rep]
 				a := &rep.Alternatives[t.row]
-				from := results[t.row]
-				c, err := x.minCapacity(rctx, a.params, rep.Device, from)
+				c, err := x.minCapacity(rctx, a.params, rep.Device, a.from)
 				mu.Lock()
 				switch {
 				case err == nil:
@@ -214,8 +222,8 @@ func (x *explainer) alternatives(ctx, rctx context.Context, reps []Report, full 
 		})
 	}
 	for k := range reps {
-		for i := range rows {
-			if reps[k].Alternatives[i].TimedOut || rows[i].params == nil {
+		for i, a := range reps[k].Alternatives {
+			if a.TimedOut || a.params == nil {
 				continue
 			}
 			tasks <- task{k, i}
@@ -229,41 +237,49 @@ func (x *explainer) alternatives(ctx, rctx context.Context, reps []Report, full 
 	return first
 }
 
-// tuned runs tune's search of PyTorch's settings for device d, in a third
-// of the time rctx leaves, and returns its best as a row, with its replay;
-// a row TimedOut, and no replay, when the time runs out first.
-func (x *explainer) tuned(ctx, rctx context.Context, d int) (Alternative, *sim.Result, error) {
+// tuned runs tune's search of PyTorch's settings for device d, ranked by
+// d's figures alone, every device on its own capacity, within budget, and
+// returns its best as a row filled from d's figures in its replay; a row
+// TimedOut when the time runs out first.
+func (x *explainer) tuned(ctx, rctx context.Context, d int, budget time.Duration) (Alternative, error) {
 	a := Alternative{Label: "tune's best"}
-	budget := time.Duration(0)
-	if dl, ok := rctx.Deadline(); ok {
-		budget = time.Until(dl) / 3
-	}
 	if budget <= 0 {
 		a.TimedOut = true
-		return a, nil, nil
+		return a, nil
 	}
 	tctx, cancel := context.WithTimeout(rctx, budget)
 	defer cancel()
-	rep, err := tune.Run(tctx, x.t.Name, x.t.Events, tune.Options{Capacity: x.caps[d], Workers: x.o.Workers, Start: x.t.Start})
+	rep, err := tune.Run(tctx, x.t.Name, x.t.Events, tune.Options{Memory: capFunc(x.capOf), Device: &d, Workers: x.o.Workers, Start: x.t.Start})
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return a, nil, ctx.Err()
+		return a, ctx.Err()
 	case err != nil && tctx.Err() != nil:
 		a.TimedOut = true
-		return a, nil, nil
+		return a, nil
 	case err != nil:
-		return a, nil, err
+		return a, err
 	}
 	sp := tune.Spec(rep.Best.Setting, 0)
 	if a.params, err = gpualloc.Resolve(sp, nil); err != nil {
-		return a, nil, err
+		return a, err
 	}
 	a.written = sp
 	st := sim.StrategyOf(a.params)
 	a.Spec, a.Suggestion = st.Spec, suggestion(sp, st)
 	res := rep.Best.Result
-	return a, &res, nil
+	a.from = &res
+	dr := deviceOf(&res, d)
+	peak, fits := dr.PeakReservedBytes, dr.OOMs == 0
+	a.PeakReservedBytes, a.Fits = &peak, &fits
+	return a, nil
 }
+
+// capFunc gives each device the capacity the func returns, as a
+// sim.CapacityReporter.
+type capFunc func(dev int) int64
+
+// DeviceCapacity returns f(dev).
+func (f capFunc) DeviceCapacity(dev int) int64 { return f(dev) }
 
 // offline plans each device's allocations with package plan's heuristics,
 // and adds the plan to its report, as OfflineBytes and the last row.

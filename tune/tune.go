@@ -18,7 +18,8 @@
 //
 // Settings are ranked by: no OOM first; then lower peak reserved bytes (on
 // a trace of several devices, the largest device's peak, each device being
-// of the capacity given: never their sum; then the peak of the sum); then
+// of the capacity given: never their sum; then the peak of the sum; or the
+// figures of the one device that [Options].Device names); then
 // fewer device allocations; then fewer settings away from PyTorch's
 // defaults (a shorter conf to paste); then the conf's text. PyTorch's
 // defaults are in the coarse grid, so the setting found is never worse
@@ -78,6 +79,13 @@ type Options struct {
 	// without --capacity does; virtual.DefaultCapacity where it records
 	// none.
 	Memory sim.CapacityReporter
+	// Device, when not nil, ranks the settings by that device of the trace
+	// alone: its OOMs, its peak of reserved bytes and its device
+	// allocations, for the best setting of one device of several (simulate
+	// explain's row for each device). Every device still replays, on its
+	// own capacity, as the start state and the other devices' events shape
+	// nothing of this device's figures but the run's length.
+	Device *int
 }
 
 // A Setting is one combination of the allocator's settings that the
@@ -255,7 +263,7 @@ func Run(ctx context.Context, name string, events []traces.Event, opts Options) 
 	if r.Recorded, r.RecordedConf, err = t.recorded(); err != nil {
 		return nil, err
 	}
-	r.Front = front(t.trials())
+	r.Front = t.front(t.trials())
 	r.SplitRange = t.splitRange(&r.Best)
 	return r, nil
 }
@@ -275,8 +283,8 @@ func (t *tuner) splitRange(best *Trial) [2]int64 {
 	}
 	slices.SortFunc(same, func(a, b *Trial) int { return cmp.Compare(a.Setting.MaxSplitMB, b.Setting.MaxSplitMB) })
 	flat := func(tr *Trial) bool {
-		return tr.Result.OOMs <= best.Result.OOMs && PeakReserved(tr.Result) == PeakReserved(best.Result) &&
-			tr.Result.PeakReservedBytes == best.Result.PeakReservedBytes
+		a, b := t.score(tr.Result), t.score(best.Result)
+		return a.ooms <= b.ooms && a.peak == b.peak && a.whole == b.whole
 	}
 	i := slices.IndexFunc(same, func(tr *Trial) bool { return tr.Setting.MaxSplitMB == s.MaxSplitMB })
 	lo, hi := i, i
@@ -385,23 +393,48 @@ func (t *tuner) trials() []*Trial {
 	for _, tr := range t.seen {
 		all = append(all, tr)
 	}
-	slices.SortFunc(all, compare)
+	slices.SortFunc(all, t.compare)
 	return all
 }
 
 func (t *tuner) best() *Trial { return t.trials()[0] }
 
 // compare ranks trials as the package documentation says.
-func compare(a, b *Trial) int {
+func (t *tuner) compare(a, b *Trial) int {
+	x, y := t.score(a.Result), t.score(b.Result)
 	return cmp.Or(
-		cmp.Compare(min(a.Result.OOMs, 1), min(b.Result.OOMs, 1)),
-		cmp.Compare(a.Result.OOMs, b.Result.OOMs),
-		cmp.Compare(PeakReserved(a.Result), PeakReserved(b.Result)),
-		cmp.Compare(a.Result.PeakReservedBytes, b.Result.PeakReservedBytes),
-		cmp.Compare(a.Result.DeviceMallocs, b.Result.DeviceMallocs),
+		cmp.Compare(min(x.ooms, 1), min(y.ooms, 1)),
+		cmp.Compare(x.ooms, y.ooms),
+		cmp.Compare(x.peak, y.peak),
+		cmp.Compare(x.whole, y.whole),
+		cmp.Compare(x.mallocs, y.mallocs),
 		cmp.Compare(a.Setting.changed(), b.Setting.changed()),
 		strings.Compare(a.Setting.Conf(), b.Setting.Conf()),
 	)
+}
+
+// A score is what the ranking reads of a replay.
+type score struct {
+	ooms    int64
+	peak    int64 // the peak of reserved bytes that a device must hold
+	whole   int64 // the peak of the sum over the devices ranked
+	mallocs int64
+}
+
+// score returns r's figures for the ranking: the whole trace's, its peak
+// the largest device's, or those of Options.Device alone (zero when that
+// device has no event).
+func (t *tuner) score(r sim.Result) score {
+	d := t.opts.Device
+	if d == nil || len(r.Devices) == 0 {
+		return score{r.OOMs, PeakReserved(r), r.PeakReservedBytes, r.DeviceMallocs}
+	}
+	for _, dr := range r.Devices {
+		if dr.Device == *d {
+			return score{dr.OOMs, dr.PeakReservedBytes, dr.PeakReservedBytes, dr.DeviceMallocs}
+		}
+	}
+	return score{}
 }
 
 // PeakReserved returns the largest of the peaks of reserved bytes of r's
@@ -533,17 +566,20 @@ func (t *tuner) bracket(s Setting) []int64 {
 
 // front returns the Pareto front of the trials without OOM, ranked, in
 // increasing order of peak reserved bytes.
-func front(ranked []*Trial) []Trial {
+func (t *tuner) front(ranked []*Trial) []Trial {
 	var out []Trial
+	var last int64
 	for _, tr := range ranked {
-		if tr.Result.OOMs > 0 {
+		sc := t.score(tr.Result)
+		if sc.ooms > 0 {
 			continue
 		}
-		// In rank order, peaks (the largest device's) never decrease: a
-		// trial is on the front when it makes fewer device allocations
-		// than every one before.
-		if len(out) == 0 || tr.Result.DeviceMallocs < out[len(out)-1].Result.DeviceMallocs {
+		// In rank order, peaks (the largest device's, or Options.Device's)
+		// never decrease: a trial is on the front when it makes fewer
+		// device allocations than every one before.
+		if len(out) == 0 || sc.mallocs < last {
 			out = append(out, *tr)
+			last = sc.mallocs
 		}
 	}
 	return out

@@ -40,7 +40,7 @@ func TestFront(t *testing.T) {
 		return &Trial{Setting: Setting{MaxSplitMB: peak}, Result: sim.Result{PeakReservedBytes: peak, DeviceMallocs: mallocs, OOMs: ooms}}
 	}
 	ranked := []*Trial{trial(10, 50, 0), trial(10, 60, 0), trial(12, 40, 0), trial(13, 45, 0), trial(15, 10, 0), trial(5, 1, 3)}
-	got := front(ranked)
+	got := (&tuner{}).front(ranked)
 	var peaks []int64
 	for _, tr := range got {
 		peaks = append(peaks, tr.Result.PeakReservedBytes)
@@ -101,12 +101,25 @@ func TestRankEachDevice(t *testing.T) {
 	}
 	even := trial(32, 100, 50, 50)  // 50 on each device
 	uneven := trial(64, 90, 80, 10) // less in all, 80 on one device
-	assert.Equal(t, -1, compare(even, uneven))
+	all := &tuner{}
+	assert.Equal(t, -1, all.compare(even, uneven))
 	assert.Equal(t, int64(50), PeakReserved(even.Result))
 	assert.Equal(t, int64(80), PeakReserved(uneven.Result))
-	got := front([]*Trial{even, uneven})
+	got := all.front([]*Trial{even, uneven})
 	require.Len(t, got, 1)
 	assert.Equal(t, even.Setting, got[0].Setting)
+	// Ranked for device 1 alone, its own peak decides, and the front is
+	// of its figures.
+	one := 1
+	dev1 := &tuner{opts: Options{Device: &one}}
+	assert.Equal(t, 1, dev1.compare(even, uneven))
+	got = dev1.front([]*Trial{uneven, even})
+	require.Len(t, got, 1)
+	assert.Equal(t, uneven.Setting, got[0].Setting)
+	// An OOM on another device does not count against device 1.
+	uneven.Result.Devices[0].OOMs, uneven.Result.OOMs = 2, 2
+	assert.Equal(t, 1, dev1.compare(even, uneven))
+	assert.Equal(t, -1, all.compare(even, uneven))
 	// One device: its peak is the trace's.
 	assert.Equal(t, int64(7), PeakReserved(sim.Result{PeakReservedBytes: 7, Devices: []sim.DeviceResult{{PeakReservedBytes: 7}}}))
 }
