@@ -21,6 +21,7 @@
 //	simulate tune [flags] TRACE          search PYTORCH_CUDA_ALLOC_CONF for the lowest peak reserved without OOM
 //	simulate merge -o OUT DIR...         merge the outputs of --shard k/n runs into one report
 //	simulate explain [flags] TRACE...    per device: the moment that matters, who holds the memory, the verdict and what would have fit
+//	simulate diff [flags] A B [RANK...]  two runs side by side, or the ranks of a job: the differences by site, program or allocator
 //
 // Run "simulate -h" or "simulate COMMAND -h" ("simulate help COMMAND") for
 // the flags. Errors go to standard error as one line, "simulate: FILE:LINE:
@@ -267,6 +268,7 @@ var commands = map[string]func(ctx context.Context, e *env, args []string) error
 	"tune":       tuneCmd,
 	"merge":      mergeCmd,
 	"explain":    explainCmd,
+	"diff":       diffCmd,
 }
 
 // dispatch runs the subcommand that args name, or a replay, and returns

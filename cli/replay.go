@@ -107,7 +107,7 @@ those, a smaller capacity without OOM may lie between the points tried.
 each min capacity search; a figure whose time runs out is left out, with a
 note on standard error.
 
-Commands: inspect, convert, gen, fidelity, plan, strategies, tune, merge, explain ('simulate COMMAND -h' or 'simulate help COMMAND').
+Commands: inspect, convert, gen, fidelity, plan, strategies, tune, merge, explain, diff ('simulate COMMAND -h' or 'simulate help COMMAND').
 
 Flags:
 `
