@@ -418,4 +418,3 @@ func TestSharedAgree(t *testing.T) {
 		})
 	}
 }
-

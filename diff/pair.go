@@ -111,13 +111,13 @@ type Cross struct {
 
 // A StepDiff compares the kth step of each run.
 type StepDiff struct {
-	Step                int    `json:"step"`
-	APeakLiveBytes      int64  `json:"a_peak_live_bytes"`
-	BPeakLiveBytes      int64  `json:"b_peak_live_bytes"`
-	DeltaLiveBytes      int64  `json:"delta_live_bytes"`
-	APeakReservedBytes  *int64 `json:"a_peak_reserved_bytes"`
-	BPeakReservedBytes  *int64 `json:"b_peak_reserved_bytes"`
-	DeltaReservedBytes  *int64 `json:"delta_reserved_bytes"`
+	Step               int    `json:"step"`
+	APeakLiveBytes     int64  `json:"a_peak_live_bytes"`
+	BPeakLiveBytes     int64  `json:"b_peak_live_bytes"`
+	DeltaLiveBytes     int64  `json:"delta_live_bytes"`
+	APeakReservedBytes *int64 `json:"a_peak_reserved_bytes"`
+	BPeakReservedBytes *int64 `json:"b_peak_reserved_bytes"`
+	DeltaReservedBytes *int64 `json:"delta_reserved_bytes"`
 }
 
 // Compare returns a Pair of each device of a and b (see MatchDevices),
