@@ -199,7 +199,10 @@ type Report struct {
 	// Alternatives are what would have fit, each replayed on the device.
 	Alternatives []Alternative `json:"alternatives"`
 	// OfflineBytes is the memory of the offline plan of the device's
-	// allocations (package plan), nil when its time ran out.
+	// allocations (package plan: its heuristics, then its exact search),
+	// nil when the time ran out before any plan. When the search ran out
+	// of time before it proved the plan the lowest, the offline row is
+	// TimedOut and this is the best plan found.
 	OfflineBytes *int64 `json:"offline_bytes"`
 
 	// Timeline is the course of the device's memory, when
@@ -226,7 +229,9 @@ type Alternative struct {
 	// PeakReservedBytes is the device's peak of reserved bytes, Fits
 	// whether no allocation failed, MinCapacityBytes the smallest device,
 	// a multiple of 1 MiB, with no OOM (and one 1 MiB below); nil where
-	// TimedOut says the time limit ran out first.
+	// the time limit ran out first, which TimedOut says. The offline
+	// plan's row may be TimedOut with its figures: those of the best plan
+	// found when the time ran out before the search proved it the lowest.
 	PeakReservedBytes *int64 `json:"peak_reserved_bytes"`
 	Fits              *bool  `json:"fits"`
 	MinCapacityBytes  *int64 `json:"min_capacity_bytes"`

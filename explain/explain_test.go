@@ -6,10 +6,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/plan"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/snapshot"
 	_ "github.com/gpualloc/gpualloc/strategy/all"
@@ -354,7 +357,7 @@ func sharedSnapshot(t *testing.T, name string) *Trace {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	s, err := snapshot.ReadWith(f, name, snapshot.ReadOptions{Compact: true})
+	s, err := snapshot.ReadWith(f, name, snapshot.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -725,5 +728,85 @@ func TestTuneEachDevice(t *testing.T) {
 		if r.Device == 1 && *tuned.PeakReservedBytes > 40*mb {
 			t.Errorf("device 1: tune's best peaks at %d, more than its 40 MiB", *tuned.PeakReservedBytes)
 		}
+	}
+}
+
+// tightTrace returns a trace whose allocations tile 1 GiB over time, as
+// plan.Tight's buffers do (each byte of the tiling 1 MiB here): the
+// offline optimum is 1 GiB, the peak of live bytes.
+func tightTrace(t *testing.T, p plan.Problem) *Trace {
+	type ev struct {
+		at   int64
+		free bool
+		i    int
+	}
+	var evs []ev
+	for i, b := range p.Buffers {
+		evs = append(evs, ev{b.Lower, false, i}, ev{b.Upper, true, i})
+	}
+	// At one time the frees come first: a buffer that ends there and one
+	// that starts there do not overlap.
+	slices.SortFunc(evs, func(a, b ev) int {
+		if a.at != b.at {
+			return int(a.at - b.at)
+		}
+		if a.free != b.free {
+			if a.free {
+				return -1
+			}
+			return 1
+		}
+		return a.i - b.i
+	})
+	var lines []string
+	for _, e := range evs {
+		if e.free {
+			lines = append(lines, fmt.Sprintf("free,%d,,0", e.i))
+		} else {
+			lines = append(lines, fmt.Sprintf("alloc,%d,%d,0", e.i, p.Buffers[e.i].Size*mb))
+		}
+	}
+	return csvTrace(t, lines)
+}
+
+// TestOfflineSearch: the offline row is plan's exact search, not its
+// heuristics alone: on tilings where the heuristics leave gaps, the row is
+// the optimum, the peak of live bytes, and not marked out of time.
+func TestOfflineSearch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	tried := 0
+	for i := 0; tried < 2 && i < 200; i++ {
+		tr := tightTrace(t, plan.Tight(30, 1<<10, 1<<10, rng))
+		probs, err := plan.FromTrace(traces.NewSliceReader(tr.Name, tr.Events))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := plan.Solve(context.Background(), probs[0].Problem, plan.Options{NoSearch: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Height == h.LowerBound {
+			continue
+		}
+		tried++
+		r := explainOne(t, tr, Options{Capacity: 2 << 30})
+		last := r.Alternatives[len(r.Alternatives)-1]
+		if r.PeakLiveBytes != 1<<30 || last.Spec != "offline" || last.TimedOut || last.PeakReservedBytes == nil ||
+			*last.PeakReservedBytes != 1<<30 || *r.OfflineBytes != 1<<30 {
+			t.Errorf("case %d: peak live %d, offline row %+v (the heuristics: %d)", i, r.PeakLiveBytes, last, h.Height)
+		}
+	}
+	if tried < 2 {
+		t.Fatalf("%d tilings where the heuristics leave a gap", tried)
+	}
+}
+
+// TestOfflineOutOfTime: with no time left the offline row says so, with
+// no figure, as every other row does.
+func TestOfflineOutOfTime(t *testing.T) {
+	r := explainOne(t, fragmented(t), Options{Capacity: 200 * mb, TimeLimit: time.Nanosecond})
+	last := r.Alternatives[len(r.Alternatives)-1]
+	if last.Spec != "offline" || !last.TimedOut || last.PeakReservedBytes != nil || r.OfflineBytes != nil {
+		t.Errorf("offline row %+v, offline bytes %v", last, r.OfflineBytes)
 	}
 }

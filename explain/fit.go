@@ -281,41 +281,46 @@ type capFunc func(dev int) int64
 // DeviceCapacity returns f(dev).
 func (f capFunc) DeviceCapacity(dev int) int64 { return f(dev) }
 
-// offline plans each device's allocations with package plan's heuristics,
-// and adds the plan to its report, as OfflineBytes and the last row.
+// offline plans each device's allocations with package plan, its
+// heuristics and then its exact search, the devices sharing a third of the
+// time rctx leaves, and adds the plan to each report, as OfflineBytes and
+// the last row. A row whose search ran out of time
+// before it proved its plan the lowest is TimedOut, with the best plan
+// found; one whose time ran out before any plan, TimedOut without.
 func (x *explainer) offline(ctx, rctx context.Context, reps []Report) error {
 	budget := time.Second
 	if dl, ok := rctx.Deadline(); ok {
 		budget = time.Until(dl) / 3
 	}
-	pctx, cancel := context.WithTimeout(rctx, budget)
+	end := time.Now().Add(budget)
+	pctx, cancel := context.WithDeadline(rctx, end)
 	defer cancel()
 	r := prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), sim.StartOf(x.t.Start), x.capOf}
 	probs, err := plan.FromTraceContext(pctx, r)
-	heights := map[int]int64{}
+	sols := map[int]plan.Solution{}
+	outOfTime := map[int]bool{}
 	if err == nil {
 		for i, p := range probs {
-			left := time.Duration(0)
-			if dl, ok := pctx.Deadline(); ok {
-				left = time.Until(dl) / time.Duration(len(probs)-i)
-			}
+			// Solve keeps to its limit (plus a tenth for its first
+			// heuristic) and returns the best plan found then; it is given
+			// rctx, not pctx, so that the end of this share does not take
+			// that plan away.
+			left := time.Until(end) / time.Duration(len(probs)-i) * 10 / 11
 			if left <= 0 {
 				break
 			}
-			// The heuristics alone: the exact search may run well past its
-			// time limit, and rarely lowers a plan that many allocations
-			// make.
-			sol, err := plan.Solve(pctx, p.Problem, plan.Options{TimeLimit: left, Workers: x.o.Workers, NoSearch: true})
+			sol, err := plan.Solve(rctx, p.Problem, plan.Options{TimeLimit: left, Workers: x.o.Workers})
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				if pctx.Err() != nil {
+				if rctx.Err() != nil {
 					break
 				}
 				return fmt.Errorf("%s: offline plan: %w", x.t.Name, err)
 			}
-			heights[p.Device] = sol.Height
+			sols[p.Device] = sol
+			outOfTime[p.Device] = !sol.Optimal && sol.Elapsed >= left
 		}
 	} else if ctx.Err() != nil {
 		return ctx.Err()
@@ -323,11 +328,14 @@ func (x *explainer) offline(ctx, rctx context.Context, reps []Report) error {
 		return err
 	}
 	for k := range reps {
+		d := reps[k].Device
 		a := Alternative{Label: "offline plan", Spec: "offline"}
-		if h, ok := heights[reps[k].Device]; ok {
+		if sol, ok := sols[d]; ok {
+			h := sol.Height
 			fits := h <= reps[k].CapacityBytes
 			need := (h + mib - 1) / mib * mib
 			a.PeakReservedBytes, a.Fits, a.MinCapacityBytes = &h, &fits, &need
+			a.TimedOut = outOfTime[d]
 			reps[k].OfflineBytes = &h
 		} else {
 			a.TimedOut = true
