@@ -204,23 +204,20 @@ func TestReplayAgreesWithFidelity(t *testing.T) {
 			return snapshot.TraceEntry{Action: act, Addr: addr, Size: size, TimeUS: snapshot.NoTime}
 		}
 		graph := snapshot.PoolID{1, 0}
-		s := &snapshot.Snapshot{
-			Segments: []snapshot.Segment{
-				{Address: a, TotalSize: 20 * mib, SegmentType: "large", Blocks: []snapshot.Block{
-					{Address: a, Size: 4 * mib, RequestedSize: 4 * mib, State: snapshot.ActiveAllocated},
-					{Address: a + 4*mib, Size: 16 * mib, State: snapshot.Inactive}}},
-				{Address: p, TotalSize: 20 * mib, SegmentType: "large", Pool: graph, Blocks: []snapshot.Block{
-					{Address: p, Size: 5 * mib, RequestedSize: 5 * mib, State: snapshot.ActiveAllocated},
-					{Address: p + 5*mib, Size: 15 * mib, State: snapshot.Inactive}}},
-				{Address: q, TotalSize: 20 * mib, SegmentType: "large", Pool: graph, Blocks: []snapshot.Block{
-					{Address: q, Size: 20 * mib, State: snapshot.Inactive}}},
-			},
-			DeviceTraces: [][]snapshot.TraceEntry{{
-				ent(snapshot.SegmentAlloc, a, 20*mib), ent(snapshot.Alloc, a, 4*mib),
-				ent(snapshot.SegmentAlloc, q, 20*mib), ent(snapshot.Alloc, q, 6*mib),
-				ent(snapshot.FreeRequested, q, 6*mib), ent(snapshot.FreeCompleted, q, 6*mib),
-			}},
-		}
+		s := snapshot.New([]snapshot.Segment{
+			{Address: a, TotalSize: 20 * mib, SegmentType: "large", Blocks: []snapshot.Block{
+				{Address: a, Size: 4 * mib, RequestedSize: 4 * mib, State: snapshot.ActiveAllocated},
+				{Address: a + 4*mib, Size: 16 * mib, State: snapshot.Inactive}}},
+			{Address: p, TotalSize: 20 * mib, SegmentType: "large", Pool: graph, Blocks: []snapshot.Block{
+				{Address: p, Size: 5 * mib, RequestedSize: 5 * mib, State: snapshot.ActiveAllocated},
+				{Address: p + 5*mib, Size: 15 * mib, State: snapshot.Inactive}}},
+			{Address: q, TotalSize: 20 * mib, SegmentType: "large", Pool: graph, Blocks: []snapshot.Block{
+				{Address: q, Size: 20 * mib, State: snapshot.Inactive}}},
+		}, []snapshot.TraceEntry{
+			ent(snapshot.SegmentAlloc, a, 20*mib), ent(snapshot.Alloc, a, 4*mib),
+			ent(snapshot.SegmentAlloc, q, 20*mib), ent(snapshot.Alloc, q, 6*mib),
+			ent(snapshot.FreeRequested, q, 6*mib), ent(snapshot.FreeCompleted, q, 6*mib),
+		})
 		path := filepath.Join(dir, "private_pool.pickle")
 		var buf bytes.Buffer
 		require.NoError(t, snapshot.Write(&buf, s, snapshot.WriteOptions{}))

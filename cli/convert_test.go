@@ -58,14 +58,14 @@ func TestCutSnapshotKeepsAnUnknownCategory(t *testing.T) {
 	e := func(a snapshot.Action, cat string, tm int64) snapshot.TraceEntry {
 		return snapshot.TraceEntry{Action: a, Addr: 0x1000, Size: 512, TimeUS: tm, Category: cat}
 	}
-	s := &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{{
+	s := snapshot.New(nil, []snapshot.TraceEntry{
 		e(snapshot.SegmentAlloc, "unknown", 1), e(snapshot.Alloc, "activation", 2), e(snapshot.FreeRequested, "activation", 3),
 		e(snapshot.FreeCompleted, "activation", 4), e(snapshot.Alloc, "activation", 5),
-	}}}
+	})
 	assert.Equal(t, []snapshot.TraceEntry{e(snapshot.FreeRequested, "activation", 3), e(snapshot.FreeCompleted, "activation", 4),
 		e(snapshot.Alloc, "activation", 5), {Action: snapshot.TakeSnapshot, TimeUS: 5, Category: "unknown"}}[1:], streamed(cutSnapshot(s, 3, false), 0))
 	// Without categories nothing is added.
-	s = &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{{e(snapshot.Alloc, "", 1), e(snapshot.Alloc, "", 2)}}}
+	s = snapshot.New(nil, []snapshot.TraceEntry{e(snapshot.Alloc, "", 1), e(snapshot.Alloc, "", 2)})
 	assert.Equal(t, []snapshot.TraceEntry{e(snapshot.Alloc, "", 2)}, streamed(cutSnapshot(s, 1, false), 0))
 }
 

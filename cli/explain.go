@@ -155,9 +155,18 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 		}
 		opts.Timeline = true
 	}
-	inputs, err := readInputs(ctx, e, fs.Args(), lenient, progressMode)
+	// One read of each snapshot, with its stacks, gives the events and
+	// the entries their call sites come from.
+	progress, err := readProgressTo(progressMode, e.stderr)
 	if err != nil {
 		return err
+	}
+	inputs, err := traceInputs(ctx, fs.Args(), e.stdin, traces.Options{Lenient: lenient, TempDir: e.tempDir, Stacks: true})
+	if err != nil {
+		return err
+	}
+	for _, in := range inputs {
+		in.progress = progress
 	}
 	var reps []explain.Report
 	for _, in := range inputs {
@@ -236,9 +245,9 @@ func parseAt(s string) (*explain.At, error) {
 }
 
 // explainTrace reads in whole, with its start state and the memory it
-// records, and, for a PyTorch snapshot, its stacks: a trace that can be
-// read only once (standard input, a FIFO) is read into memory first, for
-// both reads.
+// records, and, for a PyTorch snapshot, its stacks and its entries, in one
+// read; the annotations, when asked for, take a second: a trace that can
+// be read only once (standard input, a FIFO) is read into memory first.
 func explainTrace(ctx context.Context, e *env, in *input, lenient, annotations bool) (*explain.Trace, error) {
 	open := in.open
 	var data []byte
@@ -256,7 +265,7 @@ func explainTrace(ctx context.Context, e *env, in *input, lenient, annotations b
 			in.file = nil
 		}
 		open = func() (traces.Reader, io.Closer, error) {
-			r, err := traces.NewReader(bytes.NewReader(data), name, traces.Options{Lenient: lenient})
+			r, err := traces.NewReader(bytes.NewReader(data), name, traces.Options{Lenient: lenient, TempDir: e.tempDir, Stacks: true})
 			if err != nil {
 				return nil, nil, err
 			}
@@ -290,6 +299,11 @@ func explainTrace(ctx context.Context, e *env, in *input, lenient, annotations b
 	if t.Format != "PyTorch snapshot" || (data == nil && in.size < 0) { // a bundled trace is no snapshot
 		return t, nil
 	}
+	sr, ok := r.(interface{ Snapshot() *snapshot.Snapshot })
+	if !ok {
+		return nil, fmt.Errorf("%s: the reader of a PyTorch snapshot hands over no snapshot", in.name)
+	}
+	t.Snapshot = sr.Snapshot()
 	source := func() (io.Reader, func(), error) {
 		if data != nil {
 			return bytes.NewReader(data), func() {}, nil
@@ -300,18 +314,9 @@ func explainTrace(ctx context.Context, e *env, in *input, lenient, annotations b
 		}
 		return ctxReader(ctx, f), func() { f.Close() }, nil
 	}
-	src, done, err := source()
-	if err != nil {
-		return nil, err
-	}
-	s, err := snapshot.ReadWith(src, in.name, snapshot.ReadOptions{Compact: true})
-	done()
-	if err != nil {
-		return nil, err
-	}
-	t.Snapshot = s
 	if annotations {
-		if src, done, err = source(); err != nil {
+		src, done, err := source()
+		if err != nil {
 			return nil, err
 		}
 		defer done()

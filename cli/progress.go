@@ -186,7 +186,7 @@ func readSnapshotProgress(ctx context.Context, f *os.File, name string, progress
 // unknown), as readSnapshotProgress does; r should fail with ctx's cause
 // once ctx is done.
 func readSnapshotFrom(ctx context.Context, r io.Reader, name string, size int64, progress io.Writer, noStacks bool, tempDir string) (*snapshot.Snapshot, error) {
-	o := snapshot.ReadOptions{NoStacks: noStacks, Compact: true, TempDir: tempDir}
+	o := snapshot.ReadOptions{NoStacks: noStacks, TempDir: tempDir}
 	if progress != nil {
 		update, done := readProgress(progress, name, size)
 		defer done()

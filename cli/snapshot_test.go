@@ -104,9 +104,10 @@ func TestSnapshotEntries(t *testing.T) {
 		require.NoError(t, viewercheck.Check(data, viewercheck.Options{}), f)
 		s, err := snapshot.Read(bytes.NewReader(data), f)
 		require.NoError(t, err)
-		for dev, tr := range s.DeviceTraces {
-			assert.LessOrEqual(t, len(tr), 5, "%s device %d", f, dev)
-			if len(tr) == 5 {
+		for dev := range s.NumTraces() {
+			n := s.Trace(dev).Len()
+			assert.LessOrEqual(t, n, 5, "%s device %d", f, dev)
+			if n == 5 {
 				full++
 			}
 		}

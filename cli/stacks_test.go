@@ -45,7 +45,7 @@ func TestSnapshotExportStacks(t *testing.T) {
 			require.NoError(t, err)
 			allocs := 0
 			byAddr := map[uint64]snapshot.StackID{}
-			for _, e := range s.DeviceTraces[0] {
+			for _, e := range s.Trace(0).All() {
 				switch e.Action {
 				case snapshot.Alloc:
 					allocs++

@@ -489,8 +489,7 @@ func (r *snapRecorder) stackOf(id uint32) snapshot.StackID {
 
 // collect reads the entries of s, the recorder's stream, into a snapshot.
 func (r *snapRecorder) collect(s *snapshot.Stream) (*snapshot.Snapshot, error) {
-	out := &snapshot.Snapshot{Segments: s.Segments, AllocatorSettings: s.AllocatorSettings, DeviceTraces: make([][]snapshot.TraceEntry, s.Devices),
-		Frames: s.Frames, Stacks: s.Stacks}
+	traces := make([][]snapshot.TraceEntry, s.Devices)
 	for d := range s.Devices {
 		var t []snapshot.TraceEntry
 		if r.devs[d] != nil {
@@ -499,8 +498,10 @@ func (r *snapRecorder) collect(s *snapshot.Stream) (*snapshot.Snapshot, error) {
 		if err := s.Entries(d, func(e *snapshot.TraceEntry) bool { t = append(t, *e); return true }); err != nil {
 			return nil, err
 		}
-		out.DeviceTraces[d] = t
+		traces[d] = t
 	}
+	out := snapshot.New(s.Segments, traces...)
+	out.AllocatorSettings, out.Frames, out.Stacks = s.AllocatorSettings, s.Frames, s.Stacks
 	return out, nil
 }
 

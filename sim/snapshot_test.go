@@ -34,13 +34,14 @@ func TestSnapshotRecordsDeviceCalls(t *testing.T) {
 	e := func(a snapshot.Action, addr uint64, size int64, stream uint64, time int64) snapshot.TraceEntry {
 		return snapshot.TraceEntry{Action: a, Addr: addr, Size: size, Stream: stream, TimeUS: time}
 	}
+	require.Equal(t, 2, s.NumTraces())
 	assert.Equal(t, [][]snapshot.TraceEntry{{
 		e(snapshot.SegmentAlloc, d0, 1000, 7, 0), e(snapshot.Alloc, d0, 1000, 7, 0),
 		e(snapshot.FreeRequested, d0, 1000, 7, 20), e(snapshot.FreeCompleted, d0, 1000, 7, 20), e(snapshot.SegmentFree, d0, 1000, 7, 20),
 		e(snapshot.SegmentAlloc, d0+1024, 600, 7, 30), e(snapshot.Alloc, d0+1024, 600, 7, 30),
 	}, {
 		e(snapshot.SegmentAlloc, d1, 3000, 9, 10), e(snapshot.Alloc, d1, 3000, 9, 10),
-	}}, s.DeviceTraces)
+	}}, [][]snapshot.TraceEntry{s.Trace(0).Entries(), s.Trace(1).Entries()})
 	assert.Equal(t, []snapshot.Segment{
 		{Device: 0, Address: d0 + 1024, TotalSize: 600, AllocatedSize: 600, ActiveSize: 600, RequestedSize: 600, Stream: 7, SegmentType: "small",
 			Blocks: []snapshot.Block{{Address: d0 + 1024, Size: 600, RequestedSize: 600, State: snapshot.ActiveAllocated}}},
@@ -60,7 +61,7 @@ func TestSnapshotCacheOOMAndRelease(t *testing.T) {
 	s, res := replaySnapshot(t, tb, Config{Open: openCache, Strategy: "cache", Capacity: 8 << 10})
 	require.EqualValues(t, 2, res.OOMs)
 	var actions []snapshot.Action
-	for _, e := range s.DeviceTraces[0] {
+	for _, e := range s.Trace(0).All() {
 		actions = append(actions, e.Action)
 	}
 	assert.Equal(t, []snapshot.Action{
@@ -69,7 +70,7 @@ func TestSnapshotCacheOOMAndRelease(t *testing.T) {
 		snapshot.SegmentFree, snapshot.OutOfMemory, // the 1 MiB: the cached 2 KiB go back, to no avail
 		snapshot.OutOfMemory, // 8 KiB: 4 KiB are in use
 	}, actions)
-	oom := s.DeviceTraces[0][7]
+	oom := s.Trace(0).At(7)
 	assert.Equal(t, snapshot.TraceEntry{Action: snapshot.OutOfMemory, Addr: 4 << 10, Size: 1 << 20, TimeUS: 30}, oom, "device_free after the release")
 	require.Len(t, s.Segments, 1)
 	assert.Equal(t, []snapshot.Block{{Address: s.Segments[0].Address, Size: 4096, RequestedSize: 3000, State: snapshot.ActiveAllocated}}, s.Segments[0].Blocks)
@@ -86,8 +87,8 @@ func TestSnapshotEntries(t *testing.T) {
 	all, _ := replaySnapshot(t, tb, Config{Open: openExact})
 	for _, n := range []int{1, 7, 70, 100} {
 		s, _ := replaySnapshot(t, tb, Config{Open: openExact, SnapshotEntries: n})
-		want := all.DeviceTraces[0][max(0, len(all.DeviceTraces[0])-n):]
-		assert.Equal(t, want, s.DeviceTraces[0], "entries %d", n)
+		want := all.Trace(0).Entries()[max(0, all.Trace(0).Len()-n):]
+		assert.Equal(t, want, s.Trace(0).Entries(), "entries %d", n)
 		assert.Equal(t, all.Segments, s.Segments, "entries %d", n)
 	}
 }
@@ -96,7 +97,7 @@ func TestSnapshotCategories(t *testing.T) {
 	tb := newTrace().as(gpualloc.CategoryParameter).alloc(1, 100).as(gpualloc.CategoryActivation).alloc(2, 200).free(2)
 	s, _ := replaySnapshot(t, tb, Config{Open: openExact})
 	var cats []string
-	for _, e := range s.DeviceTraces[0] {
+	for _, e := range s.Trace(0).All() {
 		cats = append(cats, e.Category)
 	}
 	assert.Equal(t, []string{"unknown", "parameter", "unknown", "activation", "activation", "activation", "unknown"}, cats)
@@ -106,12 +107,12 @@ func TestSnapshotCategories(t *testing.T) {
 	// has one, within the window's size.
 	s, _ = replaySnapshot(t, tb, Config{Open: openExact, SnapshotEntries: 2})
 	assert.Equal(t, []snapshot.TraceEntry{
-		{Action: snapshot.FreeCompleted, Addr: s.DeviceTraces[0][0].Addr, Size: 200, TimeUS: 20, Category: "activation"},
-		{Action: snapshot.SegmentFree, Addr: s.DeviceTraces[0][0].Addr, Size: 200, TimeUS: 20, Category: "unknown"},
-	}, s.DeviceTraces[0])
+		{Action: snapshot.FreeCompleted, Addr: s.Trace(0).At(0).Addr, Size: 200, TimeUS: 20, Category: "activation"},
+		{Action: snapshot.SegmentFree, Addr: s.Trace(0).At(0).Addr, Size: 200, TimeUS: 20, Category: "unknown"},
+	}, s.Trace(0).Entries())
 	tb = newTrace().as(gpualloc.CategoryParameter).alloc(1, 100).as(gpualloc.CategoryActivation).alloc(2, 200)
 	s, _ = replaySnapshot(t, tb, Config{Open: openExact, SnapshotEntries: 1})
-	assert.Equal(t, []snapshot.TraceEntry{{Action: snapshot.TakeSnapshot, TimeUS: 10, Category: "unknown"}}, s.DeviceTraces[0])
+	assert.Equal(t, []snapshot.TraceEntry{{Action: snapshot.TakeSnapshot, TimeUS: 10, Category: "unknown"}}, s.Trace(0).Entries())
 }
 
 func TestSnapshotOffByDefault(t *testing.T) {
@@ -180,7 +181,7 @@ func TestSnapshotMarksReleases(t *testing.T) {
 	tb := newTrace().alloc(1, 1500).free(1).release().alloc(2, 1500).free(2).alloc(3, 3000).alloc(4, 1<<20)
 	s, _ := replaySnapshot(t, tb, Config{Open: openCache, Strategy: "cache", Capacity: 8 << 10})
 	var frees []snapshot.TraceEntry
-	for _, e := range s.DeviceTraces[0] {
+	for _, e := range s.Trace(0).All() {
 		if e.Action == snapshot.SegmentFree {
 			frees = append(frees, e)
 		}
@@ -196,7 +197,7 @@ func TestSnapshotMarksReleases(t *testing.T) {
 	back, err := snapshot.Read(&buf, "t.pickle")
 	require.NoError(t, err)
 	var marked []bool
-	for _, e := range back.DeviceTraces[0] {
+	for _, e := range back.Trace(0).All() {
 		if e.Action == snapshot.SegmentFree {
 			marked = append(marked, e.EmptyCache)
 		}
@@ -226,11 +227,11 @@ func TestSnapshotKeepsReleaser(t *testing.T) {
 	require.NoError(t, rel.ReleaseAll())
 	require.NoError(t, e.snapshot())
 	var actions []snapshot.Action
-	for _, x := range got.DeviceTraces[0] {
+	for _, x := range got.Trace(0).All() {
 		actions = append(actions, x.Action)
 	}
 	assert.Equal(t, []snapshot.Action{snapshot.SegmentAlloc, snapshot.Alloc, snapshot.FreeRequested, snapshot.FreeCompleted, snapshot.SegmentFree}, actions)
-	assert.EqualValues(t, 3, got.DeviceTraces[0][4].Stream, "the segment's stream")
+	assert.EqualValues(t, 3, got.Trace(0).At(4).Stream, "the segment's stream")
 	assert.Empty(t, got.Segments)
 
 	e, err = newEngine(smallTrace().reader(), Config{Open: openExact, Snapshot: cfg.Snapshot})
@@ -252,7 +253,7 @@ func TestSnapshotBatchReader(t *testing.T) {
 	res, err := Replay(r, Config{Open: openExact, SeriesBuckets: -1, Snapshot: func(x *snapshot.Snapshot) error { s = x; return nil }})
 	require.NoError(t, err)
 	var times []int64
-	for _, e := range s.DeviceTraces[0] {
+	for _, e := range s.Trace(0).All() {
 		if e.Action == snapshot.Alloc || e.Action == snapshot.FreeCompleted {
 			times = append(times, e.TimeUS)
 		}

@@ -167,7 +167,7 @@ func genStacks(n int) []byte {
 			}
 		}
 	}
-	s.DeviceTraces = [][]snapshot.TraceEntry{tr}
+	s.SetTraces(tr)
 	var b bytes.Buffer
 	if err := snapshot.Write(&b, s, snapshot.WriteOptions{}); err != nil {
 		panic(err)
@@ -194,7 +194,7 @@ func TestSnapshotKeepsStacksGenerated(t *testing.T) {
 	var s *snapshot.Snapshot
 	_, err = sim.Replay(r, sim.Config{Params: params(t, "pytorch"), SeriesBuckets: -1, Snapshot: func(x *snapshot.Snapshot) error { s = x; return nil }})
 	require.NoError(t, err)
-	for _, e := range s.DeviceTraces[0] {
+	for _, e := range s.Trace(0).All() {
 		require.Zero(t, e.Stack)
 	}
 }

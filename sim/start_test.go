@@ -27,21 +27,18 @@ func TestConfigStart(t *testing.T) {
 	ent := func(act snapshot.Action, addr uint64, size int64) snapshot.TraceEntry {
 		return snapshot.TraceEntry{Action: act, Addr: addr, Size: size, TimeUS: snapshot.NoTime}
 	}
-	s := &snapshot.Snapshot{
-		Segments: []snapshot.Segment{
-			{Address: a, TotalSize: 2 << 20, SegmentType: "small", Blocks: []snapshot.Block{
-				{Address: a, Size: 512, RequestedSize: 300, State: snapshot.ActiveAllocated},
-				{Address: a + 512, Size: 2<<20 - 512, State: snapshot.Inactive}}},
-			{Address: l, TotalSize: 20 << 20, SegmentType: "large", Blocks: []snapshot.Block{
-				{Address: l, Size: 5 << 20, RequestedSize: 5 << 20, State: snapshot.ActiveAllocated},
-				{Address: l + 5<<20, Size: 15 << 20, State: snapshot.Inactive}}},
-		},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			ent(snapshot.FreeRequested, a, 1000), ent(snapshot.FreeCompleted, a, 1000),
-			ent(snapshot.Alloc, a, 300),
-			ent(snapshot.SegmentAlloc, l, 20<<20), ent(snapshot.Alloc, l, 5<<20),
-		}},
-	}
+	s := snapshot.New([]snapshot.Segment{
+		{Address: a, TotalSize: 2 << 20, SegmentType: "small", Blocks: []snapshot.Block{
+			{Address: a, Size: 512, RequestedSize: 300, State: snapshot.ActiveAllocated},
+			{Address: a + 512, Size: 2<<20 - 512, State: snapshot.Inactive}}},
+		{Address: l, TotalSize: 20 << 20, SegmentType: "large", Blocks: []snapshot.Block{
+			{Address: l, Size: 5 << 20, RequestedSize: 5 << 20, State: snapshot.ActiveAllocated},
+			{Address: l + 5<<20, Size: 15 << 20, State: snapshot.Inactive}}},
+	}, []snapshot.TraceEntry{
+		ent(snapshot.FreeRequested, a, 1000), ent(snapshot.FreeCompleted, a, 1000),
+		ent(snapshot.Alloc, a, 300),
+		ent(snapshot.SegmentAlloc, l, 20<<20), ent(snapshot.Alloc, l, 5<<20),
+	})
 	var buf bytes.Buffer
 	require.NoError(t, snapshot.Write(&buf, s, snapshot.WriteOptions{}))
 	open := func() traces.Reader {

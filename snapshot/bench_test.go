@@ -171,7 +171,7 @@ func BenchmarkReadShared(b *testing.B) {
 			{"ogrek", func(r *bytes.Reader, name string) (*snapshot.Snapshot, error) { return snapshot.ReadOgrek(r, name) }},
 			// As a replay reads, and as it read before the compact traces.
 			{"compact", func(r *bytes.Reader, name string) (*snapshot.Snapshot, error) {
-				return snapshot.ReadWith(r, name, snapshot.ReadOptions{NoStacks: true, Compact: true})
+				return snapshot.ReadWith(r, name, snapshot.ReadOptions{NoStacks: true})
 			}},
 			{"nostacks", func(r *bytes.Reader, name string) (*snapshot.Snapshot, error) {
 				return snapshot.ReadWith(r, name, snapshot.ReadOptions{NoStacks: true})

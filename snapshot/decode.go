@@ -113,7 +113,6 @@ type decoder struct {
 	runs     []frameRun // runs of frames read before, by runHash; nil in a small file
 	runNext  uint32     // counts the runs recorded, for the place of the next
 	noStacks bool       // ReadOptions.NoStacks
-	compact  bool       // ReadOptions.Compact
 	repeated int        // entries, blocks and segments copied from the memo
 	err      error
 }

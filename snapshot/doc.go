@@ -74,10 +74,10 @@
 // held once, and an entry refers to its stack by a [StackID].
 //
 // What grows with what, as read: the Snapshot keeps about 80 bytes per
-// trace entry (a [TraceEntry] in DeviceTraces) and per block; a read with
-// [ReadOptions.Compact] keeps each entry in the decoder's 48-byte record
-// instead, behind [Snapshot.Trace], which the start-state rebuild, the
-// replays and fidelity walk. The decoder adds 9 bytes per memo entry
+// block, and each trace entry in the decoder's 48-byte record, with no
+// pointers, behind [Snapshot.Trace], which the start-state rebuild, the
+// replays and fidelity walk and which makes a [TraceEntry] of a record
+// when asked. The decoder adds 9 bytes per memo entry
 // (Python memoizes every dict and list, so about two per trace entry),
 // the distinct strings, frames and stacks, and the containers still open,
 // at most a batch of 1,000 entries. Records and memo are held in pages
@@ -89,8 +89,8 @@
 // memo entry, about 66 per entry, past that bound). A read that cannot
 // make, write or read back that file fails with the error, which names
 // it, and holds no more pages instead; a trace read back after the read
-// reports such a failure by [Trace.Err]. On a file of 3 million entries with 40 to 90 frames each (1.16
-// GB) that is 0.22 GiB resident at the end of a compact read (simulate
+// reports such a failure by [Trace.Err]. On a file of 3 million entries
+// with 40 to 90 frames each (1.16 GB) that is 0.22 GiB resident at the end of a read (simulate
 // inspect, a replay, fidelity, convert), against 2.8 GiB for CPython's
 // pickle.load; on one of 15 million entries without frames, 0.7 GiB
 // against 6 GiB. The memo may be

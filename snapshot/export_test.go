@@ -39,9 +39,9 @@ func SpillAfter(o ReadOptions, n int64, loaded int) ReadOptions {
 // Spilled returns the bytes that the read of s, a compact one, wrote to
 // its temporary file, where its traces read it back.
 func Spilled(s *Snapshot) int64 {
-	for _, h := range s.held {
-		if h.f != nil {
-			return h.f.Size()
+	for _, t := range s.traces {
+		if t.held != nil && t.held.f != nil {
+			return t.held.f.Size()
 		}
 	}
 	return 0
@@ -50,9 +50,30 @@ func Spilled(s *Snapshot) int64 {
 // CloseSpill closes the temporary file that the traces of s, a compact
 // read, read back from, so that reading back fails.
 func CloseSpill(s *Snapshot) {
-	for _, h := range s.held {
-		if h.f != nil {
-			h.f.Close()
+	for _, t := range s.traces {
+		if t.held != nil && t.held.f != nil {
+			t.held.f.Close()
 		}
 	}
+}
+
+// Traces returns a copy of the entries of each device trace of s.
+func Traces(s *Snapshot) [][]TraceEntry {
+	out := make([][]TraceEntry, s.NumTraces())
+	for d := range out {
+		out[d] = s.Trace(d).Entries()
+	}
+	return out
+}
+
+// Flat returns a copy of s whose traces show copies of their entries, so
+// that two snapshots read or built in different ways compare equal when
+// they hold the same.
+func Flat(s *Snapshot) *Snapshot {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.SetTraces(Traces(s)...)
+	return &c
 }

@@ -119,20 +119,6 @@ func (r *entryRec) entry(strs []string) TraceEntry {
 		Category: strAt(strs, r.category), Stack: r.stack, EmptyCache: r.emptyCache}
 }
 
-// entries returns the entries of trace p, emptying it as it goes.
-func (d *decoder) entries(p *paged[entryRec]) []TraceEntry {
-	out := make([]TraceEntry, 0, p.len())
-	for k := range p.pages {
-		pg := p.page(k)
-		for i := range pg {
-			out = append(out, pg[i].entry(d.strs))
-		}
-		p.pages[k] = nil
-	}
-	*p = paged[entryRec]{}
-	return out
-}
-
 func (d *decoder) entryOf(v val, at itemAt) (entryRec, bool) {
 	if dv := d.doneOf(v); dv.k == kEntry {
 		return *d.m.traces[dv.x>>32].at(uint64(uint32(dv.x))), d.repeat(1, at)
@@ -416,16 +402,9 @@ func (d *decoder) snapshotOf(v val, name string) (*Snapshot, error) {
 			return nil, &fieldError{"device_traces: not a list"}
 		}
 		lists := d.conts[tv.x].lists
-		if d.compact {
-			s.held = make([]*heldTrace, len(lists))
-			for dev, n := range lists {
-				s.held[dev] = hold(&d.m.traces[n], d.strs)
-			}
-		} else {
-			s.DeviceTraces = make([][]TraceEntry, len(lists))
-			for dev, n := range lists {
-				s.DeviceTraces[dev] = d.entries(&d.m.traces[n])
-			}
+		s.traces = make([]Trace, len(lists))
+		for dev, n := range lists {
+			s.traces[dev] = Trace{held: hold(&d.m.traces[n], d.strs)}
 		}
 	}
 	if av, ok := f.get(keyAllocatorSettings); ok {

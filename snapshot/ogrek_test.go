@@ -70,21 +70,22 @@ func readOgrek(r io.Reader, name string) (*Snapshot, error) {
 		if !ok {
 			return nil, p.fail("device_traces", "not a list")
 		}
-		s.DeviceTraces = make([][]TraceEntry, len(traces))
+		lists := make([][]TraceEntry, len(traces))
 		for dev, t := range traces {
 			entries, ok := t.([]any)
 			if !ok {
 				return nil, p.fail(fmt.Sprintf("device_traces[%d]", dev), "not a list")
 			}
-			s.DeviceTraces[dev] = make([]TraceEntry, 0, len(entries))
+			lists[dev] = make([]TraceEntry, 0, len(entries))
 			for i, ev := range entries {
 				e := p.ogEntry(m, ev, fmt.Sprintf("device_traces[%d][%d]", dev, i))
 				if p.err != nil {
 					return nil, p.err
 				}
-				s.DeviceTraces[dev] = append(s.DeviceTraces[dev], e)
+				lists[dev] = append(lists[dev], e)
 			}
 		}
+		s.SetTraces(lists...)
 	}
 	if as, ok := top["allocator_settings"]; ok && !isNone(as) {
 		sp := &parser{name: name}

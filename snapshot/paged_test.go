@@ -19,17 +19,17 @@ func TestPaged(t *testing.T) {
 	for _, i := range []uint64{0, pageSize - 1, pageSize, 2*pageSize + 5, n - 1} {
 		require.Equal(t, uint64(i), tr.at(i).addr)
 	}
-	d := &decoder{strs: []string{"alloc", "free_completed"}}
-	flat := d.entries(&tr)
+	strs := []string{"alloc", "free_completed"}
+	flat := Trace{held: hold(&tr, strs)}.Entries()
 	require.Len(t, flat, n)
 	for i, e := range flat {
 		require.Equal(t, TraceEntry{Addr: uint64(i), Action: [...]Action{Alloc, FreeCompleted}[i%2]}, e)
 	}
-	require.Equal(t, 0, tr.len())
-	require.Equal(t, []TraceEntry{}, d.entries(&tr))
+	var none paged[entryRec]
+	require.Nil(t, Trace{held: hold(&none, strs)}.Entries())
 	var one paged[entryRec]
 	one.append(entryRec{addr: 7, action: noStr, category: 1})
-	require.Equal(t, []TraceEntry{{Addr: 7, Category: "free_completed"}}, d.entries(&one))
+	require.Equal(t, []TraceEntry{{Addr: 7, Category: "free_completed"}}, Trace{held: hold(&one, strs)}.Entries())
 
 	var m paged[uint64]
 	for i := range 2*pageSize + 3 {

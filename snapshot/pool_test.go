@@ -38,7 +38,7 @@ func TestReadPoolAndEmptyCache(t *testing.T) {
 	assert.True(t, s.Segments[0].Pool.Private())
 	assert.Equal(t, "(2, 3)", s.Segments[0].Pool.String())
 	var got []bool
-	for _, e := range s.DeviceTraces[0] {
+	for _, e := range s.Trace(0).All() {
 		got = append(got, e.EmptyCache)
 	}
 	assert.Equal(t, []bool{true, true, false, false}, got, "only segment frees are releases")

@@ -54,21 +54,13 @@ type ReadOptions struct {
 	// sixth of the read's time on a file whose entries list 40 to 90
 	// frames.
 	NoStacks bool
-	// Compact keeps the traces as the read holds them, 48 bytes an entry
-	// with no pointers, behind [Snapshot.Trace], and leaves DeviceTraces
-	// nil until [Snapshot.Unpack]. It saves making a TraceEntry of 72
-	// bytes for every entry: on a file of millions of entries, a seventh
-	// of the read's time and half of the memory it ends with. Past 256
-	// MiB of records and memo, a read writes each page it fills to an
-	// unnamed temporary file in TempDir and reads it back when it is
-	// needed, so that its memory is bounded whatever the length of the
-	// trace (see [Trace] and MaxHeld): 48 bytes of disk an entry, and 9 a
-	// memo entry. Where that file cannot be made or written, the read
-	// fails, naming it.
-	Compact bool
 	// MaxHeld is the bytes of pages of records and memo that a read holds
-	// before it writes those it fills after them to its temporary file;
-	// 0 is 256 MiB.
+	// before it writes each page it fills after them to an unnamed
+	// temporary file in TempDir, and reads it back when it is needed, so
+	// that its memory is bounded whatever the length of the trace (see
+	// [Trace]): 48 bytes of disk an entry, and 9 a memo entry. Where that
+	// file cannot be made or written, the read fails, naming it. 0 is 256
+	// MiB.
 	MaxHeld int64
 	// TempDir is the directory of the read's temporary file, if it needs
 	// one; "" is [os.TempDir] (TMPDIR).
@@ -124,7 +116,7 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 			zr.Close()
 		}
 	}()
-	d.noStacks, d.compact = o.NoStacks, o.Compact
+	d.noStacks = o.NoStacks
 	gz := ""
 	for range 2 {
 		if !d.in.need(2) && d.in.err != nil && d.in.err != io.EOF {
@@ -170,8 +162,8 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 		d.sp.close()
 	}
 	if err == nil {
-		for _, h := range s.held {
-			h.name = name
+		for _, t := range s.traces {
+			t.held.name = name
 		}
 		return s, nil
 	}
@@ -197,8 +189,8 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 // readsBack reports whether a trace of s reads pages back from the
 // temporary file of its read.
 func (s *Snapshot) readsBack() bool {
-	for _, h := range s.held {
-		if h.spilled != nil {
+	for _, t := range s.traces {
+		if t.held.spilled != nil {
 			return true
 		}
 	}

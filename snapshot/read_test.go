@@ -32,37 +32,36 @@ func wantTwoDevices(withTime bool) *snapshot.Snapshot {
 		}
 		return snapshot.NoTime
 	}
-	s := &snapshot.Snapshot{
-		Segments: []snapshot.Segment{
-			{Device: 0, Address: a0, TotalSize: 6 << 20, Stream: 7, SegmentType: "large", Blocks: []snapshot.Block{
-				{Address: a0, Size: 2 << 20, RequestedSize: 1000, State: snapshot.Inactive},
-				{Address: a1, Size: 2 << 20, RequestedSize: 2000, State: snapshot.Inactive},
-				{Address: a2, Size: 2 << 20, RequestedSize: 3000, State: snapshot.ActiveAllocated}}},
-			{Device: 1, Address: a3, TotalSize: 2 << 20, Stream: 9, SegmentType: "large", Blocks: []snapshot.Block{
-				{Address: a3, Size: 2 << 20, RequestedSize: 4000, State: snapshot.ActivePendingFree}}},
-		},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			{Action: snapshot.Alloc, Addr: a1, Size: 2000, Stream: 7, TimeUS: tm(10)},
-			{Action: snapshot.FreeRequested, Addr: a0, Size: 1000, Stream: 7, TimeUS: tm(11)},
-			{Action: snapshot.FreeCompleted, Addr: a0, Size: 1000, Stream: 7, TimeUS: tm(12)},
-			{Action: snapshot.OutOfMemory, Addr: 123456, Size: 1 << 40, Stream: 7, TimeUS: tm(13)},
-			{Action: snapshot.FreeCompleted, Addr: a1, Size: 2000, Stream: 7, TimeUS: tm(20)},
-			{Action: snapshot.SegmentAlloc, Addr: a2, Size: 2 << 20, Stream: 5, TimeUS: tm(30)},
-			{Action: snapshot.Alloc, Addr: a2, Size: 3000, Stream: 5, TimeUS: tm(31)},
-			{Action: snapshot.SegmentMap, Addr: a2, Size: 2 << 20, Stream: 5, TimeUS: tm(32)},
-			{Action: snapshot.SegmentUnmap, Addr: a2, Size: 2 << 20, Stream: 5, TimeUS: tm(33)},
-			{Action: snapshot.TakeSnapshot, TimeUS: tm(34)},
-			{Action: snapshot.SegmentFree, Addr: a2 + 4<<20, Size: 2 << 20, Stream: 5, TimeUS: tm(35)},
-		}, {
-			{Action: snapshot.Alloc, Addr: a3 + 0x1000, Size: 500, Stream: 9, TimeUS: tm(15)},
-			{Action: snapshot.FreeCompleted, Addr: a3 + 0x1000, Size: 500, Stream: 9, TimeUS: tm(25)},
-		}},
-	}
-	for _, t := range s.DeviceTraces {
+	s := snapshot.New([]snapshot.Segment{
+		{Device: 0, Address: a0, TotalSize: 6 << 20, Stream: 7, SegmentType: "large", Blocks: []snapshot.Block{
+			{Address: a0, Size: 2 << 20, RequestedSize: 1000, State: snapshot.Inactive},
+			{Address: a1, Size: 2 << 20, RequestedSize: 2000, State: snapshot.Inactive},
+			{Address: a2, Size: 2 << 20, RequestedSize: 3000, State: snapshot.ActiveAllocated}}},
+		{Device: 1, Address: a3, TotalSize: 2 << 20, Stream: 9, SegmentType: "large", Blocks: []snapshot.Block{
+			{Address: a3, Size: 2 << 20, RequestedSize: 4000, State: snapshot.ActivePendingFree}}},
+	}, []snapshot.TraceEntry{
+		{Action: snapshot.Alloc, Addr: a1, Size: 2000, Stream: 7, TimeUS: tm(10)},
+		{Action: snapshot.FreeRequested, Addr: a0, Size: 1000, Stream: 7, TimeUS: tm(11)},
+		{Action: snapshot.FreeCompleted, Addr: a0, Size: 1000, Stream: 7, TimeUS: tm(12)},
+		{Action: snapshot.OutOfMemory, Addr: 123456, Size: 1 << 40, Stream: 7, TimeUS: tm(13)},
+		{Action: snapshot.FreeCompleted, Addr: a1, Size: 2000, Stream: 7, TimeUS: tm(20)},
+		{Action: snapshot.SegmentAlloc, Addr: a2, Size: 2 << 20, Stream: 5, TimeUS: tm(30)},
+		{Action: snapshot.Alloc, Addr: a2, Size: 3000, Stream: 5, TimeUS: tm(31)},
+		{Action: snapshot.SegmentMap, Addr: a2, Size: 2 << 20, Stream: 5, TimeUS: tm(32)},
+		{Action: snapshot.SegmentUnmap, Addr: a2, Size: 2 << 20, Stream: 5, TimeUS: tm(33)},
+		{Action: snapshot.TakeSnapshot, TimeUS: tm(34)},
+		{Action: snapshot.SegmentFree, Addr: a2 + 4<<20, Size: 2 << 20, Stream: 5, TimeUS: tm(35)},
+	}, []snapshot.TraceEntry{
+		{Action: snapshot.Alloc, Addr: a3 + 0x1000, Size: 500, Stream: 9, TimeUS: tm(15)},
+		{Action: snapshot.FreeCompleted, Addr: a3 + 0x1000, Size: 500, Stream: 9, TimeUS: tm(25)},
+	})
+	traces := snapshot.Traces(s)
+	for _, t := range traces {
 		for i := range t {
 			t[i].Stack = 1 // pk.Entry's one frame
 		}
 	}
+	s.SetTraces(traces...)
 	s.Frames = []snapshot.Frame{{Name: "f", Filename: "x.py", Line: 1}}
 	s.Stacks = [][]int32{nil, {0}}
 	if withTime {
@@ -84,7 +83,7 @@ func TestRead(t *testing.T) {
 			}
 			s, err := snapshot.Read(bytes.NewReader(data), "t.pickle")
 			require.NoError(t, err, "protocol %d, memo %v", proto, memo)
-			require.Equal(t, wantTwoDevices(true), s, "protocol %d, memo %v", proto, memo)
+			require.Equal(t, snapshot.Flat(wantTwoDevices(true)), snapshot.Flat(s), "protocol %d, memo %v", proto, memo)
 			assert.Equal(t, []int{0, 1}, s.Devices())
 		}
 	}
@@ -95,7 +94,7 @@ func TestReadOld(t *testing.T) {
 	data := pk.Encode(pk.TwoDevices(false), pk.Options{Proto: 2, AllLong: true})
 	s, err := snapshot.Read(bytes.NewReader(data), "old.pickle")
 	require.NoError(t, err)
-	require.Equal(t, wantTwoDevices(false), s)
+	require.Equal(t, snapshot.Flat(wantTwoDevices(false)), snapshot.Flat(s))
 	assert.Equal(t, "", s.AllocatorSettings.AllocConf())
 }
 

@@ -45,31 +45,28 @@ func entry(a snapshot.Action, addr uint64, size int64) snapshot.TraceEntry {
 // rebuilt is a snapshot whose trace starts before a segment_alloc, an
 // allocation and frees: InitialState undoes every kind of entry.
 func rebuilt() *snapshot.Snapshot {
-	return &snapshot.Snapshot{
-		Segments: []snapshot.Segment{
-			seg(0, lA, "large", live(lA, 5*mib, 5*mib), free(lA+5*mib, 15*mib)),
-			seg(0, sA, "small", live(sA, 512, 300), free(sA+512, 512), live(sA+1024, 1024, 800), free(sA+2048, 2*mib-2048)),
-			seg(1, mA, "large", free(mA, 20*mib)),
-		},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			entry(snapshot.FreeRequested, sA+1024, 600),
-			entry(snapshot.FreeCompleted, sA+1024, 600),
-			entry(snapshot.Alloc, sA+1024, 800),
-			entry(snapshot.SegmentAlloc, lA, 20*mib),
-			entry(snapshot.Alloc, lA, 5*mib),
-			entry(snapshot.FreeRequested, sA, 1000),
-			entry(snapshot.FreeCompleted, sA, 1000),
-			entry(snapshot.Alloc, sA, 300),
-			entry(snapshot.SegmentFree, xA, 2*mib),
-			entry(snapshot.OutOfMemory, 12345, 1<<40),
-			entry(snapshot.TakeSnapshot, 0, 0),
-		}, {
-			// 19.5 MiB leave 0.5 MiB: too little to split from a large block.
-			entry(snapshot.FreeCompleted, mA, 39*mib/2),
-			entry(snapshot.SegmentMap, mA+64*mib, 20*mib), // pages of an expandable segment, given back
-			entry(snapshot.SegmentUnmap, mA+64*mib, 20*mib),
-		}},
-	}
+	return snapshot.New([]snapshot.Segment{
+		seg(0, lA, "large", live(lA, 5*mib, 5*mib), free(lA+5*mib, 15*mib)),
+		seg(0, sA, "small", live(sA, 512, 300), free(sA+512, 512), live(sA+1024, 1024, 800), free(sA+2048, 2*mib-2048)),
+		seg(1, mA, "large", free(mA, 20*mib)),
+	}, []snapshot.TraceEntry{
+		entry(snapshot.FreeRequested, sA+1024, 600),
+		entry(snapshot.FreeCompleted, sA+1024, 600),
+		entry(snapshot.Alloc, sA+1024, 800),
+		entry(snapshot.SegmentAlloc, lA, 20*mib),
+		entry(snapshot.Alloc, lA, 5*mib),
+		entry(snapshot.FreeRequested, sA, 1000),
+		entry(snapshot.FreeCompleted, sA, 1000),
+		entry(snapshot.Alloc, sA, 300),
+		entry(snapshot.SegmentFree, xA, 2*mib),
+		entry(snapshot.OutOfMemory, 12345, 1<<40),
+		entry(snapshot.TakeSnapshot, 0, 0),
+	}, []snapshot.TraceEntry{
+		// 19.5 MiB leave 0.5 MiB: too little to split from a large block.
+		entry(snapshot.FreeCompleted, mA, 39*mib/2),
+		entry(snapshot.SegmentMap, mA+64*mib, 20*mib), // pages of an expandable segment, given back
+		entry(snapshot.SegmentUnmap, mA+64*mib, 20*mib),
+	})
 }
 
 func TestInitialState(t *testing.T) {
@@ -150,7 +147,7 @@ func TestInitialStateInconsistent(t *testing.T) {
 			"segment 0x10100000: overlaps the segment at 0x10000000", one(free(sA, 2*mib)), []snapshot.TraceEntry{alloc(sA+mib, 8)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &snapshot.Snapshot{Segments: tc.segs, DeviceTraces: [][]snapshot.TraceEntry{tc.trace}}
+			s := snapshot.New(tc.segs, tc.trace)
 			st, err := s.InitialState(0)
 			require.EqualError(t, err, tc.err)
 			want := tc.segments
@@ -175,8 +172,8 @@ func rebuildAndFollow(t *testing.T, s *snapshot.Snapshot, rules snapshot.Rules) 
 	require.NoError(t, err)
 	checkState(t, st)
 	tr := snapshot.NewTracker(st, rules)
-	for i := range s.DeviceTraces[0] {
-		require.NoError(t, tr.Apply(&s.DeviceTraces[0][i]), "entry %d", i)
+	for i, e := range s.Trace(0).All() {
+		require.NoError(t, tr.Apply(&e), "entry %d", i)
 		var held int64
 		for _, sg := range tr.State(0).Segments {
 			held += sg.TotalSize
@@ -197,20 +194,17 @@ func expandable(s snapshot.Segment) snapshot.Segment {
 // block after it was freed first, so that the free of the first meets a
 // free block of 17 MiB after its rounded size.
 func TestHiddenTail(t *testing.T) {
-	s := &snapshot.Snapshot{
-		Segments: []snapshot.Segment{seg(0, lA, "large", free(lA, 20*mib))},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			entry(snapshot.FreeCompleted, lA+7*mib/2, 4*mib),
-			entry(snapshot.FreeCompleted, lA, 3*mib),
-		}},
-	}
+	s := snapshot.New([]snapshot.Segment{seg(0, lA, "large", free(lA, 20*mib))}, []snapshot.TraceEntry{
+		entry(snapshot.FreeCompleted, lA+7*mib/2, 4*mib),
+		entry(snapshot.FreeCompleted, lA, 3*mib),
+	})
 	st := rebuildAndFollow(t, s, snapshot.DefaultRules())
 	assert.Equal(t, []snapshot.Segment{seg(0, lA, "large", live(lA, 7*mib/2, 3*mib), live(lA+7*mib/2, 4*mib, 4*mib), free(lA+15*mib/2, 25*mib/2))},
 		st.Segments, "the 512 KiB before the second block are the first's")
 
 	// The same fragment at the start of the segment has no block to own
 	// it: no tail explains the trace.
-	s.DeviceTraces[0] = []snapshot.TraceEntry{entry(snapshot.FreeCompleted, lA+mib/2, 4*mib)}
+	s.SetTraces([]snapshot.TraceEntry{entry(snapshot.FreeCompleted, lA+mib/2, 4*mib)})
 	_, err := s.InitialState(0)
 	assert.EqualError(t, err, "device_traces[0][0]: free_completed of 0x20080000: a free fragment of 524288 bytes at 0x20000000 before it, "+
 		"which PyTorch cannot leave in a large segment, and no live block before it to own it")
@@ -220,13 +214,10 @@ func TestHiddenTail(t *testing.T) {
 // free block up to max_non_split_rounding larger whole; the tail ends where
 // an earlier entry names another block.
 func TestOversizeTail(t *testing.T) {
-	s := &snapshot.Snapshot{
-		Segments: []snapshot.Segment{seg(0, lA, "large", free(lA, 40*mib))},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			entry(snapshot.FreeCompleted, lA+32*mib, 3*mib),
-			entry(snapshot.FreeCompleted, lA, 30*mib),
-		}},
-	}
+	s := snapshot.New([]snapshot.Segment{seg(0, lA, "large", free(lA, 40*mib))}, []snapshot.TraceEntry{
+		entry(snapshot.FreeCompleted, lA+32*mib, 3*mib),
+		entry(snapshot.FreeCompleted, lA, 30*mib),
+	})
 	rules := snapshot.DefaultRules()
 	rules.MaxSplitSize = 20 * mib
 	st := rebuildAndFollow(t, s, rules)
@@ -243,12 +234,9 @@ func TestOversizeTail(t *testing.T) {
 // says: 1.1 MiB is 1.25 MiB with 4 divisions.
 func TestRebuildDivisions(t *testing.T) {
 	const req = 1153434
-	s := &snapshot.Snapshot{
-		Segments:     []snapshot.Segment{seg(0, lA, "large", free(lA, 20*mib))},
-		DeviceTraces: [][]snapshot.TraceEntry{{entry(snapshot.FreeCompleted, lA, req)}},
-		AllocatorSettings: &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: snapshot.NoMaxSplitSize,
-			RoundupPower2Divisions: [snapshot.Intervals]int64{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}},
-	}
+	s := snapshot.New([]snapshot.Segment{seg(0, lA, "large", free(lA, 20*mib))}, []snapshot.TraceEntry{entry(snapshot.FreeCompleted, lA, req)})
+	s.AllocatorSettings = &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: snapshot.NoMaxSplitSize,
+		RoundupPower2Divisions: [snapshot.Intervals]int64{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}}
 	rules, err := s.AllocatorSettings.Rules()
 	require.NoError(t, err)
 	st := rebuildAndFollow(t, s, rules)
@@ -270,23 +258,20 @@ func TestRebuildDivisions(t *testing.T) {
 func TestRebuildExpandable(t *testing.T) {
 	rules := snapshot.DefaultRules()
 	rules.Expandable = true
-	s := &snapshot.Snapshot{
-		Segments: []snapshot.Segment{expandable(seg(0, lA, "large", free(lA, 15*mib), live(lA+15*mib, 10*mib, 10*mib), free(lA+25*mib, 15*mib)))},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			entry(snapshot.SegmentMap, lA+20*mib, 20*mib),
-			entry(snapshot.Alloc, lA+15*mib, 10*mib),
-			entry(snapshot.FreeCompleted, lA, 15*mib),
-		}},
-	}
+	s := snapshot.New([]snapshot.Segment{expandable(seg(0, lA, "large", free(lA, 15*mib), live(lA+15*mib, 10*mib, 10*mib), free(lA+25*mib, 15*mib)))}, []snapshot.TraceEntry{
+		entry(snapshot.SegmentMap, lA+20*mib, 20*mib),
+		entry(snapshot.Alloc, lA+15*mib, 10*mib),
+		entry(snapshot.FreeCompleted, lA, 15*mib),
+	})
 	st := rebuildAndFollow(t, s, rules)
 	assert.Equal(t, []snapshot.Segment{expandable(seg(0, lA, "large", live(lA, 15*mib, 15*mib), free(lA+15*mib, 5*mib)))}, st.Segments)
 
 	// All freed and unmapped: the pages come back for the blocks before.
-	s = &snapshot.Snapshot{Segments: []snapshot.Segment{}, DeviceTraces: [][]snapshot.TraceEntry{{
+	s = snapshot.New([]snapshot.Segment{}, []snapshot.TraceEntry{
 		entry(snapshot.FreeCompleted, lA, 15*mib),
 		entry(snapshot.SegmentUnmap, lA, 20*mib),
 		entry(snapshot.SegmentUnmap, sA, 2*mib),
-	}}}
+	})
 	st = rebuildAndFollow(t, s, rules)
 	assert.Equal(t, []snapshot.Segment{
 		expandable(seg(0, sA, "small", free(sA, 2*mib))),
@@ -307,7 +292,7 @@ func TestRebuildExpandable(t *testing.T) {
 		{[]snapshot.Segment{seg(0, lA, "large", free(lA, 20*mib))}, entry(snapshot.SegmentUnmap, lA, 20*mib),
 			"device_traces[0][0]: segment_unmap of 0x20000000: overlaps the segment at 0x20000000"},
 	} {
-		s := &snapshot.Snapshot{Segments: tc.segs, DeviceTraces: [][]snapshot.TraceEntry{{tc.e}}}
+		s := snapshot.New(tc.segs, []snapshot.TraceEntry{tc.e})
 		_, err := s.InitialStateWith(0, rules)
 		assert.EqualError(t, err, tc.err)
 	}
@@ -318,10 +303,7 @@ func TestRebuildExpandable(t *testing.T) {
 // have served a 3 MB request from PyTorch's pool: it was new, and the
 // rebuild says so. Without max_split_size it could have: it stays.
 func TestFreshSegment(t *testing.T) {
-	s := &snapshot.Snapshot{
-		Segments:     []snapshot.Segment{seg(0, lA, "large", free(lA, 20*mib))},
-		DeviceTraces: [][]snapshot.TraceEntry{{entry(snapshot.Alloc, lA, 3000000), entry(snapshot.FreeCompleted, lA, 3000000)}},
-	}
+	s := snapshot.New([]snapshot.Segment{seg(0, lA, "large", free(lA, 20*mib))}, []snapshot.TraceEntry{entry(snapshot.Alloc, lA, 3000000), entry(snapshot.FreeCompleted, lA, 3000000)})
 	rules := snapshot.DefaultRules()
 	rules.MaxSplitSize = 20 * mib
 	st, err := s.InitialStateWith(0, rules)
@@ -331,7 +313,7 @@ func TestFreshSegment(t *testing.T) {
 	// Following the implied segment_alloc, then the trace, gives the
 	// snapshot's segments.
 	tr := snapshot.NewTracker(st, rules)
-	for _, e := range append(st.Fresh, s.DeviceTraces[0]...) {
+	for _, e := range append(st.Fresh, s.Trace(0).Entries()...) {
 		require.NoError(t, tr.Apply(&e))
 	}
 	assert.Equal(t, s.Segments, tr.State(0).Segments)

@@ -10,12 +10,6 @@ import (
 type Snapshot struct {
 	// Segments are the allocator's segments when the snapshot was taken.
 	Segments []Segment
-	// DeviceTraces holds, for each device index, the allocator's recorded
-	// actions in order: the tail of a ring buffer, which may start after
-	// blocks were allocated. A read with [ReadOptions.Compact] leaves it
-	// nil and holds the traces itself (see [Snapshot.Trace] and
-	// [Snapshot.Unpack]); when it is not nil, it is the trace.
-	DeviceTraces [][]TraceEntry
 	// AllocatorSettings are the allocator's settings, nil in files from
 	// before PyTorch recorded them.
 	AllocatorSettings *AllocatorSettings
@@ -28,7 +22,29 @@ type Snapshot struct {
 	// stack. Nil when the file records no frames.
 	Stacks [][]int32
 
-	held []*heldTrace // the traces of a compact read, while DeviceTraces is nil
+	// traces holds, for each device index, the allocator's recorded
+	// actions in order: the tail of a ring buffer, which may start after
+	// blocks were allocated. See Trace, NumTraces and SetTraces.
+	traces []Trace
+}
+
+// New returns a snapshot of the segments and of the device traces given,
+// trace d for device d, which it shows, not copies: for tests and for
+// writers that build a snapshot. Its settings, frames and stacks are set
+// as fields.
+func New(segments []Segment, traces ...[]TraceEntry) *Snapshot {
+	s := &Snapshot{Segments: segments}
+	s.SetTraces(traces...)
+	return s
+}
+
+// SetTraces makes traces the snapshot's device traces, trace d for device
+// d, which it shows, not copies, in place of those it had.
+func (s *Snapshot) SetTraces(traces ...[]TraceEntry) {
+	s.traces = make([]Trace, len(traces))
+	for d, t := range traces {
+		s.traces[d] = TraceOf(t)
+	}
 }
 
 // A Frame is one frame of a recorded stack: a dict with "name",
@@ -213,46 +229,12 @@ func (s *Snapshot) Devices() []int {
 
 // Trace returns the trace of device dev: empty when the snapshot has none.
 func (s *Snapshot) Trace(dev int) Trace {
-	if s.DeviceTraces == nil && dev >= 0 && dev < len(s.held) {
-		return Trace{held: s.held[dev]}
-	}
-	if dev < 0 || dev >= len(s.DeviceTraces) {
+	if dev < 0 || dev >= len(s.traces) {
 		return Trace{}
 	}
-	return Trace{list: s.DeviceTraces[dev]}
+	return s.traces[dev]
 }
 
 // NumTraces returns the number of device traces that the snapshot lists,
-// empty ones included: len(DeviceTraces), or as many as a compact read
-// holds.
-func (s *Snapshot) NumTraces() int {
-	if s.DeviceTraces == nil {
-		return len(s.held)
-	}
-	return len(s.DeviceTraces)
-}
-
-// Unpack makes DeviceTraces of the traces that a read with
-// [ReadOptions.Compact] holds, and drops those: a caller that changes the
-// trace, or reads DeviceTraces, unpacks first. It costs a TraceEntry (72
-// bytes) per entry, and does nothing when DeviceTraces is set or no
-// traces are held. It returns the first failure to read a trace back from
-// the temporary file of its read (see [Trace.Err]), whose entries it
-// unpacks as zero.
-func (s *Snapshot) Unpack() error {
-	if s.DeviceTraces != nil || s.held == nil {
-		s.held = nil
-		return nil
-	}
-	traces := make([][]TraceEntry, len(s.held))
-	var err error
-	for d, h := range s.held {
-		t := Trace{held: h}
-		traces[d] = t.Entries()
-		if err == nil {
-			err = t.Err()
-		}
-	}
-	s.DeviceTraces, s.held = traces, nil
-	return err
-}
+// empty ones included.
+func (s *Snapshot) NumTraces() int { return len(s.traces) }

@@ -20,7 +20,7 @@ import (
 // The file takes the pages' bytes on disk, 48 a trace entry and 9 a memo
 // entry, written and read back field by field (encodePage, decodePage)
 // through one page's buffer. It is closed when the read ends, unless it
-// holds a compact read's traces: then when the snapshot that reads it is
+// holds a read's traces: then when the snapshot that reads it is
 // no longer referenced.
 //
 // The first failure to make, write or read the file back during the read

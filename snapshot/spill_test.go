@@ -26,13 +26,13 @@ func TestSpillSameRead(t *testing.T) {
 	_, err := genSnapshot(&g, genOptions{Devices: 2, Events: 90_000, Slots: 6, Frames: 60, Stacks: 30, Pools: true, Seed: 12})
 	require.NoError(t, err)
 	check := func(t *testing.T, data []byte, name string, big bool) {
-		for _, o := range []snapshot.ReadOptions{{}, {Compact: true}, {NoStacks: true, Compact: true}} {
+		for _, o := range []snapshot.ReadOptions{{}, {NoStacks: true}} {
 			want, err := snapshot.ReadWith(bytes.NewReader(data), name, o)
 			require.NoError(t, err)
 			for _, loaded := range []int{1, 2} {
 				got, err := snapshot.ReadWith(bytes.NewReader(data), name, snapshot.SpillAfter(o, 0, loaded))
 				require.NoError(t, err)
-				if big && o.Compact {
+				if big {
 					require.Positive(t, snapshot.Spilled(got), "written out")
 				}
 				for dev := range want.NumTraces() {
@@ -42,9 +42,7 @@ func TestSpillSameRead(t *testing.T) {
 						require.Equal(t, w.At(i), g.At(i), "device_traces[%d][%d]", dev, i)
 					}
 				}
-				want.Unpack()
-				got.Unpack()
-				require.Equal(t, want, got)
+				require.Equal(t, snapshot.Flat(want), snapshot.Flat(got))
 			}
 		}
 	}
@@ -109,7 +107,7 @@ func TestSpillMemoStoredOver(t *testing.T) {
 	b = append(b, 'K', 0, 'u', 'a', 'a', 'u', '.')
 
 	for _, n := range []int64{256 << 20, 0} {
-		o := snapshot.SpillAfter(snapshot.ReadOptions{Compact: true}, n, 1)
+		o := snapshot.SpillAfter(snapshot.ReadOptions{}, n, 1)
 		s, err := snapshot.ReadWith(bytes.NewReader(b), "m.pickle", o)
 		require.NoError(t, err)
 		require.Equal(t, 1, s.Trace(0).Len())
@@ -164,12 +162,10 @@ func TestSpillReadBackFails(t *testing.T) {
 	assert.Regexp(t, `^gen\.pickle: device_traces: reading back the temporary file .*gpualloc-snapshot-.*: file already closed$`, tr.Err().Error())
 	assert.ErrorIs(t, tr.Err(), fs.ErrClosed)
 	assert.NoError(t, want.Trace(0).Err(), "a read that holds its pages")
-	assert.Equal(t, tr.Err(), got.Unpack(), "Unpack says so too")
-	assert.NoError(t, want.Unpack())
 }
 
 // heldAndSpilled generates a snapshot of one device with events events and
-// returns its compact read without stacks, and a function that reads it so
+// returns its read without stacks, and a function that reads it so
 // again with the options o besides.
 func heldAndSpilled(t *testing.T, events int, seed uint64) (*snapshot.Snapshot, func(o snapshot.ReadOptions) (*snapshot.Snapshot, error)) {
 	t.Helper()
@@ -177,7 +173,7 @@ func heldAndSpilled(t *testing.T, events int, seed uint64) (*snapshot.Snapshot, 
 	_, err := genSnapshot(&g, genOptions{Devices: 1, Events: events, Slots: 6, Frames: 20, Stacks: 5, Seed: seed})
 	require.NoError(t, err)
 	read := func(o snapshot.ReadOptions) (*snapshot.Snapshot, error) {
-		o.NoStacks, o.Compact = true, true
+		o.NoStacks = true
 		return snapshot.ReadWith(bytes.NewReader(g.Bytes()), "gen.pickle", o)
 	}
 	s, err := read(snapshot.ReadOptions{})
@@ -205,7 +201,7 @@ func TestSpillSharedTrace(t *testing.T) {
 	}
 	b = append(b, 'e', 'j', 0, 0, 0, 0, 'e', 'u', '.') // the trace list again
 
-	o := snapshot.ReadOptions{Compact: true}
+	var o snapshot.ReadOptions
 	want, err := snapshot.ReadWith(bytes.NewReader(b), "shared.pickle", o)
 	require.NoError(t, err)
 	got, err := snapshot.ReadWith(bytes.NewReader(b), "shared.pickle", snapshot.SpillAfter(o, 0, 1))
@@ -220,9 +216,7 @@ func TestSpillSharedTrace(t *testing.T) {
 			require.Equal(t, uint64(i/2*512), tr.At(i).Addr)
 		}
 	}
-	want.Unpack()
-	got.Unpack()
-	require.Equal(t, want, got)
+	require.Equal(t, snapshot.Flat(want), snapshot.Flat(got))
 }
 
 // A long read reads its input ahead on a goroutine of its own: it does

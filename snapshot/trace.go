@@ -14,12 +14,13 @@ import (
 // valid while the snapshot's traces are not changed; the zero Trace is
 // empty.
 //
-// A Trace either shows a device's slice of DeviceTraces, or the entries
-// as a read with [ReadOptions.Compact] holds them: 48 bytes an entry, with
-// no pointers for the collector to scan, made into a TraceEntry by At.
-// Either way At costs O(1) and allocates nothing, except where the
-// entries of a long trace were written out to bound the read's memory
-// (past 256 MiB of them; see [ReadOptions.Compact]): there At reads back
+// A Trace either shows a slice of entries that a caller gave ([New],
+// [Snapshot.SetTraces], [TraceOf]), or the entries as a read holds them:
+// 48 bytes an entry, with no pointers for the collector to scan, made
+// into a TraceEntry by At. Either way At costs O(1) and allocates
+// nothing, except where the entries of a long trace were written out to
+// bound the read's memory (past 256 MiB of them; see
+// [ReadOptions.MaxHeld]): there At reads back
 // the 32,768 entries around i (1.5 MiB) when it comes to them, into a
 // page of its own, and a walk over the trace in order, forward or back,
 // reads each page once. A Trace may be read from several goroutines at
@@ -28,7 +29,7 @@ import (
 // Reading back can fail, as any read of a file can: then At returns the
 // zero TraceEntry for each entry of the page it could not read, and Err
 // returns the error, as [bufio.Scanner.Err] does once a walk ends. A
-// walk over a trace read compactly checks Err when it ends, and before
+// walk over a trace that a read holds checks Err when it ends, and before
 // it reports an error of its own, which a zero entry may have caused.
 type Trace struct {
 	list []TraceEntry
@@ -187,9 +188,12 @@ func (t Trace) All() iter.Seq2[int, TraceEntry] {
 	}
 }
 
-// Entries returns a copy of the entries, as a slice of DeviceTraces holds
-// them; Err says whether they were all read back.
+// Entries returns a copy of the entries, nil when there are none; Err
+// says whether they were all read back.
 func (t Trace) Entries() []TraceEntry {
+	if t.Len() == 0 {
+		return nil
+	}
 	if t.held == nil {
 		return append([]TraceEntry(nil), t.list...)
 	}

@@ -11,23 +11,21 @@ import (
 	"github.com/gpualloc/gpualloc/snapshot"
 )
 
-// compact requires a read of data with ReadOptions.Compact, with the
-// stacks and without, to hold full's traces entry for entry behind
-// Snapshot.Trace, and to be full once unpacked.
-func compact(t *testing.T, data []byte, name string, full *snapshot.Snapshot) {
+// held requires a read of data, with the stacks and without, to hold
+// full's traces entry for entry behind Snapshot.Trace, as the entries
+// given to a snapshot show them, and both to rebuild the same start
+// state.
+func held(t *testing.T, data []byte, name string, full *snapshot.Snapshot) {
 	t.Helper()
-	for _, o := range []snapshot.ReadOptions{{Compact: true}, {Compact: true, NoStacks: true}} {
+	for _, o := range []snapshot.ReadOptions{{}, {NoStacks: true}} {
 		s, err := snapshot.ReadWith(bytes.NewReader(data), name, o)
 		require.NoError(t, err)
-		want := full
+		want := snapshot.Flat(full)
 		if o.NoStacks {
 			want = withoutStacks(full)
 		}
-		if len(want.DeviceTraces) > 0 {
-			assert.Nil(t, s.DeviceTraces, "a compact read leaves DeviceTraces to Unpack")
-		}
-		require.Equal(t, len(want.DeviceTraces), s.NumTraces())
-		for d, tr := range want.DeviceTraces {
+		require.Equal(t, want.NumTraces(), s.NumTraces())
+		for d, tr := range snapshot.Traces(want) {
 			got := s.Trace(d)
 			require.Equal(t, len(tr), got.Len(), "device %d", d)
 			for i := range tr {
@@ -42,10 +40,7 @@ func compact(t *testing.T, data []byte, name string, full *snapshot.Snapshot) {
 			require.Equal(t, werr, gerr)
 			require.Equal(t, wst, gst, "device %d", dev)
 		}
-		s.Unpack()
-		require.Equal(t, want, s)
-		s.Unpack() // a second time changes nothing
-		require.Equal(t, want, s)
+		require.Equal(t, want, snapshot.Flat(s))
 	}
 }
 
@@ -71,7 +66,7 @@ func TestTraceOf(t *testing.T) {
 	var zero snapshot.Trace
 	assert.Zero(t, zero.Len())
 	assert.Empty(t, zero.Entries())
-	s := &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{nil, es}}
+	s := snapshot.New(nil, nil, es)
 	assert.Equal(t, 2, s.NumTraces())
 	assert.Equal(t, es, s.Trace(1).Entries())
 	assert.Zero(t, s.Trace(2).Len())

@@ -29,11 +29,13 @@ func TestWriteRoundTrip(t *testing.T) {
 		for _, withTime := range []bool{false, true} {
 			want := wantTwoDevices(withTime)
 			want.Segments[0].Blocks[2].Category = "activation"
-			want.DeviceTraces[0][0].Category = "unknown"
+			traces := snapshot.Traces(want)
+			traces[0][0].Category = "unknown"
+			want.SetTraces(traces...)
 			want.Segments[1].IsExpandable = true
 			want.Segments[1].AllocatedSize, want.Segments[1].ActiveSize, want.Segments[1].RequestedSize = 2<<20, 2<<20, 4000
 			got, data := roundTrip(t, want, proto)
-			require.Equal(t, want, got, "protocol %d", proto)
+			require.Equal(t, snapshot.Flat(want), snapshot.Flat(got), "protocol %d", proto)
 			wantProto := byte(proto)
 			if proto == 0 {
 				wantProto = 4
@@ -41,7 +43,7 @@ func TestWriteRoundTrip(t *testing.T) {
 			assert.Equal(t, []byte{0x80, wantProto}, data[:2])
 			assert.Equal(t, 1, bytes.Count(data, []byte("free_completed")), "strings go through the memo")
 			again, _ := roundTrip(t, want, proto)
-			assert.Equal(t, got, again)
+			assert.Equal(t, snapshot.Flat(got), snapshot.Flat(again))
 		}
 	}
 }
@@ -69,17 +71,17 @@ func TestWriteDeterministic(t *testing.T) {
 func TestWriteLarge(t *testing.T) {
 	// Many entries: several frames, several APPENDS batches, memo indices
 	// past 255 (protocols 2 and 3 then need LONG_BINPUT and LONG_BINGET).
-	s := &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{nil, nil}}
+	var tr []snapshot.TraceEntry
 	for i := range 5000 {
-		s.DeviceTraces[1] = append(s.DeviceTraces[1], snapshot.TraceEntry{
+		tr = append(tr, snapshot.TraceEntry{
 			Action: snapshot.Alloc, Addr: a0 + uint64(i)<<9, Size: int64(i) * 1000, Stream: uint64(i % 3), TimeUS: int64(i),
 			Category: string(rune('a'+i%26)) + string(rune('a'+i/26%26)),
 		})
 	}
-	s.DeviceTraces[0] = []snapshot.TraceEntry{}
+	s := snapshot.New(nil, []snapshot.TraceEntry{}, tr)
 	for _, proto := range []int{2, 3, 4} {
 		got, data := roundTrip(t, s, proto)
-		require.Equal(t, s, got, "protocol %d", proto)
+		require.Equal(t, snapshot.Flat(s), snapshot.Flat(got), "protocol %d", proto)
 		if proto == 4 {
 			assert.Greater(t, bytes.Count(data, []byte{0x95}), 1, "frames")
 		}
@@ -131,13 +133,14 @@ func stacksOf(s *snapshot.Snapshot) [][]snapshot.Frame {
 // BenchmarkWrite measures Write on a snapshot of 1M trace entries and 10,000
 // blocks: bytes per second and bytes of file per entry.
 func BenchmarkWrite(b *testing.B) {
-	s := &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{make([]snapshot.TraceEntry, 0, 1_000_000)}}
+	tr := make([]snapshot.TraceEntry, 0, 1_000_000)
 	actions := []snapshot.Action{snapshot.SegmentAlloc, snapshot.Alloc, snapshot.FreeRequested, snapshot.FreeCompleted}
 	for i := range 1_000_000 {
-		s.DeviceTraces[0] = append(s.DeviceTraces[0], snapshot.TraceEntry{
+		tr = append(tr, snapshot.TraceEntry{
 			Action: actions[i%4], Addr: a0 + uint64(i)<<12, Size: int64(i%5000) * 4096, TimeUS: int64(i) * 7,
 		})
 	}
+	s := snapshot.New(nil, tr)
 	seg := snapshot.Segment{Address: a0, TotalSize: 10_000 << 20, SegmentType: "large"}
 	for i := range 10_000 {
 		seg.Blocks = append(seg.Blocks, snapshot.Block{Address: a0 + uint64(i)<<20, Size: 1 << 20, RequestedSize: 1000, State: snapshot.ActiveAllocated})
@@ -194,9 +197,6 @@ func FuzzWriteRoundTrip(f *testing.F) {
 // emptyIsNil makes the empty lists of s nil: a list the input leaves out
 // is written empty.
 func emptyIsNil(s *snapshot.Snapshot) *snapshot.Snapshot {
-	if len(s.DeviceTraces) == 0 {
-		s.DeviceTraces = nil
-	}
 	for i := range s.Segments {
 		if len(s.Segments[i].Blocks) == 0 {
 			s.Segments[i].Blocks = nil
@@ -220,12 +220,14 @@ func resolveStacks(s *snapshot.Snapshot) [][]snapshot.Frame {
 			sg.Blocks[j].Stack = 0
 		}
 	}
-	for _, t := range s.DeviceTraces {
+	traces := snapshot.Traces(s)
+	for _, t := range traces {
 		for i := range t {
 			out = append(out, s.StackFrames(t[i].Stack))
 			t[i].Stack = 0
 		}
 	}
+	s.SetTraces(traces...)
 	s.Frames, s.Stacks = nil, nil
 	return out
 }

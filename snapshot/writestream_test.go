@@ -14,11 +14,11 @@ import (
 // stream returns s as a Stream whose entries are handed over in one
 // variable, spoilt after each yield: WriteStream must not keep them.
 func stream(s *snapshot.Snapshot, pulled *int) *snapshot.Stream {
-	return &snapshot.Stream{Segments: s.Segments, Devices: len(s.DeviceTraces), AllocatorSettings: s.AllocatorSettings,
+	return &snapshot.Stream{Segments: s.Segments, Devices: s.NumTraces(), AllocatorSettings: s.AllocatorSettings,
 		Frames: s.Frames, Stacks: s.Stacks,
 		Entries: func(d int, yield func(*snapshot.TraceEntry) bool) error {
 			var e snapshot.TraceEntry
-			for _, x := range s.DeviceTraces[d] {
+			for _, x := range s.Trace(d).All() {
 				e = x
 				*pulled++
 				if !yield(&e) {
@@ -56,8 +56,8 @@ func TestWriteStreamSameAsWrite(t *testing.T) {
 			require.NoError(t, snapshot.WriteStream(&streamed, stream(s, &pulled), snapshot.WriteOptions{Protocol: proto}))
 			require.Equal(t, whole.Bytes(), streamed.Bytes(), "snapshot %d, protocol %d", i, proto)
 			n := 0
-			for _, tr := range s.DeviceTraces {
-				n += len(tr)
+			for d := range s.NumTraces() {
+				n += s.Trace(d).Len()
 			}
 			assert.Equal(t, n, pulled, "snapshot %d", i)
 		}
@@ -86,10 +86,11 @@ func TestWriteStreamErrors(t *testing.T) {
 	err := snapshot.WriteStream(&bytes.Buffer{}, st, snapshot.WriteOptions{})
 	require.EqualError(t, err, "spill file damaged")
 
-	big := &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{make([]snapshot.TraceEntry, 100_000)}}
-	for i := range big.DeviceTraces[0] {
-		big.DeviceTraces[0][i] = snapshot.TraceEntry{Action: snapshot.Alloc, Addr: uint64(i) << 9, Size: 512, TimeUS: int64(i)}
+	entries := make([]snapshot.TraceEntry, 100_000)
+	for i := range entries {
+		entries[i] = snapshot.TraceEntry{Action: snapshot.Alloc, Addr: uint64(i) << 9, Size: 512, TimeUS: int64(i)}
 	}
+	big := snapshot.New(nil, entries)
 	pulled := 0
 	err = snapshot.WriteStream(&failWriter{left: 1 << 16}, stream(big, &pulled), snapshot.WriteOptions{})
 	require.EqualError(t, err, "disk full")

@@ -106,7 +106,7 @@ type entryRef struct {
 // [*ParseError] (wrapping [ErrNotTrace] when src is not a snapshot); it
 // does not close src.
 func newSnapshotReader(src io.Reader, name string, opts Options) (*snapshotReader, error) {
-	s, err := snapshot.ReadWith(src, name, snapshot.ReadOptions{NoStacks: !opts.Stacks, Compact: true, TempDir: opts.TempDir})
+	s, err := snapshot.ReadWith(src, name, snapshot.ReadOptions{NoStacks: !opts.Stacks, TempDir: opts.TempDir})
 	if err != nil {
 		return nil, snapshotError(err)
 	}

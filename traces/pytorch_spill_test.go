@@ -26,7 +26,7 @@ func TestSnapshotReadBackFails(t *testing.T) {
 	data := pkPickle(pk.Snapshot(nil, [][]any{entries}, nil), 4, true)
 	dir := t.TempDir()
 	read := func() *snapshot.Snapshot {
-		s, err := snapshot.ReadWith(bytes.NewReader(data), "t.pickle", snapshot.ReadOptions{NoStacks: true, Compact: true, MaxHeld: 1, TempDir: dir})
+		s, err := snapshot.ReadWith(bytes.NewReader(data), "t.pickle", snapshot.ReadOptions{NoStacks: true, MaxHeld: 1, TempDir: dir})
 		require.NoError(t, err)
 		return s
 	}

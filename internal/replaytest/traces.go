@@ -114,17 +114,14 @@ func StartSnapshot(tb testing.TB, expandable bool) []byte {
 	ent := func(act snapshot.Action, addr uint64, size int64) snapshot.TraceEntry {
 		return snapshot.TraceEntry{Action: act, Addr: addr, Size: size, TimeUS: snapshot.NoTime}
 	}
-	s := &snapshot.Snapshot{
-		Segments: []snapshot.Segment{
-			{Address: x, TotalSize: 200 << 20, SegmentType: "large", IsExpandable: expandable, Blocks: []snapshot.Block{
-				{Address: x, Size: 100 << 20, RequestedSize: 100 << 20, State: snapshot.ActiveAllocated},
-				{Address: x + 100<<20, Size: 100 << 20, State: snapshot.Inactive}}},
-		},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			ent(snapshot.Alloc, x+100<<20, 10<<20),
-			ent(snapshot.FreeRequested, x+100<<20, 10<<20), ent(snapshot.FreeCompleted, x+100<<20, 10<<20),
-		}},
-	}
+	s := snapshot.New([]snapshot.Segment{
+		{Address: x, TotalSize: 200 << 20, SegmentType: "large", IsExpandable: expandable, Blocks: []snapshot.Block{
+			{Address: x, Size: 100 << 20, RequestedSize: 100 << 20, State: snapshot.ActiveAllocated},
+			{Address: x + 100<<20, Size: 100 << 20, State: snapshot.Inactive}}},
+	}, []snapshot.TraceEntry{
+		ent(snapshot.Alloc, x+100<<20, 10<<20),
+		ent(snapshot.FreeRequested, x+100<<20, 10<<20), ent(snapshot.FreeCompleted, x+100<<20, 10<<20),
+	})
 	var buf bytes.Buffer
 	require.NoError(tb, snapshot.Write(&buf, s, snapshot.WriteOptions{}))
 	return buf.Bytes()
@@ -141,18 +138,15 @@ func CachedStartSnapshot(tb testing.TB) []byte {
 	ent := func(act snapshot.Action, addr uint64, size int64) snapshot.TraceEntry {
 		return snapshot.TraceEntry{Action: act, Addr: addr, Size: size, TimeUS: snapshot.NoTime}
 	}
-	s := &snapshot.Snapshot{
-		Segments: []snapshot.Segment{
-			{Address: x, TotalSize: 100 << 20, SegmentType: "large", Blocks: []snapshot.Block{
-				{Address: x, Size: 100 << 20, RequestedSize: 100 << 20, State: snapshot.ActiveAllocated}}},
-			{Address: y, TotalSize: 200 << 20, SegmentType: "large", Blocks: []snapshot.Block{
-				{Address: y, Size: 200 << 20, State: snapshot.Inactive}}},
-		},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			ent(snapshot.Alloc, y, 10<<20),
-			ent(snapshot.FreeRequested, y, 10<<20), ent(snapshot.FreeCompleted, y, 10<<20),
-		}},
-	}
+	s := snapshot.New([]snapshot.Segment{
+		{Address: x, TotalSize: 100 << 20, SegmentType: "large", Blocks: []snapshot.Block{
+			{Address: x, Size: 100 << 20, RequestedSize: 100 << 20, State: snapshot.ActiveAllocated}}},
+		{Address: y, TotalSize: 200 << 20, SegmentType: "large", Blocks: []snapshot.Block{
+			{Address: y, Size: 200 << 20, State: snapshot.Inactive}}},
+	}, []snapshot.TraceEntry{
+		ent(snapshot.Alloc, y, 10<<20),
+		ent(snapshot.FreeRequested, y, 10<<20), ent(snapshot.FreeCompleted, y, 10<<20),
+	})
 	var buf bytes.Buffer
 	require.NoError(tb, snapshot.Write(&buf, s, snapshot.WriteOptions{}))
 	return buf.Bytes()

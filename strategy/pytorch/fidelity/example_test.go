@@ -20,16 +20,13 @@ func ExampleRun() {
 	e := func(a snapshot.Action, addr uint64, size int64) snapshot.TraceEntry {
 		return snapshot.TraceEntry{Action: a, Addr: addr, Size: size, TimeUS: snapshot.NoTime}
 	}
-	s := &snapshot.Snapshot{
-		Segments: []snapshot.Segment{{Address: seg, TotalSize: 20 * mib, SegmentType: "large",
-			Blocks: []snapshot.Block{{Address: seg, Size: 20 * mib, State: snapshot.Inactive}}}},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			e(snapshot.FreeCompleted, seg+7*mib/2, 4*mib),
-			e(snapshot.Alloc, seg+7*mib/2, 33*mib/2),
-			e(snapshot.FreeCompleted, seg+7*mib/2, 33*mib/2),
-			e(snapshot.FreeCompleted, seg, 3*mib),
-		}},
-	}
+	s := snapshot.New([]snapshot.Segment{{Address: seg, TotalSize: 20 * mib, SegmentType: "large",
+		Blocks: []snapshot.Block{{Address: seg, Size: 20 * mib, State: snapshot.Inactive}}}}, []snapshot.TraceEntry{
+		e(snapshot.FreeCompleted, seg+7*mib/2, 4*mib),
+		e(snapshot.Alloc, seg+7*mib/2, 33*mib/2),
+		e(snapshot.FreeCompleted, seg+7*mib/2, 33*mib/2),
+		e(snapshot.FreeCompleted, seg, 3*mib),
+	})
 	st, err := s.InitialState(0)
 	if err != nil {
 		fmt.Println(err)

@@ -155,7 +155,7 @@ func TestExports(t *testing.T) {
 							r.Device, r.AddressMatches, r.Allocs, r.DecisionMatches, r.Allocs, r.SegmentMatches, r.SegmentAllocs,
 							r.SegmentFreeMatches, r.SegmentFrees, r.OOMMatches, r.OOMs, r.InitialLive, r.InitialSegs)
 						assert.Equal(t, r.Allocs, r.DecisionMatches, "device %d", r.Device)
-						if entries > 0 && midAlloc(s.DeviceTraces[r.Device]) {
+						if entries > 0 && midAlloc(s.Trace(r.Device).Entries()) {
 							// The window begins inside an allocation that
 							// the device refused pages: running free from
 							// its start, the strategy does not know the
@@ -193,9 +193,10 @@ func TestExports(t *testing.T) {
 // mapFailed reports whether a segment_unmap follows a segment_map in a
 // trace of s: an allocation that mapped pages failed to map more.
 func mapFailed(s *snapshot.Snapshot) bool {
-	for _, tr := range s.DeviceTraces {
-		for i := 1; i < len(tr); i++ {
-			if tr[i-1].Action == snapshot.SegmentMap && tr[i].Action == snapshot.SegmentUnmap {
+	for d := range s.NumTraces() {
+		tr := s.Trace(d)
+		for i := 1; i < tr.Len(); i++ {
+			if tr.Action(i-1) == snapshot.SegmentMap && tr.Action(i) == snapshot.SegmentUnmap {
 				return true
 			}
 		}
@@ -250,13 +251,13 @@ func TestWindowRebuild(t *testing.T) {
 			full, _ := export(t, evs, conf, 0, 0)
 			rules, err := full.AllocatorSettings.Rules()
 			require.NoError(t, err)
-			tr := full.DeviceTraces[0]
+			tr := full.Trace(0).Entries()
 			// Short windows: every decision is PyTorch's, even where the
 			// window's few entries leave a tail undecided (a tail no entry
 			// of the window can see changes no decision in it).
 			for n := 1; n <= 40; n++ {
 				w := *full
-				w.DeviceTraces = [][]snapshot.TraceEntry{tr[len(tr)-n:]}
+				w.SetTraces(tr[len(tr)-n:])
 				st, err := w.InitialState(0)
 				require.NoError(t, err)
 				if len(st.Fresh) > 0 {
@@ -272,7 +273,7 @@ func TestWindowRebuild(t *testing.T) {
 			for _, n := range []int{60, 300, 700, 1500, 2500} {
 				start := len(tr) - n
 				w := *full
-				w.DeviceTraces = [][]snapshot.TraceEntry{tr[start:]}
+				w.SetTraces(tr[start:])
 				got, err := w.InitialState(0)
 				require.NoError(t, err)
 				if len(got.Fresh) > 0 {
@@ -313,7 +314,7 @@ func BenchmarkRun(b *testing.B) {
 	evs := bundledHead(t, exportEvents)["dynamic"]
 	for _, entries := range []int{0, 700} {
 		s, _ := export(t, evs, "", 0, entries)
-		n := len(s.DeviceTraces[0])
+		n := s.Trace(0).Len()
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				if _, err := fidelity.Run(s, "b.pickle", fidelity.Options{New: fidelity.PyTorch}); err != nil {

@@ -66,28 +66,26 @@ func pf(f float64) *float64 { return &f }
 // fit, a large segment is split, and its segment_free follows an
 // empty_cache that the trace does not record.
 func fromEmpty() *snapshot.Snapshot {
-	return &snapshot.Snapshot{
-		Segments: []snapshot.Segment{seg(0, sA, live(sA, 512, 300), live(sA+512, 1024, 1000), free(sA+1536, 2*mib-1536))},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			ent(snapshot.SegmentAlloc, sA, 2*mib),
-			ent(snapshot.Alloc, sA, 500),
-			ent(snapshot.Alloc, sA+512, 1000),
-			ent(snapshot.FreeRequested, sA, 500),
-			ent(snapshot.FreeCompleted, sA, 500),
-			ent(snapshot.Alloc, sA, 300), // the free 512 bytes fit best
-			ent(snapshot.SegmentAlloc, lA, 20*mib),
-			ent(snapshot.Alloc, lA, 5*mib),
-			ent(snapshot.Alloc, lA+5*mib, 3*mib),
-			ent(snapshot.OutOfMemory, 1<<30, 1<<40),
-			ent(snapshot.FreeRequested, lA, 5*mib),
-			ent(snapshot.FreeCompleted, lA, 5*mib),
-			ent(snapshot.FreeRequested, lA+5*mib, 3*mib),
-			ent(snapshot.FreeCompleted, lA+5*mib, 3*mib),
-			ent(snapshot.SegmentFree, lA, 20*mib),
-			ent(snapshot.TakeSnapshot, 0, 0),
-		}},
-		AllocatorSettings: &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: snapshot.NoMaxSplitSize},
-	}
+	s := snapshot.New([]snapshot.Segment{seg(0, sA, live(sA, 512, 300), live(sA+512, 1024, 1000), free(sA+1536, 2*mib-1536))}, []snapshot.TraceEntry{
+		ent(snapshot.SegmentAlloc, sA, 2*mib),
+		ent(snapshot.Alloc, sA, 500),
+		ent(snapshot.Alloc, sA+512, 1000),
+		ent(snapshot.FreeRequested, sA, 500),
+		ent(snapshot.FreeCompleted, sA, 500),
+		ent(snapshot.Alloc, sA, 300), // the free 512 bytes fit best
+		ent(snapshot.SegmentAlloc, lA, 20*mib),
+		ent(snapshot.Alloc, lA, 5*mib),
+		ent(snapshot.Alloc, lA+5*mib, 3*mib),
+		ent(snapshot.OutOfMemory, 1<<30, 1<<40),
+		ent(snapshot.FreeRequested, lA, 5*mib),
+		ent(snapshot.FreeCompleted, lA, 5*mib),
+		ent(snapshot.FreeRequested, lA+5*mib, 3*mib),
+		ent(snapshot.FreeCompleted, lA+5*mib, 3*mib),
+		ent(snapshot.SegmentFree, lA, 20*mib),
+		ent(snapshot.TakeSnapshot, 0, 0),
+	})
+	s.AllocatorSettings = &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: snapshot.NoMaxSplitSize}
+	return s
 }
 
 func TestFromEmpty(t *testing.T) {
@@ -111,21 +109,18 @@ func TestFromEmpty(t *testing.T) {
 // block freed between the two ooms makes its segment one more to release
 // before the second.
 func oomReleases() *snapshot.Snapshot {
-	return &snapshot.Snapshot{
-		Segments: []snapshot.Segment{seg(0, xA, live(xA, mib, mib), free(xA+mib, mib))},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			ent(snapshot.FreeRequested, xA, mib),
-			ent(snapshot.FreeCompleted, xA, mib),
-			ent(snapshot.SegmentFree, xA, 2*mib),
-			ent(snapshot.OutOfMemory, 0, 100*mib),
-			ent(snapshot.FreeRequested, sA, mib),
-			ent(snapshot.FreeCompleted, sA, mib),
-			ent(snapshot.SegmentFree, sA, 2*mib),
-			ent(snapshot.OutOfMemory, 0, 100*mib),
-			ent(snapshot.SegmentAlloc, xA, 2*mib),
-			ent(snapshot.Alloc, xA, mib),
-		}},
-	}
+	return snapshot.New([]snapshot.Segment{seg(0, xA, live(xA, mib, mib), free(xA+mib, mib))}, []snapshot.TraceEntry{
+		ent(snapshot.FreeRequested, xA, mib),
+		ent(snapshot.FreeCompleted, xA, mib),
+		ent(snapshot.SegmentFree, xA, 2*mib),
+		ent(snapshot.OutOfMemory, 0, 100*mib),
+		ent(snapshot.FreeRequested, sA, mib),
+		ent(snapshot.FreeCompleted, sA, mib),
+		ent(snapshot.SegmentFree, sA, 2*mib),
+		ent(snapshot.OutOfMemory, 0, 100*mib),
+		ent(snapshot.SegmentAlloc, xA, 2*mib),
+		ent(snapshot.Alloc, xA, mib),
+	})
 }
 
 func TestOOMReleases(t *testing.T) {
@@ -139,16 +134,14 @@ func TestOOMReleases(t *testing.T) {
 // between: the second release gives back the segment that the free made
 // whole.
 func TestReleasesBetweenFrees(t *testing.T) {
-	s := &snapshot.Snapshot{
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			ent(snapshot.FreeRequested, xA, mib),
-			ent(snapshot.FreeCompleted, xA, mib),
-			ent(snapshot.SegmentFree, xA, 2*mib),
-			ent(snapshot.FreeRequested, sA, mib),
-			ent(snapshot.FreeCompleted, sA, mib),
-			ent(snapshot.SegmentFree, sA, 2*mib),
-		}},
-	}
+	s := snapshot.New(nil, []snapshot.TraceEntry{
+		ent(snapshot.FreeRequested, xA, mib),
+		ent(snapshot.FreeCompleted, xA, mib),
+		ent(snapshot.SegmentFree, xA, 2*mib),
+		ent(snapshot.FreeRequested, sA, mib),
+		ent(snapshot.FreeCompleted, sA, mib),
+		ent(snapshot.SegmentFree, sA, 2*mib),
+	})
 	assert.Equal(t, []*Result{{File: "t.pickle", SegmentFrees: 2, SegmentFreeMatches: 2, DeviceFrees: 2,
 		InitialLive: 2, InitialSegs: 2, Note: NoHistory, RecordedPeakReservedBytes: 4 * mib, ReplayedPeakReservedBytes: 4 * mib, RecordedDeviceMallocs: 0, ReplayedDeviceMallocs: 0, Mismatches: []Mismatch{}}},
 		run(t, s, PyTorch))
@@ -158,22 +151,19 @@ func TestReleasesBetweenFrees(t *testing.T) {
 // the block freed on device 0 and splits the free rest of the segment of
 // device 1.
 func started() *snapshot.Snapshot {
-	return &snapshot.Snapshot{
-		Segments: []snapshot.Segment{
-			seg(0, sA, live(sA, 512, 300), free(sA+512, 512), live(sA+1024, 1024, 800), free(sA+2048, 2*mib-2048)),
-			seg(1, dA, live(dA, 4*mib, 4*mib), live(dA+4*mib, 2*mib, 2*mib), free(dA+6*mib, 14*mib)),
-		},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			ent(snapshot.FreeRequested, sA+1024, 600),
-			ent(snapshot.FreeCompleted, sA+1024, 600),
-			ent(snapshot.Alloc, sA+1024, 800),
-			ent(snapshot.FreeCompleted, sA, 1000),
-			ent(snapshot.Alloc, sA, 300),
-		}, {
-			ent(snapshot.FreeCompleted, dA+4*mib, 5*mib), // the 5 MiB block was live at the start
-			ent(snapshot.Alloc, dA+4*mib, 2*mib),
-		}},
-	}
+	return snapshot.New([]snapshot.Segment{
+		seg(0, sA, live(sA, 512, 300), free(sA+512, 512), live(sA+1024, 1024, 800), free(sA+2048, 2*mib-2048)),
+		seg(1, dA, live(dA, 4*mib, 4*mib), live(dA+4*mib, 2*mib, 2*mib), free(dA+6*mib, 14*mib)),
+	}, []snapshot.TraceEntry{
+		ent(snapshot.FreeRequested, sA+1024, 600),
+		ent(snapshot.FreeCompleted, sA+1024, 600),
+		ent(snapshot.Alloc, sA+1024, 800),
+		ent(snapshot.FreeCompleted, sA, 1000),
+		ent(snapshot.Alloc, sA, 300),
+	}, []snapshot.TraceEntry{
+		ent(snapshot.FreeCompleted, dA+4*mib, 5*mib), // the 5 MiB block was live at the start
+		ent(snapshot.Alloc, dA+4*mib, 2*mib),
+	})
 }
 
 func TestStarted(t *testing.T) {
@@ -188,23 +178,20 @@ func TestStarted(t *testing.T) {
 // TestMismatches takes decisions that PyTorch would not have taken: each
 // kind of mismatch once.
 func TestMismatches(t *testing.T) {
-	s := &snapshot.Snapshot{
-		Segments: []snapshot.Segment{
-			seg(0, sA, free(sA, 512), live(sA+512, 512, 100), free(sA+1024, 2*mib-1024)),
-			seg(0, lA, free(lA, 3*mib), live(lA+3*mib, 3*mib, 3*mib), live(lA+6*mib, 30*mib, 30*mib), free(lA+36*mib, 4*mib)),
-		},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			ent(snapshot.SegmentAlloc, sA, 2*mib),
-			ent(snapshot.Alloc, sA+512, 100),       // PyTorch puts it at sA
-			ent(snapshot.SegmentAlloc, lA, 40*mib), // PyTorch asks for 20 MiB
-			ent(snapshot.Alloc, lA, 3*mib),
-			ent(snapshot.SegmentAlloc, xA, 20*mib), // PyTorch serves the next alloc from lA
-			ent(snapshot.Alloc, lA+3*mib, 3*mib),
-			ent(snapshot.Alloc, lA+6*mib, 30*mib), // recorded with no segment_alloc
-			ent(snapshot.SegmentFree, xA, 20*mib), // PyTorch never had it
-			ent(snapshot.FreeCompleted, lA, 3*mib),
-		}},
-	}
+	s := snapshot.New([]snapshot.Segment{
+		seg(0, sA, free(sA, 512), live(sA+512, 512, 100), free(sA+1024, 2*mib-1024)),
+		seg(0, lA, free(lA, 3*mib), live(lA+3*mib, 3*mib, 3*mib), live(lA+6*mib, 30*mib, 30*mib), free(lA+36*mib, 4*mib)),
+	}, []snapshot.TraceEntry{
+		ent(snapshot.SegmentAlloc, sA, 2*mib),
+		ent(snapshot.Alloc, sA+512, 100),       // PyTorch puts it at sA
+		ent(snapshot.SegmentAlloc, lA, 40*mib), // PyTorch asks for 20 MiB
+		ent(snapshot.Alloc, lA, 3*mib),
+		ent(snapshot.SegmentAlloc, xA, 20*mib), // PyTorch serves the next alloc from lA
+		ent(snapshot.Alloc, lA+3*mib, 3*mib),
+		ent(snapshot.Alloc, lA+6*mib, 30*mib), // recorded with no segment_alloc
+		ent(snapshot.SegmentFree, xA, 20*mib), // PyTorch never had it
+		ent(snapshot.FreeCompleted, lA, 3*mib),
+	})
 	res := runOpts(t, s, Options{New: PyTorch, MaxMismatches: 10})
 	want := &Result{File: "t.pickle", Allocs: 4, AddressMatches: 2, DecisionMatches: 1, SegmentAllocs: 3, SegmentMatches: 1,
 		MatchRate: pf(3.0 / 8), DecisionRate: pf(1.0 / 4), ExtraMallocs: 1, SegmentFrees: 1,
@@ -229,16 +216,13 @@ func TestMismatches(t *testing.T) {
 // roundup_power2_divisions 4, 1.1 MiB are rounded to 1.25 MiB.
 func TestSettings(t *testing.T) {
 	const req = 1153434 // 1.1 MiB
-	s := &snapshot.Snapshot{
-		Segments: []snapshot.Segment{seg(0, lA, live(lA, 1310720, req), live(lA+1310720, 1310720, req), free(lA+2621440, 20*mib-2621440))},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			ent(snapshot.SegmentAlloc, lA, 20*mib),
-			ent(snapshot.Alloc, lA, req),
-			ent(snapshot.Alloc, lA+1310720, req),
-		}},
-		AllocatorSettings: &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: snapshot.NoMaxSplitSize,
-			RoundupPower2Divisions: [snapshot.Intervals]int64{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}},
-	}
+	s := snapshot.New([]snapshot.Segment{seg(0, lA, live(lA, 1310720, req), live(lA+1310720, 1310720, req), free(lA+2621440, 20*mib-2621440))}, []snapshot.TraceEntry{
+		ent(snapshot.SegmentAlloc, lA, 20*mib),
+		ent(snapshot.Alloc, lA, req),
+		ent(snapshot.Alloc, lA+1310720, req),
+	})
+	s.AllocatorSettings = &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: snapshot.NoMaxSplitSize,
+		RoundupPower2Divisions: [snapshot.Intervals]int64{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}}
 	assert.Equal(t, []*Result{{File: "t.pickle", Conf: "roundup_power2_divisions:4", Allocs: 2, AddressMatches: 2, DecisionMatches: 2,
 		SegmentAllocs: 1, SegmentMatches: 1, MatchRate: pf(1), DecisionRate: pf(1), RecordedPeakReservedBytes: 20 * mib, ReplayedPeakReservedBytes: 20 * mib, RecordedDeviceMallocs: 1, ReplayedDeviceMallocs: 1, Mismatches: []Mismatch{}}}, run(t, s, PyTorch))
 
@@ -289,11 +273,11 @@ func newFlaky(f flaky) NewFunc {
 }
 
 func TestAllocError(t *testing.T) {
-	s := &snapshot.Snapshot{Segments: []snapshot.Segment{seg(0, sA, free(sA, 2*mib))}, DeviceTraces: [][]snapshot.TraceEntry{{
+	s := snapshot.New([]snapshot.Segment{seg(0, sA, free(sA, 2*mib))}, []snapshot.TraceEntry{
 		ent(snapshot.SegmentAlloc, sA, 2*mib),
 		ent(snapshot.Alloc, sA, 777),
 		ent(snapshot.FreeCompleted, sA, 777),
-	}}}
+	})
 	assert.Equal(t, []*Result{{File: "t.pickle", Allocs: 1, SegmentAllocs: 1, AllocErrors: 1, MatchRate: pf(0), DecisionRate: pf(0),
 		RecordedPeakReservedBytes: 2 * mib, ReplayedPeakReservedBytes: 0, RecordedDeviceMallocs: 1, ReplayedDeviceMallocs: 0, MaxReservedDiffBytes: 2 * mib,
 		Mismatches: []Mismatch{
@@ -304,7 +288,7 @@ func TestAllocError(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	trace := func(es ...snapshot.TraceEntry) *snapshot.Snapshot {
-		return &snapshot.Snapshot{Segments: []snapshot.Segment{seg(0, sA, free(sA, 2*mib))}, DeviceTraces: [][]snapshot.TraceEntry{es}}
+		return snapshot.New([]snapshot.Segment{seg(0, sA, free(sA, 2*mib))}, es)
 	}
 	settings := func(conf string) *snapshot.Snapshot {
 		s := trace()

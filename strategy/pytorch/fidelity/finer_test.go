@@ -15,17 +15,15 @@ import (
 // last free (PyTorch's block of 512 bytes does not fit the 256 free), and
 // a Tracker cannot follow it.
 func finerBlocks() *snapshot.Snapshot {
-	return &snapshot.Snapshot{
-		Segments: []snapshot.Segment{seg(0, sA, free(sA, 256), live(sA+256, 4096, 4096), free(sA+4352, 2*mib-4352))},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			ent(snapshot.SegmentAlloc, sA, 2*mib),
-			ent(snapshot.Alloc, sA, 4),
-			ent(snapshot.Alloc, sA+256, 4096),
-			ent(snapshot.FreeRequested, sA, 4),
-			ent(snapshot.FreeCompleted, sA, 4),
-		}},
-		AllocatorSettings: &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: snapshot.NoMaxSplitSize},
-	}
+	s := snapshot.New([]snapshot.Segment{seg(0, sA, free(sA, 256), live(sA+256, 4096, 4096), free(sA+4352, 2*mib-4352))}, []snapshot.TraceEntry{
+		ent(snapshot.SegmentAlloc, sA, 2*mib),
+		ent(snapshot.Alloc, sA, 4),
+		ent(snapshot.Alloc, sA+256, 4096),
+		ent(snapshot.FreeRequested, sA, 4),
+		ent(snapshot.FreeCompleted, sA, 4),
+	})
+	s.AllocatorSettings = &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: snapshot.NoMaxSplitSize}
+	return s
 }
 
 // TestFinerBlocks: a record whose blocks PyTorch could not have made is
@@ -55,8 +53,10 @@ func TestFinerBlocks(t *testing.T) {
 	// An inconsistent record of blocks PyTorch could make stays an error.
 	s := finerBlocks()
 	s.Segments = []snapshot.Segment{seg(0, sA, free(sA, 512), live(sA+512, 4096, 4096), free(sA+4608, 2*mib-4608))}
-	s.DeviceTraces[0][2].Addr = sA + 512
-	s.DeviceTraces[0][4].Size = 600
+	tr := s.Trace(0).Entries()
+	tr[2].Addr = sA + 512
+	tr[4].Size = 600
+	s.SetTraces(tr)
 	_, err := Run(s, "t.pickle", Options{New: PyTorch})
 	require.Error(t, err)
 }
@@ -88,16 +88,13 @@ func TestSharedCustomFields(t *testing.T) {
 func TestEmptyCacheBeforeAlloc(t *testing.T) {
 	ec := ent(snapshot.SegmentFree, lA, 20*mib)
 	ec.EmptyCache = true
-	s := &snapshot.Snapshot{
-		Segments: []snapshot.Segment{seg(0, sA, live(sA, 512, 300), live(sA+512, 512, 300), free(sA+1024, 2*mib-1024))},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			ent(snapshot.FreeRequested, lA, 5*mib),
-			ent(snapshot.FreeCompleted, lA, 5*mib),
-			ec,
-			ent(snapshot.Alloc, sA+512, 300),
-		}},
-		AllocatorSettings: &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: 40 * mib},
-	}
+	s := snapshot.New([]snapshot.Segment{seg(0, sA, live(sA, 512, 300), live(sA+512, 512, 300), free(sA+1024, 2*mib-1024))}, []snapshot.TraceEntry{
+		ent(snapshot.FreeRequested, lA, 5*mib),
+		ent(snapshot.FreeCompleted, lA, 5*mib),
+		ec,
+		ent(snapshot.Alloc, sA+512, 300),
+	})
+	s.AllocatorSettings = &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: 40 * mib}
 	res := run(t, s, PyTorch)
 	require.Len(t, res, 1)
 	assert.Empty(t, res[0].Mismatches)

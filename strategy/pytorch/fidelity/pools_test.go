@@ -20,19 +20,16 @@ func TestPrivatePools(t *testing.T) {
 	graph := snapshot.PoolID{1, 0}
 	pq := seg(0, q, live(q, 6*mib, 6*mib), free(q+6*mib, 14*mib))
 	pq.Pool = graph
-	s := &snapshot.Snapshot{
-		Segments: []snapshot.Segment{
-			seg(0, sA, live(sA, 512, 300), free(sA+512, 512), live(sA+1024, 512, 300), free(sA+1536, 2*mib-1536)),
-			pq,
-			seg(0, a, live(a, 4*mib, 4*mib), free(a+4*mib, 16*mib)),
-		},
-		DeviceTraces: [][]snapshot.TraceEntry{{
-			ent(snapshot.SegmentAlloc, q, 20*mib), ent(snapshot.Alloc, q, 6*mib),
-			ent(snapshot.Alloc, sA+1024, 300), // PyTorch would take sA+512
-			ent(snapshot.SegmentAlloc, a, 20*mib), ent(snapshot.Alloc, a, 4*mib),
-		}},
-		AllocatorSettings: &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: snapshot.NoMaxSplitSize},
-	}
+	s := snapshot.New([]snapshot.Segment{
+		seg(0, sA, live(sA, 512, 300), free(sA+512, 512), live(sA+1024, 512, 300), free(sA+1536, 2*mib-1536)),
+		pq,
+		seg(0, a, live(a, 4*mib, 4*mib), free(a+4*mib, 16*mib)),
+	}, []snapshot.TraceEntry{
+		ent(snapshot.SegmentAlloc, q, 20*mib), ent(snapshot.Alloc, q, 6*mib),
+		ent(snapshot.Alloc, sA+1024, 300), // PyTorch would take sA+512
+		ent(snapshot.SegmentAlloc, a, 20*mib), ent(snapshot.Alloc, a, 4*mib),
+	})
+	s.AllocatorSettings = &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: snapshot.NoMaxSplitSize}
 	res := run(t, s, PyTorch)
 	require.Len(t, res, 1)
 	r := res[0]

@@ -20,12 +20,9 @@ func TestRunReadBackFails(t *testing.T) {
 		tr = append(tr, ent(snapshot.Alloc, sA, 512), ent(snapshot.FreeCompleted, sA, 512))
 	}
 	var buf bytes.Buffer
-	require.NoError(t, snapshot.Write(&buf, &snapshot.Snapshot{
-		Segments:     []snapshot.Segment{seg(0, sA, free(sA, 2*mib))},
-		DeviceTraces: [][]snapshot.TraceEntry{tr},
-	}, snapshot.WriteOptions{}))
+	require.NoError(t, snapshot.Write(&buf, snapshot.New([]snapshot.Segment{seg(0, sA, free(sA, 2*mib))}, tr), snapshot.WriteOptions{}))
 	dir := t.TempDir()
-	s, err := snapshot.ReadWith(&buf, "t.pickle", snapshot.ReadOptions{NoStacks: true, Compact: true, MaxHeld: 1, TempDir: dir})
+	s, err := snapshot.ReadWith(&buf, "t.pickle", snapshot.ReadOptions{NoStacks: true, MaxHeld: 1, TempDir: dir})
 	require.NoError(t, err)
 	pk.CutSpill(t)
 	_, err = Run(s, "t.pickle", Options{New: PyTorch})
