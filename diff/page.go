@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"image/color"
+	"math"
 	"strconv"
 	"strings"
 
@@ -177,7 +178,8 @@ func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
 	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
 	for i := range ticks {
 		if ticks[i].Label != "" {
-			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', -1, 64)
+			v := math.Round(ticks[i].Value*1e9) / 1e9 // 0.3, not 0.30000000000000004
+			ticks[i].Label = strconv.FormatFloat(v, 'f', -1, 64)
 		}
 	}
 	return ticks
@@ -190,8 +192,6 @@ func newPlot() *plot.Plot {
 	p.Y.Tick.Label.Font = smallFont
 	p.X.Label.TextStyle.Font = labelFont
 	p.Y.Label.TextStyle.Font = labelFont
-	p.Legend.TextStyle.Font = smallFont
-	p.Legend.Top, p.Legend.Left = true, true
 	return p
 }
 
@@ -208,12 +208,22 @@ func unit(n int64) (string, float64) {
 	return "bytes", 1
 }
 
-// render draws p at the report's column width and height h as a PNG.
-func render(p *plot.Plot, h vg.Length) ([]byte, error) {
+// legendRow is the height of a legend's entry.
+const legendRow = 6.5 * vg.Length(1) // points
+
+// render draws p at the report's column width and height h, with leg's n
+// entries, if any, above the data area so that they cover none of it,
+// and returns the PNG.
+func render(p *plot.Plot, leg *plot.Legend, n int, h vg.Length) ([]byte, error) {
 	img := vgimg.NewWith(vgimg.UseWH(report.ColumnWidth, h), vgimg.UseDPI(report.DefaultDPI))
 	c := draw.New(img)
 	c.SetColor(color.White)
 	c.Fill(c.Rectangle.Path())
+	if leg != nil && n > 0 {
+		top := vg.Length(n)*legendRow + 4
+		leg.Draw(draw.Crop(c, 4, 0, h-top, 0))
+		c = draw.Crop(c, 0, 0, 0, -top)
+	}
 	p.Draw(c)
 	var b bytes.Buffer
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&b); err != nil {
@@ -245,6 +255,9 @@ func curvePlot(names []string, devs []*Device, thick int) ([]byte, bool, error) 
 	}
 	legend := len(devs) <= 8
 	entries := 0
+	leg := plot.NewLegend()
+	leg.TextStyle.Font = smallFont
+	leg.Top, leg.Left = true, true
 	for k, d := range devs {
 		var live, res plotter.XYs
 		for _, pt := range d.Curve {
@@ -289,16 +302,16 @@ func curvePlot(names []string, devs []*Device, thick int) ([]byte, bool, error) 
 			r.LineStyle.Color, r.LineStyle.Width = c, width
 			p.Add(r)
 			if legend {
-				p.Legend.Add(label+" reserved", r)
+				leg.Add(label+" reserved", r)
 				entries++
 			}
 		}
 		if legend {
-			p.Legend.Add(label+" live", l)
+			leg.Add(label+" live", l)
 			entries++
 		}
 	}
-	png, err := render(p, 2.2*vg.Inch+vg.Length(entries)*vg.Points(3))
+	png, err := render(p, &leg, entries, 2.2*vg.Inch+vg.Length(entries)*legendRow+4)
 	return png, byStep, err
 }
 
@@ -403,7 +416,7 @@ func divergingBars(labels []string, values []int64, what string) ([]byte, error)
 		rev[n-1-i] = s
 	}
 	p.NominalY(rev...)
-	return render(p, vg.Inch/2+vg.Length(n)*vg.Points(11))
+	return render(p, nil, 0, vg.Inch/2+vg.Length(n)*vg.Points(11))
 }
 
 // ShortSite shortens a site key, "file:function" or "file:line

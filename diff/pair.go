@@ -383,7 +383,7 @@ func Sentences(p *Pair) []string {
 	for _, c := range p.Cross {
 		if c.Side == "a" {
 			if c.Spec == p.AStrategy {
-				out = append(out, fmt.Sprintf("A and B ran with the same settings (%s): the settings explain none of the %s.", c.Spec, signed(d)))
+				out = append(out, fmt.Sprintf("A and B ran with the same settings (%s): the settings explain none of the %s.", ShortSpec(c.Spec), signed(d)))
 				return out
 			}
 			out = append(out, fmt.Sprintf("With B's settings, A would reserve %s (%s): the allocator explains %s of the %s.",
@@ -406,4 +406,23 @@ func Signed(n int64) string {
 		return "-" + gpualloc.FormatSize(-n)
 	}
 	return "0 B"
+}
+
+// ShortSpec writes a full spec without the parameters left at their
+// defaults ("=auto"): "pytorch:conf=expandable_segments:True".
+func ShortSpec(spec string) string {
+	name, params, ok := strings.Cut(spec, ":")
+	if !ok {
+		return spec
+	}
+	var keep []string
+	for _, p := range strings.Split(params, ",") {
+		if !strings.HasSuffix(p, "=auto") {
+			keep = append(keep, p)
+		}
+	}
+	if len(keep) == 0 {
+		return name
+	}
+	return name + ":" + strings.Join(keep, ",")
 }
