@@ -17,14 +17,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// readmeFiles returns the Go files that README.md's "Write your own
-// strategy" shows, by the name in each block's first line ("// main.go").
+// readmeFiles returns the Go files that docs/write-a-strategy.md's "Write
+// your own strategy" shows, by the name in each block's first line ("// main.go").
 func readmeFiles(t *testing.T) map[string]string {
 	t.Helper()
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/write-a-strategy.md")
 	require.NoError(t, err)
 	_, section, ok := strings.Cut(string(readme), "\n## Write your own strategy\n")
-	require.True(t, ok, "README.md has a section \"Write your own strategy\"")
+	require.True(t, ok, "docs/write-a-strategy.md has a section \"Write your own strategy\"")
 	section, _, _ = strings.Cut(section, "\n## ")
 	files := map[string]string{}
 	for _, m := range regexp.MustCompile("(?s)```go\n// ([a-z]+\\.go)\n(.*?)```").FindAllStringSubmatch(section, -1) {
@@ -93,7 +93,7 @@ func imports(t *testing.T, files map[string]string) []string {
 	return paths
 }
 
-// TestThirdPartyModule builds the README's example as a module outside
+// TestThirdPartyModule builds the example of docs/write-a-strategy.md as a module outside
 // this repository, its own strategy registered and cli.Main as its main, and
 // runs it as a user would: the bundled traces replayed through that strategy
 // and a built-in one, and a report written.

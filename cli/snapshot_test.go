@@ -147,9 +147,9 @@ func TestSnapshotErrors(t *testing.T) {
 	}
 }
 
-// TestReadmeSnapshotNames keeps the README's example of snapshot names true.
+// TestReadmeSnapshotNames keeps the example of snapshot names in docs/pytorch-viewer.md true.
 func TestReadmeSnapshotNames(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/pytorch-viewer.md")
 	require.NoError(t, err)
 	for _, spec := range []string{"bestfit", "pytorch:max_split_size_mb=128"} {
 		assert.Contains(t, string(readme), "`"+snapshotName("training", resolve(t, spec))+"`", spec)

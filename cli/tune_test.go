@@ -87,13 +87,13 @@ func TestTuneHelp(t *testing.T) {
 	assert.Empty(t, stderr)
 }
 
-// TestReadmeShowsTune keeps the README's example of tune true.
+// TestReadmeShowsTune keeps the example of tune in docs/sweeps-tuning-sharding.md true.
 func TestReadmeShowsTune(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/sweeps-tuning-sharding.md")
 	require.NoError(t, err)
 	code, stdout, stderr := run(t, nil, "tune", "dynamic")
 	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, string(readme), "$ go run ./cmd/simulate tune dynamic\n"+stdout+"```\n", "README.md's tune example differs from the output of simulate tune dynamic")
+	assert.Contains(t, string(readme), "$ go run ./cmd/simulate tune dynamic\n"+stdout+"```\n", "docs/sweeps-tuning-sharding.md's tune example differs from the output of simulate tune dynamic")
 }
 
 // TestTuneRecordedCapacity: without --capacity, tune takes the device size
