@@ -13,6 +13,15 @@
 // requested bytes, the lower bound of every online strategy too. A
 // placement at the lower bound is optimal, and Solve says so.
 //
+// The optimum may be above that peak (buffers that live long, each at one
+// offset all its life, can leave gaps that no placement avoids). Solve
+// then raises the bound by proof: Solution.ProvenBound is the lowest
+// height that the exact search has not proved infeasible, for the whole
+// problem or for the buffers of a window of time (a relaxation: what
+// cannot be placed within a height there cannot be placed within it in
+// the whole). Height - ProvenBound is the gap to the optimum, proved;
+// Optimal reports that it is zero.
+//
 // # How Solve plans
 //
 // First the time-order first fit: the buffers in order of start, each at
@@ -54,8 +63,18 @@
 // capacity Solve looks for one placement within it; without, it searches
 // down from the best heuristic toward the lower bound by bisection with
 // node budgets that grow each pass, keeping the lowest placement found.
-// The search is bounded by a time limit and by the context; the result
-// says whether it is proven optimal.
+//
+// Solve uses the time it is given: while the best placement is above the
+// proven bound, it takes turns of that descent (skipped for a problem with
+// too many pairs of buffers live together), large-neighbourhood moves
+// (the buffers around a point of the peak taken out and placed again in
+// another order, kept when fewer reach the height, with greedy restarts
+// from time to time) and proofs on windows of time around the peaks of
+// live bytes, with budgets that grow each turn. It stops early only when
+// the best meets the proven bound (or is within the capacity asked for).
+// Every phase checks the time limit and the context as it goes, the
+// search every checkEvery steps of its work, so that Solve returns within
+// the time limit + 10% at any size.
 //
 // [Check] verifies any placement independently of how it was made.
 package plan

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // A pool runs the exact search on several cores at once: one searcher a
@@ -51,7 +52,24 @@ func defaultWorkers() int { return runtime.GOMAXPROCS(0) }
 // found, the offsets of the placement (owned by the pool until its next
 // solve).
 func (p *pool) solve(height, budget int64) (outcome, []int64) {
+	return p.solveUntil(height, budget, time.Time{})
+}
+
+// solveUntil is solve that also gives up (aborted) at until, when it is
+// not zero.
+func (p *pool) solveUntil(height, budget int64, until time.Time) (outcome, []int64) {
 	p.halt.Store(false)
+	for _, s := range p.ss {
+		s.until, s.late = until, false
+	}
+	out, offs := p.solveAll(height, budget)
+	if out == stopped && p.ss[0].ctx.Err() == nil {
+		out = aborted // only late
+	}
+	return out, offs
+}
+
+func (p *pool) solveAll(height, budget int64) (outcome, []int64) {
 	if len(p.ss) == 1 {
 		s := p.ss[0]
 		s.budget = budget
@@ -106,6 +124,9 @@ func (s *searcher) clone() *searcher {
 	c.full = make([]bool, nsec)
 	c.reach = make([]int64, nsec+1)
 	c.req = make([]int64, nsec)
+	c.totKey = make([]int64, n)
+	c.ranks = nil
+	c.work, c.maxWork = 0, 0
 	c.undoOff, c.undoFloor, c.secOrder, c.eligible, c.scratch = nil, nil, nil, nil, nil
 	c.pass = 0
 	return &c

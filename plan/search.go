@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"math"
+	"math/bits"
 	"slices"
 	"sync/atomic"
+	"time"
 )
 
 // The outcome of a search for a placement within a height.
@@ -19,8 +21,9 @@ const (
 )
 
 // maxSearchPairs bounds the pairs of buffers that overlap in time for which
-// Solve runs the exact search: its tables hold each pair twice.
-const maxSearchPairs = 4 << 20
+// Solve runs the exact search: its tables hold each pair twice. (A
+// variable, so that tests can make a small problem too large.)
+var maxSearchPairs int64 = 4 << 20
 
 // A searcher looks for a placement of a problem within a height by
 // depth-first search over canonical placements, as MiniMalloc's solver
@@ -65,13 +68,49 @@ type searcher struct {
 
 	po     [3]func(s *searcher, a, b int32) int // the preorder of this round
 	mine   []int                                // the preorders this searcher tries, indexes in preorders
+	ranks  [][]int32                            // per preorder of mine: each buffer's rank in it, made once
 	ctx    context.Context
 	halt   *atomic.Bool // set when another searcher has the answer
 	nodes  int64        // nodes left for this preorder
 	budget int64        // nodes of the last round of solve; 0: no limit
 
+	// maxTot0 is the largest total of the sections of each buffer before
+	// any is placed; totKey the same from the totals of now, the key of
+	// byTotal, set before each sort that uses it.
+	maxTot0 []int64
+	totKey  []int64
+	// work counts the steps (buffers and sections visited, sort keys)
+	// since the context was last checked: the search checks it every
+	// checkEvery steps, so that the time between two checks is bounded
+	// whatever a node costs. maxWork is the most seen at a check.
+	work, maxWork int64
+	// until, when not zero, ends a solve early (outcome aborted): the
+	// time one probe may take.
+	until time.Time
+	late  bool // the solve under way passed until
+
 	depth   int       // buffers placed
 	scratch [][]int32 // per depth: the candidates of search
+}
+
+// checkEvery is the number of steps of the search between two checks of
+// its context: about a millisecond.
+const checkEvery = 1 << 18
+
+// tick adds steps to the work since the last check of the context and
+// reports whether the search must stop: the context is done or another
+// searcher has the answer.
+func (s *searcher) tick(steps int64) bool {
+	if s.work += steps; s.work < checkEvery {
+		return false
+	}
+	s.maxWork = max(s.maxWork, s.work)
+	s.work = 0
+	if !s.until.IsZero() && time.Now().After(s.until) {
+		s.late = true
+		return true
+	}
+	return s.ctx.Err() != nil || s.halt.Load()
 }
 
 type change struct {
@@ -80,7 +119,8 @@ type change struct {
 }
 
 // newSearcher prepares the search of bufs, or returns nil when more than
-// maxSearchPairs pairs of buffers overlap in time.
+// maxSearchPairs pairs of buffers overlap in time or ctx is done first. It
+// costs O(n log n) and the pairs, and checks ctx as it goes.
 func newSearcher(ctx context.Context, bufs []Buffer) *searcher {
 	n := len(bufs)
 	s := &searcher{ctx: ctx, bufs: bufs, secLo: make([]int32, n), secHi: make([]int32, n), overlaps: make([][]int32, n),
@@ -94,7 +134,14 @@ func newSearcher(ctx context.Context, bufs []Buffer) *searcher {
 	byLower := make([]int32, n)
 	inOrder(byLower, func(a, b int32) int { return cmp.Compare(bufs[a].Lower, bufs[b].Lower) })
 	var live []int32
+	var steps int64
 	for _, b := range byLower {
+		if steps += int64(len(live)) + 1; steps >= checkEvery {
+			if ctx.Err() != nil {
+				return nil
+			}
+			steps = 0
+		}
 		live = slices.DeleteFunc(live, func(a int32) bool { return bufs[a].Upper <= bufs[b].Lower })
 		for _, a := range live {
 			s.overlaps[a] = append(s.overlaps[a], b)
@@ -129,6 +176,17 @@ func newSearcher(ctx context.Context, bufs []Buffer) *searcher {
 				s.cuts[k]++
 			}
 		}
+		if steps += int64(hi-lo) + 1; steps >= checkEvery {
+			if ctx.Err() != nil {
+				return nil
+			}
+			steps = 0
+		}
+	}
+	s.maxTot0 = make([]int64, n)
+	s.totKey = make([]int64, n)
+	for i := range bufs {
+		s.maxTot0[i] = s.maxTotal(int32(i))
 	}
 	return s
 }
@@ -168,10 +226,12 @@ func byWidth(s *searcher, a, b int32) int {
 	return cmp.Compare(s.bufs[b].Upper-s.bufs[b].Lower, s.bufs[a].Upper-s.bufs[a].Lower)
 }
 func byTotal(s *searcher, a, b int32) int {
-	return cmp.Compare(s.maxTotal(b), s.maxTotal(a))
+	return cmp.Compare(s.totKey[b], s.totKey[a])
 }
 
-// maxTotal is the largest initial total of the sections of buffer b.
+// maxTotal is the largest total of the sections of buffer b, from the
+// totals of now: O(its sections), which is why byTotal compares keys
+// computed once per sort rather than calling it.
 func (s *searcher) maxTotal(b int32) int64 {
 	var m int64
 	for k := s.secLo[b]; k < s.secHi[b]; k++ {
@@ -191,16 +251,26 @@ func (s *searcher) solve(height int64) outcome {
 	for k, t := range s.total {
 		s.full[k] = t == height
 	}
-	ranks := make([][]int32, len(preorders))
-	for _, i := range s.mine {
-		po := preorders[i]
-		idx := make([]int32, n)
-		inOrder(idx, func(a, b int32) int { return s.preorder(po, a, b) })
-		ranks[i] = make([]int32, n)
-		for r, b := range idx {
-			ranks[i][b] = int32(r)
+	// The preorders do not depend on the height: ranked once, at the
+	// first solve, checking the context between the sorts.
+	if s.ranks == nil {
+		copy(s.totKey, s.maxTot0)
+		ranks := make([][]int32, len(preorders))
+		for _, i := range s.mine {
+			if s.tick(int64(n) * int64(bits.Len(uint(n))+1)) {
+				return stopped
+			}
+			po := preorders[i]
+			idx := make([]int32, n)
+			inOrder(idx, func(a, b int32) int { return s.preorder(po, a, b) })
+			ranks[i] = make([]int32, n)
+			for r, b := range idx {
+				ranks[i][b] = int32(r)
+			}
 		}
+		s.ranks = ranks
 	}
+	ranks := s.ranks
 	for limit := int64(max(n, 64)); ; limit *= 2 {
 		last := s.budget > 0 && limit >= s.budget
 		if last {
@@ -255,22 +325,38 @@ func (s *searcher) decompose(bufs []int32, lo, hi int32, cutAt []int32) outcome 
 		}
 	}
 	cutAt = append(cutAt, hi)
-	for c := 1; c < len(cutAt); c++ {
-		plo, phi := cutAt[c-1], cutAt[c]
-		var part []int32
-		for _, b := range bufs {
-			if s.off[b] < 0 && s.secLo[b] < phi && plo < s.secHi[b] {
-				part = append(part, b)
-			}
+	// Each unplaced buffer lies within one part: the last cut at or
+	// before its first section.
+	parts := make([][]int32, len(cutAt)-1)
+	for _, b := range bufs {
+		if s.off[b] >= 0 {
+			continue
 		}
+		if s.secLo[b] < lo || s.secHi[b] > hi {
+			continue // not of this range
+		}
+		c, _ := slices.BinarySearch(cutAt, s.secLo[b]+1)
+		parts[c-1] = append(parts[c-1], b)
+	}
+	if s.tick(int64(len(bufs)) * int64(bits.Len(uint(len(cutAt)))+1)) {
+		return stopped
+	}
+	for c, part := range parts {
 		if len(part) == 0 {
 			continue
 		}
+		plo, phi := cutAt[c], cutAt[c+1]
 		// As MiniMalloc's SubSolve does, order the part's buffers by the
 		// preorder again, from the totals of now.
 		old := make([]int32, len(part))
+		var steps int64
 		for i, b := range part {
 			old[i] = s.rank[b]
+			s.totKey[b] = s.maxTotal(b)
+			steps += int64(s.secHi[b]-s.secLo[b]) + int64(bits.Len(uint(len(part))))
+		}
+		if s.tick(steps) {
+			return stopped
 		}
 		sorted := slices.Clone(part)
 		slices.SortStableFunc(sorted, func(a, b int32) int { return s.preorder(s.po, a, b) })
@@ -296,7 +382,9 @@ func (s *searcher) search(bufs []int32, lo, hi int32, lastOff int64, lastRank in
 		return aborted
 	}
 	s.nodes--
-	if s.nodes&255 == 0 && (s.ctx.Err() != nil || s.halt.Load()) {
+	// A node visits its buffers, their sections and, to bound them, the
+	// sections [lo, hi) a few times.
+	if s.tick(int64(len(bufs)) + 4*int64(hi-lo) + 1) {
 		return stopped
 	}
 	cands, next, minHeight := s.gather(bufs, lastOff, lastRank)

@@ -38,7 +38,8 @@ type Options struct {
 
 // A Progress is how far Solve has come.
 type Progress struct {
-	// Phase is "heuristics" or "search".
+	// Phase is "heuristics" or "search" (all that follows them: the exact
+	// search, the large-neighbourhood moves and the proofs on windows).
 	Phase string
 	// Height is the best placement's height so far; 0 before the first.
 	Height int64
@@ -60,13 +61,20 @@ type Solution struct {
 	Height int64
 	// LowerBound is the peak of live bytes ([LowerBound]).
 	LowerBound int64
-	// Optimal reports that no placement is lower: Height equals the lower
-	// bound, or the search proved every lower height infeasible.
+	// ProvenBound is the highest height proven to be needed: LowerBound,
+	// or above it the lowest height that the exact search did not prove
+	// infeasible, on the whole problem or on a window of time (see
+	// [windowProver]). No placement is lower; Height - ProvenBound is the
+	// gap to the optimum, proved.
+	ProvenBound int64
+	// Optimal reports that no placement is lower: Height equals
+	// ProvenBound.
 	Optimal bool
 	// Method is what found the placement: "ORDER/FIT" for a heuristic
 	// ("size/bestfit", "time/firstfit", ...), "time/stack" for the quick
 	// placement given when the time ran out first, "search" for the exact
-	// search, "none" for an empty problem.
+	// search, "lns" for the large-neighbourhood moves (see [lns]), "none"
+	// for an empty problem.
 	Method string
 	// Elapsed is the time Solve took.
 	Elapsed time.Duration
@@ -80,18 +88,20 @@ var ErrNoPlacement = errors.New("no placement within the capacity")
 //
 // Policy. First the time-order first fit, then the other heuristics, each
 // stopped by the time limit. Then, unless the best is at the lower bound
-// or within the capacity asked for, the exact search until the time limit:
-// with a capacity, one search for a placement within it; without, a
-// descent from the best heuristic toward the lower bound (see
-// [searchDown]). It returns ctx's error when ctx is done first, and an
-// error wrapping ErrNoPlacement when no placement within opts.Capacity was
+// or within the capacity asked for, the rest of the time limit: with a
+// capacity, one exact search for a placement within it; without (or for a
+// problem too large for the exact search), the turns of an [improver]
+// until the best is proven optimal (or within the capacity) or the time
+// is up. It returns ctx's error when ctx is done first, and an error
+// wrapping ErrNoPlacement when no placement within opts.Capacity was
 // found, saying whether none exists (proven) or the time ran out.
 //
 // Cost. The heuristics are O(n log n) each plus the intervals they gather
 // (see [placer]); the search is exponential at worst and bounded by the
 // time limit. Memory is linear in the buffers, and in the pairs of buffers
 // that overlap in time for the search (which is skipped above
-// maxSearchPairs pairs), once per core.
+// maxSearchPairs pairs, and limited to maxProofBuffers buffers on a
+// window), once per core.
 func Solve(ctx context.Context, p Problem, opts Options) (Solution, error) {
 	start := time.Now()
 	if err := p.Validate(); err != nil {
@@ -107,6 +117,7 @@ func Solve(ctx context.Context, p Problem, opts Options) (Solution, error) {
 	n := len(p.Buffers)
 	sol := Solution{Offsets: make([]int64, n), LowerBound: LowerBound(p.Buffers), Method: "none"}
 	done := func() (Solution, error) {
+		sol.ProvenBound = max(sol.ProvenBound, sol.LowerBound)
 		sol.Elapsed = time.Since(start)
 		return sol, nil
 	}
@@ -152,14 +163,17 @@ func Solve(ctx context.Context, p Problem, opts Options) (Solution, error) {
 	}
 
 	pl := newPool(tctx, p.Buffers, workers)
-	if pl == nil {
+	if pl == nil && tctx.Err() != nil {
+		if ctx.Err() != nil {
+			return Solution{}, ctx.Err()
+		}
 		if opts.Capacity > 0 {
-			return Solution{}, fmt.Errorf("%w: the heuristics need %d bytes, and the problem is too large for the exact search", ErrNoPlacement, sol.Height)
+			return Solution{}, fmt.Errorf("%w: the heuristics need %d bytes, and the time limit %v ran out", ErrNoPlacement, sol.Height, limit)
 		}
 		return done()
 	}
 	progress("search", sol.LowerBound)
-	if opts.Capacity > 0 {
+	if opts.Capacity > 0 && pl != nil {
 		switch out, offs := pl.solve(opts.Capacity, 0); out {
 		case found:
 			copy(sol.Offsets, offs)
@@ -175,11 +189,21 @@ func Solve(ctx context.Context, p Problem, opts Options) (Solution, error) {
 			return Solution{}, fmt.Errorf("%w: none found in %v (the heuristics need %d bytes, the lower bound is %d)", ErrNoPlacement, limit, sol.Height, sol.LowerBound)
 		}
 	}
-	proven := searchDown(pl, p.Buffers, &sol, func(proven int64) { progress("search", proven) })
+	im := &improver{ctx: tctx, bufs: p.Buffers, sol: &sol, proven: sol.LowerBound, target: opts.Capacity,
+		progress: func(proven int64) { progress("search", proven) }}
+	im.run(pl, workers)
 	if ctx.Err() != nil {
 		return Solution{}, ctx.Err()
 	}
-	sol.Optimal = sol.Height <= proven
+	if opts.Capacity > 0 && sol.Height > opts.Capacity {
+		why := fmt.Sprintf("none found in %v", limit)
+		if im.proven > opts.Capacity {
+			why = fmt.Sprintf("proven, none within %d bytes", opts.Capacity)
+		}
+		return Solution{}, fmt.Errorf("%w: %s (the best found needs %d bytes, the lower bound is %d)", ErrNoPlacement, why, sol.Height, im.proven)
+	}
+	sol.ProvenBound = im.proven
+	sol.Optimal = sol.Height <= im.proven
 	return done()
 }
 
@@ -281,66 +305,163 @@ func heuristics(ctx, tctx context.Context, limit time.Duration, workers int, buf
 	return ctx.Err()
 }
 
-// searchDown lowers sol by the exact search until the time runs out or
-// the best height is proven optimal, and returns the proven bound: no
-// placement is lower than it.
+// A descent lowers the best placement by the exact search on the whole
+// problem, one probe a step, and raises the proven bound.
 //
-// Policy. First a probe at the lower bound with the first budget. Then
-// each pass probes heights by bisection between the lowest height
-// not yet ruled out (above the proven bound) and the best found, each probe
-// with a node budget: a probe that finds a placement lowers the best to
-// that placement's height; one that proves none exists raises the proven
-// bound; one that runs out of nodes moves the probes above it, for this
-// pass. When the probes meet the best, the pass asks for a placement at
-// the proven bound (the lower bound at first) with 16 times the budget,
+// Policy. First a probe at the proven bound (the lower bound at first)
+// with the first budget. Then each pass probes heights by bisection
+// between the lowest height not yet ruled out (above the proven bound)
+// and the best found, each probe with a node budget: a probe that finds a
+// placement lowers the best to that placement's height; one that proves
+// none exists raises the proven bound; one that runs out of nodes moves
+// the probes above it, for this pass. When the probes meet the best, the
+// pass asks for a placement at the proven bound with 16 times the budget,
 // about what its bisection spent, since that is the one height that ends
-// the descent; then a new pass starts with twice the budget. So the easy heights are settled first, and the hard ones get
-// the time that is left, as in MiniMalloc's capacity minimization
-// (solver.cc, Solver::SolveWithStartTime, which bisects without budgets).
-func searchDown(pl *pool, bufs []Buffer, sol *Solution, progress func(proven int64)) int64 {
-	proven := sol.LowerBound
-	budget := int64(max(64*len(bufs), 1<<14))
+// the descent; then a new pass starts with twice the budget. So the easy
+// heights are settled first, and the hard ones get the time that is left,
+// as in MiniMalloc's capacity minimization (solver.cc,
+// Solver::SolveWithStartTime, which bisects without budgets).
+type descent struct {
+	pl      *pool
+	budget  int64
+	tryLo   int64
+	started bool
+}
+
+func newDescent(pl *pool, n int) *descent {
+	return &descent{pl: pl, budget: int64(max(64*n, 1<<14))}
+}
+
+// step makes one probe for im and reports false when the time is up.
+func (d *descent) step(im *improver) bool {
 	probe := func(h, b int64) outcome {
-		out, offs := pl.solve(h, b)
+		out, offs := d.pl.solveUntil(h, b, im.until())
 		switch out {
 		case found:
-			if hh := heightOf(bufs, offs); hh < sol.Height {
-				copy(sol.Offsets, offs)
-				sol.Height, sol.Method = hh, "search"
-				progress(proven)
-			}
+			im.offer(offs, "search")
 		case infeasible:
-			proven = max(proven, h+1)
-			progress(proven)
+			im.prove(h + 1)
 		}
 		return out
 	}
-	// A quick look at the lower bound, where most problems have a
-	// placement; then each pass bisects the heights above the proven
-	// bound and asks for the proven bound itself.
-	if probe(proven, budget) == stopped {
-		return proven
+	if !d.started {
+		d.started = true
+		d.tryLo = im.proven + 1
+		return probe(im.proven, d.budget) != stopped
 	}
-	tryLo := proven + 1
-	for proven < sol.Height {
-		lo := max(tryLo, proven+1)
-		if lo >= sol.Height {
-			if probe(proven, 16*budget) == stopped {
-				return proven
-			}
-			tryLo, budget = proven+1, 2*budget
-			continue
+	lo := max(d.tryLo, im.proven+1)
+	if lo >= im.sol.Height {
+		if probe(im.proven, 16*d.budget) == stopped {
+			return false
 		}
-		h := lo + (sol.Height-1-lo)/2
-		switch probe(h, budget) {
-		case stopped:
-			return proven
-		case infeasible, aborted:
-			tryLo = h + 1
-		}
+		d.tryLo, d.budget = im.proven+1, 2*d.budget
+		return true
 	}
-	return proven
+	h := lo + (im.sol.Height-1-lo)/2
+	switch probe(h, d.budget) {
+	case stopped:
+		return false
+	case infeasible, aborted:
+		d.tryLo = h + 1
+	}
+	return true
 }
+
+// An improver spends the time left on a placement that is not proven
+// optimal: it keeps the best placement (sol) and the proven bound, and
+// runs in turn the exact search on the whole problem (see [descent]; not
+// for a problem too large for it), large-neighbourhood moves around the
+// peak (see [lns]) and proofs on windows of time (see [windowProver]),
+// until the best meets the bound, the best is within the target, or the
+// time is up.
+type improver struct {
+	ctx      context.Context
+	bufs     []Buffer
+	sol      *Solution
+	proven   int64
+	target   int64 // done once the best is within it
+	progress func(proven int64)
+	start    time.Time
+}
+
+// until is the time by which a probe of the exact search gives up: as
+// long as the improver has run so far, at least probeSlice, so that the
+// probes' share of the time grows as the turns go on and none takes all
+// the time left.
+func (im *improver) until() time.Time {
+	return time.Now().Add(max(time.Since(im.start), probeSlice))
+}
+
+// probeSlice is the least time of a probe of the exact search.
+const probeSlice = 100 * time.Millisecond
+
+// offer makes offs (height computed) the best placement when it is
+// lower, found by method.
+func (im *improver) offer(offs []int64, method string) bool {
+	h := heightOf(im.bufs, offs)
+	if h >= im.sol.Height {
+		return false
+	}
+	copy(im.sol.Offsets, offs)
+	im.sol.Height, im.sol.Method = h, method
+	im.progress(im.proven)
+	return true
+}
+
+// prove raises the proven bound to h.
+func (im *improver) prove(h int64) {
+	if h > im.proven {
+		im.proven = h
+		im.progress(im.proven)
+	}
+}
+
+// done reports whether there is nothing left to do.
+func (im *improver) done() bool {
+	return im.sol.Height <= im.proven || im.sol.Height <= im.target || im.ctx.Err() != nil
+}
+
+// run improves until done; pl is the exact search of the whole problem,
+// nil when it is too large. Each turn gives the moves about the time the
+// proofs took, at least lnsSlice, so that neither starves the other.
+func (im *improver) run(pl *pool, workers int) {
+	im.start = time.Now()
+	var d *descent
+	if pl != nil {
+		d = newDescent(pl, len(im.bufs))
+	}
+	x := newLNS(im.bufs, im.sol.Offsets, 1)
+	wp := newWindowProver(im.bufs, workers)
+	for !im.done() {
+		t0 := time.Now()
+		if d != nil && !d.step(im) {
+			return
+		}
+		if im.done() {
+			return
+		}
+		if pl == nil || d.started && d.budget > 1<<20 {
+			im.prove(wp.step(im.ctx, im.proven, im.sol.Height, im.until()))
+		}
+		slice := max(time.Since(t0), lnsSlice)
+		if x.height > im.sol.Height {
+			x.reset(im.sol.Offsets)
+		}
+		for t1 := time.Now(); !im.done() && time.Since(t1) < slice; {
+			if x.move() && im.offer(x.off, "lns") {
+				continue
+			}
+			if x.stall > 20*maxWindow {
+				if x.restart(im.ctx) {
+					im.offer(x.off, "lns")
+				}
+			}
+		}
+	}
+}
+
+// lnsSlice is the least time of a turn of the large-neighbourhood moves.
+const lnsSlice = 20 * time.Millisecond
 
 // heightOf returns the largest offset + size.
 func heightOf(bufs []Buffer, offsets []int64) int64 {
