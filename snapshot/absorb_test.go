@@ -169,9 +169,8 @@ func TestReadRepeatedFrameRuns(t *testing.T) {
 	p += entry("(}q\x01(" + str("name") + str("g") + str("filename") + str("n.py") + str("line") + "K\x09ue")
 	p += entry(runs[0].body)
 	p += "eeu."
-	defer snapshot.LookUpRunsFrom(0)()
 	for _, o := range []snapshot.ReadOptions{{}, {NoStacks: true}} {
-		s, err := snapshot.ReadWith(bytes.NewReader([]byte(p)), "runs.pickle", o)
+		s, err := snapshot.ReadWith(bytes.NewReader([]byte(p)), "runs.pickle", snapshot.RunsFromStart(o))
 		require.NoError(t, err)
 		tr := s.Trace(0).Entries()
 		require.Len(t, tr, len(runs)+3)

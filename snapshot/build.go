@@ -512,8 +512,8 @@ func (d *decoder) add(p int32, v val) {
 	case rTrace:
 		if e, ok := d.entryOf(v, at); ok {
 			num := d.conts[p].num
-			if d.m.traces[num].len() >= maxTrace {
-				d.failAt(d.pathOf(at), "more than "+strconv.Itoa(maxTrace)+" entries in a device's trace, the most this reader takes")
+			if d.m.traces[num].len() >= d.maxTrace {
+				d.failAt(d.pathOf(at), "more than "+strconv.Itoa(d.maxTrace)+" entries in a device's trace, the most this reader takes")
 				return
 			}
 			d.m.traces[num].append(e)

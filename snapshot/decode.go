@@ -113,6 +113,8 @@ type decoder struct {
 	runs     []frameRun // runs of frames read before, by runHash; nil in a small file
 	runNext  uint32     // counts the runs recorded, for the place of the next
 	noStacks bool       // ReadOptions.NoStacks
+	runsFrom int        // the memo entries from which runs are looked up
+	maxTrace int        // the most entries of a device's trace
 	repeated int        // entries, blocks and segments copied from the memo
 	err      error
 }

@@ -4,28 +4,25 @@ package snapshot
 // comparing the two.
 var ReadOgrek = readOgrek
 
-// LookUpRunsFrom makes the decoder look up runs of frames read before from
-// the n-th memo entry on, until the returned function is called.
-func LookUpRunsFrom(n int) (restore func()) {
-	old := runsFrom
-	runsFrom = n
-	return func() { runsFrom = old }
+// RunsFromStart returns o with a read that looks up runs of frames read
+// before from its first memo entries on.
+func RunsFromStart(o ReadOptions) ReadOptions {
+	o.runsFrom = 1
+	return o
 }
 
-// PrefetchFrom makes a read start reading ahead on a goroutine once n
-// bytes are read, until the returned function is called.
-func PrefetchFrom(n int64) (restore func()) {
-	old := prefetchFrom
-	prefetchFrom = n
-	return func() { prefetchFrom = old }
+// Ahead returns o with a read that reads its input ahead on a goroutine
+// from its first bytes on.
+func Ahead(o ReadOptions) ReadOptions {
+	o.prefetchFrom = 1
+	return o
 }
 
-// MaxTrace makes a read refuse a device's trace of more than n entries,
-// until the returned function is called.
-func MaxTrace(n int) (restore func()) {
-	old := maxTrace
-	maxTrace = n
-	return func() { maxTrace = old }
+// MaxTrace returns o with a read that refuses a device's trace of more
+// than n entries.
+func MaxTrace(o ReadOptions, n int) ReadOptions {
+	o.maxTrace = n
+	return o
 }
 
 // SpillAfter returns o with a read that holds at most n bytes of full

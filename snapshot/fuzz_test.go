@@ -57,14 +57,12 @@ func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := snapshot.Read(bytes.NewReader(data), "f.pickle")
 		// Read ahead on a goroutine: the same snapshot, or the same error.
-		restore := snapshot.PrefetchFrom(0)
-		ps, perr := snapshot.Read(bytes.NewReader(data), "f.pickle")
-		restore()
+		ps, perr := snapshot.ReadWith(bytes.NewReader(data), "f.pickle", snapshot.Ahead(snapshot.ReadOptions{}))
 		require.Equal(t, err == nil, perr == nil)
 		if err != nil {
 			require.Equal(t, err.Error(), perr.Error())
 		} else {
-			require.Equal(t, s, ps)
+			require.Equal(t, snapshot.Flat(s), snapshot.Flat(ps))
 		}
 		if err != nil {
 			var se *snapshot.Error
@@ -75,11 +73,9 @@ func FuzzRead(f *testing.F) {
 		}
 		// Looking up runs of frames read before, from the first memo
 		// entry on, reads the same.
-		restore = snapshot.LookUpRunsFrom(0)
-		rs, err := snapshot.Read(bytes.NewReader(data), "f.pickle")
+		rs, err := snapshot.ReadWith(bytes.NewReader(data), "f.pickle", snapshot.RunsFromStart(snapshot.ReadOptions{}))
 		require.NoError(t, err)
-		rns, err := snapshot.ReadWith(bytes.NewReader(data), "f.pickle", snapshot.ReadOptions{NoStacks: true})
-		restore()
+		rns, err := snapshot.ReadWith(bytes.NewReader(data), "f.pickle", snapshot.RunsFromStart(snapshot.ReadOptions{NoStacks: true}))
 		require.NoError(t, err)
 		require.Equal(t, snapshot.Flat(s), snapshot.Flat(rs))
 		// Without the stacks the read is the same but for them.

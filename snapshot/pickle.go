@@ -22,7 +22,10 @@ type input struct {
 	err      error // the reader's error, once it has one
 	ahead    bool  // a long input may be read ahead (see prefetcher)
 	pre      *prefetcher
-	chunk    []byte // the prefetcher's buffer that buf lies in, if it does
+	// prefetchFrom is the bytes read from which a long input is read
+	// ahead.
+	prefetchFrom int64
+	chunk        []byte // the prefetcher's buffer that buf lies in, if it does
 }
 
 // off returns the offset of the next byte.
@@ -44,7 +47,7 @@ func (in *input) need(n int) bool {
 	if in.err != nil {
 		return false
 	}
-	if in.pre == nil && in.ahead && in.base >= prefetchFrom {
+	if in.pre == nil && in.ahead && in.base >= in.prefetchFrom {
 		in.pre = startPrefetch(in.r) // a long input: read on beside
 	}
 	if in.pre != nil {

@@ -14,7 +14,7 @@ import (
 // the kernel or the decompressor, as it is without one.
 //
 // It holds prefetchChunks buffers of headroom+chunkSize bytes (3.2 MiB)
-// whatever the input's length, and starts only once prefetchFrom bytes
+// whatever the input's length, and starts only once defaultPrefetchFrom bytes
 // have been read, so that a short input costs no goroutine nor buffers.
 type prefetcher struct {
 	full chan chunk  // chunks read, in order
@@ -37,9 +37,9 @@ const (
 	prefetchChunks = 3
 )
 
-// prefetchFrom is the bytes read from which a read starts a prefetcher (a
-// variable for the tests).
-var prefetchFrom int64 = 8 << 20
+// defaultPrefetchFrom is the bytes read from which a read starts a
+// prefetcher.
+const defaultPrefetchFrom = 8 << 20
 
 // startPrefetch starts reading r on a goroutine. The prefetcher must be
 // stopped, which waits for the goroutine to return.

@@ -50,9 +50,7 @@ func TestPrefetchSameRead(t *testing.T) {
 	for name, in := range inputs {
 		for _, o := range []snapshot.ReadOptions{{}, {NoStacks: true}} {
 			want, wantErr := read(in(), o)
-			restore := snapshot.PrefetchFrom(0)
-			got, gotErr := read(in(), o)
-			restore()
+			got, gotErr := read(in(), snapshot.Ahead(o))
 			bad := name == "truncated" || name == "damaged" || name == "failing"
 			require.Equal(t, bad, wantErr != nil, "%s: %v", name, wantErr)
 			if wantErr != nil {
@@ -96,7 +94,6 @@ func TestPrefetchGzipFailsMidway(t *testing.T) {
 	zd := gz(damaged)
 	cut := gz(data)
 	cut = append(bytes.Clone(cut[:len(cut)/2]), make([]byte, 4096)...) // the deflate stream broken
-	defer snapshot.PrefetchFrom(0)()
 	for name, in := range map[string]func() io.Reader{
 		"pickle": func() io.Reader { return bytes.NewReader(zd) },
 		"stream": func() io.Reader { return bytes.NewReader(cut) },
@@ -104,7 +101,7 @@ func TestPrefetchGzipFailsMidway(t *testing.T) {
 			return io.MultiReader(bytes.NewReader(zd[:len(zd)/2]), stalled{time.Second})
 		},
 	} {
-		_, err := snapshot.ReadWith(in(), "p.pickle.gz", snapshot.ReadOptions{NoStacks: true})
+		_, err := snapshot.ReadWith(in(), "p.pickle.gz", snapshot.Ahead(snapshot.ReadOptions{NoStacks: true}))
 		var se *snapshot.Error
 		require.ErrorAs(t, err, &se, name)
 		assert.Equal(t, "p.pickle.gz", se.Name, name)

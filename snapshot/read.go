@@ -11,7 +11,6 @@ import (
 	"unicode"
 
 	ogórek "github.com/kisielk/og-rek"
-	"github.com/klauspost/compress/gzip"
 )
 
 // ErrNotSnapshot is wrapped by the error of [Read] when its input is not a
@@ -66,7 +65,19 @@ type ReadOptions struct {
 	// one; "" is [os.TempDir] (TMPDIR).
 	TempDir string
 
-	maxLoaded int // the most spilled pages of a list loaded at a time; 0 is 8
+	// Bounds that the tests lower, each 0 for its default.
+	maxLoaded    int   // the most spilled pages of a list loaded at a time (defaultLoaded)
+	prefetchFrom int64 // the bytes read from which the input is read ahead (defaultPrefetchFrom)
+	runsFrom     int   // the memo entries from which runs of frames are looked up (defaultRunsFrom)
+	maxTrace     int   // the most entries of a device's trace (defaultMaxTrace)
+}
+
+// orDefault returns v, or def where v is 0.
+func orDefault[T int | int64](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
 }
 
 // Read decodes a PyTorch memory snapshot from r, read to its end, naming it
@@ -92,8 +103,10 @@ func Read(r io.Reader, name string) (*Snapshot, error) {
 // without a "size" is refused so. Fields that a replay does not need,
 // and keys that the package does not model, never fail a read (see the
 // package doc). A file that repeats more than [MaxRepeated] entries,
-// blocks or segments through memo references is refused. A gzip stream
-// is read to its end, and refused when its CRC or size is wrong. Read
+// blocks or segments through memo references is refused. A gzip file is
+// read to its end as Python's gzip module reads one: member after member,
+// NUL bytes after a member skipped as padding, and refused when a CRC or
+// size is wrong or what follows a member is not one. Read
 // does not check that the trace fits the segments: see
 // [Snapshot.InitialState].
 //
@@ -109,7 +122,7 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	d := newDecoder(r, o)
 	// What the read opened closes in the order it was opened, each
 	// reader after the goroutine that reads it has stopped.
-	var zr *gzip.Reader
+	var zr *gzipReader
 	defer func() {
 		d.in.stopPrefetch() // d.in changes for gzip
 		if zr != nil {
@@ -127,12 +140,12 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 		}
 		// gzip: decompress as the pickle is read, starting with the bytes
 		// read so far.
-		z, err := gzip.NewReader(io.MultiReader(bytes.NewReader(bytes.Clone(d.in.buf[d.in.pos:d.in.end])), r))
+		z, err := newGzipReader(io.MultiReader(bytes.NewReader(bytes.Clone(d.in.buf[d.in.pos:d.in.end])), r))
 		if err != nil {
 			return nil, &Error{Name: name, Msg: "read: gzip: " + err.Error(), Err: err}
 		}
 		zr = z
-		d.in = input{r: zr, buf: d.in.buf}
+		d.in = input{r: zr, buf: d.in.buf, prefetchFrom: d.in.prefetchFrom}
 		gz = " of the decompressed data"
 	}
 	if b := d.in.buf[d.in.pos:d.in.end]; len(b) < 2 || b[0] != opProto || b[1] < 2 || b[1] > 5 {
@@ -199,8 +212,10 @@ func (s *Snapshot) readsBack() bool {
 
 func newDecoder(r io.Reader, o ReadOptions) *decoder {
 	d := &decoder{
-		in:     input{r: r, buf: make([]byte, 64<<10)},
-		strIdx: map[string]uint32{},
+		in:       input{r: r, buf: make([]byte, 64<<10), prefetchFrom: orDefault(o.prefetchFrom, defaultPrefetchFrom)},
+		strIdx:   map[string]uint32{},
+		runsFrom: orDefault(o.runsFrom, defaultRunsFrom),
+		maxTrace: orDefault(o.maxTrace, defaultMaxTrace),
 	}
 	d.sp = newSpill(o, &d.err)
 	d.memo.packed.sp, d.memo.frame.sp = d.sp, d.sp

@@ -215,7 +215,7 @@ func (d *decoder) absorb(op byte) bool {
 			slot.ids = d.frameIDs(slot.ids, abs)
 			d.absIDs = append(d.absIDs, slot.ids...)
 		}
-	} else if d.runs == nil && d.memo.len() >= runsFrom {
+	} else if d.runs == nil && d.memo.len() >= d.runsFrom {
 		d.runs = make([]frameRun, runWays<<runBits)
 	}
 	return len(abs) > start
@@ -246,9 +246,9 @@ const (
 	maxRun  = 1024 // the longest run kept, in bytes: about 200 frames
 )
 
-// runsFrom is the number of memo entries from which a file is big enough
-// for decoder.runs (a variable for the tests).
-var runsFrom = 1 << 16
+// defaultRunsFrom is the number of memo entries from which a file is big
+// enough for decoder.runs.
+const defaultRunsFrom = 1 << 16
 
 // runHash returns the set in decoder.runs of a run that starts with b,
 // len(b) >= runKey.

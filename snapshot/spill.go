@@ -45,12 +45,9 @@ const (
 // newSpill returns the spill of a read with o, whose first failure is
 // stored in *fail.
 func newSpill(o ReadOptions, fail *error) *spill {
-	s := &spill{f: spillfile.New(o.TempDir, "gpualloc-snapshot-"), after: o.MaxHeld, loaded: o.maxLoaded, fail: fail}
+	s := &spill{f: spillfile.New(o.TempDir, "gpualloc-snapshot-"), after: o.MaxHeld, loaded: orDefault(o.maxLoaded, defaultLoaded), fail: fail}
 	if s.after <= 0 {
 		s.after = defaultMaxHeld
-	}
-	if s.loaded <= 0 {
-		s.loaded = defaultLoaded
 	}
 	return s
 }

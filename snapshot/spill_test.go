@@ -223,9 +223,9 @@ func TestSpillSharedTrace(t *testing.T) {
 // not outlive the read.
 func TestReadLeavesNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
-	restore := snapshot.PrefetchFrom(0)
-	s, _ := heldAndSpilled(t, 120_000, 15)
-	restore()
+	_, read := heldAndSpilled(t, 120_000, 15)
+	s, err := read(snapshot.Ahead(snapshot.ReadOptions{}))
+	require.NoError(t, err)
 	require.Greater(t, s.Trace(0).Len(), 3*32768)
 	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
 		require.True(t, time.Now().Before(deadline), "%d goroutines left, %d before the read", runtime.NumGoroutine(), before)

@@ -403,18 +403,23 @@ func TestReadGzipEnd(t *testing.T) {
 		}{
 			{"whole", z, ""},
 			{"two members", append(bytes.Clone(z), zip([]byte("more"))...), ""},
+			// Python's gzip module skips the NUL bytes that pad a file
+			// after a member, and reads what follows them as a member.
+			{"padded", append(bytes.Clone(z), make([]byte, 1000)...), ""},
+			{"padded between members", append(append(bytes.Clone(z), make([]byte, 3)...), zip([]byte("more"))...), ""},
+			{"garbage after padding", append(append(bytes.Clone(z), make([]byte, 3)...), "ab"...), "x.pickle: read: the end of the gzip stream: unexpected EOF"},
+			{"padded, then garbage", append(append(bytes.Clone(z), make([]byte, 3)...), "garbage after the padding"...), "x.pickle: read: the end of the gzip stream: gzip: invalid header"},
 			{"after STOP", zip(append(bytes.Clone(data), "more"...)), ""},
 			{"CRC", flip(z, 8), "x.pickle: read: the end of the gzip stream: gzip: invalid checksum"},
 			{"size", flip(z, 1), "x.pickle: read: the end of the gzip stream: gzip: invalid checksum"},
 			{"garbage after", append(bytes.Clone(z), "garbage after the stream"...), "x.pickle: read: the end of the gzip stream: gzip: invalid header"},
 		} {
 			for _, ahead := range []bool{false, true} {
-				restore := func() {}
+				var o snapshot.ReadOptions
 				if ahead {
-					restore = snapshot.PrefetchFrom(0)
+					o = snapshot.Ahead(o)
 				}
-				_, err := snapshot.Read(bytes.NewReader(tc.in), "x.pickle")
-				restore()
+				_, err := snapshot.ReadWith(bytes.NewReader(tc.in), "x.pickle", o)
 				if tc.msg == "" {
 					require.NoError(t, err, "%s of %d bytes, ahead %v", tc.name, len(data), ahead)
 				} else {

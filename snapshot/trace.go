@@ -36,10 +36,10 @@ type Trace struct {
 	held *heldTrace
 }
 
-// maxTrace is the most entries of one device's trace that a read takes:
-// the replays index them with int32. A file with more (over 60 GB) is
-// refused, naming the entry. A variable for the tests.
-var maxTrace = math.MaxInt32
+// defaultMaxTrace is the most entries of one device's trace that a read
+// takes: the replays index them with int32. A file with more (over 60 GB)
+// is refused, naming the entry.
+const defaultMaxTrace = math.MaxInt32
 
 // heldTrace is one device's trace as the decoder read it: the pages it
 // held, then those it spilled, loaded while they are used, at most

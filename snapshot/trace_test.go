@@ -79,8 +79,7 @@ func TestReadRefusesTraceTooLong(t *testing.T) {
 	data := snap(pk.Entry("alloc", a0, 5, 0, 1), pk.Entry("free_completed", a0, 5, 0, 2), pk.Entry("alloc", a0, 5, 0, 3))
 	_, err := snapshot.Read(bytes.NewReader(data), "long.pickle")
 	require.NoError(t, err)
-	defer snapshot.MaxTrace(2)()
-	_, err = snapshot.Read(bytes.NewReader(data), "long.pickle")
+	_, err = snapshot.ReadWith(bytes.NewReader(data), "long.pickle", snapshot.MaxTrace(snapshot.ReadOptions{}, 2))
 	require.Error(t, err)
 	assert.Equal(t, "long.pickle: device_traces[0][2]: more than 2 entries in a device's trace, the most this reader takes", err.Error())
 }
