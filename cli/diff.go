@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/dataset"
 	"github.com/gpualloc/gpualloc/diff"
 	"github.com/gpualloc/gpualloc/explain"
 	"github.com/gpualloc/gpualloc/internal/tabular"
@@ -62,8 +63,14 @@ tables.
 -o DIR writes, besides the output, index.html with the memory curves of
 the runs on one time axis (each run's events spread over 0 to 1, or
 aligned by step where every run records steps) and the site differences
-as diverging bars (for ranks: each rank's peak less the median). A
-directory that holds a report is replaced only with --force.
+as diverging bars (for ranks: each rank's peak less the median); and
+the data as Parquet, for pandas, Polars or DuckDB: events.parquet, a
+row for each event of each trace as it was replayed (trace, device,
+strategy, index, time_us, action, size, address, site, and live_bytes,
+allocated_bytes and reserved_bytes after it; the last two -1 for a
+trace of several devices), sites.parquet (each run's live bytes at its
+peak by site) and site_diffs.parquet (two traces) or rank_sites.parquet
+(ranks). A directory that holds a report is replaced only with --force.
 
 -f json writes one row per device: for two traces a pair (a, b, device,
 a_peak_reserved_bytes, delta_reserved_bytes, delta_live_bytes,
@@ -196,14 +203,31 @@ func diffTwo(ctx context.Context, e *env, read func(int, bool) (*explain.Trace, 
 		return fmt.Errorf("diff: %w", err)
 	}
 	if out != "" {
+		d, err := newDiffDir(ctx, out, force)
+		if err != nil {
+			return err
+		}
+		defer d.abort()
+		for _, s := range []struct {
+			t *explain.Trace
+			r *diff.Run
+		}{{a, ra}, {b, rb}} {
+			if err := diff.WriteEvents(ctx, d.events, s.t, s.r, o); err != nil {
+				return err
+			}
+		}
 		text := func(p *diff.Pair) string {
 			var sb strings.Builder
 			writeDiffPair(&sb, p, top)
 			return sb.String()
 		}
-		if err := writeDiffDir(ctx, out, force, func(d *report.DirWriter) error {
-			return diff.WritePairPage(d, pairs, []*diff.Run{ra, rb}, text)
-		}); err != nil {
+		if err := diff.WritePairPage(d.DirWriter, pairs, []*diff.Run{ra, rb}, text); err != nil {
+			return err
+		}
+		if err := diff.WriteTable(d.DirWriter, "site_diffs.parquet", diff.SiteDiffRows(pairs)); err != nil {
+			return err
+		}
+		if err := d.commit([]*diff.Run{ra, rb}); err != nil {
 			return err
 		}
 	}
@@ -226,6 +250,14 @@ func diffTwo(ctx context.Context, e *env, read func(int, bool) (*explain.Trace, 
 
 // diffRanks summarises the ranks of a job, reading one trace at a time.
 func diffRanks(ctx context.Context, e *env, inputs []*input, read func(int, bool) (*explain.Trace, error), o diff.Options, format, out string, force bool, top int) error {
+	var d *diffDir
+	if out != "" {
+		var err error
+		if d, err = newDiffDir(ctx, out, force); err != nil {
+			return err
+		}
+		defer d.abort()
+	}
 	runs := make([]*diff.Run, len(inputs))
 	for i := range inputs {
 		t, err := read(i, o.By == explain.ByAnnotation)
@@ -235,20 +267,29 @@ func diffRanks(ctx context.Context, e *env, inputs []*input, read func(int, bool
 		if runs[i], err = diff.Measure(ctx, t, o); err != nil {
 			return fmt.Errorf("diff: %w", err)
 		}
+		if d != nil {
+			if err := diff.WriteEvents(ctx, d.events, t, runs[i], o); err != nil {
+				return err
+			}
+		}
 	}
 	sums, err := diff.Summarise(runs)
 	if err != nil {
 		return fmt.Errorf("diff: %w", err)
 	}
-	if out != "" {
+	if d != nil {
 		text := func(s *diff.Summary) string {
 			var sb strings.Builder
 			writeDiffRanks(&sb, s, top)
 			return sb.String()
 		}
-		if err := writeDiffDir(ctx, out, force, func(d *report.DirWriter) error {
-			return diff.WriteRanksPage(d, sums, runs, text)
-		}); err != nil {
+		if err := diff.WriteRanksPage(d.DirWriter, sums, runs, text); err != nil {
+			return err
+		}
+		if err := diff.WriteTable(d.DirWriter, "rank_sites.parquet", diff.RankSiteRows(sums)); err != nil {
+			return err
+		}
+		if err := d.commit(runs); err != nil {
 			return err
 		}
 	}
@@ -269,19 +310,48 @@ func diffRanks(ctx context.Context, e *env, inputs []*input, read func(int, bool
 	return nil
 }
 
-// writeDiffDir writes a report into dir through write, whole or not at
-// all.
-func writeDiffDir(ctx context.Context, dir string, force bool, write func(*report.DirWriter) error) error {
+// A diffDir is the report of -o DIR being written: its figures, page and
+// tables, and events.parquet, written as the traces are read.
+type diffDir struct {
+	*report.DirWriter
+	file   *os.File
+	events *dataset.EventWriter
+}
+
+// newDiffDir starts the report of -o DIR, whole or not at all.
+func newDiffDir(ctx context.Context, dir string, force bool) (*diffDir, error) {
 	d, err := report.NewDirWriter(dir, force)
 	if err != nil {
+		return nil, err
+	}
+	d.SetContext(ctx)
+	f, err := d.Create("events.parquet")
+	if err != nil {
+		d.Abort()
+		return nil, err
+	}
+	return &diffDir{DirWriter: d, file: f, events: dataset.NewEventWriter(f)}, nil
+}
+
+// commit finishes events.parquet, writes sites.parquet of runs and moves
+// the report into place.
+func (d *diffDir) commit(runs []*diff.Run) error {
+	if err := d.events.Close(); err != nil {
 		return err
 	}
-	defer d.Abort()
-	d.SetContext(ctx)
-	if err := write(d); err != nil {
+	if err := d.file.Close(); err != nil {
+		return err
+	}
+	if err := diff.WriteTable(d.DirWriter, "sites.parquet", diff.SiteRows(runs)); err != nil {
 		return err
 	}
 	return d.Commit()
+}
+
+// abort leaves the directory as it was, unless the report was committed.
+func (d *diffDir) abort() {
+	d.file.Close()
+	d.Abort()
 }
 
 // writeDiffPair writes the comparison of one device, for people: at most

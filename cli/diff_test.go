@@ -8,11 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpualloc/gpualloc/dataset"
 	"github.com/gpualloc/gpualloc/diff"
 	"github.com/gpualloc/gpualloc/internal/browsercheck"
+	"github.com/gpualloc/gpualloc/internal/duckdbcheck"
 )
 
 // writeCSV writes a native trace of the given lines into dir.
@@ -156,12 +159,13 @@ func TestDiffRanks(t *testing.T) {
 func TestDiffPage(t *testing.T) {
 	a, b := sharedPath(t, "forward_ctx128.pickle"), sharedPath(t, "forward_bf16_ctx128.pickle")
 	for _, c := range []struct {
-		name string
-		args []string
-		figs []string
+		name   string
+		args   []string
+		figs   []string
+		tables []string
 	}{
-		{"pair", []string{a, b}, []string{"device0-memory.png", "device0-sites.png"}},
-		{"ranks", []string{a, b, sharedPath(t, "small_train_step.pickle")}, []string{"device0-memory.png", "device0-ranks.png"}},
+		{"pair", []string{a, b}, []string{"device0-memory.png", "device0-sites.png"}, []string{"site_diffs.parquet"}},
+		{"ranks", []string{a, b, sharedPath(t, "small_train_step.pickle")}, []string{"device0-memory.png", "device0-ranks.png"}, []string{"rank_sites.parquet"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "report")
@@ -177,7 +181,26 @@ func TestDiffPage(t *testing.T) {
 				fh.Close()
 				require.NoError(t, err, f)
 			}
+			// The data: a row per event of each trace, the site tables.
+			events, err := parquet.ReadFile[dataset.Event](filepath.Join(out, "events.parquet"))
+			require.NoError(t, err)
+			perTrace := map[string]int{}
+			for _, e := range events {
+				perTrace[e.Trace]++
+			}
+			assert.Len(t, perTrace, len(c.args))
+			sites, err := parquet.ReadFile[diff.SiteRow](filepath.Join(out, "sites.parquet"))
+			require.NoError(t, err)
+			assert.NotEmpty(t, sites)
+			for _, f := range c.tables {
+				_, err := os.Stat(filepath.Join(out, f))
+				assert.NoError(t, err)
+			}
 			browsercheck.Page(t, filepath.Join(out, "index.html"))
+			if duckdbcheck.Modules() != "" {
+				r := duckdbcheck.Query(t, "SELECT trace, count(*), max(reserved_bytes) FROM '"+filepath.Join(out, "events.parquet")+"' GROUP BY trace ORDER BY trace")
+				assert.Len(t, r.Rows, len(c.args))
+			}
 		})
 	}
 }

@@ -1,0 +1,174 @@
+package diff
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/gpualloc/gpualloc/dataset"
+	"github.com/gpualloc/gpualloc/explain"
+	"github.com/gpualloc/gpualloc/sim/report"
+	"github.com/gpualloc/gpualloc/traces"
+)
+
+// WriteEvents writes to w a row for each event of t, measured as run:
+// the trace replayed as it ran (Strategy is run's), each row with the
+// event's site (as explain names it, for an alloc and for the free of
+// its allocation; "" for another event) and the live bytes of its
+// device after it. Allocated and Reserved are the replay's after the
+// event for a trace of one device, and -1 for a trace of several, whose
+// replay sums them. It costs a replay of t with a series of one bucket
+// per event (about 150 bytes each).
+func WriteEvents(ctx context.Context, w *dataset.EventWriter, t *explain.Trace, run *Run, o Options) error {
+	res, err := explain.Replay(ctx, t, explain.Options{Capacity: o.Capacity}, run.params, len(t.Events)+2)
+	if err != nil {
+		return err
+	}
+	pts := res.Series.Points()
+	perEvent := len(res.Devices) == 1 && res.Series.Width() == 1 && len(pts) == len(t.Events)
+	stacks := explain.NewStackIndex(t)
+	by := o.By
+	if by == "" {
+		by = explain.BySite
+	}
+	sites := map[int32]string{} // the site of each live allocation, by slot
+	live := map[int32]int64{}   // by device
+	e := dataset.Event{Trace: t.Name, Strategy: run.Strategy}
+	for i := range t.Events {
+		ev := &t.Events[i]
+		e.Device, e.Index, e.Action, e.Size = ev.Device, int64(i), ev.Op.String(), ev.Size
+		e.TimeUS = ev.TimeUS
+		if e.TimeUS == traces.NoTime {
+			e.TimeUS = -1
+		}
+		e.Address = address(ev)
+		e.Site = ""
+		switch ev.Op {
+		case traces.OpAlloc:
+			e.Site = stacks.Key(by, i)
+			sites[ev.Slot] = e.Site
+			live[ev.Device] += ev.Size
+		case traces.OpFree:
+			e.Site = sites[ev.Slot]
+			delete(sites, ev.Slot)
+			live[ev.Device] -= ev.Size
+		}
+		e.Live = live[ev.Device]
+		e.Allocated, e.Reserved = -1, -1
+		if perEvent {
+			e.Allocated, e.Reserved = pts[i].Allocated.End, pts[i].Reserved.End
+		}
+		if err := w.Write(&e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// address returns the address that names an event of a PyTorch snapshot
+// ("0x7f3a00000000"), 0 for an event named otherwise.
+func address(ev *traces.Event) uint64 {
+	id := ev.IDText()
+	if !strings.HasPrefix(id, "0x") {
+		return 0
+	}
+	a, err := strconv.ParseUint(id[2:], 16, 64)
+	if err != nil {
+		return 0
+	}
+	return a
+}
+
+// A SiteRow is a row of sites.parquet: a group of one run's live bytes at
+// its peak.
+type SiteRow struct {
+	Trace  string `parquet:"trace,dict"`
+	Device int32  `parquet:"device"`
+	Site   string `parquet:"site,dict"`
+	Bytes  int64  `parquet:"bytes"`
+	Count  int64  `parquet:"count"`
+}
+
+// A SiteDiffRow is a row of site_diffs.parquet: a SiteDiff of a pair.
+type SiteDiffRow struct {
+	A          string `parquet:"a,dict"`
+	B          string `parquet:"b,dict"`
+	Device     int32  `parquet:"device"`
+	Site       string `parquet:"site,dict"`
+	Change     string `parquet:"change,dict"`
+	ABytes     int64  `parquet:"a_bytes"`
+	BBytes     int64  `parquet:"b_bytes"`
+	DeltaBytes int64  `parquet:"delta_bytes"`
+	ACount     int64  `parquet:"a_count"`
+	BCount     int64  `parquet:"b_count"`
+}
+
+// A RankSiteRow is a row of rank_sites.parquet: a RankSite of a summary.
+type RankSiteRow struct {
+	Device      int32  `parquet:"device"`
+	Site        string `parquet:"site,dict"`
+	MinBytes    int64  `parquet:"min_bytes"`
+	MedianBytes int64  `parquet:"median_bytes"`
+	MaxBytes    int64  `parquet:"max_bytes"`
+	MinRank     string `parquet:"min_rank,dict"`
+	MaxRank     string `parquet:"max_rank,dict"`
+}
+
+// SiteRows returns the site tables of runs, a row per site of each
+// device of each run.
+func SiteRows(runs []*Run) []SiteRow {
+	rows := []SiteRow{}
+	for _, r := range runs {
+		for _, d := range r.Devices {
+			for _, s := range d.Sites {
+				rows = append(rows, SiteRow{Trace: r.Trace, Device: int32(d.Device), Site: s.Site, Bytes: s.Bytes, Count: s.Count})
+			}
+		}
+	}
+	return rows
+}
+
+// SiteDiffRows returns the sites of pairs, a row each.
+func SiteDiffRows(pairs []Pair) []SiteDiffRow {
+	rows := []SiteDiffRow{}
+	for _, p := range pairs {
+		for _, s := range p.Sites {
+			rows = append(rows, SiteDiffRow{A: p.A, B: p.B, Device: int32(p.Device), Site: s.Site, Change: s.Change,
+				ABytes: s.ABytes, BBytes: s.BBytes, DeltaBytes: s.DeltaBytes, ACount: s.ACount, BCount: s.BCount})
+		}
+	}
+	return rows
+}
+
+// RankSiteRows returns the sites of summaries, a row each.
+func RankSiteRows(sums []Summary) []RankSiteRow {
+	rows := []RankSiteRow{}
+	for _, s := range sums {
+		for _, r := range s.Sites {
+			rows = append(rows, RankSiteRow{Device: int32(s.Device), Site: r.Site, MinBytes: r.MinBytes, MedianBytes: r.MedianBytes,
+				MaxBytes: r.MaxBytes, MinRank: r.MinRank, MaxRank: r.MaxRank})
+		}
+	}
+	return rows
+}
+
+// WriteTable writes rows as the Parquet file name of the report d.
+func WriteTable[T any](d *report.DirWriter, name string, rows []T) error {
+	tmp, err := os.MkdirTemp("", "diff-table-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	p := filepath.Join(tmp, name)
+	if err := dataset.WriteTable(p, rows); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(d.Dir(), name), err)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	return d.WriteFile(name, data)
+}

@@ -1,0 +1,60 @@
+package diff
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpualloc/gpualloc/dataset"
+)
+
+// TestWriteEvents writes the events of a generated run and reads them
+// back: a row per event, the sites of allocs and their frees, the live
+// bytes recounted, and the reserved bytes' largest value the run's peak.
+func TestWriteEvents(t *testing.T) {
+	tr := loadTrace(t, "a.pickle", genSnapshot(0, program([]genOp{{Site: "model.py:40 extra", Size: 6 * mib}}, 16*mib, 20), ""), false)
+	ctx := context.Background()
+	run, err := Measure(ctx, tr, Options{})
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "events.parquet")
+	w, err := dataset.CreateEvents(path)
+	require.NoError(t, err)
+	require.NoError(t, WriteEvents(ctx, w, tr, run, Options{}))
+	require.NoError(t, w.Close())
+	rows, err := parquet.ReadFile[dataset.Event](path)
+	require.NoError(t, err)
+	require.Len(t, rows, len(tr.Events))
+	var live, peak int64
+	site := map[uint64]string{}
+	for i, r := range rows {
+		ev := &tr.Events[i]
+		assert.EqualValues(t, i, r.Index)
+		assert.Equal(t, ev.Op.String(), r.Action)
+		assert.Equal(t, run.Strategy, r.Strategy)
+		switch r.Action {
+		case "alloc":
+			live += r.Size
+			assert.NotEmpty(t, r.Site)
+			site[r.Address] = r.Site
+		case "free":
+			live -= r.Size
+			assert.Equal(t, site[r.Address], r.Site, "a free has its allocation's site")
+		}
+		assert.Equal(t, live, r.Live)
+		assert.NotEqual(t, int64(-1), r.TimeUS)
+		peak = max(peak, r.Reserved)
+	}
+	assert.Equal(t, run.Devices[0].PeakReservedBytes, peak)
+	found := false
+	for _, r := range rows {
+		found = found || r.Site == "model.py:40 extra" && r.Size == 6*mib && r.Action == "alloc"
+	}
+	assert.True(t, found, "the extra allocation's row")
+	_, err = os.Stat(path)
+	require.NoError(t, err)
+}
