@@ -4,6 +4,7 @@ import (
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/devicecost"
 	"github.com/gpualloc/gpualloc/snapshot"
+	"github.com/gpualloc/gpualloc/traces"
 )
 
 // Config says how to replay a trace. The zero value of every field but the
@@ -100,6 +101,23 @@ type Config struct {
 	// _record_memory_history(max_entries=N) does; the segments are still
 	// those after the last event.
 	SnapshotEntries int
+
+	// Observe, if not nil, is called after each event the replay serves,
+	// from the goroutine running the replay, with the event's index in the
+	// trace (from 0), the event (which it must not keep), and what the
+	// event's device holds after it: the replay event by event, for an
+	// output that streams it (simulate --parquet), where Series keeps a
+	// bounded summary. Its error ends the replay and is the replay's.
+	// Off, it costs the replay one branch an event.
+	Observe func(n int64, ev *traces.Event, after DeviceBytes) error
+}
+
+// DeviceBytes is what one device of a replay holds after an event (see
+// Config.Observe).
+type DeviceBytes struct {
+	Requested int64 // live bytes the trace requested on the device, failed allocations included
+	Allocated int64 // bytes of the blocks handed out for them
+	Reserved  int64 // bytes held from the device
 }
 
 // ProgressInterval is how many events pass between calls of

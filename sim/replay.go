@@ -360,10 +360,25 @@ func (e *engine) step(ev *traces.Event, n int64) error {
 	if e.series != nil {
 		e.series.add(n, ev.TimeUS, e.requested, e.allocated, e.resLo, e.resHi, e.reserved)
 	}
+	if e.cfg.Observe != nil {
+		if err := e.cfg.Observe(n, ev, e.deviceBytes(int(ev.Device))); err != nil {
+			return err
+		}
+	}
 	if e.peakRes != e.watch {
 		e.afterPeak()
 	}
 	return nil
+}
+
+// deviceBytes returns what device i holds now: nothing when the trace
+// has not used it yet.
+func (e *engine) deviceBytes(i int) DeviceBytes {
+	if uint(i) >= uint(len(e.devs)) || e.devs[i] == nil {
+		return DeviceBytes{}
+	}
+	d := e.devs[i]
+	return DeviceBytes{Requested: d.lower, Allocated: d.allocated, Reserved: d.reserved}
 }
 
 func (e *engine) alloc(ev *traces.Event) (*device, error) {
