@@ -3,6 +3,7 @@ package snapshot
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/gpualloc/gpualloc/snapshot/internal/pickle"
 	"io"
 	"math"
 	"math/big"
@@ -86,7 +87,7 @@ type markRec struct {
 
 // decoder runs the pickle machine over one input.
 type decoder struct {
-	in      input
+	in      pickle.Input
 	stack   []val
 	marks   []markRec
 	memo    memoTable      // the entries stored in order
@@ -121,33 +122,33 @@ type decoder struct {
 
 func (d *decoder) fail(format string, args ...any) {
 	if d.err == nil {
-		d.err = &pickleError{off: d.opOff, msg: fmt.Sprintf(format, args...)}
+		d.err = &pickle.Error{Off: d.opOff, Msg: fmt.Sprintf(format, args...)}
 	}
 }
 
 // run decodes the pickle up to its STOP and returns the value left.
 func (d *decoder) run() (val, error) {
 	in := &d.in
-	if !in.need(2) {
+	if !in.Need(2) {
 		return val{}, d.ioErr()
 	}
 	for d.err == nil {
-		if in.pos >= in.end && !in.need(1) {
-			if in.err == io.EOF {
-				return val{}, &pickleError{off: in.off(), msg: "truncated: the input ends before the pickle's STOP"}
+		if in.Pos >= in.End && !in.Need(1) {
+			if in.Err == io.EOF {
+				return val{}, &pickle.Error{Off: in.Off(), Msg: "truncated: the input ends before the pickle's STOP"}
 			}
 			return val{}, d.ioErr()
 		}
-		d.opOff = in.off()
-		op := in.buf[in.pos]
-		in.pos++
+		d.opOff = in.Off()
+		op := in.Buf[in.Pos]
+		in.Pos++
 		if pushOps[op] && d.memoRun(op) {
 			continue
 		}
-		if len(d.absorbed) > 0 && op != opAppends {
+		if len(d.absorbed) > 0 && op != pickle.OpAppends {
 			d.unabsorb()
 		}
-		if op == opStop {
+		if op == pickle.OpStop {
 			if len(d.stack) != 1 || len(d.marks) != 0 {
 				d.fail("STOP with %d values on the stack, not one", len(d.stack))
 				break
@@ -161,20 +162,20 @@ func (d *decoder) run() (val, error) {
 
 // ioErr returns the error of a read that came short.
 func (d *decoder) ioErr() error {
-	if d.in.err == nil || d.in.err == io.EOF || d.in.err == io.ErrUnexpectedEOF {
-		return &pickleError{off: d.in.off(), msg: "truncated: the input ends inside an opcode"}
+	if d.in.Err == nil || d.in.Err == io.EOF || d.in.Err == io.ErrUnexpectedEOF {
+		return &pickle.Error{Off: d.in.Off(), Msg: "truncated: the input ends inside an opcode"}
 	}
-	return d.in.err
+	return d.in.Err
 }
 
 // arg returns the next n bytes of the opcode's argument, or nil when the
 // input ends first.
 func (d *decoder) arg(n int) []byte {
-	if !d.in.need(n) {
+	if !d.in.Need(n) {
 		if d.err == nil {
 			if err := d.ioErr(); err != nil {
-				if pe, ok := err.(*pickleError); ok {
-					pe.off = d.opOff
+				if pe, ok := err.(*pickle.Error); ok {
+					pe.Off = d.opOff
 					d.err = pe
 				} else {
 					d.err = err
@@ -183,8 +184,8 @@ func (d *decoder) arg(n int) []byte {
 		}
 		return nil
 	}
-	b := d.in.buf[d.in.pos : d.in.pos+n]
-	d.in.pos += n
+	b := d.in.Buf[d.in.Pos : d.in.Pos+n]
+	d.in.Pos += n
 	return b
 }
 
@@ -219,13 +220,13 @@ func (d *decoder) popMark() ([]val, int32, bool) {
 // step runs one opcode other than STOP.
 func (d *decoder) step(op byte) {
 	switch op {
-	case opProto:
+	case pickle.OpProto:
 		if b := d.arg(1); b != nil && (b[0] < 2 || b[0] > 5) {
 			d.fail("pickle protocol %d: want 2 to 5", b[0])
 		}
-	case opFrame:
+	case pickle.OpFrame:
 		d.arg(8)
-	case opMark:
+	case pickle.OpMark:
 		owner := int32(-1)
 		if n := len(d.stack); n > 0 && (len(d.marks) == 0 || d.marks[len(d.marks)-1].pos < n-1) {
 			switch d.stack[n-1].k {
@@ -237,29 +238,29 @@ func (d *decoder) step(op byte) {
 		}
 		d.marks = append(d.marks, markRec{pos: len(d.stack), owner: owner})
 		d.stack = append(d.stack, val{k: kMark})
-	case opNone:
+	case pickle.OpNone:
 		d.push(val{k: kNone})
-	case opNewTrue:
+	case pickle.OpNewTrue:
 		d.push(val{kBool, 1})
-	case opNewFalse:
+	case pickle.OpNewFalse:
 		d.push(val{kBool, 0})
-	case opBinInt1:
+	case pickle.OpBinInt1:
 		if b := d.arg(1); b != nil {
 			d.push(intVal(int64(b[0])))
 		}
-	case opBinInt2:
+	case pickle.OpBinInt2:
 		if b := d.arg(2); b != nil {
 			d.push(intVal(int64(binary.LittleEndian.Uint16(b))))
 		}
-	case opBinInt:
+	case pickle.OpBinInt:
 		if b := d.arg(4); b != nil {
 			d.push(intVal(int64(int32(binary.LittleEndian.Uint32(b)))))
 		}
-	case opLong1:
+	case pickle.OpLong1:
 		if b := d.arg(1); b != nil {
 			d.long(int(b[0]))
 		}
-	case opLong4:
+	case pickle.OpLong4:
 		if b := d.arg(4); b != nil {
 			n := int32(binary.LittleEndian.Uint32(b))
 			if n < 0 || n > maxString {
@@ -268,19 +269,19 @@ func (d *decoder) step(op byte) {
 			}
 			d.long(int(n))
 		}
-	case opBinFloat:
+	case pickle.OpBinFloat:
 		if b := d.arg(8); b != nil {
 			d.push(val{kFloat, binary.BigEndian.Uint64(b)})
 		}
-	case opShortBinUnicode, opShortBinBytes, opShortBinString:
+	case pickle.OpShortBinUnicode, pickle.OpShortBinBytes, pickle.OpShortBinString:
 		if b := d.arg(1); b != nil {
 			d.str(op, int(b[0]))
 		}
-	case opBinUnicode, opBinBytes, opBinString:
+	case pickle.OpBinUnicode, pickle.OpBinBytes, pickle.OpBinString:
 		if b := d.arg(4); b != nil {
 			d.str(op, int(binary.LittleEndian.Uint32(b)))
 		}
-	case opBinUnicode8, opBinBytes8, opByteArray8:
+	case pickle.OpBinUnicode8, pickle.OpBinBytes8, pickle.OpByteArray8:
 		if b := d.arg(8); b != nil {
 			n := binary.LittleEndian.Uint64(b)
 			if n > maxString {
@@ -289,16 +290,16 @@ func (d *decoder) step(op byte) {
 			}
 			d.str(op, int(n))
 		}
-	case opEmptyList:
+	case pickle.OpEmptyList:
 		d.push(d.newCont(ctList))
-	case opEmptyDict:
+	case pickle.OpEmptyDict:
 		d.push(d.newCont(ctDict))
-	case opEmptyTuple:
+	case pickle.OpEmptyTuple:
 		d.push(d.newCont(ctTuple))
-	case opEmptySet:
+	case pickle.OpEmptySet:
 		d.push(d.newCont(ctSet))
-	case opTuple1, opTuple2, opTuple3:
-		n := int(op-opTuple1) + 1
+	case pickle.OpTuple1, pickle.OpTuple2, pickle.OpTuple3:
+		n := int(op-pickle.OpTuple1) + 1
 		if len(d.stack) < n || (len(d.marks) > 0 && d.marks[len(d.marks)-1].pos >= len(d.stack)-n) {
 			d.fail("TUPLE%d with too few values above the mark", n)
 			return
@@ -306,18 +307,18 @@ func (d *decoder) step(op byte) {
 		items := d.stack[len(d.stack)-n:]
 		d.stack = d.stack[:len(d.stack)-n]
 		d.push(d.generic(ctTuple, items)) // generic copies the items before push overwrites them
-	case opTuple, opList, opDict, opFrozenSet:
+	case pickle.OpTuple, pickle.OpList, pickle.OpDict, pickle.OpFrozenSet:
 		items, _, ok := d.popMark()
 		if !ok {
 			return
 		}
-		t := map[byte]ctype{opTuple: ctTuple, opList: ctList, opDict: ctDict, opFrozenSet: ctSet}[op]
+		t := map[byte]ctype{pickle.OpTuple: ctTuple, pickle.OpList: ctList, pickle.OpDict: ctDict, pickle.OpFrozenSet: ctSet}[op]
 		if t == ctDict && len(items)%2 != 0 {
 			d.fail("DICT with an odd number of values")
 			return
 		}
 		d.push(d.generic(t, items))
-	case opAppend:
+	case pickle.OpAppend:
 		v, ok := d.pop()
 		if !ok {
 			return
@@ -325,13 +326,13 @@ func (d *decoder) step(op byte) {
 		if p, ok := d.target(ctList, "APPEND"); ok {
 			d.add(p, v)
 		}
-	case opAppends, opAddItems:
+	case pickle.OpAppends, pickle.OpAddItems:
 		items, _, ok := d.popMark()
 		if !ok {
 			return
 		}
 		want, name := ctList, "APPENDS"
-		if op == opAddItems {
+		if op == pickle.OpAddItems {
 			want, name = ctSet, "ADDITEMS"
 		}
 		if p, ok := d.target(want, name); ok {
@@ -361,7 +362,7 @@ func (d *decoder) step(op byte) {
 				}
 			}
 		}
-	case opSetItem:
+	case pickle.OpSetItem:
 		v, ok1 := d.pop()
 		k, ok2 := d.pop()
 		if !ok1 || !ok2 {
@@ -370,7 +371,7 @@ func (d *decoder) step(op byte) {
 		if p, ok := d.target(ctDict, "SETITEM"); ok {
 			d.set(p, k, v)
 		}
-	case opSetItems:
+	case pickle.OpSetItems:
 		items, _, ok := d.popMark()
 		if !ok {
 			return
@@ -386,43 +387,43 @@ func (d *decoder) step(op byte) {
 				}
 			}
 		}
-	case opPop:
+	case pickle.OpPop:
 		if v, ok := d.pop(); ok {
 			d.drop(v)
 		}
-	case opPopMark:
+	case pickle.OpPopMark:
 		if items, _, ok := d.popMark(); ok {
 			for _, v := range items {
 				d.drop(v)
 			}
 		}
-	case opDup:
+	case pickle.OpDup:
 		if n := len(d.stack); n > 0 && d.stack[n-1].k != kMark {
 			d.share(d.stack[n-1])
 			d.push(d.stack[n-1])
 		} else {
 			d.fail("DUP of nothing")
 		}
-	case opMemoize:
+	case pickle.OpMemoize:
 		d.memoize()
-	case opBinPut:
+	case pickle.OpBinPut:
 		if b := d.arg(1); b != nil {
 			d.put(uint64(b[0]))
 		}
-	case opLongBinPut:
+	case pickle.OpLongBinPut:
 		if b := d.arg(4); b != nil {
 			d.put(uint64(binary.LittleEndian.Uint32(b)))
 		}
-	case opBinGet:
+	case pickle.OpBinGet:
 		if b := d.arg(1); b != nil {
 			d.get(uint64(b[0]))
 		}
-	case opLongBinGet:
+	case pickle.OpLongBinGet:
 		if b := d.arg(4); b != nil {
 			d.get(uint64(binary.LittleEndian.Uint32(b)))
 		}
 	default:
-		if name, ok := refused[op]; ok {
+		if name, ok := pickle.Refused(op); ok {
 			d.fail("opcode %s: the pickle names Python code, which loading would run; a snapshot holds only data", name)
 			return
 		}
@@ -441,7 +442,7 @@ func (d *decoder) long(n int) {
 	case n == 0:
 		d.push(intVal(0))
 	case n <= 8:
-		d.push(intVal(leInt(b)))
+		d.push(intVal(pickle.LeInt(b)))
 	case n == 9 && b[8] == 0 && b[7]&0x80 != 0:
 		d.push(val{kUint, binary.LittleEndian.Uint64(b)})
 	default:
@@ -470,16 +471,16 @@ func (d *decoder) str(op byte, n int) {
 	}
 	k := kStr
 	switch op {
-	case opShortBinBytes, opBinBytes, opBinBytes8, opByteArray8:
+	case pickle.OpShortBinBytes, pickle.OpBinBytes, pickle.OpBinBytes8, pickle.OpByteArray8:
 		k = kBytes
 	default:
-		if i := badText(op, b); i >= 0 && d.err == nil {
+		if i := pickle.BadText(op, b); i >= 0 && d.err == nil {
 			what := "UTF-8"
-			if op == opShortBinString || op == opBinString {
+			if op == pickle.OpShortBinString || op == pickle.OpBinString {
 				what = "ASCII, as Python 3 reads a string of Python 2"
 			}
-			d.err = &pickleError{off: d.in.off() - int64(n-i),
-				msg: fmt.Sprintf("byte 0x%02x of the string at byte %d is not %s: Python refuses the file", b[i], d.opOff, what)}
+			d.err = &pickle.Error{Off: d.in.Off() - int64(n-i),
+				Msg: fmt.Sprintf("byte 0x%02x of the string at byte %d is not %s: Python refuses the file", b[i], d.opOff, what)}
 			return
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/gpualloc/gpualloc/snapshot/internal/pickle"
 	"io"
 	"math/big"
 	"strconv"
@@ -67,7 +68,7 @@ type ReadOptions struct {
 
 	// Bounds that the tests lower, each 0 for its default.
 	maxLoaded    int   // the most spilled pages of a list loaded at a time (defaultLoaded)
-	prefetchFrom int64 // the bytes read from which the input is read ahead (defaultPrefetchFrom)
+	prefetchFrom int64 // the bytes read from which the input is read ahead (pickle.PrefetchFrom)
 	runsFrom     int   // the memo entries from which runs of frames are looked up (defaultRunsFrom)
 	maxTrace     int   // the most entries of a device's trace (defaultMaxTrace)
 }
@@ -124,7 +125,7 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	// reader after the goroutine that reads it has stopped.
 	var zr *gzipReader
 	defer func() {
-		d.in.stopPrefetch() // d.in changes for gzip
+		d.in.Stop() // d.in changes for gzip
 		if zr != nil {
 			zr.Close()
 		}
@@ -132,34 +133,34 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	d.noStacks = o.NoStacks
 	gz := ""
 	for range 2 {
-		if !d.in.need(2) && d.in.err != nil && d.in.err != io.EOF {
-			return nil, &Error{Name: name, Msg: "read: " + d.in.err.Error(), Err: d.in.err}
+		if !d.in.Need(2) && d.in.Err != nil && d.in.Err != io.EOF {
+			return nil, &Error{Name: name, Msg: "read: " + d.in.Err.Error(), Err: d.in.Err}
 		}
-		if b := d.in.buf[d.in.pos:d.in.end]; gz != "" || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		if b := d.in.Buf[d.in.Pos:d.in.End]; gz != "" || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 			break
 		}
 		// gzip: decompress as the pickle is read, starting with the bytes
 		// read so far.
-		z, err := newGzipReader(io.MultiReader(bytes.NewReader(bytes.Clone(d.in.buf[d.in.pos:d.in.end])), r))
+		z, err := newGzipReader(io.MultiReader(bytes.NewReader(bytes.Clone(d.in.Buf[d.in.Pos:d.in.End])), r))
 		if err != nil {
 			return nil, &Error{Name: name, Msg: "read: gzip: " + err.Error(), Err: err}
 		}
 		zr = z
-		d.in = input{r: zr, buf: d.in.buf, prefetchFrom: d.in.prefetchFrom}
+		d.in.Switch(zr)
 		gz = " of the decompressed data"
 	}
-	if b := d.in.buf[d.in.pos:d.in.end]; len(b) < 2 || b[0] != opProto || b[1] < 2 || b[1] > 5 {
+	if b := d.in.Buf[d.in.Pos:d.in.End]; len(b) < 2 || b[0] != pickle.OpProto || b[1] < 2 || b[1] > 5 {
 		return nil, notSnapshot(name, "not a pickle of protocol 2 to 5", nil)
 	}
 	// From here on the input is only the pickle's: a long one is read
 	// ahead on a goroutine.
-	d.in.ahead = true
+	d.in.Ahead = true
 	v, err := d.run()
 	if err == nil && zr != nil {
 		// The gzip stream to its end, where its CRC and size are
 		// checked; what the pickle leaves after its STOP is ignored, as
 		// Python's pickle.load ignores it.
-		if err := d.in.drain(); err != nil {
+		if err := d.in.Drain(); err != nil {
 			return nil, &Error{Name: name, Msg: "read: the end of the gzip stream: " + oneLine(err.Error()), Err: err}
 		}
 	}
@@ -180,7 +181,7 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 		}
 		return s, nil
 	}
-	var pe *pickleError
+	var pe *pickle.Error
 	var fe *fieldError
 	var ne *notSnapshotError
 	var se *Error
@@ -212,7 +213,7 @@ func (s *Snapshot) readsBack() bool {
 
 func newDecoder(r io.Reader, o ReadOptions) *decoder {
 	d := &decoder{
-		in:       input{r: r, buf: make([]byte, 64<<10), prefetchFrom: orDefault(o.prefetchFrom, defaultPrefetchFrom)},
+		in:       pickle.NewInput(r, o.prefetchFrom),
 		strIdx:   map[string]uint32{},
 		runsFrom: orDefault(o.runsFrom, defaultRunsFrom),
 		maxTrace: orDefault(o.maxTrace, defaultMaxTrace),

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/gpualloc/gpualloc/snapshot/internal/pickle"
 	"slices"
 )
 
@@ -12,8 +13,8 @@ import (
 // opcodes end or the buffer does, and leaves the rest to step.
 
 // pushOps are the opcodes that only push a value, which memoRun runs.
-var pushOps = [256]bool{opBinGet: true, opLongBinGet: true, opBinInt1: true, opBinInt2: true, opBinInt: true,
-	opLong1: true, opNone: true, opNewTrue: true, opNewFalse: true}
+var pushOps = [256]bool{pickle.OpBinGet: true, pickle.OpLongBinGet: true, pickle.OpBinInt1: true, pickle.OpBinInt2: true, pickle.OpBinInt: true,
+	pickle.OpLong1: true, pickle.OpNone: true, pickle.OpNewTrue: true, pickle.OpNewFalse: true}
 
 // memoRun runs the opcodes that start with op and only push a value (see
 // pushOps): memo references to values other than containers, and the
@@ -26,7 +27,7 @@ var pushOps = [256]bool{opBinGet: true, opLongBinGet: true, opBinInt1: true, opB
 // Right after a MARK that batches items for an open "frames" list, the
 // frames referenced are not pushed but absorbed (see absorb).
 func (d *decoder) memoRun(op byte) bool {
-	if op == opBinGet || op == opLongBinGet {
+	if op == pickle.OpBinGet || op == pickle.OpLongBinGet {
 		if k := len(d.marks); k > 0 {
 			if m := d.marks[k-1]; m.pos == len(d.stack)-1 && m.owner >= 0 {
 				if c := &d.conts[m.owner]; c.role == rStack && c.typ == ctList && c.done.k == kMark {
@@ -39,15 +40,15 @@ func (d *decoder) memoRun(op byte) bool {
 		return false // run puts the absorbed frames back first
 	}
 	in := &d.in
-	buf, memo, n := in.buf[:in.end], d.memo.packed.pages, uint64(d.memo.len())
-	pos, done, stack, ran := in.pos, in.pos, d.stack, false // pos just after op
+	buf, memo, n := in.Buf[:in.End], d.memo.packed.pages, uint64(d.memo.len())
+	pos, done, stack, ran := in.Pos, in.Pos, d.stack, false // pos just after op
 loop:
 	for {
 		var v val
 		switch op {
-		case opBinGet, opLongBinGet:
+		case pickle.OpBinGet, pickle.OpLongBinGet:
 			var i uint64
-			if op == opBinGet {
+			if op == pickle.OpBinGet {
 				if pos >= len(buf) {
 					break loop
 				}
@@ -72,25 +73,25 @@ loop:
 				break loop
 			}
 			v = val{kind(p & kindMask), p >> kindBits}
-		case opBinInt1:
+		case pickle.OpBinInt1:
 			if pos >= len(buf) {
 				break loop
 			}
 			v = intVal(int64(buf[pos]))
 			pos++
-		case opBinInt2:
+		case pickle.OpBinInt2:
 			if pos+2 > len(buf) {
 				break loop
 			}
 			v = intVal(int64(binary.LittleEndian.Uint16(buf[pos:])))
 			pos += 2
-		case opBinInt:
+		case pickle.OpBinInt:
 			if pos+4 > len(buf) {
 				break loop
 			}
 			v = intVal(int64(int32(binary.LittleEndian.Uint32(buf[pos:]))))
 			pos += 4
-		case opLong1:
+		case pickle.OpLong1:
 			if pos >= len(buf) {
 				break loop
 			}
@@ -98,13 +99,13 @@ loop:
 			if k > 8 || pos+1+k > len(buf) {
 				break loop
 			}
-			v = intVal(leInt(buf[pos+1 : pos+1+k]))
+			v = intVal(pickle.LeInt(buf[pos+1 : pos+1+k]))
 			pos += 1 + k
-		case opNone:
+		case pickle.OpNone:
 			v = val{k: kNone}
-		case opNewTrue:
+		case pickle.OpNewTrue:
 			v = val{kBool, 1}
-		case opNewFalse:
+		case pickle.OpNewFalse:
 			v = val{kBool, 0}
 		default:
 			break loop
@@ -117,9 +118,9 @@ loop:
 		op = buf[pos]
 		pos++
 	}
-	// The next opcode starts at in.pos, for run's loop to read.
+	// The next opcode starts at in.Pos, for run's loop to read.
 	d.stack = stack
-	in.pos = done
+	in.Pos = done
 	return ran
 }
 
@@ -136,8 +137,8 @@ loop:
 // read before (see frameRun).
 func (d *decoder) absorb(op byte) bool {
 	in := &d.in
-	buf, kinds, n := in.buf[:in.end], d.memo.frame.pages, uint64(d.memo.len())
-	at := in.pos - 1 // the opcode's offset
+	buf, kinds, n := in.Buf[:in.End], d.memo.frame.pages, uint64(d.memo.len())
+	at := in.Pos - 1 // the opcode's offset
 	var slot *frameRun
 	if len(d.absorbed) == 0 && d.runs != nil && at+runKey <= len(buf) {
 		h := runHash(buf[at:])
@@ -151,7 +152,7 @@ func (d *decoder) absorb(op byte) bool {
 				d.absOwn, d.absorbed, d.absRun = d.absorbed, r.idx[:len(r.idx):len(r.idx)], true
 				d.absIDs = append(d.absIDs, r.ids...) // empty without the stacks
 				d.absEC = r.ec
-				in.pos = at + n
+				in.Pos = at + n
 				return true
 			}
 		}
@@ -163,11 +164,11 @@ func (d *decoder) absorb(op byte) bool {
 		// More after a run: the run's indexes into the decoder's own.
 		d.absorbed, d.absRun = append(d.absOwn, d.absorbed...), false
 	}
-	pos, done, abs, ec := in.pos, in.pos, d.absorbed, byte(0)
+	pos, done, abs, ec := in.Pos, in.Pos, d.absorbed, byte(0)
 	start := len(abs)
 	for {
 		var i uint64
-		if op == opLongBinGet {
+		if op == pickle.OpLongBinGet {
 			if pos+4 > len(buf) {
 				break
 			}
@@ -197,13 +198,13 @@ func (d *decoder) absorb(op byte) bool {
 		if pos >= len(buf) {
 			break
 		}
-		if op = buf[pos]; op != opBinGet && op != opLongBinGet {
+		if op = buf[pos]; op != pickle.OpBinGet && op != pickle.OpLongBinGet {
 			break
 		}
 		pos++
 	}
-	// The next opcode starts at in.pos, for run's loop to read.
-	in.pos = done
+	// The next opcode starts at in.Pos, for run's loop to read.
+	in.Pos = done
 	d.absorbed = abs
 	d.absEC = d.absEC || ec&isEC != 0
 	if slot != nil && done-at >= runKey && done-at <= maxRun {

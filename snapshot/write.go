@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/gpualloc/gpualloc/snapshot/internal/pickle"
 	"io"
 	"maps"
 	"math"
@@ -72,33 +73,6 @@ func Write(w io.Writer, s *Snapshot, o WriteOptions) error {
 	}, o)
 }
 
-// Pickle opcodes (Python's Lib/pickletools.py names them).
-const (
-	opProto           = 0x80
-	opFrame           = 0x95
-	opStop            = '.'
-	opMark            = '('
-	opEmptyDict       = '}'
-	opEmptyList       = ']'
-	opSetItems        = 'u'
-	opAppends         = 'e'
-	opBinInt          = 'J'
-	opBinInt1         = 'K'
-	opBinInt2         = 'M'
-	opLong1           = 0x8a
-	opBinFloat        = 'G'
-	opBinUnicode      = 'X'
-	opShortBinUnicode = 0x8c
-	opNone            = 'N'
-	opNewTrue         = 0x88
-	opNewFalse        = 0x89
-	opBinPut          = 'q'
-	opLongBinPut      = 'r'
-	opBinGet          = 'h'
-	opLongBinGet      = 'j'
-	opMemoize         = 0x94
-)
-
 // frameSize is the size from which a frame is written out: Python's
 // _FRAME_SIZE_TARGET.
 const frameSize = 64 << 10
@@ -140,7 +114,7 @@ func (p *pickler) flushFrame() {
 	}
 	if p.proto >= 4 {
 		var h [9]byte
-		h[0] = opFrame
+		h[0] = pickle.OpFrame
 		binary.LittleEndian.PutUint64(h[1:], uint64(len(p.buf)))
 		if _, err := p.w.Write(h[:]); err != nil {
 			p.err = err
@@ -153,20 +127,20 @@ func (p *pickler) flushFrame() {
 	p.buf = p.buf[:0]
 }
 
-func (p *pickler) mark() { p.op(opMark) }
+func (p *pickler) mark() { p.op(pickle.OpMark) }
 
-func (p *pickler) emptyDict() { p.op(opEmptyDict); p.end() }
+func (p *pickler) emptyDict() { p.op(pickle.OpEmptyDict); p.end() }
 
 // list writes a list of n items, item(i) writing the i-th, in batches of
 // APPENDS as Python's pickler does.
 func (p *pickler) list(n int, item func(i int)) {
-	p.op(opEmptyList)
+	p.op(pickle.OpEmptyList)
 	for i := 0; i < n; i += batchSize {
 		p.mark()
 		for j := i; j < min(n, i+batchSize); j++ {
 			item(j)
 		}
-		p.op(opAppends)
+		p.op(pickle.OpAppends)
 		p.end()
 	}
 	p.end()
@@ -175,10 +149,10 @@ func (p *pickler) list(n int, item func(i int)) {
 // dict writes a dict: kv writes the keys and values, at most batchSize
 // pairs (the dicts of a snapshot are small).
 func (p *pickler) dict(kv func()) {
-	p.op(opEmptyDict)
+	p.op(pickle.OpEmptyDict)
 	p.mark()
 	kv()
-	p.op(opSetItems)
+	p.op(pickle.OpSetItems)
 	p.end()
 }
 
@@ -189,9 +163,9 @@ func (p *pickler) str(s string) {
 		return
 	}
 	if len(s) < 256 && p.proto >= 4 {
-		p.buf = append(p.buf, opShortBinUnicode, byte(len(s)))
+		p.buf = append(p.buf, pickle.OpShortBinUnicode, byte(len(s)))
 	} else {
-		p.buf = append(p.buf, opBinUnicode)
+		p.buf = append(p.buf, pickle.OpBinUnicode)
 		p.buf = binary.LittleEndian.AppendUint32(p.buf, uint32(len(s)))
 	}
 	p.buf = append(p.buf, s...)
@@ -205,11 +179,11 @@ func (p *pickler) put() uint32 {
 	p.n++
 	switch {
 	case p.proto >= 4:
-		p.op(opMemoize)
+		p.op(pickle.OpMemoize)
 	case i < 256:
-		p.buf = append(p.buf, opBinPut, byte(i))
+		p.buf = append(p.buf, pickle.OpBinPut, byte(i))
 	default:
-		p.buf = append(p.buf, opLongBinPut)
+		p.buf = append(p.buf, pickle.OpLongBinPut)
 		p.buf = binary.LittleEndian.AppendUint32(p.buf, i)
 	}
 	return i
@@ -218,9 +192,9 @@ func (p *pickler) put() uint32 {
 // get refers to memo entry i.
 func (p *pickler) get(i int64) {
 	if i < 256 {
-		p.buf = append(p.buf, opBinGet, byte(i))
+		p.buf = append(p.buf, pickle.OpBinGet, byte(i))
 	} else {
-		p.buf = append(p.buf, opLongBinGet)
+		p.buf = append(p.buf, pickle.OpLongBinGet)
 		p.buf = binary.LittleEndian.AppendUint32(p.buf, uint32(i))
 	}
 	p.end()
@@ -231,11 +205,11 @@ func (p *pickler) get(i int64) {
 func (p *pickler) int(x int64) {
 	switch {
 	case x >= 0 && x < 1<<8:
-		p.buf = append(p.buf, opBinInt1, byte(x))
+		p.buf = append(p.buf, pickle.OpBinInt1, byte(x))
 	case x >= 0 && x < 1<<16:
-		p.buf = append(p.buf, opBinInt2, byte(x), byte(x>>8))
+		p.buf = append(p.buf, pickle.OpBinInt2, byte(x), byte(x>>8))
 	case x >= math.MinInt32 && x <= math.MaxInt32:
-		p.buf = append(p.buf, opBinInt)
+		p.buf = append(p.buf, pickle.OpBinInt)
 		p.buf = binary.LittleEndian.AppendUint32(p.buf, uint32(x))
 	default:
 		p.long1(x, false)
@@ -267,21 +241,21 @@ func (p *pickler) long1(x int64, unsigned bool) {
 			n--
 		}
 	}
-	p.buf = append(p.buf, opLong1, byte(n))
+	p.buf = append(p.buf, pickle.OpLong1, byte(n))
 	p.buf = append(p.buf, b[:n]...)
 }
 
 func (p *pickler) float(f float64) {
-	p.buf = append(p.buf, opBinFloat)
+	p.buf = append(p.buf, pickle.OpBinFloat)
 	p.buf = binary.BigEndian.AppendUint64(p.buf, math.Float64bits(f))
 	p.end()
 }
 
 func (p *pickler) bool(b bool) {
 	if b {
-		p.op(opNewTrue)
+		p.op(pickle.OpNewTrue)
 	} else {
-		p.op(opNewFalse)
+		p.op(pickle.OpNewFalse)
 	}
 	p.end()
 }
@@ -298,7 +272,7 @@ func (p *pickler) boolItem(k string, v bool)   { p.str(k); p.bool(v) }
 func (p *pickler) frames(id StackID) {
 	p.str("frames")
 	if id == 0 || int(id) >= len(p.stacks) {
-		p.op(opEmptyList)
+		p.op(pickle.OpEmptyList)
 		p.end()
 		return
 	}
@@ -307,21 +281,21 @@ func (p *pickler) frames(id StackID) {
 		return
 	}
 	st := p.stacks[id]
-	p.op(opEmptyList)
+	p.op(pickle.OpEmptyList)
 	p.stackMemo[id] = int64(p.put())
 	for i := 0; i < len(st); i += batchSize {
 		p.mark()
 		for _, f := range st[i:min(len(st), i+batchSize)] {
 			p.frame(f)
 		}
-		p.op(opAppends)
+		p.op(pickle.OpAppends)
 		p.end()
 	}
 }
 
 func (p *pickler) frame(f int32) {
 	if int(f) >= len(p.frameList) || f < 0 {
-		p.op(opNone)
+		p.op(pickle.OpNone)
 		p.fail("frames", "a frame index out of range")
 		return
 	}
@@ -330,13 +304,13 @@ func (p *pickler) frame(f int32) {
 		return
 	}
 	fr := &p.frameList[f]
-	p.op(opEmptyDict)
+	p.op(pickle.OpEmptyDict)
 	p.frameMemo[f] = int64(p.put())
 	p.mark()
 	p.strItem("name", fr.Name)
 	p.strItem("filename", fr.Filename)
 	p.intItem("line", fr.Line)
-	p.op(opSetItems)
+	p.op(pickle.OpSetItems)
 	p.end()
 }
 
@@ -356,7 +330,7 @@ func (p *pickler) segment(s *Segment) {
 			p.str("segment_pool_id")
 			p.uint(s.Pool[0])
 			p.uint(s.Pool[1])
-			p.op(opTuple2)
+			p.op(pickle.OpTuple2)
 			p.end()
 		}
 		p.boolItem("is_expandable", s.IsExpandable)
@@ -429,7 +403,7 @@ func (p *pickler) settings(s *AllocatorSettings) {
 func (p *pickler) value(v any, path string) {
 	switch x := v.(type) {
 	case nil:
-		p.op(opNone)
+		p.op(pickle.OpNone)
 		p.end()
 	case bool:
 		p.bool(x)

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"github.com/gpualloc/gpualloc/snapshot/internal/pickle"
 	"io"
 )
 
@@ -44,7 +45,7 @@ func WriteStream(w io.Writer, s *Stream, o WriteOptions) error {
 		p.stackMemo[i] = -1
 	}
 	// The header stands outside the frames, as Python writes it.
-	if _, err := w.Write([]byte{opProto, byte(proto)}); err != nil {
+	if _, err := w.Write([]byte{pickle.OpProto, byte(proto)}); err != nil {
 		return err
 	}
 	p.emptyDict()
@@ -66,8 +67,8 @@ func WriteStream(w io.Writer, s *Stream, o WriteOptions) error {
 		p.str("allocator_settings")
 		p.settings(s.AllocatorSettings)
 	}
-	p.op(opSetItems)
-	p.op(opStop)
+	p.op(pickle.OpSetItems)
+	p.op(pickle.OpStop)
 	p.flushFrame()
 	return p.err
 }
@@ -76,7 +77,7 @@ func WriteStream(w io.Writer, s *Stream, o WriteOptions) error {
 // batches of APPENDS as list does: the same bytes for the same entries,
 // without knowing their number first.
 func (p *pickler) stream(each func(yield func(*TraceEntry) bool) error) error {
-	p.op(opEmptyList)
+	p.op(pickle.OpEmptyList)
 	n := 0
 	err := each(func(e *TraceEntry) bool {
 		if n == 0 {
@@ -85,14 +86,14 @@ func (p *pickler) stream(each func(yield func(*TraceEntry) bool) error) error {
 		p.entry(e)
 		n++
 		if n == batchSize {
-			p.op(opAppends)
+			p.op(pickle.OpAppends)
 			p.end()
 			n = 0
 		}
 		return p.err == nil
 	})
 	if n > 0 {
-		p.op(opAppends)
+		p.op(pickle.OpAppends)
 		p.end()
 	}
 	p.end()
