@@ -163,3 +163,38 @@ func (w *EventWriter) Abort() {
 		w.err = fmt.Errorf("dataset: events file aborted")
 	}
 }
+
+// Append adds the rows of the events file held in src, of size bytes, in
+// their order: a file written apart (by a replay running beside others)
+// joins this one. It reads src a row group's pages at a time. An error
+// reading src fails the writer, which may hold part of src's rows.
+func (w *EventWriter) Append(src io.ReaderAt, size int64) (int64, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	f, err := parquet.OpenFile(src, size)
+	if err != nil {
+		w.fail(fmt.Errorf("reading an events file: %w", err))
+		return 0, w.err
+	}
+	r := parquet.NewGenericReader[Event](f)
+	defer r.Close()
+	var n int64
+	buf := make([]Event, batchRows)
+	for {
+		k, err := r.Read(buf)
+		for i := range k {
+			if werr := w.Write(&buf[i]); werr != nil {
+				return n, werr
+			}
+			n++
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			w.fail(fmt.Errorf("reading an events file: %w", err))
+			return n, w.err
+		}
+	}
+}

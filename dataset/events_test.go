@@ -1,6 +1,7 @@
 package dataset_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -168,5 +169,73 @@ func TestEventsSchema(t *testing.T) {
 	}
 	if len(names) != len(want) {
 		t.Errorf("columns %v, want %d", names, len(want))
+	}
+}
+
+// TestAppend joins two files written apart into one, in order.
+func TestAppend(t *testing.T) {
+	dir := t.TempDir()
+	evs := events(5000)
+	var parts []string
+	for i, part := range [][]dataset.Event{evs[:1234], evs[1234:1234], evs[1234:]} {
+		sub := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.Mkdir(sub, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, writeEvents(t, sub, part))
+	}
+	path := filepath.Join(dir, "all.parquet")
+	w, err := dataset.CreateEvents(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	var total int64
+	for _, p := range parts {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := f.Stat()
+		n, err := w.Append(f, fi.Size())
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if total != int64(len(evs)) {
+		t.Errorf("appended %d rows, want %d", total, len(evs))
+	}
+	got, err := parquet.ReadFile[dataset.Event](path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(evs) {
+		t.Fatalf("read %d rows, want %d", len(got), len(evs))
+	}
+	for i := range evs {
+		if got[i] != evs[i] {
+			t.Fatalf("row %d: %+v, want %+v", i, got[i], evs[i])
+		}
+	}
+
+	// Not an events file: an error, and the writer refuses what follows.
+	w, err = dataset.CreateEvents(filepath.Join(dir, "bad.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	if _, err := w.Append(strings.NewReader("not parquet"), 11); err == nil {
+		t.Error("Append of a text: no error")
+	}
+	if err := w.Close(); err == nil {
+		t.Error("Close after a failed Append: no error")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bad.parquet")); !os.IsNotExist(err) {
+		t.Errorf("a failed Append left its file (%v)", err)
 	}
 }
