@@ -24,27 +24,36 @@ const planUsage = `usage: simulate plan [flags] TRACE...
 Places every allocation of each trace at an offset in one address space,
 knowing when each is freed (the offline plan that XLA and MindSpore's SOMAS
 make for a whole graph), and reports the memory the placement needs
-(offline_bytes) against the lower bound (peak_requested_bytes, the peak of
-live requested bytes). A multi-device trace is one problem per device, one
+(offline_bytes) against a lower bound that it proves (lower_bound_bytes:
+no placement is lower), with the peak of live requested bytes beside it
+(peak_requested_bytes, which the bound is never below). gap is
+offline_bytes over lower_bound_bytes, less 1: the plan is within that of
+the optimum, proved. A multi-device trace is one problem per device, one
 row each.
 
 It runs a portfolio of greedy heuristics (the time-order first fit, then
 orders size, area, lifetime, time and peak (the buffers live at the peak of
-live bytes first) x first fit and best fit) and, while
-the best is above the lower bound (or --capacity), an exact search in the
-manner of MiniMalloc on every core: with --capacity it looks for a placement
-within it; without, it searches down from the best heuristic toward the
-lower bound and keeps the lowest placement found. optimal is true when the
-placement is at the lower bound or the search proved that no lower one
-exists; method names the heuristic (ORDER/FIT), "search", or "time/stack"
-(a quick placement given when the time ran out before any heuristic ended).
+live bytes first) x first fit and best fit) and then uses the rest of the
+time limit while the best is above the proven bound (or --capacity): with
+--capacity an exact search in the manner of MiniMalloc for a placement
+within it, on every core; without, turns of that search descending from
+the best toward the bound, of large-neighbourhood moves (the buffers
+around a point of the peak placed again in another order) and of proofs
+on windows of time around the peaks (a height the search proves
+infeasible for the buffers of a window is infeasible for all; this is how
+lower_bound_bytes rises above the peak). It stops early only when the
+best meets the bound. optimal is true exactly when offline_bytes equals
+lower_bound_bytes; method names what found the placement: a heuristic
+(ORDER/FIT), "search", "lns" (the moves), or "time/stack" (a quick
+placement given when the time ran out before any heuristic ended).
 
 --time-limit bounds each trace whole: reading it and planning all its
 devices (the time left after reading is shared out among the devices). A
 trace still being read when the limit passes is an error, since a plan
 needs every allocation. With --progress (on a terminal by default) a run
 longer than a second shows on standard error what it is doing: reading,
-the heuristics or the search, the best height so far and its gap.
+the heuristics or the search, the best height so far and the proven
+bound, as they move, and the gap between them.
 
 capacity_bytes is the size of the device, as simulate and tune give it:
 --capacity, else the memory the trace records for the device (a PyTorch
@@ -71,10 +80,15 @@ type planRow struct {
 	Device             int    `json:"device"`
 	Buffers            int    `json:"buffers"`
 	PeakRequestedBytes int64  `json:"peak_requested_bytes"`
-	OfflineBytes       int64  `json:"offline_bytes"`
-	Optimal            bool   `json:"optimal"`
-	ElapsedNS          int64  `json:"elapsed_ns"`
-	Method             string `json:"method"`
+	// LowerBoundBytes is the proven lower bound (plan.Solution's
+	// ProvenBound), at least PeakRequestedBytes.
+	LowerBoundBytes int64 `json:"lower_bound_bytes"`
+	OfflineBytes    int64 `json:"offline_bytes"`
+	// Gap is OfflineBytes / LowerBoundBytes - 1 (0 for an empty problem).
+	Gap       float64 `json:"gap"`
+	Optimal   bool    `json:"optimal"`
+	ElapsedNS int64   `json:"elapsed_ns"`
+	Method    string  `json:"method"`
 	// CapacityBytes is the size of the device, as a replay of the trace
 	// gives it (see deviceSize).
 	CapacityBytes int64 `json:"capacity_bytes"`
@@ -192,7 +206,8 @@ func planCmd(ctx context.Context, e *env, args []string) error {
 			}
 			size := deviceSize(opts.Capacity, p.Memory)
 			rows = append(rows, planRow{Trace: path, Device: p.Device, Buffers: len(p.Buffers),
-				PeakRequestedBytes: sol.LowerBound, OfflineBytes: sol.Height, Optimal: sol.Optimal,
+				PeakRequestedBytes: sol.LowerBound, LowerBoundBytes: sol.ProvenBound, OfflineBytes: sol.Height,
+				Gap: gapOf(sol.Height, sol.ProvenBound), Optimal: sol.Optimal,
 				ElapsedNS: int64(sol.Elapsed), Method: sol.Method, CapacityBytes: size})
 			io.WriteString(e.stderr, overDevice(path, p.Device, sol.Height, size))
 			if out != "" {
@@ -267,8 +282,8 @@ func writePlanRows(e *env, format string, rows []planRow) error {
 	for _, r := range rows {
 		multi = multi || r.Device != 0
 	}
-	head := []string{"TRACE", "BUFFERS", "LOWER BOUND", "OFFLINE", "GAP", "OPTIMAL", "METHOD", "TIME"}
-	right := []bool{false, true, true, true, true, false, false, true}
+	head := []string{"TRACE", "BUFFERS", "PEAK LIVE", "LOWER BOUND", "OFFLINE", "GAP", "OPTIMAL", "METHOD", "TIME"}
+	right := []bool{false, true, true, true, true, true, false, false, true}
 	if multi {
 		head = append([]string{"TRACE", "DEVICE"}, head[1:]...)
 		right = append([]bool{false, true}, right[1:]...)
@@ -281,21 +296,29 @@ func writePlanRows(e *env, format string, rows []planRow) error {
 	times := formatDurations(elapsed)
 	for i, r := range rows {
 		gap := "-"
-		if r.PeakRequestedBytes > 0 {
-			gap = fmt.Sprintf("+%.2f%%", 100*float64(r.OfflineBytes-r.PeakRequestedBytes)/float64(r.PeakRequestedBytes))
+		if r.LowerBoundBytes > 0 {
+			gap = fmt.Sprintf("+%.2f%%", 100*r.Gap)
 		}
 		opt := "no"
 		if r.Optimal {
 			opt = "yes"
 		}
 		c := []string{r.Trace, tabular.Count(int64(r.Buffers)), gpualloc.FormatSize(r.PeakRequestedBytes),
-			gpualloc.FormatSize(r.OfflineBytes), gap, opt, r.Method, times[i]}
+			gpualloc.FormatSize(r.LowerBoundBytes), gpualloc.FormatSize(r.OfflineBytes), gap, opt, r.Method, times[i]}
 		if multi {
 			c = append([]string{r.Trace, fmt.Sprint(r.Device)}, c[1:]...)
 		}
 		cells = append(cells, c)
 	}
 	return tabular.Layout(e.stdout, head, right, cells)
+}
+
+// gapOf is height / bound - 1, 0 when bound is 0.
+func gapOf(height, bound int64) float64 {
+	if bound <= 0 {
+		return 0
+	}
+	return float64(height-bound) / float64(bound)
 }
 
 // formatDurations formats a column of durations in one unit, chosen by
@@ -417,7 +440,7 @@ func (p *planProgress) device(dev int, multi bool) func(plan.Progress) {
 		if g.Height > 0 {
 			st += ", best " + gpualloc.FormatSize(g.Height) + " by " + g.Method
 			if g.Proven > 0 {
-				st += fmt.Sprintf(", +%.2f%% over the bound %s", 100*float64(g.Height-g.Proven)/float64(g.Proven), gpualloc.FormatSize(g.Proven))
+				st += fmt.Sprintf(", +%.2f%% over the bound %s", 100*gapOf(g.Height, g.Proven), gpualloc.FormatSize(g.Proven))
 			}
 		}
 		p.set(st)

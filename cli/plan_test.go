@@ -50,9 +50,45 @@ func TestPlanTable(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	require.Len(t, lines, 4)
-	assert.Regexp(t, `^TRACE +DEVICE +BUFFERS +LOWER BOUND +OFFLINE +GAP +OPTIMAL +METHOD +TIME$`, lines[0])
-	assert.Regexp(t, `^testdata/minimalloc.csv +0 +5 +3.00 MiB +3.00 MiB +\+0.00% +yes +\S+/\S+ +\d+ ms$`, lines[1])
+	assert.Regexp(t, `^TRACE +DEVICE +BUFFERS +PEAK LIVE +LOWER BOUND +OFFLINE +GAP +OPTIMAL +METHOD +TIME$`, lines[0])
+	assert.Regexp(t, `^testdata/minimalloc.csv +0 +5 +3.00 MiB +3.00 MiB +3.00 MiB +\+0.00% +yes +\S+/\S+ +\d+ ms$`, lines[1])
 	assert.Regexp(t, `^testdata/twodev.csv +1 `, lines[3])
+}
+
+// TestPlanProvesBoundAbovePeak plans a problem whose optimum (7 bytes) is
+// above its peak of live bytes (6, see plan's staggered test problem):
+// lower_bound_bytes rises to the optimum above peak_requested_bytes, the
+// plan is optimal with no gap, and the table shows both figures.
+func TestPlanProvesBoundAbovePeak(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "staggered.csv")
+	require.NoError(t, os.WriteFile(in, []byte("id,lower,upper,size\n"+
+		"L0,0,3,2\nL1,1,4,1\nL2,2,5,2\nS0,0,1,4\nS1,1,2,3\nS2,2,3,1\nS3,3,4,3\nS4,4,5,4\n"), 0o644))
+	code, stdout, stderr := run(t, nil, "plan", "-f", "json", in)
+	require.Equal(t, 0, code, stderr)
+	var rows []planRow
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rows))
+	require.Len(t, rows, 1)
+	assert.Equal(t, int64(6), rows[0].PeakRequestedBytes)
+	assert.Equal(t, int64(7), rows[0].LowerBoundBytes)
+	assert.Equal(t, int64(7), rows[0].OfflineBytes)
+	assert.Zero(t, rows[0].Gap)
+	assert.True(t, rows[0].Optimal)
+
+	code, stdout, stderr = run(t, nil, "plan", in)
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.Len(t, lines, 2)
+	assert.Regexp(t, `^.*staggered.csv +8 +6 B +7 B +7 B +\+0.00% +yes +\S+ +\d+ ms$`, lines[1])
+}
+
+// TestPlanGapAgainstBound checks the table's gap: against the proven bound,
+// not the peak, with both shown.
+func TestPlanGapAgainstBound(t *testing.T) {
+	var buf bytes.Buffer
+	e := &env{stdout: &buf}
+	require.NoError(t, writePlanRows(e, "table", []planRow{{Trace: "x", Buffers: 3, PeakRequestedBytes: 100 << 20,
+		LowerBoundBytes: 104 << 20, OfflineBytes: 105 << 20, Gap: gapOf(105<<20, 104<<20), Method: "lns"}}))
+	assert.Regexp(t, `\nx +3 +100 MiB +104 MiB +105 MiB +\+0.96% +no +lns +0 ms\n$`, buf.String())
 }
 
 // planOut runs simulate plan -o on trace and returns the placement it
