@@ -276,7 +276,7 @@ func explainTrace(ctx context.Context, e *env, in *input, lenient, annotations b
 	if err != nil {
 		return nil, err
 	}
-	events, err := traces.ReadAll(r)
+	events, err := readAllSized(r)
 	if cerr := c.Close(); err == nil {
 		err = cerr
 	}
@@ -325,6 +325,30 @@ func explainTrace(ctx context.Context, e *env, in *input, lenient, annotations b
 		}
 	}
 	return t, nil
+}
+
+// readAllSized is traces.ReadAll, the events' slice made once where the
+// reader is of a snapshot, whose entries and blocks live before the trace
+// bound the number of events: on a snapshot of millions of entries,
+// growing the slice would copy it and leave its old halves to the
+// collector, a third again of the events' memory at the peak.
+func readAllSized(r traces.Reader) ([]traces.Event, error) {
+	var events []traces.Event
+	if sr, ok := r.(interface{ Snapshot() *snapshot.Snapshot }); ok {
+		n := 0
+		if st, ok := r.(sim.StartReporter); ok {
+			n = st.Initial()
+		}
+		s := sr.Snapshot()
+		for d := range s.NumTraces() {
+			n += s.Trace(d).Len()
+		}
+		events = make([]traces.Event, 0, n)
+	}
+	for r.Scan() {
+		events = append(events, r.Event())
+	}
+	return events, r.Err()
 }
 
 // writeExplain writes the report of one device, for people: one screen, at
