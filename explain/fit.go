@@ -284,9 +284,10 @@ func (f capFunc) DeviceCapacity(dev int) int64 { return f(dev) }
 // offline plans each device's allocations with package plan, its
 // heuristics and then its exact search, the devices sharing a third of the
 // time rctx leaves, and adds the plan to each report, as OfflineBytes and
-// the last row. A row whose search ran out of time
-// before it proved its plan the lowest is TimedOut, with the best plan
-// found; one whose time ran out before any plan, TimedOut without.
+// the last row. A row whose search ran out of time before it proved its
+// plan the lowest is TimedOut, with the best plan found; one whose time
+// ran out before any plan, or before the first of plan's heuristics ended
+// (its quick stack placement is no plan to show), TimedOut without.
 func (x *explainer) offline(ctx, rctx context.Context, reps []Report) error {
 	budget := time.Second
 	if dl, ok := rctx.Deadline(); ok {
@@ -318,6 +319,12 @@ func (x *explainer) offline(ctx, rctx context.Context, reps []Report) error {
 					break
 				}
 				return fmt.Errorf("%s: offline plan: %w", x.t.Name, err)
+			}
+			if sol.Method == "time/stack" {
+				// The quick placement Solve gives when even its first
+				// heuristic ran out of time: far above any allocator's
+				// peak, it is no plan to show.
+				continue
 			}
 			sols[p.Device] = sol
 			outOfTime[p.Device] = !sol.Optimal && sol.Elapsed >= left
