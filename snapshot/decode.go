@@ -20,6 +20,24 @@ import (
 // of the interned string table, a container, or a reference to what a
 // container became (a trace entry, a segment, a frame, a stack), so that a
 // list referenced twice decodes the same both times.
+//
+// The reader, from the bytes up:
+//   - internal/pickle: the input's buffer and read-ahead, the opcodes and
+//     their encodings, a pickle's faults at their offsets; nothing of a
+//     snapshot;
+//   - decode.go (this file): the machine: its values, stack, marks and
+//     memo references, and what each opcode does to them;
+//   - memo.go, paged.go, spill.go: the memo and the lists of records, in
+//     pages that go to a temporary file past a bound;
+//   - runs.go: the machine's fast paths over the buffer, for the memo
+//     references and small integers that make up most of a big file;
+//   - schema.go: which container is what (its role), from its place;
+//   - build.go: the containers, and what an item or a key does to its
+//     container by the container's role;
+//   - model.go, fields.go: what the containers become (entries, blocks,
+//     segments, frames, stacks), each field checked as the package doc says;
+//   - read.go: ReadWith, which runs the machine over an input and turns
+//     its errors into one line.
 
 // A kind is the kind of a value on the machine's stack or in its memo.
 type kind uint8
