@@ -57,14 +57,6 @@ func (p *paged[T]) changed(i uint64) {
 	}
 }
 
-// page returns page k, loading it if it is spilled.
-func (p *paged[T]) page(k int) []T {
-	if pg := p.pages[k]; pg != nil {
-		return pg
-	}
-	return p.load(k)
-}
-
 // append adds v at the end.
 func (p *paged[T]) append(v T) {
 	if k := len(p.pages) - 1; k >= 0 {
