@@ -337,13 +337,14 @@ func TestRandomMoments(t *testing.T) {
 
 // sharedSnapshot reads a real snapshot of the shared fixtures, with its
 // stacks, or skips.
-func sharedSnapshot(t *testing.T, name string) *Trace {
+func sharedSnapshot(t testing.TB, name string) *Trace {
 	t.Helper()
 	path := "../../shared/traces/pytorch/" + name
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("%s: the shared snapshots are absent", path)
 	}
-	r, err := traces.Open(path, traces.Options{})
+	// One read with the stacks, as simulate explain reads a snapshot.
+	r, err := traces.Open(path, traces.Options{Stacks: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,15 +353,7 @@ func sharedSnapshot(t *testing.T, name string) *Trace {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s, err := snapshot.ReadWith(f, name, snapshot.ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := r.(interface{ Snapshot() *snapshot.Snapshot }).Snapshot()
 	return &Trace{Name: name, Format: r.Format(), Events: evs, Start: r.(sim.StartReporter), Memory: r.(sim.CapacityReporter), Snapshot: s}
 }
 
