@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"encoding/binary"
 	"slices"
 	"strconv"
 )
@@ -75,6 +76,28 @@ const sink int32 = -2
 func (d *decoder) skippedHere(path string, v val) {
 	d.failAt(path, "refers through the memo to "+d.typeName(v)+" first written under a key that the reader skips, "+
 		"which it does not keep")
+}
+
+// appendFrames adds to the stack c the frames of a batch of items that
+// memoRun absorbed, then those at the start of items, and returns the
+// items after them, for add: the hot path of a snapshot with frames, whose
+// batches are memo references to frame dicts already read.
+func (d *decoder) appendFrames(c *cont, items []val) []val {
+	d.commitAbsorbed(c)
+	n := 0
+	ec := uint64(0)
+	for n < len(items) && items[n].k == kFrame {
+		ec |= items[n].x
+		n++
+	}
+	c.ec = c.ec || ec&frameEC != 0
+	at := len(c.ids)
+	c.ids = slices.Grow(c.ids, 4*n)[:at+4*n]
+	for j, it := range items[:n] {
+		binary.LittleEndian.PutUint32(c.ids[at+4*j:], uint32(it.x))
+	}
+	c.count += int32(n)
+	return items[n:]
 }
 
 // contAt returns container p, nil for sink.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"math/big"
-	"slices"
 )
 
 // The decoder is a pickle machine of its own, for the opcodes of protocols
@@ -43,24 +42,18 @@ import (
 type kind uint8
 
 const (
-	kMark    kind = iota // a MARK, on the stack only
-	kNone                // None
-	kBool                // x is 0 or 1
-	kInt                 // x holds an int64
-	kUint                // x holds a uint64 above math.MaxInt64
-	kBig                 // x indexes decoder.bigs: an integer beyond 64 bits
-	kFloat               // x holds a float64's bits
-	kStr                 // x indexes decoder.strs
-	kBytes               // x indexes decoder.strs
-	kCont                // x indexes decoder.conts: a list, dict, tuple or set
-	kEntry               // x is a trace list number << 32 | the entry's index
-	kTrace               // x is a trace list number
-	kBlock               // x is a block list number << 32 | the block's index
-	kBlocks              // x is a block list number
-	kSegment             // x is a segment list number << 32 | the segment's index
-	kFrame               // x is a frame's index in Snapshot.Frames, | frameEC if on the empty-cache path
-	kStack               // x is a StackID
-	kSkip                // x is a ctype: a container that the model does not read (see skipChild)
+	kMark  kind = iota // a MARK, on the stack only
+	kNone              // None
+	kBool              // x is 0 or 1
+	kInt               // x holds an int64
+	kUint              // x holds a uint64 above math.MaxInt64
+	kBig               // x indexes decoder.bigs: an integer beyond 64 bits
+	kFloat             // x holds a float64's bits
+	kStr               // x indexes decoder.strs
+	kBytes             // x indexes decoder.strs
+	kCont              // x indexes decoder.conts: a list, dict, tuple or set
+	kSkip              // x is a ctype: a container that the model does not read (see skipChild)
+	kModel             // the first of the kinds of what a container became (see model.go)
 )
 
 // A val is a value of the machine.
@@ -70,18 +63,6 @@ type val struct {
 }
 
 func intVal(n int64) val { return val{kInt, uint64(n)} }
-
-// frameEC marks a kFrame on the empty-cache path, above its index.
-const frameEC = 1 << 32
-
-// frameVal returns the kFrame of frame id.
-func (d *decoder) frameVal(id uint32) val {
-	v := val{kFrame, uint64(id)}
-	if d.m.frameEC[id] {
-		v.x |= frameEC
-	}
-	return v
-}
 
 // The limits of the decoder. Each is a bound on what a file describes, so
 // that memory grows with the file, never with how often it refers to its
@@ -355,24 +336,7 @@ func (d *decoder) step(op byte) {
 		}
 		if p, ok := d.target(want, name); ok {
 			if c := d.contAt(p); c != nil && c.role == rStack {
-				// The frames that memoRun absorbed.
-				d.commitAbsorbed(c)
-				// The hot path of a snapshot with frames: memo
-				// references to frame dicts already read.
-				n := 0
-				ec := uint64(0)
-				for n < len(items) && items[n].k == kFrame {
-					ec |= items[n].x
-					n++
-				}
-				c.ec = c.ec || ec&frameEC != 0
-				at := len(c.ids)
-				c.ids = slices.Grow(c.ids, 4*n)[:at+4*n]
-				for j, it := range items[:n] {
-					binary.LittleEndian.PutUint32(c.ids[at+4*j:], uint32(it.x))
-				}
-				c.count += int32(n)
-				items = items[n:]
+				items = d.appendFrames(c, items)
 			}
 			for _, v := range items {
 				if d.add(p, v); d.err != nil {

@@ -8,6 +8,30 @@ import (
 	ogórek "github.com/kisielk/og-rek"
 )
 
+// The kinds of the values that stand for what a container became, in the
+// machine's stack and memo, beside its own.
+const (
+	kEntry   kind = kModel + iota // x is a trace list number << 32 | the entry's index
+	kTrace                        // x is a trace list number
+	kBlock                        // x is a block list number << 32 | the block's index
+	kBlocks                       // x is a block list number
+	kSegment                      // x is a segment list number << 32 | the segment's index
+	kFrame                        // x is a frame's index in Snapshot.Frames, | frameEC if on the empty-cache path
+	kStack                        // x is a StackID
+)
+
+// frameEC marks a kFrame on the empty-cache path, above its index.
+const frameEC = 1 << 32
+
+// frameVal returns the kFrame of frame id.
+func (d *decoder) frameVal(id uint32) val {
+	v := val{kFrame, uint64(id)}
+	if d.m.frameEC[id] {
+		v.x |= frameEC
+	}
+	return v
+}
+
 // model holds what the decoder's containers became: the lists of
 // segments, blocks and trace entries, each under a number that a memo
 // reference names, and the interned frames and stacks.
