@@ -1,12 +1,20 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"image/png"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/stretchr/testify/assert"
@@ -14,6 +22,7 @@ import (
 
 	"github.com/gpualloc/gpualloc/dataset"
 	"github.com/gpualloc/gpualloc/diff"
+	"github.com/gpualloc/gpualloc/diff/difftest"
 	"github.com/gpualloc/gpualloc/internal/browsercheck"
 	"github.com/gpualloc/gpualloc/internal/duckdbcheck"
 )
@@ -233,4 +242,73 @@ func TestDiffShared(t *testing.T) {
 		assert.EqualValues(t, res[0]["peak_reserved_bytes"], c.reserved, c.path)
 		assert.EqualValues(t, res[0]["peak_requested_bytes"], c.live, c.path)
 	}
+}
+
+// BenchmarkDiffRanks runs simulate diff in-process on the ranks of a
+// job, generated snapshots of 20,000 trace entries each, one of them
+// divergent: the target for 64 ranks is under 30 s on 2 cores
+// (go test -run XXX -bench DiffRanks -cpu 2 ./cli/). It reports the
+// seconds per job, the CPU seconds the process spent in it (an upper
+// bound of the seconds on cores of its own), and the largest heap that a
+// sampler saw every 5 ms (peak-heap-MiB), which should not grow with the
+// ranks: the traces are read one at a time.
+func BenchmarkDiffRanks(b *testing.B) {
+	for _, ranks := range []int{8, 64} {
+		b.Run(fmt.Sprintf("ranks=%d", ranks), func(b *testing.B) { benchDiffRanks(b, ranks, 20000) })
+	}
+}
+
+func benchDiffRanks(b *testing.B, ranks, entries int) {
+	dir := b.TempDir()
+	var size int64
+	for k := range ranks {
+		var skew int64
+		if k == ranks*5/8 {
+			skew = 64 << 20
+		}
+		data := difftest.Snapshot(k%8, difftest.RankOps(0, entries, skew), "")
+		size += int64(len(data))
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank%02d.pickle", k)), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.GC()
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			metrics.Read(s)
+			if v := s[0].Value.Uint64(); v > peak.Load() {
+				peak.Store(v)
+			}
+		}
+	}()
+	var out bytes.Buffer
+	cpu := cpuSeconds()
+	b.ResetTimer()
+	for b.Loop() {
+		out.Reset()
+		c := Command{Stdout: &out, Stderr: io.Discard, LookupEnv: func(string) (string, bool) { return "", false }}
+		if code := c.Run(context.Background(), []string{"diff", "-f", "json", filepath.Join(dir, "rank*.pickle")}); code != 0 {
+			b.Fatalf("exit %d", code)
+		}
+	}
+	b.StopTimer()
+	cpu = cpuSeconds() - cpu
+	var sums []diff.Summary
+	want := fmt.Sprintf("rank%02d.pickle", ranks*5/8)
+	if err := json.Unmarshal(out.Bytes(), &sums); err != nil || len(sums) != 1 || filepath.Base(sums[0].Divergent) != want {
+		b.Fatalf("summary %+v (%v): want %s divergent", sums, err, want)
+	}
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/job")
+	b.ReportMetric(cpu/float64(b.N), "cpu-s/job")
+	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MiB")
+	b.ReportMetric(float64(size)/float64(ranks)/(1<<20), "MiB/snapshot")
 }
