@@ -20,7 +20,9 @@ const fidelityUsage = `usage: simulate fidelity [flags] SNAPSHOT...
 
 Replays PyTorch memory snapshots (torch.cuda.memory._dump_snapshot files)
 with the pytorch strategy, configured from each snapshot's
-allocator_settings and started from the segments and blocks rebuilt for the
+allocator_settings (torch_npu's rules for a snapshot that torch_npu wrote
+on Ascend NPUs, whose blocks hold 32 bytes more than their requests) and
+started from the segments and blocks rebuilt for the
 start of its trace, and compares its decisions with the recorded ones: the
 address of each alloc, the segments allocated (segment_alloc, or
 segment_map with expandable segments) and freed, and the recorded out of
@@ -36,7 +38,9 @@ RESERVED DIFF, the largest difference of reserved bytes between the two
 after any alloc, free or oom.
 
 The strategy replays each snapshot with the allocator settings it records
-(the CONF of JSON and CSV); PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF,
+(the CONF of JSON and CSV), per device where its devices differ; the lines
+after the table name the allocator compared with (ALLOCATOR in JSON and
+CSV); PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF,
 when set, replaces them, which standard error says.
 
 A file that is not a record of PyTorch's allocator (not a snapshot, a
@@ -63,9 +67,13 @@ show only when a snapshot records one. Rates are rounded down, so that 100.00% m
 Flags:
 `
 
-// newFidelityAllocator makes the allocator that fidelity replays; tests
-// may replace it.
-var newFidelityAllocator fidelity.NewFunc = fidelity.PyTorch
+// newFidelityAllocator makes the allocator that fidelity replays, and
+// fidelityModels names the allocator it follows for a conf; tests may
+// replace them.
+var (
+	newFidelityAllocator fidelity.NewFunc = fidelity.PyTorch
+	fidelityModels                        = fidelity.Models
+)
 
 func fidelityCmd(ctx context.Context, e *env, args []string) error {
 	var format, progressMode string
@@ -212,6 +220,26 @@ func fidelityTable(e *env, results []*fidelity.Result) error {
 	if err := tabular.Layout(e.stdout, head, right, rows); err != nil {
 		return err
 	}
+	// The allocator each file was compared with, once per file (per
+	// device where its devices differ).
+	first := true
+	for i, r := range results {
+		if r.Error != "" || r.Allocator == "" {
+			continue
+		}
+		if i > 0 && results[i-1].File == r.File && results[i-1].Allocator == r.Allocator {
+			continue
+		}
+		if first {
+			fmt.Fprintln(e.stdout)
+			first = false
+		}
+		if i+1 < len(results) && results[i+1].File == r.File && results[i+1].Allocator != r.Allocator {
+			fmt.Fprintf(e.stdout, "%s device %d: compared with %s\n", r.File, r.Device, r.Allocator)
+			continue
+		}
+		fmt.Fprintf(e.stdout, "%s: compared with %s\n", r.File, r.Allocator)
+	}
 	notes := false
 	for _, r := range results {
 		if r.Note == "" && r.Error == "" {
@@ -266,6 +294,9 @@ func fidelityFile(ctx context.Context, path string, f *os.File, mismatches int, 
 	r, err := fidelity.Run(s, path, fidelity.Options{New: newFidelityAllocator, MaxMismatches: mismatches, Conf: conf})
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a record of PyTorch's caching allocator: %w", path, err)
+	}
+	for _, x := range r {
+		x.Allocator = fidelityModels(x.Conf)
 	}
 	return r, nil
 }

@@ -156,7 +156,9 @@ func TestFidelityShared(t *testing.T) {
 			assert.Nil(t, r.DecisionRate)
 			continue
 		case strings.HasPrefix(base, "npu_"):
-			continue // torch_npu's allocator, whose rules the version issue covers
+			assert.Contains(t, r.Allocator, "torch_npu", "%s", r.File)
+		default:
+			assert.Contains(t, r.Allocator, "CUDACachingAllocator", "%s", r.File)
 		}
 		assert.Equal(t, r.RecordedPeakReservedBytes, r.ReplayedPeakReservedBytes, "%s", r.File)
 		assert.Equal(t, r.RecordedDeviceMallocs, r.ReplayedDeviceMallocs, "%s", r.File)
@@ -165,6 +167,44 @@ func TestFidelityShared(t *testing.T) {
 		assert.Equal(t, 1.0, *r.MatchRate, "%s", r.File)
 		assert.Equal(t, 1.0, *r.DecisionRate, "%s", r.File)
 		assert.Equal(t, r.SegmentAllocs, r.SegmentMatches, "%s", r.File)
+	}
+}
+
+// TestSharedNPUFigures replays the shared snapshots that torch_npu wrote
+// with simulate's pytorch row, which takes torch_npu's rules and each
+// device's settings from the file: every device's peak of reserved bytes
+// and device allocations are those recorded.
+func TestSharedNPUFigures(t *testing.T) {
+	for _, f := range pk.SharedSnapshots(t, sharedSnapshotDir) {
+		if !strings.HasPrefix(filepath.Base(f), "npu_") {
+			continue
+		}
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			var fr []fidelity.Result
+			runJSON(t, nil, &fr, "fidelity", "-f", "json", f)
+			var res []struct {
+				Device        *int   `json:"device"`
+				Strategy      string `json:"strategy"`
+				Peak          int64  `json:"peak_reserved_bytes"`
+				DeviceMallocs int64  `json:"device_mallocs"`
+			}
+			runJSON(t, nil, &res, "-f", "json", "-s", "pytorch", f)
+			byDev := map[int]int{}
+			for i, r := range res {
+				if r.Device != nil {
+					byDev[*r.Device] = i
+				} else if len(fr) == 1 {
+					byDev[fr[0].Device] = i
+				}
+			}
+			for _, want := range fr {
+				i, ok := byDev[want.Device]
+				require.True(t, ok, "device %d", want.Device)
+				assert.Contains(t, res[i].Strategy, "device:npu")
+				assert.Equal(t, want.RecordedPeakReservedBytes, res[i].Peak, "device %d: peak reserved", want.Device)
+				assert.Equal(t, want.RecordedDeviceMallocs, res[i].DeviceMallocs, "device %d: device mallocs", want.Device)
+			}
+		})
 	}
 }
 

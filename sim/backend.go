@@ -155,6 +155,10 @@ func (d *device) unreserve(size int64) {
 
 func (d *device) MemInfo() (free, total int64) { return d.backend.MemInfo() }
 
+// Index returns the device's index, which an allocator configured per
+// device reads (the pytorch strategy's "deviceN." settings).
+func (d *device) Index() int { return d.index }
+
 // A vmDevice is the counting wrapper of a backend that is a
 // gpualloc.VirtualMemory: the allocator is given one in place of the
 // device, so that it finds the interface only when the backend has it.

@@ -163,6 +163,9 @@ type recBackend struct {
 	dev int
 }
 
+// Index returns the index of the device recorded.
+func (b *recBackend) Index() int { return b.dev }
+
 func (b *recBackend) Malloc(size int64) (uint64, error) {
 	addr, err := b.Backend.Malloc(size)
 	if err == nil {

@@ -23,6 +23,9 @@ type Rules struct {
 	MaxNonSplitRounding int64
 	// Expandable is expandable_segments.
 	Expandable bool
+	// Pad is the bytes added to every request before rounding it: 0 for
+	// PyTorch, NPUPad for torch_npu.
+	Pad int64
 }
 
 // DefaultRules are the rules of an allocator configured with nothing.
@@ -81,7 +84,12 @@ func (s *AllocatorSettings) Rules() (Rules, error) {
 
 // RoundSize returns the size of the block for a request of n bytes
 // (round_size).
-func (r *Rules) RoundSize(n int64) int64 { return torchsize.RoundSize(n, &r.Divisions) }
+func (r *Rules) RoundSize(n int64) int64 {
+	if n < 1 || n > math.MaxInt64-r.Pad {
+		return torchsize.RoundSize(n, &r.Divisions)
+	}
+	return torchsize.RoundSize(n+r.Pad, &r.Divisions)
+}
 
 // split reports whether PyTorch splits rest bytes off a free block that
 // serves a request rounded to rounded bytes (should_split): in the small

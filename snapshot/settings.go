@@ -264,14 +264,70 @@ func (s *AllocatorSettings) AllocConf() string {
 // PYTORCH_CUDA_ALLOC_CONF syntax: those of its allocator_settings
 // ([AllocatorSettings.AllocConf]), with expandable_segments:True when its
 // segments or trace show expandable segments and the settings do not say
-// so (files from before PyTorch recorded the setting). PyTorch's defaults
-// give "".
+// so (files from before PyTorch recorded the setting), and device:npu for
+// a snapshot that torch_npu wrote ([Snapshot.TorchNPU]). Where a device's
+// segments show expandable segments off while another's show them on, as
+// torch_npu's settings per device may, that device's setting follows as
+// "deviceN.expandable_segments:False", which the pytorch strategy applies
+// to device N alone. PyTorch's defaults give "".
 func (s *Snapshot) Conf() string {
 	conf := s.AllocatorSettings.AllocConf()
-	if r, err := s.AllocatorSettings.Rules(); (err != nil || !r.Expandable) && s.expandable() {
-		conf = strings.TrimPrefix(conf+",expandable_segments:True", ",")
+	inferred := s.inferExpandable()
+	if inferred {
+		conf = joinConf(conf, "expandable_segments:True")
+		for _, d := range s.Devices() {
+			if on, shown := s.deviceExpandable(d); shown && !on {
+				conf = joinConf(conf, "device"+strconv.Itoa(d)+".expandable_segments:False")
+			}
+		}
+	}
+	if s.TorchNPU() {
+		conf = joinConf(conf, "device:npu")
 	}
 	return conf
+}
+
+// DeviceConf returns [Snapshot.Conf] for device dev alone: with its own
+// expandable_segments where its segments show them, and no deviceN items.
+func (s *Snapshot) DeviceConf(dev int) string {
+	conf := s.AllocatorSettings.AllocConf()
+	if s.inferExpandable() {
+		if on, shown := s.deviceExpandable(dev); on || !shown {
+			conf = joinConf(conf, "expandable_segments:True")
+		}
+	}
+	if s.TorchNPU() {
+		conf = joinConf(conf, "device:npu")
+	}
+	return conf
+}
+
+// DeviceRules returns the rules of the allocator that recorded device dev
+// ([AllocatorSettings.Rules]), with expandable segments where
+// [Snapshot.DeviceConf] says so and torch_npu's 32 bytes added to each
+// request ([Rules.Pad]) for a snapshot that torch_npu wrote.
+func (s *Snapshot) DeviceRules(dev int) (Rules, error) {
+	r, err := s.AllocatorSettings.Rules()
+	if err != nil {
+		return r, err
+	}
+	if s.inferExpandable() {
+		on, shown := s.deviceExpandable(dev)
+		r.Expandable = on || !shown
+	}
+	if s.TorchNPU() {
+		r.Pad = NPUPad
+	}
+	return r, nil
+}
+
+func joinConf(conf, item string) string { return strings.TrimPrefix(conf+","+item, ",") }
+
+// inferExpandable reports whether the settings leave expandable segments
+// to what the snapshot shows, and it shows some.
+func (s *Snapshot) inferExpandable() bool {
+	r, err := s.AllocatorSettings.Rules()
+	return (err != nil || !r.Expandable) && s.expandable()
 }
 
 // expandable reports whether the snapshot shows expandable segments.
@@ -290,6 +346,81 @@ func (s *Snapshot) expandable() bool {
 		}
 	}
 	return false
+}
+
+// deviceExpandable reports whether device dev's segments and trace show
+// expandable segments (on), and whether they show anything (shown): a
+// segment, or a segment entry in the trace. An expandable segment, or a
+// segment_map or segment_unmap, shows them on, whatever else the device
+// shows (segments allocated before they were turned on stay); segments
+// that are not expandable, segment_alloc and segment_free, and nothing
+// else, show them off.
+func (s *Snapshot) deviceExpandable(dev int) (on, shown bool) {
+	for _, sg := range s.Segments {
+		if sg.Device == dev && !sg.Pool.Private() {
+			if sg.IsExpandable {
+				return true, true
+			}
+			shown = true
+		}
+	}
+	if dev >= s.NumTraces() {
+		return false, shown
+	}
+	t := s.Trace(dev)
+	for i := range t.Len() {
+		switch t.Action(i) {
+		case SegmentMap, SegmentUnmap:
+			return true, true
+		case SegmentAlloc, SegmentFree:
+			shown = true
+		}
+	}
+	return false, shown
+}
+
+// NPUPad is the bytes torch_npu adds to every request before rounding it
+// (AddPadSize, which round_size calls, in
+// torch_npu/csrc/core/npu/NPUCachingAllocator.cpp of Ascend/pytorch).
+const NPUPad = 32
+
+// TorchNPU reports whether torch_npu, the PyTorch backend of Ascend NPUs,
+// wrote the snapshot. The signal is the size of the live blocks: torch_npu
+// adds 32 bytes to every request before rounding it to 512 (NPUPad),
+// where PyTorch's CUDA allocator rounds the request itself (round_size in
+// c10/cuda/CUDACachingAllocator.cpp). Of the live blocks whose request
+// tells the two apart (those whose request and request + 32 round to
+// different multiples of 512), more must have the size of the padded
+// request than that of the request; blocks of neither size (a block not
+// split, rounded by roundup_power2_divisions) do not count. A file with
+// allocator_settings is PyTorch's: torch_npu's memory_snapshot.cpp writes
+// only segments and device_traces. A snapshot with no live block that
+// tells is PyTorch's. Other marks of torch_npu's files (no time_us,
+// streams that are pointers even for the default stream) are not
+// relied on: PyTorch before 2.2 writes no time_us either, and its
+// non-default streams are pointers too. The cost is one pass over the
+// blocks.
+func (s *Snapshot) TorchNPU() bool {
+	if s.AllocatorSettings != nil {
+		return false
+	}
+	var padded, unpadded int
+	for _, sg := range s.Segments {
+		for _, b := range sg.Blocks {
+			r := b.RequestedSize
+			if !b.Live() || r < 1 || r == b.Size || r > math.MaxInt64-NPUPad {
+				continue
+			}
+			switch plain, pad := torchsize.RoundToBlock(r), torchsize.RoundToBlock(r+NPUPad); {
+			case plain == pad:
+			case b.Size == pad:
+				padded++
+			case b.Size == plain:
+				unpadded++
+			}
+		}
+	}
+	return padded > unpadded
 }
 
 // FormatDivisions writes roundup_power2_divisions in PYTORCH_CUDA_ALLOC_CONF

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc/snapshot"
 )
@@ -77,4 +78,62 @@ func TestFormatDivisions(t *testing.T) {
 	var d [snapshot.Intervals]int64
 	d[15] = 2
 	assert.Equal(t, "[1:0,32768:2]", snapshot.FormatDivisions(d))
+}
+
+// npuSegment is a segment of device dev whose one live block holds a
+// request of req bytes in a block of size bytes.
+func npuSegment(dev int, expandable bool, req, size int64) snapshot.Segment {
+	return snapshot.Segment{Device: dev, Address: 1 << 40 * uint64(dev+1), TotalSize: 2 << 20, IsExpandable: expandable,
+		Blocks: []snapshot.Block{
+			{Address: 1 << 40 * uint64(dev+1), Size: size, RequestedSize: req, State: snapshot.ActiveAllocated},
+			{Address: 1<<40*uint64(dev+1) + uint64(size), Size: 2<<20 - size, State: snapshot.Inactive},
+		}}
+}
+
+// TestTorchNPU: a snapshot whose blocks hold their requests plus 32 bytes,
+// rounded to 512, is torch_npu's; blocks of the request's own rounding,
+// and allocator_settings, are PyTorch's.
+func TestTorchNPU(t *testing.T) {
+	npu := &snapshot.Snapshot{Segments: []snapshot.Segment{npuSegment(0, false, 512, 1024), npuSegment(1, false, 1000, 1536)}}
+	assert.True(t, npu.TorchNPU())
+	assert.Equal(t, "device:npu", npu.Conf())
+	r, err := npu.DeviceRules(0)
+	require.NoError(t, err)
+	assert.Equal(t, int64(snapshot.NPUPad), r.Pad)
+	assert.Equal(t, int64(1024), r.RoundSize(512))
+
+	cuda := &snapshot.Snapshot{Segments: []snapshot.Segment{npuSegment(0, false, 512, 512), npuSegment(0, false, 1000, 1024)}}
+	assert.False(t, cuda.TorchNPU())
+	assert.Equal(t, "", cuda.Conf())
+	r, err = cuda.DeviceRules(0)
+	require.NoError(t, err)
+	assert.Equal(t, int64(512), r.RoundSize(512))
+
+	// 100 bytes round to 512 either way; a block not split tells nothing.
+	none := &snapshot.Snapshot{Segments: []snapshot.Segment{npuSegment(0, false, 100, 512), npuSegment(0, false, 3000, 1<<20)}}
+	assert.False(t, none.TorchNPU())
+
+	withSettings := &snapshot.Snapshot{Segments: npu.Segments, AllocatorSettings: &snapshot.AllocatorSettings{MaxSplitSize: -1}}
+	assert.False(t, withSettings.TorchNPU(), "torch_npu writes no allocator_settings")
+}
+
+// TestDeviceConf: where one device's segments are expandable and
+// another's are not, the snapshot's conf says so per device.
+func TestDeviceConf(t *testing.T) {
+	s := &snapshot.Snapshot{Segments: []snapshot.Segment{npuSegment(0, true, 512, 1024), npuSegment(1, false, 512, 1024)}}
+	assert.Equal(t, "expandable_segments:True,device1.expandable_segments:False,device:npu", s.Conf())
+	assert.Equal(t, "expandable_segments:True,device:npu", s.DeviceConf(0))
+	assert.Equal(t, "device:npu", s.DeviceConf(1))
+	assert.Equal(t, "expandable_segments:True,device:npu", s.DeviceConf(2), "a device that shows nothing takes the file's")
+	r0, err := s.DeviceRules(0)
+	require.NoError(t, err)
+	r1, err := s.DeviceRules(1)
+	require.NoError(t, err)
+	assert.True(t, r0.Expandable)
+	assert.False(t, r1.Expandable)
+
+	// Settings that record expandable segments hold for every device.
+	s.AllocatorSettings = &snapshot.AllocatorSettings{Effective: true, MaxSplitSize: -1, ExpandableSegments: true}
+	assert.Equal(t, "expandable_segments:True", s.Conf())
+	assert.Equal(t, "expandable_segments:True", s.DeviceConf(1))
 }

@@ -95,17 +95,24 @@ func New(b gpualloc.Backend, c Config) (*Allocator, error) {
 	return a, nil
 }
 
-// spec returns the full spec of c.
+// spec returns the full spec of c: every setting with its value, but the
+// device when it is CUDA.
 func (c Config) spec() string {
 	split := "unlimited"
 	if c.MaxSplitSize != unlimitedSplit {
 		split = strconv.FormatInt(c.MaxSplitSize/mib, 10)
 	}
-	return fmt.Sprintf("%s:max_split_size_mb=%s,roundup_power2_divisions=%s,garbage_collection_threshold=%s,"+
+	spec := fmt.Sprintf("%s:max_split_size_mb=%s,roundup_power2_divisions=%s,garbage_collection_threshold=%s,"+
 		"expandable_segments=%t,max_non_split_rounding_mb=%d,memory_fraction=%s",
 		name, split, formatDivisions(c.RoundupPower2Divisions),
 		strconv.FormatFloat(c.GarbageCollectionThreshold, 'g', -1, 64), c.ExpandableSegments,
 		c.MaxNonSplitRounding/mib, strconv.FormatFloat(c.MemoryFraction, 'g', -1, 64))
+	// The device is written only when it is not the default, so that the
+	// specs of CUDA replays read as before it was a parameter.
+	if c.Device != CUDA {
+		spec += ",device=" + c.Device.String()
+	}
+	return spec
 }
 
 // Config returns the allocator's configuration.
@@ -157,8 +164,29 @@ func (a *Allocator) AllocStream(size int64, stream uint64) (gpualloc.Block, erro
 		// An expandable segment may serve the request without mapping.
 		hit = a.c.ExpandableSegments && a.pageMaps == maps
 	}
+	if a.c.Device == NPU && a.c.ExpandableSegments && rounded >= roundLarge {
+		n = a.alignBlock(n, rounded, set, k)
+	}
 	addr, bsize, handle := a.allocFound(n, rounded, size, hit, set, k)
 	return gpualloc.Block{Addr: addr, Size: bsize, Requested: size, Stream: stream, Handle: handle}, nil
+}
+
+// alignBlock moves the free block n, out of its pool, that serves a
+// request of rounded bytes to the next multiple of 16 KiB, when it is not
+// at one and still holds the request from there, as torch_npu's
+// DeviceCachingAllocator::malloc does with base_addr_aligned_kb (see
+// [NPU]): the bytes before go back to the pool as a free block. It returns
+// the block that serves the request.
+func (a *Allocator) alignBlock(n int32, rounded int64, set *segment.Sorted, k int) int32 {
+	nd := &a.cache.Nodes[n]
+	mis := int64(nd.Addr % npuAlign)
+	if mis == 0 || npuAlign-mis+rounded > nd.Size {
+		return n
+	}
+	r := a.cache.Split(n, npuAlign-mis)
+	a.cache.Meta[n].X.gcBase = a.gcCount[k]
+	set.Insert(a.cache.Nodes, n)
+	return r
 }
 
 // getFreeBlock takes the best free block for rounded bytes out of set, or

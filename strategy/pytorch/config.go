@@ -59,6 +59,10 @@ type Config struct {
 	// device's total memory; 0 (the default) means no cap, else it must be
 	// in (0, 1].
 	MemoryFraction float64
+
+	// Device is the allocator modelled: PyTorch's for CUDA (the default)
+	// or torch_npu's for Ascend NPUs (see [NPU]).
+	Device Device
 }
 
 // DefaultConfig returns PyTorch's defaults: no max split size, no power-of-two
@@ -72,10 +76,14 @@ func DefaultConfig() Config {
 // of size bytes (round_size): 512 bytes at least; with d =
 // roundup_power2_divisions of the request's band, if d > 1 and size > 512*d
 // the next of d equal steps between the powers of two around size (a power
-// of two stays); else a multiple of 512. It returns 0 for size < 1 or when
-// the result would overflow.
+// of two stays); else a multiple of 512. torch_npu rounds the request plus
+// 32 bytes (see [NPU]). It returns 0 for size < 1 or when the result would
+// overflow.
 func (c Config) RoundSize(size int64) int64 {
-	return torchsize.RoundSize(size, &c.RoundupPower2Divisions)
+	if size < 1 || size > math.MaxInt64-npuPad {
+		return torchsize.RoundSize(size, &c.RoundupPower2Divisions)
+	}
+	return torchsize.RoundSize(size+c.Device.pad(), &c.RoundupPower2Divisions)
 }
 
 // segmentSize returns the size of the segment allocated for a block of
@@ -116,13 +124,22 @@ func (c Config) validate() error {
 // PyTorch, one trailing comma is allowed but an empty setting is not (see
 // [snapshot.SplitConf]). An unknown key or a bad value is a
 // *gpualloc.ParamError naming the key.
-func ParseConf(conf string) (Config, error) {
+func ParseConf(conf string) (Config, error) { return ParseConfFor(conf, 0) }
+
+// ParseConfFor is [ParseConf] for the allocator of device dev: an item
+// "deviceN.key:value" (an extension, which a snapshot's settings give
+// where its devices differ, as torch_npu's may) sets key only when N is
+// dev, and is checked all the same otherwise. Such items apply after the
+// others, whatever their place.
+func ParseConfFor(conf string, dev int) (Config, error) {
 	c := DefaultConfig()
-	return c, c.apply(conf)
+	return c, c.apply(conf, dev)
 }
 
-// apply sets the keys of a PYTORCH_CUDA_ALLOC_CONF string in c.
-func (c *Config) apply(conf string) error {
+// apply sets the keys of a PYTORCH_CUDA_ALLOC_CONF string in c, for the
+// allocator of device dev.
+func (c *Config) apply(conf string, dev int) error {
+	var own [][2]string // this device's items
 	for _, item := range snapshot.SplitConf(conf) {
 		k, v, ok := strings.Cut(item, ":")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
@@ -132,7 +149,26 @@ func (c *Config) apply(conf string) error {
 		if !ok {
 			return &gpualloc.ParamError{Key: k, Msg: "want key:value"}
 		}
+		d, key, per, err := deviceItem(k)
+		if err != nil {
+			return err
+		}
+		if per {
+			scratch := DefaultConfig()
+			if err := scratch.set(key, v); err != nil {
+				return err
+			}
+			if d == dev {
+				own = append(own, [2]string{key, v})
+			}
+			continue
+		}
 		if err := c.set(k, v); err != nil {
+			return err
+		}
+	}
+	for _, kv := range own {
+		if err := c.set(kv[0], kv[1]); err != nil {
 			return err
 		}
 	}
@@ -236,11 +272,17 @@ func (c *Config) set(k, v string) error {
 		if v != "native" {
 			return bad("only native, PyTorch's caching allocator, is modelled (cudaMallocAsync hands allocation to the CUDA driver's own pool)")
 		}
+	case "device":
+		d, err := parseDevice(v)
+		if err != nil {
+			return bad(err.Error())
+		}
+		c.Device = d
 	case "release_lock_on_cudamalloc", "pinned_use_cuda_host_register", "pinned_num_register_threads",
 		"pinned_use_background_threads", "graph_capture_record_stream_reuse":
 	default:
 		return &gpualloc.ParamError{Key: k, Msg: "unknown setting (known: max_split_size_mb, roundup_power2_divisions, " +
-			"garbage_collection_threshold, expandable_segments, max_non_split_rounding_mb, memory_fraction)"}
+			"garbage_collection_threshold, expandable_segments, max_non_split_rounding_mb, memory_fraction, device, version)"}
 	}
 	return nil
 }

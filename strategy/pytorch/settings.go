@@ -43,6 +43,9 @@ func (a *Allocator) AllocatorSettings() snapshot.AllocatorSettings {
 	if c.MemoryFraction > 0 {
 		conf = append(conf, "memory_fraction:"+strconv.FormatFloat(c.MemoryFraction, 'g', -1, 64))
 	}
+	if c.Device != CUDA {
+		conf = append(conf, "device:"+c.Device.String())
+	}
 	s.Conf = strings.Join(conf, ",")
 	return s
 }
@@ -50,3 +53,11 @@ func (a *Allocator) AllocatorSettings() snapshot.AllocatorSettings {
 // RoundSize returns the size of the block the allocator sets aside for a
 // request of size bytes: [Config.RoundSize] of its settings.
 func (a *Allocator) RoundSize(size int64) int64 { return a.c.RoundSize(size) }
+
+// Models names the allocator that a models, with its source file:
+// [Config.Models] of its settings.
+func (a *Allocator) Models() string { return a.c.Models() }
+
+// Models names the allocator that c configures, with its source file:
+// PyTorch's CUDACachingAllocator or torch_npu's NPUCachingAllocator.
+func (c Config) Models() string { return c.Device.Allocator() }

@@ -6,9 +6,10 @@
 // allocations that failed.
 //
 // For each device of a snapshot, [Run] configures the allocator from the
-// snapshot's allocator settings (see [snapshot.AllocatorSettings.AllocConf];
-// expandable_segments is added when the snapshot shows expandable
-// segments) on a device of the memory that the settings record, or that
+// snapshot's allocator settings for that device (see
+// [snapshot.Snapshot.DeviceConf]: expandable_segments is added when the
+// device's segments show expandable segments, and torch_npu's rules,
+// device:npu, when torch_npu wrote the snapshot) on a device of the memory that the settings record, or that
 // the oom entries or the ranges of expandable segments tell, rebuilds the segments and blocks as they were when the
 // device's trace began (see [snapshot.Snapshot.InitialStateWith]), hands
 // them to the allocator, and replays the trace's entries in order:
@@ -133,7 +134,11 @@ type Result struct {
 	File   string `json:"file"`
 	Device int    `json:"device"`
 	Conf   string `json:"conf"` // the allocator's configuration
-	Allocs int64  `json:"allocs"`
+	// Allocator names the allocator that the model follows, when the
+	// caller says (see [Models]): PyTorch's CUDA allocator of a release,
+	// or torch_npu's.
+	Allocator string `json:"allocator,omitempty"`
+	Allocs    int64  `json:"allocs"`
 	// AddressMatches counts the allocs at the recorded address.
 	AddressMatches int64 `json:"address_matches"`
 	// DecisionMatches counts the allocs at the recorded address, with the
@@ -221,15 +226,6 @@ func Run(s *snapshot.Snapshot, name string, opts Options) ([]*Result, error) {
 	if opts.New == nil {
 		return nil, errors.New("fidelity: no allocator")
 	}
-	conf := s.Conf()
-	rules, err := s.AllocatorSettings.Rules()
-	if err != nil {
-		return nil, err
-	}
-	rules.Expandable = rules.Expandable || strings.Contains(conf, "expandable_segments:True")
-	if opts.Conf != nil {
-		conf = *opts.Conf
-	}
 	mx := opts.MaxMismatches
 	if mx == 0 {
 		mx = DefaultMaxMismatches
@@ -240,6 +236,19 @@ func Run(s *snapshot.Snapshot, name string, opts Options) ([]*Result, error) {
 	}
 	var out []*Result
 	for _, d := range devs {
+		conf := s.DeviceConf(d)
+		rules, err := s.DeviceRules(d)
+		if err != nil {
+			return nil, err
+		}
+		if opts.Conf != nil {
+			conf = *opts.Conf
+			// Which allocator wrote the file is no setting: a conf given
+			// keeps torch_npu's rules unless it names a device.
+			if rules.Pad != 0 && !strings.Contains(conf, "device:") {
+				conf = strings.TrimPrefix(conf+",device:npu", ",")
+			}
+		}
 		res := &Result{File: name, Device: d, Conf: conf, Mismatches: []Mismatch{}, mismatchesMx: mx}
 		if err := runDevice(s, d, conf, rules, opts.New, res); err != nil {
 			return nil, err

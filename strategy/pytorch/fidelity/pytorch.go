@@ -18,3 +18,15 @@ func PyTorch(b gpualloc.Backend, conf string) (Allocator, error) {
 	}
 	return a, nil
 }
+
+// Models names the allocator that the pytorch strategy follows when
+// configured by conf (see [pytorch.Allocator.Models]): what a replay of
+// [PyTorch] compares a snapshot with. A conf it cannot read names
+// nothing.
+func Models(conf string) string {
+	c, err := pytorch.ParseConf(conf)
+	if err != nil {
+		return ""
+	}
+	return c.Models()
+}
