@@ -93,3 +93,76 @@ func BenchmarkPlan1M(b *testing.B) {
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
 	b.ReportMetric(100*float64(s.Height-s.LowerBound)/float64(s.LowerBound), "gap-%")
 }
+
+// somasCases are the hard instances of BenchmarkSOMAS: somasProblem's
+// steps of about 18.7k buffers, the size of the SOMAS problem of a
+// 2.6B-parameter model's graph.
+var somasCases = []uint64{0, 1, 2}
+
+// BenchmarkSOMAS plans somasProblem's instances within 60 s and reports
+// the plan's gap above the peak of live bytes and above the proven bound,
+// how far the proof raised the bound above the peak, and the seconds
+// taken.
+func BenchmarkSOMAS(b *testing.B) {
+	for _, seed := range somasCases {
+		b.Run(fmt.Sprintf("seed=%d", seed), func(b *testing.B) {
+			p := somasProblem(18_700, seed)
+			var s Solution
+			for b.Loop() {
+				var err error
+				if s, err = Solve(context.Background(), p, Options{TimeLimit: time.Minute}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := Check(p, s.Placements(p), s.Height); err != nil {
+				b.Fatal(err)
+			}
+			h, err := Solve(context.Background(), p, Options{NoSearch: true, TimeLimit: time.Minute})
+			if err != nil {
+				b.Fatal(err)
+			}
+			pct := func(a, c int64) float64 { return 100 * float64(a-c) / float64(c) }
+			b.ReportMetric(float64(len(p.Buffers)), "buffers")
+			b.ReportMetric(pct(h.Height, s.LowerBound), "heuristics-over-peak-%")
+			b.ReportMetric(pct(s.Height, s.LowerBound), "over-peak-%")
+			b.ReportMetric(pct(s.Height, s.ProvenBound), "gap-%")
+			b.ReportMetric(pct(s.ProvenBound, s.LowerBound), "bound-over-peak-%")
+			b.ReportMetric(s.Elapsed.Seconds(), "s")
+		})
+	}
+}
+
+// BenchmarkTimeLimit solves problems that the search cannot finish
+// (somasProblem's 18.7k buffers, a 500-buffer tight instance with its
+// lower bound hidden by one buffer made larger, and llmProblem's 100k)
+// with time limits of 2 s and 10 s, and reports how far past the limit
+// Solve returned: within 10%, whatever the size and the load of the
+// machine.
+func BenchmarkTimeLimit(b *testing.B) {
+	tight := Tight(500, tightCapacity, tightHorizon, rand.New(rand.NewPCG(9, 500)))
+	tight.Buffers[0].Size++
+	cases := []struct {
+		name string
+		p    func() Problem
+	}{
+		{"somas-18.7k", func() Problem { return somasProblem(18_700, 0) }},
+		{"tight-500", func() Problem { return tight }},
+		{"llm-100k", func() Problem { return llmProblem(100_000, 48, 3) }},
+	}
+	for _, c := range cases {
+		p := c.p()
+		for _, limit := range []time.Duration{2 * time.Second, 10 * time.Second} {
+			b.Run(fmt.Sprintf("%s/limit=%v", c.name, limit), func(b *testing.B) {
+				var worst time.Duration
+				for b.Loop() {
+					start := time.Now()
+					if _, err := Solve(context.Background(), p, Options{TimeLimit: limit}); err != nil {
+						b.Fatal(err)
+					}
+					worst = max(worst, time.Since(start))
+				}
+				b.ReportMetric(100*(worst.Seconds()/limit.Seconds()-1), "over-limit-%")
+			})
+		}
+	}
+}

@@ -4,13 +4,15 @@ import (
 	"cmp"
 	"context"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 )
 
 // An lns lowers a placement by large-neighbourhood moves: it takes out the
 // buffers around a point of the peak (those that live near a time where a
-// buffer reaches the height, the highest of them), places them again in
+// buffer reaches the height, or those that live with that buffer; the
+// highest of them, 4 to maxWindow), places them again in
 // another order, each at the lowest (first fit) or smallest (best fit) gap
 // that the buffers left in place and those already placed again leave
 // above the lowest of them (the band: the buffers in place below it do not
@@ -18,9 +20,8 @@ import (
 // keeps the result when no buffer of it goes above the height and fewer
 // buffers (or as many) reach the height. When none reaches it any more,
 // the height has come down. A move that puts a buffer above the height is
-// undone. From time to time it also restarts: a greedy placement of the
-// whole problem in order of size with random noise, kept when it is
-// lower. This is the large-neighbourhood search of Shaw ("Using
+// undone. When the moves stall, they restart from another placement (see
+// [lns.restart]). This is the large-neighbourhood search of Shaw ("Using
 // Constraint Programming and Local Search Methods to Solve Vehicle
 // Routing Problems", CP 1998) applied to the placement of buffers; the
 // neighbourhoods are ours.
@@ -49,10 +50,9 @@ type lns struct {
 	saved []int64 // scratch: their offsets before it
 	spans []span  // scratch
 
-	pl    *placer // for the restarts, made at the first
-	order []int32 // scratch of the restarts
+	order []int32 // the order of time, for the restarts, made at the first
 
-	moves, stall int64
+	moves, stall, restarts int64
 }
 
 // newLNS prepares the moves from the placement offsets of bufs (copied).
@@ -134,18 +134,23 @@ func (x *lns) move() bool {
 	bufs := x.bufs
 	hb := bufs[x.hot[x.rng.IntN(len(x.hot))]]
 	t := hb.Lower + x.rng.Int64N(hb.Upper-hb.Lower)
-	i, _ := slices.BinarySearch(x.times, t+1)
-	i-- // times[i] <= t < times[i+1]
-	// The window of time: the elementary intervals around t, widened
-	// until it holds want buffers (4 to maxWindow) or all of time.
-	want := 4 << x.rng.IntN(6)
+	want := 4 << x.rng.IntN(bits.Len(maxWindow/4)) // 4 to maxWindow
 	x.win = x.win[:0]
-	for w := 0; ; w = 2*w + 1 {
-		lo, hi := max(i-w, 0), min(i+w+1, len(x.times)-1)
-		x.win = x.win[:0]
-		x.each(x.times[lo], x.times[hi], func(b int32) { x.win = append(x.win, b) })
-		if len(x.win) >= want || (lo == 0 && hi == len(x.times)-1) {
-			break
+	if x.rng.IntN(2) == 0 {
+		// The buffers live with it: what must move for it to come down.
+		x.each(hb.Lower, hb.Upper, func(b int32) { x.win = append(x.win, b) })
+	} else {
+		// The window of time: the elementary intervals around t,
+		// widened until it holds want buffers or all of time.
+		i, _ := slices.BinarySearch(x.times, t+1)
+		i-- // times[i] <= t < times[i+1]
+		for w := 0; ; w = 2*w + 1 {
+			lo, hi := max(i-w, 0), min(i+w+1, len(x.times)-1)
+			x.win = x.win[:0]
+			x.each(x.times[lo], x.times[hi], func(b int32) { x.win = append(x.win, b) })
+			if len(x.win) >= want || (lo == 0 && hi == len(x.times)-1) {
+				break
+			}
 		}
 	}
 	if len(x.win) > want {
@@ -237,26 +242,34 @@ func (x *lns) shuffleOrder() {
 	slices.SortStableFunc(x.win, c)
 }
 
-// restart places every buffer greedily, in order of size with noise of
-// up to ±25%, with a fit at random, and keeps the placement when it is
-// lower than the moves'. It returns whether it was; ctx stops it.
-func (x *lns) restart(ctx context.Context) bool {
+// restart starts the moves from another placement, when they have not
+// lowered the count of buffers at the height for maxStall moves: in turn
+// the time-order first fit (the sweep, O(n log n)) and best (the best
+// placement known). The moves need not start from the best: from the
+// sweep's placement, above the best heuristic's, they often reach lower
+// than from the best heuristic's, where they are stuck. (A greedy
+// placement in an order with noise was tried, and placed a large problem
+// several percent higher than either.) ctx stops the sweep; it returns
+// whether it restarted.
+func (x *lns) restart(ctx context.Context, best []int64) bool {
 	n := len(x.bufs)
-	if x.pl == nil {
-		x.pl = newPlacer(x.bufs)
-		x.order = make([]int32, n)
-	}
-	key := make([]float64, n)
-	for i, b := range x.bufs {
-		key[i] = float64(b.Size) * (0.75 + 0.5*x.rng.Float64())
-	}
-	inOrder(x.order, func(a, b int32) int { return cmp.Compare(key[b], key[a]) })
-	offs := make([]int64, n)
-	h, err := x.pl.runOrder(ctx, x.order, x.rng.IntN(2), offs)
 	x.stall = 0
-	if err != nil || h >= x.height {
+	x.restarts++
+	if x.restarts%2 == 0 {
+		x.reset(best)
+		return true
+	}
+	if x.order == nil {
+		x.order = make([]int32, n)
+		timeOrder(x.bufs, x.order)
+	}
+	offs := make([]int64, n)
+	if _, err := firstFitSweep(ctx, x.bufs, x.order, offs); err != nil {
 		return false
 	}
 	x.reset(offs)
 	return true
 }
+
+// maxStall is the most moves without progress before a restart.
+const maxStall = 200

@@ -422,46 +422,78 @@ func (im *improver) done() bool {
 }
 
 // run improves until done; pl is the exact search of the whole problem,
-// nil when it is too large. Each turn gives the moves about the time the
-// proofs took, at least lnsSlice, so that neither starves the other.
+// nil when it is too large. Three kinds of turn share the time: a probe
+// of the descent, a slice of moves, a step of the window proofs; each turn
+// goes to the kind that has had the least of its share so far. On a
+// problem of up to smallProblem buffers the descent has half the time (it
+// is what proves such a problem optimal); on a larger one the moves have
+// half, since a node of the search costs time linear in the buffers and
+// a probe of the whole seldom ends.
 func (im *improver) run(pl *pool, workers int) {
 	im.start = time.Now()
-	var d *descent
-	if pl != nil {
-		d = newDescent(pl, len(im.bufs))
-	}
 	x := newLNS(im.bufs, im.sol.Offsets, 1)
 	wp := newWindowProver(im.bufs, workers)
-	for !im.done() {
-		t0 := time.Now()
-		if d != nil && !d.step(im) {
-			return
-		}
-		if im.done() {
-			return
-		}
-		if pl == nil || d.started && d.budget > 1<<20 {
-			im.prove(wp.step(im.ctx, im.proven, im.sol.Height, im.until()))
-		}
-		slice := max(time.Since(t0), lnsSlice)
-		if x.height > im.sol.Height {
-			x.reset(im.sol.Offsets)
-		}
-		for t1 := time.Now(); !im.done() && time.Since(t1) < slice; {
+	type kind struct {
+		share float64
+		spent time.Duration
+		turn  func() bool // false: the time is up
+	}
+	moves := &kind{share: 1, turn: func() bool {
+		slice := min(max(time.Since(im.start), time.Millisecond), lnsSlice)
+		for t0 := time.Now(); !im.done() && time.Since(t0) < slice; {
 			if x.move() && im.offer(x.off, "lns") {
 				continue
 			}
-			if x.stall > 20*maxWindow {
-				if x.restart(im.ctx) {
-					im.offer(x.off, "lns")
-				}
+			if x.stall > maxStall && x.restart(im.ctx, im.sol.Offsets) {
+				im.offer(x.off, "lns")
 			}
 		}
+		return true
+	}}
+	proofs := &kind{share: 1, turn: func() bool {
+		im.prove(wp.step(im.ctx, im.proven, im.sol.Height, im.until()))
+		return true
+	}}
+	kinds := []*kind{moves}
+	if len(wp.centers) > 0 {
+		kinds = append(kinds, proofs)
+	}
+	if pl != nil {
+		d := newDescent(pl, len(im.bufs))
+		descent := &kind{share: 1, turn: func() bool { return d.step(im) }}
+		kinds = append([]*kind{descent}, kinds...) // the first turn
+		if len(im.bufs) <= smallProblem {
+			descent.share = 2
+		} else {
+			moves.share = 2
+		}
+	} else {
+		moves.share = 2
+	}
+	for !im.done() {
+		k := kinds[0]
+		for _, c := range kinds[1:] {
+			if c.spent.Seconds()/c.share < k.spent.Seconds()/k.share {
+				k = c
+			}
+		}
+		t0 := time.Now()
+		if !k.turn() {
+			return
+		}
+		// At least a millisecond a turn, so that a kind with nothing
+		// left to do does not take every turn.
+		k.spent += max(time.Since(t0), time.Millisecond)
 	}
 }
 
-// lnsSlice is the least time of a turn of the large-neighbourhood moves.
-const lnsSlice = 20 * time.Millisecond
+// smallProblem is the most buffers of a problem on which the descent has
+// the larger share of the time.
+const smallProblem = 4000
+
+// lnsSlice is the longest turn of the large-neighbourhood moves; the
+// first turns are shorter, as long as Solve has been improving.
+const lnsSlice = 50 * time.Millisecond
 
 // heightOf returns the largest offset + size.
 func heightOf(bufs []Buffer, offsets []int64) int64 {
