@@ -72,6 +72,35 @@ func TestExplainSnapshot(t *testing.T) {
 	assert.Contains(t, stdout, "fragmentation-bound")
 }
 
+// TestExplainSuggestionPasted pastes the line that explain suggests for a
+// real snapshot that runs out of memory, into the environment of a replay
+// on the same device, as a user would: the replay has no OOM, and its peak
+// and the headroom are the figures explain showed.
+func TestExplainSuggestionPasted(t *testing.T) {
+	path := "../../shared/traces/pytorch/forward_ctx128.pickle"
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("%s: the shared snapshots are absent", path)
+	}
+	var reps []explain.Report
+	runJSON(t, nil, &reps, "explain", "-f", "json", "--capacity", "18600MiB", path)
+	require.Len(t, reps, 1)
+	r := reps[0]
+	require.Equal(t, explain.FragmentationBound, r.Verdict)
+	key, value, ok := strings.Cut(r.Suggestion, "=")
+	require.True(t, ok, "suggestion %q", r.Suggestion)
+	require.NotNil(t, r.HeadroomBytes)
+	var rows []sim.Result
+	runJSON(t, map[string]string{key: value}, &rows, "-f", "json", "--capacity", "18600MiB", path)
+	require.Len(t, rows, 1)
+	assert.Zero(t, rows[0].OOMs, "%s", r.Suggestion)
+	assert.Equal(t, r.CapacityBytes-*r.HeadroomBytes, rows[0].PeakReservedBytes, "%s", r.Suggestion)
+	var shown bool
+	for _, a := range r.Alternatives {
+		shown = shown || a.PeakReservedBytes != nil && *a.PeakReservedBytes == rows[0].PeakReservedBytes && *a.Fits
+	}
+	assert.True(t, shown, "no row shows the peak %d of %s", rows[0].PeakReservedBytes, r.Suggestion)
+}
+
 // FuzzParseAt checks that any --at value is an event, a time or one line
 // of bad usage.
 func FuzzParseAt(f *testing.F) {
