@@ -218,7 +218,11 @@ func (d *DirWriter) Commit() error {
 	}
 	// The old report goes first, so that no reader takes its files and the
 	// new ones for one report.
-	for _, name := range append(manifest(d.dir), reportNames...) {
+	old, err := manifest(d.dir)
+	if err != nil {
+		return err
+	}
+	for _, name := range append(old, reportNames...) {
 		if !slices.Contains(d.files, name) {
 			os.Remove(filepath.Join(d.dir, name))
 		}
@@ -260,21 +264,37 @@ func (d *DirWriter) Abort() {
 	}
 }
 
-// manifest returns the files that dir's manifest lists, base names only.
-func manifest(dir string) []string {
-	f, err := os.Open(filepath.Join(dir, ManifestFile))
+// manifest returns the files that dir's manifest lists, base names only:
+// none when dir has no manifest. A manifest that cannot be read whole (a
+// line over bufio.MaxScanTokenSize, 64 KiB, which no file name is) is an
+// error that names the file and the line, rather than a shorter list that
+// would leave the old report's other files beside the new one.
+func manifest(dir string) ([]string, error) {
+	path := filepath.Join(dir, ManifestFile)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("%s: %w", path, unwrapPath(err))
 	}
 	defer f.Close()
 	var names []string
 	sc := bufio.NewScanner(f)
+	line := 0
 	for sc.Scan() {
+		line++
 		if n := strings.TrimSpace(sc.Text()); n != "" && n == filepath.Base(n) && n != "." && n != ".." {
 			names = append(names, n)
 		}
 	}
-	return names
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("%s:%d: a line longer than %d bytes, which no file name is: remove the file, or name another directory", path, line+1, bufio.MaxScanTokenSize)
+		}
+		return nil, fmt.Errorf("%s:%d: %w", path, line+1, err)
+	}
+	return names, nil
 }
 
 // lockTimeout is how long lockDir waits for another run's lock.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -142,4 +143,22 @@ func TestDirWriterStopped(t *testing.T) {
 	assert.ErrorIs(t, d.Commit(), stop)
 	d.Abort()
 	assert.NoDirExists(t, dir)
+}
+
+// TestDirWriterLongManifestLine: a manifest with a line over 64 KiB, which
+// the scanner cannot read, fails the commit with the file and the line,
+// and the old report stays whole, rather than a shorter list of its files
+// leaving some of them beside the new report.
+func TestDirWriterLongManifestLine(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, writeReport(dir, false, "1", report.SummaryCSV, "old.svg"))
+	path := filepath.Join(dir, report.ManifestFile)
+	long := strings.Repeat("x", 70<<10)
+	require.NoError(t, os.WriteFile(path, []byte("summary.csv\n"+long+"\nold.svg\n"), 0o644))
+	err := writeReport(dir, true, "2", report.SummaryCSV)
+	require.Error(t, err)
+	assert.Equal(t, path+":2: a line longer than 65536 bytes, which no file name is: remove the file, or name another directory", err.Error())
+	assert.Equal(t, []string{".report-files", "old.svg", "summary.csv"}, names(t, dir))
+	b, _ := os.ReadFile(filepath.Join(dir, report.SummaryCSV))
+	assert.Equal(t, "summary.csv 1", string(b))
 }
