@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -160,4 +161,19 @@ func TestWindowProofRaisesBound(t *testing.T) {
 		assert.Equal(t, int64(70_000), s.Height)
 		assert.True(t, s.Optimal)
 	}
+}
+
+// TestCapacityWithoutWholeSearch asks padded, too large for the exact
+// search on the whole, for a placement within a capacity: the moves find
+// one within 70,000 bytes, and a window's proof shows that none is within
+// 65,000, though that is above the peak.
+func TestCapacityWithoutWholeSearch(t *testing.T) {
+	p := padded()
+	defer func(old int64) { maxSearchPairs = old }(maxSearchPairs)
+	maxSearchPairs = 10_000
+	s := solveChecked(t, p, Options{Capacity: 70_000, TimeLimit: time.Minute})
+	assert.LessOrEqual(t, s.Height, int64(70_000))
+	_, err := Solve(context.Background(), p, Options{Capacity: 65_000, TimeLimit: time.Minute})
+	require.ErrorIs(t, err, ErrNoPlacement)
+	assert.Contains(t, err.Error(), "proven, none within 65000 bytes")
 }

@@ -416,9 +416,12 @@ func (im *improver) prove(h int64) {
 	}
 }
 
-// done reports whether there is nothing left to do.
+// done reports whether there is nothing left to do: the best meets the
+// bound, or is within the target, or the bound is above the target (none
+// is within it), or the time is up.
 func (im *improver) done() bool {
-	return im.sol.Height <= im.proven || im.sol.Height <= im.target || im.ctx.Err() != nil
+	return im.sol.Height <= im.proven || im.sol.Height <= im.target || (im.target > 0 && im.proven > im.target) ||
+		im.ctx.Err() != nil
 }
 
 // run improves until done; pl is the exact search of the whole problem,
