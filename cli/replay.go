@@ -81,7 +81,7 @@ index.html, which shows them all. --figures, --width, --height, --title
 and --log-y shape the figures. The report is written whole, and not at all
 when a replay fails; a DIR that holds a report already is refused before
 any replay unless --force, which replaces that report's files.
-` + snapshotUsage + `
+` + snapshotUsage + parquetUsage + `
 With --shard k/n it runs the k-th of n parts of the replays, the traces
 through the strategies taken trace by trace in a fixed order, so that the n
 shards of the same command line share the work out exactly; with -o DIR a
@@ -125,6 +125,7 @@ type replayFlags struct {
 	figures    figureFlags
 	progress   string
 	snapshot   snapshotFlags
+	parquet    string // --parquet FILE
 	shard      string
 	costs      string            // --device-costs
 	costModel  *devicecost.Model // its table, nil for the default
@@ -152,6 +153,9 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	p, err := planReplay(ctx, e, f)
 	if err != nil {
 		return err
+	}
+	if p.events != nil {
+		defer p.events.remove()
 	}
 	out := p.run(ctx, e.stderr)
 	if ctx.Err() != nil {
@@ -186,6 +190,7 @@ func parseReplayFlags(e *env, args []string) (replayFlags, error) {
 	f.figures.add(fs)
 	fs.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
 	f.snapshot.register(fs)
+	fs.StringVar(&f.parquet, "parquet", "", "also write every replayed event, with the memory of its device after it, into `FILE` (Parquet; see above)")
 	addTempDir(fs, e)
 	fs.StringVar(&f.shard, "shard", "", "run only the `k/n`-th part of the replays (traces x strategies), 1 <= k <= n; with -o, write it for 'simulate merge'")
 	fs.BoolVar(&f.offline, "offline", false, "add offline_bytes: the memory of the offline plan of each trace (simulate plan)")
@@ -220,6 +225,9 @@ func parseReplayFlags(e *env, args []string) (replayFlags, error) {
 	if err := f.snapshot.check(fs); err != nil {
 		return f, err
 	}
+	if fs.Changed("parquet") && (f.parquet == "" || f.parquet == "-") {
+		return f, usagef("--parquet %q: want a file (standard output carries the table)", f.parquet)
+	}
 	f.capacitySet, f.jobsSet, f.traces = fs.Changed("capacity"), fs.Changed("jobs"), fs.Args()
 	if f.costs != "" {
 		if f.costModel, err = readCosts(f.costs); err != nil {
@@ -249,6 +257,8 @@ type replayPlan struct {
 	sizes []*report.SizeCounter
 	// shared says that a trace is decoded once and replayed from memory.
 	shared bool
+	// events writes --parquet's file, nil without it.
+	events *eventsOut
 }
 
 // planReplay resolves the backend, the strategies, the traces and the
@@ -268,7 +278,7 @@ func planReplay(ctx context.Context, e *env, f replayFlags) (*replayPlan, error)
 		return nil, err
 	}
 	// A snapshot of a replay carries the stacks the trace records.
-	inputs, err := traceInputs(ctx, f.traces, e.stdin, traces.Options{Lenient: f.lenient, TempDir: e.tempDir, Stacks: f.snapshot.dir != ""})
+	inputs, err := traceInputs(ctx, f.traces, e.stdin, traces.Options{Lenient: f.lenient, TempDir: e.tempDir, Stacks: f.snapshot.dir != "" || f.parquet != ""})
 	if err != nil {
 		return nil, err
 	}
@@ -286,8 +296,19 @@ func planReplay(ctx context.Context, e *env, f replayFlags) (*replayPlan, error)
 			return nil, err
 		}
 	}
+	if f.parquet != "" {
+		if err := checkOutputFile("--parquet", f.parquet, fileArgs(f.traces)); err != nil {
+			return nil, err
+		}
+	}
 	p := &replayPlan{f: f, be: be, strategies: strategies, inputs: inputs, shard: sh, id: runID(f, be.capacity, inputs, strategies)}
 	p.planJobs()
+	if f.parquet != "" {
+		p.events = &eventsOut{path: f.parquet, tempDir: e.tempDir}
+		for i := range p.jobs {
+			p.events.attach(&p.jobs[i])
+		}
+	}
 	return p, nil
 }
 
@@ -436,6 +457,11 @@ func (p *replayPlan) write(ctx context.Context, e *env, out []sim.JobResult) err
 	}
 	if p.f.out != "" && (firstErr == nil || p.shard.n > 0) {
 		if err := p.writeReport(ctx, results, out); err != nil {
+			return err
+		}
+	}
+	if p.events != nil && firstErr == nil {
+		if err := p.events.write(ctx, out); err != nil {
 			return err
 		}
 	}
