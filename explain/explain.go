@@ -281,7 +281,14 @@ func Explain(ctx context.Context, t *Trace, o Options) ([]Report, error) {
 	// The replay as it ran, with its series: the peak of a trace of one
 	// device is the event of the series' largest reserved bytes.
 	r := prefixReader{traces.NewSliceReader(t.Name, t.Events), sim.StartOf(t.Start), x.capOf}
-	full, err := sim.ReplayContext(ctx, r, sim.Config{Trace: t.Name, Params: x.o.Strategy})
+	cfg := sim.Config{Trace: t.Name, Params: x.o.Strategy}
+	if o.Timeline && len(devs) > 1 {
+		// Each device's own reserved bytes for its figure: the series
+		// sums the devices.
+		x.reserved = newDeviceReserved(len(t.Events))
+		cfg.Observe = x.reserved.observe
+	}
+	full, err := sim.ReplayContext(ctx, r, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -315,6 +322,10 @@ type explainer struct {
 	caps   map[int]int64 // each device's capacity
 	src    map[int]string
 	stacks *stackMap
+	// reserved follows each device's reserved bytes in the replay as the
+	// trace ran, for the figures of a trace of several devices; nil
+	// otherwise.
+	reserved *deviceReserved
 	// recorded is the strategy with the trace's recorded settings, when
 	// Options gave none.
 	recorded *gpualloc.Params

@@ -803,3 +803,37 @@ func TestOfflineOutOfTime(t *testing.T) {
 		t.Errorf("offline row %+v, offline bytes %v", last, r.OfflineBytes)
 	}
 }
+
+// TestTimelineEachDevice: the figure of each device of two shows that
+// device's own reserved bytes, not their sum: its highest point is the
+// device's peak in the replay, and it rises where the device allocates.
+func TestTimelineEachDevice(t *testing.T) {
+	var lines []string
+	for i := range 3 {
+		lines = append(lines, fmt.Sprintf("alloc,a%d,%d,0", i, 30*mb), fmt.Sprintf("alloc,b%d,%d,1", i, 40*mb))
+	}
+	lines = append(lines, "free,a0,,0", "free,b0,,1")
+	tr := csvTrace(t, lines)
+	reps, err := Explain(context.Background(), tr, Options{Capacity: 1 << 30, Timeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reps {
+		tl := r.Timeline
+		if tl == nil || len(tl.Reserved) != len(tl.Points) {
+			t.Fatalf("device %d: timeline %+v", r.Device, tl)
+		}
+		var top int64
+		for _, p := range tl.Reserved {
+			top = max(top, p.Bytes)
+		}
+		want := map[int]int64{0: 90 * mb, 1: 120 * mb}[r.Device]
+		if top != want || r.ReservedBytes != want {
+			t.Errorf("device %d: the figure's reserved bytes peak at %d, the report's at %d, want %d", r.Device, top, r.ReservedBytes, want)
+		}
+		// Event 0 allocates on device 0 only.
+		if first := tl.Reserved[0].Bytes; (r.Device == 0) != (first == 30*mb) || r.Device == 1 && first != 0 {
+			t.Errorf("device %d: %d reserved after event 0", r.Device, first)
+		}
+	}
+}

@@ -10,8 +10,8 @@ const MaxTimelinePoints = 600
 
 // A Timeline is the course of a device's memory over its trace, for a
 // figure: the live bytes of the report's holders, the rest of the live
-// bytes as "other", and the reserved bytes of the replay as the trace ran
-// where it can be told for the device alone.
+// bytes as "other", and the device's own reserved bytes in the replay as
+// the trace ran.
 type Timeline struct {
 	// Groups are the holders' groups, then "other".
 	Groups []string
@@ -20,8 +20,9 @@ type Timeline struct {
 	// event of the bucket where the device's live bytes were largest, so
 	// that no peak of live bytes is lost.
 	Points []TimelinePoint
-	// Reserved is the course of the reserved bytes, nil when the trace
-	// has several devices: the replay's series sums them.
+	// Reserved is the course of the device's reserved bytes, never a sum
+	// over devices: the replay's series for a trace of one device, else
+	// what the replay observed of this device, in the buckets of Points.
 	Reserved []ReservedPoint
 }
 
@@ -85,10 +86,70 @@ func (x *explainer) timeline(d int, rep *Report, full *sim.Result) *Timeline {
 			copy(cur.Live, live)
 		}
 	}
-	if len(full.Devices) == 1 && full.Series != nil {
+	switch {
+	case len(full.Devices) == 1 && full.Series != nil:
 		for _, p := range full.Series.All() {
 			tl.Reserved = append(tl.Reserved, ReservedPoint{p.First, p.Last, p.Reserved.Max})
 		}
+	case x.reserved != nil:
+		tl.Reserved = x.reserved.points(d, tl.Points)
 	}
 	return tl
+}
+
+// deviceReserved follows each device's reserved bytes through a replay
+// (sim.Config.Observe), as the largest of each bucket of width events, the
+// buckets of a Timeline: O(devices × MaxTimelinePoints) memory, and one
+// call an event.
+type deviceReserved struct {
+	width int64
+	devs  map[int32]*bucketsOf
+}
+
+// bucketsOf is one device's buckets: the largest reserved bytes the
+// device's events left in each, and the bytes after its last event there.
+type bucketsOf struct {
+	max, last []int64
+	seen      []bool
+}
+
+// newDeviceReserved returns the follower of a trace of n events.
+func newDeviceReserved(n int) *deviceReserved {
+	return &deviceReserved{width: int64(max((n+MaxTimelinePoints-1)/MaxTimelinePoints, 1)), devs: map[int32]*bucketsOf{}}
+}
+
+// observe is a sim.Config.Observe.
+func (r *deviceReserved) observe(n int64, ev *traces.Event, after sim.DeviceBytes) error {
+	b := r.devs[ev.Device]
+	if b == nil {
+		b = &bucketsOf{}
+		r.devs[ev.Device] = b
+	}
+	i := int(n / r.width)
+	for len(b.max) <= i {
+		b.max, b.last, b.seen = append(b.max, 0), append(b.last, 0), append(b.seen, false)
+	}
+	b.max[i] = max(b.max[i], after.Reserved)
+	b.last[i], b.seen[i] = after.Reserved, true
+	return nil
+}
+
+// points returns device d's reserved bytes over the buckets of pts: in a
+// bucket where d has no event, what its last event before left.
+func (r *deviceReserved) points(d int, pts []TimelinePoint) []ReservedPoint {
+	b := r.devs[int32(d)]
+	if b == nil {
+		return nil
+	}
+	out := make([]ReservedPoint, len(pts))
+	var held int64 // after d's last event so far
+	for i, p := range pts {
+		v := held
+		if i < len(b.seen) && b.seen[i] {
+			v = max(held, b.max[i])
+			held = b.last[i]
+		}
+		out[i] = ReservedPoint{p.First, p.Last, v}
+	}
+	return out
 }
