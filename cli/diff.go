@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
@@ -386,8 +387,8 @@ func writeDiffPair(w io.Writer, p *diff.Pair, top int) error {
 		row("  cached", p.ACachedBytes, p.BCachedBytes),
 	}
 	ew.table(head, right, rows, "  ")
-	ew.printf("  %s\n", wrap(fmt.Sprintf("reserved %s = the program holds %s (live) + the allocator keeps %s (rounding, fragmentation, cache)",
-		signed(p.DeltaReservedBytes), signed(p.DeltaLiveBytes), signed(p.DeltaAllocatorBytes)), 100, "    "))
+	ew.printf("  %s\n", wrapSizes(fmt.Sprintf("reserved %s = the program holds %s (live) + the allocator keeps %s (rounding, fragmentation, cache)",
+		signed(p.DeltaReservedBytes), signed(p.DeltaLiveBytes), signed(p.DeltaAllocatorBytes)), "    "))
 	by := string(p.By)
 	if p.By == explain.BySite || p.By == explain.ByFrame {
 		by += " (file:function, the line left out)"
@@ -423,7 +424,7 @@ func writeDiffPair(w io.Writer, p *diff.Pair, top int) error {
 		ew.printf("    (%s unchanged)\n", plural(int64(same), "site"))
 	}
 	for _, s := range diff.Sentences(p) {
-		ew.printf("  %s\n", wrap(s, 100, "  "))
+		ew.printf("  %s\n", wrapSizes(s, "  "))
 	}
 	if len(p.Steps) > 0 {
 		ew.printf("  steps:\n")
@@ -467,7 +468,7 @@ func writeDiffRanks(w io.Writer, s *diff.Summary, top int) error {
 		if s.DivergentSite != "" {
 			at = ", most at " + diff.ShortSite(s.DivergentSite)
 		}
-		ew.printf("  divergent   %s\n", wrap(fmt.Sprintf("%s: %s from the median%s", s.Divergent, signed(s.DivergentBytes), at), 100, "              "))
+		ew.printf("  divergent   %s\n", wrapSizes(fmt.Sprintf("%s: %s from the median%s", s.Divergent, signed(s.DivergentBytes), at), "              "))
 	} else {
 		ew.printf("  divergent   none: no rank's peak lies more than 3 median deviations and 5%% from the median\n")
 	}
@@ -506,4 +507,15 @@ func maxPeak(s *diff.Summary) int64 {
 		m = max(m, r.PeakReservedBytes)
 	}
 	return m
+}
+
+// sizeUnit is a number and the binary unit of a size, as
+// gpualloc.FormatSize writes it.
+var sizeUnit = regexp.MustCompile(`([0-9]) (B|KiB|MiB|GiB|TiB|PiB|EiB)\b`)
+
+// wrapSizes wraps s within 100 columns as wrap does, but never between a
+// number and its unit.
+func wrapSizes(s, indent string) string {
+	s = sizeUnit.ReplaceAllString(s, "${1}\x00${2}")
+	return strings.ReplaceAll(wrap(s, 100, indent), "\x00", " ")
 }

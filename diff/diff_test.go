@@ -418,3 +418,24 @@ func TestSharedAgree(t *testing.T) {
 		})
 	}
 }
+
+// FuzzMatchKey checks that a frame's key is its file and function, the
+// line left out, whatever the file's name holds, and that no text makes
+// MatchKey fail.
+func FuzzMatchKey(f *testing.F) {
+	f.Add("/a/b/model.py", 120, "forward")
+	f.Add("C:/x:3 y/model.py", 7, "f")
+	f.Add("(weird", 1, "g")
+	f.Add("", 0, "")
+	f.Fuzz(func(t *testing.T, file string, line int, fn string) {
+		s := file + ":" + strconv.Itoa(line) + " " + fn
+		k := MatchKey(s)
+		MatchKey(file)
+		if line < 0 || strings.ContainsAny(fn, " \n") || strings.HasPrefix(file, "(") || strings.ContainsRune(file, '\n') {
+			return
+		}
+		if want := file + ":" + fn; k != want {
+			t.Errorf("MatchKey(%q) = %q, want %q", s, k, want)
+		}
+	})
+}
