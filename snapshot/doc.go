@@ -70,8 +70,9 @@
 // pickle made by hand that builds an item of a list from a MARK there,
 // with LIST, DICT or TUPLE, may be refused or misread). A trace entry is
 // kept as its few scalar fields until it is appended to its trace, then
-// becomes a [TraceEntry] and its container is reused. Strings, frames and stacks are interned: each distinct one is
-// held once, and an entry refers to its stack by a [StackID].
+// becomes a record of 48 bytes and its container is reused. Strings,
+// frames and stacks are interned: each distinct one is held once, and an
+// entry refers to its stack by a [StackID].
 //
 // What grows with what, as read: the Snapshot keeps about 80 bytes per
 // block, and each trace entry in the decoder's 48-byte record, with no
@@ -90,11 +91,11 @@
 // make, write or read back that file fails with the error, which names
 // it, and holds no more pages instead; a trace read back after the read
 // reports such a failure by [Trace.Err]. On a file of 3 million entries
-// with 40 to 90 frames each (1.16 GB) that is 0.22 GiB resident at the end of a read (simulate
-// inspect, a replay, fidelity, convert), against 2.8 GiB for CPython's
-// pickle.load; on one of 15 million entries without frames, 0.7 GiB
-// against 6 GiB. The memo may be
-// referred to freely, but trace entries, blocks and segments repeated
+// with 40 to 90 frames each (1.16 GB) that is 0.22 GiB resident at the
+// end of a read (simulate inspect, a replay, fidelity, convert), against
+// 2.8 GiB for CPython's pickle.load; on one of 15 million entries without
+// frames, 0.7 GiB against 6 GiB. The memo may be referred to freely, but
+// trace entries, blocks and segments repeated
 // through it (a device trace referred to twice is two devices with the
 // same entries, as in Python) count against [MaxRepeated], so that memory
 // is bounded by what the file describes.
