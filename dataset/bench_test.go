@@ -1,6 +1,7 @@
 package dataset_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,7 +18,12 @@ import (
 //
 //	go test -run '^$' -bench EventWriter -benchmem ./dataset/
 func BenchmarkEventWriter(b *testing.B) {
-	const rows = 3_000_000
+	for _, rows := range []int{300_000, 3_000_000} {
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) { benchmarkEventWriter(b, rows) })
+	}
+}
+
+func benchmarkEventWriter(b *testing.B, rows int) {
 	src := events(4096)
 	dir := b.TempDir()
 	path := filepath.Join(dir, "events.parquet")
@@ -54,7 +60,7 @@ func BenchmarkEventWriter(b *testing.B) {
 		size = fi.Size()
 	}
 	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-	b.ReportMetric(float64(mallocs)/float64(b.N)/rows, "allocs/row")
-	b.ReportMetric(float64(size)/rows, "file-B/row")
+	b.ReportMetric(float64(mallocs)/float64(b.N)/float64(rows), "allocs/row")
+	b.ReportMetric(float64(size)/float64(rows), "file-B/row")
 	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
 }
