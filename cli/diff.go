@@ -152,7 +152,7 @@ func diffCmd(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	read := func(i int, annotations bool) (*explain.Trace, error) {
-		t, err := diffTrace(ctx, e, inputs[i], lenient, annotations)
+		t, err := explainTrace(ctx, e, inputs[i], lenient, annotations)
 		if err != nil {
 			return nil, err
 		}

@@ -15,10 +15,10 @@ import (
 )
 
 // openTrace reads the trace file at path as simulate diff does: its
-// events through a streaming reader, then its snapshot with stacks.
+// events and, for a snapshot, its stacks, in one read.
 func openTrace(tb testing.TB, path string) *explain.Trace {
 	tb.Helper()
-	r, err := traces.Open(path, traces.Options{})
+	r, err := traces.Open(path, traces.Options{Stacks: true})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -28,13 +28,8 @@ func openTrace(tb testing.TB, path string) *explain.Trace {
 	}
 	r.Close()
 	t := &explain.Trace{Name: filepath.Base(path), Format: r.Format(), Events: evs, Start: r.(sim.StartReporter), Memory: r.(sim.CapacityReporter)}
-	f, err := os.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	if t.Snapshot, err = snapshot.ReadWith(f, path, snapshot.ReadOptions{}); err != nil {
-		tb.Fatal(err)
+	if s, ok := r.(interface{ Snapshot() *snapshot.Snapshot }); ok {
+		t.Snapshot = s.Snapshot()
 	}
 	return t
 }
