@@ -15,6 +15,7 @@ import (
 	"github.com/gpualloc/gpualloc/explain"
 	"github.com/gpualloc/gpualloc/internal/tabular"
 	"github.com/gpualloc/gpualloc/sim/report"
+	"github.com/gpualloc/gpualloc/traces"
 )
 
 const diffUsage = `usage: simulate diff [flags] A B
@@ -147,9 +148,18 @@ func diffCmd(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	inputs, err := readInputs(ctx, e, paths, lenient, progressMode)
+	// One read of each snapshot, with its stacks, gives the events and
+	// the entries their call sites come from.
+	progress, err := readProgressTo(progressMode, e.stderr)
 	if err != nil {
 		return err
+	}
+	inputs, err := traceInputs(ctx, paths, e.stdin, traces.Options{Lenient: lenient, TempDir: e.tempDir, Stacks: true})
+	if err != nil {
+		return err
+	}
+	for _, in := range inputs {
+		in.progress = progress
 	}
 	read := func(i int, annotations bool) (*explain.Trace, error) {
 		t, err := explainTrace(ctx, e, inputs[i], lenient, annotations)

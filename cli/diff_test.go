@@ -232,6 +232,16 @@ func TestDiffShared(t *testing.T) {
 	runJSON(t, nil, &pairs, "diff", "-f", "json", a, b)
 	require.Len(t, pairs, 1)
 	p := pairs[0]
+	// The stacks are read: the live bytes go by site, A's forward gone.
+	assert.Equal(t, "site", string(p.By))
+	found := false
+	for _, s := range p.Sites {
+		if strings.HasSuffix(s.Site, "cs336_basics/transformer.py:forward") {
+			found = true
+			assert.Equal(t, diff.Gone, s.Change)
+		}
+	}
+	assert.True(t, found, "A's forward among %+v", p.Sites)
 	for _, c := range []struct {
 		path           string
 		reserved, live int64
