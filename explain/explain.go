@@ -204,6 +204,12 @@ type Report struct {
 	// of time before it proved the plan the lowest, the offline row is
 	// TimedOut and this is the best plan found.
 	OfflineBytes *int64 `json:"offline_bytes"`
+	// OfflineProvenBytes is the least memory that any placement of the
+	// device's allocations needs, as plan's search proved it
+	// (plan.Solution.ProvenBound, at least their peak of live bytes): what
+	// no allocator beats. It equals OfflineBytes when the plan is proven
+	// the lowest; nil with OfflineBytes.
+	OfflineProvenBytes *int64 `json:"offline_proven_bytes"`
 
 	// Timeline is the course of the device's memory, when
 	// Options.Timeline asks for it.

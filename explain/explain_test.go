@@ -785,7 +785,7 @@ func TestOfflineSearch(t *testing.T) {
 		r := explainOne(t, tr, Options{Capacity: 2 << 30})
 		last := r.Alternatives[len(r.Alternatives)-1]
 		if r.PeakLiveBytes != 1<<30 || last.Spec != "offline" || last.TimedOut || last.PeakReservedBytes == nil ||
-			*last.PeakReservedBytes != 1<<30 || *r.OfflineBytes != 1<<30 {
+			*last.PeakReservedBytes != 1<<30 || *r.OfflineBytes != 1<<30 || r.OfflineProvenBytes == nil || *r.OfflineProvenBytes != 1<<30 {
 			t.Errorf("case %d: peak live %d, offline row %+v (the heuristics: %d)", i, r.PeakLiveBytes, last, h.Height)
 		}
 	}
@@ -799,7 +799,7 @@ func TestOfflineSearch(t *testing.T) {
 func TestOfflineOutOfTime(t *testing.T) {
 	r := explainOne(t, fragmented(t), Options{Capacity: 200 * mb, TimeLimit: time.Nanosecond})
 	last := r.Alternatives[len(r.Alternatives)-1]
-	if last.Spec != "offline" || !last.TimedOut || last.PeakReservedBytes != nil || r.OfflineBytes != nil {
+	if last.Spec != "offline" || !last.TimedOut || last.PeakReservedBytes != nil || r.OfflineBytes != nil || r.OfflineProvenBytes != nil {
 		t.Errorf("offline row %+v, offline bytes %v", last, r.OfflineBytes)
 	}
 }

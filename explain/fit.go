@@ -283,11 +283,12 @@ func (f capFunc) DeviceCapacity(dev int) int64 { return f(dev) }
 
 // offline plans each device's allocations with package plan, its
 // heuristics and then its exact search, the devices sharing a third of the
-// time rctx leaves, and adds the plan to each report, as OfflineBytes and
-// the last row. A row whose search ran out of time before it proved its
-// plan the lowest is TimedOut, with the best plan found; one whose time
-// ran out before any plan, or before the first of plan's heuristics ended
-// (its quick stack placement is no plan to show), TimedOut without.
+// time rctx leaves, and adds the plan to each report, as OfflineBytes,
+// OfflineProvenBytes and the last row. A row whose search ran out of time
+// before it proved its plan the lowest is TimedOut, with the best plan
+// found; one whose time ran out before any plan, or before the first of
+// plan's heuristics ended (its quick stack placement is no plan to show),
+// TimedOut without.
 func (x *explainer) offline(ctx, rctx context.Context, reps []Report) error {
 	budget := time.Second
 	if dl, ok := rctx.Deadline(); ok {
@@ -338,12 +339,12 @@ func (x *explainer) offline(ctx, rctx context.Context, reps []Report) error {
 		d := reps[k].Device
 		a := Alternative{Label: "offline plan", Spec: "offline"}
 		if sol, ok := sols[d]; ok {
-			h := sol.Height
+			h, proven := sol.Height, sol.ProvenBound
 			fits := h <= reps[k].CapacityBytes
 			need := (h + mib - 1) / mib * mib
 			a.PeakReservedBytes, a.Fits, a.MinCapacityBytes = &h, &fits, &need
 			a.TimedOut = outOfTime[d]
-			reps[k].OfflineBytes = &h
+			reps[k].OfflineBytes, reps[k].OfflineProvenBytes = &h, &proven
 		} else {
 			a.TimedOut = true
 		}
