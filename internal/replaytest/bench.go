@@ -8,6 +8,7 @@ import (
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/strategytest"
 	"github.com/gpualloc/gpualloc/traces"
+	"github.com/gpualloc/gpualloc/traces/gen"
 )
 
 // ReplayBoth is the body of a strategy's BenchmarkReplay: events held in
@@ -17,6 +18,13 @@ import (
 func ReplayBoth(b *testing.B, open strategytest.OpenFunc, events []traces.Event) {
 	b.Run("engine", func(b *testing.B) { ReplaySim(b, sim.Config{Open: open}, "random", events) })
 	b.Run("direct", func(b *testing.B) { ReplayPool(b, open, events) })
+}
+
+// ReplayRandom is [ReplayBoth] of the random workload of traces/gen (1M
+// events, sizes up to 64 MiB, up to 1,000 live), generated once, before the
+// benchmarks.
+func ReplayRandom(b *testing.B, open strategytest.OpenFunc) {
+	ReplayBoth(b, open, RandomEvents(b, gen.Options{Seed: 1, Events: 1_000_000}))
 }
 
 // Replay replays events on a, keeping the live blocks in blocks by the

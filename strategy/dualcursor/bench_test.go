@@ -3,14 +3,11 @@ package dualcursor_test
 import (
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/strategy/dualcursor"
-	"github.com/gpualloc/gpualloc/strategy/internal/alloctest"
 	"github.com/gpualloc/gpualloc/traces"
 	"github.com/gpualloc/gpualloc/traces/gen"
 )
@@ -18,20 +15,12 @@ import (
 // BenchmarkAllocFree measures an Alloc served from a freed range and the
 // Free that gives it back, for four sizes in turn, with a block of 1 byte
 // kept live so that the device block stays.
-func BenchmarkAllocFree(b *testing.B) {
-	p := strategy.NewPool(b, GiB, dualcursor.DefaultConfig())
-	keep, err := p.Alloc(1)
-	require.NoError(b, err)
-	alloctest.AllocFree(b, p, alloctest.HitSizes)
-	require.NoError(b, p.Free(keep))
-}
+func BenchmarkAllocFree(b *testing.B) { strategy.BenchAllocFree(b) }
 
 // BenchmarkWorkingSet keeps 256 blocks of mixed sizes (up to 8 MiB) live and
 // replaces one each iteration: a Free that merges with its free neighbours
 // or moves a cursor back, and a best-fit Alloc among the freed ranges.
-func BenchmarkWorkingSet(b *testing.B) {
-	alloctest.WorkingSet(b, strategy.NewPool(b, 64*GiB, dualcursor.DefaultConfig()), 97)
-}
+func BenchmarkWorkingSet(b *testing.B) { strategy.BenchWorkingSet(b) }
 
 // BenchmarkReplay replays traces held in memory, so that no decoding is
 // timed: the random workload of traces/gen (1M events, no categories) and

@@ -76,3 +76,28 @@ func WorkingSet(b *testing.B, a gpualloc.Allocator, stride int) {
 		b.ReportMetric(float64(largest), "largest-free-B")
 	}
 }
+
+// BenchAllocFree is the body of the BenchmarkAllocFree of a pool that
+// carves blocks out of device memory it keeps: on a pool of the default
+// configuration on a device of 1 GiB, an Alloc served from a free block and
+// the Free that gives it back, for the four sizes of [HitSizes] in turn,
+// with a block of 1 byte kept live so that the device memory stays.
+func (s Strategy[C, P]) BenchAllocFree(b *testing.B) {
+	p := s.NewPool(b, 1<<30, s.Default)
+	keep, err := p.Alloc(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	AllocFree(b, p, HitSizes)
+	if err := p.Free(keep); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchWorkingSet is the body of the BenchmarkWorkingSet of a pool that
+// merges free neighbours: [WorkingSet] with stride 97 on a pool of the
+// default configuration on a device of 64 GiB, so that each Free lands
+// among live and free neighbours in a scattered order.
+func (s Strategy[C, P]) BenchWorkingSet(b *testing.B) {
+	WorkingSet(b, s.NewPool(b, 64<<30, s.Default), 97)
+}

@@ -368,14 +368,3 @@ func RandomAllocs(t *testing.T, p gpualloc.Allocator, alloc func(i int, size int
 		live = append(live, alloc(i, int64(math.Exp(r.Float64()*math.Log(4<<20)))))
 	}
 }
-
-// AllocFree is the body of the BenchmarkAllocFree of a strategy built on
-// package segment: an Alloc served from a free block and the Free that
-// merges it back, for the four sizes of [alloctest.HitSizes] in turn, with
-// a block of 1 byte kept live so that the segment stays.
-func AllocFree(b *testing.B, p Pool) {
-	keep, err := p.Alloc(1)
-	require.NoError(b, err)
-	alloctest.AllocFree(b, p, alloctest.HitSizes)
-	require.NoError(b, p.Free(keep))
-}
