@@ -211,21 +211,10 @@ func TestReadGzipBomb(t *testing.T) {
 		zw.Write(zeros)
 	}
 	zw.Close()
-	src := &countingReader{r: &z}
-	_, err := snapshot.Read(src, "z.pickle.gz")
+	size := z.Len()
+	_, err := snapshot.Read(&z, "z.pickle.gz")
 	require.ErrorContains(t, err, "z.pickle.gz: not a PyTorch snapshot (bad pickle: at byte 3: opcode 0x00")
-	assert.Less(t, src.n, int64(1<<20), "read only the start")
-}
-
-type countingReader struct {
-	r *bytes.Buffer
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
+	assert.Less(t, size-z.Len(), 1<<20, "read only the start")
 }
 
 // bomb returns a pickle whose segments list holds one segment of blocks
