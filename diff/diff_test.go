@@ -350,6 +350,18 @@ func TestSteps(t *testing.T) {
 	require.NotNil(t, p.Steps[1].DeltaReservedBytes)
 	assert.Positive(t, *p.Steps[1].DeltaReservedBytes)
 	assert.Zero(t, *p.Steps[0].DeltaReservedBytes)
+	// The curve places each event of a step within it, for the figures
+	// aligned by step; the events after the last step in none.
+	inSteps := 0
+	for _, pt := range ra.Devices[0].Curve {
+		if pt.Step >= 0 {
+			inSteps++
+			assert.Less(t, pt.Step, 2.0)
+		}
+		assert.GreaterOrEqual(t, pt.Reserved, pt.Live, "one device: the replay tells its reserved bytes")
+	}
+	assert.Positive(t, inSteps)
+	assert.Less(t, inSteps, len(ra.Devices[0].Curve))
 
 	// Without annotations, no steps.
 	r, err := Measure(context.Background(), loadTrace(t, "a.pickle", a, false), Options{})
