@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpualloc/gpualloc/dataset"
 	"github.com/gpualloc/gpualloc/explain"
+	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/sim/report"
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -17,18 +18,12 @@ import (
 // WriteEvents writes to w a row for each event of t, measured as run:
 // the trace replayed as it ran (Strategy is run's), each row with the
 // event's site (as explain names it, for an alloc and for the free of
-// its allocation; "" for another event) and the live bytes of its
-// device after it. Allocated and Reserved are the replay's after the
-// event for a trace of one device, and -1 for a trace of several, whose
-// replay sums them. It costs a replay of t with a series of one bucket
-// per event (about 150 bytes each).
+// its allocation; "" for another event), the live bytes of its device
+// after it, and the bytes the replay's allocator had allocated and
+// reserved on that device then. It streams: a replay of t, whose rows
+// are written as it serves each event, and a map of the live
+// allocations' sites.
 func WriteEvents(ctx context.Context, w *dataset.EventWriter, t *explain.Trace, run *Run, o Options) error {
-	res, err := explain.Replay(ctx, t, explain.Options{Capacity: o.Capacity}, run.params, len(t.Events)+2)
-	if err != nil {
-		return err
-	}
-	pts := res.Series.Points()
-	perEvent := len(res.Devices) == 1 && res.Series.Width() == 1 && len(pts) == len(t.Events)
 	stacks := explain.NewStackIndex(t)
 	by := o.By
 	if by == "" {
@@ -37,9 +32,10 @@ func WriteEvents(ctx context.Context, w *dataset.EventWriter, t *explain.Trace, 
 	sites := map[int32]string{} // the site of each live allocation, by slot
 	live := map[int32]int64{}   // by device
 	e := dataset.Event{Trace: t.Name, Strategy: run.Strategy}
-	for i := range t.Events {
+	_, err := explain.ReplayEach(ctx, t, explain.Options{Capacity: o.Capacity}, run.params, func(n int64, _ *traces.Event, after sim.DeviceBytes) error {
+		i := int(n)
 		ev := &t.Events[i]
-		e.Device, e.Index, e.Action, e.Size = ev.Device, int64(i), ev.Op.String(), ev.Size
+		e.Device, e.Index, e.Action, e.Size = ev.Device, n, ev.Op.String(), ev.Size
 		e.TimeUS = ev.TimeUS
 		if e.TimeUS == traces.NoTime {
 			e.TimeUS = -1
@@ -57,15 +53,10 @@ func WriteEvents(ctx context.Context, w *dataset.EventWriter, t *explain.Trace, 
 			live[ev.Device] -= ev.Size
 		}
 		e.Live = live[ev.Device]
-		e.Allocated, e.Reserved = -1, -1
-		if perEvent {
-			e.Allocated, e.Reserved = pts[i].Allocated.End, pts[i].Reserved.End
-		}
-		if err := w.Write(&e); err != nil {
-			return err
-		}
-	}
-	return nil
+		e.Allocated, e.Reserved = after.Allocated, after.Reserved
+		return w.Write(&e)
+	})
+	return err
 }
 
 // address returns the address that names an event of a PyTorch snapshot

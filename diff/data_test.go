@@ -58,3 +58,38 @@ func TestWriteEvents(t *testing.T) {
 	_, err = os.Stat(path)
 	require.NoError(t, err)
 }
+
+// TestWriteEventsDevices writes the events of a trace of two devices: each
+// row's allocated and reserved bytes are its own device's, never the
+// devices' sum, and each device's largest reserved value is its peak.
+func TestWriteEventsDevices(t *testing.T) {
+	csv := "op,id,size,device\n" +
+		"alloc,1,1048576,0\n" +
+		"alloc,2,3145728,1\n" +
+		"alloc,3,2097152,0\n" +
+		"free,1,,0\n" +
+		"alloc,4,1048576,1\n" +
+		"free,2,,1\n"
+	tr := loadTrace(t, "two.csv", []byte(csv), false)
+	ctx := context.Background()
+	run, err := Measure(ctx, tr, Options{})
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "events.parquet")
+	w, err := dataset.CreateEvents(path)
+	require.NoError(t, err)
+	require.NoError(t, WriteEvents(ctx, w, tr, run, Options{}))
+	require.NoError(t, w.Close())
+	rows, err := parquet.ReadFile[dataset.Event](path)
+	require.NoError(t, err)
+	require.Len(t, rows, len(tr.Events))
+	peak := map[int32]int64{}
+	for _, r := range rows {
+		assert.GreaterOrEqual(t, r.Allocated, r.Live, "row %d", r.Index)
+		assert.GreaterOrEqual(t, r.Reserved, r.Allocated, "row %d", r.Index)
+		peak[r.Device] = max(peak[r.Device], r.Reserved)
+	}
+	require.Len(t, run.Devices, 2)
+	for _, d := range run.Devices {
+		assert.Equal(t, d.PeakReservedBytes, peak[int32(d.Device)], "device %d", d.Device)
+	}
+}

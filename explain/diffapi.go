@@ -117,6 +117,20 @@ func RecordedParams(t *Trace) (*gpualloc.Params, error) {
 // else the memory t records, else 80 GiB), with a series of at most
 // seriesBuckets buckets (as sim.Config's SeriesBuckets).
 func Replay(ctx context.Context, t *Trace, o Options, p *gpualloc.Params, seriesBuckets int) (sim.Result, error) {
+	return replayWith(ctx, t, o, sim.Config{Params: p, SeriesBuckets: seriesBuckets})
+}
+
+// ReplayEach replays t as Replay does, with no series, and calls observe
+// after each event with the event's index in t.Events and what its device
+// holds then (see sim.Config.Observe): the replay event by event, for an
+// output that streams it. Its memory is the replay's, whatever the length
+// of t.
+func ReplayEach(ctx context.Context, t *Trace, o Options, p *gpualloc.Params, observe func(n int64, ev *traces.Event, after sim.DeviceBytes) error) (sim.Result, error) {
+	return replayWith(ctx, t, o, sim.Config{Params: p, SeriesBuckets: -1, Observe: observe})
+}
+
+// replayWith replays t with c, its capacities and start state as Replay's.
+func replayWith(ctx context.Context, t *Trace, o Options, c sim.Config) (sim.Result, error) {
 	x := &explainer{t: t, o: o, caps: map[int]int64{}, src: map[int]string{}}
 	devs := traces.Devices(t.Events)
 	for _, d := range devs {
@@ -126,7 +140,8 @@ func Replay(ctx context.Context, t *Trace, o Options, p *gpualloc.Params, series
 		return sim.Result{}, err
 	}
 	r := prefixReader{traces.NewSliceReader(t.Name, t.Events), sim.StartOf(t.Start), x.capOf}
-	return sim.ReplayContext(ctx, r, sim.Config{Trace: t.Name, Params: p, SeriesBuckets: seriesBuckets})
+	c.Trace = t.Name
+	return sim.ReplayContext(ctx, r, c)
 }
 
 // Key returns the group of the alloc event i of t as a Report's Holders
