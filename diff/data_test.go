@@ -2,7 +2,6 @@ package diff
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc/dataset"
+	"github.com/gpualloc/gpualloc/explain"
 )
 
 // TestWriteEvents writes the events of a generated run and reads them
@@ -18,17 +18,7 @@ import (
 // bytes recounted, and the reserved bytes' largest value the run's peak.
 func TestWriteEvents(t *testing.T) {
 	tr := loadTrace(t, "a.pickle", genSnapshot(0, program([]genOp{{Site: "model.py:40 extra", Size: 6 * mib}}, 16*mib, 20), ""), false)
-	ctx := context.Background()
-	run, err := Measure(ctx, tr, Options{})
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "events.parquet")
-	w, err := dataset.CreateEvents(path)
-	require.NoError(t, err)
-	require.NoError(t, WriteEvents(ctx, w, tr, run, Options{}))
-	require.NoError(t, w.Close())
-	rows, err := parquet.ReadFile[dataset.Event](path)
-	require.NoError(t, err)
-	require.Len(t, rows, len(tr.Events))
+	run, rows := writeEvents(t, tr)
 	var live, peak int64
 	site := map[uint64]string{}
 	for i, r := range rows {
@@ -55,8 +45,6 @@ func TestWriteEvents(t *testing.T) {
 		found = found || r.Site == "model.py:40 extra" && r.Size == 6*mib && r.Action == "alloc"
 	}
 	assert.True(t, found, "the extra allocation's row")
-	_, err = os.Stat(path)
-	require.NoError(t, err)
 }
 
 // TestWriteEventsDevices writes the events of a trace of two devices: each
@@ -70,7 +58,23 @@ func TestWriteEventsDevices(t *testing.T) {
 		"free,1,,0\n" +
 		"alloc,4,1048576,1\n" +
 		"free,2,,1\n"
-	tr := loadTrace(t, "two.csv", []byte(csv), false)
+	run, rows := writeEvents(t, loadTrace(t, "two.csv", []byte(csv), false))
+	peak := map[int32]int64{}
+	for _, r := range rows {
+		assert.GreaterOrEqual(t, r.Allocated, r.Live, "row %d", r.Index)
+		assert.GreaterOrEqual(t, r.Reserved, r.Allocated, "row %d", r.Index)
+		peak[r.Device] = max(peak[r.Device], r.Reserved)
+	}
+	require.Len(t, run.Devices, 2)
+	for _, d := range run.Devices {
+		assert.Equal(t, d.PeakReservedBytes, peak[int32(d.Device)], "device %d", d.Device)
+	}
+}
+
+// writeEvents measures tr as it ran, writes its events.parquet and reads
+// the rows back, one for each event.
+func writeEvents(t *testing.T, tr *explain.Trace) (*Run, []dataset.Event) {
+	t.Helper()
 	ctx := context.Background()
 	run, err := Measure(ctx, tr, Options{})
 	require.NoError(t, err)
@@ -82,14 +86,5 @@ func TestWriteEventsDevices(t *testing.T) {
 	rows, err := parquet.ReadFile[dataset.Event](path)
 	require.NoError(t, err)
 	require.Len(t, rows, len(tr.Events))
-	peak := map[int32]int64{}
-	for _, r := range rows {
-		assert.GreaterOrEqual(t, r.Allocated, r.Live, "row %d", r.Index)
-		assert.GreaterOrEqual(t, r.Reserved, r.Allocated, "row %d", r.Index)
-		peak[r.Device] = max(peak[r.Device], r.Reserved)
-	}
-	require.Len(t, run.Devices, 2)
-	for _, d := range run.Devices {
-		assert.Equal(t, d.PeakReservedBytes, peak[int32(d.Device)], "device %d", d.Device)
-	}
+	return run, rows
 }
