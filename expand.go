@@ -11,6 +11,7 @@ import (
 //
 //	20..24        the integers 20, 21, 22, 23 and 24
 //	0..64/16      0, 16, 32, 48 and 64 (a step; the end is kept only when a step lands on it)
+//	2.1..2.11     the releases 2.1, 2.2, ..., 2.11: ends with the same first number (not 0) count by the second
 //	64|128|inf    each alternative in turn; an alternative may itself be a range
 //
 // When several parameters vary, the variants are their cartesian product,
@@ -68,6 +69,18 @@ func expandValue(v string) ([]string, error) {
 func expandRange(r string, limit int) ([]string, error) {
 	bounds, step, hasStep := strings.Cut(r, "/")
 	lo, hi, _ := strings.Cut(bounds, "..")
+	if lm, lr, ok := strings.Cut(strings.TrimSpace(lo), "."); ok && lm != "0" {
+		// Releases, "2.1..2.11": the second numbers, after the same first.
+		if hm, hr, ok := strings.Cut(strings.TrimSpace(hi), "."); ok && hm == lm {
+			if _, err := strconv.ParseUint(lm, 10, 64); err == nil {
+				vals, err := expandRange(lr+".."+hr+r[len(bounds):], limit)
+				for i := range vals {
+					vals[i] = lm + "." + vals[i]
+				}
+				return vals, err
+			}
+		}
+	}
 	a, err := strconv.ParseInt(strings.TrimSpace(lo), 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("range %q: start %q is not an integer", r, strings.TrimSpace(lo))

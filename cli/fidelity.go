@@ -295,8 +295,15 @@ func fidelityFile(ctx context.Context, path string, f *os.File, mismatches int, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a record of PyTorch's caching allocator: %w", path, err)
 	}
+	// The allocator compared with, of the release the file points to
+	// where the conf names none (see snapshot.Snapshot.PyTorchVersion).
+	v, _ := s.PyTorchVersion()
 	for _, x := range r {
-		x.Allocator = fidelityModels(x.Conf)
+		conf := x.Conf
+		if v != "" && !strings.Contains(conf, "version:") {
+			conf = strings.TrimPrefix(conf+",version:"+v, ",")
+		}
+		x.Allocator = fidelityModels(conf)
 	}
 	return r, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gpualloc/gpualloc/internal/tabular"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -24,7 +25,11 @@ each with its own lower bound. A PyTorch snapshot with private memory pools
 a line per pool of each device: its segments and reserved bytes, and how
 many trace entries fall in it (PyTorch's entries do not name their pool;
 none means that the trace says nothing of it); JSON lists every pool of a
-snapshot under "pools". With no TRACE it describes the bundled sample
+snapshot under "pools". A PyTorch snapshot gets a line naming the release
+that wrote it, as inferred from what it records (the keys of its
+allocator_settings, time_us), or torch_npu for a snapshot of Ascend NPUs,
+and why (pytorch_version and pytorch_version_why in JSON and CSV): the
+release whose rules simulate -s pytorch replays it with. With no TRACE it describes the bundled sample
 traces. A TRACE is read as simulate reads it (simulate -h): a file in any of
 the four formats, - for standard input, or the name of a bundled trace (a
 file of that name wins).
@@ -59,6 +64,12 @@ type traceInfo struct {
 	DurationUS    int64  `json:"duration_us"` // last time_us - first; 0 without timestamps
 	Skipped       int64  `json:"skipped"`
 	AllocFailures int64  `json:"alloc_failures"` // failed allocations the trace records, not events
+	// PyTorchVersion is the release of PyTorch that wrote a snapshot, as
+	// inferred from what it records ("2.8"), or "torch_npu" for a snapshot
+	// of Ascend NPUs; PyTorchVersionWhy says what shows it. Both are on
+	// a snapshot's first row alone, "" elsewhere.
+	PyTorchVersion    string `json:"pytorch_version,omitempty"`
+	PyTorchVersionWhy string `json:"pytorch_version_why,omitempty"`
 	// Pools are the memory pools of a PyTorch snapshot, on its first row
 	// (see traces.PoolInfo); not in CSV.
 	Pools []poolInfo `json:"pools,omitempty"`
@@ -138,6 +149,14 @@ func inspectCmd(ctx context.Context, e *env, args []string) error {
 	if err := tabular.Layout(e.stdout, head, right, rows); err != nil {
 		return err
 	}
+	for _, i := range infos {
+		switch {
+		case i.PyTorchVersion == "torch_npu":
+			fmt.Fprintf(e.stdout, "%s: written by torch_npu: %s\n", i.Trace, i.PyTorchVersionWhy)
+		case i.PyTorchVersion != "":
+			fmt.Fprintf(e.stdout, "%s: PyTorch %s: %s\n", i.Trace, i.PyTorchVersion, i.PyTorchVersionWhy)
+		}
+	}
 	return writePools(e.stdout, infos)
 }
 
@@ -213,6 +232,14 @@ func inspect(in *input) ([]traceInfo, error) {
 		}
 	}
 	out := []traceInfo{all.done()}
+	if sr, ok := r.(interface{ Snapshot() *snapshot.Snapshot }); ok && sr.Snapshot() != nil {
+		s := sr.Snapshot()
+		out[0].PyTorchVersion, out[0].PyTorchVersionWhy = s.PyTorchVersion()
+		if s.TorchNPU() {
+			out[0].PyTorchVersion = "torch_npu"
+			out[0].PyTorchVersionWhy = "its live blocks hold their requests plus 32 bytes, as torch_npu rounds them, and it records no allocator_settings"
+		}
+	}
 	if pr, ok := r.(interface{ Pools() []traces.PoolInfo }); ok {
 		for _, p := range pr.Pools() {
 			out[0].Pools = append(out[0].Pools, poolInfo{p.Device, p.Pool, p.Segments, p.ReservedBytes, p.Entries})

@@ -56,3 +56,32 @@ func TestInspectAllocFailuresPerDevice(t *testing.T) {
 	assert.Equal(t, int64(2), infos[1].AllocFailures, "device 0")
 	assert.Equal(t, int64(1), infos[2].AllocFailures, "device 1")
 }
+
+// inspect names the release that wrote each shared snapshot, as inferred
+// from what it records, and torch_npu for those of Ascend NPUs.
+func TestInspectPyTorchVersion(t *testing.T) {
+	want := map[string]string{
+		"compile_usermeta.pickle": "2.11", "xl_fwd_expandable.pickle": "2.11", // graph_capture_record_stream_reuse
+		"small_train_step.pickle": "2.8", "forward_ctx128.pickle": "2.8", // allocator_settings without it
+		"inference_2024.pickle": "2.2", // no allocator_settings
+		"npu_expandable.pickle": "torch_npu", "npu_two_devices.pickle": "torch_npu",
+	}
+	for _, f := range pk.SharedSnapshots(t, sharedSnapshotDir) {
+		v, ok := want[filepath.Base(f)]
+		if !ok {
+			continue
+		}
+		code, out, errs := run(t, nil, "inspect", "-f", "json", f)
+		require.Equal(t, 0, code, errs)
+		var infos []traceInfo
+		require.NoError(t, json.Unmarshal([]byte(out), &infos))
+		assert.Equal(t, v, infos[0].PyTorchVersion, f)
+		assert.NotEmpty(t, infos[0].PyTorchVersionWhy, f)
+		for _, i := range infos[1:] {
+			assert.Empty(t, i.PyTorchVersion, "only the first row")
+		}
+		_, text, _ := run(t, nil, "inspect", f)
+		assert.Contains(t, text, filepath.Base(f))
+		assert.Contains(t, text, infos[0].PyTorchVersionWhy)
+	}
+}

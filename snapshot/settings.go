@@ -223,15 +223,15 @@ func (s *AllocatorSettings) MemoryFraction() float64 {
 // roundup_power2_divisions (one number when every interval has the same,
 // else a list "[1:4,2:8]"), garbage_collection_threshold and
 // expandable_segments:True, each only when it is not the default; and
-// max_non_split_rounding_mb and memory_fraction (the pytorch strategy's
-// extension) from Conf, since PyTorch does not record their effective
-// values. When the file records no effective settings, every one
+// max_non_split_rounding_mb, and memory_fraction, version and device
+// (the pytorch strategy's extensions, which a replay's snapshot records)
+// from Conf, since PyTorch does not record their effective values. When the file records no effective settings, every one
 // of these options comes from Conf. Default settings give "".
 func (s *AllocatorSettings) AllocConf() string {
 	if s == nil {
 		return ""
 	}
-	fromConf := map[string]bool{"max_non_split_rounding_mb": true, "memory_fraction": true}
+	fromConf := map[string]bool{"max_non_split_rounding_mb": true, "memory_fraction": true, "version": true, "device": true}
 	var opts []string
 	if s.Effective {
 		if s.MaxSplitSize >= 0 && s.MaxSplitSize < math.MaxInt64 {
@@ -285,6 +285,52 @@ func (s *Snapshot) Conf() string {
 		conf = joinConf(conf, "device:npu")
 	}
 	return conf
+}
+
+// NewestPyTorch is the newest release of PyTorch whose snapshots the
+// module knows.
+const NewestPyTorch = "2.11"
+
+// PyTorchVersion infers the release of PyTorch that wrote the snapshot,
+// as "2.8", and says why: the newest release that writes what the file
+// holds, from what each release added to snapshots. [Snapshot.Conf] does
+// not name it: the rules that differ between the releases modelled (see
+// the pytorch strategy's Version) only refuse settings that an older
+// release did not have, and a file's recorded settings are those its
+// release took, so that the newest release replays them as that one
+// does.
+//
+//   - allocator_settings with graph_capture_record_stream_reuse, which
+//     PyTorch records from 2.9 (pytorch/pytorch#158352): the newest
+//     release;
+//   - allocator_settings without it (PyTorch records allocator_settings
+//     from 2.3, pytorch/pytorch#119404): 2.8;
+//   - no allocator_settings, entries with time_us (recorded from about
+//     2.2): 2.2;
+//   - no allocator_settings and entries without time_us: 2.1.
+//
+// A snapshot that torch_npu wrote ([Snapshot.TorchNPU]) has releases of
+// its own: "" and a reason. The cost is a look at the settings and at the
+// first entry of each trace.
+func (s *Snapshot) PyTorchVersion() (version, why string) {
+	if s.TorchNPU() {
+		return "", "written by torch_npu, whose releases are its own"
+	}
+	if a := s.AllocatorSettings; a != nil {
+		if _, ok := a.Other["graph_capture_record_stream_reuse"]; ok {
+			return NewestPyTorch, "allocator_settings has graph_capture_record_stream_reuse, which PyTorch records from 2.9 (pytorch/pytorch#158352): the newest release"
+		}
+		return "2.8", "allocator_settings (recorded from 2.3, pytorch/pytorch#119404) without graph_capture_record_stream_reuse (recorded from 2.9): the last release before 2.9"
+	}
+	for d := range s.NumTraces() {
+		if t := s.Trace(d); t.Len() > 0 {
+			if t.At(0).TimeUS == NoTime {
+				return "2.1", "no allocator_settings (recorded from 2.3) and entries without time_us (recorded from about 2.2)"
+			}
+			break
+		}
+	}
+	return "2.2", "no allocator_settings, which PyTorch records from 2.3 (pytorch/pytorch#119404): the last release before 2.3"
 }
 
 // DeviceConf returns [Snapshot.Conf] for device dev alone: with its own

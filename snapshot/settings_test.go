@@ -137,3 +137,31 @@ func TestDeviceConf(t *testing.T) {
 	assert.Equal(t, "expandable_segments:True", s.Conf())
 	assert.Equal(t, "expandable_segments:True", s.DeviceConf(1))
 }
+
+// TestPyTorchVersion: the release a snapshot points to.
+func TestPyTorchVersion(t *testing.T) {
+	seg := npuSegment(0, false, 512, 512) // PyTorch's rounding
+	newest := &snapshot.Snapshot{Segments: []snapshot.Segment{seg},
+		AllocatorSettings: &snapshot.AllocatorSettings{MaxSplitSize: -1, Other: map[string]any{"graph_capture_record_stream_reuse": false}}}
+	v, why := newest.PyTorchVersion()
+	assert.Equal(t, snapshot.NewestPyTorch, v)
+	assert.Contains(t, why, "graph_capture_record_stream_reuse")
+	assert.Equal(t, "", newest.Conf())
+
+	older := &snapshot.Snapshot{Segments: []snapshot.Segment{seg}, AllocatorSettings: &snapshot.AllocatorSettings{MaxSplitSize: -1}}
+	v, _ = older.PyTorchVersion()
+	assert.Equal(t, "2.8", v)
+	assert.Equal(t, "", older.Conf(), "the release is not a setting")
+	older.AllocatorSettings.Conf = "version:2.4" // as a replay of release 2.4 records it
+	assert.Equal(t, "version:2.4", older.Conf())
+
+	none := &snapshot.Snapshot{Segments: []snapshot.Segment{seg}}
+	v, why = none.PyTorchVersion()
+	assert.Equal(t, "2.2", v)
+	assert.Contains(t, why, "no allocator_settings")
+
+	npu := &snapshot.Snapshot{Segments: []snapshot.Segment{npuSegment(0, false, 512, 1024)}}
+	v, why = npu.PyTorchVersion()
+	assert.Equal(t, "", v)
+	assert.Contains(t, why, "torch_npu")
+}

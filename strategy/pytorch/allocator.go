@@ -96,7 +96,7 @@ func New(b gpualloc.Backend, c Config) (*Allocator, error) {
 }
 
 // spec returns the full spec of c: every setting with its value, but the
-// device when it is CUDA.
+// version when it is the newest and the device when it is CUDA.
 func (c Config) spec() string {
 	split := "unlimited"
 	if c.MaxSplitSize != unlimitedSplit {
@@ -109,6 +109,9 @@ func (c Config) spec() string {
 		c.MaxNonSplitRounding/mib, strconv.FormatFloat(c.MemoryFraction, 'g', -1, 64))
 	// The device is written only when it is not the default, so that the
 	// specs of CUDA replays read as before it was a parameter.
+	if c.Version.resolve() != Newest() {
+		spec += ",version=" + c.Version.String()
+	}
 	if c.Device != CUDA {
 		spec += ",device=" + c.Device.String()
 	}

@@ -63,6 +63,10 @@ type Config struct {
 	// Device is the allocator modelled: PyTorch's for CUDA (the default)
 	// or torch_npu's for Ascend NPUs (see [NPU]).
 	Device Device
+
+	// Version is the release of PyTorch whose rules apply (see
+	// [Version]); the zero Version is the newest.
+	Version Version
 }
 
 // DefaultConfig returns PyTorch's defaults: no max split size, no power-of-two
@@ -107,6 +111,9 @@ func (c Config) validate() error {
 		if d != 0 && (d < 0 || d&(d-1) != 0) {
 			return param.Error(name, "roundup_power2_divisions", fmt.Sprint(d), "divisions must be powers of two")
 		}
+	}
+	if err := c.checkVersion(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }
@@ -272,6 +279,12 @@ func (c *Config) set(k, v string) error {
 		if v != "native" {
 			return bad("only native, PyTorch's caching allocator, is modelled (cudaMallocAsync hands allocation to the CUDA driver's own pool)")
 		}
+	case "version":
+		ver, err := ParseVersion(v)
+		if err != nil {
+			return bad(err.Error())
+		}
+		c.Version = ver
 	case "device":
 		d, err := parseDevice(v)
 		if err != nil {

@@ -43,6 +43,9 @@ func (a *Allocator) AllocatorSettings() snapshot.AllocatorSettings {
 	if c.MemoryFraction > 0 {
 		conf = append(conf, "memory_fraction:"+strconv.FormatFloat(c.MemoryFraction, 'g', -1, 64))
 	}
+	if c.Version.resolve() != Newest() {
+		conf = append(conf, "version:"+c.Version.String())
+	}
 	if c.Device != CUDA {
 		conf = append(conf, "device:"+c.Device.String())
 	}
@@ -60,4 +63,9 @@ func (a *Allocator) Models() string { return a.c.Models() }
 
 // Models names the allocator that c configures, with its source file:
 // PyTorch's CUDACachingAllocator or torch_npu's NPUCachingAllocator.
-func (c Config) Models() string { return c.Device.Allocator() }
+func (c Config) Models() string {
+	if c.Device == NPU {
+		return c.Device.Allocator()
+	}
+	return "PyTorch " + c.Version.String() + " " + c.Device.Allocator()[len("PyTorch "):]
+}

@@ -1,0 +1,105 @@
+package pytorch
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// A Version is a release of PyTorch, by its major and minor numbers: the
+// allocator of that release is modelled. The zero Version stands for the
+// newest, [Newest].
+//
+// The rules that differ between the releases modelled, each with the pull
+// request of pytorch/pytorch that changed it (c10/cuda/CUDACachingAllocator.cpp
+// and c10/cuda/CUDAAllocatorConfig.cpp, later c10/core/AllocatorConfig.cpp):
+//
+//   - expandable_segments exists from 2.1 (#96995, ExpandableSegment);
+//     PyTorch 2.0's parser rejects the key, as every release rejects a key
+//     it does not know;
+//   - max_non_split_rounding_mb exists from 2.6 (#136174, which made
+//     configurable the 20 MiB, kLargeBuffer, by which a request of at
+//     least max_split_size may be rounded up to a cached block); before,
+//     the rounding is always 20 MiB and the key is rejected;
+//   - roundup_power2_divisions takes the per-interval list
+//     "[256:1,512:2,>:8]" in every release modelled (#87290, merged for
+//     2.0; one number before it, #74213).
+//
+// Garbage collection (garbage_collection_threshold, #74261), which acts
+// only under a memory fraction in every release (as issue #106660 notes),
+// the out-of-memory path (release one oversize block, then every cached
+// block, and retry: #19222), best fit, splitting and segment sizes are the
+// same in every release modelled. Not modelled, since the strategy has no
+// private pools or graph capture: expandable segments inside private
+// pools (#128068), and stream reuse under graph capture (#158352, 2.9).
+type Version struct{ Major, Minor int }
+
+// versions are the releases modelled, oldest first.
+var versions = func() []Version {
+	var v []Version
+	for minor := 0; minor <= 11; minor++ {
+		v = append(v, Version{2, minor})
+	}
+	return v
+}()
+
+// Newest returns the newest release modelled.
+func Newest() Version { return versions[len(versions)-1] }
+
+// Versions returns the releases modelled, oldest first.
+func Versions() []Version { return append([]Version(nil), versions...) }
+
+func (v Version) String() string {
+	v = v.resolve()
+	return strconv.Itoa(v.Major) + "." + strconv.Itoa(v.Minor)
+}
+
+// resolve returns v, or Newest for the zero Version.
+func (v Version) resolve() Version {
+	if v == (Version{}) {
+		return Newest()
+	}
+	return v
+}
+
+// atLeast reports whether v is release major.minor or newer.
+func (v Version) atLeast(major, minor int) bool {
+	v = v.resolve()
+	return v.Major > major || v.Major == major && v.Minor >= minor
+}
+
+// ParseVersion reads a release as "2.5" (a patch number, "2.9.1", is
+// accepted and dropped: the rules modelled change only between minor
+// releases). An unknown release is an error that lists those known.
+func ParseVersion(s string) (Version, error) {
+	parts := strings.Split(strings.TrimSpace(s), ".")
+	if len(parts) == 2 || len(parts) == 3 {
+		ma, err1 := strconv.Atoi(parts[0])
+		mi, err2 := strconv.Atoi(parts[1])
+		if err1 == nil && err2 == nil {
+			for _, v := range versions {
+				if v == (Version{ma, mi}) {
+					return v, nil
+				}
+			}
+		}
+	}
+	known := make([]string, len(versions))
+	for i, v := range versions {
+		known[i] = v.String()
+	}
+	return Version{}, fmt.Errorf("unknown PyTorch release (known: %s)", strings.Join(known, ", "))
+}
+
+// checkVersion reports the first setting of c that its release does not
+// have, as that release's parser would reject it.
+func (c Config) checkVersion() error {
+	v := c.Version.resolve()
+	switch {
+	case c.ExpandableSegments && !v.atLeast(2, 1):
+		return fmt.Errorf("expandable_segments: not in PyTorch %s (it came in 2.1, pytorch/pytorch#96995)", v)
+	case c.MaxNonSplitRounding != largeBuffer && !v.atLeast(2, 6):
+		return fmt.Errorf("max_non_split_rounding_mb: not in PyTorch %s (it came in 2.6, pytorch/pytorch#136174; before, the rounding is 20 MiB)", v)
+	}
+	return nil
+}
