@@ -182,9 +182,25 @@ func number(v string) (float64, bool) {
 	return 0, false
 }
 
-// compareValues orders parameter values: numbers by value, before text; a
-// value left unset ("" or "auto") first.
+// release returns the numbers of a value written as a release, "2.10":
+// two integers joined by a dot, the first not 0 (a fraction such as 0.5
+// is a number).
+func release(v string) (major, minor int, ok bool) {
+	a, b, found := strings.Cut(v, ".")
+	x, err1 := strconv.Atoi(a)
+	y, err2 := strconv.Atoi(b)
+	return x, y, found && err1 == nil && err2 == nil && x > 0 && y >= 0
+}
+
+// compareValues orders parameter values: releases by their numbers
+// (2.9 before 2.10), numbers by value, before text; a value left unset
+// ("" or "auto") first.
 func compareValues(a, b string) int {
+	if am, an, ok := release(a); ok {
+		if bm, bn, ok := release(b); ok {
+			return cmp.Or(cmp.Compare(am, bm), cmp.Compare(an, bn))
+		}
+	}
 	rank := func(v string) int {
 		if v == "" || v == "auto" || v == "none" {
 			return 0
@@ -295,7 +311,8 @@ const sweepHeight = 1.3 * vg.Inch
 // varied parameter, one line per trace (and per combination of the other
 // varied parameters), in three panels, the first and last on a log scale
 // when their values span more than ten times. The parameter's values are placed
-// by value when every one is a finite number, else evenly in order. A
+// by value when every one is a finite number and not every one a release
+// ("2.10"), else evenly in order. A
 // variant that ran out of memory leaves a gap in its line. It returns nil
 // when sw has fewer than two variants in results.
 func SweepFigure(sw Sweep, results []sim.Result, opts Options) *Figure {
@@ -313,9 +330,15 @@ func SweepFigure(sw Sweep, results []sim.Result, opts Options) *Figure {
 	}
 	slices.SortStableFunc(xs, compareValues)
 	byValue := true
+	releases := true
 	for _, v := range xs {
 		f, ok := number(v)
 		byValue = byValue && ok && !math.IsInf(f, 0)
+		_, _, r := release(v)
+		releases = releases && r
+	}
+	if releases {
+		byValue = false // 2.10 is no number: releases are placed in order
 	}
 	pos := func(v string) float64 {
 		if byValue {
