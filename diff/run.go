@@ -262,14 +262,7 @@ func steps(evs []traces.Event, d int, ends []int64, series *sim.Series) []Step {
 		if k == len(ends) {
 			break
 		}
-		if int(ev.Device) == d {
-			switch ev.Op {
-			case traces.OpAlloc:
-				live += ev.Size
-			case traces.OpFree:
-				live -= ev.Size
-			}
-		}
+		live += liveDelta(ev, d)
 		if cur.First < 0 {
 			cur.First = int64(i)
 			cur.PeakLiveBytes = live
@@ -303,15 +296,7 @@ func curve(evs []traces.Event, d int, steps []Step, series *sim.Series) []CurveP
 		if i%width == 0 {
 			out = append(out, CurvePoint{Frac: float64(i) / float64(len(evs)), Step: stepPos(steps, int64(i)), Live: live, Reserved: -1})
 		}
-		ev := &evs[i]
-		if int(ev.Device) == d {
-			switch ev.Op {
-			case traces.OpAlloc:
-				live += ev.Size
-			case traces.OpFree:
-				live -= ev.Size
-			}
-		}
+		live += liveDelta(&evs[i], d)
 		p := &out[len(out)-1]
 		p.Live = max(p.Live, live)
 	}
@@ -324,6 +309,20 @@ func curve(evs []traces.Event, d int, steps []Step, series *sim.Series) []CurveP
 		}
 	}
 	return out
+}
+
+// liveDelta returns how ev changes the live bytes of device d.
+func liveDelta(ev *traces.Event, d int) int64 {
+	if int(ev.Device) != d {
+		return 0
+	}
+	switch ev.Op {
+	case traces.OpAlloc:
+		return ev.Size
+	case traces.OpFree:
+		return -ev.Size
+	}
+	return 0
 }
 
 // stepPos returns where event i lies in steps: k-1 plus the fraction of
