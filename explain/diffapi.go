@@ -26,83 +26,13 @@ import (
 // to each device's peak, and for a trace of several devices O(log n)
 // replays of prefixes to find each device's peak.
 func AtPeak(ctx context.Context, t *Trace, o Options, seriesBuckets int) ([]Report, sim.Result, error) {
-	if o.Top <= 0 {
-		o.Top = 10
-	}
-	if o.By == "" {
-		o.By = BySite
-	}
 	o.At = nil
-	x := &explainer{t: t, o: o, caps: map[int]int64{}, src: map[int]string{}}
-	devs := traces.Devices(t.Events)
-	for _, d := range devs {
-		x.caps[d], x.src[d] = x.capacity(d)
-	}
-	if o.Strategy == nil {
-		p, err := RecordedParams(t)
-		if err != nil {
-			return nil, sim.Result{}, err
-		}
-		x.o.Strategy, x.recorded = p, p
-	}
-	x.stacks = newStackMap(t)
-	if err := x.startFits(devs); err != nil {
+	x, devs, err := newExplainer(t, o)
+	if err != nil {
 		return nil, sim.Result{}, err
 	}
-	r := prefixReader{traces.NewSliceReader(t.Name, t.Events), sim.StartOf(t.Start), x.capOf}
-	full, err := sim.ReplayContext(ctx, r, sim.Config{Trace: t.Name, Params: x.o.Strategy, SeriesBuckets: max(seriesBuckets, 0)})
-	if err != nil {
-		return nil, full, err
-	}
-	var reps []Report
-	for _, d := range devs {
-		rep, err := x.peak(ctx, d, &full)
-		if err != nil {
-			return nil, full, err
-		}
-		if o.Timeline {
-			rep.Timeline = x.timeline(d, &rep, &full)
-		}
-		reps = append(reps, rep)
-	}
-	return reps, full, nil
-}
-
-// peak explains device d at the peak of its reserved bytes in full, the
-// replay of the whole trace as it ran.
-func (x *explainer) peak(ctx context.Context, d int, full *sim.Result) (Report, error) {
-	t := x.t
-	fd := deviceOf(full, d)
-	rep := Report{Trace: t.Name, Device: d, Strategy: full.Strategy.Spec, CapacityBytes: x.caps[d], CapacitySource: x.src[d],
-		PeakLiveBytes: fd.PeakRequestedBytes, By: x.o.By, TimeUS: traces.NoTime, Moment: MomentPeak}
-	initial := 0
-	if t.Start != nil {
-		initial = min(t.Start.Initial(), len(t.Events))
-	}
-	var prefix int
-	if len(full.Devices) == 1 && full.Series != nil && peakEvent(full.Series) >= 0 {
-		i := max(peakEvent(full.Series), int64(initial)-1)
-		rep.EventIndex, prefix = i, int(i)+1
-	} else {
-		n, err := x.firstPrefix(ctx, d, max(initial, 1), len(t.Events), func(r sim.DeviceResult) bool {
-			return r.PeakReservedBytes >= fd.PeakReservedBytes
-		})
-		if err != nil {
-			return rep, err
-		}
-		rep.EventIndex, prefix = int64(n-1), n
-	}
-	if i := rep.EventIndex; i >= 0 && i < int64(len(t.Events)) {
-		rep.TimeUS = t.Events[i].TimeUS
-		if rep.TimeUS != traces.NoTime {
-			rep.SinceStartUS = rep.TimeUS - t.Events[0].TimeUS
-		}
-	}
-	if err := x.state(ctx, d, prefix, &rep); err != nil {
-		return rep, err
-	}
-	x.holders(d, prefix, &rep)
-	return rep, nil
+	x.peakOnly = true
+	return x.moments(ctx, devs, sim.Config{Trace: t.Name, Params: x.o.Strategy, SeriesBuckets: max(seriesBuckets, 0)})
 }
 
 // RecordedParams returns the strategy that Explain replays t with when

@@ -259,34 +259,12 @@ func Explain(ctx context.Context, t *Trace, o Options) ([]Report, error) {
 	if o.TimeLimit <= 0 {
 		o.TimeLimit = DefaultTimeLimit
 	}
-	if o.Top <= 0 {
-		o.Top = 10
-	}
-	if o.By == "" {
-		o.By = BySite
-	}
 	start := time.Now()
 	deadline := start.Add(o.TimeLimit)
-	x := &explainer{t: t, o: o, caps: map[int]int64{}, src: map[int]string{}}
-	devs := traces.Devices(t.Events)
-	for _, d := range devs {
-		x.caps[d], x.src[d] = x.capacity(d)
-	}
-	if o.Strategy == nil {
-		p, err := pytorchParams(sim.StartOf(t.Start).RecordedConf())
-		if err != nil {
-			return nil, err
-		}
-		x.o.Strategy, x.recorded = p, p
-	}
-	x.stacks = newStackMap(t)
-
-	if err := x.startFits(devs); err != nil {
+	x, devs, err := newExplainer(t, o)
+	if err != nil {
 		return nil, err
 	}
-	// The replay as it ran, with its series: the peak of a trace of one
-	// device is the event of the series' largest reserved bytes.
-	r := prefixReader{traces.NewSliceReader(t.Name, t.Events), sim.StartOf(t.Start), x.capOf}
 	cfg := sim.Config{Trace: t.Name, Params: x.o.Strategy}
 	if o.Timeline && len(devs) > 1 {
 		// Each device's own reserved bytes for its figure: the series
@@ -294,20 +272,9 @@ func Explain(ctx context.Context, t *Trace, o Options) ([]Report, error) {
 		x.reserved = newDeviceReserved(len(t.Events))
 		cfg.Observe = x.reserved.observe
 	}
-	full, err := sim.ReplayContext(ctx, r, cfg)
+	reps, full, err := x.moments(ctx, devs, cfg)
 	if err != nil {
 		return nil, err
-	}
-	var reps []Report
-	for _, d := range devs {
-		rep, err := x.moment(ctx, d, &full)
-		if err != nil {
-			return nil, err
-		}
-		if o.Timeline {
-			rep.Timeline = x.timeline(d, &rep, &full)
-		}
-		reps = append(reps, rep)
 	}
 	// What would have fit, within what is left of the time.
 	rctx, cancel := context.WithDeadline(ctx, deadline)
@@ -335,6 +302,63 @@ type explainer struct {
 	// recorded is the strategy with the trace's recorded settings, when
 	// Options gave none.
 	recorded *gpualloc.Params
+	// peakOnly takes every device's moment at the peak of its reserved
+	// bytes, whatever out-of-memory errors come first (AtPeak).
+	peakOnly bool
+}
+
+// newExplainer returns the explainer of t, Options' defaults filled in,
+// and t's devices, having checked that each holds its recorded start
+// state.
+func newExplainer(t *Trace, o Options) (*explainer, []int, error) {
+	if o.Top <= 0 {
+		o.Top = 10
+	}
+	if o.By == "" {
+		o.By = BySite
+	}
+	x := &explainer{t: t, o: o, caps: map[int]int64{}, src: map[int]string{}}
+	devs := traces.Devices(t.Events)
+	for _, d := range devs {
+		x.caps[d], x.src[d] = x.capacity(d)
+	}
+	if o.Strategy == nil {
+		p, err := RecordedParams(t)
+		if err != nil {
+			return nil, nil, err
+		}
+		x.o.Strategy, x.recorded = p, p
+	}
+	x.stacks = newStackMap(t)
+	if err := x.startFits(devs); err != nil {
+		return nil, nil, err
+	}
+	return x, devs, nil
+}
+
+// moments replays the trace as it ran, with cfg, and explains each of
+// devs at its moment, with its timeline when Options asks for one. It
+// returns the reports and that replay. With its series, the peak of a
+// trace of one device is the event of the series' largest reserved
+// bytes.
+func (x *explainer) moments(ctx context.Context, devs []int, cfg sim.Config) ([]Report, sim.Result, error) {
+	r := prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), sim.StartOf(x.t.Start), x.capOf}
+	full, err := sim.ReplayContext(ctx, r, cfg)
+	if err != nil {
+		return nil, full, err
+	}
+	var reps []Report
+	for _, d := range devs {
+		rep, err := x.moment(ctx, d, &full)
+		if err != nil {
+			return nil, full, err
+		}
+		if x.o.Timeline {
+			rep.Timeline = x.timeline(d, &rep, &full)
+		}
+		reps = append(reps, rep)
+	}
+	return reps, full, nil
 }
 
 func (x *explainer) capOf(d int) int64 { return x.caps[d] }
@@ -453,11 +477,11 @@ func (x *explainer) moment(ctx context.Context, d int, full *sim.Result) (Report
 			return rep, err
 		}
 		rep.Moment, rep.EventIndex, prefix = MomentAt, int64(i), i+1
-	case x.src[d] == CapacityRecorded && x.recordedOOM(d) >= 0: // on another device, the replay's OOM matters
+	case !x.peakOnly && x.src[d] == CapacityRecorded && x.recordedOOM(d) >= 0: // on another device, the replay's OOM matters
 		i := x.recordedOOM(d)
 		rep.Moment, rep.EventIndex, rep.Recorded, prefix = MomentOOM, int64(i), true, i
 		rep.RequestBytes = t.Events[i].Size
-	case fd.OOMs > 0:
+	case !x.peakOnly && fd.OOMs > 0:
 		n, err := x.firstPrefix(ctx, d, max(initial, 1), len(t.Events), func(r sim.DeviceResult) bool { return r.OOMs > 0 })
 		if err != nil {
 			return rep, err
