@@ -1,32 +1,19 @@
 package diff
 
 import (
-	"bytes"
 	"fmt"
-	"html"
 	"image/color"
-	"math"
-	"strconv"
 	"strings"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/gpualloc/gpualloc/internal/figure"
 	"github.com/gpualloc/gpualloc/sim/report"
 )
 
 // figureSites is the most sites the bars of a figure show.
 const figureSites = 12
-
-// A figure is a PNG of the page, with its caption.
-type figure struct {
-	name, caption string
-	png           []byte
-}
 
 // WritePairPage writes into d an index.html that shows each pair as text
 // gives it, with two figures beside it as PNG: the memory of both runs on
@@ -39,25 +26,25 @@ func WritePairPage(d *report.DirWriter, pairs []Pair, runs []*Run, text func(*Pa
 		p := &pairs[i]
 		stem := fmt.Sprintf("device%d", p.Device)
 		da, db := runs[0].device(p.Device), runs[1].device(p.BDevice)
-		var figs []figure
+		var figs []figure.Figure
 		curves, byStep, err := curvePlot([]string{"A", "B"}, []*Device{da, db}, -1)
 		if err != nil {
 			return err
 		}
-		figs = append(figs, figure{stem + "-memory", curveCaption(byStep, "A's and B's"), curves})
+		figs = append(figs, figure.Figure{Name: stem + "-memory", Caption: curveCaption(byStep, "A's and B's"), PNG: curves})
 		bars, err := sitePlot(p)
 		if err != nil {
 			return err
 		}
-		figs = append(figs, figure{stem + "-sites", fmt.Sprintf("Where the live bytes at the peaks differ, by %s: B's bytes less A's, the largest differences (at most %d); they add up to %s.",
-			p.By, figureSites, Signed(p.DeltaLiveBytes)), bars})
-		s, err := section(d, fmt.Sprintf("A %s, B %s, device %d", p.A, p.B, p.Device), text(p), figs)
+		figs = append(figs, figure.Figure{Name: stem + "-sites", Caption: fmt.Sprintf("Where the live bytes at the peaks differ, by %s: B's bytes less A's, the largest differences (at most %d); they add up to %s.",
+			p.By, figureSites, Signed(p.DeltaLiveBytes)), PNG: bars})
+		s, err := figure.Section(d, fmt.Sprintf("A %s, B %s, device %d", p.A, p.B, p.Device), text(p), figs)
 		if err != nil {
 			return err
 		}
 		sections = append(sections, s)
 	}
-	return writeIndex(d, "Two runs side by side", sections)
+	return figure.WriteIndex(d, "diff", "Two runs side by side", sections)
 }
 
 // WriteRanksPage writes into d an index.html that shows each summary as
@@ -91,17 +78,17 @@ func WriteRanksPage(d *report.DirWriter, sums []Summary, runs []*Run, text func(
 		if err != nil {
 			return err
 		}
-		figs := []figure{
-			{stem + "-memory", curveCaption(byStep, "every rank's") + " The rank that peaks is drawn thick.", curves},
-			{stem + "-ranks", "Each rank's peak of reserved bytes less the median of the ranks' peaks.", ranks},
+		figs := []figure.Figure{
+			{Name: stem + "-memory", Caption: curveCaption(byStep, "every rank's") + " The rank that peaks is drawn thick.", PNG: curves},
+			{Name: stem + "-ranks", Caption: "Each rank's peak of reserved bytes less the median of the ranks' peaks.", PNG: ranks},
 		}
-		sec, err := section(d, fmt.Sprintf("%d ranks, device %d", len(runs), s.Device), text(s), figs)
+		sec, err := figure.Section(d, fmt.Sprintf("%d ranks, device %d", len(runs), s.Device), text(s), figs)
 		if err != nil {
 			return err
 		}
 		sections = append(sections, sec)
 	}
-	return writeIndex(d, "The ranks of a job side by side", sections)
+	return figure.WriteIndex(d, "diff", "The ranks of a job side by side", sections)
 }
 
 // device returns the figures of device d of r.
@@ -114,47 +101,6 @@ func (r *Run) device(d int) *Device {
 	return &Device{Device: d}
 }
 
-// section writes the figures into d and returns the HTML of a section.
-func section(d *report.DirWriter, title, text string, figs []figure) (string, error) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "<section>\n<h2>%s</h2>\n<pre>%s</pre>\n", html.EscapeString(title), html.EscapeString(text))
-	for _, f := range figs {
-		if err := d.WriteFile(f.name+".png", f.png); err != nil {
-			return "", err
-		}
-		fmt.Fprintf(&b, "<figure><img src=\"%s.png\" alt=\"%s\"><figcaption>%s</figcaption></figure>\n",
-			html.EscapeString(f.name), html.EscapeString(f.name), html.EscapeString(f.caption))
-	}
-	b.WriteString("</section>\n")
-	return b.String(), nil
-}
-
-// writeIndex writes index.html of the sections.
-func writeIndex(d *report.DirWriter, title string, sections []string) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>simulate diff</title>
-<style>
-body { font-family: "Liberation Sans", Arial, sans-serif; margin: 2em; max-width: 60em; }
-pre { background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 13px; }
-figure { display: inline-block; margin: 0 1.5em 1.5em 0; vertical-align: top; width: 30em; }
-figure img { width: 100%%; }
-figcaption { font-size: 13px; color: #333; }
-</style>
-</head>
-<body>
-<h1>%s</h1>
-`, html.EscapeString(title))
-	for _, s := range sections {
-		b.WriteString(s)
-	}
-	b.WriteString("</body>\n</html>\n")
-	return d.WriteFile("index.html", []byte(b.String()))
-}
-
 // curveCaption says how to read a memory figure.
 func curveCaption(byStep bool, whose string) string {
 	axis := "each run's events spread over 0 to 1"
@@ -162,74 +108,6 @@ func curveCaption(byStep bool, whose string) string {
 		axis = "aligned by step: step k from k-1 to k"
 	}
 	return fmt.Sprintf("The memory of %s device over the trace, %s: the reserved bytes (solid) where the replay tells them for the device, and the live bytes (dotted), each the largest of its stretch of events.", whose, axis)
-}
-
-// The text of the figures, as explain's page has it.
-var (
-	smallFont = font.Font{Typeface: "Liberation", Variant: "Sans", Size: 7}
-	labelFont = font.Font{Typeface: "Liberation", Variant: "Sans", Size: 8}
-)
-
-// plainTicks are gonum's default ticks with their labels in the fewest
-// digits.
-type plainTicks struct{}
-
-func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range ticks {
-		if ticks[i].Label != "" {
-			v := math.Round(ticks[i].Value*1e9) / 1e9 // 0.3, not 0.30000000000000004
-			ticks[i].Label = strconv.FormatFloat(v, 'f', -1, 64)
-		}
-	}
-	return ticks
-}
-
-func newPlot() *plot.Plot {
-	p := plot.New()
-	p.X.Tick.Marker, p.Y.Tick.Marker = plainTicks{}, plainTicks{}
-	p.X.Tick.Label.Font = smallFont
-	p.Y.Tick.Label.Font = smallFont
-	p.X.Label.TextStyle.Font = labelFont
-	p.Y.Label.TextStyle.Font = labelFont
-	return p
-}
-
-// unit returns the binary unit in which n reads best, and its bytes.
-func unit(n int64) (string, float64) {
-	switch {
-	case n >= 2<<30:
-		return "GiB", 1 << 30
-	case n >= 2<<20:
-		return "MiB", 1 << 20
-	case n >= 2<<10:
-		return "KiB", 1 << 10
-	}
-	return "bytes", 1
-}
-
-// legendRow is the height of a legend's entry.
-const legendRow = 6.5 * vg.Length(1) // points
-
-// render draws p at the report's column width and height h, with leg's n
-// entries, if any, above the data area so that they cover none of it,
-// and returns the PNG.
-func render(p *plot.Plot, leg *plot.Legend, n int, h vg.Length) ([]byte, error) {
-	img := vgimg.NewWith(vgimg.UseWH(report.ColumnWidth, h), vgimg.UseDPI(report.DefaultDPI))
-	c := draw.New(img)
-	c.SetColor(color.White)
-	c.Fill(c.Rectangle.Path())
-	if leg != nil && n > 0 {
-		top := vg.Length(n)*legendRow + 4
-		leg.Draw(draw.Crop(c, 4, 0, h-top, 0))
-		c = draw.Crop(c, 0, 0, 0, -top)
-	}
-	p.Draw(c)
-	var b bytes.Buffer
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&b); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
 }
 
 // curvePlot draws the memory of devs, named by names, on one time axis:
@@ -245,8 +123,8 @@ func curvePlot(names []string, devs []*Device, thick int) ([]byte, bool, error) 
 			top = max(top, pt.Live, pt.Reserved)
 		}
 	}
-	name, scale := unit(top)
-	p := newPlot()
+	name, scale := figure.Unit(top)
+	p := figure.NewPlot()
 	p.Y.Label.Text = name
 	p.Y.Min = 0
 	p.X.Label.Text = "fraction of the trace's events"
@@ -254,10 +132,7 @@ func curvePlot(names []string, devs []*Device, thick int) ([]byte, bool, error) 
 		p.X.Label.Text = "step"
 	}
 	legend := len(devs) <= 8
-	entries := 0
-	leg := plot.NewLegend()
-	leg.TextStyle.Font = smallFont
-	leg.Top, leg.Left = true, true
+	leg := figure.NewLegend()
 	for k, d := range devs {
 		var live, res plotter.XYs
 		for _, pt := range d.Curve {
@@ -291,7 +166,7 @@ func curvePlot(names []string, devs []*Device, thick int) ([]byte, bool, error) 
 		p.Add(l)
 		label := names[k]
 		if len(names) > 2 {
-			label = shortName(label, 28)
+			label = figure.Shorten(label, 28)
 		}
 		if len(res) > 0 {
 			r, err := plotter.NewLine(res)
@@ -303,24 +178,14 @@ func curvePlot(names []string, devs []*Device, thick int) ([]byte, bool, error) 
 			p.Add(r)
 			if legend {
 				leg.Add(label+" reserved", r)
-				entries++
 			}
 		}
 		if legend {
 			leg.Add(label+" live", l)
-			entries++
 		}
 	}
-	png, err := render(p, &leg, entries, 2.2*vg.Inch+vg.Length(entries)*legendRow+4)
+	png, err := figure.Render(p, leg, leg.Height(2.2*vg.Inch))
 	return png, byStep, err
-}
-
-// shortName keeps the end of a trace's name within n characters.
-func shortName(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return "…" + string(r[len(r)-n+1:])
-	}
-	return s
 }
 
 // The colours of the diverging bars: B holds more, B holds less.
@@ -337,7 +202,7 @@ func sitePlot(p *Pair) ([]byte, error) {
 		if s.DeltaBytes == 0 || len(values) == figureSites {
 			break
 		}
-		labels = append(labels, shortName(ShortSite(s.Site), 40))
+		labels = append(labels, figure.Shorten(ShortSite(s.Site), 40))
 		values = append(values, s.DeltaBytes)
 	}
 	if len(values) == 0 {
@@ -351,7 +216,7 @@ func rankPlot(s *Summary) ([]byte, error) {
 	var labels []string
 	var values []int64
 	for _, r := range s.Ranks {
-		labels = append(labels, shortName(r.Trace, 32))
+		labels = append(labels, figure.Shorten(r.Trace, 32))
 		values = append(values, r.PeakReservedBytes-s.MedianPeakReservedBytes)
 	}
 	return divergingBars(labels, values, "peak less the median")
@@ -365,8 +230,8 @@ func divergingBars(labels []string, values []int64, what string) ([]byte, error)
 	for _, v := range values {
 		top = max(top, abs(v))
 	}
-	name, scale := unit(top)
-	p := newPlot()
+	name, scale := figure.Unit(top)
+	p := figure.NewPlot()
 	p.X.Label.Text = fmt.Sprintf("%s, %s", what, name)
 	lim := float64(top) / scale * 1.45
 	p.X.Min, p.X.Max = -lim, lim
@@ -403,7 +268,7 @@ func divergingBars(labels []string, values []int64, what string) ([]byte, error)
 		return nil, err
 	}
 	for i := range l.TextStyle {
-		l.TextStyle[i].Font = smallFont
+		l.TextStyle[i].Font = figure.SmallFont
 		l.TextStyle[i].YAlign = -0.5
 		if values[i] < 0 {
 			l.TextStyle[i].XAlign = -1 // to the left of a bar that goes left
@@ -416,7 +281,7 @@ func divergingBars(labels []string, values []int64, what string) ([]byte, error)
 		rev[n-1-i] = s
 	}
 	p.NominalY(rev...)
-	return render(p, nil, 0, vg.Inch/2+vg.Length(n)*vg.Points(11))
+	return figure.Render(p, nil, vg.Inch/2+vg.Length(n)*vg.Points(11))
 }
 
 // ShortSite shortens a site key, "file:function" or "file:line

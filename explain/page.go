@@ -1,21 +1,16 @@
 package explain
 
 import (
-	"bytes"
 	"fmt"
-	"html"
 	"image/color"
-	"strconv"
-	"strings"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/gpualloc/gpualloc"
+	"github.com/gpualloc/gpualloc/internal/figure"
 	"github.com/gpualloc/gpualloc/sim/report"
 )
 
@@ -35,54 +30,37 @@ func WritePage(d *report.DirWriter, reps []Report, text func(*Report) string) er
 		names[i] = r.Trace
 	}
 	stems := report.FileStems(names)
-	var b strings.Builder
-	b.WriteString(`<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>simulate explain</title>
-<style>
-body { font-family: "Liberation Sans", Arial, sans-serif; margin: 2em; max-width: 60em; }
-pre { background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 13px; }
-figure { display: inline-block; margin: 0 1.5em 1.5em 0; vertical-align: top; width: 30em; }
-figure img { width: 100%; }
-figcaption { font-size: 13px; color: #333; }
-</style>
-</head>
-<body>
-<h1>Why the run needed the memory it did, and what would have fit</h1>
-`)
+	var sections []string
 	for i := range reps {
 		r := &reps[i]
 		stem := fmt.Sprintf("%s-device%d", stems[r.Trace], r.Device)
-		fmt.Fprintf(&b, "<section>\n<h2>%s, device %d</h2>\n<pre>%s</pre>\n", html.EscapeString(r.Trace), r.Device, html.EscapeString(text(r)))
-		figs := []struct {
+		plots := []struct {
 			name, caption string
-			plot          func(*Report) (*plot.Plot, *legend, vg.Length, error)
+			plot          func(*Report) (*plot.Plot, *figure.Legend, vg.Length, error)
 		}{
 			{stem + "-memory", memoryCaption(r), memoryPlot},
 			{stem + "-breakdown", "Where the reserved memory went at the moment: the bytes the live allocations asked for, their rounding, the free bytes inside segments that hold a live block (fragmented), the segments that hold none (cached), and the device's memory not reserved.", breakdownPlot},
 			{stem + "-holders", fmt.Sprintf("Who holds the live bytes at the moment, by %s: the largest groups, then the rest as other.", r.By), holdersPlot},
 		}
-		for _, f := range figs {
+		var figs []figure.Figure
+		for _, f := range plots {
 			p, leg, h, err := f.plot(r)
 			if err != nil {
 				return err
 			}
-			png, err := render(p, leg, h)
+			png, err := figure.Render(p, leg, h)
 			if err != nil {
 				return err
 			}
-			if err := d.WriteFile(f.name+".png", png); err != nil {
-				return err
-			}
-			fmt.Fprintf(&b, "<figure><img src=\"%s.png\" alt=\"%s\"><figcaption>%s</figcaption></figure>\n",
-				html.EscapeString(f.name), html.EscapeString(f.name), html.EscapeString(f.caption))
+			figs = append(figs, figure.Figure{Name: f.name, Caption: f.caption, PNG: png})
 		}
-		b.WriteString("</section>\n")
+		sec, err := figure.Section(d, fmt.Sprintf("%s, device %d", r.Trace, r.Device), text(r), figs)
+		if err != nil {
+			return err
+		}
+		sections = append(sections, sec)
 	}
-	b.WriteString("</body>\n</html>\n")
-	return d.WriteFile("index.html", []byte(b.String()))
+	return figure.WriteIndex(d, "explain", "Why the run needed the memory it did, and what would have fit", sections)
 }
 
 // memoryCaption says how to read the memory figure of r.
@@ -94,112 +72,19 @@ func memoryCaption(r *Report) string {
 	return s + "; the reserved bytes are left out: the replay's course sums the trace's devices."
 }
 
-// unit returns the binary unit in which n reads best, and its bytes.
-func unit(n int64) (string, float64) {
-	switch {
-	case n >= 2<<30:
-		return "GiB", 1 << 30
-	case n >= 2<<20:
-		return "MiB", 1 << 20
-	case n >= 2<<10:
-		return "KiB", 1 << 10
-	}
-	return "bytes", 1
-}
-
-// The text of the figures, in the report's typeface (Liberation Sans,
-// built in) at its sizes.
-var (
-	smallFont = font.Font{Typeface: "Liberation", Variant: "Sans", Size: 7}
-	labelFont = font.Font{Typeface: "Liberation", Variant: "Sans", Size: 8}
-)
-
-// plainTicks are gonum's default ticks with their labels in the fewest
-// digits: "2500", not "2500.00".
-type plainTicks struct{}
-
-func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range ticks {
-		if ticks[i].Label != "" {
-			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', -1, 64)
-		}
-	}
-	return ticks
-}
-
-// newPlot returns a plot in the report's style.
-func newPlot() *plot.Plot {
-	p := plot.New()
-	p.X.Tick.Marker, p.Y.Tick.Marker = plainTicks{}, plainTicks{}
-	p.X.Tick.Label.Font = smallFont
-	p.Y.Tick.Label.Font = smallFont
-	p.X.Label.TextStyle.Font = labelFont
-	p.Y.Label.TextStyle.Font = labelFont
-	return p
-}
-
-// A legend is a plot's legend and the number of its entries.
-type legend struct {
-	plot.Legend
-	n int
-}
-
-// newLegend returns a legend in the report's style.
-func newLegend() *legend {
-	l := &legend{Legend: plot.NewLegend()}
-	l.TextStyle.Font = smallFont
-	l.Top, l.Left = true, true
-	return l
-}
-
-func (l *legend) add(name string, thumb plot.Thumbnailer) {
-	l.Add(name, thumb)
-	l.n++
-}
-
-// legendRow is the height of a legend's entry.
-const legendRow = 6.5 * vg.Length(1) // points
-
-// render draws p at the report's width and height h, its legend, if any,
-// above the data area so that it covers none of it, and returns the PNG.
-func render(p *plot.Plot, leg *legend, h vg.Length) ([]byte, error) {
-	img := vgimg.NewWith(vgimg.UseWH(report.ColumnWidth, h), vgimg.UseDPI(report.DefaultDPI))
-	c := draw.New(img)
-	c.SetColor(color.White)
-	c.Fill(c.Rectangle.Path())
-	if leg != nil {
-		top := vg.Length(leg.n)*legendRow + 4
-		leg.Draw(draw.Crop(c, 4, 0, h-top, 0))
-		c = draw.Crop(c, 0, 0, 0, -top)
-	}
-	p.Draw(c)
-	var b bytes.Buffer
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&b); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
-
 // groupColor returns the colour of group i.
 func groupColor(i int) color.RGBA { return report.Palette[i%len(report.Palette)] }
 
 // label shortens a holder's name for a figure.
-func label(s string, n int) string {
-	s = ShortSite(s)
-	if r := []rune(s); len(r) > n {
-		return "…" + string(r[len(r)-n+1:])
-	}
-	return s
-}
+func label(s string, n int) string { return figure.Shorten(ShortSite(s), n) }
 
 // memoryPlot draws the device's memory over the trace.
-func memoryPlot(r *Report) (*plot.Plot, *legend, vg.Length, error) {
+func memoryPlot(r *Report) (*plot.Plot, *figure.Legend, vg.Length, error) {
 	tl := r.Timeline
 	if tl == nil || len(tl.Points) == 0 {
 		return nil, nil, 0, fmt.Errorf("%s: device %d: no timeline to draw", r.Trace, r.Device)
 	}
-	leg := newLegend()
+	leg := figure.NewLegend()
 	var top int64 = r.CapacityBytes
 	for _, p := range tl.Points {
 		var s int64
@@ -211,8 +96,8 @@ func memoryPlot(r *Report) (*plot.Plot, *legend, vg.Length, error) {
 	for _, p := range tl.Reserved {
 		top = max(top, p.Bytes)
 	}
-	name, scale := unit(top)
-	p := newPlot()
+	name, scale := figure.Unit(top)
+	p := figure.NewPlot()
 	p.X.Label.Text = "event"
 	p.Y.Label.Text = name
 	p.Y.Min = 0
@@ -246,7 +131,7 @@ func memoryPlot(r *Report) (*plot.Plot, *legend, vg.Length, error) {
 		p.Add(l)
 	}
 	for k := 0; k <= n; k++ {
-		leg.add(label(groups[k], 48), &swatch{groupColor(k)})
+		leg.Add(label(groups[k], 48), &swatch{groupColor(k)})
 	}
 	if tl.Reserved != nil {
 		var xys plotter.XYs
@@ -261,7 +146,7 @@ func memoryPlot(r *Report) (*plot.Plot, *legend, vg.Length, error) {
 		l.StepStyle = plotter.PostStep
 		l.LineStyle.Width = vg.Points(1)
 		p.Add(l)
-		leg.add("reserved", l)
+		leg.Add("reserved", l)
 	}
 	c, err := plotter.NewLine(plotter.XYs{{X: 0, Y: float64(r.CapacityBytes) / scale}, {X: end, Y: float64(r.CapacityBytes) / scale}})
 	if err != nil {
@@ -270,7 +155,7 @@ func memoryPlot(r *Report) (*plot.Plot, *legend, vg.Length, error) {
 	c.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 	c.LineStyle.Color = color.RGBA{R: 200, A: 255}
 	p.Add(c)
-	leg.add("capacity", c)
+	leg.Add("capacity", c)
 	m, err := plotter.NewLine(plotter.XYs{{X: float64(r.EventIndex), Y: 0}, {X: float64(r.EventIndex), Y: float64(top) / scale}})
 	if err != nil {
 		return nil, nil, 0, err
@@ -278,9 +163,9 @@ func memoryPlot(r *Report) (*plot.Plot, *legend, vg.Length, error) {
 	m.LineStyle.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
 	m.LineStyle.Width = vg.Points(1)
 	p.Add(m)
-	leg.add("moment ("+r.Moment+")", m)
+	leg.Add("moment ("+r.Moment+")", m)
 	p.X.Max = end
-	return p, leg, 2*vg.Inch + vg.Length(leg.n)*legendRow + 4, nil
+	return p, leg, leg.Height(2 * vg.Inch), nil
 }
 
 // A swatch is a legend entry of a filled colour.
@@ -292,13 +177,13 @@ func (s *swatch) Thumbnail(c *draw.Canvas) {
 
 // bars draws labelled horizontal bars of values in bytes, with their
 // values written at their ends.
-func bars(labels []string, values []int64, colors []color.RGBA) (*plot.Plot, *legend, vg.Length, error) {
+func bars(labels []string, values []int64, colors []color.RGBA) (*plot.Plot, *figure.Legend, vg.Length, error) {
 	var top int64
 	for _, v := range values {
 		top = max(top, v)
 	}
-	name, scale := unit(top)
-	p := newPlot()
+	name, scale := figure.Unit(top)
+	p := figure.NewPlot()
 	p.X.Label.Text = name
 	p.X.Min = 0
 	p.X.Max = float64(top) / scale * 1.25
@@ -336,7 +221,7 @@ func bars(labels []string, values []int64, colors []color.RGBA) (*plot.Plot, *le
 		return nil, nil, 0, err
 	}
 	for i := range l.TextStyle {
-		l.TextStyle[i].Font = smallFont
+		l.TextStyle[i].Font = figure.SmallFont
 		l.TextStyle[i].YAlign = -0.5
 	}
 	p.Add(l)
@@ -349,7 +234,7 @@ func bars(labels []string, values []int64, colors []color.RGBA) (*plot.Plot, *le
 }
 
 // breakdownPlot draws where the memory went at the moment.
-func breakdownPlot(r *Report) (*plot.Plot, *legend, vg.Length, error) {
+func breakdownPlot(r *Report) (*plot.Plot, *figure.Legend, vg.Length, error) {
 	labels := []string{"live", "rounding", "fragmented", "cached", "not reserved"}
 	values := []int64{r.LiveBytes - r.UnservedBytes, r.RoundingBytes, r.FragmentedBytes, r.CachedBytes, max(r.CapacityBytes-r.ReservedBytes, 0)}
 	// Colours of their own, not the holders': the parts are no holders.
@@ -358,7 +243,7 @@ func breakdownPlot(r *Report) (*plot.Plot, *legend, vg.Length, error) {
 }
 
 // holdersPlot draws the holders as bars.
-func holdersPlot(r *Report) (*plot.Plot, *legend, vg.Length, error) {
+func holdersPlot(r *Report) (*plot.Plot, *figure.Legend, vg.Length, error) {
 	var labels []string
 	var values []int64
 	for _, h := range r.Holders {
