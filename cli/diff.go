@@ -15,7 +15,6 @@ import (
 	"github.com/gpualloc/gpualloc/explain"
 	"github.com/gpualloc/gpualloc/internal/tabular"
 	"github.com/gpualloc/gpualloc/sim/report"
-	"github.com/gpualloc/gpualloc/traces"
 )
 
 const diffUsage = `usage: simulate diff [flags] A B
@@ -99,40 +98,20 @@ func diffCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVarP(&format, "format", "f", "table", "output format: table, csv or json")
 	fs.StringVarP(&out, "out", "o", "", "also write index.html and figures into `DIR`")
 	fs.BoolVar(&force, "force", false, "with -o, replace the report a directory holds")
-	fs.BoolVar(&lenient, "lenient", false, "skip bad events of a trace, count them and go on")
-	addReadProgress(fs, &progressMode)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := checkFormat(format); err != nil {
+	if err := parseTraceFlags(fs, args, &lenient, &progressMode, &format); err != nil {
 		return err
 	}
 	o := diff.Options{Step: step}
 	var err error
-	if capacityText != "" {
-		if o.Capacity, err = parseSizeFlag("--capacity", capacityText); err != nil {
-			return err
-		}
-		if o.Capacity <= 0 {
-			return usagef("--capacity %s: want a size above 0", capacityText)
-		}
-	}
-	if o.By, err = explain.ParseBy(byText); err != nil {
-		return usagef("--by %s", err)
-	}
-	if top < 1 {
-		return usagef("--top %d: want a positive number", top)
+	if o.Capacity, o.By, err = parseExplainFlags(capacityText, byText, top); err != nil {
+		return err
 	}
 	if step == "" {
 		return usagef("--step: want the name of an annotation, such as %s", diff.DefaultStep)
 	}
 	if with != "" {
-		sp, err := gpualloc.ParseSpec(with)
-		if err != nil {
-			return usagef("--with: %s", err)
-		}
-		if o.With, err = gpualloc.Resolve(sp, nil); err != nil {
-			return usagef("--with: %s", err)
+		if o.With, err = resolveFlag("--with", with); err != nil {
+			return err
 		}
 		o.WithSpec = with
 	}
@@ -148,27 +127,16 @@ func diffCmd(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	// One read of each snapshot, with its stacks, gives the events and
-	// the entries their call sites come from.
-	progress, err := readProgressTo(progressMode, e.stderr)
+	inputs, err := stackInputs(ctx, e, paths, lenient, progressMode)
 	if err != nil {
 		return err
-	}
-	inputs, err := traceInputs(ctx, paths, e.stdin, traces.Options{Lenient: lenient, TempDir: e.tempDir, Stacks: true})
-	if err != nil {
-		return err
-	}
-	for _, in := range inputs {
-		in.progress = progress
 	}
 	read := func(i int, annotations bool) (*explain.Trace, error) {
 		t, err := explainTrace(ctx, e, inputs[i], lenient, annotations)
 		if err != nil {
 			return nil, err
 		}
-		if in := inputs[i]; in.skipped > 0 {
-			fmt.Fprintf(e.stderr, "simulate: %s: skipped %s (the first: %s)\n", in.name, plural(in.skipped, "bad event"), in.firstSkip)
-		}
+		noteSkipped(e, inputs[i])
 		return t, nil
 	}
 	if len(inputs) == 2 {
@@ -200,6 +168,7 @@ func expandGlobs(args []string) ([]string, error) {
 
 // diffTwo compares two traces.
 func diffTwo(ctx context.Context, e *env, read func(int, bool) (*explain.Trace, error), o diff.Options, format, out string, force bool, top int) error {
+	pairText := func(w io.Writer, p *diff.Pair) error { return writeDiffPair(w, p, top) }
 	// The annotations tell the steps; by annotation, the groups too.
 	a, err := read(0, true)
 	if err != nil {
@@ -227,12 +196,7 @@ func diffTwo(ctx context.Context, e *env, read func(int, bool) (*explain.Trace, 
 				return err
 			}
 		}
-		text := func(p *diff.Pair) string {
-			var sb strings.Builder
-			writeDiffPair(&sb, p, top)
-			return sb.String()
-		}
-		if err := diff.WritePairPage(d.DirWriter, pairs, []*diff.Run{ra, rb}, text); err != nil {
+		if err := diff.WritePairPage(d.DirWriter, pairs, []*diff.Run{ra, rb}, textOf(pairText)); err != nil {
 			return err
 		}
 		if err := diff.WriteTable(d.DirWriter, "site_diffs.parquet", diff.SiteDiffRows(pairs)); err != nil {
@@ -242,25 +206,12 @@ func diffTwo(ctx context.Context, e *env, read func(int, bool) (*explain.Trace, 
 			return err
 		}
 	}
-	switch format {
-	case "json":
-		return tabular.WriteJSON(e.stdout, pairs)
-	case "csv":
-		return tabular.WriteCSVLists(e.stdout, pairs)
-	}
-	for i := range pairs {
-		if i > 0 {
-			fmt.Fprintln(e.stdout)
-		}
-		if err := writeDiffPair(e.stdout, &pairs[i], top); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeRows(e.stdout, format, pairs, pairText)
 }
 
 // diffRanks summarises the ranks of a job, reading one trace at a time.
 func diffRanks(ctx context.Context, e *env, inputs []*input, read func(int, bool) (*explain.Trace, error), o diff.Options, format, out string, force bool, top int) error {
+	ranksText := func(w io.Writer, s *diff.Summary) error { return writeDiffRanks(w, s, top) }
 	var d *diffDir
 	if out != "" {
 		var err error
@@ -289,12 +240,7 @@ func diffRanks(ctx context.Context, e *env, inputs []*input, read func(int, bool
 		return fmt.Errorf("diff: %w", err)
 	}
 	if d != nil {
-		text := func(s *diff.Summary) string {
-			var sb strings.Builder
-			writeDiffRanks(&sb, s, top)
-			return sb.String()
-		}
-		if err := diff.WriteRanksPage(d.DirWriter, sums, runs, text); err != nil {
+		if err := diff.WriteRanksPage(d.DirWriter, sums, runs, textOf(ranksText)); err != nil {
 			return err
 		}
 		if err := diff.WriteTable(d.DirWriter, "rank_sites.parquet", diff.RankSiteRows(sums)); err != nil {
@@ -304,21 +250,7 @@ func diffRanks(ctx context.Context, e *env, inputs []*input, read func(int, bool
 			return err
 		}
 	}
-	switch format {
-	case "json":
-		return tabular.WriteJSON(e.stdout, sums)
-	case "csv":
-		return tabular.WriteCSVLists(e.stdout, sums)
-	}
-	for i := range sums {
-		if i > 0 {
-			fmt.Fprintln(e.stdout)
-		}
-		if err := writeDiffRanks(e.stdout, &sums[i], top); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeRows(e.stdout, format, sums, ranksText)
 }
 
 // A diffDir is the report of -o DIR being written: its figures, page and

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/explain"
 	"github.com/gpualloc/gpualloc/internal/tabular"
@@ -102,34 +104,18 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVarP(&out, "out", "o", "", "also write index.html and figures of each device into `DIR`")
 	fs.BoolVar(&force, "force", false, "with -o, replace the report a directory holds")
 	fs.IntVarP(&jobs, "jobs", "j", 0, "replays to run at once (default: the number of cores)")
-	fs.BoolVar(&lenient, "lenient", false, "skip bad events of a trace, count them and go on")
-	addReadProgress(fs, &progressMode)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := checkFormat(format); err != nil {
+	if err := parseTraceFlags(fs, args, &lenient, &progressMode, &format); err != nil {
 		return err
 	}
 	opts := explain.Options{TimeLimit: timeLimit, Top: top, Workers: jobs}
 	var err error
-	if capacityText != "" {
-		if opts.Capacity, err = parseSizeFlag("--capacity", capacityText); err != nil {
-			return err
-		}
-		if opts.Capacity <= 0 {
-			return usagef("--capacity %s: want a size above 0", capacityText)
-		}
+	if opts.Capacity, opts.By, err = parseExplainFlags(capacityText, byText, top); err != nil {
+		return err
 	}
 	if fs.Changed("at") {
 		if opts.At, err = parseAt(atText); err != nil {
 			return err
 		}
-	}
-	if opts.By, err = explain.ParseBy(byText); err != nil {
-		return usagef("--by %s", err)
-	}
-	if top < 1 {
-		return usagef("--top %d: want a positive number", top)
 	}
 	if timeLimit <= 0 {
 		return usagef("--time-limit %v: want a positive duration such as 30s", timeLimit)
@@ -138,12 +124,8 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 		return usagef("--jobs %d: want a positive number", jobs)
 	}
 	if strategy != "" {
-		sp, err := gpualloc.ParseSpec(strategy)
-		if err != nil {
-			return usagef("--strategy: %s", err)
-		}
-		if opts.Strategy, err = gpualloc.Resolve(sp, nil); err != nil {
-			return usagef("--strategy: %s", err)
+		if opts.Strategy, err = resolveFlag("--strategy", strategy); err != nil {
+			return err
 		}
 	}
 	if fs.NArg() == 0 {
@@ -155,18 +137,9 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 		}
 		opts.Timeline = true
 	}
-	// One read of each snapshot, with its stacks, gives the events and
-	// the entries their call sites come from.
-	progress, err := readProgressTo(progressMode, e.stderr)
+	inputs, err := stackInputs(ctx, e, fs.Args(), lenient, progressMode)
 	if err != nil {
 		return err
-	}
-	inputs, err := traceInputs(ctx, fs.Args(), e.stdin, traces.Options{Lenient: lenient, TempDir: e.tempDir, Stacks: true})
-	if err != nil {
-		return err
-	}
-	for _, in := range inputs {
-		in.progress = progress
 	}
 	var reps []explain.Report
 	for _, in := range inputs {
@@ -182,31 +155,118 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stderr, "simulate: %s: no allocation to explain\n", in.name)
 		}
 		reps = append(reps, r...)
-		if in.skipped > 0 {
-			fmt.Fprintf(e.stderr, "simulate: %s: skipped %s (the first: %s)\n", in.name, plural(in.skipped, "bad event"), in.firstSkip)
-		}
+		noteSkipped(e, in)
 	}
 	if out != "" {
 		if err := writeExplainPage(ctx, out, force, reps); err != nil {
 			return err
 		}
 	}
+	return writeRows(e.stdout, format, reps, writeExplain)
+}
+
+// parseTraceFlags adds to fs the flags of how explain and diff read their
+// traces, --lenient and the progress of the read, last; parses args; and
+// checks --format.
+func parseTraceFlags(fs *pflag.FlagSet, args []string, lenient *bool, progressMode, format *string) error {
+	fs.BoolVar(lenient, "lenient", false, "skip bad events of a trace, count them and go on")
+	addReadProgress(fs, progressMode)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	return checkFormat(*format)
+}
+
+// parseExplainFlags reads the flags that explain and diff share:
+// --capacity (0 where it is not given), --by and --top.
+func parseExplainFlags(capacityText, byText string, top int) (int64, explain.By, error) {
+	var capacity int64
+	if capacityText != "" {
+		var err error
+		if capacity, err = parseSizeFlag("--capacity", capacityText); err != nil {
+			return 0, "", err
+		}
+		if capacity <= 0 {
+			return 0, "", usagef("--capacity %s: want a size above 0", capacityText)
+		}
+	}
+	by, err := explain.ParseBy(byText)
+	if err != nil {
+		return 0, "", usagef("--by %s", err)
+	}
+	if top < 1 {
+		return 0, "", usagef("--top %d: want a positive number", top)
+	}
+	return capacity, by, nil
+}
+
+// resolveFlag resolves the strategy spec that flag gives.
+func resolveFlag(flag, spec string) (*gpualloc.Params, error) {
+	sp, err := gpualloc.ParseSpec(spec)
+	if err != nil {
+		return nil, usagef("%s: %s", flag, err)
+	}
+	p, err := gpualloc.Resolve(sp, nil)
+	if err != nil {
+		return nil, usagef("%s: %s", flag, err)
+	}
+	return p, nil
+}
+
+// stackInputs opens the traces of paths to be read whole with their
+// stacks: one read of each snapshot gives the events and the entries
+// their call sites come from. Each reports its reading as progressMode
+// says.
+func stackInputs(ctx context.Context, e *env, paths []string, lenient bool, progressMode string) ([]*input, error) {
+	progress, err := readProgressTo(progressMode, e.stderr)
+	if err != nil {
+		return nil, err
+	}
+	inputs, err := traceInputs(ctx, paths, e.stdin, traces.Options{Lenient: lenient, TempDir: e.tempDir, Stacks: true})
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range inputs {
+		in.progress = progress
+	}
+	return inputs, nil
+}
+
+// noteSkipped tells how many bad events a lenient read of in skipped.
+func noteSkipped(e *env, in *input) {
+	if in.skipped > 0 {
+		fmt.Fprintf(e.stderr, "simulate: %s: skipped %s (the first: %s)\n", in.name, plural(in.skipped, "bad event"), in.firstSkip)
+	}
+}
+
+// writeRows writes rows as format says: json, csv (a column per field,
+// the lists as JSON text in their cells), or each as text writes it, a
+// blank line between them.
+func writeRows[T any](w io.Writer, format string, rows []T, text func(io.Writer, *T) error) error {
 	switch format {
 	case "json":
-		return tabular.WriteJSON(e.stdout, reps)
+		return tabular.WriteJSON(w, rows)
 	case "csv":
-		// A column per field, the lists as JSON text in their cells.
-		return tabular.WriteCSVLists(e.stdout, reps)
+		return tabular.WriteCSVLists(w, rows)
 	}
-	for i, r := range reps {
+	for i := range rows {
 		if i > 0 {
-			fmt.Fprintln(e.stdout)
+			fmt.Fprintln(w)
 		}
-		if err := writeExplain(e.stdout, &r); err != nil {
+		if err := text(w, &rows[i]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// textOf returns write's text of a row, for a page.
+func textOf[T any](write func(io.Writer, *T) error) func(*T) string {
+	return func(r *T) string {
+		var b strings.Builder
+		write(&b, r)
+		return b.String()
+	}
 }
 
 // writeExplainPage writes the reports as index.html and figures into the
@@ -218,12 +278,7 @@ func writeExplainPage(ctx context.Context, dir string, force bool, reps []explai
 	}
 	defer d.Abort()
 	d.SetContext(ctx)
-	text := func(r *explain.Report) string {
-		var b strings.Builder
-		writeExplain(&b, r)
-		return b.String()
-	}
-	if err := explain.WritePage(d, reps, text); err != nil {
+	if err := explain.WritePage(d, reps, textOf(writeExplain)); err != nil {
 		return err
 	}
 	return d.Commit()
