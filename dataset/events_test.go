@@ -73,6 +73,43 @@ func writeEvents(t testing.TB, dir string, evs []dataset.Event) string {
 	return path
 }
 
+// readBack reads path with parquet-go and checks that it holds evs, in
+// order.
+func readBack(t *testing.T, path string, evs []dataset.Event) {
+	t.Helper()
+	got, err := parquet.ReadFile[dataset.Event](path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(evs) {
+		t.Fatalf("read %d rows, want %d", len(got), len(evs))
+	}
+	for i := range evs {
+		if got[i] != evs[i] {
+			t.Fatalf("row %d: read %+v, want %+v", i, got[i], evs[i])
+		}
+	}
+}
+
+// openParquet opens the Parquet file at path for the rest of the test.
+func openParquet(t *testing.T, path string) *parquet.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parquet.OpenFile(f, fi.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pf
+}
+
 // TestEventsRoundTrip writes more rows than a row group holds and reads
 // them back with parquet-go: every row as written, in order, in row
 // groups of at most RowGroupRows rows.
@@ -80,29 +117,9 @@ func TestEventsRoundTrip(t *testing.T) {
 	evs := events(2*dataset.RowGroupRows + 1234)
 	path := writeEvents(t, t.TempDir(), evs)
 
-	got, err := parquet.ReadFile[dataset.Event](path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(evs) {
-		t.Fatalf("read %d rows, wrote %d", len(got), len(evs))
-	}
-	for i := range evs {
-		if got[i] != evs[i] {
-			t.Fatalf("row %d: read %+v, wrote %+v", i, got[i], evs[i])
-		}
-	}
+	readBack(t, path, evs)
 
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fi, _ := f.Stat()
-	pf, err := parquet.OpenFile(f, fi.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pf := openParquet(t, path)
 	groups := pf.RowGroups()
 	if len(groups) != 3 {
 		t.Errorf("%d row groups, want 3", len(groups))
@@ -119,16 +136,7 @@ func TestEventsRoundTrip(t *testing.T) {
 // strings as UTF-8, dictionary-encoded where they repeat.
 func TestEventsSchema(t *testing.T) {
 	path := writeEvents(t, t.TempDir(), events(5000))
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fi, _ := f.Stat()
-	pf, err := parquet.OpenFile(f, fi.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pf := openParquet(t, path)
 	want := map[string]string{
 		"trace":           "BYTE_ARRAY STRING dict",
 		"device":          "INT32 INT(32,true)",
@@ -210,18 +218,7 @@ func TestAppend(t *testing.T) {
 	if total != int64(len(evs)) {
 		t.Errorf("appended %d rows, want %d", total, len(evs))
 	}
-	got, err := parquet.ReadFile[dataset.Event](path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(evs) {
-		t.Fatalf("read %d rows, want %d", len(got), len(evs))
-	}
-	for i := range evs {
-		if got[i] != evs[i] {
-			t.Fatalf("row %d: %+v, want %+v", i, got[i], evs[i])
-		}
-	}
+	readBack(t, path, evs)
 
 	// Not an events file: an error, and the writer refuses what follows.
 	w, err = dataset.CreateEvents(filepath.Join(dir, "bad.parquet"))
