@@ -21,3 +21,12 @@ func BenchmarkAllocFree(b *testing.B) {
 func BenchmarkReplay(b *testing.B) {
 	replaytest.ReplayBundled(b, alloctest.Open(pytorch.New, pytorch.DefaultConfig()))
 }
+
+// BenchmarkAllocFreeNPU is BenchmarkAllocFree with torch_npu's rules and
+// expandable segments: each request padded, large blocks aligned to
+// 16 KiB.
+func BenchmarkAllocFreeNPU(b *testing.B) {
+	a, _ := alloctest.New(b, GiB, pytorch.New, mustConf(b, "expandable_segments:True,device:npu"))
+	alloctest.Warm(b, a, alloctest.HitSizes[:])
+	alloctest.AllocFree(b, a, alloctest.HitSizes)
+}
