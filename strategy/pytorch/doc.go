@@ -65,6 +65,17 @@
 // strategy when its spec and the environment give none (see package sim's
 // StartReporter).
 //
+// Releases and devices: [Config.Version] (the version parameter, or
+// version:X.Y in the conf) selects the rules of a PyTorch release, 2.0 to
+// 2.11 (see [Version]; the newest by default), and [Config.Device] (device,
+// or device:npu) torch_npu's caching allocator for Ascend NPUs, which pads
+// each request by 32 bytes and aligns large blocks of expandable segments
+// to 16 KiB (see [NPU]). A snapshot that torch_npu wrote (see
+// snapshot.Snapshot.TorchNPU) records device:npu in its conf, and settings
+// that differ between its devices as "deviceN.key:value", which apply to
+// the allocator of device N alone: its backend says its index (a
+// [DeviceIndexer], as the simulator's devices are).
+//
 // Not implemented: CUDA graph private pools (package sim holds a
 // snapshot's private pools apart from the strategy), stream events
 // (record_stream) and the out-of-memory callbacks.
