@@ -9,21 +9,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/gpualloc/gpualloc/dataset"
+	"github.com/gpualloc/gpualloc/internal/dirtest"
 )
-
-// entries lists dir's names.
-func entries(t *testing.T, dir string) []string {
-	t.Helper()
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, de := range des {
-		names = append(names, de.Name())
-	}
-	return names
-}
 
 // TestEventsAtomic: the file appears only at Close, Abort leaves nothing,
 // and a file that was there is replaced only by a complete one.
@@ -45,7 +32,7 @@ func TestEventsAtomic(t *testing.T) {
 		t.Errorf("%s exists before Close (%v)", path, err)
 	}
 	w.Abort()
-	if names := entries(t, dir); len(names) != 0 {
+	if names := dirtest.Names(t, dir); len(names) != 0 {
 		t.Errorf("after Abort the directory holds %v", names)
 	}
 	if err := w.Write(&evs[0]); err == nil {
@@ -80,7 +67,7 @@ func TestEventsAtomic(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Abort() // after Close: nothing
-	if names := entries(t, dir); len(names) != 1 || names[0] != "events.parquet" {
+	if names := dirtest.Names(t, dir); len(names) != 1 || names[0] != "events.parquet" {
 		t.Errorf("after Close the directory holds %v", names)
 	}
 	fi, err := os.Stat(path)
@@ -148,7 +135,7 @@ func TestWriteTable(t *testing.T) {
 			t.Errorf("row %d: read %+v, want %+v", i, got[i], sites[i])
 		}
 	}
-	if names := entries(t, dir); len(names) != 1 {
+	if names := dirtest.Names(t, dir); len(names) != 1 {
 		t.Errorf("the directory holds %v", names)
 	}
 
@@ -178,7 +165,7 @@ func TestWriteTableNotStruct(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), path) {
 		t.Errorf("WriteTable of a struct with a channel: %v, want an error naming %s", err, path)
 	}
-	if names := entries(t, dir); len(names) != 0 {
+	if names := dirtest.Names(t, dir); len(names) != 0 {
 		t.Errorf("the directory holds %v", names)
 	}
 }

@@ -13,20 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpualloc/gpualloc/internal/dirtest"
 	"github.com/gpualloc/gpualloc/sim/report"
 )
-
-// names returns the names of dir's files.
-func names(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	var out []string
-	for _, e := range entries {
-		out = append(out, e.Name())
-	}
-	return out
-}
 
 // writeReport writes a report of the given files, each holding its own
 // name and tag, with the DirWriter of dir.
@@ -52,7 +41,7 @@ func TestDirWriter(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "a", "b")
 	require.NoError(t, writeReport(dir, false, "1", report.SummaryCSV, "old.svg"))
-	assert.Equal(t, []string{".report-files", "old.svg", "summary.csv"}, names(t, dir))
+	assert.Equal(t, []string{".report-files", "old.svg", "summary.csv"}, dirtest.Names(t, dir))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "mine.txt"), nil, 0o644))
 
 	err := writeReport(dir, false, "2", report.SummaryCSV)
@@ -62,7 +51,7 @@ func TestDirWriter(t *testing.T) {
 	assert.Equal(t, "summary.csv 1", string(b))
 
 	require.NoError(t, writeReport(dir, true, "3", report.SummaryCSV, "new.svg"))
-	assert.Equal(t, []string{".report-files", "mine.txt", "new.svg", "summary.csv"}, names(t, dir))
+	assert.Equal(t, []string{".report-files", "mine.txt", "new.svg", "summary.csv"}, dirtest.Names(t, dir))
 	b, _ = os.ReadFile(filepath.Join(dir, report.SummaryCSV))
 	assert.Equal(t, "summary.csv 3", string(b))
 	m, _ := os.ReadFile(filepath.Join(dir, report.ManifestFile))
@@ -81,7 +70,7 @@ func TestDirWriter(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, d.WriteFile("f", []byte("f")))
 	d.Abort()
-	assert.Equal(t, []string{"a", "legacy"}, names(t, root))
+	assert.Equal(t, []string{"a", "legacy"}, dirtest.Names(t, root))
 
 	file := filepath.Join(root, "file")
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
@@ -122,7 +111,7 @@ func TestDirWriterConcurrent(t *testing.T) {
 			}
 			assert.Equal(t, tag, got, "%s: every file of one writer", f)
 		}
-		assert.ElementsMatch(t, append([]string{report.ManifestFile}, files...), names(t, dir))
+		assert.ElementsMatch(t, append([]string{report.ManifestFile}, files...), dirtest.Names(t, dir))
 	}
 }
 
@@ -158,7 +147,7 @@ func TestDirWriterLongManifestLine(t *testing.T) {
 	err := writeReport(dir, true, "2", report.SummaryCSV)
 	require.Error(t, err)
 	assert.Equal(t, path+":2: a line longer than 65536 bytes, which no file name is: remove the file, or name another directory", err.Error())
-	assert.Equal(t, []string{".report-files", "old.svg", "summary.csv"}, names(t, dir))
+	assert.Equal(t, []string{".report-files", "old.svg", "summary.csv"}, dirtest.Names(t, dir))
 	b, _ := os.ReadFile(filepath.Join(dir, report.SummaryCSV))
 	assert.Equal(t, "summary.csv 1", string(b))
 }
