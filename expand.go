@@ -73,11 +73,16 @@ func expandRange(r string, limit int) ([]string, error) {
 		// Releases, "2.1..2.11": the second numbers, after the same first.
 		if hm, hr, ok := strings.Cut(strings.TrimSpace(hi), "."); ok && hm == lm {
 			if _, err := strconv.ParseUint(lm, 10, 64); err == nil {
-				vals, err := expandRange(lr+".."+hr+r[len(bounds):], limit)
+				inner := lr + ".." + hr + r[len(bounds):]
+				vals, err := expandRange(inner, limit)
+				if err != nil {
+					// Said of the range as written: 'end "x"' of "2.1..2.x".
+					return nil, fmt.Errorf("range %q: %s", r, strings.TrimPrefix(err.Error(), fmt.Sprintf("range %q: ", inner)))
+				}
 				for i := range vals {
 					vals[i] = lm + "." + vals[i]
 				}
-				return vals, err
+				return vals, nil
 			}
 		}
 	}

@@ -73,6 +73,8 @@ func TestExpandValueErrors(t *testing.T) {
 		"20..x":          `range "20..x": end "x" is not an integer`,
 		"..4":            `range "..4": start "" is not an integer`,
 		"1.5..4":         `range "1.5..4": start "1.5" is not an integer`,
+		"2.1..2.x":       `range "2.1..2.x": end "x" is not an integer`,
+		"2.9..2.1":       `range "2.9..2.1": start 9 is above end 1`,
 		"1..4/0":         `range "1..4/0": step "0" is not a positive integer`,
 		"1..4/-1":        `range "1..4/-1": step "-1" is not a positive integer`,
 		"1..4/":          `range "1..4/": step "" is not a positive integer`,
