@@ -174,8 +174,10 @@ func (p *placer) run(ctx context.Context, o order, f int, offsets []int64) (int6
 }
 
 // runOrder places the buffers in the order idx with fit f, writing
-// offsets, and returns the height. It checks ctx every 1024 buffers and
-// returns its error when it is done.
+// offsets, and returns the height. It checks ctx every 1024 buffers, or
+// sooner once the intervals it has gathered since the last check reach
+// checkEvery (a buffer among many placed ones gathers many), and returns
+// its error when it is done.
 func (p *placer) runOrder(ctx context.Context, idx []int32, f int, offsets []int64) (int64, error) {
 	p.off = offsets
 	for i := range p.full {
@@ -185,16 +187,18 @@ func (p *placer) runOrder(ctx context.Context, idx []int32, f int, offsets []int
 	for i := range p.part {
 		p.part[i] = p.part[i][:0]
 	}
-	var height int64
+	var height, work int64
 	for k, b := range idx {
-		if k&1023 == 1023 {
+		if k&1023 == 1023 || work >= checkEvery {
 			if err := ctx.Err(); err != nil {
 				return 0, err
 			}
+			work = 0
 		}
 		size := p.bufs[b].Size
 		p.spans = p.spans[:0]
 		p.visit(b, false)
+		work += int64(len(p.spans)) + 1
 		off := fit(p.spans, size, f)
 		offsets[b] = off
 		height = max(height, off+size)
