@@ -1,13 +1,13 @@
 package cli
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/snapshot"
 )
@@ -17,10 +17,7 @@ import (
 // segments without error, keeps its frames unless told not to, and is the
 // tail of the original.
 func TestConvertSnapshotCut(t *testing.T) {
-	in := filepath.Join(sharedSnapshotDir, "forward_ctx128.pickle")
-	if _, err := os.Stat(in); err != nil {
-		t.Skip("the shared PyTorch snapshots are not checked out beside the repository")
-	}
+	in := pk.SharedSnapshot(t, sharedSnapshotDir, "forward_ctx128.pickle")
 	dir := t.TempDir()
 	orig := replaytest.ReadSnapshot(t, in)
 	for _, noFrames := range []bool{false, true} {

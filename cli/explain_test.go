@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpualloc/gpualloc/explain"
 	"github.com/gpualloc/gpualloc/internal/browsercheck"
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 	"github.com/gpualloc/gpualloc/sim"
 )
 
@@ -58,10 +59,7 @@ func TestExplainDevicesApart(t *testing.T) {
 // TestExplainSnapshot explains a real snapshot on a device it runs out of,
 // through the command, and checks that the table fits 100 columns.
 func TestExplainSnapshot(t *testing.T) {
-	path := "../../shared/traces/pytorch/forward_ctx128.pickle"
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("%s: the shared snapshots are absent", path)
-	}
+	path := pk.SharedSnapshot(t, sharedSnapshotDir, "forward_ctx128.pickle")
 	code, stdout, stderr := run(t, nil, "explain", "--capacity", "18600MiB", path)
 	require.Equal(t, 0, code, stderr)
 	for _, line := range strings.Split(stdout, "\n") {
@@ -77,10 +75,7 @@ func TestExplainSnapshot(t *testing.T) {
 // on the same device, as a user would: the replay has no OOM, and its peak
 // and the headroom are the figures explain showed.
 func TestExplainSuggestionPasted(t *testing.T) {
-	path := "../../shared/traces/pytorch/forward_ctx128.pickle"
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("%s: the shared snapshots are absent", path)
-	}
+	path := pk.SharedSnapshot(t, sharedSnapshotDir, "forward_ctx128.pickle")
 	var reps []explain.Report
 	runJSON(t, nil, &reps, "explain", "-f", "json", "--capacity", "18600MiB", path)
 	require.Len(t, reps, 1)
@@ -127,10 +122,7 @@ func FuzzParseAt(f *testing.F) {
 // bytes and OOMs are those its row shows. tune's best is each device's
 // own, so the rows of the two devices may differ in spec.
 func TestExplainRowsReplay(t *testing.T) {
-	path := "../../shared/traces/pytorch/npu_two_devices.pickle"
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("%s: the shared snapshots are absent", path)
-	}
+	path := pk.SharedSnapshot(t, sharedSnapshotDir, "npu_two_devices.pickle")
 	var reps []explain.Report
 	runJSON(t, nil, &reps, "explain", "-f", "json", "--capacity", "600MiB", path)
 	require.Len(t, reps, 2)
@@ -194,11 +186,9 @@ func TestExplainPage(t *testing.T) {
 // TestExplainStdin explains a snapshot read from standard input as from
 // its file: with its stacks.
 func TestExplainStdin(t *testing.T) {
-	path := "../../shared/traces/pytorch/small_train_step.pickle"
+	path := pk.SharedSnapshot(t, sharedSnapshotDir, "small_train_step.pickle")
 	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Skipf("%s: the shared snapshots are absent", path)
-	}
+	require.NoError(t, err)
 	var fromFile, fromStdin []explain.Report
 	runJSON(t, nil, &fromFile, "explain", "-f", "json", path)
 	var out, errb strings.Builder

@@ -29,10 +29,7 @@ func TestNeverFreedNote(t *testing.T) {
 	out := replayNaive(t, "run.csv", "op,id,size\nalloc,1,4096\nalloc,2,4096\nfree,2,\n")
 	assert.Contains(t, out, "run.csv: 1 allocation (4.00 KiB) never freed: every strategy's peak counts it; if the program frees it, the trace was cut short")
 
-	snap := filepath.Join(sharedSnapshotDir, "small_train_step.pickle")
-	if _, err := os.Stat(snap); err != nil {
-		t.Skipf("no snapshot at %s", snap)
-	}
+	snap := pk.SharedSnapshot(t, sharedSnapshotDir, "small_train_step.pickle")
 	for _, args := range [][]string{{"-s", "naive", snap}, {"-s", "round:cutoff=20..21", snap}} {
 		code, out, errs := run(t, nil, args...)
 		require.Equal(t, 0, code, errs)

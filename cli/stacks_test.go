@@ -3,12 +3,13 @@ package cli
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
+	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/internal/viewercheck"
 	"github.com/gpualloc/gpualloc/snapshot"
 )
@@ -18,13 +19,8 @@ import (
 // block carry frames of the input's, and the stacks are those the input
 // has, each written once.
 func TestSnapshotExportStacks(t *testing.T) {
-	in := filepath.Join(sharedSnapshotDir, "small_train_step.pickle")
-	data, err := os.ReadFile(in)
-	if err != nil {
-		t.Skipf("no shared snapshot: %v", err)
-	}
-	src, err := snapshot.Read(bytes.NewReader(data), in)
-	require.NoError(t, err)
+	in := pk.SharedSnapshot(t, sharedSnapshotDir, "small_train_step.pickle")
+	src := replaytest.ReadSnapshot(t, in)
 	key := func(fs []snapshot.Frame) string {
 		var b bytes.Buffer
 		for _, f := range fs {

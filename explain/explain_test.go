@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpualloc/gpualloc"
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 	"github.com/gpualloc/gpualloc/plan"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/snapshot"
@@ -339,10 +340,7 @@ func TestRandomMoments(t *testing.T) {
 // stacks, or skips.
 func sharedSnapshot(t testing.TB, name string) *Trace {
 	t.Helper()
-	path := "../../shared/traces/pytorch/" + name
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("%s: the shared snapshots are absent", path)
-	}
+	path := pk.SharedSnapshot(t, "../../shared/traces/pytorch", name)
 	// One read with the stacks, as simulate explain reads a snapshot.
 	r, err := traces.Open(path, traces.Options{Stacks: true})
 	if err != nil {

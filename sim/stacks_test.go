@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 	"github.com/gpualloc/gpualloc/internal/viewercheck"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/snapshot"
@@ -126,11 +127,9 @@ func checkStacks(t *testing.T, in, out []byte) int {
 func TestSnapshotKeepsStacksShared(t *testing.T) {
 	for _, name := range []string{"small_train_step.pickle", "compile_usermeta.pickle"} {
 		t.Run(name, func(t *testing.T) {
-			path := "../../shared/traces/pytorch/" + name
+			path := pk.SharedSnapshot(t, "../../shared/traces/pytorch", name)
 			in, err := os.ReadFile(path)
-			if err != nil {
-				t.Skipf("no shared snapshot: %v", err)
-			}
+			require.NoError(t, err)
 			for _, entries := range []int{0, 40} {
 				out := exportStacks(t, in, "pytorch", entries)
 				assert.Positive(t, checkStacks(t, in, out), "%d entries", entries)

@@ -3,7 +3,6 @@ package sim_test
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"regexp"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpualloc/gpualloc"
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 	"github.com/gpualloc/gpualloc/internal/replaytest"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/snapshot"
@@ -166,10 +166,7 @@ func TestStartCached(t *testing.T) {
 // replay runs, from those pages, and runs out of memory only where the
 // trace's live memory does not fit.
 func TestStartTooLargeShared(t *testing.T) {
-	const path = "../../shared/traces/pytorch/xl_fwd_expandable.pickle"
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("no shared snapshot: %v", err)
-	}
+	path := pk.SharedSnapshot(t, "../../shared/traces/pytorch", "xl_fwd_expandable.pickle")
 	sel, err := gpualloc.Select("pytorch", func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
 	replay := func(capacity int64) (sim.Result, error) {

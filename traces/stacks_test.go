@@ -8,16 +8,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	pk "github.com/gpualloc/gpualloc/internal/pickletest"
 	"github.com/gpualloc/gpualloc/snapshot"
 )
 
 // With Options.Stacks a snapshot's events carry the stacks of their
 // entries, which the reader's tables give; without, none.
 func TestSnapshotStacks(t *testing.T) {
-	const path = "../../shared/traces/pytorch/small_train_step.pickle"
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("no shared snapshot: %v", err)
-	}
+	path := pk.SharedSnapshot(t, snapshotDir, "small_train_step.pickle")
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	s, err := snapshot.Read(bytes.NewReader(data), path)

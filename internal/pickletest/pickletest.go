@@ -400,6 +400,17 @@ func SharedSnapshots(t testing.TB, dir string) []string {
 	return files
 }
 
+// SharedSnapshot returns the path of the real PyTorch snapshot name of dir
+// (see [SharedSnapshots]), or skips the test when it is absent.
+func SharedSnapshot(t testing.TB, dir, name string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("%s: the shared snapshots are absent (they are development fixtures, not part of the repository)", path)
+	}
+	return path
+}
+
 // ForEachShared runs f as a subtest for each of the real PyTorch snapshots
 // of dir (see [SharedSnapshots]), named after the file, with the file's
 // base name and contents.
