@@ -30,9 +30,7 @@ import (
 // writeCSV writes a native trace of the given lines into dir.
 func writeCSV(t *testing.T, dir, name string, lines ...string) string {
 	t.Helper()
-	p := filepath.Join(dir, name)
-	require.NoError(t, os.WriteFile(p, []byte("op,id,size,device\n"+strings.Join(lines, "\n")+"\n"), 0o644))
-	return p
+	return writeText(t, dir, name, "op,id,size,device\n"+strings.Join(lines, "\n")+"\n")
 }
 
 // TestDiffErrors checks the error line and exit status of bad inputs.

@@ -180,6 +180,14 @@ func goldenRuns(t *testing.T, cases []goldenCase) {
 
 // runJSON runs the command, which must succeed, and decodes its output,
 // JSON, into v.
+// writeText writes text into the file name of dir and returns its path.
+func writeText(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
+	return p
+}
+
 func runJSON(t *testing.T, env map[string]string, v any, args ...string) {
 	t.Helper()
 	code, stdout, stderr := run(t, env, args...)

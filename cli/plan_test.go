@@ -60,21 +60,17 @@ func TestPlanTable(t *testing.T) {
 // lower_bound_bytes rises to the optimum above peak_requested_bytes, the
 // plan is optimal with no gap, and the table shows both figures.
 func TestPlanProvesBoundAbovePeak(t *testing.T) {
-	in := filepath.Join(t.TempDir(), "staggered.csv")
-	require.NoError(t, os.WriteFile(in, []byte("id,lower,upper,size\n"+
-		"L0,0,3,2\nL1,1,4,1\nL2,2,5,2\nS0,0,1,4\nS1,1,2,3\nS2,2,3,1\nS3,3,4,3\nS4,4,5,4\n"), 0o644))
-	code, stdout, stderr := run(t, nil, "plan", "-f", "json", in)
-	require.Equal(t, 0, code, stderr)
+	in := writeText(t, t.TempDir(), "staggered.csv", "id,lower,upper,size\n"+
+		"L0,0,3,2\nL1,1,4,1\nL2,2,5,2\nS0,0,1,4\nS1,1,2,3\nS2,2,3,1\nS3,3,4,3\nS4,4,5,4\n")
 	var rows []planRow
-	require.NoError(t, json.Unmarshal([]byte(stdout), &rows))
+	runJSON(t, nil, &rows, "plan", "-f", "json", in)
 	require.Len(t, rows, 1)
-	assert.Equal(t, int64(6), rows[0].PeakRequestedBytes)
-	assert.Equal(t, int64(7), rows[0].LowerBoundBytes)
-	assert.Equal(t, int64(7), rows[0].OfflineBytes)
-	assert.Zero(t, rows[0].Gap)
-	assert.True(t, rows[0].Optimal)
+	r := rows[0]
+	assert.Equal(t, [3]int64{6, 7, 7}, [3]int64{r.PeakRequestedBytes, r.LowerBoundBytes, r.OfflineBytes}, "peak requested, lower bound, offline")
+	assert.Zero(t, r.Gap)
+	assert.True(t, r.Optimal)
 
-	code, stdout, stderr = run(t, nil, "plan", in)
+	code, stdout, stderr := run(t, nil, "plan", in)
 	require.Equal(t, 0, code, stderr)
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	require.Len(t, lines, 2)
