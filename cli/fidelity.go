@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/tabular"
+	"github.com/gpualloc/gpualloc/strategy/pytorch"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/fidelity"
 	"github.com/gpualloc/gpualloc/traces"
 )
@@ -40,7 +41,7 @@ after any alloc, free or oom.
 The strategy replays each snapshot with the allocator settings it records
 (the CONF of JSON and CSV), per device where its devices differ; the lines
 after the table name the allocator compared with (ALLOCATOR in JSON and
-CSV); PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF,
+CSV); PYTORCH_CUDA_ALLOC_CONF or else PYTORCH_ALLOC_CONF,
 when set, replaces them, which standard error says.
 
 A file that is not a record of PyTorch's allocator (not a snapshot, a
@@ -125,7 +126,7 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 		held[i] = f
 	}
 	var conf *string
-	for _, k := range []string{"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"} {
+	for _, k := range []string{pytorch.EnvCUDAConf, pytorch.EnvConf} { // as PyTorch 2.10 reads them
 		if v, ok := e.getenv(k); ok && strings.TrimSpace(v) != "" {
 			v = strings.TrimSpace(v)
 			conf = &v

@@ -27,9 +27,9 @@
 // (a segment.Sorted per stream and pool) and allocate nothing once the
 // tables have grown; a release scans the segments.
 //
-// Settings come from [Config], from PYTORCH_ALLOC_CONF (or, when it is
-// unset, PYTORCH_CUDA_ALLOC_CONF, as PyTorch reads them) in PyTorch's
-// syntax ([ParseConf]), or from a spec such as
+// Settings come from [Config], from PYTORCH_CUDA_ALLOC_CONF (or, when it
+// is unset, PYTORCH_ALLOC_CONF, which only releases from 2.10 read: see
+// [EnvConf]) in PyTorch's syntax ([ParseConf]), or from a spec such as
 // "pytorch:max_split_size_mb=128,roundup_power2_divisions=256:1;512:2;>:8".
 // Since a spec separates parameters with commas, a list of
 // roundup_power2_divisions in a spec separates its entries with ';' (and

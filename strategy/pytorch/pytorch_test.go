@@ -288,8 +288,15 @@ func TestRegistry(t *testing.T) {
 	assert.ErrorContains(t, err, "PYTORCH_CUDA_ALLOC_CONF")
 	assert.ErrorContains(t, err, "max_split_size_mb")
 
-	// PYTORCH_ALLOC_CONF, PyTorch's current name, wins over the old one.
+	// PYTORCH_CUDA_ALLOC_CONF wins over PYTORCH_ALLOC_CONF, as PyTorch
+	// 2.10's CUDAAllocatorConfig reads them; the second serves when the
+	// first is unset.
+	env["PYTORCH_CUDA_ALLOC_CONF"] = "max_split_size_mb:128"
 	env["PYTORCH_ALLOC_CONF"] = "max_split_size_mb:256"
+	a, err = open("pytorch")
+	require.NoError(t, err)
+	assert.Equal(t, int64(128*MiB), a.(*pytorch.Allocator).Config().MaxSplitSize)
+	delete(env, "PYTORCH_CUDA_ALLOC_CONF")
 	a, err = open("pytorch")
 	require.NoError(t, err)
 	assert.Equal(t, int64(256*MiB), a.(*pytorch.Allocator).Config().MaxSplitSize)

@@ -21,6 +21,10 @@ import (
 //     configurable the 20 MiB, kLargeBuffer, by which a request of at
 //     least max_split_size may be rounded up to a cached block); before,
 //     the rounding is always 20 MiB and the key is rejected;
+//   - PYTORCH_ALLOC_CONF sets the CUDA allocator's settings from 2.10
+//     only (pytorch/pytorch#165135; 2.9 reads it for other purposes but
+//     its CUDA allocator does not, issue #183387), and
+//     PYTORCH_CUDA_ALLOC_CONF wins over it (see [EnvConf]);
 //   - roundup_power2_divisions takes the per-interval list
 //     "[256:1,512:2,>:8]" in every release modelled (#87290, merged for
 //     2.0; one number before it, #74213).
