@@ -67,9 +67,9 @@ aligned by step where every run records steps) and the site differences
 as diverging bars (for ranks: each rank's peak less the median); and
 the data as Parquet, for pandas, Polars or DuckDB: events.parquet, a
 row for each event of each trace as it was replayed (trace, device,
-strategy, index, time_us, action, size, address, site, and live_bytes,
-allocated_bytes and reserved_bytes after it; the last two -1 for a
-trace of several devices), sites.parquet (each run's live bytes at its
+strategy, index, time_us, action, size, address, site, and the
+live_bytes, allocated_bytes and reserved_bytes of its device after it),
+sites.parquet (each run's live bytes at its
 peak by site) and site_diffs.parquet (two traces) or rank_sites.parquet
 (ranks). A directory that holds a report is replaced only with --force.
 
