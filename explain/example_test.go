@@ -50,7 +50,7 @@ func Example() {
 	// Output:
 	// oom at event 50: request 12.0 MiB, 140 MiB free in 20 pieces, the largest 8.00 MiB
 	// fragmentation-bound
-	// PYTORCH_ALLOC_CONF=expandable_segments:True
+	// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 	// as run: peak 200 MiB, fits false, smallest device 212 MiB
 	// expandable segments: peak 180 MiB, fits true, smallest device 180 MiB
 }

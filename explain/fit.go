@@ -13,6 +13,7 @@ import (
 	"github.com/gpualloc/gpualloc/mincap"
 	"github.com/gpualloc/gpualloc/plan"
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/strategy/pytorch"
 	"github.com/gpualloc/gpualloc/traces"
 	"github.com/gpualloc/gpualloc/tune"
 )
@@ -87,9 +88,9 @@ func pytorchConf(st sim.Strategy) (string, bool) {
 }
 
 // suggestion returns the line that selects the strategy written sp, whose
-// full spec is st: PyTorch's variable for the pytorch strategy, which
-// PyTorch itself reads too, else the simulator's, with the spec as written
-// (the defaults left out).
+// full spec is st: for the pytorch strategy, the variable the allocator
+// modelled reads, with the settings PyTorch parses (pytorch.PasteLine),
+// else the simulator's, with the spec as written (the defaults left out).
 func suggestion(sp gpualloc.Spec, st sim.Strategy) string {
 	if conf, ok := pytorchConf(st); ok {
 		only := true
@@ -99,7 +100,7 @@ func suggestion(sp gpualloc.Spec, st sim.Strategy) string {
 			}
 		}
 		if only {
-			return "PYTORCH_ALLOC_CONF=" + conf
+			return pytorch.PasteLine(conf)
 		}
 	}
 	return gpualloc.EnvPoolType + "=" + sp.String()
@@ -124,7 +125,7 @@ func (x *explainer) alternatives(ctx, rctx context.Context, reps []Report, full 
 	for _, r := range rows[1:] {
 		jobs = append(jobs, sim.Job{
 			Open: func() (traces.Reader, io.Closer, error) {
-				return prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), sim.StartOf(x.t.Start), x.capOf}, nil, nil
+				return prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), x.t.Start, x.capOf}, nil, nil
 			},
 			Config: sim.Config{Trace: x.t.Name, Params: r.params, SeriesBuckets: -1},
 		})
@@ -297,7 +298,7 @@ func (x *explainer) offline(ctx, rctx context.Context, reps []Report) error {
 	end := time.Now().Add(budget)
 	pctx, cancel := context.WithDeadline(rctx, end)
 	defer cancel()
-	r := prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), sim.StartOf(x.t.Start), x.capOf}
+	r := prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), x.t.Start, x.capOf}
 	probs, err := plan.FromTraceContext(pctx, r)
 	sols := map[int]plan.Solution{}
 	outOfTime := map[int]bool{}
@@ -363,6 +364,6 @@ func (x *explainer) offline(ctx, rctx context.Context, reps []Report) error {
 // strategy whose failures do not follow the capacity may fit some
 // smaller device between the points tried.
 func (x *explainer) minCapacity(ctx context.Context, p *gpualloc.Params, d int, from *sim.Result) (int64, error) {
-	cfg := sim.Config{Trace: x.t.Name, Params: p, Start: sim.StartOf(x.t.Start)}
+	cfg := sim.Config{Trace: x.t.Name, Params: p, Start: x.t.Start}
 	return mincap.SearchDevice(ctx, x.t.Events, cfg, d, mincap.Options{Caps: x.capOf, From: from, BisectOnly: true})
 }
