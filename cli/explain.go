@@ -345,9 +345,7 @@ func explainTrace(ctx context.Context, e *env, in *input, lenient, annotations b
 			in.skipped, in.firstSkip = n, f.FirstSkipped().Error()
 		}
 	}
-	if s, ok := r.(sim.StartReporter); ok {
-		t.Start = s
-	}
+	t.Start = traces.StartOf(r)
 	if m, ok := r.(sim.CapacityReporter); ok {
 		t.Memory = m
 	}
@@ -391,8 +389,8 @@ func readAllSized(r traces.Reader) ([]traces.Event, error) {
 	var events []traces.Event
 	if sr, ok := r.(interface{ Snapshot() *snapshot.Snapshot }); ok {
 		n := 0
-		if st, ok := r.(sim.StartReporter); ok {
-			n = st.Initial()
+		if st := traces.StartOf(r); st != nil {
+			n = st.Initial
 		}
 		s := sr.Snapshot()
 		for d := range s.NumTraces() {

@@ -46,7 +46,7 @@ func replayDevice(t *testing.T, path, spec string, d int, c int64) bool {
 		}
 		return virtual.DefaultCapacity
 	}
-	res, err := sim.Replay(capsReader{r, caps}, sim.Config{Trace: path, Params: sel, SeriesBuckets: -1, Start: sim.StartOf(r)})
+	res, err := sim.Replay(capsReader{r, caps}, sim.Config{Trace: path, Params: sel, SeriesBuckets: -1, Start: traces.StartOf(r)})
 	if err != nil {
 		require.True(t, errors.Is(err, gpualloc.ErrOutOfMemory), "%s device %d at %d: %v", path, d, c, err)
 		require.Contains(t, err.Error(), fmt.Sprintf("device %d", d), "%s at %d: the failure is another device's", path, c)

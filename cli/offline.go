@@ -232,7 +232,7 @@ func addReferences(ctx context.Context, inputs []*input, jobs []sim.Job, out []s
 // events alone would not know.
 type heldTrace struct {
 	events []traces.Event
-	start  sim.StartReporter
+	start  *traces.Start
 	memory sim.CapacityReporter // nil when the reader knows none
 }
 
@@ -264,7 +264,7 @@ func readEventsWithin(ctx context.Context, in *input, limit time.Duration) (held
 		if err != nil {
 			return heldTrace{}, err
 		}
-		h := heldTrace{events: evs, start: sim.StartOf(r)}
+		h := heldTrace{events: evs, start: traces.StartOf(r)}
 		h.memory, _ = r.(sim.CapacityReporter)
 		return h, nil
 	})

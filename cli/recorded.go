@@ -10,7 +10,7 @@ import (
 
 // noteRecordedSettings writes one line on w for each trace whose recorded
 // allocator settings a strategy replayed with, given no parameter of its
-// own (see sim.StartReporter): which file they came from, and how to
+// own (see traces.Start): which file they came from, and how to
 // replay with other settings.
 func noteRecordedSettings(w io.Writer, out []sim.JobResult) {
 	seen := map[string]bool{}

@@ -114,7 +114,7 @@ func (s *stream) join() *streamReader {
 	if s.first > 0 || s.stopped {
 		return nil
 	}
-	r := &streamReader{s: s, k: -1, i: -1, StartReporter: s.d.start}
+	r := &streamReader{s: s, k: -1, i: -1, start: s.d.start}
 	s.readers[r] = struct{}{}
 	return r
 }
@@ -151,13 +151,16 @@ func (s *stream) stop() {
 
 // A streamReader is one replay's reader of a stream.
 type streamReader struct {
-	s                 *stream
-	k                 int // the chunk read, its stream index; -1 before the first
-	i                 int // the event of cur read
-	cur               []traces.Event
-	err               error
-	sim.StartReporter // the source reader's recorded start state
+	s     *stream
+	k     int // the chunk read, its stream index; -1 before the first
+	i     int // the event of cur read
+	cur   []traces.Event
+	err   error
+	start *traces.Start // the source reader's recorded start state
 }
+
+// Start is the source reader's (see traces.StartReporter).
+func (r *streamReader) Start() *traces.Start { return r.start }
 
 // Scan advances to the next event, waiting for the decoder when it is
 // ahead of it.

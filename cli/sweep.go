@@ -34,7 +34,7 @@ type decoded struct {
 	skipped int64
 	err     error
 	memory  sim.CapacityReporter // the devices' memory, when the reader knows it
-	start   sim.StartReporter    // the recorded start state, when the reader knows it
+	start   *traces.Start        // the recorded start state, when the reader knows it
 	frames  []snapshot.Frame     // the frames and stacks that the events' Stack indexes
 	stacks  [][]int32            // (traces.StackReporter), when the reader has them
 	stream  bool                 // the trace is longer than decodeLimit: replays read streams of it
@@ -72,7 +72,7 @@ func (d *decoded) load() {
 		r = d.sizes
 	}
 	d.memory, _ = r.(sim.CapacityReporter)
-	d.start = sim.StartOf(r)
+	d.start = traces.StartOf(r)
 	d.frames, d.stacks = traces.StacksOf(r)
 	if m, ok := r.(interface{ MidRun() bool }); ok {
 		d.midRun = m.MidRun()
@@ -110,7 +110,7 @@ func (d *decoded) open() (traces.Reader, io.Closer, error) {
 	if d.stream {
 		return d.openStream()
 	}
-	r := &memoryReader{chunks: d.events.chunks, i: -1, name: d.in.name, skipped: d.skipped, memory: d.memory, StartReporter: d.start, midRun: d.midRun,
+	r := &memoryReader{chunks: d.events.chunks, i: -1, name: d.in.name, skipped: d.skipped, memory: d.memory, start: d.start, midRun: d.midRun,
 		frames: d.frames, stacks: d.stacks}
 	return r, closeFunc(func() error { d.release(); return nil }), nil
 }
@@ -181,16 +181,19 @@ func (c *eventChunks) add(ev traces.Event) {
 // A memoryReader reads a decoded trace from its chunks, and reports what
 // its decoding skipped (with --lenient), as the file's reader would have.
 type memoryReader struct {
-	chunks            [][]traces.Event
-	c, i              int // the current event: chunks[c][i]
-	name              string
-	skipped           int64
-	memory            sim.CapacityReporter
-	midRun            bool
-	frames            []snapshot.Frame
-	stacks            [][]int32
-	sim.StartReporter // the decoded reader's
+	chunks  [][]traces.Event
+	c, i    int // the current event: chunks[c][i]
+	name    string
+	skipped int64
+	memory  sim.CapacityReporter
+	midRun  bool
+	frames  []snapshot.Frame
+	stacks  [][]int32
+	start   *traces.Start // the decoded reader's
 }
+
+// Start is the decoded reader's (see traces.StartReporter).
+func (r *memoryReader) Start() *traces.Start { return r.start }
 
 // Stacks are the decoded reader's (see traces.StackReporter).
 func (r *memoryReader) Stacks() ([]snapshot.Frame, [][]int32) { return r.frames, r.stacks }

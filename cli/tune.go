@@ -182,9 +182,9 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 
 // readEvents decodes the trace of in, and returns with its events the
 // memory of its devices that it records (sim.CapacityReporter), nil when
-// it records none; and the state the trace starts from
-// (sim.StartReporter).
-func readEvents(in *input) ([]traces.Event, sim.CapacityReporter, sim.StartReporter, error) {
+// it records none; and the state the trace starts from (traces.Start),
+// nil for none.
+func readEvents(in *input) ([]traces.Event, sim.CapacityReporter, *traces.Start, error) {
 	r, c, err := in.open()
 	if err != nil {
 		return nil, nil, nil, err
@@ -195,7 +195,7 @@ func readEvents(in *input) ([]traces.Event, sim.CapacityReporter, sim.StartRepor
 			err = cerr
 		}
 	}
-	return events, recordedMemory(r, events), sim.StartOf(r), err
+	return events, recordedMemory(r, events), traces.StartOf(r), err
 }
 
 // recordedMemory returns r as the sim.CapacityReporter of the devices of

@@ -27,7 +27,7 @@ func openTrace(tb testing.TB, path string) *explain.Trace {
 		tb.Fatal(err)
 	}
 	r.Close()
-	t := &explain.Trace{Name: filepath.Base(path), Format: r.Format(), Events: evs, Start: r.(sim.StartReporter), Memory: r.(sim.CapacityReporter)}
+	t := &explain.Trace{Name: filepath.Base(path), Format: r.Format(), Events: evs, Start: traces.StartOf(r), Memory: r.(sim.CapacityReporter)}
 	if s, ok := r.(interface{ Snapshot() *snapshot.Snapshot }); ok {
 		t.Snapshot = s.Snapshot()
 	}

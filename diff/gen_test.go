@@ -30,10 +30,7 @@ func loadTrace(t testing.TB, name string, data []byte, annotations bool) *explai
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &explain.Trace{Name: name, Format: r.Format(), Events: evs}
-	if s, ok := r.(sim.StartReporter); ok {
-		tr.Start = s
-	}
+	tr := &explain.Trace{Name: name, Format: r.Format(), Events: evs, Start: traces.StartOf(r)}
 	if m, ok := r.(sim.CapacityReporter); ok {
 		tr.Memory = m
 	}

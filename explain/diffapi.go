@@ -39,7 +39,11 @@ func AtPeak(ctx context.Context, t *Trace, o Options, seriesBuckets int) ([]Repo
 // Options gives none: pytorch with the settings that t records, PyTorch's
 // defaults when it records none, whatever the environment says.
 func RecordedParams(t *Trace) (*gpualloc.Params, error) {
-	return pytorchParams(sim.StartOf(t.Start).RecordedConf())
+	var conf string
+	if t.Start != nil {
+		conf = t.Start.Conf
+	}
+	return pytorchParams(conf)
 }
 
 // Replay replays the whole of t with p from t's start state, each device
@@ -69,7 +73,7 @@ func replayWith(ctx context.Context, t *Trace, o Options, c sim.Config) (sim.Res
 	if err := x.startFits(devs); err != nil {
 		return sim.Result{}, err
 	}
-	r := prefixReader{traces.NewSliceReader(t.Name, t.Events), sim.StartOf(t.Start), x.capOf}
+	r := prefixReader{traces.NewSliceReader(t.Name, t.Events), t.Start, x.capOf}
 	c.Trace = t.Name
 	return sim.ReplayContext(ctx, r, c)
 }

@@ -28,7 +28,7 @@
 //     reserved bytes, whether it fits, and the smallest device it needs.
 //
 // Every figure comes from replays of the trace by package sim, from the
-// recorded state where the trace has one (see sim.StartReporter), on
+// recorded state where the trace has one (see traces.Start), on
 // devices of the trace's own sizes: the one a PyTorch snapshot records,
 // or the one asked for. A device is never summed with another: each is
 // replayed on its own device, and its figures are its own.

@@ -27,7 +27,7 @@ type Trace struct {
 	Events []traces.Event
 	// Start is the reader's start state, for a trace that starts from a
 	// recorded state of the allocator (a PyTorch snapshot's); nil for none.
-	Start sim.StartReporter
+	Start *traces.Start
 	// Memory gives the memory of each device that the trace records (a
 	// PyTorch snapshot with an out-of-memory error); nil for none.
 	Memory sim.CapacityReporter
@@ -342,7 +342,7 @@ func newExplainer(t *Trace, o Options) (*explainer, []int, error) {
 // trace of one device is the event of the series' largest reserved
 // bytes.
 func (x *explainer) moments(ctx context.Context, devs []int, cfg sim.Config) ([]Report, sim.Result, error) {
-	r := prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), sim.StartOf(x.t.Start), x.capOf}
+	r := prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), x.t.Start, x.capOf}
 	full, err := sim.ReplayContext(ctx, r, cfg)
 	if err != nil {
 		return nil, full, err
@@ -371,7 +371,7 @@ func (x *explainer) startFits(devs []int) error {
 		return nil
 	}
 	for _, d := range devs {
-		st := x.t.Start.StartState(d)
+		st := x.t.Start.State(d)
 		if st == nil {
 			continue
 		}
@@ -414,16 +414,18 @@ func pytorchParams(conf string) (*gpualloc.Params, error) {
 // trace's start state, on devices of the given capacities.
 type prefixReader struct {
 	*traces.SliceReader
-	sim.StartReporter
-	caps func(dev int) int64
+	start *traces.Start
+	caps  func(dev int) int64
 }
 
 func (r prefixReader) DeviceCapacity(dev int) int64 { return r.caps(dev) }
 
+func (r prefixReader) Start() *traces.Start { return r.start }
+
 // replay replays the first n events of the trace with p, each device d of
 // capacity caps(d), and hands snap the state at the end when it is not nil.
 func (x *explainer) replay(ctx context.Context, p *gpualloc.Params, n int, caps func(int) int64, snap func(*snapshot.Snapshot) error) (sim.Result, error) {
-	r := prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events[:n]), sim.StartOf(x.t.Start), caps}
+	r := prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events[:n]), x.t.Start, caps}
 	return sim.ReplayContext(ctx, r, sim.Config{Trace: x.t.Name, Params: p, SeriesBuckets: -1, Snapshot: snap})
 }
 
@@ -466,7 +468,7 @@ func (x *explainer) moment(ctx context.Context, d int, full *sim.Result) (Report
 		PeakLiveBytes: fd.PeakRequestedBytes, By: x.o.By, TimeUS: traces.NoTime}
 	initial := 0
 	if t.Start != nil {
-		initial = min(t.Start.Initial(), len(t.Events))
+		initial = min(t.Start.Initial, len(t.Events))
 	}
 	// prefix is the number of events whose state is explained.
 	var prefix int

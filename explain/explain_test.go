@@ -352,7 +352,7 @@ func sharedSnapshot(t testing.TB, name string) *Trace {
 		t.Fatal(err)
 	}
 	s := r.(interface{ Snapshot() *snapshot.Snapshot }).Snapshot()
-	return &Trace{Name: name, Format: r.Format(), Events: evs, Start: r.(sim.StartReporter), Memory: r.(sim.CapacityReporter), Snapshot: s}
+	return &Trace{Name: name, Format: r.Format(), Events: evs, Start: traces.StartOf(r), Memory: r.(sim.CapacityReporter), Snapshot: s}
 }
 
 // TestSnapshotOutOfMemory replays a real forward pass on a device between
@@ -445,8 +445,8 @@ func TestSite(t *testing.T) {
 func TestSnapshotStartStacks(t *testing.T) {
 	tr := sharedSnapshot(t, "large128_backward_wrapped.pickle")
 	r := explainOne(t, tr, Options{Top: 20})
-	if r.Moment != MomentPeak || int(r.EventIndex) >= tr.Start.Initial() {
-		t.Fatalf("moment %s at %d: want the peak among the %d blocks live before the trace", r.Moment, r.EventIndex, tr.Start.Initial())
+	if r.Moment != MomentPeak || int(r.EventIndex) >= tr.Start.Initial {
+		t.Fatalf("moment %s at %d: want the peak among the %d blocks live before the trace", r.Moment, r.EventIndex, tr.Start.Initial)
 	}
 	var found []string
 	for _, h := range r.Holders {
@@ -486,7 +486,7 @@ func oomSnapshot(t *testing.T) *Trace {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Trace{Name: "oom.pickle", Format: r.Format(), Events: evs, Start: r.(sim.StartReporter), Memory: r.(sim.CapacityReporter)}
+	return &Trace{Name: "oom.pickle", Format: r.Format(), Events: evs, Start: traces.StartOf(r), Memory: r.(sim.CapacityReporter)}
 }
 
 // TestRecordedOOM explains a snapshot that records an out-of-memory error
@@ -516,7 +516,7 @@ func TestPeakBySeries(t *testing.T) {
 		if r.Moment != MomentPeak {
 			t.Fatalf("%s: moment %s", name, r.Moment)
 		}
-		p, err := pytorchParams(tr.Start.RecordedConf())
+		p, err := pytorchParams(tr.Start.Conf)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -526,7 +526,7 @@ func TestPeakBySeries(t *testing.T) {
 			t.Fatal(err)
 		}
 		peak := deviceOf(&full, 0).PeakReservedBytes
-		n, err := x.firstPrefix(context.Background(), 0, max(tr.Start.Initial(), 1), len(tr.Events), func(d sim.DeviceResult) bool { return d.PeakReservedBytes >= peak })
+		n, err := x.firstPrefix(context.Background(), 0, max(tr.Start.Initial, 1), len(tr.Events), func(d sim.DeviceResult) bool { return d.PeakReservedBytes >= peak })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -701,7 +701,7 @@ func TestTuneEachDevice(t *testing.T) {
 				}
 				return 200 * mb
 			})
-			res, err := sim.Replay(prefixReader{traces.NewSliceReader(tr.Name, tr.Events), sim.StartOf(nil), caps}, sim.Config{Params: p})
+			res, err := sim.Replay(prefixReader{traces.NewSliceReader(tr.Name, tr.Events), nil, caps}, sim.Config{Params: p})
 			if err != nil {
 				t.Fatal(err)
 			}

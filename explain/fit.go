@@ -125,7 +125,7 @@ func (x *explainer) alternatives(ctx, rctx context.Context, reps []Report, full 
 	for _, r := range rows[1:] {
 		jobs = append(jobs, sim.Job{
 			Open: func() (traces.Reader, io.Closer, error) {
-				return prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), sim.StartOf(x.t.Start), x.capOf}, nil, nil
+				return prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), x.t.Start, x.capOf}, nil, nil
 			},
 			Config: sim.Config{Trace: x.t.Name, Params: r.params, SeriesBuckets: -1},
 		})
@@ -298,7 +298,7 @@ func (x *explainer) offline(ctx, rctx context.Context, reps []Report) error {
 	end := time.Now().Add(budget)
 	pctx, cancel := context.WithDeadline(rctx, end)
 	defer cancel()
-	r := prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), sim.StartOf(x.t.Start), x.capOf}
+	r := prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), x.t.Start, x.capOf}
 	probs, err := plan.FromTraceContext(pctx, r)
 	sols := map[int]plan.Solution{}
 	outOfTime := map[int]bool{}
@@ -364,6 +364,6 @@ func (x *explainer) offline(ctx, rctx context.Context, reps []Report) error {
 // strategy whose failures do not follow the capacity may fit some
 // smaller device between the points tried.
 func (x *explainer) minCapacity(ctx context.Context, p *gpualloc.Params, d int, from *sim.Result) (int64, error) {
-	cfg := sim.Config{Trace: x.t.Name, Params: p, Start: sim.StartOf(x.t.Start)}
+	cfg := sim.Config{Trace: x.t.Name, Params: p, Start: x.t.Start}
 	return mincap.SearchDevice(ctx, x.t.Events, cfg, d, mincap.Options{Caps: x.capOf, From: from, BisectOnly: true})
 }

@@ -43,7 +43,7 @@ func newStackMap(t *Trace) *stackMap {
 	if err != nil {
 		rules = snapshot.DefaultRules()
 	}
-	initial := t.Start.Initial()
+	initial := t.Start.Initial
 	starts := map[int]map[uint64]snapshot.StackID{}
 	next := map[int]int{} // each device's next entry
 	stacks := make([]snapshot.StackID, len(t.Events))
@@ -219,7 +219,7 @@ func (x *explainer) key(by By, i int, ev *traces.Event) string {
 	case BySite, ByFrame:
 		frames := x.stacks.snap.StackFrames(x.stacks.stacks[i])
 		if len(frames) == 0 {
-			if x.t.Start != nil && i < x.t.Start.Initial() {
+			if x.t.Start != nil && i < x.t.Start.Initial {
 				return "(allocated before the trace: no stack)"
 			}
 			return "(no stack recorded)"

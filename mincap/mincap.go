@@ -9,7 +9,7 @@
 // A replay of the search is the replay that simulate --capacity makes: from
 // the state the trace starts from, with the settings it records when the
 // strategy is given no parameter (sim.Config.Start, see
-// sim.StartReporter). A device smaller than that start state restores
+// traces.Start). A device smaller than that start state restores
 // only its segments that hold live blocks (the rest is cache PyTorch would
 // have released, see package sim), and one too small even for those fails
 // as an OOM does. Devices are never added up: each has its own capacity and its

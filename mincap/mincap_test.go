@@ -225,7 +225,7 @@ func TestStartState(t *testing.T) {
 		events, err := traces.ReadAll(r)
 		require.NoError(t, err)
 		cfg := config(t, "t.pickle", tc.spec)
-		cfg.Start = r.(sim.StartReporter)
+		cfg.Start = traces.StartOf(r)
 		cfg.Capacity = 100 << 20
 		c, err := mincap.Search(context.Background(), events, cfg, nil)
 		require.NoError(t, err, tc.name)

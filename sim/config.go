@@ -44,12 +44,12 @@ type Config struct {
 
 	// Start is the recorded state that the trace starts from, with the
 	// allocations of its private pools and the recorded settings (see
-	// StartReporter): the replay restores it, serves the trace's start
+	// traces.Start): the replay restores it, serves the trace's start
 	// events and private pools' allocations from it, and gives a strategy
 	// given no parameter the recorded settings. Nil means the reader's,
-	// when the reader is a StartReporter, else none: a reader that holds
-	// the events of another in memory need not pass its start on.
-	Start StartReporter
+	// when the reader is a traces.StartReporter, else none: a reader that
+	// holds the events of another in memory need not pass its start on.
+	Start *traces.Start
 
 	// SeriesBuckets bounds Result.Series: 0 means [DefaultSeriesBuckets],
 	// a negative number means no series.

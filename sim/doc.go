@@ -58,8 +58,8 @@
 // written, so that memory grows with what is live, not with the trace.
 //
 // A trace that starts from a recorded state of PyTorch's allocator
-// ([Config].Start, or a reader that is a [StartReporter]: a PyTorch
-// snapshot's) is replayed from it: a [Restorer] holds every segment of it, private pools' segments (of
+// ([Config].Start, or the [traces.Start] of a reader that is a
+// [traces.StartReporter]: a PyTorch snapshot's) is replayed from it: a [Restorer] holds every segment of it, private pools' segments (of
 // the start state, and those the trace allocates and frees) stay with the
 // engine, the strategy given no parameter takes the recorded settings,
 // and the device calls that build the state are reported apart

@@ -6,12 +6,12 @@ import "fmt"
 //
 // The engine holds the segments of private pools itself (see
 // holdPrivate): those of the start state, and those that the trace
-// allocates or frees, which a StartReporter (the reader of a PyTorch
-// snapshot) names in PoolSegments. Before the event at which such an action happens, the
+// allocates or frees, which the trace's traces.Start (the reader of a
+// PyTorch snapshot's) names in PoolSegments. Before the event at which such an action happens, the
 // engine takes the segment's memory from the device (a device allocation
 // of the replay, counted as any other) or gives it back; the strategy
 // never sees that memory, so no default-pool request is served from it,
-// and the allocations of private pools (StartReporter.PrivateAllocs) are
+// and the allocations of private pools (traces.Start.Private) are
 // served from it, never by the strategy, while the device holds a private
 // segment.
 

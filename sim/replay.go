@@ -97,7 +97,7 @@ type engine struct {
 
 	memory CapacityReporter // the trace's devices' memory, with no Config.Capacity
 	// plan is the recorded state that the trace starts from and its
-	// private pools, for a reader that is a StartReporter; nil for any
+	// private pools (Config.Start, or the reader's traces.Start); nil for any
 	// other trace (see start.go).
 	plan   *startPlan
 	hinted bool // a device took its capacity from memory
@@ -150,7 +150,7 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 		}
 	}
 	if cfg.Start == nil {
-		cfg.Start, _ = r.(StartReporter)
+		cfg.Start = traces.StartOf(r)
 	}
 	var recorded bool
 	cfg.Params, recorded = recordedParams(cfg.Start, cfg.Params, cfg.Trace)

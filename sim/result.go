@@ -19,7 +19,7 @@ type Result struct {
 	CapacityBytes int64    `json:"capacity_bytes"`
 	// SettingsFrom names the trace whose recorded allocator settings the
 	// strategy replayed with, given no parameter of its own (see
-	// StartReporter); "" when it replayed with its own.
+	// traces.Start.Conf); "" when it replayed with its own.
 	SettingsFrom string `json:"-"`
 	// Device, when not nil, is the index of the one device whose figures
 	// the Result holds (see [Result.PerDevice]); nil, the figures are the
@@ -95,7 +95,7 @@ type Result struct {
 
 	// StartReservedBytes and StartSegments are the memory held from the
 	// devices when the trace began, for a trace that starts from a recorded
-	// state (a PyTorch snapshot, see StartReporter): the bytes and the
+	// state (a PyTorch snapshot, see traces.Start): the bytes and the
 	// device allocations of the restored segments, or of the allocations
 	// that rebuilt the live blocks of that state. The device figures
 	// above count only the calls made while the trace was replayed; peak

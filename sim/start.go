@@ -15,8 +15,9 @@ import (
 // A PyTorch snapshot's trace is the tail of a ring buffer: when it begins,
 // the allocator already holds segments, some of their blocks live, some
 // free in its cache, some segments wholly free. Its reader (package
-// traces) is a StartReporter: it knows that state, and its first Initial
-// events are the allocations of the blocks live in it.
+// traces) is a traces.StartReporter: its traces.Start holds that state,
+// and its first Start.Initial events are the allocations of the blocks
+// live in it.
 //
 // The engine is given that state (Config.Start, else the reader's) as one
 // value, a startPlan, read once: the replay of any other trace holds none,
@@ -50,43 +51,11 @@ import (
 // startOOM).
 //
 // Either way the device calls made to build the start state (the restored
-// segments, and the calls during the Initial events) are reported apart,
+// segments, and the calls during the start events) are reported apart,
 // in Result.StartSegments and Result.StartReservedBytes; DeviceMallocs,
 // DeviceFrees and DeviceMallocBytes count only the calls made while the
 // trace itself was replayed. Peak reserved bytes include the start state,
 // as the recorded peak does.
-
-// A StartReporter is a reader whose trace starts from a recorded state of
-// the allocator, such as the reader of a PyTorch snapshot (package
-// traces). StartState returns the state of a device when its trace began,
-// nil when there is none; the reader's first Initial events are the
-// allocations of the live blocks of those states, device after device and,
-// within a device, segment after segment in address order, the blocks
-// that no segment holds last. A reader that wraps another passes it on.
-//
-// RecordedConf returns the settings of the allocator that recorded the
-// trace, in PYTORCH_CUDA_ALLOC_CONF syntax ("" for PyTorch's defaults or
-// none recorded). A replay whose strategy reads PyTorch's settings (a
-// "conf" parameter that PYTORCH_CUDA_ALLOC_CONF sets, as the pytorch
-// strategy's) and was given no parameter, by its spec or the environment,
-// replays with them: its conf is the recorded one, the Result's spec says
-// so, and Result.SettingsFrom names the trace.
-//
-// PrivateAllocs returns, as a bitset over the reader's events (bit n of
-// word n/64), the allocations of the trace made in a private pool's
-// segments, nil for none: the engine serves them from the segments of
-// that pool that it holds (see holdPrivate), never through the strategy.
-//
-// PoolSegments returns the segments of private pools that the trace
-// allocates and frees, in order of their events (see pools.go), nil for
-// none.
-type StartReporter interface {
-	StartState(device int) *snapshot.State
-	Initial() int
-	RecordedConf() string
-	PrivateAllocs() []uint64
-	PoolSegments() []traces.PoolSegment
-}
 
 // A Restorer is an allocator that can hold a segment of a recorded state
 // as if it had allocated it from its backend, without calling the backend
@@ -97,17 +66,18 @@ type Restorer interface {
 }
 
 // A startPlan is what the engine is given of a trace whose reader is a
-// StartReporter, read from it once when the replay starts: the recorded
+// traces.StartReporter (or Config.Start), read once when the replay
+// starts: the recorded
 // state each device starts from, the number of start events, and the
 // allocations and segment actions of private pools. As the events go by
 // it says what each alloc may take (from: a block of the start state, of
 // a private pool, or the strategy's), which the giver of each device
 // reads, and what it took (took).
 type startPlan struct {
-	src      StartReporter
+	start    *traces.Start
 	initial  int64                // the trace's first events, which allocate the blocks of the start state
-	private  []uint64             // StartReporter.PrivateAllocs
-	poolSegs []traces.PoolSegment // StartReporter.PoolSegments, poolSegs[nextSeg:] still to come
+	private  []uint64             // traces.Start.Private
+	poolSegs []traces.PoolSegment // traces.Start.PoolSegments, poolSegs[nextSeg:] still to come
 	nextSeg  int
 	// starting is true while the start events, or a restore, are
 	// replayed; active while events go through stepSpecial: start events
@@ -135,9 +105,9 @@ const (
 	tookHeld                  // a block of a private pool, which the engine holds
 )
 
-// planOf returns the plan of a trace read by sr.
-func planOf(sr StartReporter) *startPlan {
-	p := &startPlan{src: sr, initial: int64(sr.Initial()), private: sr.PrivateAllocs(), poolSegs: sr.PoolSegments()}
+// planOf returns the plan of a trace that starts from st.
+func planOf(st *traces.Start) *startPlan {
+	p := &startPlan{start: st, initial: int64(st.Initial), private: st.Private, poolSegs: st.PoolSegments}
 	p.active = p.initial > 0 || p.private != nil || len(p.poolSegs) > 0
 	return p
 }
@@ -178,7 +148,7 @@ type devStart struct {
 }
 
 // A startBlock is a block live at the start of a device's trace, in the
-// order of the reader's Initial events: restored (its Block) or to be
+// order of the reader's start events: restored (its Block) or to be
 // allocated.
 type startBlock struct {
 	block    gpualloc.Block
@@ -193,7 +163,7 @@ func (e *engine) restore(d *device) error {
 	if p == nil {
 		return nil
 	}
-	st := p.src.StartState(d.index)
+	st := p.start.State(d.index)
 	if st == nil {
 		return nil
 	}
@@ -420,7 +390,7 @@ func (e *engine) restoreState(d *device, st *snapshot.State) error {
 // torch.cuda.MemPool's), which the engine holds itself, apart from the
 // strategy: no request of the default pools is served from them, the
 // live blocks in them and the allocations that the trace makes in them
-// (StartReporter.PrivateAllocs) are the engine's, and their frees give
+// (traces.Start.Private) are the engine's, and their frees give
 // nothing back: the pool keeps its segments, as PyTorch's private pools do
 // until they are released. The segments that the trace allocates or frees
 // are followed (see pools.go).
@@ -452,7 +422,7 @@ func (e *engine) holdPrivate(d *device, st *snapshot.State) error {
 
 // sortStart puts the blocks of private pools (d.private) among
 // d.startBlocks where the reader yields them: segment after segment in
-// address order (see StartReporter).
+// address order (see traces.Start.Initial).
 func (d *device) sortStart(st *snapshot.State) {
 	if len(d.private) == 0 {
 		return
@@ -639,31 +609,13 @@ func (d *device) takeStart(size int64) (startBlock, error) {
 	return sb, nil
 }
 
-// StartOf returns r as a StartReporter, or one that reports no start
-// state when r is not one: for readers that wrap another and pass its
-// start state on.
-func StartOf(r any) StartReporter {
-	if sr, ok := r.(StartReporter); ok {
-		return sr
-	}
-	return noStart{}
-}
-
-type noStart struct{}
-
-func (noStart) StartState(int) *snapshot.State     { return nil }
-func (noStart) Initial() int                       { return 0 }
-func (noStart) RecordedConf() string               { return "" }
-func (noStart) PrivateAllocs() []uint64            { return nil }
-func (noStart) PoolSegments() []traces.PoolSegment { return nil }
-
 // recordedParams returns p with the settings that start records, when
-// p is to take them (see StartReporter), and whether it did.
-func recordedParams(start StartReporter, p *gpualloc.Params, trace string) (*gpualloc.Params, bool) {
+// p is to take them (see traces.Start.Conf), and whether it did.
+func recordedParams(start *traces.Start, p *gpualloc.Params, trace string) (*gpualloc.Params, bool) {
 	if p == nil || p.Explicit() || start == nil {
 		return p, false
 	}
-	conf := start.RecordedConf()
+	conf := start.Conf
 	if conf == "" {
 		return p, false
 	}

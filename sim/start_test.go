@@ -60,7 +60,7 @@ func TestConfigStart(t *testing.T) {
 	evs, err := traces.ReadAll(r)
 	require.NoError(t, err)
 	given := cfg
-	given.Start = r.(sim.StartReporter)
+	given.Start = traces.StartOf(r)
 	got, err := sim.Replay(traces.NewSliceReader("t.pickle", evs), given)
 	require.NoError(t, err)
 	assert.Equal(t, want.PeakReservedBytes, got.PeakReservedBytes)
@@ -68,6 +68,19 @@ func TestConfigStart(t *testing.T) {
 	assert.Equal(t, want.StartReservedBytes, got.StartReservedBytes)
 	assert.Equal(t, want.DeviceMallocs, got.DeviceMallocs)
 	assert.Equal(t, want.Allocs, got.Allocs)
+
+	// The same state built by hand, not by a reader: the snapshot's state
+	// before its trace, whose two live blocks are the first two events.
+	st, err := s.InitialState(0)
+	require.NoError(t, err)
+	hand := cfg
+	hand.Start = &traces.Start{States: []*snapshot.State{st}, Initial: 2}
+	made, err := sim.Replay(traces.NewSliceReader("t.pickle", evs), hand)
+	require.NoError(t, err)
+	assert.Equal(t, want.StartSegments, made.StartSegments)
+	assert.Equal(t, want.StartReservedBytes, made.StartReservedBytes)
+	assert.Equal(t, want.PeakReservedBytes, made.PeakReservedBytes)
+	assert.Equal(t, want.DeviceMallocs, made.DeviceMallocs)
 
 	none, err := sim.Replay(traces.NewSliceReader("t.pickle", evs), cfg)
 	require.NoError(t, err)

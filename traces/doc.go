@@ -142,8 +142,8 @@
 // by anything else is a release.
 //
 // A replay of a snapshot starts from the allocator's state when its trace
-// began: the reader reports it (StartState, with the settings recorded,
-// RecordedConf), and a strategy that can restore it (package sim's
+// began: the reader is a [StartReporter], whose [Start] holds that state,
+// the settings recorded and the private pools, and a strategy that can restore it (package sim's
 // Restorer: the pytorch strategy) holds every segment of it, fully free
 // ones included.
 //

@@ -143,8 +143,3 @@ func (r *snapshotReader) privateAllocs() []uint64 {
 	}
 	return bits
 }
-
-// PrivateAllocs returns the reader's allocations in a private pool (see
-// privateAllocs), which a replay serves from that pool's segments, apart
-// from the strategy: the reader is a sim.StartReporter.
-func (r *snapshotReader) PrivateAllocs() []uint64 { return r.private }

@@ -2,7 +2,6 @@ package traces
 
 import (
 	"sort"
-	"sync"
 
 	"github.com/gpualloc/gpualloc/snapshot"
 )
@@ -23,9 +22,9 @@ type PoolSegment struct {
 	Free bool
 }
 
-// PoolSegments returns the segment actions of the trace in private pools,
-// in the order of their events (see PoolSegment.Event), the order of each
-// device's trace kept.
+// poolSegments returns the segment actions of the trace in private pools
+// (Start.PoolSegments), in the order of their events (see
+// PoolSegment.Event), the order of each device's trace kept.
 // PyTorch's trace entries do not name their pool; a segment's is known
 // from the snapshot's segments: a segment_alloc is a private pool's when
 // the snapshot still holds a private pool's segment at that address, and
@@ -34,19 +33,7 @@ type PoolSegment struct {
 // when the trace began. A private pool's segment that the trace both
 // allocates and frees leaves nothing to tell its pool by, and counts for
 // the default pools. Expandable segments' maps and unmaps are not
-// followed. Found on the first call, O(entries log events), and kept: the
-// replays of a sweep share the reader.
-func (r *snapshotReader) PoolSegments() []PoolSegment {
-	r.pools.once.Do(func() { r.pools.segs = r.poolSegments() })
-	return r.pools.segs
-}
-
-// A poolSegsMemo is what PoolSegments returns, found once.
-type poolSegsMemo struct {
-	once sync.Once
-	segs []PoolSegment
-}
-
+// followed. O(entries log events), found once by Start.
 func (r *snapshotReader) poolSegments() []PoolSegment {
 	s := r.snap
 	type key struct {

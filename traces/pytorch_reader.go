@@ -75,9 +75,9 @@ type snapshotReader struct {
 	oomFree bool              // the free of the current oom entry comes next
 	ooms    uint64            // oom entries yielded
 	memory  []int64           // per device, what DeviceCapacity returns
-	states  []*snapshot.State // per device, what StartState returns
-	private []uint64          // what PrivateAllocs returns
-	pools   poolSegsMemo      // what PoolSegments returns
+	states  []*snapshot.State // per device, Start's States
+	private []uint64          // Start's Private
+	begin   startMemo         // what Start returns
 }
 
 const pytorchFormatName = "PyTorch snapshot"
@@ -361,25 +361,6 @@ func (r *snapshotReader) DeviceCapacity(dev int) int64 {
 	return r.memory[dev]
 }
 
-// RecordedConf returns the settings of the allocator that took the
-// snapshot, in PYTORCH_CUDA_ALLOC_CONF syntax (see
-// [snapshot.Snapshot.Conf]): a replay of the reader takes them as a
-// sim.StartReporter's.
-func (r *snapshotReader) RecordedConf() string { return r.snap.Conf() }
-
-// StartState returns the allocator's state on device dev when its trace
-// began, as the snapshot records it (see [snapshot.Snapshot.InitialState]):
-// every segment held then, fully free ones included, with its blocks;
-// nil for a device the snapshot does not name. The reader is a
-// sim.StartReporter: the first Initial events are the live blocks of
-// these states, device after device, in the order of [startBlocks].
-func (r *snapshotReader) StartState(dev int) *snapshot.State {
-	if dev < 0 || dev >= len(r.states) {
-		return nil
-	}
-	return r.states[dev]
-}
-
 // An eventOrder walks the event entries of the traces (see isEventAt) in
 // replay order: merged by time, the earliest first and the lower device
 // on a tie, or device after device. It keeps a position per device: each
@@ -571,10 +552,6 @@ func (r *snapshotReader) decode(addr uint64) error {
 	r.ev.ID = addr | idHexTag
 	return nil
 }
-
-// Initial returns the number of blocks live before the trace's first
-// entry: the reader's first events.
-func (r *snapshotReader) Initial() int { return len(r.start) }
 
 // sniffPyTorch reports whether head may start a PyTorch snapshot: a pickle
 // of protocol 2 to 5. The reader answers ErrNotTrace for other pickles.

@@ -172,12 +172,12 @@ func TestSnapshotShared(t *testing.T) {
 		require.NoError(t, err)
 		evs, peak := replaySnap(t, r)
 		wantEvents, wantInitial, wantPeak := expectedPeak(t, data)
-		require.Equal(t, wantInitial, r.Initial())
+		require.Equal(t, wantInitial, r.Start().Initial)
 		require.Len(t, evs, wantEvents)
 		require.Equal(t, wantPeak, peak)
-		t.Logf("%s: %d events, %d live at start, peak live requested %d bytes", name, len(evs), r.Initial(), peak)
+		t.Logf("%s: %d events, %d live at start, peak live requested %d bytes", name, len(evs), r.Start().Initial, peak)
 		if name == "segments_only.pickle" {
-			require.Equal(t, len(evs), r.Initial())
+			require.Equal(t, len(evs), r.Start().Initial)
 			for _, ev := range evs {
 				require.Equal(t, OpAlloc, ev.Op)
 			}
@@ -240,7 +240,7 @@ func TestSnapshotSmall(t *testing.T) {
 			evs, peak := replaySnap(t, r)
 			require.Equal(t, want, evs, "protocol %d, memo %v", proto, memo)
 			require.Equal(t, int64(4000+2000+1<<40), peak)
-			require.Equal(t, 2, r.Initial())
+			require.Equal(t, 2, r.Start().Initial)
 			require.Equal(t, int64(1), r.AllocFailures())
 			// The trace does not fit the segments (a segment_alloc inside
 			// one): the oom tells no memory.

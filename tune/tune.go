@@ -69,10 +69,10 @@ type Options struct {
 	// runtime.GOMAXPROCS(0).
 	Workers int
 	// Start is the recorded state the trace starts from (a PyTorch
-	// snapshot's: see sim.StartReporter), which every replay restores, as
-	// a replay of the file does, and the settings it records, which
+	// snapshot's: see traces.Start), which every replay restores, as a
+	// replay of the file does, and the settings it records, which
 	// Report.Recorded replays with; nil for none.
-	Start sim.StartReporter
+	Start *traces.Start
 	// Memory, with Capacity 0, gives each device of the trace the memory
 	// that the trace records for it (sim.CapacityReporter: a PyTorch
 	// snapshot's, a native trace's device_memory), as a replay of the file
@@ -147,7 +147,7 @@ type Report struct {
 	// tried ran out of memory); Default is PyTorch's defaults.
 	Best, Default Trial
 	// Recorded is the replay with the settings that the trace records
-	// (Options.Start's RecordedConf, in RecordedConf), the run's own, when
+	// (Options.Start's Conf, in RecordedConf), the run's own, when
 	// they are not PyTorch's defaults; nil otherwise. The search does not
 	// rank it: its settings may lie outside the search's (several
 	// divisions per interval, max_non_split_rounding_mb).
@@ -340,9 +340,9 @@ func (t *tuner) replay(specs []gpualloc.Spec) ([]sim.Result, error) {
 		}
 		jobs[i] = sim.Job{
 			Open: func() (traces.Reader, io.Closer, error) {
-				return startReader{traces.NewSliceReader(t.name, t.events), sim.StartOf(t.opts.Start), t.opts.Memory}, nil, nil
+				return startReader{traces.NewSliceReader(t.name, t.events), t.opts.Memory}, nil, nil
 			},
-			Config: sim.Config{Trace: t.name, Params: p, Capacity: t.opts.Capacity, SeriesBuckets: -1},
+			Config: sim.Config{Trace: t.name, Params: p, Capacity: t.opts.Capacity, SeriesBuckets: -1, Start: t.opts.Start},
 		}
 	}
 	out := make([]sim.Result, len(jobs))
@@ -358,7 +358,7 @@ func (t *tuner) replay(specs []gpualloc.Spec) ([]sim.Result, error) {
 // recorded replays the trace with the settings it records, when they are
 // not PyTorch's defaults.
 func (t *tuner) recorded() (*Trial, string, error) {
-	conf := sim.StartOf(t.opts.Start).RecordedConf()
+	conf := t.recordedConf()
 	if conf == "" {
 		return nil, "", nil
 	}
@@ -371,11 +371,20 @@ func (t *tuner) recorded() (*Trial, string, error) {
 	return &Trial{Result: res[0]}, conf, nil
 }
 
-// A startReader reads the events in memory, from the start state of the
-// file they were decoded from, on the devices it records.
+// recordedConf returns the settings that Options.Start records, "" for
+// none.
+func (t *tuner) recordedConf() string {
+	if t.opts.Start == nil {
+		return ""
+	}
+	return t.opts.Start.Conf
+}
+
+// A startReader reads the events in memory, on the devices that the file
+// they were decoded from records (the start state is Options.Start, given
+// to each replay).
 type startReader struct {
 	*traces.SliceReader
-	sim.StartReporter
 	memory sim.CapacityReporter
 }
 

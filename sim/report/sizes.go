@@ -76,24 +76,8 @@ func (c *SizeCounter) DeviceCapacity(device int) int64 {
 // Stacks are those of the reader (see traces.StackReporter).
 func (c *SizeCounter) Stacks() ([]snapshot.Frame, [][]int32) { return traces.StacksOf(c.Reader) }
 
-// StartState, Initial, RecordedConf and PrivateAllocs are those of the reader (see sim.StartReporter).
-func (c *SizeCounter) StartState(device int) *snapshot.State {
-	return sim.StartOf(c.Reader).StartState(device)
-}
-
-// Initial: see StartState.
-func (c *SizeCounter) Initial() int { return sim.StartOf(c.Reader).Initial() }
-
-// RecordedConf: see StartState.
-func (c *SizeCounter) RecordedConf() string { return sim.StartOf(c.Reader).RecordedConf() }
-
-// PrivateAllocs: see StartState.
-func (c *SizeCounter) PrivateAllocs() []uint64 { return sim.StartOf(c.Reader).PrivateAllocs() }
-
-// PoolSegments is the reader's (see sim.StartReporter).
-func (c *SizeCounter) PoolSegments() []traces.PoolSegment {
-	return sim.StartOf(c.Reader).PoolSegments()
-}
+// Start is that of the reader (see traces.StartReporter).
+func (c *SizeCounter) Start() *traces.Start { return traces.StartOf(c.Reader) }
 
 // NewSizeCounter returns a SizeCounter reading r.
 func NewSizeCounter(r traces.Reader) *SizeCounter { return &SizeCounter{Reader: r} }

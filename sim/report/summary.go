@@ -196,7 +196,7 @@ func SummaryTable(results []sim.Result) Table {
 }
 
 // addStartColumns adds the memory held when the trace began (a trace that
-// starts from a recorded state: see sim.StartReporter) when some result
+// starts from a recorded state: see traces.Start) when some result
 // has any: its bytes and segments, which the device calls do not count.
 func addStartColumns(t *Table, results []sim.Result) {
 	if !slices.ContainsFunc(results, func(r sim.Result) bool { return r.StartSegments != 0 || r.StartReservedBytes != 0 }) {

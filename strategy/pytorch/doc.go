@@ -62,8 +62,8 @@
 // mapped ranges of expandable segments on memory it takes from its
 // backend (package sim's replays of a snapshot from the state its trace
 // starts from). A snapshot's recorded allocator settings configure the
-// strategy when its spec and the environment give none (see package sim's
-// StartReporter).
+// strategy when its spec and the environment give none (see
+// traces.Start.Conf).
 //
 // Releases and devices: [Config.Version] (the version parameter, or
 // version:X.Y in the conf) selects the rules of a PyTorch release, 2.0 to
