@@ -26,7 +26,9 @@ to fine: a grid first, then each setting's neighbours from the best, then
 max_split_size_mb to the MiB; the trace is decoded once and the settings of
 each round replay in parallel.
 
-It prints the line to paste, PYTORCH_CUDA_ALLOC_CONF=..., and when other
+It prints the line to paste, PYTORCH_CUDA_ALLOC_CONF=... (for a snapshot
+that torch_npu wrote, which replays with torch_npu's rules,
+PYTORCH_NPU_ALLOC_CONF=...; JSON: paste), and when other
 values of max_split_size_mb tried give the same peak, their range (JSON:
 max_split_size_mb_range, [lowest, highest]); then the figures it
 gives against PyTorch's defaults and, for a PyTorch snapshot that records
@@ -34,8 +36,9 @@ other settings, against those ("as recorded": the run's own, named on
 standard error), and the Pareto front of the settings
 tried: those that no other beats on peak reserved memory without making
 more device allocations. Replaying TRACE with that value
-(PYTORCH_CUDA_ALLOC_CONF=... simulate -s pytorch TRACE) gives exactly the
-same figures. On a trace of several devices each device has the capacity,
+(PYTORCH_CUDA_ALLOC_CONF=... simulate -s pytorch TRACE; -s
+pytorch:device=npu for torch_npu's) gives exactly the same figures. On a
+trace of several devices each device has the capacity,
 and the peaks are the largest device's (the figures of simulate's row of
 that device), never their sum.
 
@@ -53,7 +56,11 @@ Flags:
 // device's, the largest of a trace of several devices (Devices), each of
 // capacity CapacityBytes: never their sum.
 type tuneResult struct {
-	Trace                    string      `json:"trace"`
+	Trace string `json:"trace"`
+	// Paste is the line to set: Conf in the variable that the allocator
+	// replayed reads (PYTORCH_NPU_ALLOC_CONF for torch_npu's, else
+	// PYTORCH_CUDA_ALLOC_CONF; tune.Report.Line).
+	Paste                    string      `json:"paste"`
 	Conf                     string      `json:"conf"`
 	PeakReservedBytes        int64       `json:"peak_reserved_bytes"`
 	DefaultPeakReservedBytes int64       `json:"default_peak_reserved_bytes"`
@@ -138,7 +145,7 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if rep.Best.Result.OOMs > 0 {
-		conf := "PYTORCH_CUDA_ALLOC_CONF=" + rep.Best.Setting.Conf()
+		conf := rep.Line(rep.Best.Setting)
 		if rep.Best.Setting.Conf() == "" {
 			conf = "PyTorch's defaults"
 		}
@@ -150,7 +157,7 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 			in.name, device, rep.Best.Result.OOMs, conf)
 	}
 	res := tuneResult{
-		Trace: rep.Trace, Conf: rep.Best.Setting.Conf(),
+		Trace: rep.Trace, Paste: rep.Line(rep.Best.Setting), Conf: rep.Best.Setting.Conf(),
 		PeakReservedBytes: tune.PeakReserved(rep.Best.Result), DefaultPeakReservedBytes: tune.PeakReserved(rep.Default.Result),
 		DeviceMallocs: rep.Best.Result.DeviceMallocs, DefaultDeviceMallocs: rep.Default.Result.DeviceMallocs,
 		DefaultOOMs: rep.Default.Result.OOMs, PeakRequestedBytes: tune.PeakRequested(rep.Best.Result),
@@ -220,7 +227,7 @@ func recordedMemory(r traces.Reader, events []traces.Event) sim.CapacityReporter
 
 // writeTune writes tune's result as text.
 func writeTune(w io.Writer, r tuneResult) {
-	fmt.Fprintf(w, "PYTORCH_CUDA_ALLOC_CONF=%s\n", r.Conf)
+	fmt.Fprintln(w, r.Paste)
 	if r.MemoryFraction > 0 {
 		fmt.Fprintf(w, "  with torch.cuda.set_per_process_memory_fraction(%s)\n", strconv.FormatFloat(r.MemoryFraction, 'g', -1, 64))
 	}
@@ -261,7 +268,8 @@ func writeTune(w io.Writer, r tuneResult) {
 		}
 		rows = append(rows, []string{gpualloc.FormatSize(p.PeakReservedBytes), tabular.Count(p.DeviceMallocs), conf})
 	}
-	layoutIndented(w, []string{"PEAK RESERVED", "DEVICE MALLOCS", "PYTORCH_CUDA_ALLOC_CONF"}, []bool{true, true, false}, rows)
+	variable, _, _ := strings.Cut(r.Paste, "=")
+	layoutIndented(w, []string{"PEAK RESERVED", "DEVICE MALLOCS", variable}, []bool{true, true, false}, rows)
 }
 
 // layoutIndented lays a table out as tabular.Layout does, each line two

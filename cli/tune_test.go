@@ -43,7 +43,11 @@ func tuneAndReplay(t *testing.T, trace string) {
 		DeviceMallocs int64 `json:"device_mallocs"`
 		OOMs          int64 `json:"ooms"`
 	}
-	runJSON(t, map[string]string{"PYTORCH_CUDA_ALLOC_CONF": tuned.Conf}, &rows, "-f", "json", "-s", "pytorch", trace)
+	spec := "pytorch"
+	if strings.HasPrefix(tuned.Paste, "PYTORCH_NPU_ALLOC_CONF=") {
+		spec = "pytorch:device=npu" // torch_npu's rules, as tune replays a snapshot torch_npu wrote
+	}
+	runJSON(t, map[string]string{"PYTORCH_CUDA_ALLOC_CONF": tuned.Conf}, &rows, "-f", "json", "-s", spec, trace)
 	require.NotEmpty(t, rows)
 	replayed := rows[0]
 	require.Nil(t, replayed.Device, "the first row is the trace's")
@@ -120,7 +124,7 @@ func TestTuneRecordedCapacity(t *testing.T) {
 // same peak as the value it prints, when it knows one.
 func TestTunePlateau(t *testing.T) {
 	var b strings.Builder
-	writeTune(&b, tuneResult{Trace: "t", Conf: "max_split_size_mb:100", MaxSplitSizeMBRange: []int64{32, 512}})
+	writeTune(&b, tuneResult{Trace: "t", Paste: "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:100", Conf: "max_split_size_mb:100", MaxSplitSizeMBRange: []int64{32, 512}})
 	assert.Contains(t, b.String(), "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:100\n"+
 		"  max_split_size_mb from 32 to 512 gives the same peak reserved (every value tried in that range)\n")
 	b.Reset()
@@ -140,4 +144,30 @@ func TestTunePlateau(t *testing.T) {
 	assert.LessOrEqual(t, tuned.MaxSplitSizeMBRange[0], ms)
 	assert.GreaterOrEqual(t, tuned.MaxSplitSizeMBRange[1], ms)
 	assert.Less(t, tuned.MaxSplitSizeMBRange[0], tuned.MaxSplitSizeMBRange[1])
+}
+
+// TestTuneNPU: on a snapshot that torch_npu wrote every setting replays
+// with torch_npu's rules, so that the setting it records, tried among the
+// others, gives the figures of the "as recorded" baseline; the line to
+// paste is torch_npu's variable, without the strategy's device item,
+// which torch_npu's parser would reject, and replays to the same figures.
+func TestTuneNPU(t *testing.T) {
+	path := pk.SharedSnapshot(t, sharedSnapshotDir, "npu_expandable.pickle")
+	var res tuneResult
+	runJSON(t, nil, &res, "tune", "-f", "json", path)
+	assert.Equal(t, "expandable_segments:True,device:npu", res.RecordedConf)
+	assert.Equal(t, "PYTORCH_NPU_ALLOC_CONF="+res.Conf, res.Paste)
+	assert.NotContains(t, res.Paste, "device")
+	var rows []struct {
+		PeakReservedBytes int64 `json:"peak_reserved_bytes"`
+		DeviceMallocs     int64 `json:"device_mallocs"`
+	}
+	runJSON(t, map[string]string{"PYTORCH_CUDA_ALLOC_CONF": res.Conf}, &rows, "-f", "json", "-s", "pytorch:device=npu", path)
+	require.Len(t, rows, 1)
+	assert.Equal(t, res.PeakReservedBytes, rows[0].PeakReservedBytes)
+	assert.Equal(t, res.DeviceMallocs, rows[0].DeviceMallocs)
+	if res.Conf == "expandable_segments:True" {
+		assert.Equal(t, res.RecordedPeakReservedBytes, res.PeakReservedBytes)
+		assert.Equal(t, res.RecordedDeviceMallocs, res.DeviceMallocs)
+	}
 }

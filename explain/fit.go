@@ -261,12 +261,13 @@ func (x *explainer) tuned(ctx, rctx context.Context, d int, budget time.Duration
 		return a, err
 	}
 	sp := tune.Spec(rep.Best.Setting, 0)
+	sp.Params = append(sp.Params, rep.Allocator...) // the allocator tune replayed: torch_npu's for its snapshots
 	if a.params, err = gpualloc.Resolve(sp, nil); err != nil {
 		return a, err
 	}
 	a.written = sp
 	st := sim.StrategyOf(a.params)
-	a.Spec, a.Suggestion = st.Spec, suggestion(sp, st)
+	a.Spec, a.Suggestion = st.Spec, rep.Line(rep.Best.Setting)
 	res := rep.Best.Result
 	a.from = &res
 	dr := deviceOf(&res, d)

@@ -50,7 +50,7 @@ import (
 	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/internal/torchsize"
 	"github.com/gpualloc/gpualloc/sim"
-	_ "github.com/gpualloc/gpualloc/strategy/pytorch" // the strategy tuned
+	"github.com/gpualloc/gpualloc/strategy/pytorch" // the strategy tuned
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -153,6 +153,11 @@ type Report struct {
 	// divisions per interval, max_non_split_rounding_mb).
 	Recorded     *Trial
 	RecordedConf string
+	// Allocator are the pytorch strategy's parameters, besides the
+	// setting's conf, that every replay has: the allocator the trace
+	// records (device=npu for a snapshot that torch_npu wrote; see
+	// pytorch.AllocatorParams), none for a trace that records none.
+	Allocator []gpualloc.KeyValue
 	// Front is the Pareto front of the settings tried without OOM, peak
 	// reserved bytes (PeakReserved: the largest device's) against device
 	// allocations: every setting that no other beats on one without losing
@@ -183,6 +188,23 @@ func Spec(s Setting, f float64) gpualloc.Spec {
 		sp.Params = append(sp.Params, gpualloc.KeyValue{Key: "memory_fraction", Value: strconv.FormatFloat(f, 'g', -1, 64)})
 	}
 	return sp
+}
+
+// Line returns the line a user sets for setting s on the allocator of
+// the report's replays, "VARIABLE=conf" (pytorch.PasteLine):
+// PYTORCH_NPU_ALLOC_CONF for torch_npu's, else PYTORCH_CUDA_ALLOC_CONF.
+func (r *Report) Line(s Setting) string {
+	conf := s.Conf()
+	for _, kv := range r.Allocator {
+		conf = strings.TrimPrefix(conf+","+kv.Key+":"+kv.Value, ",")
+	}
+	return pytorch.PasteLine(conf)
+}
+
+// allocator returns the pytorch parameters of the allocator that the
+// trace records (see Report.Allocator).
+func (t *tuner) allocator() []gpualloc.KeyValue {
+	return pytorch.AllocatorParams(t.recordedConf())
 }
 
 // Ladders of the fine search, in increasing order; 0 is the default.
@@ -255,7 +277,7 @@ func Run(ctx context.Context, name string, events []traces.Event, opts Options) 
 	}
 
 	r := &Report{Trace: name, Capacity: opts.Capacity, MemoryFraction: opts.MemoryFraction,
-		Best: *t.best(), Default: *t.seen[Setting{}], Tried: len(t.seen)}
+		Best: *t.best(), Default: *t.seen[Setting{}], Tried: len(t.seen), Allocator: t.allocator()}
 	if r.Capacity == 0 {
 		r.Capacity = r.Default.Result.CapacityBytes // the largest device's
 	}
@@ -319,6 +341,7 @@ func (t *tuner) try(settings []Setting) error {
 	specs := make([]gpualloc.Spec, len(todo))
 	for i, s := range todo {
 		specs[i] = Spec(s, t.opts.MemoryFraction)
+		specs[i].Params = append(specs[i].Params, t.allocator()...)
 	}
 	results, err := t.replay(specs)
 	if err != nil {
