@@ -25,6 +25,11 @@ import (
 //     only (pytorch/pytorch#165135; 2.9 reads it for other purposes but
 //     its CUDA allocator does not, issue #183387), and
 //     PYTORCH_CUDA_ALLOC_CONF wins over it (see [EnvConf]);
+//   - max_split_size_mb of 20 is accepted from 2.10 only: before,
+//     CUDAAllocatorConfig::parseMaxSplitSize (c10/cuda/CUDAAllocatorConfig.cpp)
+//     wants more than 20 MiB; from 2.10 the CUDA allocator takes it from
+//     AllocatorConfig::parseMaxSplitSize (c10/core/AllocatorConfig.cpp,
+//     #165135), which wants at least 20;
 //   - roundup_power2_divisions takes the per-interval list
 //     "[256:1,512:2,>:8]" in every release modelled (#87290, merged for
 //     2.0; one number before it, #74213).
@@ -104,6 +109,8 @@ func (c Config) checkVersion() error {
 		return fmt.Errorf("expandable_segments: not in PyTorch %s (it came in 2.1, pytorch/pytorch#96995)", v)
 	case c.MaxNonSplitRounding != largeBuffer && !v.atLeast(2, 6):
 		return fmt.Errorf("max_non_split_rounding_mb: not in PyTorch %s (it came in 2.6, pytorch/pytorch#136174; before, the rounding is 20 MiB)", v)
+	case c.MaxSplitSize == largeBuffer && !v.atLeast(2, 10):
+		return fmt.Errorf("max_split_size_mb: PyTorch %s takes more than 20 (20 is accepted from 2.10, pytorch/pytorch#165135)", v)
 	}
 	return nil
 }

@@ -104,3 +104,16 @@ func TestVersionSweep(t *testing.T) {
 	}
 	assert.Equal(t, []string{"2.1", "2.2", "2.3", "2.4", "2.5", "2.6", "2.7", "2.8", "2.9", "2.10", "2.11"}, got)
 }
+
+// TestVersionSplitTwenty: max_split_size_mb:20 is refused before 2.10,
+// whose parser wants more than 20, and taken from 2.10 (#165135); 21 is
+// taken by both.
+func TestVersionSplitTwenty(t *testing.T) {
+	_, err := newVersion("max_split_size_mb:20", "2.9")
+	assert.ErrorContains(t, err, "max_split_size_mb: PyTorch 2.9 takes more than 20")
+	a, err := newVersion("max_split_size_mb:20", "2.10")
+	require.NoError(t, err)
+	assert.Equal(t, int64(20*MiB), a.Config().MaxSplitSize)
+	_, err = newVersion("max_split_size_mb:21", "2.9")
+	assert.NoError(t, err)
+}
