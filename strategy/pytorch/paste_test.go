@@ -1,6 +1,7 @@
 package pytorch_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -83,4 +84,26 @@ func TestPasteLine(t *testing.T) {
 	assert.Equal(t, []gpualloc.KeyValue{{Key: "version", Value: "2.8"}, {Key: "device", Value: "npu"}},
 		pytorch.AllocatorParams("device:npu,expandable_segments:True,version:2.8,device0.expandable_segments:False"))
 	assert.Empty(t, pytorch.AllocatorParams("max_split_size_mb:64"))
+}
+
+// FuzzPasteLine: whatever the conf, the line names one of the variables
+// and keeps no item of the strategy's own that names the allocator.
+func FuzzPasteLine(f *testing.F) {
+	for _, s := range []string{"", "device:npu,version:2.8", "device0.expandable_segments:False,max_split_size_mb:64", ",,:", "roundup_power2_divisions:[1:2,>:4]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, conf string) {
+		line := pytorch.PasteLine(conf)
+		variable, rest, ok := strings.Cut(line, "=")
+		if !ok || variable != pytorch.EnvCUDAConf && variable != pytorch.EnvNPUConf {
+			t.Fatalf("%q: line %q", conf, line)
+		}
+		for _, item := range strings.Split(rest, ",") {
+			k, _, _ := strings.Cut(item, ":")
+			k = strings.TrimSpace(k)
+			if k == "version" || k == "device" || strings.HasPrefix(k, "device") && strings.Contains(k, ".") {
+				t.Fatalf("%q: line %q keeps %q", conf, line, item)
+			}
+		}
+	})
 }
