@@ -119,9 +119,9 @@ func (p *Params) WithDefault(key, value, source string) *Params {
 
 // IgnoredEnv returns the environment variables that were set but not
 // read, because a variable before them in a parameter's Env is set too
-// (PYTORCH_CUDA_ALLOC_CONF when PYTORCH_ALLOC_CONF is set), each as a
-// sentence for the user: "PYTORCH_CUDA_ALLOC_CONF=... is ignored:
-// PYTORCH_ALLOC_CONF, also set, wins". Their values are not checked.
+// (PYTORCH_ALLOC_CONF when PYTORCH_CUDA_ALLOC_CONF is set), each as a
+// sentence for the user: "PYTORCH_ALLOC_CONF=... is ignored:
+// PYTORCH_CUDA_ALLOC_CONF, also set, wins". Their values are not checked.
 func (p *Params) IgnoredEnv() []string { return slices.Clone(p.ignored) }
 
 // Strategy returns the name of the strategy the parameters belong to.
