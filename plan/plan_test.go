@@ -146,8 +146,7 @@ func TestSolveRandom(t *testing.T) {
 func TestSearchBeatsEveryOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 150 {
-		n := 2 + rng.IntN(6)
-		p := randomProblem(rng, n, 2+rng.Int64N(8), 1+rng.Int64N(20))
+		p := randomProblem(rng, 2+rng.IntN(6), 2+rng.Int64N(8), 1+rng.Int64N(20))
 		s := solveChecked(t, p, Options{TimeLimit: 2 * time.Second})
 		require.True(t, s.Optimal, "case %d: %+v", i, p)
 		require.LessOrEqual(t, s.Height, bruteForce(p.Buffers), "case %d: %+v", i, p)
