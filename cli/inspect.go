@@ -234,11 +234,7 @@ func inspect(in *input) ([]traceInfo, error) {
 	out := []traceInfo{all.done()}
 	if sr, ok := r.(interface{ Snapshot() *snapshot.Snapshot }); ok && sr.Snapshot() != nil {
 		s := sr.Snapshot()
-		out[0].PyTorchVersion, out[0].PyTorchVersionWhy = s.PyTorchVersion()
-		if s.TorchNPU() {
-			out[0].PyTorchVersion = "torch_npu"
-			out[0].PyTorchVersionWhy = "its live blocks hold their requests plus 32 bytes, as torch_npu rounds them, and it records no allocator_settings"
-		}
+		out[0].PyTorchVersion, out[0].PyTorchVersionWhy = s.Release()
 	}
 	if pr, ok := r.(interface{ Pools() []traces.PoolInfo }); ok {
 		for _, p := range pr.Pools() {

@@ -31,6 +31,38 @@ func noteRecordedSettings(w io.Writer, out []sim.JobResult) {
 	}
 }
 
+// noteRelease writes one line on w for each trace that a pytorch
+// strategy of version auto replayed and whose recording tells the
+// release of PyTorch that made it (sim.Result.Release): the release
+// inferred and why. The rules that differ between releases only refuse
+// settings that an older release did not have, so auto, the newest
+// release's rules, replays a recording as its own release would.
+func noteRelease(w io.Writer, out []sim.JobResult) {
+	seen := map[string]bool{}
+	for _, o := range out {
+		r := o.Result
+		if r.Release == "" || r.Strategy.Name != "pytorch" || seen[r.Trace] {
+			continue
+		}
+		auto := true
+		for _, p := range r.Strategy.Params {
+			if p.Key == "version" && p.Value != "auto" && p.Value != "" {
+				auto = false
+			}
+		}
+		if !auto {
+			continue
+		}
+		seen[r.Trace] = true
+		if r.Release == "torch_npu" {
+			fmt.Fprintf(w, "simulate: %s: written by torch_npu: %s\n", r.Trace, r.ReleaseWhy)
+			continue
+		}
+		fmt.Fprintf(w, "simulate: %s: written by PyTorch %s, as inferred (%s); pytorch's version=auto replays it as that release does, version=X.Y as another would\n",
+			r.Trace, r.Release, r.ReleaseWhy)
+	}
+}
+
 // writeDeviceMemory records in w the memory of each device that r knows
 // (a PyTorch snapshot's, or a native trace's device_memory comments), so
 // that the converted trace replays on the same devices.

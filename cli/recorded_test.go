@@ -124,7 +124,11 @@ func TestRecordedSettings(t *testing.T) {
 
 	rows, stderr := replayRows(t, nil, "-s", "pytorch", path)
 	assert.Contains(t, rows[0].Strategy, "conf=max_split_size_mb:128")
-	assert.Equal(t, "simulate: "+path+": pytorch replays with the allocator settings that it records (max_split_size_mb:128); a pytorch parameter or PYTORCH_CUDA_ALLOC_CONF overrides them\n", stderr)
+	assert.Equal(t, "simulate: "+path+": pytorch replays with the allocator settings that it records (max_split_size_mb:128); a pytorch parameter or PYTORCH_CUDA_ALLOC_CONF overrides them\n"+
+		"simulate: "+path+": written by PyTorch 2.8, as inferred (allocator_settings (recorded from 2.3, pytorch/pytorch#119404) without graph_capture_record_stream_reuse (recorded from 2.9): the last release before 2.9); pytorch's version=auto replays it as that release does, version=X.Y as another would\n", stderr)
+	// A release named is the user's: nothing is inferred aloud.
+	_, stderr = replayRows(t, nil, "-s", "pytorch:version=2.4", path)
+	assert.NotContains(t, stderr, "written by")
 	assert.Equal(t, int64(20<<20), rows[0].Peak)
 
 	// tune reports the recorded settings as a baseline of their own,
@@ -305,4 +309,12 @@ func TestSnapshotOfRestoredReplay(t *testing.T) {
 	runJSON(t, nil, &fr, "fidelity", "-f", "json", files[0])
 	require.Len(t, fr, 1)
 	assert.Equal(t, rows[0].Peak, fr[0].RecordedPeakReservedBytes)
+}
+
+// TestReleaseNoteNPU: a replay of a snapshot that torch_npu wrote says so
+// on stderr, and why it is known.
+func TestReleaseNoteNPU(t *testing.T) {
+	path := pk.SharedSnapshot(t, sharedSnapshotDir, "npu_expandable.pickle")
+	_, stderr := replayRows(t, nil, "-s", "pytorch", path)
+	assert.Contains(t, stderr, "simulate: "+path+": written by torch_npu: its live blocks hold their requests plus 32 bytes")
 }

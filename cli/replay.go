@@ -162,6 +162,7 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 		return context.Cause(ctx) // nothing written: the results are partial
 	}
 	noteRecordedSettings(e.stderr, out)
+	noteRelease(e.stderr, out)
 	if f.offline || f.minCapacity {
 		o := refOptions{offline: f.offline, minCap: f.minCapacity, limit: f.timeLimit, workers: f.jobs, notes: e.stderr}
 		if showProgress(f.progress, e.stderr) {

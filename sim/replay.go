@@ -159,6 +159,9 @@ func newEngine(r traces.Reader, cfg Config) (*engine, error) {
 		e.costs = devicecost.H200
 	}
 	e.res.Trace = cfg.Trace
+	if cfg.Start != nil {
+		e.res.Release, e.res.ReleaseWhy = cfg.Start.Release, cfg.Start.ReleaseWhy
+	}
 	if recorded {
 		e.res.SettingsFrom = cfg.Trace
 	}

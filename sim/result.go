@@ -21,6 +21,10 @@ type Result struct {
 	// strategy replayed with, given no parameter of its own (see
 	// traces.Start.Conf); "" when it replayed with its own.
 	SettingsFrom string `json:"-"`
+	// Release and ReleaseWhy are the release of PyTorch that recorded the
+	// trace and what shows it, as its start state says
+	// (traces.Start.Release); "" for a trace that says nothing of it.
+	Release, ReleaseWhy string `json:"-"`
 	// Device, when not nil, is the index of the one device whose figures
 	// the Result holds (see [Result.PerDevice]); nil, the figures are the
 	// trace's, summed over its devices.

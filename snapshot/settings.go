@@ -291,6 +291,16 @@ func (s *Snapshot) Conf() string {
 // module knows.
 const NewestPyTorch = "2.11"
 
+// Release says what recorded the snapshot, and why it is known: the
+// release of PyTorch that PyTorchVersion infers ("2.8"), or "torch_npu" for
+// a snapshot that torch_npu wrote (see TorchNPU). It costs what both do.
+func (s *Snapshot) Release() (release, why string) {
+	if s.TorchNPU() {
+		return "torch_npu", "its live blocks hold their requests plus 32 bytes, as torch_npu rounds them, and it records no allocator_settings"
+	}
+	return s.PyTorchVersion()
+}
+
 // PyTorchVersion infers the release of PyTorch that wrote the snapshot,
 // as "2.8", and says why: the newest release that writes what the file
 // holds, from what each release added to snapshots. [Snapshot.Conf] does

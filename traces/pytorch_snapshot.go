@@ -23,6 +23,8 @@ func (r *snapshotReader) Snapshot() *snapshot.Snapshot { return r.snap }
 func (r *snapshotReader) Start() *Start {
 	r.begin.once.Do(func() {
 		r.begin.start = &Start{States: r.states, Initial: len(r.start), Conf: r.snap.Conf(), Private: r.private, PoolSegments: r.poolSegments()}
+		st := r.begin.start
+		st.Release, st.ReleaseWhy = r.snap.Release()
 	})
 	return r.begin.start
 }

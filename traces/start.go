@@ -40,6 +40,12 @@ type Start struct {
 	// allocates and frees, in the order of their events
 	// (PoolSegment.Event), nil for none.
 	PoolSegments []PoolSegment
+
+	// Release is the release of PyTorch that recorded the trace, as
+	// inferred from what the file holds ("2.8"), or "torch_npu" for a
+	// snapshot that torch_npu wrote (see snapshot.Snapshot.Release); ""
+	// when not known. ReleaseWhy says what shows it.
+	Release, ReleaseWhy string
 }
 
 // State returns the state of device dev when its trace began, nil when
