@@ -175,6 +175,13 @@ func TestFidelityShared(t *testing.T) {
 // device's settings from the file: every device's peak of reserved bytes
 // and device allocations are those recorded.
 func TestSharedNPUFigures(t *testing.T) {
+	// What the files record, by device, pinned: the recorded side and the
+	// replay cannot drift together.
+	recorded := map[string][]struct{ peak, mallocs int64 }{
+		"npu_empty_cache.pickle": {{662700032, 79}},
+		"npu_expandable.pickle":  {{643825664, 46}},
+		"npu_two_devices.pickle": {{643825664, 78}, {551550976, 52}},
+	}
 	for _, f := range pk.SharedSnapshots(t, sharedSnapshotDir) {
 		if !strings.HasPrefix(filepath.Base(f), "npu_") {
 			continue
@@ -195,6 +202,12 @@ func TestSharedNPUFigures(t *testing.T) {
 					byDev[*r.Device] = i
 				} else if len(fr) == 1 {
 					byDev[fr[0].Device] = i
+				}
+			}
+			if pinned, ok := recorded[filepath.Base(f)]; ok {
+				require.Len(t, fr, len(pinned))
+				for d, p := range pinned {
+					assert.Equal(t, [2]int64{p.peak, p.mallocs}, [2]int64{fr[d].RecordedPeakReservedBytes, fr[d].RecordedDeviceMallocs}, "device %d: recorded peak reserved and device mallocs", d)
 				}
 			}
 			for _, want := range fr {
