@@ -58,7 +58,7 @@ func noteRelease(w io.Writer, out []sim.JobResult) {
 			fmt.Fprintf(w, "simulate: %s: written by torch_npu: %s\n", r.Trace, r.ReleaseWhy)
 			continue
 		}
-		fmt.Fprintf(w, "simulate: %s: written by PyTorch %s, as inferred (%s); pytorch's version=auto replays it as that release does, version=X.Y as another would\n",
+		fmt.Fprintf(w, "simulate: %s: written by PyTorch %s, as inferred from it: %s. pytorch's version=auto replays it as that release would; version=X.Y as another would\n",
 			r.Trace, r.Release, r.ReleaseWhy)
 	}
 }

@@ -125,7 +125,7 @@ func TestRecordedSettings(t *testing.T) {
 	rows, stderr := replayRows(t, nil, "-s", "pytorch", path)
 	assert.Contains(t, rows[0].Strategy, "conf=max_split_size_mb:128")
 	assert.Equal(t, "simulate: "+path+": pytorch replays with the allocator settings that it records (max_split_size_mb:128); a pytorch parameter or PYTORCH_CUDA_ALLOC_CONF overrides them\n"+
-		"simulate: "+path+": written by PyTorch 2.8, as inferred (allocator_settings (recorded from 2.3, pytorch/pytorch#119404) without graph_capture_record_stream_reuse (recorded from 2.9): the last release before 2.9); pytorch's version=auto replays it as that release does, version=X.Y as another would\n", stderr)
+		"simulate: "+path+": written by PyTorch 2.8, as inferred from it: allocator_settings (recorded from 2.3, pytorch/pytorch#119404) without graph_capture_record_stream_reuse (recorded from 2.9): the last release before 2.9. pytorch's version=auto replays it as that release would; version=X.Y as another would\n", stderr)
 	// A release named is the user's: nothing is inferred aloud.
 	_, stderr = replayRows(t, nil, "-s", "pytorch:version=2.4", path)
 	assert.NotContains(t, stderr, "written by")
