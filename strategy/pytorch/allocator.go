@@ -377,15 +377,19 @@ func (a *Allocator) releaseBlock(n int32) error {
 // stream until a segment of at least max(rounded, MaxSplitSize) bytes was
 // released (release_available_cached_blocks): the smallest block that
 // large, else the largest oversize blocks. It does nothing without a max
-// split size. It reports whether enough was released.
+// split size, nor with expandable segments, whose blocks PyTorch does not
+// release here (but see expandableAssert). It reports whether enough was
+// released.
 func (a *Allocator) releaseAvailable(pi int32, small bool, rounded int64) (bool, error) {
 	ms := a.c.MaxSplitSize
-	if ms == unlimitedSplit || a.c.ExpandableSegments {
-		// PyTorch releases no blocks of expandable segments here.
+	if ms == unlimitedSplit {
 		return false, nil
 	}
 	set := a.cache.Set(pi, small)
 	key := max(rounded, ms)
+	if a.c.ExpandableSegments {
+		return false, a.expandableAssert(set, key)
+	}
 	if n := set.TakeBest(a.cache.Nodes, key); n != 0 {
 		set.Insert(a.cache.Nodes, n)
 		if !a.cache.Whole(n) {
@@ -407,6 +411,35 @@ func (a *Allocator) releaseAvailable(pi int32, small bool, rounded int64) (bool,
 	}
 	return total >= key, nil
 }
+
+// expandableAssert returns the error with which PyTorch before 2.5 stops
+// when release_available_cached_blocks, with expandable segments, reaches
+// a free block of one (the smallest block of at least key bytes, else the
+// largest block of at least max_split_size): its release_block fails the
+// internal assert that the block is of no expandable segment. From 2.5
+// (pytorch/pytorch#134338) release_available_cached_blocks passes over
+// expandable segments' blocks, and it returns nil.
+func (a *Allocator) expandableAssert(set *segment.Sorted, key int64) error {
+	if a.c.Version.atLeast(2, 5) {
+		return nil
+	}
+	n := set.TakeBest(a.cache.Nodes, key)
+	if n != 0 {
+		set.Insert(a.cache.Nodes, n)
+	} else if n = set.Max(a.cache.Nodes); n != 0 && a.cache.Nodes[n].Size < a.c.MaxSplitSize {
+		n = 0
+	}
+	if n == 0 || !a.cache.Meta[n].X.exp {
+		return nil
+	}
+	return fmt.Errorf("%w: PyTorch %s's release_available_cached_blocks releases the free block at %#x of an expandable segment, "+
+		"which fails release_block's internal assert (fixed in 2.5, pytorch/pytorch#134338)", ErrInternalAssert, a.c.Version, a.cache.Nodes[n].Addr)
+}
+
+// ErrInternalAssert is the error of a request on which the release of
+// PyTorch modelled fails an internal assert (a RuntimeError in Python, not
+// an out-of-memory error): the program stops there.
+var ErrInternalAssert = errors.New(name + ": internal assert")
 
 // releaseCached returns every free whole segment to the device
 // (release_cached_blocks), and unmaps the free pages of expandable

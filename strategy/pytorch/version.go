@@ -32,15 +32,46 @@ import (
 //     #165135), which wants at least 20;
 //   - roundup_power2_divisions takes the per-interval list
 //     "[256:1,512:2,>:8]" in every release modelled (#87290, merged for
-//     2.0; one number before it, #74213).
+//     2.0; one number before it, #74213);
+//   - out of memory with expandable segments and a max split size, a
+//     release before 2.5 stops with an internal assert
+//     ([ErrInternalAssert]) where release_available_cached_blocks reaches
+//     a free block of an expandable segment (release_block asserts that
+//     the block is of none); from 2.5 it passes over such blocks
+//     (#134338), and so does garbage_collect_cached_blocks;
+//   - expandable segments serve private pools (a CUDA graph's, a
+//     torch.cuda.MemPool's) from 2.5 (#128068, June 2024, after the 2.4
+//     branch): before, alloc_block gives a private pool a cudaMalloc
+//     segment even with expandable_segments on (the
+//     "!p.pool->owner_PrivatePool" test). Since, a MemPool with its own
+//     allocator still gets none (#148378 refused MemPool with expandable
+//     segments, later narrowed to such pools; not modelled: a snapshot does
+//     not record a pool's allocator).
 //
-// Garbage collection (garbage_collection_threshold, #74261), which acts
-// only under a memory fraction in every release (as issue #106660 notes),
-// the out-of-memory path (release one oversize block, then every cached
-// block, and retry: #19222), best fit, splitting and segment sizes are the
-// same in every release modelled. Not modelled, since the strategy has no
-// private pools or graph capture: expandable segments inside private
-// pools (#128068), and stream reuse under graph capture (#158352, 2.9).
+// The rest of the out-of-memory path is the same in every release
+// modelled (DeviceCachingAllocator::malloc): garbage collection
+// (garbage_collection_threshold, #74261, which acts only under a memory
+// fraction, as issue #106660 notes); then alloc_block; then
+// release_available_cached_blocks, which frees one cached oversize block
+// of the request's pool and stream of at least the request (and of
+// max_split_size), else the largest oversize blocks until that much is
+// freed, and retries; then, unless a capture is under way,
+// release_cached_blocks, which frees every cached whole segment of the
+// default pools and of released private pools and unmaps the free pages
+// of their expandable segments, and retries once more (#19222). Live
+// private pools keep their cached segments: neither empty_cache nor the
+// out-of-memory path frees them, and garbage collection looks at the
+// default large pool alone. Best fit, splitting and segment sizes are the
+// same in every release too.
+//
+// Not modelled: stream reuse under graph capture (#158352, the
+// graph_capture_record_stream_reuse setting, 2.9, off by default), which
+// lets a block freed during capture with uses recorded on other streams
+// be reused before the capture ends: a snapshot's trace records the
+// free_completed of such a block where it happened, and the replay frees
+// it there, whatever the release. MemPool's use_on_oom (a default pool
+// short of memory served from a private pool's free blocks), which a
+// snapshot does not record either.
 type Version struct{ Major, Minor int }
 
 // versions are the releases modelled, oldest first.
