@@ -39,6 +39,10 @@ type Allocator struct {
 	gcOn    bool     // garbage collection is enabled
 	gcCount [2]int64 // get_free_blocks_call_count of the small (0) and large (1) pools
 
+	// pools are the private pools, by index: Streams[pi].X.pool; 0 stands
+	// for the default pools (empty until a private pool is used).
+	pools []privatePool
+
 	xr       []*xrange // expandable segments; nil marks an unused slot
 	nextBase uint64    // address of the next expandable segment without virtual memory
 	pageMaps int64     // pages mapped so far
@@ -60,6 +64,7 @@ type ext struct {
 // segments, by address.
 type unmappedLists struct {
 	unmapped [2][]int32
+	pool     int32 // the private pool (index in Allocator.pools) whose pools these are; 0: the default pools
 }
 
 func kind(small bool) int {
@@ -141,6 +146,12 @@ func (a *Allocator) Alloc(size int64) (gpualloc.Block, error) { return a.AllocSt
 // says so, the front part handed out. A failure wraps
 // [gpualloc.ErrOutOfMemory]; the allocator stays usable.
 func (a *Allocator) AllocStream(size int64, stream uint64) (gpualloc.Block, error) {
+	return a.alloc(size, stream, 0)
+}
+
+// alloc is AllocStream in the pools of private pool pool (0: the default
+// pools).
+func (a *Allocator) alloc(size int64, stream uint64, pool int32) (gpualloc.Block, error) {
 	if size < 1 {
 		return gpualloc.Block{}, a.cache.ErrInvalidSize(size)
 	}
@@ -150,7 +161,7 @@ func (a *Allocator) AllocStream(size int64, stream uint64) (gpualloc.Block, erro
 		return gpualloc.Block{}, a.cache.ErrTooLarge(size)
 	}
 	small := rounded <= smallSize
-	pi := a.cache.PoolIndex(stream)
+	pi := a.poolIndex(stream, pool)
 	set := a.cache.Set(pi, small)
 	k := kind(small)
 	if a.gcOn {
@@ -165,9 +176,9 @@ func (a *Allocator) AllocStream(size int64, stream uint64) (gpualloc.Block, erro
 			return gpualloc.Block{}, err
 		}
 		// An expandable segment may serve the request without mapping.
-		hit = a.c.ExpandableSegments && a.pageMaps == maps
+		hit = a.expandable(pi) && a.pageMaps == maps
 	}
-	if a.c.Device == NPU && a.c.ExpandableSegments && rounded >= roundLarge {
+	if a.c.Device == NPU && a.expandable(pi) && rounded >= roundLarge {
 		n = a.alignBlock(n, rounded, set, k)
 	}
 	addr, bsize, handle := a.allocFound(n, rounded, size, hit, set, k)
@@ -273,7 +284,7 @@ func (a *Allocator) tryMalloc(size, rounded int64, pi int32, small, retry bool) 
 	if a.capped && a.reserved+size > a.allowed {
 		return 0, nil
 	}
-	if a.c.ExpandableSegments {
+	if a.expandable(pi) {
 		return a.tryExpandable(pi, small, rounded)
 	}
 	addr, err := a.b.Malloc(size)
@@ -387,7 +398,7 @@ func (a *Allocator) releaseAvailable(pi int32, small bool, rounded int64) (bool,
 	}
 	set := a.cache.Set(pi, small)
 	key := max(rounded, ms)
-	if a.c.ExpandableSegments {
+	if a.expandable(pi) {
 		return false, a.expandableAssert(set, key)
 	}
 	if n := set.TakeBest(a.cache.Nodes, key); n != 0 {
@@ -441,15 +452,23 @@ func (a *Allocator) expandableAssert(set *segment.Sorted, key int64) error {
 // an out-of-memory error): the program stops there.
 var ErrInternalAssert = errors.New(name + ": internal assert")
 
-// releaseCached returns every free whole segment to the device
-// (release_cached_blocks), and unmaps the free pages of expandable
-// segments. A segment the device refuses to free stays, and the errors are
-// joined in the one returned.
+// releaseCached returns every free whole segment of the default pools and
+// of released private pools to the device (release_cached_blocks), and
+// unmaps the free pages of their expandable segments. A segment the device
+// refuses to free stays, and the errors are joined in the one returned.
 func (a *Allocator) releaseCached() error {
-	return errors.Join(a.cache.ReleaseCached(a.releaseBlock), a.releaseExpandable())
+	if len(a.pools) == 0 {
+		return errors.Join(a.cache.ReleaseCached(a.releaseBlock), a.releaseExpandableOf(nil))
+	}
+	return errors.Join(a.cache.ReleaseCached(func(n int32) error {
+		if !a.releasable(a.cache.Meta[n].Pool) {
+			return nil
+		}
+		return a.releaseBlock(n)
+	}), a.releaseExpandableOf(a.releasable))
 }
 
-// garbageCollect frees free whole segments of the large pool, those at
+// garbageCollect frees free whole segments of the default large pools, those at
 // least as old as the mean first, until reserved memory is back under
 // the threshold (garbage_collect_cached_blocks). A block's age is the
 // number of large-pool lookups since it last entered the pool.
@@ -462,7 +481,7 @@ func (a *Allocator) garbageCollect() error {
 	var totalAge, count int64
 	for i := range a.cache.Segs {
 		s := &a.cache.Segs[i]
-		if s.Size != 0 && !s.Small && a.cache.Whole(s.First) {
+		if s.Size != 0 && !s.Small && a.cache.Whole(s.First) && !a.private(a.cache.Meta[s.First].Pool) {
 			totalAge += a.gcCount[1] - a.cache.Meta[s.First].X.gcBase
 			count++
 		}
@@ -473,7 +492,7 @@ func (a *Allocator) garbageCollect() error {
 		freed = false
 		for i := range a.cache.Segs {
 			s := &a.cache.Segs[i]
-			if s.Size == 0 || s.Small || !a.cache.Whole(s.First) {
+			if s.Size == 0 || s.Small || !a.cache.Whole(s.First) || a.private(a.cache.Meta[s.First].Pool) {
 				continue
 			}
 			age := a.gcCount[1] - a.cache.Meta[s.First].X.gcBase

@@ -76,7 +76,16 @@
 // the allocator of device N alone: its backend says its index (a
 // [DeviceIndexer], as the simulator's devices are).
 //
-// Not implemented: CUDA graph private pools (package sim holds a
-// snapshot's private pools apart from the strategy), stream events
-// (record_stream) and the out-of-memory callbacks.
+// Private pools (a CUDA graph's, a torch.cuda.MemPool's): [Allocator.AllocPool]
+// serves a request in one, from its own small and large pools of each
+// stream and its own segments, which serve it alone; [Allocator.ReleasePool]
+// releases it. A live pool keeps its cached segments through a release of
+// the cache and the out-of-memory path, and garbage collection passes them
+// over; a released one gives them back at every release. A segment of a
+// recorded state restores into the pool it names (snapshot.Segment.Pool).
+// Expandable segments serve private pools from 2.5 only (see [Version]).
+//
+// Not implemented: stream events (record_stream), graph capture itself
+// (a private pool is served as it is asked for, whether or not a capture is
+// under way) and the out-of-memory callbacks.
 package pytorch

@@ -449,13 +449,14 @@ func (a *Allocator) dropRange(n int32) error {
 	return nil
 }
 
-// releaseExpandable unmaps the fully free pages of every free block of
-// expandable segments (release_blocks), giving up the ranges left with
-// nothing mapped.
-func (a *Allocator) releaseExpandable() error {
+// releaseExpandableOf unmaps the fully free pages of every free block of
+// expandable segments (release_blocks) of the pools at the indexes pi of
+// a.cache.Streams for which of(pi) holds (all of them for a nil of),
+// giving up the ranges left with nothing mapped.
+func (a *Allocator) releaseExpandableOf(of func(pi int32) bool) error {
 	var todo []int32
 	for n := int32(1); n < int32(len(a.cache.Nodes)); n++ {
-		if a.cache.Meta[n].X.exp && a.cache.Nodes[n].Free {
+		if a.cache.Meta[n].X.exp && a.cache.Nodes[n].Free && (of == nil || of(a.cache.Meta[n].Pool)) {
 			todo = append(todo, n)
 		}
 	}
@@ -476,7 +477,10 @@ func (a *Allocator) releaseExpandable() error {
 // one anew.
 func (a *Allocator) dropEmptyRanges() error {
 	var errs []error
-	for _, p := range a.cache.Streams {
+	for pi, p := range a.cache.Streams {
+		if !a.releasable(int32(pi)) {
+			continue
+		}
 		for k := range p.X.unmapped {
 			l := p.X.unmapped[k][:0]
 			for _, n := range p.X.unmapped[k] {

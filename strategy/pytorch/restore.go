@@ -76,7 +76,7 @@ func (a *Allocator) Restore(s snapshot.Segment) ([]gpualloc.Block, error) {
 		}
 	}
 	small := s.TotalSize <= smallBuffer
-	pi := a.cache.PoolIndex(s.Stream)
+	pi := a.poolIndex(s.Stream, a.poolOf(s.Pool))
 	set := a.cache.Set(pi, small)
 	k := kind(small)
 	a.cache.M.CountDeviceMalloc(s.TotalSize)
@@ -140,7 +140,7 @@ func (a *Allocator) restoreExpandable(s snapshot.Segment) ([]gpualloc.Block, err
 	if s.TotalSize%page != 0 {
 		return fail("not a whole number of pages of %d bytes", page)
 	}
-	pi := a.cache.PoolIndex(s.Stream)
+	pi := a.poolIndex(s.Stream, a.poolOf(s.Pool))
 	var r *xrange
 	ri := int32(-1)
 	for i, x := range a.xr {
@@ -260,7 +260,7 @@ func (a *Allocator) RestoreRange(stream uint64, small bool, base uint64) error {
 	if !a.c.ExpandableSegments {
 		return fmt.Errorf("%s: restore of an expandable range at %#x: expandable_segments is off", name, base)
 	}
-	pi := a.cache.PoolIndex(stream)
+	pi := a.poolIndex(stream, 0)
 	for _, x := range a.xr {
 		if x != nil && x.pool == pi && x.small == small && x.base <= base && base-x.base < uint64(x.size) {
 			if err := a.capRange(x, base); err != nil {
@@ -335,7 +335,7 @@ func (a *Allocator) RestoreExpandable(segs []snapshot.Segment) ([][]gpualloc.Blo
 	ranges := map[group]*xrange{} // its range, reserved
 	kindOf := func(s *snapshot.Segment) group {
 		small := s.SegmentType == "small" || (s.SegmentType == "" && s.TotalSize%largeBuffer != 0)
-		return group{a.cache.PoolIndex(s.Stream), small}
+		return group{a.poolIndex(s.Stream, a.poolOf(s.Pool)), small}
 	}
 	for i := range segs {
 		g := kindOf(&segs[i])
