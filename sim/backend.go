@@ -318,6 +318,9 @@ func (e *engine) device(i int32) (*device, error) {
 	d.cat, _ = d.alloc.(gpualloc.CategoryAllocator)
 	d.stats, _ = d.alloc.(gpualloc.StatsReporter)
 	d.free, _ = d.alloc.(gpualloc.FreeSpaceReporter)
+	if pa, ok := d.alloc.(PoolAllocator); ok && e.cfg.PrivatePools {
+		d.pooled = pa
+	}
 	if e.res.Strategy.Spec == "" {
 		if sp, ok := d.alloc.(gpualloc.Specer); ok {
 			e.res.Strategy = strategyOfSpec(sp.Spec())

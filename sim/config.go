@@ -51,6 +51,13 @@ type Config struct {
 	// holds the events of another in memory need not pass its start on.
 	Start *traces.Start
 
+	// PrivatePools has a strategy that is a PoolAllocator (the pytorch
+	// strategy) serve the trace's private pools itself, by its rules (see
+	// PoolAllocator). False, the default, holds their segments as recorded
+	// and serves their allocations from them, so that a snapshot's
+	// recorded figures replay whatever the rules.
+	PrivatePools bool
+
 	// SeriesBuckets bounds Result.Series: 0 means [DefaultSeriesBuckets],
 	// a negative number means no series.
 	SeriesBuckets int

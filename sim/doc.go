@@ -59,9 +59,11 @@
 //
 // A trace that starts from a recorded state of PyTorch's allocator
 // ([Config].Start, or the [traces.Start] of a reader that is a
-// [traces.StartReporter]: a PyTorch snapshot's) is replayed from it: a [Restorer] holds every segment of it, private pools' segments (of
-// the start state, and those the trace allocates and frees) stay with the
-// engine, the strategy given no parameter takes the recorded settings,
+// [traces.StartReporter]: a PyTorch snapshot's) is replayed from it: a [Restorer] holds every segment of it; a
+// [PoolAllocator] serves the private pools' allocations itself, in their
+// pools, with [Config].PrivatePools, while otherwise private pools' segments (of the start
+// state, and those the trace allocates and frees) stay with the engine (see
+// pools.go); the strategy given no parameter takes the recorded settings,
 // and the device calls that build the state are reported apart
 // (Result.StartReservedBytes, Result.StartSegments). See start.go.
 //

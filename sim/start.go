@@ -79,6 +79,9 @@ type startPlan struct {
 	private  []uint64             // traces.Start.Private
 	poolSegs []traces.PoolSegment // traces.Start.PoolSegments, poolSegs[nextSeg:] still to come
 	nextSeg  int
+	pools    []snapshot.PoolID // traces.Start.PrivatePools, pools[nextPool:] still to come
+	nextPool int
+	pool     snapshot.PoolID // the private pool of the event's alloc, when from has fromPrivate
 	// starting is true while the start events, or a restore, are
 	// replayed; active while events go through stepSpecial: start events
 	// or private pools remain to look at.
@@ -103,11 +106,12 @@ const (
 	tookNone     taken = iota // the strategy's block
 	tookRestored              // a block of the restored start state
 	tookHeld                  // a block of a private pool, which the engine holds
+	tookPool                  // a block of a private pool, which the strategy served (PoolAllocator)
 )
 
 // planOf returns the plan of a trace that starts from st.
 func planOf(st *traces.Start) *startPlan {
-	p := &startPlan{start: st, initial: int64(st.Initial), private: st.Private, poolSegs: st.PoolSegments}
+	p := &startPlan{start: st, initial: int64(st.Initial), private: st.Private, poolSegs: st.PoolSegments, pools: st.PrivatePools}
 	p.active = p.initial > 0 || p.private != nil || len(p.poolSegs) > 0
 	return p
 }
@@ -131,6 +135,11 @@ func (p *startPlan) next(e *engine, ev *traces.Event, n int64) error {
 	}
 	if p.private != nil && n/64 < int64(len(p.private)) && p.private[n/64]&(1<<(n%64)) != 0 {
 		p.from |= fromPrivate
+		p.pool = snapshot.PoolID{}
+		if p.nextPool < len(p.pools) {
+			p.pool = p.pools[p.nextPool]
+			p.nextPool++
+		}
 	}
 	return nil
 }
@@ -145,6 +154,7 @@ type devStart struct {
 	private     []startBlock       // while restoring: see holdPrivate
 	heldSegs    int64              // segments of private pools that the engine holds
 	pools       map[uint64]heldSeg // those segments, by recorded address; nil for none ever
+	pooled      PoolAllocator      // the allocator, when it serves private pools itself; then the engine holds none
 }
 
 // A startBlock is a block live at the start of a device's trace, in the
@@ -154,6 +164,9 @@ type startBlock struct {
 	block    gpualloc.Block
 	restored bool
 	held     bool // in a private pool's segment, which the engine holds
+	// pool is the private pool of a block to be allocated, for an
+	// allocator that serves private pools (device.pooled).
+	pool snapshot.PoolID
 }
 
 // restore restores the start state of device d, if the reader reports one
@@ -318,8 +331,10 @@ func startError(d *device, st *snapshot.State, trimmed bool, err error) error {
 
 // restoreState restores st on device d (see restore).
 func (e *engine) restoreState(d *device, st *snapshot.State) error {
-	if err := e.holdPrivate(d, st); err != nil {
-		return err
+	if d.pooled == nil {
+		if err := e.holdPrivate(d, st); err != nil {
+			return err
+		}
 	}
 	rs, ok := d.alloc.(Restorer)
 	if !ok {
@@ -339,12 +354,12 @@ func (e *engine) restoreState(d *device, st *snapshot.State) error {
 		d.sortStart(st)
 		return nil
 	}
-	expandable, err := restoreExpandable(rs, st)
+	expandable, err := restoreExpandable(rs, st, d.pooled != nil)
 	if err != nil {
 		return err
 	}
 	for _, sg := range st.Segments {
-		if sg.Pool.Private() {
+		if sg.Pool.Private() && d.pooled == nil {
 			continue
 		}
 		if sg.IsExpandable {
@@ -367,7 +382,7 @@ func (e *engine) restoreState(d *device, st *snapshot.State) error {
 		}
 		if blocks == nil {
 			for range live {
-				d.startBlocks = append(d.startBlocks, startBlock{})
+				d.startBlocks = append(d.startBlocks, startBlock{pool: sg.Pool})
 			}
 			continue
 		}
@@ -457,17 +472,17 @@ type ExpandableRestorer interface {
 }
 
 // restoreExpandable restores the expandable segments of st (of the default
-// pools) when rs can, and returns their live blocks by recorded address;
-// nil when it cannot, their live blocks then allocated as the trace's start
-// events ask.
-func restoreExpandable(rs Restorer, st *snapshot.State) (map[uint64][]gpualloc.Block, error) {
+// pools, and of private pools too when private) when rs can, and returns
+// their live blocks by recorded address; nil when it cannot, their live
+// blocks then allocated as the trace's start events ask.
+func restoreExpandable(rs Restorer, st *snapshot.State, private bool) (map[uint64][]gpualloc.Block, error) {
 	er, ok := rs.(ExpandableRestorer)
 	if !ok {
 		return nil, nil
 	}
 	var segs []snapshot.Segment
 	for _, sg := range st.Segments {
-		if sg.IsExpandable && !sg.Pool.Private() {
+		if sg.IsExpandable && (private || !sg.Pool.Private()) {
 			segs = append(segs, sg)
 		}
 	}
@@ -536,6 +551,10 @@ func (g *giver) AllocCategory(size int64, stream uint64, cat gpualloc.Category) 
 		if err != nil || ok {
 			return b, err
 		}
+		if g.p.pool.Private() && g.d.pooled != nil {
+			g.p.took = tookPool
+			return g.d.pooled.AllocPool(size, stream, g.p.pool)
+		}
 	}
 	switch {
 	case g.cat != nil:
@@ -554,12 +573,18 @@ func (g *giver) AllocCategory(size int64, stream uint64, cat gpualloc.Category) 
 // It notes in p.took what it returned.
 func (p *startPlan) give(d *device, size int64, stream uint64) (b gpualloc.Block, ok bool, err error) {
 	p.took = tookNone
+	if p.from&fromPrivate == 0 {
+		p.pool = snapshot.PoolID{}
+	}
 	if p.from&fromStart != 0 && d.startBlocks != nil {
 		sb, err := d.takeStart(size)
 		if err != nil {
 			return b, false, err
 		}
 		b, ok = sb.block, sb.restored || sb.held
+		if !ok {
+			p.pool = sb.pool
+		}
 		switch {
 		case sb.held:
 			p.took = tookHeld
@@ -567,7 +592,7 @@ func (p *startPlan) give(d *device, size int64, stream uint64) (b gpualloc.Block
 			p.took = tookRestored
 		}
 	}
-	if p.from&fromPrivate != 0 && d.heldSegs > 0 {
+	if p.from&fromPrivate != 0 && d.heldSegs > 0 && d.pooled == nil {
 		// Served from a private pool's segments, which the engine holds.
 		b, ok, p.took = gpualloc.Block{Size: size, Requested: size, Stream: stream}, true, tookHeld
 	}

@@ -96,15 +96,19 @@ func (r *snapshotReader) Pools() []PoolInfo {
 // privateAllocs returns, as a bitset over the reader's events (bit n of
 // word n/64), the allocations of the trace whose address lies in a segment
 // of a private pool, as the snapshot's segments and the state when the
-// trace began place them; nil when there are none. An allocation in a
-// private pool's segment that neither shows (one the trace allocates and
-// frees) counts for the default pools.
-func (r *snapshotReader) privateAllocs() []uint64 {
-	type span struct{ addr, end uint64 }
+// trace began place them, and the pool of each, in the order of the
+// events; nil when there are none. An allocation in a private pool's
+// segment that neither shows (one the trace allocates and frees) counts
+// for the default pools.
+func (r *snapshotReader) privateAllocs() ([]uint64, []snapshot.PoolID) {
+	type span struct {
+		addr, end uint64
+		pool      snapshot.PoolID
+	}
 	spans := map[int][]span{}
 	add := func(dev int, sg *snapshot.Segment) {
 		if sg.Pool.Private() {
-			spans[dev] = append(spans[dev], span{sg.Address, sg.Address + uint64(sg.TotalSize)})
+			spans[dev] = append(spans[dev], span{sg.Address, sg.Address + uint64(sg.TotalSize), sg.Pool})
 		}
 	}
 	for i := range r.snap.Segments {
@@ -118,9 +122,10 @@ func (r *snapshotReader) privateAllocs() []uint64 {
 		}
 	}
 	if len(spans) == 0 {
-		return nil
+		return nil, nil
 	}
 	var bits []uint64
+	var pools []snapshot.PoolID
 	n := len(r.start)
 	o := r.order.restart()
 	for ref, ok := o.next(); ok; ref, ok = o.next() {
@@ -132,6 +137,7 @@ func (r *snapshotReader) privateAllocs() []uint64 {
 						bits = append(bits, 0)
 					}
 					bits[n/64] |= 1 << (n % 64)
+					pools = append(pools, sp.pool)
 					break
 				}
 			}
@@ -141,5 +147,5 @@ func (r *snapshotReader) privateAllocs() []uint64 {
 			n++ // its alloc and its free
 		}
 	}
-	return bits
+	return bits, pools
 }

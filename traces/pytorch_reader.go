@@ -77,6 +77,7 @@ type snapshotReader struct {
 	memory  []int64           // per device, what DeviceCapacity returns
 	states  []*snapshot.State // per device, Start's States
 	private []uint64          // Start's Private
+	pools   []snapshot.PoolID // Start's PrivatePools
 	begin   startMemo         // what Start returns
 }
 
@@ -153,7 +154,7 @@ func snapshotReaderOf(s *snapshot.Snapshot, name string, opts Options) *snapshot
 	r.start, r.states, r.memory = initialBlocks(s)
 	r.order = newEventOrder(r.traces, r.hasTime)
 	r.curAt = -1
-	r.private = r.privateAllocs()
+	r.private, r.pools = r.privateAllocs()
 	cols := []Column{ColOp, ColID, ColSize, ColStream, ColDevice}
 	if r.hasTime {
 		cols = append(cols, ColTime)

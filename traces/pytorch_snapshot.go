@@ -22,7 +22,7 @@ func (r *snapshotReader) Snapshot() *snapshot.Snapshot { return r.snap }
 // kept: the replays of a sweep share the reader and its Start.
 func (r *snapshotReader) Start() *Start {
 	r.begin.once.Do(func() {
-		r.begin.start = &Start{States: r.states, Initial: len(r.start), Conf: r.snap.Conf(), Private: r.private, PoolSegments: r.poolSegments()}
+		r.begin.start = &Start{States: r.states, Initial: len(r.start), Conf: r.snap.Conf(), Private: r.private, PrivatePools: r.pools, PoolSegments: r.poolSegments()}
 		st := r.begin.start
 		st.Release, st.ReleaseWhy = r.snap.Release()
 	})

@@ -36,6 +36,12 @@ type Start struct {
 	// never through the strategy.
 	Private []uint64
 
+	// PrivatePools names the pool of each allocation of Private, in the
+	// order of its events: the private pool whose segment holds it. A
+	// replay whose strategy serves private pools itself asks it for that
+	// pool's block.
+	PrivatePools []snapshot.PoolID
+
 	// PoolSegments is the segments of private pools that the trace
 	// allocates and frees, in the order of their events
 	// (PoolSegment.Event), nil for none.

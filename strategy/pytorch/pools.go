@@ -103,7 +103,7 @@ func (a *Allocator) AllocPool(size int64, stream uint64, id snapshot.PoolID) (gp
 // (ReleaseAll, or the out-of-memory path). It then releases the cache of
 // that pool at once, as the release of the cache that frees a released
 // pool's segments does (release_cached_blocks), and returns the error of
-// a device free that failed. A pool never used is an error.
+// a device free that failed. A pool never used holds nothing: nil.
 func (a *Allocator) ReleasePool(id snapshot.PoolID) error {
 	p := int32(-1)
 	for i := 1; i < len(a.pools); i++ {
@@ -112,7 +112,7 @@ func (a *Allocator) ReleasePool(id snapshot.PoolID) error {
 		}
 	}
 	if p < 0 {
-		return fmt.Errorf("%s: release of private pool %v, which was never used", name, id)
+		return nil
 	}
 	a.pools[p].released = true
 	err := a.cache.ReleaseCached(func(n int32) error {
