@@ -1,6 +1,7 @@
 package pytorch
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
@@ -28,9 +29,13 @@ const (
 	EnvNPUConf  = "PYTORCH_NPU_ALLOC_CONF"
 )
 
-// readsEnvConf reports whether the CUDA allocator of release v reads
-// PYTORCH_ALLOC_CONF: from 2.10 (see [EnvConf]).
-func (v Version) readsEnvConf() bool { return v.atLeast(2, 10) }
+// ReadsEnvConf reports whether the CUDA allocator of release v (the
+// newest for the zero Version) reads PYTORCH_ALLOC_CONF: from 2.10 (see
+// [EnvConf]).
+func (v Version) ReadsEnvConf() bool { return v.atLeast(2, 10) }
+
+// readsEnvConf is ReadsEnvConf, as open calls it.
+func (v Version) readsEnvConf() bool { return v.ReadsEnvConf() }
 
 // extension reports whether key is one of the strategy's own settings
 // that no PyTorch release parses, and that say which allocator is
@@ -48,11 +53,13 @@ func extension(key string) bool {
 // variable that allocator reads (PYTORCH_NPU_ALLOC_CONF for device:npu,
 // else PYTORCH_CUDA_ALLOC_CONF, which every PyTorch release reads and
 // which wins from 2.10; see [EnvCUDAConf]), and the settings of conf that
-// PyTorch parses, without the strategy's version, device and deviceN.key
-// items, which PyTorch would reject as unknown. memory_fraction stays: it
-// is not PyTorch's either (torch.cuda.set_per_process_memory_fraction
-// sets it), and the line must replay as the figures shown; a caller that
-// prints it also says so.
+// PyTorch parses. It leaves out the strategy's version, device and
+// deviceN.key items, and memory_fraction, which PyTorch's parser rejects
+// as unknown too ("Unrecognized CachingAllocator option",
+// CUDAAllocatorConfig::parseArgs, c10/cuda/CUDAAllocatorConfig.cpp): a
+// program sets the fraction by a call, which [FractionCall] writes, and a
+// caller that prints the line prints the call beside it ([Paste]), so
+// that the two replay as the figures shown.
 func PasteLine(conf string) string {
 	variable := EnvCUDAConf
 	var kept []string
@@ -62,12 +69,50 @@ func PasteLine(conf string) string {
 		if k == "device" && strings.EqualFold(v, "npu") {
 			variable = EnvNPUConf
 		}
-		if extension(k) {
+		if extension(k) || k == "memory_fraction" {
 			continue
 		}
 		kept = append(kept, strings.TrimSpace(item))
 	}
 	return variable + "=" + strings.Join(kept, ",")
+}
+
+// FractionCall returns the Python call that caps the allocator's reserved
+// memory at the fraction that conf's memory_fraction item gives (the last
+// one, as the strategy reads conf): torch.cuda.set_per_process_memory_fraction(F)
+// for PyTorch's CUDA allocator, torch.npu.set_per_process_memory_fraction(F)
+// for torch_npu's (device:npu; torch_npu/npu/memory.py in Ascend/pytorch).
+// It is "" when conf sets no fraction, or 0, no cap.
+func FractionCall(conf string) string {
+	module, fraction := "cuda", ""
+	for _, item := range snapshot.SplitConf(conf) {
+		k, v, _ := strings.Cut(item, ":")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		switch {
+		case k == "device":
+			module = "cuda"
+			if strings.EqualFold(v, "npu") {
+				module = "npu"
+			}
+		case k == "memory_fraction":
+			fraction = v
+		}
+	}
+	if f, err := strconv.ParseFloat(fraction, 64); err != nil || f == 0 {
+		return ""
+	}
+	return "torch." + module + ".set_per_process_memory_fraction(" + fraction + ")"
+}
+
+// Paste returns what a user sets for conf: [PasteLine], and, when conf
+// sets a memory fraction, "PasteLine plus FractionCall" (the line in the
+// environment, the call in the program); the two replay as conf does.
+func Paste(conf string) string {
+	line := PasteLine(conf)
+	if call := FractionCall(conf); call != "" {
+		return line + " plus " + call
+	}
+	return line
 }
 
 // AllocatorParams returns the parameters of the pytorch strategy that conf's

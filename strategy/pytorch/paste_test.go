@@ -77,9 +77,21 @@ func TestPasteLine(t *testing.T) {
 		{"", "PYTORCH_CUDA_ALLOC_CONF="},
 		{"max_split_size_mb:64,version:2.8", "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64"},
 		{"expandable_segments:True,device1.expandable_segments:False,device:npu", "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True"},
-		{"roundup_power2_divisions:[256:1,512:2,>:8],memory_fraction:0.5", "PYTORCH_CUDA_ALLOC_CONF=roundup_power2_divisions:[256:1,512:2,>:8],memory_fraction:0.5"},
+		{"roundup_power2_divisions:[256:1,512:2,>:8],memory_fraction:0.5", "PYTORCH_CUDA_ALLOC_CONF=roundup_power2_divisions:[256:1,512:2,>:8]"},
 	} {
 		assert.Equal(t, tt.want, pytorch.PasteLine(tt.conf), tt.conf)
+	}
+	// The fraction is a call of the program's, beside the line.
+	for _, tt := range []struct{ conf, call, paste string }{
+		{"expandable_segments:True", "", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"},
+		{"memory_fraction:0.5,expandable_segments:True", "torch.cuda.set_per_process_memory_fraction(0.5)",
+			"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True plus torch.cuda.set_per_process_memory_fraction(0.5)"},
+		{"device:npu,memory_fraction:0.25,memory_fraction:0.75", "torch.npu.set_per_process_memory_fraction(0.75)",
+			"PYTORCH_NPU_ALLOC_CONF= plus torch.npu.set_per_process_memory_fraction(0.75)"},
+		{"memory_fraction:0", "", "PYTORCH_CUDA_ALLOC_CONF="},
+	} {
+		assert.Equal(t, tt.call, pytorch.FractionCall(tt.conf), tt.conf)
+		assert.Equal(t, tt.paste, pytorch.Paste(tt.conf), tt.conf)
 	}
 	assert.Equal(t, []gpualloc.KeyValue{{Key: "version", Value: "2.8"}, {Key: "device", Value: "npu"}},
 		pytorch.AllocatorParams("device:npu,expandable_segments:True,version:2.8,device0.expandable_segments:False"))
@@ -87,9 +99,10 @@ func TestPasteLine(t *testing.T) {
 }
 
 // FuzzPasteLine: whatever the conf, the line names one of the variables
-// and keeps no item of the strategy's own that names the allocator.
+// and keeps no item of the strategy's own that names the allocator, nor
+// the memory fraction, which PyTorch's parser would reject.
 func FuzzPasteLine(f *testing.F) {
-	for _, s := range []string{"", "device:npu,version:2.8", "device0.expandable_segments:False,max_split_size_mb:64", ",,:", "roundup_power2_divisions:[1:2,>:4]"} {
+	for _, s := range []string{"", "device:npu,version:2.8", "device0.expandable_segments:False,max_split_size_mb:64", ",,:", "roundup_power2_divisions:[1:2,>:4]", "memory_fraction:0.5"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, conf string) {
@@ -101,7 +114,7 @@ func FuzzPasteLine(f *testing.F) {
 		for _, item := range strings.Split(rest, ",") {
 			k, _, _ := strings.Cut(item, ":")
 			k = strings.TrimSpace(k)
-			if k == "version" || k == "device" || strings.HasPrefix(k, "device") && strings.Contains(k, ".") {
+			if k == "version" || k == "device" || k == "memory_fraction" || strings.HasPrefix(k, "device") && strings.Contains(k, ".") {
 				t.Fatalf("%q: line %q keeps %q", conf, line, item)
 			}
 		}
