@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gpualloc/gpualloc"
-	"github.com/gpualloc/gpualloc/backend/virtual"
 	"github.com/gpualloc/gpualloc/devicecost"
 	"github.com/gpualloc/gpualloc/plan"
 	"github.com/gpualloc/gpualloc/sim"
@@ -71,7 +70,13 @@ its replays run from memory, in parallel; a trace of more than 16,777,216
 events (768 MiB) is not held whole: the replays that run at once share one
 decoding of it and hold a window of 48 MiB beyond what the slowest has read
 (a replay that starts after the others have moved on decodes it again).
-A sweep has at most 4096 variants, checked before any is made.
+A sweep has at most 4096 variants, checked before any is made. A variant
+of a sweep that refuses a setting it shares with the others (a release of
+PyTorch that does not have a setting given to every release swept) is not
+replayed: its row says refused and why (a note under the table; refused in
+JSON and CSV, its figures zero), as a variant that runs out of memory has
+its row of OOMs, and the exit status stays 0 unless every variant refuses.
+A value of the sweep that the parameter does not take is bad usage.
 
 With -o DIR it also writes a report into DIR: summary.csv and summary.json
 (the result schema), timeseries.csv, figures for each trace and across
@@ -163,6 +168,7 @@ func replayCmd(ctx context.Context, e *env, args []string) error {
 	}
 	noteRecordedSettings(e.stderr, out)
 	noteRelease(e.stderr, out)
+	p.noteEnvConfAuto(e.stderr, out)
 	if f.offline || f.minCapacity {
 		o := refOptions{offline: f.offline, minCap: f.minCapacity, limit: f.timeLimit, workers: f.jobs, notes: e.stderr}
 		if showProgress(f.progress, e.stderr) {
@@ -245,6 +251,7 @@ type replayPlan struct {
 	f          replayFlags
 	be         backendChoice
 	strategies []*gpualloc.Params
+	chosen     *chosenStrategies // the strategies, with those that refused their parameters: not replayed
 	inputs     []*input
 	shard      shard
 	id         string // the run's identity (runID), which its shards share
@@ -274,10 +281,11 @@ func planReplay(ctx context.Context, e *env, f replayFlags) (*replayPlan, error)
 		// time.
 		f.jobs = 1
 	}
-	strategies, err := chooseStrategies(f.strategies, e.getenv, f.capacityBytes, e.stderr)
+	chosen, err := chooseStrategies(f.strategies, e.getenv, f.capacityBytes, e.stderr)
 	if err != nil {
 		return nil, err
 	}
+	strategies := chosen.all
 	// A snapshot of a replay carries the stacks the trace records.
 	inputs, err := traceInputs(ctx, f.traces, e.stdin, traces.Options{Lenient: f.lenient, TempDir: e.tempDir, Stacks: f.snapshot.dir != "" || f.parquet != ""})
 	if err != nil {
@@ -302,7 +310,7 @@ func planReplay(ctx context.Context, e *env, f replayFlags) (*replayPlan, error)
 			return nil, err
 		}
 	}
-	p := &replayPlan{f: f, be: be, strategies: strategies, inputs: inputs, shard: sh, id: runID(f, be.capacity, inputs, strategies)}
+	p := &replayPlan{f: f, be: be, strategies: strategies, chosen: chosen, inputs: inputs, shard: sh, id: runID(f, be.capacity, inputs, strategies)}
 	p.planJobs()
 	if f.parquet != "" {
 		p.events = &eventsOut{path: f.parquet, tempDir: e.tempDir}
@@ -326,9 +334,14 @@ func (p *replayPlan) planJobs() {
 		if first >= last {
 			continue
 		}
-		open := p.opener(k, in, last-first)
-		for _, s := range p.strategies[first:last] {
-			p.jobs = append(p.jobs, sim.Job{Open: open, Config: p.config(in.name, s)})
+		part := p.strategies[first:last]
+		open := p.opener(k, in, len(part)-p.countRefused(part))
+		for _, s := range part {
+			job := sim.Job{Open: open, Config: p.config(in.name, s)}
+			if err := p.chosen.refused[s]; err != nil {
+				job.Open = refusedOpen(err)
+			}
+			p.jobs = append(p.jobs, job)
 		}
 	}
 }
@@ -440,6 +453,7 @@ func (p *replayPlan) run(ctx context.Context, stderr io.Writer) []sim.JobResult 
 // look complete: a shard writes its part, which says that it failed, and
 // which merge refuses.
 func (p *replayPlan) write(ctx context.Context, e *env, out []sim.JobResult) error {
+	out = p.refusedRows(out)
 	var results []sim.Result
 	var firstErr error
 	for _, o := range out {
@@ -513,26 +527,19 @@ func (p *replayPlan) writeReport(ctx context.Context, results []sim.Result, out 
 }
 
 // chooseStrategies resolves the -s specs, or the environment's choice, or
-// every registered strategy, and checks that each opens. When the
-// environment chose the strategy or set parameters, it says so in one line
-// on stderr, since a variable exported long ago changes what is compared.
-func chooseStrategies(specs []string, getenv func(string) (string, bool), capacity int64, stderr io.Writer) ([]*gpualloc.Params, error) {
-	var chosen []*gpualloc.Params
+// every registered strategy, and checks that each opens. A strategy that
+// refuses its parameters is bad usage, unless it is a variant of a sweep
+// whose swept values are valid on their own: it is then kept, with why it
+// refused, for a row that says so (see chosenStrategies.open and
+// refusedRows), and only a run whose every variant refuses is bad usage.
+// When the environment chose the
+// strategy or set parameters, it says so in one line on stderr, since a
+// variable exported long ago changes what is compared; a variable that
+// the release of PyTorch a variant follows does not read is said to be
+// ignored by it (see envConfNote).
+func chooseStrategies(specs []string, getenv func(string) (string, bool), capacity int64, stderr io.Writer) (*chosenStrategies, error) {
+	ch := &chosenStrategies{}
 	seen := map[string]bool{}
-	add := func(p *gpualloc.Params) error {
-		dev, err := virtual.New(virtual.Options{Capacity: capacity})
-		if err != nil {
-			return err
-		}
-		if _, err := p.Open(dev); err != nil {
-			return usagef("%v", err)
-		}
-		if !seen[p.String()] {
-			seen[p.String()] = true
-			chosen = append(chosen, p)
-		}
-		return nil
-	}
 	var names []string
 	for _, s := range specs {
 		if strings.EqualFold(strings.TrimSpace(s), "all") {
@@ -547,7 +554,11 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 			names = []string{""} // Select("") takes the environment's strategy
 		}
 	}
-	var notes []string
+	type selection struct {
+		sel      *gpualloc.Params
+		variants []*gpualloc.Params
+	}
+	var sels []selection
 	for _, s := range names {
 		sel, err := gpualloc.Select(s, getenv)
 		if err != nil {
@@ -558,29 +569,38 @@ func chooseStrategies(specs []string, getenv func(string) (string, bool), capaci
 			return nil, usagef("%v", err)
 		}
 		for _, p := range variants {
-			if err := add(p); err != nil {
-				return nil, err
+			if !seen[p.String()] {
+				seen[p.String()] = true
+				ch.all = append(ch.all, p)
 			}
 		}
+		sels = append(sels, selection{sel, variants})
+	}
+	if err := ch.open(capacity); err != nil {
+		return nil, err
+	}
+	var notes []string
+	addNote := func(note string) {
+		if !slices.Contains(notes, note) {
+			notes = append(notes, note)
+		}
+	}
+	for _, s := range sels {
+		sel := s.sel
 		if v, ok := getenv(sel.Source()); ok && sel.Source() != "spec" && sel.Source() != "default" {
 			notes = append(notes, fmt.Sprintf("%s=%s chose %s (-s all compares every strategy)", sel.Source(), strings.TrimSpace(v), sel.Strategy()))
 		}
 		for _, kv := range sel.FromEnv() {
-			note := kv + " set " + sel.Strategy() + "'s parameters"
-			if !slices.Contains(notes, note) {
-				notes = append(notes, note)
-			}
+			addNote(envConfNote(kv, sel.Strategy(), ch.releasesOf(s.variants)))
 		}
 		for _, note := range sel.IgnoredEnv() {
-			if !slices.Contains(notes, note) {
-				notes = append(notes, note)
-			}
+			addNote(note)
 		}
 	}
 	if len(notes) > 0 {
 		fmt.Fprintf(stderr, "simulate: environment: %s\n", strings.Join(notes, "; "))
 	}
-	return chosen, nil
+	return ch, nil
 }
 
 func withSizes(o report.Options, sizes map[string]*report.SizeHistogram) report.Options {

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
 
+	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/sim"
 	"github.com/gpualloc/gpualloc/sim/report"
 	"github.com/gpualloc/gpualloc/snapshot"
@@ -231,4 +233,68 @@ func (r *memoryReader) DeviceCapacity(device int) int64 {
 		return 0
 	}
 	return r.memory.DeviceCapacity(device)
+}
+
+// A variant of a sweep that refuses the settings it shares with the
+// others is not replayed but gets a row that says so: a sweep over
+// releases of PyTorch with a setting that an older release does not have
+// (expandable_segments before 2.1) answers for every release, as a
+// variant that runs out of memory gets its row of OOMs. A value that the
+// sweep gives and the parameter does not take (round:cutoff=30..40/5:
+// 35), a run whose every variant refuses, and a refusal outside a sweep
+// are bad usage, with the line of the refusal (see chosenStrategies.open).
+
+// countRefused returns how many of strategies refused their parameters.
+func (p *replayPlan) countRefused(strategies []*gpualloc.Params) int {
+	n := 0
+	for _, s := range strategies {
+		if p.chosen.refused[s] != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// refusal is the error of the job of a strategy that refused its
+// parameters: it opens no trace.
+type refusal struct{ err error }
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// refusedOpen is the Open of the job of a strategy that refused its
+// parameters with err.
+func refusedOpen(err error) func() (traces.Reader, io.Closer, error) {
+	return func() (traces.Reader, io.Closer, error) { return nil, nil, &refusal{err} }
+}
+
+// refusedRows returns out with the outcome of each job whose strategy
+// refused its parameters made a row that says why (sim.Result.Refused),
+// its figures zero: a result, not an error, for the table, the JSON, the
+// CSV and the report.
+func (p *replayPlan) refusedRows(out []sim.JobResult) []sim.JobResult {
+	var r *refusal
+	for i := range out {
+		if !errors.As(out[i].Err, &r) {
+			continue
+		}
+		c := p.jobs[i].Config
+		out[i] = sim.JobResult{Result: sim.Result{
+			Trace: c.Trace, Strategy: sim.StrategyOf(c.Params), Backend: c.Backend, CapacityBytes: c.Capacity,
+			Refused: oneLine(r.err.Error()),
+		}}
+	}
+	// The device's size, as the replays of the same trace give it.
+	for i := range out {
+		if out[i].Result.Refused == "" || out[i].Result.CapacityBytes != 0 {
+			continue
+		}
+		for _, o := range out {
+			if o.Err == nil && o.Result.Refused == "" && o.Result.Trace == out[i].Result.Trace {
+				out[i].Result.CapacityBytes = o.Result.CapacityBytes
+				break
+			}
+		}
+	}
+	return out
 }

@@ -153,3 +153,59 @@ func TestSweepStreams(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, bad+":15001:")
 }
+
+// TestSweepRefusedRelease: a sweep over releases with a setting that one
+// release does not have (expandable_segments, from 2.1) gives every
+// release's row, the refusing one saying why in the table, JSON and CSV,
+// and exits 0; only a sweep whose every variant refuses fails, with the
+// one line of a run of one strategy that refuses.
+func TestSweepRefusedRelease(t *testing.T) {
+	env := map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+	args := []string{"-s", "pytorch:version=2.0..2.2", "testdata/tiny.csv"}
+	var rows []struct {
+		Strategy string `json:"strategy"`
+		Events   int64  `json:"events"`
+		Refused  string `json:"refused"`
+	}
+	runJSON(t, env, &rows, append([]string{"-f", "json"}, args...)...)
+	require.Len(t, rows, 3)
+	assert.Contains(t, rows[0].Strategy, "version=2.0")
+	assert.Contains(t, rows[0].Refused, "expandable_segments: not in PyTorch 2.0")
+	assert.Zero(t, rows[0].Events)
+	for _, r := range rows[1:] {
+		assert.Empty(t, r.Refused, r.Strategy)
+		assert.Positive(t, r.Events, r.Strategy)
+	}
+
+	code, table, stderr := run(t, env, args...)
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(table, "\n")
+	assert.Contains(t, lines[1], "pytorch:version=2.0")
+	assert.True(t, strings.HasSuffix(strings.TrimSpace(lines[1]), "refused"), lines[1])
+	assert.Contains(t, table, "pytorch:version=2.0 refused its settings, not replayed: pytorch: expandable_segments: not in PyTorch 2.0")
+
+	code, csv, stderr := run(t, env, append([]string{"-f", "csv"}, args...)...)
+	require.Equal(t, 0, code, stderr)
+	head := strings.Split(strings.Split(csv, "\n")[0], ",")
+	assert.Equal(t, "refused", head[len(head)-1])
+	assert.Contains(t, strings.Split(csv, "\n")[1], "expandable_segments: not in PyTorch 2.0")
+
+	// The report draws the releases that ran, and names the one refused.
+	dir := t.TempDir()
+	code, _, stderr = run(t, env, append([]string{"-o", dir, "--figures", "sweep,peak"}, args...)...)
+	require.Equal(t, 0, code, stderr)
+	summary, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(summary), `"refused": "pytorch: expandable_segments: not in PyTorch 2.0`)
+	assert.FileExists(t, filepath.Join(dir, "sweep-pytorch-version.png"))
+
+	// Every variant refuses: bad usage, one line, as for one strategy.
+	env = map[string]string{"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:20"}
+	for _, spec := range []string{"pytorch:version=2.8..2.9", "pytorch:version=2.9"} {
+		code, stdout, stderr := run(t, env, "-s", spec, "testdata/tiny.csv")
+		assert.Equal(t, 2, code, spec)
+		assert.Empty(t, stdout, spec)
+		assert.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "%s: %s", spec, stderr)
+		assert.Contains(t, stderr, "max_split_size_mb", spec)
+	}
+}

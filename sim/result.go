@@ -182,6 +182,12 @@ type Result struct {
 	// own (see DeviceResult.MinCapacityBytes). Nil unless asked for. The
 	// engine does not compute it; package mincap searches it.
 	MinCapacityBytes *int64 `json:"min_capacity_bytes"`
+	// Refused is why the strategy refused its parameters, in the words of
+	// its error, for a variant of a sweep that was not replayed (a
+	// release of PyTorch that does not have a setting given to every
+	// release swept); its figures are then all zero. "" for a replay,
+	// and an empty cell in CSV.
+	Refused string `json:"refused,omitempty"`
 
 	// Devices breaks the figures down by device index, in increasing order
 	// of index, for the devices the trace used.

@@ -192,7 +192,32 @@ func SummaryTable(results []sim.Result) Table {
 	}
 	addStartColumns(&t, results)
 	addReferenceColumns(&t, results)
+	markRefused(&t, results, labels)
 	return t
+}
+
+// markRefused empties the figures of the rows of variants that refused
+// their parameters (sim.Result.Refused), which were not replayed: "-" in
+// every column of figures but OOMS, which says "refused", and a note for
+// each that gives its error.
+func markRefused(t *Table, results []sim.Result, labels map[string]string) {
+	first := slices.Index(t.Head, "EVENTS")
+	ooms := slices.Index(t.Head, "OOMS")
+	seen := map[string]bool{}
+	for i, r := range results {
+		if r.Refused == "" {
+			continue
+		}
+		for j := first; j < len(t.Rows[i]); j++ {
+			t.Rows[i][j] = "-"
+		}
+		t.Rows[i][ooms] = "refused"
+		note := labels[r.Strategy.Spec] + " refused its settings, not replayed: " + r.Refused
+		if !seen[note] {
+			seen[note] = true
+			t.Notes = append(t.Notes, note)
+		}
+	}
 }
 
 // addStartColumns adds the memory held when the trace began (a trace that
