@@ -290,18 +290,22 @@ func Figures(results []sim.Result, opts Options) []*Figure {
 		}
 	}
 	want := func(kind string) bool { return len(o.Figures) == 0 || slices.Contains(o.Figures, kind) }
+	// A variant that refused its settings (sim.Result.Refused) was not
+	// replayed: the sweep's figure says so, the others leave it out.
+	all := results
+	results = slices.DeleteFunc(slices.Clone(results), func(r sim.Result) bool { return r.Refused != "" })
 	if want("overhead") {
 		add(OverheadFigure(results, o))
 	}
 	if want("breakdown") {
 		add(BreakdownFigure(results, o))
 	}
-	sweeps := Sweeps(strategiesOf(results))
 	if want("sweep") {
-		for _, sw := range sweeps {
-			add(SweepFigure(sw, results, o))
+		for _, sw := range Sweeps(strategiesOf(all)) {
+			add(SweepFigure(sw, all, o))
 		}
 	}
+	sweeps := Sweeps(strategiesOf(results))
 	for _, t := range traceNames(results) {
 		if want("memory") {
 			add(MemoryFigure(t, results, o))

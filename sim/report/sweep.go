@@ -255,10 +255,12 @@ const sweepHeight = 1.3 * vg.Inch
 // varied parameter, one line per trace (and per combination of the other
 // varied parameters), in three panels, the first and last on a log scale
 // when their values span more than ten times. The parameter's values are placed
-// by value when every one is a finite number and not every one a release
-// ("2.10"), else evenly in order. A
-// variant that ran out of memory leaves a gap in its line. It returns nil
-// when sw has fewer than two variants in results.
+// by value when every one is a finite number, else evenly in order. A
+// variant that ran out of memory or refused its settings leaves a gap in
+// its line. A sweep over releases (every value like "2.10") has its own
+// figure instead, of peak reserved bytes, device allocations and OOMs
+// release by release (see releaseFigure). It returns nil when sw has fewer
+// than two variants in results.
 func SweepFigure(sw Sweep, results []sim.Result, opts Options) *Figure {
 	o := opts.withDefaults(results)
 	if len(sw.Specs) < 2 || len(sw.Params) == 0 {
@@ -282,7 +284,7 @@ func SweepFigure(sw Sweep, results []sim.Result, opts Options) *Figure {
 		releases = releases && r
 	}
 	if releases {
-		byValue = false // 2.10 is no number: releases are placed in order
+		return releaseFigure(sw, xs, results, o)
 	}
 	pos := func(v string) float64 {
 		if byValue {
@@ -321,7 +323,7 @@ func SweepFigure(sw Sweep, results []sim.Result, opts Options) *Figure {
 		l := find(name)
 		x := pos(sw.Values[i][0])
 		ys := [3]float64{float64(r.PeakReservedBytes), r.Overhead, float64(r.DeviceMallocs)}
-		if r.OOMs > 0 {
+		if r.OOMs > 0 || r.Refused != "" {
 			ys = [3]float64{math.NaN(), math.NaN(), math.NaN()}
 		} else {
 			top = max(top, r.PeakReservedBytes)
