@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/gpualloc/gpualloc"
@@ -28,7 +27,10 @@ each round replay in parallel.
 
 It prints the line to paste, PYTORCH_CUDA_ALLOC_CONF=... (for a snapshot
 that torch_npu wrote, which replays with torch_npu's rules,
-PYTORCH_NPU_ALLOC_CONF=...; JSON: paste), and when other
+PYTORCH_NPU_ALLOC_CONF=...; JSON: paste), with --memory-fraction the call
+that sets the fraction in the program, which PyTorch reads from no
+variable (torch.cuda.set_per_process_memory_fraction(F); JSON:
+paste_call), and when other
 values of max_split_size_mb tried give the same peak, their range (JSON:
 max_split_size_mb_range, [lowest, highest]); then the figures it
 gives against PyTorch's defaults and, for a PyTorch snapshot that records
@@ -60,7 +62,12 @@ type tuneResult struct {
 	// Paste is the line to set: Conf in the variable that the allocator
 	// replayed reads (PYTORCH_NPU_ALLOC_CONF for torch_npu's, else
 	// PYTORCH_CUDA_ALLOC_CONF; tune.Report.Line).
-	Paste                    string      `json:"paste"`
+	Paste string `json:"paste"`
+	// PasteCall is the Python call that sets the memory fraction of the
+	// replays beside Paste (torch.cuda.set_per_process_memory_fraction(F),
+	// torch.npu's for torch_npu's; tune.Report.Call), with
+	// --memory-fraction; PyTorch reads no fraction from the variable.
+	PasteCall                string      `json:"paste_call,omitempty"`
 	Conf                     string      `json:"conf"`
 	PeakReservedBytes        int64       `json:"peak_reserved_bytes"`
 	DefaultPeakReservedBytes int64       `json:"default_peak_reserved_bytes"`
@@ -157,7 +164,7 @@ func tuneCmd(ctx context.Context, e *env, args []string) error {
 			in.name, device, rep.Best.Result.OOMs, conf)
 	}
 	res := tuneResult{
-		Trace: rep.Trace, Paste: rep.Line(rep.Best.Setting), Conf: rep.Best.Setting.Conf(),
+		Trace: rep.Trace, Paste: rep.Line(rep.Best.Setting), PasteCall: rep.Call(), Conf: rep.Best.Setting.Conf(),
 		PeakReservedBytes: tune.PeakReserved(rep.Best.Result), DefaultPeakReservedBytes: tune.PeakReserved(rep.Default.Result),
 		DeviceMallocs: rep.Best.Result.DeviceMallocs, DefaultDeviceMallocs: rep.Default.Result.DeviceMallocs,
 		DefaultOOMs: rep.Default.Result.OOMs, PeakRequestedBytes: tune.PeakRequested(rep.Best.Result),
@@ -228,8 +235,8 @@ func recordedMemory(r traces.Reader, events []traces.Event) sim.CapacityReporter
 // writeTune writes tune's result as text.
 func writeTune(w io.Writer, r tuneResult) {
 	fmt.Fprintln(w, r.Paste)
-	if r.MemoryFraction > 0 {
-		fmt.Fprintf(w, "  with torch.cuda.set_per_process_memory_fraction(%s)\n", strconv.FormatFloat(r.MemoryFraction, 'g', -1, 64))
+	if r.PasteCall != "" {
+		fmt.Fprintf(w, "  plus %s in the program\n", r.PasteCall)
 	}
 	if r.Conf == "" {
 		fmt.Fprintln(w, "  (PyTorch's defaults are the best setting found)")

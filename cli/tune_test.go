@@ -171,3 +171,37 @@ func TestTuneNPU(t *testing.T) {
 		assert.Equal(t, res.RecordedDeviceMallocs, res.DeviceMallocs)
 	}
 }
+
+// TestTunePasteCall: with --memory-fraction the line to paste has no
+// memory_fraction, which PyTorch's parser rejects, and the call beside it
+// sets the fraction; the line in the environment and the fraction the call
+// sets replay exactly tune's figures, which the line alone does not give:
+// under the cap of 50 MiB the segment of 40 MiB is made only after the
+// cached one of 30 MiB is released.
+func TestTunePasteCall(t *testing.T) {
+	const mib = 1 << 20
+	trace := writeText(t, t.TempDir(), "capped.csv", fmt.Sprintf("op,id,size,stream,time_us\n"+
+		"alloc,1,%d,0,0\nfree,1,,0,1\nalloc,2,%d,0,2\nfree,2,,0,3\nalloc,3,%d,0,4\nfree,3,,0,5\n", 30*mib, 40*mib, 30*mib))
+	var tuned tuneResult
+	runJSON(t, nil, &tuned, "tune", "-f", "json", "--memory-fraction", "0.5", "--capacity", "100MiB", trace)
+	assert.NotContains(t, tuned.Paste, "memory_fraction")
+	assert.Equal(t, "torch.cuda.set_per_process_memory_fraction(0.5)", tuned.PasteCall)
+	variable, value, _ := strings.Cut(tuned.Paste, "=")
+	type row struct {
+		PeakReserved  int64 `json:"peak_reserved_bytes"`
+		DeviceMallocs int64 `json:"device_mallocs"`
+		OOMs          int64 `json:"ooms"`
+	}
+	var rows, alone []row
+	runJSON(t, map[string]string{variable: value}, &rows, "-f", "json", "--capacity", "100MiB", "-s", "pytorch:memory_fraction=0.5", trace)
+	require.Len(t, rows, 1)
+	assert.Equal(t, row{tuned.PeakReservedBytes, tuned.DeviceMallocs, 0}, rows[0], tuned.Paste)
+	runJSON(t, map[string]string{variable: value}, &alone, "-f", "json", "--capacity", "100MiB", "-s", "pytorch", trace)
+	assert.NotEqual(t, rows[0].PeakReserved, alone[0].PeakReserved, "the line without the call")
+
+	code, stdout, stderr := run(t, nil, "tune", "--memory-fraction", "0.5", "--capacity", "100MiB", trace)
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(stdout, "\n")
+	assert.Equal(t, tuned.Paste, lines[0])
+	assert.Equal(t, "  plus torch.cuda.set_per_process_memory_fraction(0.5) in the program", lines[1])
+}

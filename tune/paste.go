@@ -1,0 +1,23 @@
+package tune
+
+import (
+	"strconv"
+
+	"github.com/gpualloc/gpualloc/strategy/pytorch"
+)
+
+// Call returns the Python call that sets the memory fraction of the
+// report's replays (pytorch.FractionCall), which the program makes beside
+// the line of Line, since PyTorch reads no fraction from its variable:
+// torch.cuda.set_per_process_memory_fraction(F), or torch.npu's for
+// torch_npu's allocator; "" without a fraction.
+func (r *Report) Call() string {
+	if r.MemoryFraction <= 0 {
+		return ""
+	}
+	conf := "memory_fraction:" + strconv.FormatFloat(r.MemoryFraction, 'g', -1, 64)
+	for _, kv := range r.Allocator {
+		conf += "," + kv.Key + ":" + kv.Value
+	}
+	return pytorch.FractionCall(conf)
+}
