@@ -6,20 +6,6 @@ import (
 	"strconv"
 )
 
-// A ctype is the Python type of a container.
-type ctype uint8
-
-const (
-	ctList ctype = iota
-	ctDict
-	ctTuple
-	ctSet
-)
-
-func (t ctype) pyName() string {
-	return [...]string{"a list", "a dict", "a tuple", "a set"}[t]
-}
-
 // A cont is a container being built or kept.
 type cont struct {
 	typ    ctype
@@ -46,29 +32,24 @@ func (d *decoder) newCont(t ctype) val {
 	r := rGeneric
 	switch {
 	case parent == sink:
-		return val{kSkip, uint64(t)}
+		return val{K: kSkip, X: uint64(t)}
 	case parent >= 0:
 		fk := noKey
 		if key >= 0 {
-			fk = d.keyOf[key]
+			fk = d.keyOf(uint64(key))
 		}
 		pr := d.conts[parent].role
 		if skipChild(pr, fk) {
-			return val{kSkip, uint64(t)}
+			return val{K: kSkip, X: uint64(t)}
 		}
 		r = childRole(pr, fk, t)
-	case len(d.stack) == 0 && t == ctDict:
+	case len(d.Stack) == 0 && t == ctDict:
 		r = rTop
-	case len(d.stack) == 0 && t == ctList:
+	case len(d.Stack) == 0 && t == ctList:
 		r = rLegacy
 	}
-	return val{kCont, uint64(d.alloc(t, r, parent, idx, key))}
+	return val{K: kCont, X: uint64(d.alloc(t, r, parent, idx, key))}
 }
-
-// sink stands for a skipped container, where the decoder tells a
-// container by its index: as a MARK's owner, as where a value goes, as
-// the target of an APPEND or a SETITEM.
-const sink int32 = -2
 
 // skippedHere records that the kSkip v stands where the model reads a
 // value, at path: a memo reference to a container first written where
@@ -86,15 +67,15 @@ func (d *decoder) appendFrames(c *cont, items []val) []val {
 	d.commitAbsorbed(c)
 	n := 0
 	ec := uint64(0)
-	for n < len(items) && items[n].k == kFrame {
-		ec |= items[n].x
+	for n < len(items) && items[n].K == kFrame {
+		ec |= items[n].X
 		n++
 	}
 	c.ec = c.ec || ec&frameEC != 0
 	at := len(c.ids)
 	c.ids = slices.Grow(c.ids, 4*n)[:at+4*n]
 	for j, it := range items[:n] {
-		binary.LittleEndian.PutUint32(c.ids[at+4*j:], uint32(it.x))
+		binary.LittleEndian.PutUint32(c.ids[at+4*j:], uint32(it.X))
 	}
 	c.count += int32(n)
 	return items[n:]
@@ -133,7 +114,7 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 	// Field by field, keeping the stack's buffer: the slices are written
 	// only when they hold something, for fewer write barriers.
 	c.typ, c.role, c.shared, c.memo, c.parent, c.idx, c.key = t, r, false, -1, parent, idx, key
-	c.count, c.num, c.done, c.fi, c.ec = 0, 0, val{k: kMark}, fi, false
+	c.count, c.num, c.done, c.fi, c.ec = 0, 0, val{K: kMark}, fi, false
 	c.ids = c.ids[:0]
 	if c.items != nil {
 		c.items = nil
@@ -159,14 +140,14 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 // else; one in the memo or shared stays, as what it became.
 func (d *decoder) release(i int32) {
 	c := &d.conts[i]
-	if c.done.k != kMark && c.memo >= 0 {
+	if c.done.K != kMark && c.memo >= 0 {
 		d.memo.set(uint64(c.memo), c.done)
 		c.memo = -1
 	}
 	if c.shared || c.memo >= 0 || c.role == rGeneric {
 		return
 	}
-	c.done = val{k: kMark}
+	c.done = val{K: kMark}
 	c.typ = ctTuple // no target of an APPEND or SETITEM
 	d.free = append(d.free, i)
 }
@@ -174,15 +155,15 @@ func (d *decoder) release(i int32) {
 // place returns where a container about to be pushed goes: the container
 // (or -1), its index there, and its key's string (or -1).
 func (d *decoder) place(t ctype) (int32, int32, int64) {
-	n := len(d.stack)
+	n := len(d.Stack)
 	lastMark, owner := -1, int32(-1)
-	if len(d.marks) > 0 {
-		m := d.marks[len(d.marks)-1]
-		lastMark, owner = m.pos, m.owner
+	if len(d.Marks) > 0 {
+		m := d.Marks[len(d.Marks)-1]
+		lastMark, owner = m.Pos, m.Owner
 	}
 	// Right above an open list: its one item (APPEND), or the next item of
 	// what holds the list when the list is empty and takes other items.
-	if n > 0 && lastMark < n-1 && d.stack[n-1].k == kSkip && ctype(d.stack[n-1].x) != ctDict {
+	if n > 0 && lastMark < n-1 && d.Stack[n-1].K == kSkip && ctype(d.Stack[n-1].X) != ctDict {
 		return sink, 0, -1 // an item of a skipped list or set
 	}
 	// Above a tuple's first items.
@@ -191,28 +172,28 @@ func (d *decoder) place(t ctype) (int32, int32, int64) {
 			return p, 0, -1
 		}
 	}
-	if n > 1 && lastMark < n-2 && d.stack[n-1].k == kStr && d.stack[n-2].k == kSkip && ctype(d.stack[n-2].x) == ctDict {
+	if n > 1 && lastMark < n-2 && d.Stack[n-1].K == kStr && d.Stack[n-2].K == kSkip && ctype(d.Stack[n-2].X) == ctDict {
 		// A value for a key of a skipped dict (SETITEM), unless the dict
 		// may be a value of the MARK's dict, done, and the key one of
 		// that dict's, whose value the model reads: then a container of
 		// no place, which that dict's field converts, as it would one
 		// read before its place.
-		if owner >= 0 && !skipChild(d.conts[owner].role, d.keyOf[d.stack[n-1].x]) {
+		if owner >= 0 && !skipChild(d.conts[owner].role, d.keyOf(d.Stack[n-1].X)) {
 			return -1, 0, -1
 		}
 		return sink, 0, -1
 	}
-	if n > 0 && lastMark < n-1 && d.stack[n-1].k == kCont {
-		c := &d.conts[d.stack[n-1].x]
-		if c.typ == ctList && c.done.k == kMark {
+	if n > 0 && lastMark < n-1 && d.Stack[n-1].K == kCont {
+		c := &d.conts[d.Stack[n-1].X]
+		if c.typ == ctList && c.done.K == kMark {
 			if it, ok := itemType(c.role); !ok || it == t {
-				return int32(d.stack[n-1].x), c.count, -1
+				return int32(d.Stack[n-1].X), c.count, -1
 			}
 		}
 	}
 	// A value for a key (SETITEM).
-	if n > 1 && lastMark < n-2 && d.stack[n-1].k == kStr && d.stack[n-2].k == kCont && d.conts[d.stack[n-2].x].typ == ctDict {
-		return int32(d.stack[n-2].x), 0, int64(d.stack[n-1].x)
+	if n > 1 && lastMark < n-2 && d.Stack[n-1].K == kStr && d.Stack[n-2].K == kCont && d.conts[d.Stack[n-2].X].typ == ctDict {
+		return int32(d.Stack[n-2].X), 0, int64(d.Stack[n-1].X)
 	}
 	if owner < 0 {
 		return owner, 0, -1 // none, or sink
@@ -223,8 +204,8 @@ func (d *decoder) place(t ctype) (int32, int32, int64) {
 	case ctList, ctSet:
 		return owner, c.count + int32(k), -1
 	case ctDict:
-		if k%2 == 1 && d.stack[n-1].k == kStr {
-			return owner, 0, int64(d.stack[n-1].x)
+		if k%2 == 1 && d.Stack[n-1].K == kStr {
+			return owner, 0, int64(d.Stack[n-1].X)
 		}
 	}
 	return -1, 0, -1
@@ -240,22 +221,22 @@ func (d *decoder) place(t ctype) (int32, int32, int64) {
 // next keys and values such items could be.
 func (d *decoder) tuplePlace(n, lastMark int) (int32, bool) {
 	for i := n - 1; i > lastMark && i >= n-4; i-- {
-		v := d.stack[i]
-		if v.k != kCont && v.k != kSkip {
+		v := d.Stack[i]
+		if v.K != kCont && v.K != kSkip {
 			continue
 		}
-		t := ctype(v.x)
-		if v.k == kCont {
-			t = d.conts[v.x].typ
+		t := ctype(v.X)
+		if v.K == kCont {
+			t = d.conts[v.X].typ
 		}
 		switch {
 		case t != ctDict && i < n-1:
-			if v.k == kSkip {
+			if v.K == kSkip {
 				return sink, true
 			}
 			return -1, true
-		case t == ctDict && i < n-2 && d.stack[i+1].k == kStr:
-			if v.k == kSkip || skipChild(d.conts[v.x].role, d.keyOf[d.stack[i+1].x]) {
+		case t == ctDict && i < n-2 && d.Stack[i+1].K == kStr:
+			if v.K == kSkip || skipChild(d.conts[v.X].role, d.keyOf(d.Stack[i+1].X)) {
 				return sink, true
 			}
 			return -1, true
@@ -268,11 +249,11 @@ func (d *decoder) tuplePlace(n, lastMark int) (int32, bool) {
 // generic returns a new generic container of the given items, or a
 // kSkip where the model does not read it.
 func (d *decoder) generic(t ctype, items []val) val {
-	if parent, _, key := d.place(t); parent == sink || parent >= 0 && key >= 0 && skipChild(d.conts[parent].role, d.keyOf[key]) {
+	if parent, _, key := d.place(t); parent == sink || parent >= 0 && key >= 0 && skipChild(d.conts[parent].role, d.keyOf(uint64(key))) {
 		for _, v := range items {
 			d.drop(v)
 		}
-		return val{kSkip, uint64(t)}
+		return val{K: kSkip, X: uint64(t)}
 	}
 	i := d.alloc(t, rGeneric, -1, 0, -1)
 	c := &d.conts[i]
@@ -281,7 +262,7 @@ func (d *decoder) generic(t ctype, items []val) val {
 	if t == ctDict {
 		c.count /= 2
 	}
-	return val{kCont, uint64(i)}
+	return val{K: kCont, X: uint64(i)}
 }
 
 // path returns the path of container i in the snapshot, as messages name
@@ -299,7 +280,7 @@ func (d *decoder) path(i int32) string {
 	}
 	pp := d.path(c.parent)
 	if c.key >= 0 {
-		return join(pp, d.strs[c.key])
+		return join(pp, d.Strs[c.key])
 	}
 	return pp + "[" + strconv.Itoa(int(c.idx)) + "]"
 }
@@ -318,14 +299,14 @@ func (e *fieldError) Error() string { return e.msg }
 
 // failAt records that the field at path is wrong.
 func (d *decoder) failAt(path, msg string) {
-	if d.err == nil {
-		d.err = &fieldError{path + ": " + msg}
+	if d.Err == nil {
+		d.Err = &fieldError{path + ": " + msg}
 	}
 }
 
 // typeName names the Python type of a value, for messages.
 func (d *decoder) typeName(v val) string {
-	switch v.k {
+	switch v.K {
 	case kNone:
 		return "None"
 	case kBool:
@@ -339,9 +320,9 @@ func (d *decoder) typeName(v val) string {
 	case kBytes:
 		return "bytes"
 	case kCont:
-		return d.conts[v.x].typ.pyName()
+		return d.conts[v.X].typ.PyName()
 	case kSkip:
-		return ctype(v.x).pyName()
+		return ctype(v.X).PyName()
 	case kEntry, kBlock, kSegment, kFrame:
 		return "a dict"
 	}
@@ -359,7 +340,7 @@ func (d *decoder) add(p int32, v val) {
 	switch c.role {
 	case rLegacy, rSegments:
 		if c.role == rLegacy && c.count == 0 && !d.looksLikeSegment(v) {
-			d.err = errNotSnapshot("the pickle holds a list, not a dict or a list of segments")
+			d.Err = errNotSnapshot("the pickle holds a list, not a dict or a list of segments")
 			return
 		}
 		if seg, ok := d.segmentOf(v, at); ok {
@@ -412,14 +393,14 @@ func (d *decoder) set(p int32, k, v val) {
 		return
 	}
 	fk := noKey
-	if k.k == kStr {
-		fk = d.keyOf[k.x]
+	if k.K == kStr {
+		fk = d.keyOf(k.X)
 	}
 	if fk == noKey || roleKeys[c.role]&(1<<fk) == 0 {
 		d.drop(v)
 		return
 	}
-	if v.k == kSkip && holdsContainer[fk] {
+	if v.K == kSkip && holdsContainer[fk] {
 		d.skippedHere(join(d.path(p), keyNames[fk]), v)
 		return
 	}
@@ -435,7 +416,7 @@ func (d *decoder) set(p int32, k, v val) {
 	}
 	c = &d.conts[p]
 	f := &d.fields[c.fi]
-	if old := f.v[fk]; f.present(fk) && old.k == kCont {
+	if old := f.v[fk]; f.present(fk) && old.K == kCont {
 		d.drop(old)
 	}
 	f.has |= 1 << fk
@@ -446,65 +427,65 @@ func (d *decoder) set(p int32, k, v val) {
 // itself, or a copy of a generic list filled item by item. Other values
 // are left for the field's conversion to refuse.
 func (d *decoder) listVal(v val, r role, parent int32, key val) val {
-	if v.k != kCont {
+	if v.K != kCont {
 		return v
 	}
-	c := &d.conts[v.x]
-	if c.role == r || c.typ != ctList || c.done.k != kMark {
+	c := &d.conts[v.X]
+	if c.role == r || c.typ != ctList || c.done.K != kMark {
 		return v
 	}
 	items := c.items
-	i := d.alloc(ctList, r, parent, 0, int64(key.x))
+	i := d.alloc(ctList, r, parent, 0, int64(key.X))
 	for _, it := range items {
-		if d.add(i, it); d.err != nil {
+		if d.add(i, it); d.Err != nil {
 			break
 		}
 	}
-	return val{kCont, uint64(i)}
+	return val{K: kCont, X: uint64(i)}
 }
 
 // stackVal returns the "frames" value v of dict p as a kStack.
 func (d *decoder) stackVal(v val, p int32) val {
-	switch v.k {
+	switch v.K {
 	case kNone, kStack:
 		return v
 	case kCont:
 	case kSkip:
 		d.skippedHere(join(d.path(p), "frames"), v)
-		return val{k: kNone}
+		return val{K: kNone}
 	default:
 		d.failAt(join(d.path(p), "frames"), "not a list but "+d.typeName(v))
-		return val{k: kNone}
+		return val{K: kNone}
 	}
-	c := &d.conts[v.x]
-	if c.done.k != kMark {
+	c := &d.conts[v.X]
+	if c.done.K != kMark {
 		return c.done
 	}
 	if c.typ != ctList {
-		d.failAt(join(d.path(p), "frames"), "not a list but "+c.typ.pyName())
-		return val{k: kNone}
+		d.failAt(join(d.path(p), "frames"), "not a list but "+c.typ.PyName())
+		return val{K: kNone}
 	}
-	i := int32(v.x)
+	i := int32(v.X)
 	if c.role != rStack {
 		items := c.items
 		i = d.alloc(ctList, rStack, c.parent, c.idx, c.key)
 		for _, it := range items {
-			if d.add(i, it); d.err != nil {
-				return val{k: kNone}
+			if d.add(i, it); d.Err != nil {
+				return val{K: kNone}
 			}
 		}
 	}
 	var s val
 	switch ids := d.conts[i].ids; {
 	case !d.noStacks:
-		s = val{kStack, uint64(d.m.internStack(ids))}
+		s = val{K: kStack, X: uint64(d.m.internStack(ids))}
 	case d.conts[i].ec:
-		s = val{kStack, 1}
+		s = val{K: kStack, X: 1}
 	default:
-		s = val{kStack, 0}
+		s = val{K: kStack, X: 0}
 	}
-	d.used(int32(v.x), s)
-	if i != int32(v.x) {
+	d.used(int32(v.X), s)
+	if i != int32(v.X) {
 		d.release(i)
 	}
 	return s
@@ -535,33 +516,33 @@ func (d *decoder) pathOf(at itemAt) string {
 // dict read key by key. ok is false, with the error recorded, when v is
 // not a dict.
 func (d *decoder) dictFields(v val, r role, at itemAt) (*fields, int32, bool) {
-	if v.k == kSkip {
+	if v.K == kSkip {
 		d.skippedHere(d.pathOf(at), v)
 		return nil, -1, false
 	}
-	if v.k != kCont || d.conts[v.x].typ != ctDict {
+	if v.K != kCont || d.conts[v.X].typ != ctDict {
 		d.failAt(d.pathOf(at), "not a dict but "+d.typeName(v))
 		return nil, -1, false
 	}
-	c := &d.conts[v.x]
+	c := &d.conts[v.X]
 	if c.role == r {
-		return &d.fields[c.fi], int32(v.x), true
+		return &d.fields[c.fi], int32(v.X), true
 	}
 	items := c.items
 	i := d.alloc(ctDict, r, at.list, at.index, -1)
-	for j := 0; j+1 < len(items) && d.err == nil; j += 2 {
-		if k := items[j+1]; k.k == kCont {
-			d.share(k) // the generic dict keeps it too
+	for j := 0; j+1 < len(items) && d.Err == nil; j += 2 {
+		if k := items[j+1]; k.K == kCont {
+			d.Share(k) // the generic dict keeps it too
 		}
 		d.set(i, items[j], items[j+1])
 	}
-	return &d.fields[d.conts[i].fi], i, d.err == nil
+	return &d.fields[d.conts[i].fi], i, d.Err == nil
 }
 
 // done reports what a container already became, if it was used before.
 func (d *decoder) doneOf(v val) val {
-	if v.k == kCont {
-		return d.conts[v.x].done
+	if v.K == kCont {
+		return d.conts[v.X].done
 	}
 	return v
 }

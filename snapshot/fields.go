@@ -28,20 +28,20 @@ const (
 // says why it is not one: "negative: -1", "18446744073709551616 is more
 // than 2^63-1 bytes", "not an integer but a string".
 func (d *decoder) natural(v val, most uint64, mostText string) (uint64, string) {
-	switch v.k {
+	switch v.K {
 	case kInt:
-		if n := int64(v.x); n < 0 {
+		if n := int64(v.X); n < 0 {
 			return 0, "negative: " + strconv.FormatInt(n, 10)
 		}
-		if v.x <= most {
-			return v.x, ""
+		if v.X <= most {
+			return v.X, ""
 		}
 	case kUint:
-		if v.x <= most {
-			return v.x, ""
+		if v.X <= most {
+			return v.X, ""
 		}
 	case kBig:
-		b := d.bigs[v.x]
+		b := d.Bigs[v.X]
 		if b.Sign() < 0 {
 			return 0, "negative: " + b.String()
 		}
@@ -56,13 +56,13 @@ func (d *decoder) natural(v val, most uint64, mostText string) (uint64, string) 
 
 // intText returns an integer value in decimal.
 func (d *decoder) intText(v val) string {
-	switch v.k {
+	switch v.K {
 	case kUint:
-		return strconv.FormatUint(v.x, 10)
+		return strconv.FormatUint(v.X, 10)
 	case kBig:
-		return d.bigs[v.x].String()
+		return d.Bigs[v.X].String()
 	}
-	return strconv.FormatInt(int64(v.x), 10)
+	return strconv.FormatInt(int64(v.X), 10)
 }
 
 // fsize returns the size at k, an integer from 0 to 2^63-1; absent or
@@ -84,8 +84,8 @@ func (d *decoder) fint63(f *fields, k fieldKey, at itemAt, def int64, most strin
 	if !ok {
 		return def
 	}
-	if v.k == kInt && int64(v.x) >= 0 {
-		return int64(v.x)
+	if v.K == kInt && int64(v.X) >= 0 {
+		return int64(v.X)
 	}
 	n, msg := d.natural(v, math.MaxInt64, most)
 	if msg != "" {
@@ -104,8 +104,8 @@ func (d *decoder) fuint(f *fields, k fieldKey, at itemAt, need bool) uint64 {
 		}
 		return 0
 	}
-	if v.k == kInt && int64(v.x) >= 0 {
-		return v.x
+	if v.K == kInt && int64(v.X) >= 0 {
+		return v.X
 	}
 	n, msg := d.natural(v, math.MaxUint64, mostUint)
 	if msg != "" {
@@ -123,7 +123,7 @@ func (d *decoder) fdevice(f *fields, k fieldKey, at itemAt) int {
 	}
 	n, msg := d.natural(v, math.MaxInt32, mostInt32)
 	if msg != "" {
-		if isInt(v.k) {
+		if isInt(v.K) {
 			msg = "out of range: " + d.intText(v)
 		}
 		d.failAt(d.fieldPath(at, k), msg)
@@ -141,11 +141,11 @@ func (d *decoder) fbool(f *fields, k fieldKey, at itemAt) bool {
 	if !ok {
 		return false
 	}
-	switch v.k {
+	switch v.K {
 	case kBool, kInt, kUint:
-		return v.x != 0
+		return v.X != 0
 	case kBig:
-		return d.bigs[v.x].Sign() != 0
+		return d.Bigs[v.X].Sign() != 0
 	}
 	d.failAt(d.fieldPath(at, k), "not a bool but "+d.typeName(v))
 	return false
@@ -157,8 +157,8 @@ func (d *decoder) fstr(f *fields, k fieldKey, at itemAt) string {
 	if !ok {
 		return ""
 	}
-	if v.k == kStr || v.k == kBytes {
-		return d.strs[v.x]
+	if v.K == kStr || v.K == kBytes {
+		return d.Strs[v.X]
 	}
 	d.failAt(d.fieldPath(at, k), "not a string but "+d.typeName(v))
 	return ""
@@ -170,8 +170,8 @@ func (d *decoder) fstr(f *fields, k fieldKey, at itemAt) string {
 
 // anyStr returns the string at k, "" when it is absent or not a string.
 func (d *decoder) anyStr(f *fields, k fieldKey) string {
-	if v, ok := f.get(k); ok && (v.k == kStr || v.k == kBytes) {
-		return d.strs[v.x]
+	if v, ok := f.get(k); ok && (v.K == kStr || v.K == kBytes) {
+		return d.Strs[v.X]
 	}
 	return ""
 }
@@ -184,11 +184,11 @@ func (d *decoder) anyLine(f *fields, k fieldKey) int64 {
 	if !ok {
 		return 0
 	}
-	switch v.k {
+	switch v.K {
 	case kInt, kUint:
-		return int64(v.x)
+		return int64(v.X)
 	case kBig:
-		if b := d.bigs[v.x]; b.IsInt64() {
+		if b := d.Bigs[v.X]; b.IsInt64() {
 			return b.Int64()
 		}
 	}
@@ -197,8 +197,8 @@ func (d *decoder) anyLine(f *fields, k fieldKey) int64 {
 
 // fstack returns the stack at "frames"; 0 when the read keeps no stacks.
 func (d *decoder) fstack(f *fields) StackID {
-	if v, ok := f.get(keyFrames); ok && v.k == kStack && !d.noStacks {
-		return StackID(v.x)
+	if v, ok := f.get(keyFrames); ok && v.K == kStack && !d.noStacks {
+		return StackID(v.X)
 	}
 	return 0
 }
@@ -206,11 +206,11 @@ func (d *decoder) fstack(f *fields) StackID {
 // fempty reports whether the stack at "frames" is on the empty-cache
 // path.
 func (d *decoder) fempty(f *fields) bool {
-	if v, ok := f.get(keyFrames); ok && v.k == kStack {
+	if v, ok := f.get(keyFrames); ok && v.K == kStack {
 		if d.noStacks {
-			return v.x != 0
+			return v.X != 0
 		}
-		return v.x < uint64(len(d.m.stackEC)) && d.m.stackEC[v.x]
+		return v.X < uint64(len(d.m.stackEC)) && d.m.stackEC[v.X]
 	}
 	return false
 }
@@ -221,8 +221,8 @@ func (d *decoder) fstrIndex(f *fields, k fieldKey, at itemAt) uint32 {
 	if !ok {
 		return noStr
 	}
-	if v.k == kStr || v.k == kBytes {
-		return uint32(v.x)
+	if v.K == kStr || v.K == kBytes {
+		return uint32(v.X)
 	}
 	d.failAt(d.fieldPath(at, k), "not a string but "+d.typeName(v))
 	return noStr

@@ -30,10 +30,10 @@ func (m *memoTable) len() int { return m.packed.len() }
 
 // pack returns v as a packed entry, kWide if its value does not fit.
 func pack(v val) uint64 {
-	if v.x>>(64-kindBits) != 0 {
+	if v.X>>(64-kindBits) != 0 {
 		return uint64(kWide)
 	}
-	return v.x<<kindBits | uint64(v.k)
+	return v.X<<kindBits | uint64(v.K)
 }
 
 // at returns entry i, i < m.len(). Where the page of its frame byte is
@@ -44,7 +44,7 @@ func (m *memoTable) at(i uint64) val {
 	}
 	p := *m.packed.at(i)
 	if k := kind(p & kindMask); k != kWide {
-		return val{k, p >> kindBits}
+		return val{K: k, X: p >> kindBits}
 	}
 	return m.wide[i]
 }
@@ -84,9 +84,9 @@ func (m *memoTable) setWide(i uint64, v val) {
 // frameKind returns the bits of memoTable.frame for v.
 func frameKind(v val) byte {
 	switch {
-	case v.k != kFrame:
+	case v.K != kFrame:
 		return 0
-	case v.x&frameEC != 0:
+	case v.X&frameEC != 0:
 		return isFrame | isEC
 	}
 	return isFrame

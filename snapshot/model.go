@@ -25,9 +25,9 @@ const frameEC = 1 << 32
 
 // frameVal returns the kFrame of frame id.
 func (d *decoder) frameVal(id uint32) val {
-	v := val{kFrame, uint64(id)}
+	v := val{K: kFrame, X: uint64(id)}
 	if d.m.frameEC[id] {
-		v.x |= frameEC
+		v.X |= frameEC
 	}
 	return v
 }
@@ -103,10 +103,10 @@ func (m *model) emptyCache(ids []byte) bool {
 
 // finish records what the value v, read through container tmp, became.
 func (d *decoder) finish(v val, tmp int32, became val) {
-	if v.k == kCont {
-		d.used(int32(v.x), became)
+	if v.K == kCont {
+		d.used(int32(v.X), became)
 	}
-	if tmp >= 0 && (v.k != kCont || tmp != int32(v.x)) {
+	if tmp >= 0 && (v.K != kCont || tmp != int32(v.X)) {
 		d.release(tmp)
 	}
 }
@@ -135,7 +135,7 @@ func strAt(strs []string, i uint32) string {
 }
 
 // strAt returns string i of the decoder's table, "" for noStr.
-func (d *decoder) strAt(i uint32) string { return strAt(d.strs, i) }
+func (d *decoder) strAt(i uint32) string { return strAt(d.Strs, i) }
 
 // entry returns the TraceEntry that r is, its strings indexes into strs.
 func (r *entryRec) entry(strs []string) TraceEntry {
@@ -144,8 +144,8 @@ func (r *entryRec) entry(strs []string) TraceEntry {
 }
 
 func (d *decoder) entryOf(v val, at itemAt) (entryRec, bool) {
-	if dv := d.doneOf(v); dv.k == kEntry {
-		return *d.m.traces[dv.x>>32].at(uint64(uint32(dv.x))), d.repeat(1, at)
+	if dv := d.doneOf(v); dv.K == kEntry {
+		return *d.m.traces[dv.X>>32].at(uint64(uint32(dv.X))), d.repeat(1, at)
 	}
 	f, tmp, ok := d.dictFields(v, rEntry, at)
 	if !ok {
@@ -176,14 +176,14 @@ func (d *decoder) entryOf(v val, at itemAt) (entryRec, bool) {
 		e.emptyCache = d.fempty(f)
 	}
 	num := d.conts[at.list].num
-	d.finish(v, tmp, val{kEntry, uint64(num)<<32 | uint64(at.index)})
-	return e, d.err == nil
+	d.finish(v, tmp, val{K: kEntry, X: uint64(num)<<32 | uint64(at.index)})
+	return e, d.Err == nil
 }
 
 // traceOf returns the number of a device's trace list.
 func (d *decoder) traceOf(v val, at itemAt) (uint32, bool) {
-	if dv := d.doneOf(v); dv.k == kTrace {
-		t := &d.m.traces[dv.x]
+	if dv := d.doneOf(v); dv.K == kTrace {
+		t := &d.m.traces[dv.X]
 		if !d.repeat(t.len(), at) {
 			return 0, false
 		}
@@ -194,32 +194,32 @@ func (d *decoder) traceOf(v val, at itemAt) (uint32, bool) {
 		d.m.traces = append(d.m.traces, c)
 		return uint32(len(d.m.traces) - 1), true
 	}
-	if v.k == kSkip {
+	if v.K == kSkip {
 		d.skippedHere(d.pathOf(at), v)
 		return 0, false
 	}
-	if v.k != kCont || d.conts[v.x].typ != ctList {
+	if v.K != kCont || d.conts[v.X].typ != ctList {
 		d.failAt(d.pathOf(at), "not a list")
 		return 0, false
 	}
-	i := int32(v.x)
+	i := int32(v.X)
 	if c := &d.conts[i]; c.role != rTrace {
 		items := c.items
 		i = d.alloc(ctList, rTrace, at.list, at.index, -1)
 		for _, it := range items {
-			if d.add(i, it); d.err != nil {
+			if d.add(i, it); d.Err != nil {
 				return 0, false
 			}
 		}
 	}
 	num := d.conts[i].num
-	d.finish(v, i, val{kTrace, uint64(num)})
+	d.finish(v, i, val{K: kTrace, X: uint64(num)})
 	return num, true
 }
 
 func (d *decoder) frameOf(v val, at itemAt) (uint32, bool) {
-	if dv := d.doneOf(v); dv.k == kFrame {
-		return uint32(dv.x), true
+	if dv := d.doneOf(v); dv.K == kFrame {
+		return uint32(dv.X), true
 	}
 	f, tmp, ok := d.dictFields(v, rFrame, at)
 	if !ok {
@@ -228,13 +228,13 @@ func (d *decoder) frameOf(v val, at itemAt) (uint32, bool) {
 	fr := Frame{Name: d.anyStr(f, keyName), Filename: d.anyStr(f, keyFilename), Line: d.anyLine(f, keyLine)}
 	id := d.m.internFrame(fr)
 	d.finish(v, tmp, d.frameVal(id))
-	return id, d.err == nil
+	return id, d.Err == nil
 }
 
 func (d *decoder) blockOf(v val, at itemAt) (Block, bool) {
 	num := d.conts[at.list].num
-	if dv := d.doneOf(v); dv.k == kBlock {
-		b := d.m.blocks[dv.x>>32][uint32(dv.x)]
+	if dv := d.doneOf(v); dv.K == kBlock {
+		b := d.m.blocks[dv.X>>32][uint32(dv.X)]
 		return b, d.repeat(1, at)
 	}
 	f, tmp, ok := d.dictFields(v, rBlock, at)
@@ -256,29 +256,29 @@ func (d *decoder) blockOf(v val, at itemAt) (Block, bool) {
 		d.m.noAddr[num] = append(d.m.noAddr[num], at.index)
 	}
 	b.RequestedSize = d.fsize(f, keyRequestedSize, at, b.Size)
-	d.finish(v, tmp, val{kBlock, uint64(num)<<32 | uint64(at.index)})
-	return b, d.err == nil
+	d.finish(v, tmp, val{K: kBlock, X: uint64(num)<<32 | uint64(at.index)})
+	return b, d.Err == nil
 }
 
 // looksLikeSegment reports whether the first item of a top-level list is
 // a segment: a dict with "total_size" and "blocks".
 func (d *decoder) looksLikeSegment(v val) bool {
-	if dv := d.doneOf(v); dv.k == kSegment {
+	if dv := d.doneOf(v); dv.K == kSegment {
 		return true
 	}
-	if v.k != kCont || d.conts[v.x].typ != ctDict {
+	if v.K != kCont || d.conts[v.X].typ != ctDict {
 		return false
 	}
-	c := &d.conts[v.x]
+	c := &d.conts[v.X]
 	if c.role == rSegment {
 		f := &d.fields[c.fi]
 		return f.present(keyTotalSize) && f.present(keyBlocks)
 	}
 	var size, blocks bool
 	for j := 0; j+1 < len(c.items); j += 2 {
-		if k := c.items[j]; k.k == kStr {
-			size = size || d.strs[k.x] == "total_size"
-			blocks = blocks || d.strs[k.x] == "blocks"
+		if k := c.items[j]; k.K == kStr {
+			size = size || d.Strs[k.X] == "total_size"
+			blocks = blocks || d.Strs[k.X] == "blocks"
 		}
 	}
 	return size && blocks
@@ -286,8 +286,8 @@ func (d *decoder) looksLikeSegment(v val) bool {
 
 func (d *decoder) segmentOf(v val, at itemAt) (Segment, bool) {
 	num := d.conts[at.list].num
-	if dv := d.doneOf(v); dv.k == kSegment {
-		s := d.m.segs[dv.x>>32][uint32(dv.x)]
+	if dv := d.doneOf(v); dv.K == kSegment {
+		s := d.m.segs[dv.X>>32][uint32(dv.X)]
 		if !d.repeat(1+len(s.Blocks), at) {
 			return Segment{}, false
 		}
@@ -329,8 +329,8 @@ func (d *decoder) segmentOf(v val, at itemAt) (Segment, bool) {
 	if _, ok := f.get(keyAddress); !ok {
 		d.failAt(d.fieldPath(at, keyAddress), "missing")
 	}
-	d.finish(v, tmp, val{kSegment, uint64(num)<<32 | uint64(at.index)})
-	return seg, d.err == nil
+	d.finish(v, tmp, val{K: kSegment, X: uint64(num)<<32 | uint64(at.index)})
+	return seg, d.Err == nil
 }
 
 // segmentBlocks returns the blocks of a segment's "blocks" value, and the
@@ -338,20 +338,20 @@ func (d *decoder) segmentOf(v val, at itemAt) (Segment, bool) {
 // on later ones. The number is taken before the list is used, which may
 // free its container for reuse.
 func (d *decoder) segmentBlocks(bv val, at itemAt) ([]Block, uint32) {
-	if bv.k == kCont {
-		c := &d.conts[bv.x]
-		if c.role == rBlocks && c.done.k == kMark {
+	if bv.K == kCont {
+		c := &d.conts[bv.X]
+		if c.role == rBlocks && c.done.K == kMark {
 			num := c.num
-			d.used(int32(bv.x), val{kBlocks, uint64(num)})
+			d.used(int32(bv.X), val{K: kBlocks, X: uint64(num)})
 			return d.m.blocks[num], num
 		}
 	}
-	if dv := d.doneOf(bv); dv.k == kBlocks {
-		b := d.m.blocks[dv.x]
+	if dv := d.doneOf(bv); dv.K == kBlocks {
+		b := d.m.blocks[dv.X]
 		if !d.repeat(len(b), at) {
 			return nil, 0
 		}
-		return append(make([]Block, 0, len(b)), b...), uint32(dv.x)
+		return append(make([]Block, 0, len(b)), b...), uint32(dv.X)
 	}
 	d.failAt(d.fieldPath(at, keyBlocks), "not a list but "+d.typeName(bv))
 	return nil, 0
@@ -360,14 +360,14 @@ func (d *decoder) segmentBlocks(bv val, at itemAt) ([]Block, uint32) {
 // pool returns a segment_pool_id: a pair of non-negative integers.
 func (d *decoder) pool(v val, at itemAt) PoolID {
 	var p PoolID
-	if v.k == kCont {
-		c := &d.conts[v.x]
+	if v.K == kCont {
+		c := &d.conts[v.X]
 		if (c.typ == ctTuple || c.typ == ctList) && len(c.items) == 2 {
 			ok := true
 			for i, it := range c.items {
 				switch {
-				case it.k == kInt && int64(it.x) >= 0, it.k == kUint:
-					p[i] = it.x
+				case it.K == kInt && int64(it.X) >= 0, it.K == kUint:
+					p[i] = it.X
 				default:
 					ok = false
 				}
@@ -383,26 +383,26 @@ func (d *decoder) pool(v val, at itemAt) PoolID {
 
 // snapshotOf returns the snapshot that the pickle's value v is.
 func (d *decoder) snapshotOf(v val, name string) (*Snapshot, error) {
-	if v.k != kCont || (d.conts[v.x].typ != ctDict && d.conts[v.x].typ != ctList) {
+	if v.K != kCont || (d.conts[v.X].typ != ctDict && d.conts[v.X].typ != ctList) {
 		return nil, errNotSnapshot("the pickle holds " + d.typeName(v) + ", not a dict or a list of segments")
 	}
-	top := int32(v.x)
+	top := int32(v.X)
 	c := &d.conts[top]
 	switch {
 	case c.typ == ctList && c.role != rLegacy:
 		items := c.items
 		top = d.alloc(ctList, rLegacy, -1, 0, -1)
 		for _, it := range items {
-			if d.add(top, it); d.err != nil {
-				return nil, d.err
+			if d.add(top, it); d.Err != nil {
+				return nil, d.Err
 			}
 		}
 	case c.typ == ctDict && c.role != rTop:
 		items := c.items
 		top = d.alloc(ctDict, rTop, -1, 0, -1)
 		for j := 0; j+1 < len(items); j += 2 {
-			if d.set(top, items[j], items[j+1]); d.err != nil {
-				return nil, d.err
+			if d.set(top, items[j], items[j+1]); d.Err != nil {
+				return nil, d.Err
 			}
 		}
 	}
@@ -417,18 +417,18 @@ func (d *decoder) snapshotOf(v val, name string) (*Snapshot, error) {
 	}
 	f := &d.fields[c.fi]
 	sv, ok := f.get(keySegments)
-	if !ok || sv.k != kCont || d.conts[sv.x].role != rSegments {
+	if !ok || sv.K != kCont || d.conts[sv.X].role != rSegments {
 		return nil, errNotSnapshot("no segments list")
 	}
-	s.Segments = d.m.segs[d.conts[sv.x].num]
+	s.Segments = d.m.segs[d.conts[sv.X].num]
 	if tv, ok := f.get(keyDeviceTraces); ok {
-		if tv.k != kCont || d.conts[tv.x].role != rTraces {
+		if tv.K != kCont || d.conts[tv.X].role != rTraces {
 			return nil, &fieldError{"device_traces: not a list"}
 		}
-		lists := d.conts[tv.x].lists
+		lists := d.conts[tv.X].lists
 		s.traces = make([]Trace, len(lists))
 		for dev, n := range lists {
-			s.traces[dev] = Trace{held: hold(&d.m.traces[n], d.strs)}
+			s.traces[dev] = Trace{held: hold(&d.m.traces[n], d.Strs)}
 		}
 	}
 	if av, ok := f.get(keyAllocatorSettings); ok {
@@ -449,8 +449,8 @@ func (d *decoder) snapshotOf(v val, name string) (*Snapshot, error) {
 // naming the key whose value is too large to convert.
 func (d *decoder) settingsValue(v val) (any, error) {
 	items := 0
-	if v.k == kCont && d.conts[v.x].typ == ctDict && d.conts[v.x].role == rGeneric {
-		c := &d.conts[v.x]
+	if v.K == kCont && d.conts[v.X].typ == ctDict && d.conts[v.X].role == rGeneric {
+		c := &d.conts[v.X]
 		m := make(map[any]any, len(c.items)/2)
 		for j := 0; j+1 < len(c.items); j += 2 {
 			k, ok := d.plain(c.items[j], 1, &items)
@@ -479,28 +479,28 @@ func (d *decoder) plain(v val, depth int, items *int) (any, bool) {
 	if depth > maxPlainDepth || *items > maxPlainItems {
 		return nil, false
 	}
-	switch v.k {
+	switch v.K {
 	case kNone:
 		return ogórek.None{}, true
 	case kBool:
-		return v.x != 0, true
+		return v.X != 0, true
 	case kInt:
-		return int64(v.x), true
+		return int64(v.X), true
 	case kUint:
-		return new(big.Int).SetUint64(v.x), true
+		return new(big.Int).SetUint64(v.X), true
 	case kBig:
-		return d.bigs[v.x], true
+		return d.Bigs[v.X], true
 	case kFloat:
-		return floatOf(v), true
+		return v.Float(), true
 	case kStr:
-		return d.strs[v.x], true
+		return d.Strs[v.X], true
 	case kBytes:
-		return ogórek.Bytes(d.strs[v.x]), true
+		return ogórek.Bytes(d.Strs[v.X]), true
 	case kCont:
 	default:
 		return nil, false
 	}
-	c := &d.conts[v.x]
+	c := &d.conts[v.X]
 	if c.role != rGeneric {
 		return nil, false
 	}

@@ -125,7 +125,7 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	// reader after the goroutine that reads it has stopped.
 	var zr *gzipReader
 	defer func() {
-		d.in.Stop() // d.in changes for gzip
+		d.In.Stop() // d.In changes for gzip
 		if zr != nil {
 			zr.Close()
 		}
@@ -133,34 +133,34 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	d.noStacks = o.NoStacks
 	gz := ""
 	for range 2 {
-		if !d.in.Need(2) && d.in.Err != nil && d.in.Err != io.EOF {
-			return nil, &Error{Name: name, Msg: "read: " + d.in.Err.Error(), Err: d.in.Err}
+		if !d.In.Need(2) && d.In.Err != nil && d.In.Err != io.EOF {
+			return nil, &Error{Name: name, Msg: "read: " + d.In.Err.Error(), Err: d.In.Err}
 		}
-		if b := d.in.Buf[d.in.Pos:d.in.End]; gz != "" || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		if b := d.In.Buf[d.In.Pos:d.In.End]; gz != "" || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 			break
 		}
 		// gzip: decompress as the pickle is read, starting with the bytes
 		// read so far.
-		z, err := newGzipReader(io.MultiReader(bytes.NewReader(bytes.Clone(d.in.Buf[d.in.Pos:d.in.End])), r))
+		z, err := newGzipReader(io.MultiReader(bytes.NewReader(bytes.Clone(d.In.Buf[d.In.Pos:d.In.End])), r))
 		if err != nil {
 			return nil, &Error{Name: name, Msg: "read: gzip: " + err.Error(), Err: err}
 		}
 		zr = z
-		d.in.Switch(zr)
+		d.In.Switch(zr)
 		gz = " of the decompressed data"
 	}
-	if b := d.in.Buf[d.in.Pos:d.in.End]; len(b) < 2 || b[0] != pickle.OpProto || b[1] < 2 || b[1] > 5 {
+	if b := d.In.Buf[d.In.Pos:d.In.End]; len(b) < 2 || b[0] != pickle.OpProto || b[1] < 2 || b[1] > 5 {
 		return nil, notSnapshot(name, "not a pickle of protocol 2 to 5", nil)
 	}
 	// From here on the input is only the pickle's: a long one is read
 	// ahead on a goroutine.
-	d.in.Ahead = true
+	d.In.Ahead = true
 	v, err := d.run()
 	if err == nil && zr != nil {
 		// The gzip stream to its end, where its CRC and size are
 		// checked; what the pickle leaves after its STOP is ignored, as
 		// Python's pickle.load ignores it.
-		if err := d.in.Drain(); err != nil {
+		if err := d.In.Drain(); err != nil {
 			return nil, &Error{Name: name, Msg: "read: the end of the gzip stream: " + oneLine(err.Error()), Err: err}
 		}
 	}
@@ -169,8 +169,8 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 		s, err = d.snapshotOf(v, name)
 	}
 	var spe *spillError
-	if errors.As(d.err, &spe) {
-		err = d.err // the spill's failure, which may have caused others
+	if errors.As(d.Err, &spe) {
+		err = d.Err // the spill's failure, which may have caused others
 	}
 	if err != nil || !s.readsBack() {
 		d.sp.close()
@@ -213,12 +213,11 @@ func (s *Snapshot) readsBack() bool {
 
 func newDecoder(r io.Reader, o ReadOptions) *decoder {
 	d := &decoder{
-		in:       pickle.NewInput(r, o.prefetchFrom),
-		strIdx:   map[string]uint32{},
+		Machine:  pickle.NewMachine(pickle.NewInput(r, o.prefetchFrom), func(s string) uint8 { return uint8(keyNamed(s)) }),
 		runsFrom: orDefault(o.runsFrom, defaultRunsFrom),
 		maxTrace: orDefault(o.maxTrace, defaultMaxTrace),
 	}
-	d.sp = newSpill(o, &d.err)
+	d.sp = newSpill(o, &d.Err)
 	d.memo.packed.sp, d.memo.frame.sp = d.sp, d.sp
 	return d
 }

@@ -28,9 +28,9 @@ var pushOps = [256]bool{pickle.OpBinGet: true, pickle.OpLongBinGet: true, pickle
 // frames referenced are not pushed but absorbed (see absorb).
 func (d *decoder) memoRun(op byte) bool {
 	if op == pickle.OpBinGet || op == pickle.OpLongBinGet {
-		if k := len(d.marks); k > 0 {
-			if m := d.marks[k-1]; m.pos == len(d.stack)-1 && m.owner >= 0 {
-				if c := &d.conts[m.owner]; c.role == rStack && c.typ == ctList && c.done.k == kMark {
+		if k := len(d.Marks); k > 0 {
+			if m := d.Marks[k-1]; m.Pos == len(d.Stack)-1 && m.Owner >= 0 {
+				if c := &d.conts[m.Owner]; c.role == rStack && c.typ == ctList && c.done.K == kMark {
 					return d.absorb(op)
 				}
 			}
@@ -39,9 +39,9 @@ func (d *decoder) memoRun(op byte) bool {
 	if len(d.absorbed) > 0 {
 		return false // run puts the absorbed frames back first
 	}
-	in := &d.in
+	in := &d.In
 	buf, memo, n := in.Buf[:in.End], d.memo.packed.pages, uint64(d.memo.len())
-	pos, done, stack, ran := in.Pos, in.Pos, d.stack, false // pos just after op
+	pos, done, stack, ran := in.Pos, in.Pos, d.Stack, false // pos just after op
 loop:
 	for {
 		var v val
@@ -72,7 +72,7 @@ loop:
 			if k := kind(p & kindMask); k == kCont || k == kMark || k == kWide {
 				break loop
 			}
-			v = val{kind(p & kindMask), p >> kindBits}
+			v = val{K: kind(p & kindMask), X: p >> kindBits}
 		case pickle.OpBinInt1:
 			if pos >= len(buf) {
 				break loop
@@ -102,11 +102,11 @@ loop:
 			v = intVal(pickle.LeInt(buf[pos+1 : pos+1+k]))
 			pos += 1 + k
 		case pickle.OpNone:
-			v = val{k: kNone}
+			v = val{K: kNone}
 		case pickle.OpNewTrue:
-			v = val{kBool, 1}
+			v = val{K: kBool, X: 1}
 		case pickle.OpNewFalse:
-			v = val{kBool, 0}
+			v = val{K: kBool, X: 0}
 		default:
 			break loop
 		}
@@ -119,7 +119,7 @@ loop:
 		pos++
 	}
 	// The next opcode starts at in.Pos, for run's loop to read.
-	d.stack = stack
+	d.Stack = stack
 	in.Pos = done
 	return ran
 }
@@ -136,7 +136,7 @@ loop:
 // a big file, a run that starts a batch is first looked up among those
 // read before (see frameRun).
 func (d *decoder) absorb(op byte) bool {
-	in := &d.in
+	in := &d.In
 	buf, kinds, n := in.Buf[:in.End], d.memo.frame.pages, uint64(d.memo.len())
 	at := in.Pos - 1 // the opcode's offset
 	var slot *frameRun
@@ -288,7 +288,7 @@ func (d *decoder) endAbsorbed() {
 // bytes each.
 func (d *decoder) frameIDs(ids []byte, idx []uint32) []byte {
 	for _, i := range idx {
-		ids = binary.LittleEndian.AppendUint32(ids, uint32(d.memo.at(uint64(i)).x))
+		ids = binary.LittleEndian.AppendUint32(ids, uint32(d.memo.at(uint64(i)).X))
 	}
 	return ids
 }
@@ -301,7 +301,7 @@ const minFrames = 64
 // MARK.
 func (d *decoder) unabsorb() {
 	for _, i := range d.absorbed {
-		d.stack = append(d.stack, d.memo.at(uint64(i)))
+		d.Stack = append(d.Stack, d.memo.at(uint64(i)))
 	}
 	d.endAbsorbed()
 }

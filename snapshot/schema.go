@@ -135,7 +135,7 @@ type fields struct {
 
 // get returns the value at k, false when absent or None.
 func (f *fields) get(k fieldKey) (val, bool) {
-	if f.has&(1<<k) == 0 || f.v[k].k == kNone {
+	if f.has&(1<<k) == 0 || f.v[k].K == kNone {
 		return val{}, false
 	}
 	return f.v[k], true

@@ -1,10 +1,14 @@
 // Package pickle reads the bytes of a Python pickle of protocols 2 to 5:
 // the input through a buffer (read ahead on a goroutine when it is long),
-// the opcodes and how their arguments are encoded, and the faults of a
-// pickle as such, at their byte offsets. It knows nothing of what the
-// pickle holds: the machine that runs the opcodes, and the model that
-// gives its containers their meaning, are the snapshot package's, which
-// reads the input's buffer in place on its hot paths.
+// the opcodes and how their arguments are encoded, the faults of a pickle
+// as such, at their byte offsets, and the machine that runs the opcodes
+// (Machine): its values, stack and marks, interned strings and big
+// integers. It runs the opcodes of scalars itself and hands each other
+// one (Machine.Step), with the values it takes off the stack, to a
+// Builder. It knows nothing of what the pickle holds: containers are
+// handles and memo slots indexes to it, and the snapshot package, which
+// embeds a Machine and is its Builder, gives them their meaning and reads
+// the input's buffer in place on its hot paths.
 package pickle
 
 import (
