@@ -75,6 +75,12 @@ PyTorch's defaults, where simulate would keep the recorded settings).
 --time-limit bounds the replays of what would have fit and the plans; the
 moments and their figures come first, and the rows left no time say so.
 
+The events of a trace are read once, into pages: past the first 8 MiB of
+them (about 160,000 events), they go to a temporary file in --temp-dir,
+48 bytes an event, read back by each replay. The moment and who holds
+its bytes then take memory for what is live, whatever the length of the
+trace.
+
 -o DIR writes, besides the output, index.html with each device's report
 and three figures (PNG, 3.3 in wide): the device's memory over the trace,
 its live bytes stacked by holder with the reserved bytes, the capacity and
@@ -104,6 +110,7 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVarP(&out, "out", "o", "", "also write index.html and figures of each device into `DIR`")
 	fs.BoolVar(&force, "force", false, "with -o, replace the report a directory holds")
 	fs.IntVarP(&jobs, "jobs", "j", 0, "replays to run at once (default: the number of cores)")
+	addTempDir(fs, e)
 	if err := parseTraceFlags(fs, args, &lenient, &progressMode, &format); err != nil {
 		return err
 	}
@@ -143,11 +150,14 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 	}
 	var reps []explain.Report
 	for _, in := range inputs {
-		t, err := explainTrace(ctx, e, in, lenient, opts.By == explain.ByAnnotation)
+		t, err := explainLogged(ctx, e, in, lenient, opts.By == explain.ByAnnotation)
 		if err != nil {
 			return err
 		}
 		r, err := explain.Explain(ctx, t, opts)
+		if cerr := t.Log.Close(); err == nil {
+			err = cerr
+		}
 		if err != nil {
 			return err
 		}
@@ -303,7 +313,27 @@ func parseAt(s string) (*explain.At, error) {
 // records, and, for a PyTorch snapshot, its stacks and its entries, in one
 // read; the annotations, when asked for, take a second: a trace that can
 // be read only once (standard input, a FIFO) is read into memory first.
+// The events are held in memory (Trace.Events).
 func explainTrace(ctx context.Context, e *env, in *input, lenient, annotations bool) (*explain.Trace, error) {
+	return readExplainTrace(ctx, e, in, lenient, annotations, func(r traces.Reader, t *explain.Trace) (err error) {
+		t.Events, err = readAllSized(r)
+		return err
+	})
+}
+
+// explainLogged reads in as explainTrace does, its events into an
+// explain.EventLog whose pages past its bound go to a temporary file in
+// the directory of --temp-dir (TMPDIR): the memory of a snapshot's
+// events is then bounded, whatever its length. The caller closes the log.
+func explainLogged(ctx context.Context, e *env, in *input, lenient, annotations bool) (*explain.Trace, error) {
+	return readExplainTrace(ctx, e, in, lenient, annotations, func(r traces.Reader, t *explain.Trace) (err error) {
+		t.Log, err = explain.ReadEventLog(r, e.tempDir, 0)
+		return err
+	})
+}
+
+// readExplainTrace reads in as explainTrace says, its events by keep.
+func readExplainTrace(ctx context.Context, e *env, in *input, lenient, annotations bool, keep func(traces.Reader, *explain.Trace) error) (_ *explain.Trace, err error) {
 	open := in.open
 	var data []byte
 	if in.once {
@@ -311,7 +341,6 @@ func explainTrace(ctx context.Context, e *env, in *input, lenient, annotations b
 		if in.file != nil {
 			src, name = in.file, in.name
 		}
-		var err error
 		if data, err = io.ReadAll(ctxReader(ctx, src)); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -331,14 +360,19 @@ func explainTrace(ctx context.Context, e *env, in *input, lenient, annotations b
 	if err != nil {
 		return nil, err
 	}
-	events, err := readAllSized(r)
+	t := &explain.Trace{Name: in.name}
+	defer func() {
+		if err != nil {
+			t.Log.Close()
+		}
+	}()
+	err = keep(r, t)
 	if cerr := c.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return nil, err
 	}
-	t := &explain.Trace{Name: in.name, Events: events}
 	if f, ok := r.(traces.FileReader); ok {
 		t.Format = f.Format()
 		if n := f.Skipped(); n > 0 && in.once {

@@ -199,3 +199,34 @@ func TestExplainStdin(t *testing.T) {
 	assert.True(t, fromStdin[0].Frames)
 	assert.Equal(t, fromFile[0].Holders, fromStdin[0].Holders)
 }
+
+// TestExplainTempDir explains a trace of 200,000 events, more than its
+// events' pages hold in memory: the rest go to a temporary file in
+// --temp-dir, which must exist, and the figures are those of a trace held
+// whole.
+func TestExplainTempDir(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("op,id,size\n")
+	for i := range 100_000 {
+		fmt.Fprintf(&b, "alloc,%d,%d\nfree,%d,\n", i, (i%13+1)<<16, i)
+	}
+	path := writeText(t, t.TempDir(), "long.csv", b.String())
+	missing := t.TempDir() + "/missing"
+	code, _, stderr := run(t, nil, "explain", "--time-limit", "1ns", "--temp-dir", missing, path)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "long.csv: holding its events: making a temporary file")
+	assert.Contains(t, stderr, missing)
+
+	var reps []explain.Report
+	runJSON(t, nil, &reps, "explain", "--time-limit", "1ns", "--temp-dir", t.TempDir(), "-f", "json", path)
+	require.Len(t, reps, 1)
+	// One block live at a time, in the first small segment of 2 MiB: the
+	// peak of reserved bytes is the first event's.
+	r := reps[0]
+	assert.Equal(t, explain.MomentPeak, r.Moment)
+	assert.EqualValues(t, 0, r.EventIndex)
+	assert.EqualValues(t, 2<<20, r.ReservedBytes)
+	assert.EqualValues(t, 1<<16, r.LiveBytes)
+	assert.EqualValues(t, 13<<16, r.PeakLiveBytes)
+	assert.Equal(t, []explain.Holder{{Site: "64 KiB", Bytes: 1 << 16, Count: 1}}, r.Holders)
+}

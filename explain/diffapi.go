@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -65,17 +66,12 @@ func ReplayEach(ctx context.Context, t *Trace, o Options, p *gpualloc.Params, ob
 
 // replayWith replays t with c, its capacities and start state as Replay's.
 func replayWith(ctx context.Context, t *Trace, o Options, c sim.Config) (sim.Result, error) {
-	x := &explainer{t: t, o: o, caps: map[int]int64{}, src: map[int]string{}}
-	devs := traces.Devices(t.Events)
-	for _, d := range devs {
-		x.caps[d], x.src[d] = x.capacity(d)
-	}
-	if err := x.startFits(devs); err != nil {
+	x, _, err := newReplayer(t, o)
+	if err != nil {
 		return sim.Result{}, err
 	}
-	r := prefixReader{traces.NewSliceReader(t.Name, t.Events), t.Start, x.capOf}
 	c.Trace = t.Name
-	return sim.ReplayContext(ctx, r, c)
+	return sim.ReplayContext(ctx, x.reader(x.ev.Len(), x.capOf), c)
 }
 
 // Key returns the group of the alloc event i of t as a Report's Holders
@@ -83,30 +79,55 @@ func replayWith(ctx context.Context, t *Trace, o Options, c sim.Config) (sim.Res
 // the same grouping: the key of each event for tables of one's own. The
 // StackIndex holds what it needs; build it once per trace.
 func (s *StackIndex) Key(by By, i int) string {
-	return s.x.key(s.by(by), i, &s.x.t.Events[i])
+	ev, err := s.x.ev.At(i)
+	if err != nil {
+		return ""
+	}
+	var stack snapshot.StackID
+	var entry int32
+	if s.stacks != nil {
+		stack, entry = s.stacks[i], s.entries[i]
+	}
+	return s.x.key(s.x.by(by), i, &ev, stack, entry)
 }
 
 // A StackIndex gives the alloc events of a trace their groups, as Explain
-// does.
-type StackIndex struct{ x *explainer }
-
-// NewStackIndex matches the alloc events of t with the entries and stacks
-// of its snapshot, as Explain does: O(events) time and memory.
-func NewStackIndex(t *Trace) *StackIndex {
-	x := &explainer{t: t}
-	x.stacks = newStackMap(t)
-	return &StackIndex{x}
+// does, by index.
+type StackIndex struct {
+	x *explainer
+	// stacks and entries are each event's stack and entry (see
+	// stackWalk); nil when the events are not matched with entries.
+	stacks  []snapshot.StackID
+	entries []int32
 }
 
-// by returns the grouping that holders uses for a request of by.
-func (s *StackIndex) by(by By) By {
-	if by == "" {
-		by = BySite
+// NewStackIndex matches the alloc events of t with the entries and stacks
+// of its snapshot, as Explain does: O(events) time and memory. Events
+// that cannot be read back (a Log's temporary file) leave the stacks out.
+func NewStackIndex(t *Trace) *StackIndex {
+	x := &explainer{t: t, ev: t.events()}
+	s := &StackIndex{x: x}
+	m, err := newStackMap(t, x.ev)
+	if err != nil || !m.ok {
+		x.stacks = &stackMap{snap: t.Snapshot}
+		return s
 	}
-	if !s.x.stacks.frames() && (by == BySite || by == ByFrame) || by == ByAnnotation && (s.x.t.Annotations == nil || !s.x.stacks.matched()) {
-		return BySize
+	x.stacks = m
+	n := x.ev.Len()
+	stacks, entries := make([]snapshot.StackID, n), make([]int32, n)
+	w := m.walk()
+	err = walk(x.ev, n, func(i int, ev *traces.Event) error {
+		if ev.Op == traces.OpAlloc {
+			stacks[i], entries[i] = m.stackOf(w, i, ev)
+		}
+		return nil
+	})
+	if err != nil {
+		m.ok = false
+		return s
 	}
-	return by
+	s.stacks, s.entries = stacks, entries
+	return s
 }
 
 // A Span is a named range of a device's time that a snapshot's

@@ -39,4 +39,14 @@
 // moment of a replay's first out-of-memory error, and of the peak, are
 // found by bisection over such prefixes, since each only grows with the
 // prefix: O(log n) replays of at most n events.
+//
+// Memory: the moment and who holds its live bytes take O(live allocations)
+// of Explain's own, whatever the length of the trace: every pass over the
+// events (the replays, the matching of a snapshot's entries with its
+// events, the walk that groups the live bytes, the figures' timeline)
+// reads them in order, and keeps only what is live. A trace's events may
+// then be held in an [EventLog], whose pages past a bound go to a
+// temporary file, as simulate explain holds them. What would have fit
+// adds the replays' own memory, and the offline plan, whose problem holds
+// every allocation's lifetime (package plan).
 package explain

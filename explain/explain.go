@@ -23,8 +23,13 @@ type Trace struct {
 	// out-of-memory errors of a "PyTorch snapshot" are recorded ones.
 	Format string
 	// Events are the trace's events, as a traces.Reader yields them
-	// (traces.ReadAll).
+	// (traces.ReadAll), held in memory; or Log holds them, in its place.
 	Events []traces.Event
+	// Log, when not nil, holds the trace's events in place of Events, in
+	// pages that go to a temporary file past a bound (see EventLog):
+	// Explain then holds O(live allocations) of its own, whatever the
+	// length of the trace.
+	Log *EventLog
 	// Start is the reader's start state, for a trace that starts from a
 	// recorded state of the allocator (a PyTorch snapshot's); nil for none.
 	Start *traces.Start
@@ -269,7 +274,7 @@ func Explain(ctx context.Context, t *Trace, o Options) ([]Report, error) {
 	if o.Timeline && len(devs) > 1 {
 		// Each device's own reserved bytes for its figure: the series
 		// sums the devices.
-		x.reserved = newDeviceReserved(len(t.Events))
+		x.reserved = newDeviceReserved(x.ev.Len())
 		cfg.Observe = x.reserved.observe
 	}
 	reps, full, err := x.moments(ctx, devs, cfg)
@@ -291,6 +296,7 @@ func Explain(ctx context.Context, t *Trace, o Options) ([]Report, error) {
 // An explainer holds what Explain shares between its devices.
 type explainer struct {
 	t      *Trace
+	ev     eventSource // t's events
 	o      Options
 	caps   map[int]int64 // each device's capacity
 	src    map[int]string
@@ -305,6 +311,9 @@ type explainer struct {
 	// peakOnly takes every device's moment at the peak of its reserved
 	// bytes, whatever out-of-memory errors come first (AtPeak).
 	peakOnly bool
+	// ooms holds the event of each device's first recorded out-of-memory
+	// error (findOOMs).
+	ooms map[int]int
 }
 
 // newExplainer returns the explainer of t, Options' defaults filled in,
@@ -317,10 +326,9 @@ func newExplainer(t *Trace, o Options) (*explainer, []int, error) {
 	if o.By == "" {
 		o.By = BySite
 	}
-	x := &explainer{t: t, o: o, caps: map[int]int64{}, src: map[int]string{}}
-	devs := traces.Devices(t.Events)
-	for _, d := range devs {
-		x.caps[d], x.src[d] = x.capacity(d)
+	x, devs, err := newReplayer(t, o)
+	if err != nil {
+		return nil, nil, err
 	}
 	if o.Strategy == nil {
 		p, err := RecordedParams(t)
@@ -329,7 +337,24 @@ func newExplainer(t *Trace, o Options) (*explainer, []int, error) {
 		}
 		x.o.Strategy, x.recorded = p, p
 	}
-	x.stacks = newStackMap(t)
+	if x.stacks, err = newStackMap(t, x.ev); err != nil {
+		return nil, nil, err
+	}
+	return x, devs, nil
+}
+
+// newReplayer returns the explainer of t that replays it, with each
+// device's capacity, and t's devices, having checked that each holds its
+// recorded start state.
+func newReplayer(t *Trace, o Options) (*explainer, []int, error) {
+	x := &explainer{t: t, ev: t.events(), o: o, caps: map[int]int64{}, src: map[int]string{}}
+	devs, err := devicesOf(x.ev)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, d := range devs {
+		x.caps[d], x.src[d] = x.capacity(d)
+	}
 	if err := x.startFits(devs); err != nil {
 		return nil, nil, err
 	}
@@ -342,10 +367,14 @@ func newExplainer(t *Trace, o Options) (*explainer, []int, error) {
 // trace of one device is the event of the series' largest reserved
 // bytes.
 func (x *explainer) moments(ctx context.Context, devs []int, cfg sim.Config) ([]Report, sim.Result, error) {
-	r := prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), x.t.Start, x.capOf}
-	full, err := sim.ReplayContext(ctx, r, cfg)
+	full, err := sim.ReplayContext(ctx, x.reader(x.ev.Len(), x.capOf), cfg)
 	if err != nil {
 		return nil, full, err
+	}
+	if !x.peakOnly {
+		if err := x.findOOMs(); err != nil {
+			return nil, full, err
+		}
 	}
 	var reps []Report
 	for _, d := range devs {
@@ -354,7 +383,9 @@ func (x *explainer) moments(ctx context.Context, devs []int, cfg sim.Config) ([]
 			return nil, full, err
 		}
 		if x.o.Timeline {
-			rep.Timeline = x.timeline(d, &rep, &full)
+			if rep.Timeline, err = x.timeline(d, &rep, &full); err != nil {
+				return nil, full, err
+			}
 		}
 		reps = append(reps, rep)
 	}
@@ -410,10 +441,10 @@ func pytorchParams(conf string) (*gpualloc.Params, error) {
 	return gpualloc.Resolve(gpualloc.Spec{Name: "pytorch", Params: []gpualloc.KeyValue{{Key: "conf", Value: conf}}}, nil)
 }
 
-// A prefixReader reads the first events of a trace in memory, from the
-// trace's start state, on devices of the given capacities.
+// A prefixReader reads the first events of a trace, from the trace's
+// start state, on devices of the given capacities.
 type prefixReader struct {
-	*traces.SliceReader
+	traces.BatchReader
 	start *traces.Start
 	caps  func(dev int) int64
 }
@@ -422,11 +453,22 @@ func (r prefixReader) DeviceCapacity(dev int) int64 { return r.caps(dev) }
 
 func (r prefixReader) Start() *traces.Start { return r.start }
 
+// reader returns a reader of the first n events of the trace, from its
+// start state, each device d of capacity caps(d).
+func (x *explainer) reader(n int, caps func(int) int64) prefixReader {
+	return prefixReader{x.ev.Reader(x.t.Name, n), x.t.Start, caps}
+}
+
 // replay replays the first n events of the trace with p, each device d of
-// capacity caps(d), and hands snap the state at the end when it is not nil.
+// capacity caps(d), and hands snap the state at the end when it is not nil:
+// its segments, with no more than the last entry of each device's trace,
+// so that the recording holds what is live, not an entry an event.
 func (x *explainer) replay(ctx context.Context, p *gpualloc.Params, n int, caps func(int) int64, snap func(*snapshot.Snapshot) error) (sim.Result, error) {
-	r := prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events[:n]), x.t.Start, caps}
-	return sim.ReplayContext(ctx, r, sim.Config{Trace: x.t.Name, Params: p, SeriesBuckets: -1, Snapshot: snap})
+	cfg := sim.Config{Trace: x.t.Name, Params: p, SeriesBuckets: -1, Snapshot: snap}
+	if snap != nil {
+		cfg.SnapshotEntries = 1
+	}
+	return sim.ReplayContext(ctx, x.reader(n, caps), cfg)
 }
 
 // deviceOf returns the figures of device d in r (zero when d has none).
@@ -462,13 +504,13 @@ func (x *explainer) firstPrefix(ctx context.Context, d, lo, hi int, ok func(sim.
 // moment finds the moment of device d and explains the state then; full
 // is the replay of the whole trace as it ran.
 func (x *explainer) moment(ctx context.Context, d int, full *sim.Result) (Report, error) {
-	t := x.t
+	t, n := x.t, x.ev.Len()
 	fd := deviceOf(full, d)
 	rep := Report{Trace: t.Name, Device: d, Strategy: full.Strategy.Spec, CapacityBytes: x.caps[d], CapacitySource: x.src[d],
 		PeakLiveBytes: fd.PeakRequestedBytes, By: x.o.By, TimeUS: traces.NoTime}
 	initial := 0
 	if t.Start != nil {
-		initial = min(t.Start.Initial, len(t.Events))
+		initial = min(t.Start.Initial, n)
 	}
 	// prefix is the number of events whose state is explained.
 	var prefix int
@@ -482,39 +524,47 @@ func (x *explainer) moment(ctx context.Context, d int, full *sim.Result) (Report
 	case !x.peakOnly && x.src[d] == CapacityRecorded && x.recordedOOM(d) >= 0: // on another device, the replay's OOM matters
 		i := x.recordedOOM(d)
 		rep.Moment, rep.EventIndex, rep.Recorded, prefix = MomentOOM, int64(i), true, i
-		rep.RequestBytes = t.Events[i].Size
 	case !x.peakOnly && fd.OOMs > 0:
-		n, err := x.firstPrefix(ctx, d, max(initial, 1), len(t.Events), func(r sim.DeviceResult) bool { return r.OOMs > 0 })
+		k, err := x.firstPrefix(ctx, d, max(initial, 1), n, func(r sim.DeviceResult) bool { return r.OOMs > 0 })
 		if err != nil {
 			return rep, err
 		}
-		rep.Moment, rep.EventIndex, prefix = MomentOOM, int64(n-1), n-1
-		rep.RequestBytes = t.Events[n-1].Size
+		rep.Moment, rep.EventIndex, prefix = MomentOOM, int64(k-1), k-1
 	case len(full.Devices) == 1 && full.Series != nil && peakEvent(full.Series) >= 0:
 		// The state restored from a recording is there from the first
 		// event, its live blocks from the last of their allocations.
 		i := max(peakEvent(full.Series), int64(initial)-1)
 		rep.Moment, rep.EventIndex, prefix = MomentPeak, i, int(i)+1
 	default:
-		n, err := x.firstPrefix(ctx, d, max(initial, 1), len(t.Events), func(r sim.DeviceResult) bool {
+		k, err := x.firstPrefix(ctx, d, max(initial, 1), n, func(r sim.DeviceResult) bool {
 			return r.PeakReservedBytes >= fd.PeakReservedBytes
 		})
 		if err != nil {
 			return rep, err
 		}
-		rep.Moment, rep.EventIndex, prefix = MomentPeak, int64(n-1), n
+		rep.Moment, rep.EventIndex, prefix = MomentPeak, int64(k-1), k
 	}
-	if i := rep.EventIndex; i >= 0 && i < int64(len(t.Events)) {
-		rep.TimeUS = t.Events[i].TimeUS
+	if i := rep.EventIndex; i >= 0 && i < int64(n) {
+		ev, err := x.ev.At(int(i))
+		if err != nil {
+			return rep, err
+		}
+		if rep.Moment == MomentOOM {
+			rep.RequestBytes = ev.Size
+		}
+		rep.TimeUS = ev.TimeUS
 		if rep.TimeUS != traces.NoTime {
-			rep.SinceStartUS = rep.TimeUS - t.Events[0].TimeUS
+			first, err := x.ev.At(0)
+			if err != nil {
+				return rep, err
+			}
+			rep.SinceStartUS = rep.TimeUS - first.TimeUS
 		}
 	}
 	if err := x.state(ctx, d, prefix, &rep); err != nil {
 		return rep, err
 	}
-	x.holders(d, prefix, &rep)
-	return rep, nil
+	return rep, x.holders(d, prefix, &rep)
 }
 
 // peakEvent returns the event at which the reserved bytes of a series
@@ -529,55 +579,41 @@ func peakEvent(s *sim.Series) int64 {
 	return at
 }
 
-// atEvent returns the index of the event that Options.At names.
+// atEvent returns the index of the event that Options.At names: O(log n)
+// events read, for a time.
 func (x *explainer) atEvent() (int, error) {
-	at, evs := x.o.At, x.t.Events
-	if len(evs) == 0 {
+	at, n := x.o.At, x.ev.Len()
+	if n == 0 {
 		return 0, fmt.Errorf("%s: --at: the trace has no event", x.t.Name)
 	}
 	if !at.ByTime {
-		if at.Event < 0 || at.Event >= int64(len(evs)) {
-			return 0, fmt.Errorf("%s: --at %d: the trace has events 0 to %d", x.t.Name, at.Event, len(evs)-1)
+		if at.Event < 0 || at.Event >= int64(n) {
+			return 0, fmt.Errorf("%s: --at %d: the trace has events 0 to %d", x.t.Name, at.Event, n-1)
 		}
 		return int(at.Event), nil
 	}
-	if evs[0].TimeUS == traces.NoTime {
+	first, err := x.ev.At(0)
+	if err != nil {
+		return 0, err
+	}
+	if first.TimeUS == traces.NoTime {
 		return 0, fmt.Errorf("%s: --at %dus: the trace records no times; name an event instead", x.t.Name, at.TimeUS)
 	}
-	i := sort.Search(len(evs), func(i int) bool { return evs[i].TimeUS > at.TimeUS }) - 1
+	var rerr error
+	i := sort.Search(n, func(i int) bool {
+		ev, err := x.ev.At(i)
+		if err != nil && rerr == nil {
+			rerr = err
+		}
+		return ev.TimeUS > at.TimeUS
+	}) - 1
+	if rerr != nil {
+		return 0, rerr
+	}
 	if i < 0 {
-		return 0, fmt.Errorf("%s: --at %dus: the trace starts at %dus", x.t.Name, at.TimeUS, evs[0].TimeUS)
+		return 0, fmt.Errorf("%s: --at %dus: the trace starts at %dus", x.t.Name, at.TimeUS, first.TimeUS)
 	}
 	return i, nil
-}
-
-// recordedOOM returns the index of the event of the first out-of-memory
-// error that the trace records on device d, -1 when none: a PyTorch
-// snapshot's oom entry is an alloc of the size that failed, with an id of
-// its own (no address), whose free follows at once.
-func (x *explainer) recordedOOM(d int) int {
-	if x.t.Format != snapshotFormat {
-		return -1
-	}
-	evs := x.t.Events
-	for i := range evs {
-		e := &evs[i]
-		if int(e.Device) == d && e.Op == traces.OpAlloc && isOOMEvent(e) && i+1 < len(evs) &&
-			evs[i+1].Op == traces.OpFree && evs[i+1].ID == e.ID {
-			return i
-		}
-	}
-	return -1
-}
-
-// snapshotFormat is the format name of a PyTorch snapshot's reader.
-const snapshotFormat = "PyTorch snapshot"
-
-// isOOMEvent reports whether e is the alloc of a PyTorch snapshot's oom
-// entry: the only allocation of a snapshot whose id is no address.
-func isOOMEvent(e *traces.Event) bool {
-	id := e.IDText()
-	return len(id) > 0 && id[0] == 't'
 }
 
 // state replays the first n events and explains device d's memory after

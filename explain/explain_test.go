@@ -47,6 +47,7 @@ func explainOne(t *testing.T, tr *Trace, o Options) Report {
 		t.Fatalf("%d reports, want 1", len(reps))
 	}
 	checkSums(t, tr, &reps[0])
+	checkLog(t, tr, o, reps)
 	return reps[0]
 }
 
@@ -369,7 +370,7 @@ func TestSnapshotOutOfMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := &explainer{t: tr, caps: map[int]int64{0: c}}
+	x := &explainer{t: tr, ev: tr.events(), caps: map[int]int64{0: c}}
 	for n, want := range map[int]bool{int(r.EventIndex): false, int(r.EventIndex) + 1: true} {
 		res, err := x.replay(context.Background(), p, n, x.capOf, nil)
 		if err != nil {
@@ -520,7 +521,7 @@ func TestPeakBySeries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		x := &explainer{t: tr, o: Options{Strategy: p}, caps: map[int]int64{0: r.CapacityBytes}}
+		x := &explainer{t: tr, ev: tr.events(), o: Options{Strategy: p}, caps: map[int]int64{0: r.CapacityBytes}}
 		full, err := x.replay(context.Background(), p, len(tr.Events), x.capOf, nil)
 		if err != nil {
 			t.Fatal(err)

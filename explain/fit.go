@@ -125,7 +125,7 @@ func (x *explainer) alternatives(ctx, rctx context.Context, reps []Report, full 
 	for _, r := range rows[1:] {
 		jobs = append(jobs, sim.Job{
 			Open: func() (traces.Reader, io.Closer, error) {
-				return prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), x.t.Start, x.capOf}, nil, nil
+				return x.reader(x.ev.Len(), x.capOf), nil, nil
 			},
 			Config: sim.Config{Trace: x.t.Name, Params: r.params, SeriesBuckets: -1},
 		})
@@ -250,7 +250,7 @@ func (x *explainer) tuned(ctx, rctx context.Context, d int, budget time.Duration
 	}
 	tctx, cancel := context.WithTimeout(rctx, budget)
 	defer cancel()
-	rep, err := tune.Run(tctx, x.t.Name, x.t.Events, tune.Options{Memory: capFunc(x.capOf), Device: &d, Workers: x.o.Workers, Start: x.t.Start})
+	rep, err := tune.Run(tctx, x.t.Name, nil, tune.Options{Memory: capFunc(x.capOf), Device: &d, Workers: x.o.Workers, Start: x.t.Start, Events: x.all})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return a, ctx.Err()
@@ -299,8 +299,7 @@ func (x *explainer) offline(ctx, rctx context.Context, reps []Report) error {
 	end := time.Now().Add(budget)
 	pctx, cancel := context.WithDeadline(rctx, end)
 	defer cancel()
-	r := prefixReader{traces.NewSliceReader(x.t.Name, x.t.Events), x.t.Start, x.capOf}
-	probs, err := plan.FromTraceContext(pctx, r)
+	probs, err := plan.FromTraceContext(pctx, x.reader(x.ev.Len(), x.capOf))
 	sols := map[int]plan.Solution{}
 	outOfTime := map[int]bool{}
 	if err == nil {
@@ -366,5 +365,8 @@ func (x *explainer) offline(ctx, rctx context.Context, reps []Report) error {
 // smaller device between the points tried.
 func (x *explainer) minCapacity(ctx context.Context, p *gpualloc.Params, d int, from *sim.Result) (int64, error) {
 	cfg := sim.Config{Trace: x.t.Name, Params: p, Start: x.t.Start}
-	return mincap.SearchDevice(ctx, x.t.Events, cfg, d, mincap.Options{Caps: x.capOf, From: from, BisectOnly: true})
+	return mincap.SearchDevice(ctx, nil, cfg, d, mincap.Options{Caps: x.capOf, From: from, BisectOnly: true, Events: x.all})
 }
+
+// all returns a reader of every event of the trace.
+func (x *explainer) all() traces.BatchReader { return x.ev.Reader(x.t.Name, x.ev.Len()) }

@@ -2,6 +2,7 @@ package explain
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,93 +14,136 @@ import (
 )
 
 // A stackMap gives the alloc events of a PyTorch snapshot's trace their
-// recorded stacks.
+// recorded stacks and entries, as a walk over the events meets them (see
+// stackWalk): it holds the stacks of the blocks live before the trace,
+// not one an event.
 type stackMap struct {
 	snap *snapshot.Snapshot
-	// stacks holds the stack of each alloc event, and entries the index
-	// of its entry in its device's trace (-1 for a block live before the
-	// trace), by event index; nil when the events could not be matched
-	// with the entries.
-	stacks  []snapshot.StackID
-	entries []int32
+	// initial is the number of events of blocks live before the trace;
+	// starts holds the stack of each by device and address.
+	initial int
+	starts  map[int]map[uint64]snapshot.StackID
+	// ok says that the events were matched with the entries.
+	ok bool
 	// hasFrames says that the snapshot records stacks.
 	hasFrames bool
 }
 
-// newStackMap matches the alloc events of t with the entries of its
-// snapshot: the events of the blocks live before the trace, which a
-// snapshot's reader yields first, by their address in the start state
-// that the reader rebuilt; then each device's alloc and oom entries in
-// order, which the reader yields in order. An event that does not match
-// its entry (address and size) leaves the stacks out.
-func newStackMap(t *Trace) *stackMap {
+// newStackMap matches the alloc events of t, src, with the entries of its
+// snapshot, in one walk over them: the events of the blocks live before
+// the trace, which a snapshot's reader yields first, by their address in
+// the start state that the reader rebuilt; then each device's alloc and
+// oom entries in order, which the reader yields in order. An event that
+// does not match its entry (address and size) leaves the stacks out. It
+// fails only when the events cannot be read.
+func newStackMap(t *Trace, src eventSource) (*stackMap, error) {
 	s := t.Snapshot
 	m := &stackMap{snap: s}
 	if s == nil || t.Start == nil {
-		return m
+		return m, nil
 	}
 	m.hasFrames = len(s.Stacks) > 1
 	rules, err := s.AllocatorSettings.Rules()
 	if err != nil {
 		rules = snapshot.DefaultRules()
 	}
-	initial := t.Start.Initial
-	starts := map[int]map[uint64]snapshot.StackID{}
-	next := map[int]int{} // each device's next entry
-	stacks := make([]snapshot.StackID, len(t.Events))
-	entries := make([]int32, len(t.Events))
-	for i := range t.Events {
-		ev := &t.Events[i]
+	m.initial = t.Start.Initial
+	m.starts = map[int]map[uint64]snapshot.StackID{}
+	w := m.walk()
+	err = walk(src, src.Len(), func(i int, ev *traces.Event) error {
 		if ev.Op != traces.OpAlloc {
-			continue
+			return nil
 		}
-		d := int(ev.Device)
-		if i < initial {
-			st, ok := starts[d]
-			if !ok {
-				st = map[uint64]snapshot.StackID{}
-				if state, _ := s.InitialStateWith(d, rules); state != nil {
-					for _, sg := range state.Segments {
-						for _, b := range sg.Blocks {
-							if b.Live() {
-								st[b.Address] = b.Stack
-							}
-						}
-					}
-					for _, e := range state.Unplaced {
-						st[e.Addr] = e.Stack
-					}
-				}
-				atDump(s, d, st)
-				starts[d] = st
-			}
-			addr, ok := addressOf(ev)
-			stack, found := st[addr]
-			if !ok || !found {
-				return m
-			}
-			stacks[i], entries[i] = stack, -1
-			continue
+		if d := int(ev.Device); i < m.initial && m.starts[d] == nil {
+			m.starts[d] = startStacks(s, d, rules)
 		}
-		tr := s.Trace(d)
-		j := next[d]
-		for j < tr.Len() && tr.Action(j) != snapshot.Alloc && tr.Action(j) != snapshot.OutOfMemory {
-			j++
+		if _, _, ok := w.at(i, ev); !ok {
+			return errUnmatched
 		}
-		if j >= tr.Len() {
-			return m
-		}
-		e := tr.At(j)
-		next[d] = j + 1
-		addr, isAddr := addressOf(ev)
-		if e.Size != ev.Size || (e.Action == snapshot.OutOfMemory) != isOOMEvent(ev) ||
-			(e.Action == snapshot.Alloc && (!isAddr || addr != e.Addr)) {
-			return m
-		}
-		stacks[i], entries[i] = e.Stack, int32(j)
+		return nil
+	})
+	switch {
+	case err == errUnmatched:
+		return m, nil
+	case err != nil:
+		return nil, err
 	}
-	m.stacks, m.entries = stacks, entries
-	return m
+	m.ok = true
+	return m, nil
+}
+
+// startStacks returns the stacks of the blocks of device d live before
+// the trace, by address: those of the start state that the reader rebuilt
+// with rules, completed by atDump.
+func startStacks(s *snapshot.Snapshot, d int, rules snapshot.Rules) map[uint64]snapshot.StackID {
+	st := map[uint64]snapshot.StackID{}
+	if state, _ := s.InitialStateWith(d, rules); state != nil {
+		for _, sg := range state.Segments {
+			for _, b := range sg.Blocks {
+				if b.Live() {
+					st[b.Address] = b.Stack
+				}
+			}
+		}
+		for _, e := range state.Unplaced {
+			st[e.Addr] = e.Stack
+		}
+	}
+	atDump(s, d, st)
+	return st
+}
+
+// errUnmatched stops the walk of newStackMap at an event that does not
+// match its entry.
+var errUnmatched = errors.New("an event does not match its entry")
+
+// A stackWalk gives the alloc events of a trace their stacks and entries,
+// from the first event: at must be called for every alloc event of a
+// device, in order, from the first (the other devices' may be left out).
+type stackWalk struct {
+	m    *stackMap
+	next map[int]int // each device's next entry
+}
+
+// walk returns a walk from the first event.
+func (m *stackMap) walk() *stackWalk { return &stackWalk{m: m, next: map[int]int{}} }
+
+// at returns the stack of alloc event i, ev, and the index of its entry in
+// its device's trace (-1 for a block live before the trace); false when
+// the event does not match its entry.
+func (w *stackWalk) at(i int, ev *traces.Event) (snapshot.StackID, int32, bool) {
+	s, d := w.m.snap, int(ev.Device)
+	if i < w.m.initial {
+		addr, ok := addressOf(ev)
+		stack, found := w.m.starts[d][addr]
+		return stack, -1, ok && found
+	}
+	tr := s.Trace(d)
+	j := w.next[d]
+	for j < tr.Len() && tr.Action(j) != snapshot.Alloc && tr.Action(j) != snapshot.OutOfMemory {
+		j++
+	}
+	if j >= tr.Len() {
+		return 0, 0, false
+	}
+	e := tr.At(j)
+	w.next[d] = j + 1
+	addr, isAddr := addressOf(ev)
+	if e.Size != ev.Size || (e.Action == snapshot.OutOfMemory) != isOOMEvent(ev) ||
+		(e.Action == snapshot.Alloc && (!isAddr || addr != e.Addr)) {
+		return 0, 0, false
+	}
+	return e.Stack, int32(j), true
+}
+
+// stackOf returns the stack and entry of alloc event i, ev, as w meets it:
+// none when the events are not matched.
+func (m *stackMap) stackOf(w *stackWalk, i int, ev *traces.Event) (snapshot.StackID, int32) {
+	if !m.ok {
+		return 0, 0
+	}
+	st, j, _ := w.at(i, ev)
+	return st, j
 }
 
 // atDump gives the blocks of st without a stack the stacks of the blocks
@@ -129,47 +173,41 @@ func atDump(s *snapshot.Snapshot, d int, st map[uint64]snapshot.StackID) {
 }
 
 // addressOf returns the address that a snapshot's alloc event is named by.
-func addressOf(ev *traces.Event) (uint64, bool) {
-	id := ev.IDText()
-	if !strings.HasPrefix(id, "0x") {
-		return 0, false
-	}
-	a, err := strconv.ParseUint(id[2:], 16, 64)
-	return a, err == nil
-}
+func addressOf(ev *traces.Event) (uint64, bool) { return ev.HexID() }
 
 // frames reports whether the events have stacks.
-func (m *stackMap) frames() bool { return m.stacks != nil && m.hasFrames }
+func (m *stackMap) frames() bool { return m.ok && m.hasFrames }
 
 // matched reports whether the events are matched with their entries.
-func (m *stackMap) matched() bool { return m.stacks != nil }
+func (m *stackMap) matched() bool { return m.ok }
 
 // holders groups the live allocations of device d after the first n
-// events, as Options.By says, into rep's Holders and OtherBytes.
-func (x *explainer) holders(d, n int, rep *Report) {
-	by := x.o.By
+// events, as Options.By says, into rep's Holders and OtherBytes: a walk
+// over them that holds the live allocations of d.
+func (x *explainer) holders(d, n int, rep *Report) error {
+	by := x.by(x.o.By)
 	rep.Frames = x.stacks.frames()
-	if !rep.Frames && (by == BySite || by == ByFrame) || by == ByAnnotation && (x.t.Annotations == nil || !x.stacks.matched()) {
-		by = BySize
-	}
 	rep.By = by
-	live := liveAt(x.t.Events, d, n)
+	live, err := x.liveAt(d, n)
+	if err != nil {
+		return err
+	}
 	type group struct {
 		key          string
 		bytes, count int64
 	}
 	idx := map[string]int{}
 	var groups []group
-	for _, i := range live {
-		ev := &x.t.Events[i]
-		k := x.key(by, i, ev)
+	for i := range live {
+		a := &live[i]
+		k := x.key(by, a.index, &a.ev, a.stack, a.entry)
 		j, ok := idx[k]
 		if !ok {
 			j = len(groups)
 			idx[k] = j
 			groups = append(groups, group{key: k})
 		}
-		groups[j].bytes += ev.Size
+		groups[j].bytes += a.ev.Size
 		groups[j].count++
 	}
 	slices.SortFunc(groups, func(a, b group) int {
@@ -187,37 +225,65 @@ func (x *explainer) holders(d, n int, rep *Report) {
 		rep.OtherBytes += g.bytes
 		rep.OtherCount += g.count
 	}
+	return nil
 }
 
-// liveAt returns the indexes of the alloc events of device d that are live
-// after the first n events, in the order of their allocation.
-func liveAt(events []traces.Event, d, n int) []int {
-	bySlot := map[int32]int{}
-	for i := range events[:n] {
-		ev := &events[i]
+// by returns the grouping that holders uses for a request of by: by size
+// where the trace has no stacks for sites or frames, or no annotations.
+func (x *explainer) by(by By) By {
+	if by == "" {
+		by = BySite
+	}
+	if !x.stacks.frames() && (by == BySite || by == ByFrame) || by == ByAnnotation && (x.t.Annotations == nil || !x.stacks.matched()) {
+		return BySize
+	}
+	return by
+}
+
+// A liveAlloc is an allocation live at a moment: its alloc event, the
+// event's index, and its stack and entry (see stackWalk).
+type liveAlloc struct {
+	ev    traces.Event
+	index int
+	stack snapshot.StackID
+	entry int32
+}
+
+// liveAt returns the allocations of device d that are live after the
+// first n events, in the order of their allocation.
+func (x *explainer) liveAt(d, n int) ([]liveAlloc, error) {
+	bySlot := map[int32]liveAlloc{}
+	w := x.stacks.walk()
+	err := walk(x.ev, n, func(i int, ev *traces.Event) error {
 		if int(ev.Device) != d {
-			continue
+			return nil
 		}
 		switch ev.Op {
 		case traces.OpAlloc:
-			bySlot[ev.Slot] = i
+			st, j := x.stacks.stackOf(w, i, ev)
+			bySlot[ev.Slot] = liveAlloc{*ev, i, st, j}
 		case traces.OpFree:
 			delete(bySlot, ev.Slot)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	out := make([]int, 0, len(bySlot))
-	for _, i := range bySlot {
-		out = append(out, i)
+	out := make([]liveAlloc, 0, len(bySlot))
+	for _, a := range bySlot {
+		out = append(out, a)
 	}
-	slices.Sort(out)
-	return out
+	slices.SortFunc(out, func(a, b liveAlloc) int { return cmp.Compare(a.index, b.index) })
+	return out, nil
 }
 
-// key returns the group of the alloc event i.
-func (x *explainer) key(by By, i int, ev *traces.Event) string {
+// key returns the group of the alloc event i, ev, whose stack and entry
+// are stack and entry (see stackWalk).
+func (x *explainer) key(by By, i int, ev *traces.Event, stack snapshot.StackID, entry int32) string {
 	switch by {
 	case BySite, ByFrame:
-		frames := x.stacks.snap.StackFrames(x.stacks.stacks[i])
+		frames := x.stacks.snap.StackFrames(stack)
 		if len(frames) == 0 {
 			if x.t.Start != nil && i < x.t.Start.Initial {
 				return "(allocated before the trace: no stack)"
@@ -244,7 +310,7 @@ func (x *explainer) key(by By, i int, ev *traces.Event) string {
 	case ByStream:
 		return "stream " + strconv.FormatUint(ev.Stream, 10)
 	case ByAnnotation:
-		d, j := int(ev.Device), int(x.stacks.entries[i])
+		d, j := int(ev.Device), int(entry)
 		t := ev.TimeUS
 		if j >= 0 {
 			t = x.stacks.snap.Trace(d).At(j).TimeUS

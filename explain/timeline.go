@@ -2,6 +2,7 @@ package explain
 
 import (
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/traces"
 )
 
@@ -41,8 +42,8 @@ type ReservedPoint struct {
 
 // timeline returns the course of device d's memory, its live bytes grouped
 // as rep's holders; full is the replay as the trace ran.
-func (x *explainer) timeline(d int, rep *Report, full *sim.Result) *Timeline {
-	evs := x.t.Events
+func (x *explainer) timeline(d int, rep *Report, full *sim.Result) (*Timeline, error) {
+	n := x.ev.Len()
 	tl := &Timeline{}
 	index := map[string]int{}
 	for _, h := range rep.Holders {
@@ -51,24 +52,32 @@ func (x *explainer) timeline(d int, rep *Report, full *sim.Result) *Timeline {
 	}
 	other := len(tl.Groups)
 	tl.Groups = append(tl.Groups, "other")
-	width := max((len(evs)+MaxTimelinePoints-1)/MaxTimelinePoints, 1)
+	width := max((n+MaxTimelinePoints-1)/MaxTimelinePoints, 1)
 	live := make([]int64, len(tl.Groups))
 	var total int64
-	group := map[int32]int{} // the group of each live allocation, by slot
+	group := map[int32]int{}     // the group of each live allocation, by slot
+	groups := map[[2]int64]int{} // the group of each memoKey
 	var cur *TimelinePoint
 	var best int64 = -1
-	for i := range evs {
+	w := x.stacks.walk()
+	err := walk(x.ev, n, func(i int, ev *traces.Event) error {
 		if i%width == 0 {
 			tl.Points = append(tl.Points, TimelinePoint{First: int64(i), Live: make([]int64, len(live))})
 			cur, best = &tl.Points[len(tl.Points)-1], -1
 		}
-		ev := &evs[i]
 		if int(ev.Device) == d {
 			switch ev.Op {
 			case traces.OpAlloc:
-				g, ok := index[x.key(rep.By, i, ev)]
-				if !ok {
-					g = other
+				st, j := x.stacks.stackOf(w, i, ev)
+				k, memo := x.memoKey(rep.By, i, ev, st)
+				g, ok := groups[k]
+				if !ok || !memo {
+					if g, ok = index[x.key(rep.By, i, ev, st, j)]; !ok {
+						g = other
+					}
+					if memo {
+						groups[k] = g
+					}
 				}
 				group[ev.Slot] = g
 				live[g] += ev.Size
@@ -85,6 +94,10 @@ func (x *explainer) timeline(d int, rep *Report, full *sim.Result) *Timeline {
 			best = total
 			copy(cur.Live, live)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case len(full.Devices) == 1 && full.Series != nil:
@@ -94,7 +107,26 @@ func (x *explainer) timeline(d int, rep *Report, full *sim.Result) *Timeline {
 	case x.reserved != nil:
 		tl.Reserved = x.reserved.points(d, tl.Points)
 	}
-	return tl
+	return tl, nil
+}
+
+// memoKey returns what decides the group of alloc event i, ev, of stack
+// st, when grouped by by, and true; false where that is more than a
+// number or two (an annotation). The timeline keys each distinct one once.
+func (x *explainer) memoKey(by By, i int, ev *traces.Event, st snapshot.StackID) ([2]int64, bool) {
+	switch by {
+	case BySite, ByFrame:
+		before := int64(0)
+		if x.t.Start != nil && i < x.t.Start.Initial {
+			before = 1
+		}
+		return [2]int64{int64(st), before}, true
+	case ByStream:
+		return [2]int64{int64(ev.Stream)}, true
+	case BySize:
+		return [2]int64{ev.Size}, true
+	}
+	return [2]int64{}, false
 }
 
 // deviceReserved follows each device's reserved bytes through a replay

@@ -50,6 +50,10 @@ type Options struct {
 	// the check of both sides (see Search): fewer replays, for a strategy
 	// whose OOMs follow the capacity.
 	BisectOnly bool
+	// Events, when not nil, reads the trace anew for each replay of
+	// SearchDevice, in place of its events (which may then be nil): a
+	// trace that is not held in memory.
+	Events func() traces.BatchReader
 }
 
 // Search returns the smallest capacity, a multiple of 1 MiB, that every
@@ -87,8 +91,9 @@ type Options struct {
 // and keep no time series, whatever cfg asks.
 func Search(ctx context.Context, events []traces.Event, cfg sim.Config, from *sim.Result) (int64, error) {
 	cfg = probeConfig(cfg)
+	open := inMemory(cfg.Trace, events)
 	if from == nil {
-		r, err := replay(ctx, events, cfg, nil)
+		r, err := replay(ctx, open, cfg, nil)
 		if err != nil && !isOutOfMemory(err) {
 			return 0, err
 		}
@@ -97,7 +102,7 @@ func Search(ctx context.Context, events []traces.Event, cfg sim.Config, from *si
 		}
 	}
 	fits := func(c int64) (bool, error) {
-		return fitsAt(ctx, events, cfg, func(int) int64 { return c }, -1)
+		return fitsAt(ctx, open, cfg, func(int) int64 { return c }, -1)
 	}
 	// The lower bound is the largest of the devices' peaks of live
 	// requested bytes; the search starts from the largest of their peaks
@@ -126,13 +131,17 @@ func Search(ctx context.Context, events []traces.Event, cfg sim.Config, from *si
 // o.From is nil, and starts from d's capacity.
 func SearchDevice(ctx context.Context, events []traces.Event, cfg sim.Config, d int, o Options) (int64, error) {
 	cfg = probeConfig(cfg)
+	open := o.Events
+	if open == nil {
+		open = inMemory(cfg.Trace, events)
+	}
 	caps := o.Caps
 	if caps == nil {
 		c := capacityOf(cfg)
 		caps = func(int) int64 { return c }
 	}
 	fits := func(c int64) (bool, error) {
-		return fitsAt(ctx, events, cfg, func(dev int) int64 {
+		return fitsAt(ctx, open, cfg, func(dev int) int64 {
 			if dev == d {
 				return c
 			}
@@ -254,22 +263,26 @@ func capacityOf(cfg sim.Config) int64 {
 	return virtual.DefaultCapacity
 }
 
-// A capsReader reads events in memory, each device of the capacity caps
-// gives it.
+// A capsReader reads a trace, each device of the capacity caps gives it.
 type capsReader struct {
-	*traces.SliceReader
+	traces.BatchReader
 	caps func(device int) int64
 }
 
 func (r capsReader) DeviceCapacity(dev int) int64 { return r.caps(dev) }
 
-// replay replays events as cfg says, each device of capacity caps(d) (cfg's
-// when caps is nil), from cfg.Start.
-func replay(ctx context.Context, events []traces.Event, cfg sim.Config, caps func(int) int64) (sim.Result, error) {
-	var r traces.Reader = traces.NewSliceReader(cfg.Trace, events)
+// inMemory returns the reads of events in memory, named name.
+func inMemory(name string, events []traces.Event) func() traces.BatchReader {
+	return func() traces.BatchReader { return traces.NewSliceReader(name, events) }
+}
+
+// replay replays the trace that open reads as cfg says, each device of
+// capacity caps(d) (cfg's when caps is nil), from cfg.Start.
+func replay(ctx context.Context, open func() traces.BatchReader, cfg sim.Config, caps func(int) int64) (sim.Result, error) {
+	r := open()
 	if caps != nil {
 		cfg.Capacity = 0 // each device its own, from the reader
-		r = capsReader{traces.NewSliceReader(cfg.Trace, events), caps}
+		return sim.ReplayContext(ctx, capsReader{r, caps}, cfg)
 	}
 	return sim.ReplayContext(ctx, r, cfg)
 }
@@ -278,11 +291,11 @@ func replay(ctx context.Context, events []traces.Event, cfg sim.Config, caps fun
 // OOM on device d (on any device, d < 0). A replay that fails for want of
 // memory, as one does on a device too small for the recorded start state,
 // does not fit.
-func fitsAt(ctx context.Context, events []traces.Event, cfg sim.Config, caps func(int) int64, d int) (bool, error) {
+func fitsAt(ctx context.Context, open func() traces.BatchReader, cfg sim.Config, caps func(int) int64, d int) (bool, error) {
 	if err := ctx.Err(); err != nil { // a short replay never looks
 		return false, err
 	}
-	r, err := replay(ctx, events, cfg, caps)
+	r, err := replay(ctx, open, cfg, caps)
 	if err != nil {
 		if isOutOfMemory(err) && ctx.Err() == nil {
 			return false, nil

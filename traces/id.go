@@ -103,3 +103,10 @@ func appendID(dst []byte, id uint64) []byte {
 // id of the trace when it was a number ("7", "0x7f3a00000000"), else "t"
 // and the number the reader gave it.
 func (e Event) IDText() string { return formatID(e.ID) }
+
+// HexID returns the number of the event's ID and whether the trace wrote
+// it in hexadecimal ("0x7f3a00000000": a PyTorch snapshot's addresses),
+// as IDText would show it, without making the text.
+func (e Event) HexID() (uint64, bool) {
+	return e.ID & idValueMask, e.ID&(idHexTag|idTokenTag) == idHexTag
+}

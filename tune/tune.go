@@ -86,6 +86,10 @@ type Options struct {
 	// own capacity, as the start state and the other devices' events shape
 	// nothing of this device's figures but the run's length.
 	Device *int
+	// Events, when not nil, reads the trace anew for each replay, in
+	// place of Run's events (which may then be nil): a trace that is not
+	// held in memory.
+	Events func() traces.BatchReader
 }
 
 // A Setting is one combination of the allocator's settings that the
@@ -363,7 +367,7 @@ func (t *tuner) replay(specs []gpualloc.Spec) ([]sim.Result, error) {
 		}
 		jobs[i] = sim.Job{
 			Open: func() (traces.Reader, io.Closer, error) {
-				return startReader{traces.NewSliceReader(t.name, t.events), t.opts.Memory}, nil, nil
+				return startReader{t.open(), t.opts.Memory}, nil, nil
 			},
 			Config: sim.Config{Trace: t.name, Params: p, Capacity: t.opts.Capacity, SeriesBuckets: -1, Start: t.opts.Start},
 		}
@@ -403,12 +407,21 @@ func (t *tuner) recordedConf() string {
 	return t.opts.Start.Conf
 }
 
-// A startReader reads the events in memory, on the devices that the file
-// they were decoded from records (the start state is Options.Start, given
-// to each replay).
+// A startReader reads the events, on the devices that the file they were
+// decoded from records (the start state is Options.Start, given to each
+// replay).
 type startReader struct {
-	*traces.SliceReader
+	traces.BatchReader
 	memory sim.CapacityReporter
+}
+
+// open returns a reader of the trace: Options.Events', else one of the
+// events in memory.
+func (t *tuner) open() traces.BatchReader {
+	if t.opts.Events != nil {
+		return t.opts.Events()
+	}
+	return traces.NewSliceReader(t.name, t.events)
 }
 
 // DeviceCapacity is that of Options.Memory (see sim.CapacityReporter).
