@@ -89,7 +89,7 @@ func pytorchConf(st sim.Strategy) (string, bool) {
 
 // suggestion returns the line that selects the strategy written sp, whose
 // full spec is st: for the pytorch strategy, the variable the allocator
-// modelled reads, with the settings PyTorch parses (pytorch.PasteLine),
+// modelled reads, with the settings PyTorch parses (pytorch.Paste),
 // else the simulator's, with the spec as written (the defaults left out).
 func suggestion(sp gpualloc.Spec, st sim.Strategy) string {
 	if conf, ok := pytorchConf(st); ok {
@@ -100,7 +100,7 @@ func suggestion(sp gpualloc.Spec, st sim.Strategy) string {
 			}
 		}
 		if only {
-			return pytorch.PasteLine(conf)
+			return pytorch.Paste(conf)
 		}
 	}
 	return gpualloc.EnvPoolType + "=" + sp.String()
