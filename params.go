@@ -103,11 +103,13 @@ func (p *Params) Explicit() bool {
 // WithDefault returns a copy of p in which parameter key, when it has its
 // default value, has value instead, coming from source (the name of a file
 // that records it, as a PyTorch snapshot records its allocator's
-// settings), which Errorf then names. It returns p itself when key is not
-// a parameter or has a value of the spec or the environment.
+// settings), which Errorf then names. A value of "auto" that the spec or
+// the environment gives counts as the default, as it leaves the choice to
+// what is recorded. It returns p itself when key is not a parameter or has
+// another value of the spec or the environment.
 func (p *Params) WithDefault(key, value, source string) *Params {
 	v := p.find(key)
-	if v == nil || v.source != "" {
+	if v == nil || v.source != "" && v.value != "auto" {
 		return p
 	}
 	q := *p

@@ -49,15 +49,15 @@ func TestEnvConfByReleaseNote(t *testing.T) {
 }
 
 // TestEnvConfAutoNote: with version=auto a snapshot that PyTorch 2.8 wrote
-// replays with the newest release's rules, which take PYTORCH_ALLOC_CONF:
-// the note says so and how to replay as 2.8, and the figures are 2.10's.
+// replays with 2.8's rules, which take nothing from PYTORCH_ALLOC_CONF:
+// the note says so and how to replay with them, and the figures are 2.8's.
 func TestEnvConfAutoNote(t *testing.T) {
 	path := pk.SharedSnapshot(t, sharedSnapshotDir, "forward_ctx128.pickle")
 	env := map[string]string{"PYTORCH_ALLOC_CONF": "expandable_segments:True"}
 	code, _, errs := run(t, env, "-f", "json", "-s", "pytorch", path)
 	require.Equal(t, 0, code, errs)
-	assert.Contains(t, errs, path+": PYTORCH_ALLOC_CONF=expandable_segments:True set pytorch's parameters, as version=auto takes the newest release's rules, "+
-		"though PyTorch 2.8, which wrote it, does not read PYTORCH_ALLOC_CONF (pytorch/pytorch#183387): -s pytorch:version=2.8 replays without them")
+	assert.Contains(t, errs, path+": PyTorch 2.8, which wrote it, does not read PYTORCH_ALLOC_CONF (pytorch/pytorch#183387): "+
+		"version=auto replays it as PyTorch 2.8 would, without the settings of PYTORCH_ALLOC_CONF=expandable_segments:True; -s pytorch:version=2.11 replays with them")
 	var auto, newest, old []struct {
 		PeakReservedBytes int64 `json:"peak_reserved_bytes"`
 		DeviceMallocs     int64 `json:"device_mallocs"`
@@ -65,8 +65,8 @@ func TestEnvConfAutoNote(t *testing.T) {
 	runJSON(t, env, &auto, "-f", "json", "-s", "pytorch", path)
 	runJSON(t, env, &newest, "-f", "json", "-s", "pytorch:version=2.10", path)
 	runJSON(t, env, &old, "-f", "json", "-s", "pytorch:version=2.8", path)
-	assert.Equal(t, newest, auto, "version=auto takes PYTORCH_ALLOC_CONF, as 2.10 does")
-	assert.NotEqual(t, old, auto, "2.8 ignores it")
+	assert.Equal(t, old, auto, "version=auto ignores PYTORCH_ALLOC_CONF, as 2.8 does")
+	assert.NotEqual(t, newest, auto, "2.10 reads it")
 	code, _, errs = run(t, nil, "-s", "pytorch", path)
 	require.Equal(t, 0, code, errs)
 	assert.NotContains(t, errs, "PYTORCH_ALLOC_CONF")

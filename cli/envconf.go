@@ -167,11 +167,11 @@ func releaseList(vs []pytorch.Version) string {
 }
 
 // noteEnvConfAuto writes a line on w for each trace that a pytorch
-// strategy of version=auto replayed with settings from PYTORCH_ALLOC_CONF
-// while the trace says a release before 2.10 wrote it
-// (sim.Result.Release): version=auto replays with the newest release's
-// rules, which take those settings, where the release that wrote the
-// trace would have ignored them.
+// strategy of version=auto replayed while PYTORCH_ALLOC_CONF was set and
+// the trace says a release before 2.10 wrote it (sim.Result.Release):
+// version=auto replays it with that release's rules, which take none of
+// PyTorch's settings from that variable, though the line before the
+// replay said it set them for the releases that read it.
 func (p *replayPlan) noteEnvConfAuto(w io.Writer, out []sim.JobResult) {
 	seen := map[string]bool{}
 	for i, o := range out {
@@ -190,8 +190,8 @@ func (p *replayPlan) noteEnvConfAuto(w io.Writer, out []sim.JobResult) {
 		for _, kv := range params.FromEnv() {
 			if strings.HasPrefix(kv, pytorch.EnvConf+"=") {
 				seen[r.Trace] = true
-				fmt.Fprintf(w, "simulate: %s: %s set pytorch's parameters, as version=auto takes the newest release's rules, though PyTorch %s, which wrote it, does not read %s (pytorch/pytorch#183387): -s pytorch:version=%s replays without them, as PyTorch %s would; %s sets them in every release\n",
-					r.Trace, kv, wrote, pytorch.EnvConf, wrote, wrote, pytorch.EnvCUDAConf)
+				fmt.Fprintf(w, "simulate: %s: PyTorch %s, which wrote it, does not read %s (pytorch/pytorch#183387): version=auto replays it as PyTorch %s would, without the settings of %s; -s pytorch:version=%s replays with them, and %s sets them in every release\n",
+					r.Trace, wrote, pytorch.EnvConf, wrote, kv, pytorch.Newest(), pytorch.EnvCUDAConf)
 			}
 		}
 	}

@@ -348,7 +348,7 @@ func TestRecordedOOM(t *testing.T) {
 	}{
 		{[]string{"-s", "pytorch"}, 3 << 20, 1},
 		// Two strategies share one decoding of the trace.
-		{[]string{"-s", "pytorch", "-s", "pytorch:max_split_size_mb=20"}, 3 << 20, 1},
+		{[]string{"-s", "pytorch", "-s", "pytorch:max_split_size_mb=64"}, 3 << 20, 1},
 		{[]string{"-s", "pytorch", "--capacity", "80GiB"}, 80 << 30, 0},
 	} {
 		var res []struct {

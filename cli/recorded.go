@@ -34,9 +34,8 @@ func noteRecordedSettings(w io.Writer, out []sim.JobResult) {
 // noteRelease writes one line on w for each trace that a pytorch
 // strategy of version auto replayed and whose recording tells the
 // release of PyTorch that made it (sim.Result.Release): the release
-// inferred and why. The rules that differ between releases only refuse
-// settings that an older release did not have, so auto, the newest
-// release's rules, replays a recording as its own release would.
+// inferred and why: auto replays a recording with the rules of the
+// release that wrote it (see sim.Config's Params).
 func noteRelease(w io.Writer, out []sim.JobResult) {
 	seen := map[string]bool{}
 	for _, o := range out {
@@ -46,7 +45,7 @@ func noteRelease(w io.Writer, out []sim.JobResult) {
 		}
 		auto := true
 		for _, p := range r.Strategy.Params {
-			if p.Key == "version" && p.Value != "auto" && p.Value != "" {
+			if p.Key == "version" && p.Value != "auto" && p.Value != "" && p.Value != r.Release {
 				auto = false
 			}
 		}

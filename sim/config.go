@@ -18,6 +18,11 @@ type Config struct {
 	// Params is the strategy, every parameter resolved (see
 	// [gpualloc.Resolve] and [gpualloc.Select]). Each device's allocator is
 	// Params.Open(backend), and Result.Strategy is StrategyOf(Params).
+	// A strategy that reads PyTorch's settings (a conf parameter that
+	// PYTORCH_CUDA_ALLOC_CONF sets) takes what Start records where Params
+	// leaves it: the recorded settings when Params has none of its own,
+	// and the release and device that recorded the trace where its
+	// version and device are auto.
 	Params *gpualloc.Params
 	// Open, if not nil, builds each device's allocator instead of
 	// Params.Open: for a strategy that is not registered.

@@ -3,7 +3,6 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/snapshot"
@@ -632,22 +631,4 @@ func (d *device) takeStart(size int64) (startBlock, error) {
 		return startBlock{}, fmt.Errorf("the block restored at %#x was asked for %d bytes, the trace's start allocation %d", sb.block.Addr, sb.block.Requested, size)
 	}
 	return sb, nil
-}
-
-// recordedParams returns p with the settings that start records, when
-// p is to take them (see traces.Start.Conf), and whether it did.
-func recordedParams(start *traces.Start, p *gpualloc.Params, trace string) (*gpualloc.Params, bool) {
-	if p == nil || p.Explicit() || start == nil {
-		return p, false
-	}
-	conf := start.Conf
-	if conf == "" {
-		return p, false
-	}
-	for _, d := range p.Declared() {
-		if d.Name == "conf" && slices.Contains(d.Env, "PYTORCH_CUDA_ALLOC_CONF") {
-			return p.WithDefault("conf", conf, "the allocator_settings of "+trace), true
-		}
-	}
-	return p, false
 }

@@ -14,7 +14,10 @@ import (
 // sets every setting that differs from PyTorch's default
 // (max_non_split_rounding_mb included, which PyTorch records only there,
 // and memory_fraction, which PyTorch sets by a call and does not record at
-// all: the strategy reads it in its conf). It makes the allocator a
+// all: the strategy reads it in its conf), with version:X.Y for a release
+// before the newest, and graph_capture_record_stream_reuse, which PyTorch
+// records from 2.9, so that the snapshot says which release wrote it. It
+// makes the allocator a
 // [snapshot.SettingsReporter].
 func (a *Allocator) AllocatorSettings() snapshot.AllocatorSettings {
 	c := a.c
@@ -45,6 +48,11 @@ func (a *Allocator) AllocatorSettings() snapshot.AllocatorSettings {
 	}
 	if c.Version.resolve() != Newest() {
 		conf = append(conf, "version:"+c.Version.String())
+	}
+	if c.Version.atLeast(2, 9) {
+		// Recorded from 2.9 (pytorch/pytorch#158352, off by default), as
+		// snapshot.Snapshot.PyTorchVersion reads it back.
+		s.Other = map[string]any{"graph_capture_record_stream_reuse": false}
 	}
 	if c.Device != CUDA {
 		conf = append(conf, "device:"+c.Device.String())
