@@ -63,3 +63,35 @@ func TestTraceOfStartOnly(t *testing.T) {
 		assert.Equal(t, r.Peak, r.StartReserved, s)
 	}
 }
+
+// TestPrivatePoolsFlag: --private-pools lets the pytorch strategy serve a
+// snapshot's private pool by its own rules. The pool's 40 MiB segment
+// holds 29 MiB free when the trace asks the pool for 6 MiB; with a
+// max_split_size_mb of 20 PyTorch does not split that oversize block for
+// it, so the pool takes a new segment (two device mallocs, 80 MiB), where
+// the engine, holding the pool's segments as recorded, places the block
+// where the snapshot did (one malloc, 60 MiB).
+func TestPrivatePoolsFlag(t *testing.T) {
+	const p, a = uint64(0x7f0004000000), uint64(0x7f0008000000)
+	pool := pk.Segment(0, p, 0, "large", pk.Block(p, 5<<20, 5<<20, "active_allocated"),
+		pk.Block(p+5<<20, 6<<20, 6<<20, "active_allocated"), pk.Block(p+11<<20, 29<<20, 0, "inactive"))
+	for i := range pool {
+		if pool[i].K == "segment_pool_id" {
+			pool[i].V = [2]any{1, 0}
+		}
+	}
+	path := writePickle(t, pk.Snapshot([]any{
+		pool,
+		pk.Segment(0, a, 0, "large", pk.Block(a, 8<<20, 8<<20, "active_allocated"), pk.Block(a+8<<20, 12<<20, 0, "inactive")),
+	}, [][]any{{
+		pkEntry("alloc", p+5<<20, 6<<20),
+		pkEntry("segment_alloc", a, 20<<20), pkEntry("alloc", a, 8<<20),
+	}}, pkSettings))
+	spec := "pytorch:version=2.11,max_split_size_mb=20"
+	held, _ := replayRows(t, nil, "-s", spec, path)
+	pooled, _ := replayRows(t, nil, "-s", spec, "--private-pools", path)
+	assert.Equal(t, int64(1), held[0].DeviceMallocs)
+	assert.Equal(t, int64(60<<20), held[0].Peak)
+	assert.Equal(t, int64(2), pooled[0].DeviceMallocs, "the pool's own new segment")
+	assert.Equal(t, int64(80<<20), pooled[0].Peak)
+}

@@ -125,6 +125,7 @@ type replayFlags struct {
 	format     string
 	jobs       int
 	lenient    bool
+	pools      bool // --private-pools
 	out        string
 	force      bool
 	figures    figureFlags
@@ -192,6 +193,7 @@ func parseReplayFlags(e *env, args []string) (replayFlags, error) {
 	fs.StringVarP(&f.format, "format", "f", "table", "output format: table, csv or json")
 	fs.IntVarP(&f.jobs, "jobs", "j", 0, "replays to run at once (default: the number of cores; 1 with -b host or cuda)")
 	fs.BoolVar(&f.lenient, "lenient", false, "skip bad events of a trace, count them and go on")
+	fs.BoolVar(&f.pools, "private-pools", false, "let a strategy that has private pools (pytorch) serve a snapshot's private pools (CUDA graphs) by its own rules, instead of holding their segments as recorded")
 	fs.StringVarP(&f.out, "out", "o", "", "write a report (summaries, time series, figures, index.html) into `DIR`")
 	fs.BoolVar(&f.force, "force", false, "with -o, replace the report that DIR holds already")
 	f.figures.add(fs)
@@ -404,6 +406,7 @@ func (p *replayPlan) config(trace string, s *gpualloc.Params) sim.Config {
 		MeasureTime:   p.be.newBackend != nil,
 		DeviceCosts:   p.f.costModel,
 		SeriesBuckets: series,
+		PrivatePools:  p.f.pools,
 
 		SnapshotStream:  p.f.snapshot.writer(trace, s),
 		SnapshotTemp:    p.f.snapshot.dir,
