@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"slices"
 	"strconv"
+
+	"github.com/gpualloc/gpualloc/snapshot/internal/pages"
 )
 
 // A cont is a container being built or kept.
@@ -131,7 +133,7 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 		d.m.blocks = append(d.m.blocks, []Block{})
 	case rTrace:
 		c.num = uint32(len(d.m.traces))
-		d.m.traces = append(d.m.traces, paged[entryRec]{sp: d.sp})
+		d.m.traces = append(d.m.traces, pages.New(d.sp, recCodec))
 	}
 	return i
 }
@@ -141,7 +143,7 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 func (d *decoder) release(i int32) {
 	c := &d.conts[i]
 	if c.done.K != kMark && c.memo >= 0 {
-		d.memo.set(uint64(c.memo), c.done)
+		d.Memo.Set(uint64(c.memo), c.done, memoTag(c.done))
 		c.memo = -1
 	}
 	if c.shared || c.memo >= 0 || c.role == rGeneric {
@@ -359,11 +361,11 @@ func (d *decoder) add(p int32, v val) {
 	case rTrace:
 		if e, ok := d.entryOf(v, at); ok {
 			num := d.conts[p].num
-			if d.m.traces[num].len() >= d.maxTrace {
+			if d.m.traces[num].Len() >= d.maxTrace {
 				d.failAt(d.pathOf(at), "more than "+strconv.Itoa(d.maxTrace)+" entries in a device's trace, the most this reader takes")
 				return
 			}
-			d.m.traces[num].append(e)
+			d.m.traces[num].Append(e)
 		}
 	case rStack:
 		if f, ok := d.frameOf(v, at); ok {

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"io"
 
+	"github.com/gpualloc/gpualloc/snapshot/internal/pages"
 	"github.com/gpualloc/gpualloc/snapshot/internal/pickle"
 )
 
@@ -11,34 +12,43 @@ import (
 // package models. Each container gets a role when it is created, from its
 // place (the dict key or list it goes into): a trace entry's dict is kept
 // as a handful of scalar fields until it is appended to its trace, then
-// converted into a TraceEntry and its container reused. The memo keeps 8
-// bytes per entry (memoTable): a scalar, a string of the interned string
-// table, a container, or a reference to what a container became (a trace
-// entry, a segment, a frame, a stack), so that a list referenced twice
-// decodes the same both times.
+// converted into a TraceEntry and its container reused. The machine's
+// memo keeps 8 bytes per entry (pickle.Memo): a scalar, a string of the
+// interned string table, a container, or, set by the decoder when a
+// container is released (release), a reference to what it became (a
+// trace entry, a segment, a frame, a stack), so that a list referenced
+// twice decodes the same both times.
 //
 // The reader, from the bytes up, in two layers:
+//   - internal/pages, at the bottom: lists held in pages, which go to a
+//     temporary file past a bound (pages.List, pages.Spill), each value
+//     written there by its user's pages.Codec.
 //   - internal/pickle, below, which knows nothing of a snapshot: the
 //     input's buffer and read-ahead, the opcodes and their encodings, a
 //     pickle's faults at their offsets, and the machine (pickle.Machine):
-//     its values, stack and marks, interned strings and big integers, and
-//     the dispatch of each opcode (Machine.Step). It runs the opcodes of
-//     scalars itself; for the others it takes their values off the stack,
+//     its values, stack and marks, interned strings and big integers, its
+//     memo (pickle.Memo: the slots in order, in pages, and those out of
+//     order apart, each with a tag byte), the dispatch of each opcode
+//     (Machine.Step) and the fast path of the opcodes that only push a
+//     value (Machine.PushRun). It runs the opcodes of scalars and of the
+//     memo itself; for the others it takes their values off the stack,
 //     checks their number, and calls its pickle.Builder: a container
 //     created at the place the stack tells, items appended, keys set,
-//     values dropped or shared, a memo slot stored or fetched. Containers
-//     are handles to it (a KCont's X), memo slots indexes.
+//     values dropped or shared, a memo slot about to be stored
+//     (Memoized), which returns the entry's tag. Containers are handles
+//     to it (a KCont's X), memo slots indexes.
 //   - this package, above, whose decoder embeds the machine and is its
 //     Builder; Go's import rules keep the machine from naming anything of
-//     it. The memo is the decoder's, as what it keeps (what a container
-//     became, in pages that may go to a file) is the model's:
-//   - decode.go (this file): the loop over the opcodes, the Builder's
-//     methods, and the memo's slots (Put, Get);
-//   - memo.go, paged.go, spill.go: the memo and the lists of records, in
-//     pages that go to a temporary file past a bound;
-//   - runs.go: the decoder's fast paths over the buffer, for the memo
-//     references and small integers that make up most of a big file, and
-//     the frames of a "frames" list that a batch refers to (absorb);
+//     it. The decoder keeps track of which slot a container sits in, tags
+//     the frames (memoTag), and sets a slot to what its container became:
+//   - decode.go (this file): the loop over the opcodes and the Builder's
+//     methods;
+//   - spill.go: the read's spill, and how a trace's records are written
+//     to it (recCodec);
+//   - runs.go: the decoder's fast paths over the buffer: the machine's
+//     for the memo references and small integers that make up most of a
+//     big file, and its own for the frames of a "frames" list that a
+//     batch refers to (absorb), read by their tags;
 //   - schema.go: which container is what (its role), from its place;
 //   - build.go: the containers, and what an item or a key does to its
 //     container by the container's role;
@@ -80,8 +90,6 @@ const (
 	sink = pickle.Sink
 )
 
-func intVal(n int64) val { return pickle.IntVal(n) }
-
 // The limits of the decoder. Each is a bound on what a file describes, so
 // that memory grows with the file, never with how often it refers to its
 // memo.
@@ -97,9 +105,7 @@ const (
 // those of the snapshot model.
 type decoder struct {
 	pickle.Machine
-	memo    memoTable      // the entries stored in order
-	memoFar map[uint64]val // memo entries stored out of order
-	sp      *spill         // where the memo's and the traces' pages go past the bound
+	sp *pages.Spill // where the memo's and the traces' pages go past the bound
 
 	conts  []cont   // containers; free ones are listed in free
 	free   []int32  // reusable modelled containers
@@ -139,7 +145,7 @@ func (d *decoder) run() (val, error) {
 		d.OpOff = in.Off()
 		op := in.Buf[in.Pos]
 		in.Pos++
-		if pushOps[op] && d.memoRun(op) {
+		if pickle.Pushes[op] && d.memoRun(op) {
 			continue
 		}
 		if len(d.absorbed) > 0 && op != pickle.OpAppends {
@@ -208,67 +214,30 @@ func (d *decoder) Drop(items []val) {
 	}
 }
 
-// Put stores the top of the stack in the memo at i. The memo is a slice
-// while the indexes come in order, as picklers write them; others go to a
-// map, so that no index makes the memo larger than the PUTs in the file.
-func (d *decoder) Put(i uint64) {
-	n := len(d.Stack)
-	if n == 0 || d.Stack[n-1].K == kMark {
-		d.Fail("memo PUT of nothing")
-		return
-	}
-	v := d.Stack[n-1]
+// Memoized keeps track, as the machine stores v in memo slot i over
+// old, of the slot that a container sits in (cont.memo), so that what it
+// becomes goes to that slot (release), and of a container that two slots
+// hold or one that the memo keeps apart (far), which stays whole
+// (cont.shared). It returns v's tag: isFrame, | isEC, for absorb.
+func (d *decoder) Memoized(i uint64, v, old val, far bool) uint8 {
 	// A container that the slot held no longer names it: what it becomes
 	// goes to its other slots only, as in Python, where the slot now
 	// holds v.
-	if old, ok := d.memoAt(i); ok && old.K == kCont && d.conts[old.X].memo == int64(i) {
+	if old.K == kCont && d.conts[old.X].memo == int64(i) {
 		d.conts[old.X].memo = -1
-	}
-	switch {
-	case i < uint64(d.memo.len()):
-		d.memo.set(i, v)
-	case i == uint64(d.memo.len()) && d.memoFar[i].K == kMark:
-		d.memo.append(v)
-	default:
-		if d.memoFar == nil {
-			d.memoFar = map[uint64]val{}
-		}
-		d.memoFar[i] = v
 	}
 	if v.K == kCont {
 		c := &d.conts[v.X]
 		if c.memo >= 0 && c.memo != int64(i) {
 			c.shared = true // two memo slots: keep it whole
 		}
-		if i < uint64(d.memo.len()) {
+		if !far {
 			c.memo = int64(i)
 		} else {
-			c.shared = true // in the map: kept whole, never released
+			c.shared = true // apart: kept whole, never released
 		}
 	}
-}
-
-// Memoize is MEMOIZE: a PUT at the number of memo entries.
-func (d *decoder) Memoize() { d.Put(uint64(d.memo.len() + len(d.memoFar))) }
-
-// memoAt returns the memo's entry i, false when none was stored.
-func (d *decoder) memoAt(i uint64) (val, bool) {
-	if i < uint64(d.memo.len()) {
-		return d.memo.at(i), true
-	}
-	v, ok := d.memoFar[i]
-	return v, ok
-}
-
-// Get pushes the memo's entry i.
-func (d *decoder) Get(i uint64) {
-	v, ok := d.memoAt(i)
-	if !ok {
-		d.Fail("memo GET %d of an entry never stored", i)
-		return
-	}
-	d.Share(v)
-	d.Push(v)
+	return memoTag(v)
 }
 
 // Share notes that a container is referenced more than once, so that it

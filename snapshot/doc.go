@@ -65,12 +65,14 @@
 // past 8 MiB, a goroutine reads and decompresses a few chunks ahead) and
 // builds no generic object tree for what the package models. It is in
 // two layers: below, an internal pickle package that knows the bytes, the
-// opcodes, the machine's values, stack and marks and its interned
-// strings, runs the opcodes of scalars and hands each other opcode, with
-// the values it takes off the stack, to a small Builder interface, and
-// knows nothing of a snapshot; above, this package's decoder, which
-// embeds that machine, is its Builder, and gives containers and memo
-// slots their meaning in the snapshot model. A
+// opcodes, the machine's values, stack and marks, its interned strings
+// and its memo (held in pages that go to a temporary file past a bound,
+// an internal package of their own), runs the opcodes of scalars and of
+// the memo and hands each other opcode, with the values it takes off the
+// stack, to a small Builder interface, and knows nothing of a snapshot;
+// above, this package's decoder, which embeds that machine, is its
+// Builder, and gives containers, and what the memo holds of them, their
+// meaning in the snapshot model. A
 // container's role (a trace entry, a block, a stack of frames) is told by
 // its place when it is created, from the stack as picklers of protocols 2
 // to 5 leave it: a MARK right above an open list is that list's batch (a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 
+	"github.com/gpualloc/gpualloc/snapshot/internal/pages"
 	ogórek "github.com/kisielk/og-rek"
 )
 
@@ -38,8 +39,8 @@ func (d *decoder) frameVal(id uint32) val {
 type model struct {
 	segs   [][]Segment
 	blocks [][]Block
-	noAddr map[uint32][]int32 // block list: its blocks with no "address"
-	traces []paged[entryRec]  // each trace list as it is decoded
+	noAddr map[uint32][]int32     // block list: its blocks with no "address"
+	traces []pages.List[entryRec] // each trace list as it is decoded
 
 	frames   []Frame
 	frameEC  []bool // whether each frame is on the empty-cache path
@@ -145,7 +146,7 @@ func (r *entryRec) entry(strs []string) TraceEntry {
 
 func (d *decoder) entryOf(v val, at itemAt) (entryRec, bool) {
 	if dv := d.doneOf(v); dv.K == kEntry {
-		return *d.m.traces[dv.X>>32].at(uint64(uint32(dv.X))), d.repeat(1, at)
+		return *d.m.traces[dv.X>>32].At(uint64(uint32(dv.X))), d.repeat(1, at)
 	}
 	f, tmp, ok := d.dictFields(v, rEntry, at)
 	if !ok {
@@ -184,12 +185,12 @@ func (d *decoder) entryOf(v val, at itemAt) (entryRec, bool) {
 func (d *decoder) traceOf(v val, at itemAt) (uint32, bool) {
 	if dv := d.doneOf(v); dv.K == kTrace {
 		t := &d.m.traces[dv.X]
-		if !d.repeat(t.len(), at) {
+		if !d.repeat(t.Len(), at) {
 			return 0, false
 		}
-		c := paged[entryRec]{sp: d.sp}
-		for i := range t.len() {
-			c.append(*t.at(uint64(i)))
+		c := pages.New(d.sp, recCodec)
+		for i := range t.Len() {
+			c.Append(*t.At(uint64(i)))
 		}
 		d.m.traces = append(d.m.traces, c)
 		return uint32(len(d.m.traces) - 1), true

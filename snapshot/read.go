@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/gpualloc/gpualloc/snapshot/internal/pickle"
 	"io"
 	"math/big"
 	"strconv"
 	"strings"
 	"unicode"
 
+	"github.com/gpualloc/gpualloc/snapshot/internal/pages"
+	"github.com/gpualloc/gpualloc/snapshot/internal/pickle"
 	ogórek "github.com/kisielk/og-rek"
 )
 
@@ -168,12 +169,12 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	if err == nil {
 		s, err = d.snapshotOf(v, name)
 	}
-	var spe *spillError
+	var spe *pages.Error
 	if errors.As(d.Err, &spe) {
 		err = d.Err // the spill's failure, which may have caused others
 	}
 	if err != nil || !s.readsBack() {
-		d.sp.close()
+		d.sp.Close()
 	}
 	if err == nil {
 		for _, t := range s.traces {
@@ -187,7 +188,7 @@ func ReadWith(r io.Reader, name string, o ReadOptions) (*Snapshot, error) {
 	var se *Error
 	switch {
 	case errors.As(err, &spe):
-		return nil, &Error{Name: name, Msg: oneLine(spe.Error()), Err: spe.err}
+		return nil, &Error{Name: name, Msg: oneLine(spe.Error()), Err: spe.Err}
 	case errors.As(err, &pe):
 		return nil, notSnapshot(name, "bad pickle: "+oneLine(pe.Error())+gz, err)
 	case errors.As(err, &fe):
@@ -218,7 +219,7 @@ func newDecoder(r io.Reader, o ReadOptions) *decoder {
 		maxTrace: orDefault(o.maxTrace, defaultMaxTrace),
 	}
 	d.sp = newSpill(o, &d.Err)
-	d.memo.packed.sp, d.memo.frame.sp = d.sp, d.sp
+	d.Memo.Init(d.sp)
 	return d
 }
 

@@ -3,8 +3,10 @@ package snapshot
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/gpualloc/gpualloc/snapshot/internal/pickle"
 	"slices"
+
+	"github.com/gpualloc/gpualloc/snapshot/internal/pages"
+	"github.com/gpualloc/gpualloc/snapshot/internal/pickle"
 )
 
 // The decoder's fast paths: the opcodes that make up most of a big
@@ -12,20 +14,15 @@ import (
 // buffer, rather than one by one through step. Each stops where its
 // opcodes end or the buffer does, and leaves the rest to step.
 
-// pushOps are the opcodes that only push a value, which memoRun runs.
-var pushOps = [256]bool{pickle.OpBinGet: true, pickle.OpLongBinGet: true, pickle.OpBinInt1: true, pickle.OpBinInt2: true, pickle.OpBinInt: true,
-	pickle.OpLong1: true, pickle.OpNone: true, pickle.OpNewTrue: true, pickle.OpNewFalse: true}
-
-// memoRun runs the opcodes that start with op and only push a value (see
-// pushOps): memo references to values other than containers, and the
-// integers, None and booleans, as long as their arguments are in the
-// buffer. They are the bulk of a snapshot: its entries' dicts are memo
-// references to their keys and small integers, and their frames memo
-// references to frame dicts. It reports false, having consumed nothing,
-// when op is left for step; a LONG1 of more than 8 bytes is.
+// memoRun runs the opcodes that start with op and only push a value
+// (pickle.Pushes) through the machine's fast path (Machine.PushRun), as
+// long as their arguments are in the buffer: in a snapshot, its entries'
+// dicts are memo references to their keys and small integers. It reports
+// false, having consumed nothing, when op is left for step.
 //
 // Right after a MARK that batches items for an open "frames" list, the
-// frames referenced are not pushed but absorbed (see absorb).
+// frames referenced are not pushed but absorbed (see absorb): the hook
+// that PushRun's doc leaves to the layer above.
 func (d *decoder) memoRun(op byte) bool {
 	if op == pickle.OpBinGet || op == pickle.OpLongBinGet {
 		if k := len(d.Marks); k > 0 {
@@ -39,89 +36,25 @@ func (d *decoder) memoRun(op byte) bool {
 	if len(d.absorbed) > 0 {
 		return false // run puts the absorbed frames back first
 	}
-	in := &d.In
-	buf, memo, n := in.Buf[:in.End], d.memo.packed.pages, uint64(d.memo.len())
-	pos, done, stack, ran := in.Pos, in.Pos, d.Stack, false // pos just after op
-loop:
-	for {
-		var v val
-		switch op {
-		case pickle.OpBinGet, pickle.OpLongBinGet:
-			var i uint64
-			if op == pickle.OpBinGet {
-				if pos >= len(buf) {
-					break loop
-				}
-				i = uint64(buf[pos])
-				pos++
-			} else {
-				if pos+4 > len(buf) {
-					break loop
-				}
-				i = uint64(binary.LittleEndian.Uint32(buf[pos:]))
-				pos += 4
-			}
-			if i >= n {
-				break loop
-			}
-			pg, j := memo[i>>pageShift], i&(pageSize-1)
-			if j >= uint64(len(pg)) {
-				break loop // spilled: get loads it
-			}
-			p := pg[j]
-			if k := kind(p & kindMask); k == kCont || k == kMark || k == kWide {
-				break loop
-			}
-			v = val{K: kind(p & kindMask), X: p >> kindBits}
-		case pickle.OpBinInt1:
-			if pos >= len(buf) {
-				break loop
-			}
-			v = intVal(int64(buf[pos]))
-			pos++
-		case pickle.OpBinInt2:
-			if pos+2 > len(buf) {
-				break loop
-			}
-			v = intVal(int64(binary.LittleEndian.Uint16(buf[pos:])))
-			pos += 2
-		case pickle.OpBinInt:
-			if pos+4 > len(buf) {
-				break loop
-			}
-			v = intVal(int64(int32(binary.LittleEndian.Uint32(buf[pos:]))))
-			pos += 4
-		case pickle.OpLong1:
-			if pos >= len(buf) {
-				break loop
-			}
-			k := int(buf[pos])
-			if k > 8 || pos+1+k > len(buf) {
-				break loop
-			}
-			v = intVal(pickle.LeInt(buf[pos+1 : pos+1+k]))
-			pos += 1 + k
-		case pickle.OpNone:
-			v = val{K: kNone}
-		case pickle.OpNewTrue:
-			v = val{K: kBool, X: 1}
-		case pickle.OpNewFalse:
-			v = val{K: kBool, X: 0}
-		default:
-			break loop
-		}
-		stack = append(stack, v)
-		done, ran = pos, true
-		if pos >= len(buf) {
-			break
-		}
-		op = buf[pos]
-		pos++
+	return d.PushRun(op)
+}
+
+// The tags of the decoder's memo entries (pickle.Memo.Tags), which absorb
+// reads.
+const (
+	isFrame = 1 // the memo entry is a kFrame
+	isEC    = 2 // on the empty-cache path
+)
+
+// memoTag returns the tag of v in the memo.
+func memoTag(v val) byte {
+	switch {
+	case v.K != kFrame:
+		return 0
+	case v.X&frameEC != 0:
+		return isFrame | isEC
 	}
-	// The next opcode starts at in.Pos, for run's loop to read.
-	d.Stack = stack
-	in.Pos = done
-	return ran
+	return isFrame
 }
 
 // absorb is memoRun for the references that follow a MARK batching items
@@ -130,14 +63,14 @@ loop:
 // the batch (commitAbsorbed); any other opcode first puts them back on the
 // stack (unabsorb), so that what the pickle does with them is done as
 // written. It stops, with what it has absorbed, at a reference to anything
-// but a frame. Whether an entry is a frame is told from d.memo.frame, a byte
-// per memo entry, so that the hundreds of frame dicts that a snapshot
+// but a frame. Whether an entry is a frame is told from its tag in the
+// memo (memoTag), a byte per entry, so that the hundreds of frame dicts that a snapshot
 // refers to millions of times stay within the processor's first cache. In
 // a big file, a run that starts a batch is first looked up among those
 // read before (see frameRun).
 func (d *decoder) absorb(op byte) bool {
 	in := &d.In
-	buf, kinds, n := in.Buf[:in.End], d.memo.frame.pages, uint64(d.memo.len())
+	buf, kinds, n := in.Buf[:in.End], d.Memo.Tags(), uint64(d.Memo.Len())
 	at := in.Pos - 1 // the opcode's offset
 	var slot *frameRun
 	if len(d.absorbed) == 0 && d.runs != nil && at+runKey <= len(buf) {
@@ -145,7 +78,7 @@ func (d *decoder) absorb(op byte) bool {
 		set := d.runs[h*runWays : h*runWays+runWays]
 		for j := range set {
 			r := &set[j]
-			if n := len(r.b); n > 0 && r.gen == d.memo.gen && at+n <= len(buf) && bytes.Equal(buf[at:at+n], r.b) {
+			if n := len(r.b); n > 0 && r.gen == d.Memo.Gen() && at+n <= len(buf) && bytes.Equal(buf[at:at+n], r.b) {
 				// The run's indexes stand as they are until the batch
 				// ends (nothing replaces a run while one is absorbed),
 				// its length as capacity, so that an append copies them.
@@ -184,7 +117,7 @@ func (d *decoder) absorb(op byte) bool {
 		if i >= n {
 			break
 		}
-		pg, j := kinds[i>>pageShift], i&(pageSize-1)
+		pg, j := kinds[i>>pages.Shift], i&(pages.Size-1)
 		if j >= uint64(len(pg)) {
 			break // spilled: get loads it
 		}
@@ -210,13 +143,13 @@ func (d *decoder) absorb(op byte) bool {
 	if slot != nil && done-at >= runKey && done-at <= maxRun {
 		slot.b = append(slot.b[:0], buf[at:done]...)
 		slot.idx = append(slot.idx[:0], abs...)
-		slot.ec, slot.gen = d.absEC, d.memo.gen
+		slot.ec, slot.gen = d.absEC, d.Memo.Gen()
 		slot.ids = slot.ids[:0]
 		if !d.noStacks {
 			slot.ids = d.frameIDs(slot.ids, abs)
 			d.absIDs = append(d.absIDs, slot.ids...)
 		}
-	} else if d.runs == nil && d.memo.len() >= d.runsFrom {
+	} else if d.runs == nil && d.Memo.Len() >= d.runsFrom {
 		d.runs = make([]frameRun, runWays<<runBits)
 	}
 	return len(abs) > start
@@ -230,7 +163,7 @@ func (d *decoder) absorb(op byte) bool {
 // bytes are the same, absorbed at once, for the cost of comparing and
 // copying its bytes rather than reading reference by reference. The memo
 // entries referred to are still frames, unless one of them was stored
-// over (memoTable.gen). The runs kept take at most runWays<<runBits times
+// over (pickle.Memo.Gen). The runs kept take at most runWays<<runBits times
 // 5*maxRun bytes (20 MiB), whatever the file.
 type frameRun struct {
 	b   []byte
@@ -288,7 +221,7 @@ func (d *decoder) endAbsorbed() {
 // bytes each.
 func (d *decoder) frameIDs(ids []byte, idx []uint32) []byte {
 	for _, i := range idx {
-		ids = binary.LittleEndian.AppendUint32(ids, uint32(d.memo.at(uint64(i)).X))
+		ids = binary.LittleEndian.AppendUint32(ids, uint32(d.Memo.At(uint64(i)).X))
 	}
 	return ids
 }
@@ -301,7 +234,7 @@ const minFrames = 64
 // MARK.
 func (d *decoder) unabsorb() {
 	for _, i := range d.absorbed {
-		d.Stack = append(d.Stack, d.memo.at(uint64(i)))
+		d.Stack = append(d.Stack, d.Memo.At(uint64(i)))
 	}
 	d.endAbsorbed()
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	spillfile "github.com/gpualloc/gpualloc/internal/spill"
+	"github.com/gpualloc/gpualloc/snapshot/internal/pages"
 )
 
 // A Trace is the recorded trace of one device, as [Snapshot.Trace] returns
@@ -62,19 +63,13 @@ type heldTrace struct {
 
 // hold returns the trace p as a heldTrace, writing its last page out
 // when it spills the ones before (where that fails, the read fails: see
-// spill).
-func hold(p *paged[entryRec], strs []string) *heldTrace {
-	if k := len(p.pages) - 1; len(p.offs) > 0 {
-		at, ok := p.sp.write(encodePage(p.sp.buf, p.pages[k]))
-		p.offs = append(p.offs, at)
-		if ok {
-			p.pages[k] = nil
-		}
-	}
-	h := &heldTrace{held: p.pages, n: p.n, strs: strs}
-	if len(p.offs) > 0 {
-		h.held, h.offs, h.f, h.maxLoad = p.pages[:p.from], p.offs, p.sp.f, p.sp.loaded
-		h.spilled = make([]atomic.Pointer[[]entryRec], len(p.offs))
+// newSpill).
+func hold(p *pages.List[entryRec], strs []string) *heldTrace {
+	l := p.Hold()
+	h := &heldTrace{held: l.Pages, n: l.N, strs: strs}
+	if len(l.Offs) > 0 {
+		h.offs, h.f, h.maxLoad = l.Offs, l.Spill.File(), l.Spill.Loaded()
+		h.spilled = make([]atomic.Pointer[[]entryRec], len(l.Offs))
 	}
 	return h
 }
@@ -82,20 +77,20 @@ func hold(p *paged[entryRec], strs []string) *heldTrace {
 // inPlace returns entry i, 0 <= i < h.n, if its page is held, nil if it
 // is spilled (see fromSpill): inlined, it costs less than a call.
 func (h *heldTrace) inPlace(i int) *entryRec {
-	if k := i >> pageShift; k < len(h.held) {
-		return &h.held[k][i&(pageSize-1)]
+	if k := i >> pages.Shift; k < len(h.held) {
+		return &h.held[k][i&(pages.Size-1)]
 	}
 	return nil
 }
 
 // fromSpill returns entry i, on a page spilled.
 func (h *heldTrace) fromSpill(i int) *entryRec {
-	k := i>>pageShift - len(h.held)
+	k := i>>pages.Shift - len(h.held)
 	pg := h.spilled[k].Load()
 	if pg == nil {
 		pg = h.load(k)
 	}
-	return &(*pg)[i&(pageSize-1)]
+	return &(*pg)[i&(pages.Size-1)]
 }
 
 // load reads spilled page k back, and drops the page loaded longest ago
@@ -108,10 +103,10 @@ func (h *heldTrace) load(k int) *[]entryRec {
 	if pg := h.spilled[k].Load(); pg != nil {
 		return pg // loaded meanwhile
 	}
-	pg := make([]entryRec, min(pageSize, h.n-(len(h.held)+k)<<pageShift))
-	h.buf = room(h.buf, recBytes*len(pg))
+	pg := make([]entryRec, min(pages.Size, h.n-(len(h.held)+k)<<pages.Shift))
+	h.buf = pages.Room(h.buf, recBytes*len(pg))
 	err := h.f.ReadAt(h.buf, h.offs[k])
-	decodePage(pg, h.buf)
+	recCodec.Decode(pg, h.buf)
 	if err != nil {
 		if h.err == nil {
 			h.err = &Error{Name: h.name, Msg: "device_traces: " + err.Error(), Err: err}

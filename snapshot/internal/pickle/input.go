@@ -3,12 +3,16 @@
 // the opcodes and how their arguments are encoded, the faults of a pickle
 // as such, at their byte offsets, and the machine that runs the opcodes
 // (Machine): its values, stack and marks, interned strings and big
-// integers. It runs the opcodes of scalars itself and hands each other
-// one (Machine.Step), with the values it takes off the stack, to a
-// Builder. It knows nothing of what the pickle holds: containers are
-// handles and memo slots indexes to it, and the snapshot package, which
-// embeds a Machine and is its Builder, gives them their meaning and reads
-// the input's buffer in place on its hot paths.
+// integers, and its memo (Memo), in pages that go to a temporary file
+// past a bound (package pages). It runs the opcodes of scalars and of the
+// memo itself, the frequent ones that only push a value in a loop over
+// the input's buffer (Machine.PushRun), and hands each other one
+// (Machine.Step), with the values it takes off the stack, to a Builder.
+// It knows nothing of what the pickle holds: containers are handles to
+// it, and a memo entry's tag a byte that the Builder gives; the snapshot
+// package, which embeds a Machine and is its Builder, gives them their
+// meaning and reads the input's buffer and the memo's tags in place on
+// its own hot path.
 package pickle
 
 import (

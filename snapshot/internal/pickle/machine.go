@@ -23,7 +23,7 @@ const (
 	KBytes             // X indexes Machine.Strs
 	KCont              // X is a container's handle, which the layer above gives
 	KSkip              // X is a CType: a container that the layer above does not read
-	KUser              // the first of the kinds that the layer above defines
+	KUser              // the first of the kinds that the layer above defines, all below 31 (the memo packs a kind in 5 bits)
 )
 
 // A Val is a value of the machine: 16 bytes, no pointer, so that the stack
@@ -72,10 +72,10 @@ type Mark struct {
 
 // A Machine holds the state of a pickle being run that is the pickle's
 // own: the input, the stack and its MARKs, the interned strings and the
-// big integers, and the first fault. It runs the opcodes that make
-// scalars (Scalar); for the others, Step takes their values off the stack
-// and hands them to a Builder, which knows what the containers and the
-// memo hold. Its methods are plain ones on a struct that the layer above
+// big integers, the memo, and the first fault. It runs the opcodes that
+// make scalars (Scalar) and those that use the memo; for the others, Step
+// takes their values off the stack and hands them to a Builder, which
+// knows what the containers hold. Its methods are plain ones on a struct that the layer above
 // embeds, so that the calls on the hot path (Push, the fast paths' reads
 // of the input and the stack) are direct; the Builder's are one call
 // through an interface per opcode that needs it.
@@ -85,6 +85,7 @@ type Machine struct {
 	Marks []Mark
 	OpOff int64 // the offset of the opcode being run
 	Err   error // the first fault, which stops the machine
+	Memo  Memo  // its pages held in memory unless Memo.Init gives it a spill
 
 	Strs []string // interned strings, a KStr's or KBytes's X their index
 	// StrTags holds for each of Strs the tag that Tag gave it, so that

@@ -139,8 +139,8 @@ type call struct {
 	Items  []Val
 }
 
-// recorder is a Builder that notes its calls, and pushes a KCont for
-// what Create and Collect make and a KNone for Get.
+// recorder is a Builder that notes its calls, pushes a KCont for what
+// Create and Collect make, and tags a memo entry with its value's X.
 type recorder struct {
 	m     *Machine
 	calls []call
@@ -166,11 +166,13 @@ func (r *recorder) SetItems(op byte, items []Val) {
 }
 func (r *recorder) Drop(items []Val) { r.note(call{Method: "Drop", Items: items}) }
 func (r *recorder) Share(v Val)      { r.note(call{Method: "Share", Items: []Val{v}}) }
-func (r *recorder) Put(i uint64)     { r.note(call{Method: "Put", I: i}) }
-func (r *recorder) Memoize()         { r.note(call{Method: "Memoize"}) }
-func (r *recorder) Get(i uint64) {
-	r.note(call{Method: "Get", I: i})
-	r.m.Push(Val{K: KNone})
+func (r *recorder) Memoized(i uint64, v, old Val, far bool) uint8 {
+	c := call{Method: "Memoized", I: i, Items: []Val{v, old}}
+	if far {
+		c.Method = "Memoized far"
+	}
+	r.note(c)
+	return uint8(v.X)
 }
 
 // stepAll runs the opcodes of b through Step, as the layer above's loop
@@ -205,7 +207,8 @@ func TestMachineStep(t *testing.T) {
 		OpMark, OpBinInt1, 1, OpBinInt1, 2, OpSetItems,
 		OpBinInt1, 1, OpPop, OpMark, OpBinInt1, 2, OpPopMark,
 		OpBinInt1, 2, OpDup,
-		OpMemoize, OpBinPut, 7, OpLongBinPut, 0, 1, 0, 0, OpBinGet, 7, OpLongBinGet, 1, 1, 0, 0}
+		OpMemoize, OpBinPut, 7, OpLongBinPut, 0, 1, 0, 0, OpBinGet, 7, OpLongBinGet, 0, 1, 0, 0,
+		OpEmptyList, OpBinPut, 0, OpBinGet, 0}
 	calls, m := stepAll(t, b)
 	require.NoError(t, m.Err)
 	cont := func(i uint64) []Val { return []Val{{KCont, i}} }
@@ -225,10 +228,13 @@ func TestMachineStep(t *testing.T) {
 		{Method: "Drop", Items: []Val{one}},
 		{Method: "Drop", Items: []Val{two}},
 		{Method: "Share", Items: []Val{two}},
-		{Method: "Memoize"}, {Method: "Put", I: 7}, {Method: "Put", I: 256},
-		{Method: "Get", I: 7}, {Method: "Get", I: 257},
+		{Method: "Memoized", I: 0, Items: []Val{two, {}}},
+		{Method: "Memoized far", I: 7, Items: []Val{two, {}}}, {Method: "Memoized far", I: 256, Items: []Val{two, {}}},
+		{Method: "Share", Items: []Val{two}}, {Method: "Share", Items: []Val{two}},
+		{Method: "Create", T: List}, {Method: "Memoized", I: 0, Items: []Val{{KCont, 28}, two}},
+		{Method: "Share", Items: []Val{{KCont, 28}}},
 	}, calls)
-	assert.Equal(t, []Val{two, two, {K: KNone}, {K: KNone}}, m.Stack, "DUP pushes the value again")
+	assert.Equal(t, []Val{two, two, two, two, {KCont, 28}, {KCont, 28}}, m.Stack, "DUP pushes the value again, GET the memo's")
 	for op, name := range map[byte]string{OpAppend: "APPEND", OpAppends: "APPENDS", OpAddItems: "ADDITEMS", OpSetItem: "SETITEM", OpSetItems: "SETITEMS", OpDict: ""} {
 		assert.Equal(t, name, Name(op))
 	}
@@ -250,6 +256,9 @@ func TestMachineStepFaults(t *testing.T) {
 		{[]byte{OpBinInt1, 1, OpSetItem}, "at byte 2: a value is needed and the stack has none above its mark"},
 		{[]byte{OpAppends}, "at byte 0: no MARK on the stack"},
 		{[]byte{OpLongBinGet, 1}, "at byte 0: truncated: the input ends inside an opcode"},
+		{[]byte{OpBinPut, 0}, "at byte 0: memo PUT of nothing"},
+		{[]byte{OpMark, OpMemoize}, "at byte 1: memo PUT of nothing"},
+		{[]byte{OpBinGet, 3}, "at byte 0: memo GET 3 of an entry never stored"},
 	} {
 		calls, m := stepAll(t, c.b)
 		require.Error(t, m.Err, "% x", c.b)

@@ -2,7 +2,7 @@ package pickle
 
 import "encoding/binary"
 
-// A Builder gives a machine's containers and memo their meaning: Step
+// A Builder gives a machine's containers their meaning: Step
 // takes the values that an opcode works on off the stack, checks their
 // number, and calls the Builder with them. Items lie in the stack's array
 // past its top: they are valid until the next push, which may overwrite
@@ -24,19 +24,21 @@ type Builder interface {
 	Drop(items []Val)
 	// Share notes that v, pushed again (DUP), is referenced once more.
 	Share(v Val)
-	// Put stores the top of the stack at memo slot i (BINPUT,
-	// LONG_BINPUT); Memoize at the next slot (MEMOIZE).
-	Put(i uint64)
-	Memoize()
-	// Get pushes memo slot i (BINGET, LONG_BINGET).
-	Get(i uint64)
+	// Memoized is told, before PUT, LONG_BINPUT or MEMOIZE stores v in
+	// memo slot i over old (a KMark where the slot held nothing), that
+	// it does, so that it keeps track of which slot holds a container
+	// and of a container held twice; far: the slot is out of order, and
+	// the memo keeps it apart (no tag, never stored over by Memo.Set).
+	// It returns v's tag in the memo (see Memo.Tags).
+	Memoized(i uint64, v, old Val, far bool) uint8
 }
 
 // Step runs the opcode op, other than STOP, whose argument follows in
-// the input: itself where it makes a scalar or a MARK, and through b
-// where it makes or fills a container or uses the memo. That costs one
+// the input: itself where it makes a scalar or a MARK or uses the memo
+// (see Memo), and through b where it makes or fills a container, stores
+// one in the memo or refers to one again. That costs one
 // call through the interface's table per such opcode, about 1% of the
-// instructions of a read of a big snapshot (see BENCHMARKS.md); a type
+// instructions of a read of a big file (see BENCHMARKS.md); a type
 // parameter in its place would be called through a dictionary, no more
 // directly.
 func (m *Machine) Step(b Builder, op byte) {
@@ -110,22 +112,22 @@ func (m *Machine) Step(b Builder, op byte) {
 	case cMark:
 		m.mark() // here too, as it is frequent, rather than through Scalar
 	case cMemoize:
-		b.Memoize()
+		m.memoize(b)
 	case cPut1:
 		if a := m.Arg(1); a != nil {
-			b.Put(uint64(a[0]))
+			m.put(b, uint64(a[0]))
 		}
 	case cPut4:
 		if a := m.Arg(4); a != nil {
-			b.Put(uint64(binary.LittleEndian.Uint32(a)))
+			m.put(b, uint64(binary.LittleEndian.Uint32(a)))
 		}
 	case cGet1:
 		if a := m.Arg(1); a != nil {
-			b.Get(uint64(a[0]))
+			m.get(b, uint64(a[0]))
 		}
 	case cGet4:
 		if a := m.Arg(4); a != nil {
-			b.Get(uint64(binary.LittleEndian.Uint32(a)))
+			m.get(b, uint64(binary.LittleEndian.Uint32(a)))
 		}
 	default:
 		if !m.Scalar(op) {
