@@ -836,3 +836,32 @@ func TestTimelineEachDevice(t *testing.T) {
 		}
 	}
 }
+
+// TestRowsPasteForTheAllocator: the lines to paste of the rows of
+// PyTorch's settings go to the variable of the allocator that wrote the
+// snapshot, which those rows replay on: torch_npu's for a torch_npu file,
+// even for PyTorch's defaults, whose settings are empty.
+func TestRowsPasteForTheAllocator(t *testing.T) {
+	for name, variable := range map[string]string{"npu_two_devices.pickle": "PYTORCH_NPU_ALLOC_CONF=", "forward_ctx128.pickle": "PYTORCH_CUDA_ALLOC_CONF="} {
+		x, _, err := newExplainer(sharedSnapshot(t, name), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := x.rows()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, r := range rows {
+			if strings.HasPrefix(r.Spec, "pytorch:") && r.Label != "as recorded" {
+				n++
+				if !strings.HasPrefix(r.Suggestion, variable) {
+					t.Errorf("%s: %s: %q, want %s...", name, r.Label, r.Suggestion, variable)
+				}
+			}
+		}
+		if n < 1 {
+			t.Errorf("%s: %d rows of PyTorch's settings besides the recorded ones, want some", name, n)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/gpualloc/gpualloc/mincap"
 	"github.com/gpualloc/gpualloc/plan"
 	"github.com/gpualloc/gpualloc/sim"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/pytorch"
 	"github.com/gpualloc/gpualloc/traces"
 	"github.com/gpualloc/gpualloc/tune"
@@ -68,9 +69,22 @@ func (x *explainer) rows() ([]Alternative, error) {
 		if out[i].written.Name == "" {
 			out[i].written = out[i].params.Spec()
 		}
-		out[i].Suggestion = suggestion(out[i].written, st)
+		out[i].Suggestion = suggestion(out[i].written, st, npuConf(conf))
 	}
 	return out, nil
+}
+
+// npuConf reports whether conf, the settings the trace ran with, are
+// torch_npu's allocator's (device:npu, as a snapshot that torch_npu wrote
+// records): the rows of PyTorch's settings then replay on that allocator
+// too (see sim.Config's Params), and their lines go to its variable.
+func npuConf(conf string) bool {
+	for _, item := range snapshot.SplitConf(conf) {
+		if k, v, _ := strings.Cut(item, ":"); strings.TrimSpace(k) == "device" && strings.EqualFold(strings.TrimSpace(v), "npu") {
+			return true
+		}
+	}
+	return false
 }
 
 // pytorchConf returns the conf of a pytorch strategy ("" for PyTorch's
@@ -88,11 +102,14 @@ func pytorchConf(st sim.Strategy) (string, bool) {
 }
 
 // suggestion returns the line that selects the strategy written sp, whose
-// full spec is st: for the pytorch strategy, the variable the allocator
-// modelled reads, with the settings PyTorch parses (pytorch.Paste),
+// full spec is st: for the pytorch strategy (torch_npu's when npu), the
+// variable the allocator modelled reads, with the settings PyTorch parses (pytorch.Paste),
 // else the simulator's, with the spec as written (the defaults left out).
-func suggestion(sp gpualloc.Spec, st sim.Strategy) string {
+func suggestion(sp gpualloc.Spec, st sim.Strategy, npu bool) string {
 	if conf, ok := pytorchConf(st); ok {
+		if npu && !npuConf(conf) {
+			conf = strings.TrimPrefix(conf+",device:npu", ",")
+		}
 		only := true
 		for _, kv := range sp.Params {
 			if kv.Key != "conf" {
