@@ -134,6 +134,7 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 	case rTrace:
 		c.num = uint32(len(d.m.traces))
 		d.m.traces = append(d.m.traces, pages.New(d.sp, recCodec))
+		d.m.acts = append(d.m.acts, nil)
 	}
 	return i
 }
@@ -366,6 +367,9 @@ func (d *decoder) add(p int32, v val) {
 				return
 			}
 			d.m.traces[num].Append(e)
+			if acts := d.m.acts[num]; len(acts) <= maxActs && !slices.Contains(acts, e.action) {
+				d.m.acts[num] = append(acts, e.action) // past maxActs, not known
+			}
 		}
 	case rStack:
 		if f, ok := d.frameOf(v, at); ok {
@@ -418,8 +422,8 @@ func (d *decoder) set(p int32, k, v val) {
 	}
 	c = &d.conts[p]
 	f := &d.fields[c.fi]
-	if old := f.v[fk]; f.present(fk) && old.K == kCont {
-		d.drop(old)
+	if f.present(fk) && f.v[fk].K == kCont {
+		d.drop(f.v[fk]) // a key given twice
 	}
 	f.has |= 1 << fk
 	f.v[fk] = v

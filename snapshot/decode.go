@@ -119,6 +119,7 @@ type decoder struct {
 	absIDs   []byte     // with the stacks: the frame indexes of absorbed's first len(absIDs)/4
 	absEC    bool       // one of absorbed is on the empty-cache path
 	runs     []frameRun // runs of frames read before, by runHash; nil in a small file
+	runHeads []runHead  // the first bytes of each of runs
 	runNext  uint32     // counts the runs recorded, for the place of the next
 	noStacks bool       // ReadOptions.NoStacks
 	runsFrom int        // the memo entries from which runs are looked up

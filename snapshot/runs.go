@@ -73,12 +73,18 @@ func (d *decoder) absorb(op byte) bool {
 	buf, kinds, n := in.Buf[:in.End], d.Memo.Tags(), uint64(d.Memo.Len())
 	at := in.Pos - 1 // the opcode's offset
 	var slot *frameRun
+	var head *runHead
 	if len(d.absorbed) == 0 && d.runs != nil && at+runKey <= len(buf) {
-		h := runHash(buf[at:])
-		set := d.runs[h*runWays : h*runWays+runWays]
-		for j := range set {
-			r := &set[j]
-			if n := len(r.b); n > 0 && r.gen == d.Memo.Gen() && at+n <= len(buf) && bytes.Equal(buf[at:at+n], r.b) {
+		key := runHead{binary.LittleEndian.Uint64(buf[at:]), binary.LittleEndian.Uint64(buf[at+8:])}
+		h := runHash(key)
+		set, heads := d.runs[h*runWays:h*runWays+runWays], d.runHeads[h*runWays:h*runWays+runWays]
+		for j := range heads {
+			if heads[j] != key {
+				continue // read from one cache line: most of the set is turned away there
+			}
+			if r := &set[j]; len(r.b) > 0 && r.gen == d.Memo.Gen() && at+len(r.b) <= len(buf) &&
+				bytes.Equal(buf[at+runKey:at+len(r.b)], r.b[runKey:]) {
+				n := len(r.b)
 				// The run's indexes stand as they are until the batch
 				// ends (nothing replaces a run while one is absorbed),
 				// its length as capacity, so that an append copies them.
@@ -90,7 +96,7 @@ func (d *decoder) absorb(op byte) bool {
 			}
 		}
 		// Read below, the run takes the place of one of the set's.
-		slot = &set[d.runNext%runWays]
+		slot, head = &set[d.runNext%runWays], &heads[d.runNext%runWays]
 		d.runNext++
 	}
 	if d.absRun {
@@ -142,6 +148,7 @@ func (d *decoder) absorb(op byte) bool {
 	d.absEC = d.absEC || ec&isEC != 0
 	if slot != nil && done-at >= runKey && done-at <= maxRun {
 		slot.b = append(slot.b[:0], buf[at:done]...)
+		*head = runHead{binary.LittleEndian.Uint64(slot.b), binary.LittleEndian.Uint64(slot.b[8:])}
 		slot.idx = append(slot.idx[:0], abs...)
 		slot.ec, slot.gen = d.absEC, d.Memo.Gen()
 		slot.ids = slot.ids[:0]
@@ -150,7 +157,7 @@ func (d *decoder) absorb(op byte) bool {
 			d.absIDs = append(d.absIDs, slot.ids...)
 		}
 	} else if d.runs == nil && d.Memo.Len() >= d.runsFrom {
-		d.runs = make([]frameRun, runWays<<runBits)
+		d.runs, d.runHeads = make([]frameRun, runWays<<runBits), make([]runHead, runWays<<runBits)
 	}
 	return len(abs) > start
 }
@@ -184,10 +191,15 @@ const (
 // enough for decoder.runs.
 const defaultRunsFrom = 1 << 16
 
-// runHash returns the set in decoder.runs of a run that starts with b,
-// len(b) >= runKey.
-func runHash(b []byte) uint64 {
-	h := binary.LittleEndian.Uint64(b)*0x9e3779b97f4a7c15 ^ binary.LittleEndian.Uint64(b[8:])*0xc2b2ae3d27d4eb4f
+// A runHead is the first runKey bytes of a run, little-endian, kept for
+// each frameRun in decoder.runHeads: the heads of a set of runs fill a
+// cache line, which turns away the runs that start otherwise without a
+// read of their bytes.
+type runHead [2]uint64
+
+// runHash returns the set in decoder.runs of a run that starts with k.
+func runHash(k runHead) uint64 {
+	h := k[0]*0x9e3779b97f4a7c15 ^ k[1]*0xc2b2ae3d27d4eb4f
 	return h >> (64 - runBits)
 }
 

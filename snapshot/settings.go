@@ -394,11 +394,8 @@ func (s *Snapshot) expandable() bool {
 		}
 	}
 	for d := range s.NumTraces() {
-		t := s.Trace(d)
-		for i := range t.Len() {
-			if a := t.Action(i); a == SegmentMap || a == SegmentUnmap {
-				return true
-			}
+		if t := s.Trace(d); t.Has(SegmentMap) || t.Has(SegmentUnmap) {
+			return true
 		}
 	}
 	return false
@@ -424,15 +421,10 @@ func (s *Snapshot) deviceExpandable(dev int) (on, shown bool) {
 		return false, shown
 	}
 	t := s.Trace(dev)
-	for i := range t.Len() {
-		switch t.Action(i) {
-		case SegmentMap, SegmentUnmap:
-			return true, true
-		case SegmentAlloc, SegmentFree:
-			shown = true
-		}
+	if t.Has(SegmentMap) || t.Has(SegmentUnmap) {
+		return true, true
 	}
-	return false, shown
+	return false, shown || t.Has(SegmentAlloc) || t.Has(SegmentFree)
 }
 
 // NPUPad is the bytes torch_npu adds to every request before rounding it

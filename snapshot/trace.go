@@ -52,6 +52,7 @@ type heldTrace struct {
 	f       *spillfile.File // where the spilled pages are
 	offs    []int64         // the offset in f of each spilled page
 	strs    []string        // the decoder's strings, which entryRec indexes
+	acts    []uint32        // the actions of the entries, as read, once each
 	name    string          // the snapshot's, for errors
 	maxLoad int             // the most spilled pages loaded at a time
 
@@ -64,9 +65,9 @@ type heldTrace struct {
 // hold returns the trace p as a heldTrace, writing its last page out
 // when it spills the ones before (where that fails, the read fails: see
 // newSpill).
-func hold(p *pages.List[entryRec], strs []string) *heldTrace {
+func hold(p *pages.List[entryRec], acts []uint32, strs []string) *heldTrace {
 	l := p.Hold()
-	h := &heldTrace{held: l.Pages, n: l.N, strs: strs}
+	h := &heldTrace{held: l.Pages, n: l.N, acts: acts, strs: strs}
 	if len(l.Offs) > 0 {
 		h.offs, h.f, h.maxLoad = l.Offs, l.Spill.File(), l.Spill.Loaded()
 		h.spilled = make([]atomic.Pointer[[]entryRec], len(l.Offs))
@@ -171,6 +172,34 @@ func (t Trace) Action(i int) Action {
 	}
 	return Action(strAt(t.held.strs, r.action))
 }
+
+// Has reports whether an entry of the trace takes action a, so that a
+// walk for the entries of a rare action (segment_map, oom) can be left
+// out where there are none. It costs O(1) for a trace that a read holds,
+// which notes the actions of its entries as it reads them (those of the
+// file: a page that could not be read back still counts), up to maxActs
+// of them; a walk over the entries for one given as a slice, or with
+// more actions.
+func (t Trace) Has(a Action) bool {
+	if t.held != nil && len(t.held.acts) <= maxActs {
+		for _, i := range t.held.acts {
+			if Action(strAt(t.held.strs, i)) == a {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range t.Len() {
+		if t.Action(i) == a {
+			return true
+		}
+	}
+	return false
+}
+
+// maxActs is the most actions of a trace that a read notes, so that a
+// file of many kept the read's cost linear: PyTorch writes nine.
+const maxActs = 16
 
 // All yields the entries in order with their indexes, as At returns them.
 func (t Trace) All() iter.Seq2[int, TraceEntry] {

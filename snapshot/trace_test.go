@@ -2,6 +2,8 @@ package snapshot_test
 
 import (
 	"bytes"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -32,6 +34,11 @@ func held(t *testing.T, data []byte, name string, full *snapshot.Snapshot) {
 				require.Equal(t, tr[i], got.At(i), "device_traces[%d][%d]", d, i)
 				require.Equal(t, tr[i].Action, got.Action(i), "device_traces[%d][%d]", d, i)
 			}
+			for _, a := range allActions {
+				walk := slices.ContainsFunc(tr, func(e snapshot.TraceEntry) bool { return e.Action == a })
+				require.Equal(t, walk, got.Has(a), "device %d: %q", d, a)
+				require.Equal(t, walk, snapshot.TraceOf(tr).Has(a), "device %d: %q", d, a)
+			}
 		}
 		assert.Equal(t, want.Devices(), s.Devices())
 		for _, dev := range want.Devices() {
@@ -43,6 +50,11 @@ func held(t *testing.T, data []byte, name string, full *snapshot.Snapshot) {
 		require.Equal(t, want, snapshot.Flat(s))
 	}
 }
+
+// allActions are the actions that Trace.Has is asked about: PyTorch's,
+// none, and one it does not write.
+var allActions = []snapshot.Action{snapshot.Alloc, snapshot.FreeRequested, snapshot.FreeCompleted, snapshot.SegmentAlloc,
+	snapshot.SegmentFree, snapshot.SegmentMap, snapshot.SegmentUnmap, snapshot.TakeSnapshot, snapshot.OutOfMemory, "", "workspace"}
 
 func TestTraceOf(t *testing.T) {
 	es := []snapshot.TraceEntry{{Action: snapshot.Alloc, Addr: 1, Size: 2}, {Action: snapshot.FreeCompleted, Addr: 1, Size: 2}}
@@ -82,4 +94,40 @@ func TestReadRefusesTraceTooLong(t *testing.T) {
 	_, err = snapshot.ReadWith(bytes.NewReader(data), "long.pickle", snapshot.MaxTrace(snapshot.ReadOptions{}, 2))
 	require.Error(t, err)
 	assert.Equal(t, "long.pickle: device_traces[0][2]: more than 2 entries in a device's trace, the most this reader takes", err.Error())
+}
+
+// A trace that the file lists twice, through the memo, has the actions of
+// its entries in both places.
+func TestTraceHasRepeated(t *testing.T) {
+	str := func(s string) []byte { return append([]byte{'X', byte(len(s)), 0, 0, 0}, s...) }
+	b := []byte{0x80, 2, '}', '('}
+	b = append(append(b, str("segments")...), ']')
+	b = append(append(b, str("device_traces")...), ']', '(', ']', 'q', 0, '(', '}', '(')
+	b = append(append(append(b, str("action")...), str("oom")...), str("size")...)
+	b = append(append(b, 'K', 5), str("device_free")...)
+	b = append(b, 'K', 7, 'u', 'e', 'h', 0, 'e', 'u', '.')
+	s, err := snapshot.Read(bytes.NewReader(b), "twice.pickle")
+	require.NoError(t, err)
+	require.Equal(t, 2, s.NumTraces())
+	for d := range 2 {
+		require.Equal(t, 1, s.Trace(d).Len())
+		assert.True(t, s.Trace(d).Has(snapshot.OutOfMemory), "device %d", d)
+		assert.False(t, s.Trace(d).Has(snapshot.Alloc), "device %d", d)
+	}
+}
+
+// A trace of more actions than a read notes is walked.
+func TestTraceHasMany(t *testing.T) {
+	var es []any
+	for i := range 20 {
+		es = append(es, pk.Entry(fmt.Sprintf("x%d", i), a0, 5, 0, int64(i)))
+	}
+	es = append(es, pk.Entry("alloc", a0, 5, 0, 20))
+	s, err := snapshot.Read(bytes.NewReader(snap(es...)), "many.pickle")
+	require.NoError(t, err)
+	tr := s.Trace(0)
+	assert.True(t, tr.Has(snapshot.Alloc))
+	assert.True(t, tr.Has("x3"))
+	assert.False(t, tr.Has("x20"))
+	assert.False(t, tr.Has(snapshot.OutOfMemory))
 }

@@ -132,6 +132,9 @@ func (t *Tracker) Held() int64 { return t.held }
 // these. It returns 0 when t has no oom entry or does not fit st. The
 // memory that other processes and the CUDA context hold is not in it.
 func DeviceMemory(st *State, t Trace, rules Rules) int64 {
+	if !t.Has(OutOfMemory) {
+		return 0
+	}
 	var total int64
 	var tr *Tracker
 	for i := range t.Len() {

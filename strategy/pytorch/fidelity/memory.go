@@ -65,7 +65,11 @@ func ranges(st *snapshot.State, t snapshot.Trace) []xrange {
 			seen = append(seen, xrange{sg.Stream, sg.SegmentType == "small", sg.Address, true})
 		}
 	}
-	for i := range t.Len() {
+	n := t.Len()
+	if !t.Has(snapshot.SegmentMap) && !t.Has(snapshot.SegmentUnmap) {
+		n = 0 // no entry to walk for
+	}
+	for i := range n {
 		if a := t.Action(i); a == snapshot.SegmentMap || a == snapshot.SegmentUnmap {
 			e := t.At(i)
 			seen = append(seen, xrange{e.Stream, e.Size%largeBuffer != 0, e.Addr, false})
