@@ -11,14 +11,14 @@ import (
 
 // The decoder's fast paths: the opcodes that make up most of a big
 // snapshot run in loops of their own, over the bytes already in the input
-// buffer, rather than one by one through step. Each stops where its
-// opcodes end or the buffer does, and leaves the rest to step.
+// buffer, rather than one by one through Machine.Step. Each stops where
+// its opcodes end or the buffer does, and leaves the rest to Machine.Step.
 
 // memoRun runs the opcodes that start with op and only push a value
 // (pickle.Pushes) through the machine's fast path (Machine.PushRun), as
 // long as their arguments are in the buffer: in a snapshot, its entries'
 // dicts are memo references to their keys and small integers. It reports
-// false, having consumed nothing, when op is left for step.
+// false, having consumed nothing, when op is left for Machine.Step.
 //
 // Right after a MARK that batches items for an open "frames" list, the
 // frames referenced are not pushed but absorbed (see absorb): the hook

@@ -201,19 +201,15 @@ func (s *AllocatorSettings) Strategy() (string, bool) {
 
 // MemoryFraction returns the per-process memory fraction that Conf sets
 // (memory_fraction, the pytorch strategy's extension, which a replay's
-// snapshot writes; PyTorch's own snapshots do not record it), or 0.
+// snapshot writes; PyTorch's own snapshots do not record it), the last
+// one as the strategy reads its conf, or 0.
 func (s *AllocatorSettings) MemoryFraction() float64 {
 	if s == nil {
 		return 0
 	}
-	for _, o := range SplitConf(s.Conf) {
-		k, v, _ := strings.Cut(o, ":")
-		if strings.TrimSpace(k) == "memory_fraction" {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err == nil && f > 0 && f <= 1 {
-				return f
-			}
-		}
+	v, _ := ConfValue(s.Conf, "memory_fraction")
+	if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 && f <= 1 {
+		return f
 	}
 	return 0
 }
@@ -298,34 +294,38 @@ func (s *Snapshot) Release() (release, why string) {
 	if s.TorchNPU() {
 		return "torch_npu", "its live blocks hold their requests plus 32 bytes, as torch_npu rounds them, and it records no allocator_settings"
 	}
-	return s.PyTorchVersion()
+	return s.pytorchRelease()
 }
 
 // PyTorchVersion infers the release of PyTorch that wrote the snapshot,
 // as "2.8", and says why: the newest release that writes what the file
 // holds, from what each release added to snapshots. [Snapshot.Conf] does
-// not name it: the rules that differ between the releases modelled (see
-// the pytorch strategy's Version) only refuse settings that an older
-// release did not have, and a file's recorded settings are those its
-// release took, so that the newest release replays them as that one
-// does.
+// not name it; a replay by the pytorch strategy of version auto follows
+// it (see traces.Start.Release).
 //
 //   - allocator_settings with graph_capture_record_stream_reuse, which
 //     PyTorch records from 2.9 (pytorch/pytorch#158352): the newest
 //     release;
 //   - allocator_settings without it (PyTorch records allocator_settings
 //     from 2.3, pytorch/pytorch#119404): 2.8;
-//   - no allocator_settings, entries with time_us (recorded from about
-//     2.2): 2.2;
-//   - no allocator_settings and entries without time_us: 2.1.
+//   - no allocator_settings and entries without time_us (recorded from
+//     about 2.2): 2.1;
+//   - no allocator_settings otherwise (entries with time_us, or none):
+//     2.2.
 //
 // A snapshot that torch_npu wrote ([Snapshot.TorchNPU]) has releases of
-// its own: "" and a reason. The cost is a look at the settings and at the
-// first entry of each trace.
+// its own: "" and a reason. The cost is TorchNPU's, and a look at the
+// settings and at the first entry of each trace.
 func (s *Snapshot) PyTorchVersion() (version, why string) {
 	if s.TorchNPU() {
 		return "", "written by torch_npu, whose releases are its own"
 	}
+	return s.pytorchRelease()
+}
+
+// pytorchRelease is PyTorchVersion of a snapshot that torch_npu did not
+// write.
+func (s *Snapshot) pytorchRelease() (version, why string) {
 	if a := s.AllocatorSettings; a != nil {
 		if _, ok := a.Other["graph_capture_record_stream_reuse"]; ok {
 			return NewestPyTorch, "allocator_settings has graph_capture_record_stream_reuse, which PyTorch records from 2.9 (pytorch/pytorch#158352): the newest release"
@@ -476,6 +476,27 @@ func (s *Snapshot) TorchNPU() bool {
 // has the same divisions, else a list of the intervals with divisions,
 // "[1:4,2:8,1024:2]".
 func FormatDivisions(d [Intervals]int64) string { return torchsize.FormatDivisions(d) }
+
+// ConfValue returns the value of the last setting of conf (in the syntax
+// of [SplitConf]) whose key is key, trimmed, and whether there is one:
+// ConfValue("device:npu,version:2.8", "version") is "2.8", true.
+func ConfValue(conf, key string) (string, bool) {
+	value, found := "", false
+	for _, item := range SplitConf(conf) {
+		if k, v, _ := strings.Cut(item, ":"); strings.TrimSpace(k) == key {
+			value, found = strings.TrimSpace(v), true
+		}
+	}
+	return value, found
+}
+
+// NPUConf reports whether conf chooses torch_npu's allocator, as
+// [Snapshot.Conf] records for a snapshot that torch_npu wrote
+// (device:npu).
+func NPUConf(conf string) bool {
+	v, _ := ConfValue(conf, "device")
+	return strings.EqualFold(v, "npu")
+}
 
 // SplitConf splits a PYTORCH_CUDA_ALLOC_CONF string into its settings
 // ("key:value") at the commas outside brackets, as PyTorch's parser reads

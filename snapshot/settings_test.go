@@ -157,8 +157,17 @@ func TestPyTorchVersion(t *testing.T) {
 
 	none := &snapshot.Snapshot{Segments: []snapshot.Segment{seg}}
 	v, why = none.PyTorchVersion()
-	assert.Equal(t, "2.2", v)
+	assert.Equal(t, "2.2", v, "no entries")
 	assert.Contains(t, why, "no allocator_settings")
+	timed := snapshot.New([]snapshot.Segment{seg}, []snapshot.TraceEntry{{Action: snapshot.Alloc, Addr: seg.Address, Size: 512, TimeUS: 7}})
+	v, _ = timed.PyTorchVersion()
+	assert.Equal(t, "2.2", v, "entries with time_us")
+	untimed := snapshot.New([]snapshot.Segment{seg}, []snapshot.TraceEntry{{Action: snapshot.Alloc, Addr: seg.Address, Size: 512, TimeUS: snapshot.NoTime}})
+	v, why = untimed.PyTorchVersion()
+	assert.Equal(t, "2.1", v, "entries without time_us")
+	assert.Contains(t, why, "without time_us")
+	r, _ := untimed.Release()
+	assert.Equal(t, "2.1", r)
 
 	npu := &snapshot.Snapshot{Segments: []snapshot.Segment{npuSegment(0, false, 512, 1024)}}
 	v, why = npu.PyTorchVersion()

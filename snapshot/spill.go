@@ -7,6 +7,12 @@ import (
 	"github.com/gpualloc/gpualloc/snapshot/internal/pages"
 )
 
+// The bounds of a read that its ReadOptions leave at zero.
+const (
+	defaultMaxHeld = 256 << 20
+	defaultLoaded  = 8
+)
+
 // A read's spill bounds its memory, whatever the length of the file:
 // once the pages of its long lists (the trace entries' records and the
 // memo, each a pages.List) take [ReadOptions.MaxHeld] bytes, each page
@@ -25,13 +31,7 @@ import (
 // ends the read with that error (a *pages.Error in the decoder's Err).
 // After the read, a trace that cannot read a page back reports it by
 // [Trace.Err].
-
-// The bounds of a read that its ReadOptions leave at zero.
-const (
-	defaultMaxHeld = 256 << 20
-	defaultLoaded  = 8
-)
-
+//
 // newSpill returns the spill of a read with o, whose first failure is
 // stored in *fail.
 func newSpill(o ReadOptions, fail *error) *pages.Spill {
