@@ -69,22 +69,9 @@ func (x *explainer) rows() ([]Alternative, error) {
 		if out[i].written.Name == "" {
 			out[i].written = out[i].params.Spec()
 		}
-		out[i].Suggestion = suggestion(out[i].written, st, npuConf(conf))
+		out[i].Suggestion = suggestion(out[i].written, st, snapshot.NPUConf(conf))
 	}
 	return out, nil
-}
-
-// npuConf reports whether conf, the settings the trace ran with, are
-// torch_npu's allocator's (device:npu, as a snapshot that torch_npu wrote
-// records): the rows of PyTorch's settings then replay on that allocator
-// too (see sim.Config's Params), and their lines go to its variable.
-func npuConf(conf string) bool {
-	for _, item := range snapshot.SplitConf(conf) {
-		if k, v, _ := strings.Cut(item, ":"); strings.TrimSpace(k) == "device" && strings.EqualFold(strings.TrimSpace(v), "npu") {
-			return true
-		}
-	}
-	return false
 }
 
 // pytorchConf returns the conf of a pytorch strategy ("" for PyTorch's
@@ -102,12 +89,14 @@ func pytorchConf(st sim.Strategy) (string, bool) {
 }
 
 // suggestion returns the line that selects the strategy written sp, whose
-// full spec is st: for the pytorch strategy (torch_npu's when npu), the
+// full spec is st: for the pytorch strategy (torch_npu's when npu: the
+// settings the trace ran with are torch_npu's, and so the allocator the
+// rows of PyTorch's settings replay on, see sim.Config's Params), the
 // variable the allocator modelled reads, with the settings PyTorch parses (pytorch.Paste),
 // else the simulator's, with the spec as written (the defaults left out).
 func suggestion(sp gpualloc.Spec, st sim.Strategy, npu bool) string {
 	if conf, ok := pytorchConf(st); ok {
-		if npu && !npuConf(conf) {
+		if npu && !snapshot.NPUConf(conf) {
 			conf = strings.TrimPrefix(conf+",device:npu", ",")
 		}
 		only := true

@@ -17,8 +17,8 @@ import (
 // neither) follows the allocator that recorded the trace: the release
 // that wrote it (traces.Start.Release, or the version a replay's own
 // snapshot records in its conf; auto is the newest already) and
-// torch_npu's allocator where the recorded conf says device:npu. So version=auto means the same with
-// settings of the user's as without.
+// torch_npu's allocator where the recorded conf says device:npu. So
+// version=auto means the same with settings of the user's as without.
 func recordedParams(start *traces.Start, p *gpualloc.Params, trace string) (*gpualloc.Params, bool) {
 	if p == nil || start == nil || !takesConf(p) {
 		return p, false
@@ -28,16 +28,14 @@ func recordedParams(start *traces.Start, p *gpualloc.Params, trace string) (*gpu
 		p, recorded = p.WithDefault("conf", start.Conf, "the allocator_settings of "+trace), true
 	}
 	release := start.Release
-	for _, item := range confItems(start.Conf) {
-		if v, ok := strings.CutPrefix(item, "version:"); ok {
-			release = v // a replay's own snapshot records its release
-		}
+	if v, ok := snapshot.ConfValue(start.Conf, "version"); ok {
+		release = v // a replay's own snapshot records its release
 	}
 	own := p.Value("conf")
-	if isRelease(release) && release != snapshot.NewestPyTorch && !confHas(own, "version") {
+	if _, named := snapshot.ConfValue(own, "version"); !named && isRelease(release) && release != snapshot.NewestPyTorch {
 		p = p.WithDefault("version", release, "the release that wrote "+trace)
 	}
-	if slices.Contains(confItems(start.Conf), "device:npu") && !confHas(own, "device") {
+	if _, named := snapshot.ConfValue(own, "device"); !named && snapshot.NPUConf(start.Conf) {
 		p = p.WithDefault("device", "npu", "the allocator that wrote "+trace)
 	}
 	return p, recorded
@@ -58,25 +56,4 @@ func takesConf(p *gpualloc.Params) bool {
 // not torch_npu's or none.
 func isRelease(release string) bool {
 	return release != "" && !strings.ContainsFunc(release, func(r rune) bool { return r != '.' && (r < '0' || r > '9') })
-}
-
-// confItems returns the items of conf, "key:value", trimmed.
-func confItems(conf string) []string {
-	var out []string
-	for _, item := range snapshot.SplitConf(conf) {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, strings.Join(strings.Fields(item), ""))
-		}
-	}
-	return out
-}
-
-// confHas reports whether conf has an item of key.
-func confHas(conf, key string) bool {
-	for _, item := range confItems(conf) {
-		if k, _, _ := strings.Cut(item, ":"); k == key {
-			return true
-		}
-	}
-	return false
 }
