@@ -13,11 +13,11 @@ import (
 // pytorch strategy) serves the private pools itself: the start state's segments of private pools are
 // restored into their pools as the others are (see restoreState), the
 // trace's allocations in private pools (traces.Start.Private) ask it for
-// a block of their pool (traces.Start.PrivatePools), and the first
+// a block of their pool (traces.Start.PrivatePools), and each
 // segment_free of a pool's segment that the trace records
 // (traces.Start.PoolSegments) releases the pool (PoolAllocator's
-// ReleasePool): PyTorch frees a private pool's segments only once the
-// pool is released. The trace's segment_alloc of a private pool's
+// ReleasePool; again, should the pool have served blocks since): PyTorch
+// frees a private pool's segments only once the pool is released. The trace's segment_alloc of a private pool's
 // segment is the strategy's to make again, or not.
 //
 // Otherwise the engine holds the segments of private pools

@@ -329,8 +329,9 @@ func (e *engine) stepSpecial(ev *traces.Event, n int64) error {
 	if took == tookHeld {
 		s.state = slotHeld
 	} else if e.rec != nil {
-		// A block of the restored state, which the recorder's allocator
-		// did not hand out: recorded as allocated here.
+		// A block of the restored state, or one that a private pool
+		// served (AllocPool), which the recorder's allocator did not hand
+		// out: recorded as allocated here.
 		e.rec.begin(ev.Stream, ev.Category)
 		e.rec.alloc(int(s.dev), s.block, ev.Size)
 	}

@@ -33,7 +33,9 @@ type Start struct {
 	// n/64), the allocations of the trace made in a private pool's
 	// segments (a CUDA graph's, a torch.cuda.MemPool's), nil for none: a
 	// replay serves them from the segments of that pool that it holds,
-	// never through the strategy.
+	// never through the strategy, unless the strategy serves private
+	// pools itself (sim.Config.PrivatePools: then from their pool, see
+	// PrivatePools).
 	Private []uint64
 
 	// PrivatePools names the pool of each allocation of Private, in the

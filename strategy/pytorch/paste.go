@@ -34,9 +34,6 @@ const (
 // [EnvConf]).
 func (v Version) ReadsEnvConf() bool { return v.atLeast(2, 10) }
 
-// readsEnvConf is ReadsEnvConf, as open calls it.
-func (v Version) readsEnvConf() bool { return v.ReadsEnvConf() }
-
 // extension reports whether key is one of the strategy's own settings
 // that no PyTorch release parses, and that say which allocator is
 // modelled rather than how it is set: version, device and deviceN.key.

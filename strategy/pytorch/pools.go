@@ -37,16 +37,25 @@ func (a *Allocator) poolOf(id snapshot.PoolID) int32 {
 	if !id.Private() {
 		return 0
 	}
-	for i := 1; i < len(a.pools); i++ {
-		if a.pools[i].id == id {
-			return int32(i)
-		}
+	if p := a.findPool(id); p > 0 {
+		return p
 	}
 	if len(a.pools) == 0 {
 		a.pools = append(a.pools, privatePool{}) // index 0: the default pools
 	}
 	a.pools = append(a.pools, privatePool{id: id})
 	return int32(len(a.pools) - 1)
+}
+
+// findPool returns the index in a.pools of the private pool id, -1 for
+// one never used. O(private pools).
+func (a *Allocator) findPool(id snapshot.PoolID) int32 {
+	for i := 1; i < len(a.pools); i++ {
+		if a.pools[i].id == id {
+			return int32(i)
+		}
+	}
+	return -1
 }
 
 // poolIndex returns the index in a.cache.Streams of the small and large
@@ -105,12 +114,7 @@ func (a *Allocator) AllocPool(size int64, stream uint64, id snapshot.PoolID) (gp
 // pool's segments does (release_cached_blocks), and returns the error of
 // a device free that failed. A pool never used holds nothing: nil.
 func (a *Allocator) ReleasePool(id snapshot.PoolID) error {
-	p := int32(-1)
-	for i := 1; i < len(a.pools); i++ {
-		if a.pools[i].id == id {
-			p = int32(i)
-		}
-	}
+	p := a.findPool(id)
 	if p < 0 {
 		return nil
 	}

@@ -55,7 +55,7 @@ func open(b gpualloc.Backend, p *gpualloc.Params) (gpualloc.Allocator, error) {
 		if err := c.apply(conf, deviceIndex(b)); err != nil {
 			return nil, p.Errorf("conf", "%s", err)
 		}
-		if fromEnvConf(p) && !releaseOf(c, p).readsEnvConf() {
+		if fromEnvConf(p) && !releaseOf(c, p).ReadsEnvConf() {
 			// PyTorch before 2.10 takes none of its settings from
 			// PYTORCH_ALLOC_CONF (pytorch/pytorch#183387).
 			c = DefaultConfig()
