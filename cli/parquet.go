@@ -105,7 +105,10 @@ func (p *eventsPart) observe(n int64, ev *traces.Event, after sim.DeviceBytes) e
 	if ev.TimeUS == traces.NoTime {
 		r.TimeUS = -1
 	}
-	r.Address = address(ev.ID)
+	r.Address = 0
+	if a, hex := ev.HexID(); hex {
+		r.Address = a
+	}
 	r.Site = p.site(ev.Stack)
 	r.Live, r.Allocated, r.Reserved = after.Requested, after.Allocated, after.Reserved
 	if err := p.w.Write(r); err != nil {
@@ -138,17 +141,6 @@ func (p *eventsPart) site(stack uint32) string {
 		p.named[stack] = true
 	}
 	return p.sites[stack]
-}
-
-// address returns the address of an allocation whose trace names it by
-// one ("0x7f3a00000000", as a PyTorch snapshot does), else 0: the ID of an
-// id written in hexadecimal has bit 62 set (see traces.Event.ID), and the
-// address in the bits below.
-func address(id uint64) uint64 {
-	if id>>62 != 1 {
-		return 0
-	}
-	return id &^ (1 << 62)
 }
 
 // Close ends the part when its replay ends: the file's footer is written,

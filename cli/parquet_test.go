@@ -204,20 +204,3 @@ func TestParquetSites(t *testing.T) {
 	assert.Contains(t, sites, "/root/autodl-tmp/assignment2-systems/cs336_systems/trace_peak_memory.py:35 main")
 	assert.Greater(t, len(sites), 5)
 }
-
-// TestAddress: the address of an event is that of its id when the id is
-// written in hexadecimal, else 0.
-func TestAddress(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "t.csv")
-	require.NoError(t, os.WriteFile(path, []byte("op,id,size\nalloc,0x7f3a00000200,10\nalloc,12,10\nalloc,buf,10\n"), 0o644))
-	tr, err := traces.Open(path, traces.Options{})
-	require.NoError(t, err)
-	defer tr.Close()
-	var got []uint64
-	for tr.Scan() {
-		ev := tr.Event()
-		got = append(got, address(ev.ID))
-	}
-	require.NoError(t, tr.Err())
-	assert.Equal(t, []uint64{0x7f3a00000200, 0, 0}, got)
-}

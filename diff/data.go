@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"github.com/gpualloc/gpualloc/dataset"
 	"github.com/gpualloc/gpualloc/explain"
@@ -20,8 +18,9 @@ import (
 // event's site (as explain names it, for an alloc and for the free of
 // its allocation; "" for another event), the live bytes of its device
 // after it, and the bytes the replay's allocator had allocated and
-// reserved on that device then. It streams: a replay of t, whose rows
-// are written as it serves each event, and a map of the live
+// reserved on that device then; index is the event's among its device's
+// events, as simulate --parquet writes it. It streams: a replay of t,
+// whose rows are written as it serves each event, and a map of the live
 // allocations' sites.
 func WriteEvents(ctx context.Context, w *dataset.EventWriter, t *explain.Trace, run *Run, o Options) error {
 	stacks := explain.NewStackIndex(t)
@@ -30,47 +29,36 @@ func WriteEvents(ctx context.Context, w *dataset.EventWriter, t *explain.Trace, 
 		by = explain.BySite
 	}
 	sites := map[int32]string{} // the site of each live allocation, by slot
-	live := map[int32]int64{}   // by device
+	var index []int64           // the events of each device so far
 	e := dataset.Event{Trace: t.Name, Strategy: run.Strategy}
-	_, err := explain.ReplayEach(ctx, t, explain.Options{Capacity: o.Capacity}, run.params, func(n int64, _ *traces.Event, after sim.DeviceBytes) error {
-		i := int(n)
-		ev := &t.Events[i]
-		e.Device, e.Index, e.Action, e.Size = ev.Device, n, ev.Op.String(), ev.Size
+	_, err := explain.ReplayEach(ctx, t, explain.Options{Capacity: o.Capacity}, run.params, func(n int64, ev *traces.Event, after sim.DeviceBytes) error {
+		d := int(ev.Device)
+		if d >= len(index) {
+			index = append(index, make([]int64, d+1-len(index))...)
+		}
+		e.Device, e.Index, e.Action, e.Size = ev.Device, index[d], ev.Op.String(), ev.Size
+		index[d]++
 		e.TimeUS = ev.TimeUS
 		if e.TimeUS == traces.NoTime {
 			e.TimeUS = -1
 		}
-		e.Address = address(ev)
+		e.Address = 0
+		if a, hex := ev.HexID(); hex {
+			e.Address = a
+		}
 		e.Site = ""
 		switch ev.Op {
 		case traces.OpAlloc:
-			e.Site = stacks.Key(by, i)
+			e.Site = stacks.Key(by, int(n))
 			sites[ev.Slot] = e.Site
-			live[ev.Device] += ev.Size
 		case traces.OpFree:
 			e.Site = sites[ev.Slot]
 			delete(sites, ev.Slot)
-			live[ev.Device] -= ev.Size
 		}
-		e.Live = live[ev.Device]
-		e.Allocated, e.Reserved = after.Allocated, after.Reserved
+		e.Live, e.Allocated, e.Reserved = after.Requested, after.Allocated, after.Reserved
 		return w.Write(&e)
 	})
 	return err
-}
-
-// address returns the address that names an event of a PyTorch snapshot
-// ("0x7f3a00000000"), 0 for an event named otherwise.
-func address(ev *traces.Event) uint64 {
-	id := ev.IDText()
-	if !strings.HasPrefix(id, "0x") {
-		return 0
-	}
-	a, err := strconv.ParseUint(id[2:], 16, 64)
-	if err != nil {
-		return 0
-	}
-	return a
 }
 
 // A SiteRow is a row of sites.parquet: a group of one run's live bytes at

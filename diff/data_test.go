@@ -59,6 +59,16 @@ func TestWriteEventsDevices(t *testing.T) {
 		"alloc,4,1048576,1\n" +
 		"free,2,,1\n"
 	run, rows := writeEvents(t, loadTrace(t, "two.csv", []byte(csv), false))
+	// Each row's index and live bytes are its device's, as simulate
+	// --parquet writes them.
+	var index []int64
+	var live []int64
+	for _, r := range rows {
+		index = append(index, r.Index)
+		live = append(live, r.Live)
+	}
+	assert.Equal(t, []int64{0, 0, 1, 2, 1, 2}, index)
+	assert.Equal(t, []int64{1 << 20, 3 << 20, 3 << 20, 2 << 20, 4 << 20, 1 << 20}, live)
 	peak := map[int32]int64{}
 	for _, r := range rows {
 		assert.GreaterOrEqual(t, r.Allocated, r.Live, "row %d", r.Index)

@@ -114,7 +114,7 @@ func (m *stackMap) walk() *stackWalk { return &stackWalk{m: m, next: map[int]int
 func (w *stackWalk) at(i int, ev *traces.Event) (snapshot.StackID, int32, bool) {
 	s, d := w.m.snap, int(ev.Device)
 	if i < w.m.initial {
-		addr, ok := addressOf(ev)
+		addr, ok := ev.HexID()
 		stack, found := w.m.starts[d][addr]
 		return stack, -1, ok && found
 	}
@@ -128,7 +128,7 @@ func (w *stackWalk) at(i int, ev *traces.Event) (snapshot.StackID, int32, bool) 
 	}
 	e := tr.At(j)
 	w.next[d] = j + 1
-	addr, isAddr := addressOf(ev)
+	addr, isAddr := ev.HexID()
 	if e.Size != ev.Size || (e.Action == snapshot.OutOfMemory) != isOOMEvent(ev) ||
 		(e.Action == snapshot.Alloc && (!isAddr || addr != e.Addr)) {
 		return 0, 0, false
@@ -171,9 +171,6 @@ func atDump(s *snapshot.Snapshot, d int, st map[uint64]snapshot.StackID) {
 		}
 	}
 }
-
-// addressOf returns the address that a snapshot's alloc event is named by.
-func addressOf(ev *traces.Event) (uint64, bool) { return ev.HexID() }
 
 // frames reports whether the events have stacks.
 func (m *stackMap) frames() bool { return m.ok && m.hasFrames }
