@@ -71,3 +71,34 @@ func TestEnvConfAutoNote(t *testing.T) {
 	require.Equal(t, 0, code, errs)
 	assert.NotContains(t, errs, "PYTORCH_ALLOC_CONF")
 }
+
+// TestFidelityEnvConfByRelease: fidelity takes PyTorch's variables as
+// simulate -s pytorch does. PYTORCH_ALLOC_CONF is not read for a snapshot
+// that 2.8 wrote (a line says so, and the file is compared with the
+// settings it records), as 2.8 would not read it.
+func TestFidelityEnvConfByRelease(t *testing.T) {
+	path := pk.SharedSnapshot(t, sharedSnapshotDir, "forward_ctx128.pickle")
+	type row struct {
+		Conf     string `json:"conf"`
+		Peak     int64  `json:"replayed_peak_reserved_bytes"`
+		Mallocs  int64  `json:"replayed_device_mallocs"`
+		Matches  int64  `json:"address_matches"`
+		Recorded int64  `json:"recorded_device_mallocs"`
+	}
+	var plain, env []row
+	runJSON(t, nil, &plain, "fidelity", "-f", "json", path)
+	vars := map[string]string{"PYTORCH_ALLOC_CONF": "expandable_segments:True"}
+	code, _, errs := run(t, vars, "fidelity", "-f", "json", path)
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, errs, path+": PyTorch 2.8, which wrote it, does not read PYTORCH_ALLOC_CONF")
+	runJSON(t, vars, &env, "fidelity", "-f", "json", path)
+	assert.Equal(t, plain, env)
+	var replay []struct {
+		Peak    int64 `json:"peak_reserved_bytes"`
+		Mallocs int64 `json:"device_mallocs"`
+	}
+	runJSON(t, vars, &replay, "-f", "json", "-s", "pytorch", path)
+	require.Len(t, env, 1)
+	assert.Equal(t, env[0].Peak, replay[0].Peak, "fidelity and a replay agree")
+	assert.Equal(t, env[0].Mallocs, replay[0].Mallocs)
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpualloc/gpualloc"
 	"github.com/gpualloc/gpualloc/internal/tabular"
+	"github.com/gpualloc/gpualloc/snapshot"
 	"github.com/gpualloc/gpualloc/strategy/pytorch"
 	"github.com/gpualloc/gpualloc/strategy/pytorch/fidelity"
 	"github.com/gpualloc/gpualloc/traces"
@@ -42,7 +43,10 @@ The strategy replays each snapshot with the allocator settings it records
 (the CONF of JSON and CSV), per device where its devices differ; the lines
 after the table name the allocator compared with (ALLOCATOR in JSON and
 CSV); PYTORCH_CUDA_ALLOC_CONF or else PYTORCH_ALLOC_CONF,
-when set, replaces them, which standard error says.
+when set, replaces them, with the rules of the release that wrote each
+snapshot, which standard error says; as simulate -s pytorch, it takes
+nothing from PYTORCH_ALLOC_CONF for a snapshot of a release before 2.10,
+which does not read it.
 
 A file that is not a record of PyTorch's allocator (not a snapshot, a
 snapshot whose trace does not fit its segments, or an export of another
@@ -125,11 +129,10 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 		}
 		held[i] = f
 	}
-	var conf *string
+	var conf *envConf
 	for _, k := range []string{pytorch.EnvCUDAConf, pytorch.EnvConf} { // as PyTorch 2.10 reads them
 		if v, ok := e.getenv(k); ok && strings.TrimSpace(v) != "" {
-			v = strings.TrimSpace(v)
-			conf = &v
+			conf = &envConf{k, strings.TrimSpace(v)}
 			fmt.Fprintf(e.stderr, "simulate: fidelity: the allocator replays with %s=%s, not with the settings each snapshot records\n", k, v)
 			break
 		}
@@ -142,7 +145,7 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 		}
 		f := held[i]
 		held[i] = nil
-		r, err := fidelityFile(ctx, path, f, mismatches, conf, progress, e.tempDir)
+		r, err := fidelityFile(ctx, path, f, mismatches, conf, progress, e.stderr, e.tempDir)
 		if err != nil {
 			// The file's own row says why; the others are compared.
 			failed++
@@ -277,7 +280,7 @@ func percentDown(n, d int64) string {
 
 // fidelityFile reads and replays one snapshot, showing the read's progress
 // on progress if not nil; its errors name the file.
-func fidelityFile(ctx context.Context, path string, f *os.File, mismatches int, conf *string, progress io.Writer, tempDir string) ([]*fidelity.Result, error) {
+func fidelityFile(ctx context.Context, path string, f *os.File, mismatches int, env *envConf, progress, stderr io.Writer, tempDir string) ([]*fidelity.Result, error) {
 	if f == nil {
 		var err error
 		if f, err = openSnapshotFile(ctx, path); err != nil {
@@ -292,13 +295,19 @@ func fidelityFile(ctx context.Context, path string, f *os.File, mismatches int, 
 	if name, ok := s.AllocatorSettings.Strategy(); ok && name != "pytorch" {
 		return nil, fmt.Errorf("%s: an export of the simulator's %s strategy, not a record of PyTorch's caching allocator", path, name)
 	}
-	r, err := fidelity.Run(s, path, fidelity.Options{New: newFidelityAllocator, MaxMismatches: mismatches, Conf: conf})
+	v, _ := s.PyTorchVersion()
+	given := env.of(path, v, stderr)
+	r, err := fidelity.Run(s, path, fidelity.Options{New: newFidelityAllocator, MaxMismatches: mismatches, Conf: given})
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a record of PyTorch's caching allocator: %w", path, err)
 	}
+	if given != nil {
+		for _, x := range r {
+			x.Conf = env.value // as given: the release is the allocator's, below
+		}
+	}
 	// The allocator compared with, of the release the file points to
 	// where the conf names none (see snapshot.Snapshot.PyTorchVersion).
-	v, _ := s.PyTorchVersion()
 	for _, x := range r {
 		conf := x.Conf
 		if v != "" && !strings.Contains(conf, "version:") {
@@ -317,4 +326,31 @@ func openSnapshotFile(ctx context.Context, path string) (*os.File, error) {
 		return nil, fmt.Errorf("%s: a bundled trace, not a PyTorch snapshot: fidelity needs a snapshot, the file torch.cuda.memory._dump_snapshot writes", path)
 	}
 	return f, err
+}
+
+// An envConf is the variable that gives fidelity PyTorch's settings and
+// its value.
+type envConf struct{ name, value string }
+
+// of returns the settings that the allocator replays the snapshot at
+// path, which release v of PyTorch wrote ("" for none known), with (nil:
+// those it records), as simulate -s pytorch takes them (see sim.Config's
+// Params): PYTORCH_ALLOC_CONF is not read for a snapshot that a release
+// before 2.10 wrote (pytorch/pytorch#183387), which a line on w then
+// says, and the settings given replay with the rules of that release.
+func (c *envConf) of(path, v string, w io.Writer) *string {
+	if c == nil {
+		return nil
+	}
+	conf := c.value
+	if ver, err := pytorch.ParseVersion(v); err == nil {
+		if c.name == pytorch.EnvConf && !ver.ReadsEnvConf() {
+			fmt.Fprintf(w, "simulate: fidelity: %s: PyTorch %s, which wrote it, does not read %s (pytorch/pytorch#183387): compared with the settings it records\n", path, v, c.name)
+			return nil
+		}
+		if _, named := snapshot.ConfValue(conf, "version"); !named {
+			conf = strings.TrimPrefix(conf+",version:"+v, ",")
+		}
+	}
+	return &conf
 }
