@@ -430,9 +430,10 @@ func (im *improver) done() bool {
 // goes to the kind that has had the least of its share so far. On a
 // problem of up to smallProblem buffers the descent has three quarters of
 // the time (it is what proves such a problem optimal, and what places the
-// tight ones, as on MiniMalloc's challenging problems); on a larger one the moves have half, since a node of the
-// search costs time linear in the buffers and a probe of the whole seldom
-// ends.
+// tight ones, as on MiniMalloc's challenging problems); on a larger one
+// the moves have twice the share of each other kind (half the time, or
+// two thirds without the descent), since a node of the search costs time
+// linear in the buffers and a probe of the whole seldom ends.
 func (im *improver) run(pl *pool, workers int) {
 	im.start = time.Now()
 	x := newLNS(im.bufs, im.sol.Offsets, 1)
@@ -468,10 +469,9 @@ func (im *improver) run(pl *pool, workers int) {
 		kinds = append([]*kind{descent}, kinds...) // the first turn
 		if len(im.bufs) <= smallProblem {
 			descent.share = 6
-		} else {
-			moves.share = 2
 		}
-	} else {
+	}
+	if pl == nil || len(im.bufs) > smallProblem {
 		moves.share = 2
 	}
 	for !im.done() {
