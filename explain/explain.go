@@ -270,14 +270,7 @@ func Explain(ctx context.Context, t *Trace, o Options) ([]Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := sim.Config{Trace: t.Name, Params: x.o.Strategy}
-	if o.Timeline && len(devs) > 1 {
-		// Each device's own reserved bytes for its figure: the series
-		// sums the devices.
-		x.reserved = newDeviceReserved(x.ev.Len())
-		cfg.Observe = x.reserved.observe
-	}
-	reps, full, err := x.moments(ctx, devs, cfg)
+	reps, full, err := x.moments(ctx, devs, sim.Config{Trace: t.Name, Params: x.o.Strategy})
 	if err != nil {
 		return nil, err
 	}
@@ -367,6 +360,12 @@ func newReplayer(t *Trace, o Options) (*explainer, []int, error) {
 // trace of one device is the event of the series' largest reserved
 // bytes.
 func (x *explainer) moments(ctx context.Context, devs []int, cfg sim.Config) ([]Report, sim.Result, error) {
+	if x.o.Timeline && len(devs) > 1 {
+		// Each device's own reserved bytes for its figure: the series
+		// sums the devices.
+		x.reserved = newDeviceReserved(x.ev.Len())
+		cfg.Observe = x.reserved.observe
+	}
 	full, err := sim.ReplayContext(ctx, x.reader(x.ev.Len(), x.capOf), cfg)
 	if err != nil {
 		return nil, full, err

@@ -865,3 +865,28 @@ func TestRowsPasteForTheAllocator(t *testing.T) {
 		}
 	}
 }
+
+// TestAtPeakReservedPerDevice: AtPeak, as Explain, gives each device of a
+// trace of several its own course of reserved bytes, never their sum.
+func TestAtPeakReservedPerDevice(t *testing.T) {
+	tr := sharedSnapshot(t, "npu_two_devices.pickle")
+	reps, _, err := AtPeak(context.Background(), tr, Options{Timeline: true}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != 2 {
+		t.Fatalf("%d reports, want 2", len(reps))
+	}
+	for _, r := range reps {
+		if r.Timeline == nil || len(r.Timeline.Reserved) == 0 {
+			t.Fatalf("device %d: no course of its reserved bytes", r.Device)
+		}
+		var top int64
+		for _, p := range r.Timeline.Reserved {
+			top = max(top, p.Bytes)
+		}
+		if top != r.ReservedBytes {
+			t.Errorf("device %d: reserved bytes peak at %d in its course, %d at its peak", r.Device, top, r.ReservedBytes)
+		}
+	}
+}
