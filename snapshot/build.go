@@ -134,7 +134,7 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 	case rTrace:
 		c.num = uint32(len(d.m.traces))
 		d.m.traces = append(d.m.traces, pages.New(d.sp, recCodec))
-		d.m.acts = append(d.m.acts, nil)
+		d.m.notes = append(d.m.notes, traceNotes{})
 	}
 	return i
 }
@@ -367,9 +367,7 @@ func (d *decoder) add(p int32, v val) {
 				return
 			}
 			d.m.traces[num].Append(e)
-			if acts := d.m.acts[num]; len(acts) <= maxActs && !slices.Contains(acts, e.action) {
-				d.m.acts[num] = append(acts, e.action) // past maxActs, not known
-			}
+			d.m.notes[num].note(&e, d.Strs)
 		}
 	case rStack:
 		if f, ok := d.frameOf(v, at); ok {

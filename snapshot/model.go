@@ -42,7 +42,7 @@ type model struct {
 	blocks [][]Block
 	noAddr map[uint32][]int32     // block list: its blocks with no "address"
 	traces []pages.List[entryRec] // each trace list as it is decoded
-	acts   [][]uint32             // for each of traces, the actions of its entries, once each
+	notes  []traceNotes           // for each of traces, what its entries were, noted as read
 
 	frames   []Frame
 	frameEC  []bool // whether each frame is on the empty-cache path
@@ -195,7 +195,9 @@ func (d *decoder) traceOf(v val, at itemAt) (uint32, bool) {
 			c.Append(*t.At(uint64(i)))
 		}
 		d.m.traces = append(d.m.traces, c)
-		d.m.acts = append(d.m.acts, slices.Clone(d.m.acts[dv.X]))
+		n := d.m.notes[dv.X]
+		n.acts = slices.Clone(n.acts)
+		d.m.notes = append(d.m.notes, n)
 		return uint32(len(d.m.traces) - 1), true
 	}
 	if v.K == kSkip {
@@ -432,7 +434,7 @@ func (d *decoder) snapshotOf(v val, name string) (*Snapshot, error) {
 		lists := d.conts[tv.X].lists
 		s.traces = make([]Trace, len(lists))
 		for dev, n := range lists {
-			s.traces[dev] = Trace{held: hold(&d.m.traces[n], d.m.acts[n], d.Strs)}
+			s.traces[dev] = Trace{held: hold(&d.m.traces[n], d.m.notes[n], d.Strs)}
 		}
 	}
 	if av, ok := f.get(keyAllocatorSettings); ok {

@@ -22,16 +22,16 @@ func TestPaged(t *testing.T) {
 		require.Equal(t, uint64(i), tr.At(i).addr)
 	}
 	strs := []string{"alloc", "free_completed"}
-	flat := Trace{held: hold(&tr, []uint32{0, 1}, strs)}.Entries()
+	flat := Trace{held: hold(&tr, traceNotes{acts: []uint32{0, 1}}, strs)}.Entries()
 	require.Len(t, flat, n)
 	for i, e := range flat {
 		require.Equal(t, TraceEntry{Addr: uint64(i), Action: [...]Action{Alloc, FreeCompleted}[i%2]}, e)
 	}
 	var none pages.List[entryRec]
-	require.Nil(t, Trace{held: hold(&none, nil, strs)}.Entries())
+	require.Nil(t, Trace{held: hold(&none, traceNotes{}, strs)}.Entries())
 	var one pages.List[entryRec]
 	one.Append(entryRec{addr: 7, action: noStr, category: 1})
-	require.Equal(t, []TraceEntry{{Addr: 7, Category: "free_completed"}}, Trace{held: hold(&one, []uint32{noStr}, strs)}.Entries())
+	require.Equal(t, []TraceEntry{{Addr: 7, Category: "free_completed"}}, Trace{held: hold(&one, traceNotes{acts: []uint32{noStr}, categorized: true}, strs)}.Entries())
 }
 
 // TestPageCodec checks that a page of a trace's records reads back as it

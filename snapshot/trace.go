@@ -3,6 +3,7 @@ package snapshot
 import (
 	"iter"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -52,7 +53,7 @@ type heldTrace struct {
 	f       *spillfile.File // where the spilled pages are
 	offs    []int64         // the offset in f of each spilled page
 	strs    []string        // the decoder's strings, which entryRec indexes
-	acts    []uint32        // the actions of the entries, as read, once each
+	notes   traceNotes      // what the entries were, as read
 	name    string          // the snapshot's, for errors
 	maxLoad int             // the most spilled pages loaded at a time
 
@@ -65,9 +66,9 @@ type heldTrace struct {
 // hold returns the trace p as a heldTrace, writing its last page out
 // when it spills the ones before (where that fails, the read fails: see
 // newSpill).
-func hold(p *pages.List[entryRec], acts []uint32, strs []string) *heldTrace {
+func hold(p *pages.List[entryRec], notes traceNotes, strs []string) *heldTrace {
 	l := p.Hold()
-	h := &heldTrace{held: l.Pages, n: l.N, acts: acts, strs: strs}
+	h := &heldTrace{held: l.Pages, n: l.N, notes: notes, strs: strs}
 	if len(l.Offs) > 0 {
 		h.offs, h.f, h.maxLoad = l.Offs, l.Spill.File(), l.Spill.Loaded()
 		h.spilled = make([]atomic.Pointer[[]entryRec], len(l.Offs))
@@ -181,8 +182,8 @@ func (t Trace) Action(i int) Action {
 // of them; a walk over the entries for one given as a slice, or with
 // more actions.
 func (t Trace) Has(a Action) bool {
-	if t.held != nil && len(t.held.acts) <= maxActs {
-		for _, i := range t.held.acts {
+	if t.held != nil && len(t.held.notes.acts) <= maxActs {
+		for _, i := range t.held.notes.acts {
 			if Action(strAt(t.held.strs, i)) == a {
 				return true
 			}
@@ -200,6 +201,55 @@ func (t Trace) Has(a Action) bool {
 // maxActs is the most actions of a trace that a read notes, so that a
 // file of many kept the read's cost linear: PyTorch writes nine.
 const maxActs = 16
+
+// Timed reports whether every entry of the trace has a time (TimeUS is
+// not NoTime); an empty trace is timed. Categorized reports whether an
+// entry records a category. Both cost O(1) for a trace that a read holds,
+// which notes them as it reads the entries, and a walk over the entries
+// for one given as a slice.
+func (t Trace) Timed() bool {
+	if t.held != nil {
+		return !t.held.notes.untimed
+	}
+	for _, e := range t.list {
+		if e.TimeUS == NoTime {
+			return false
+		}
+	}
+	return true
+}
+
+// Categorized: see Timed.
+func (t Trace) Categorized() bool {
+	if t.held != nil {
+		return t.held.notes.categorized
+	}
+	for _, e := range t.list {
+		if e.Category != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// traceNotes is what a read notes of a trace's entries as it reads
+// them, for Trace.Has, Timed and Categorized.
+type traceNotes struct {
+	acts        []uint32 // the actions, once each; past maxActs, not known
+	untimed     bool     // an entry has no time
+	categorized bool     // an entry records a category
+}
+
+// note adds entry e, whose strings are in strs, to what n notes.
+func (n *traceNotes) note(e *entryRec, strs []string) {
+	if len(n.acts) <= maxActs && !slices.Contains(n.acts, e.action) {
+		n.acts = append(n.acts, e.action)
+	}
+	n.untimed = n.untimed || e.time == NoTime
+	if !n.categorized && e.category != noStr {
+		n.categorized = strs[e.category] != ""
+	}
+}
 
 // All yields the entries in order with their indexes, as At returns them.
 func (t Trace) All() iter.Seq2[int, TraceEntry] {

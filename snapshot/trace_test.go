@@ -39,6 +39,12 @@ func held(t *testing.T, data []byte, name string, full *snapshot.Snapshot) {
 				require.Equal(t, walk, got.Has(a), "device %d: %q", d, a)
 				require.Equal(t, walk, snapshot.TraceOf(tr).Has(a), "device %d: %q", d, a)
 			}
+			timed := !slices.ContainsFunc(tr, func(e snapshot.TraceEntry) bool { return e.TimeUS == snapshot.NoTime })
+			cats := slices.ContainsFunc(tr, func(e snapshot.TraceEntry) bool { return e.Category != "" })
+			require.Equal(t, timed, got.Timed(), "device %d", d)
+			require.Equal(t, cats, got.Categorized(), "device %d", d)
+			require.Equal(t, timed, snapshot.TraceOf(tr).Timed(), "device %d", d)
+			require.Equal(t, cats, snapshot.TraceOf(tr).Categorized(), "device %d", d)
 		}
 		assert.Equal(t, want.Devices(), s.Devices())
 		for _, dev := range want.Devices() {
@@ -130,4 +136,32 @@ func TestTraceHasMany(t *testing.T) {
 	assert.True(t, tr.Has("x3"))
 	assert.False(t, tr.Has("x20"))
 	assert.False(t, tr.Has(snapshot.OutOfMemory))
+}
+
+// A read notes whether each trace's entries all have a time and whether
+// one records a category, entry by entry: one without either is enough.
+func TestTraceTimedCategorized(t *testing.T) {
+	cat := append(pk.Entry("alloc", a0, 5, 0, 3), pk.KV{K: "category", V: "activation"})
+	empty := append(pk.Entry("alloc", a0, 5, 0, 3), pk.KV{K: "category", V: ""})
+	for _, tc := range []struct {
+		name        string
+		entries     []any
+		timed, cats bool
+	}{
+		{"timed", []any{pk.Entry("alloc", a0, 5, 0, 1), pk.Entry("free_completed", a0, 5, 0, 2)}, true, false},
+		{"one untimed", []any{pk.Entry("alloc", a0, 5, 0, 1), pk.Entry("free_completed", a0, 5, 0, -1), pk.Entry("alloc", a0, 5, 0, 3)}, false, false},
+		{"one category", []any{pk.Entry("alloc", a0, 5, 0, 1), cat, pk.Entry("free_completed", a0, 5, 0, 4)}, true, true},
+		{"empty category", []any{empty}, true, false},
+		{"none", nil, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := snapshot.Read(bytes.NewReader(snap(tc.entries...)), "t.pickle")
+			require.NoError(t, err)
+			assert.Equal(t, tc.timed, s.Trace(0).Timed())
+			assert.Equal(t, tc.cats, s.Trace(0).Categorized())
+			es := s.Trace(0).Entries()
+			assert.Equal(t, tc.timed, snapshot.TraceOf(es).Timed())
+			assert.Equal(t, tc.cats, snapshot.TraceOf(es).Categorized())
+		})
+	}
 }

@@ -185,16 +185,14 @@ func tracesOf(s *snapshot.Snapshot) []snapshot.Trace {
 }
 
 // timesAndCategories reports whether the traces have entries and all of
-// them have a time, and whether an entry records a category, in one pass.
+// them have a time, and whether an entry records a category: O(1) a
+// trace, from what the read noted (snapshot.Trace.Timed, Categorized).
 func timesAndCategories(traces []snapshot.Trace) (timed, cats bool) {
 	n, untimed := 0, false
 	for _, t := range traces {
-		for i := range t.Len() {
-			e := t.At(i)
-			untimed = untimed || e.TimeUS == snapshot.NoTime
-			cats = cats || e.Category != ""
-			n++
-		}
+		n += t.Len()
+		untimed = untimed || !t.Timed()
+		cats = cats || t.Categorized()
 	}
 	return n > 0 && !untimed, cats
 }
