@@ -195,14 +195,34 @@ func (d *decoder) Append(t ctype, op byte, items []val) {
 }
 
 // SetItems sets the keys to the values, in pairs, of the items in the
-// open dict below them.
+// open dict below them. A value that is no container, at a key of a
+// modelled dict that does not hold one (scalarKeys), is most of a
+// snapshot's items: it is stored here, as set would, without set's
+// cases for the others.
 func (d *decoder) SetItems(op byte, items []val) {
 	p, ok := d.target(ctDict, op)
 	if !ok {
 		return
 	}
+	var keys uint32
+	fi := int32(-1)
+	if p != sink {
+		c := &d.conts[p]
+		keys, fi = scalarKeys[c.role], c.fi
+	}
 	for i := 0; i < len(items); i += 2 {
-		if d.set(p, items[i], items[i+1]); d.Err != nil {
+		k, v := items[i], items[i+1]
+		if keys != 0 && k.K == kStr && v.K != kCont && v.K != kSkip {
+			// keyOf is noKey, past the bits of keys, for a key not modelled.
+			if fk := d.keyOf(k.X); keys&(1<<fk) != 0 {
+				if f := &d.fields[fi]; !f.present(fk) || f.v[fk].K != kCont {
+					f.has |= 1 << fk
+					f.v[fk] = v
+					continue
+				}
+			}
+		}
+		if d.set(p, k, v); d.Err != nil {
 			return
 		}
 	}

@@ -162,3 +162,16 @@ func skipChild(parent role, key fieldKey) bool {
 // holdsContainer are the keys of the model whose values are containers.
 var holdsContainer = [nKeys]bool{keySegments: true, keyDeviceTraces: true, keyAllocatorSettings: true,
 	keyBlocks: true, keyFrames: true, keySegmentPoolID: true}
+
+// scalarKeys are the keys of each role's dict that hold no container:
+// roleKeys without those of holdsContainer; none for rGeneric.
+var scalarKeys = func() (s [len(roleKeys)]uint32) {
+	for r, keys := range roleKeys {
+		for k, holds := range holdsContainer {
+			if !holds {
+				s[r] |= keys & (1 << k)
+			}
+		}
+	}
+	return s
+}()
