@@ -171,7 +171,7 @@ func (d *decoder) absorb(op byte) bool {
 // copying its bytes rather than reading reference by reference. The memo
 // entries referred to are still frames, unless one of them was stored
 // over (pickle.Memo.Gen). The runs kept take at most runWays<<runBits times
-// 5*maxRun bytes (20 MiB), whatever the file.
+// 5*maxRun bytes (40 MiB), whatever the file.
 type frameRun struct {
 	b   []byte
 	idx []uint32
@@ -182,7 +182,7 @@ type frameRun struct {
 
 const (
 	runKey  = 16   // the bytes of a run that runHash reads
-	runBits = 10   // decoder.runs holds 1<<runBits sets of runs
+	runBits = 11   // decoder.runs holds 1<<runBits sets of runs
 	runWays = 4    // the runs of a set, which share their runHash
 	maxRun  = 1024 // the longest run kept, in bytes: about 200 frames
 )
