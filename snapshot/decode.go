@@ -205,25 +205,29 @@ func (d *decoder) SetItems(op byte, items []val) {
 		return
 	}
 	var keys uint32
+	var f *fields // p's where keys are some, again after each set, which may move it
 	fi := int32(-1)
 	if p != sink {
 		c := &d.conts[p]
-		keys, fi = scalarKeys[c.role], c.fi
+		if keys, fi = scalarKeys[c.role], c.fi; keys != 0 {
+			f = &d.fields[fi]
+		}
 	}
-	for i := 0; i < len(items); i += 2 {
-		k, v := items[i], items[i+1]
+	for ; len(items) >= 2; items = items[2:] {
+		k, v := items[0], items[1]
 		if keys != 0 && k.K == kStr && v.K != kCont && v.K != kSkip {
 			// keyOf is noKey, past the bits of keys, for a key not modelled.
-			if fk := d.keyOf(k.X); keys&(1<<fk) != 0 {
-				if f := &d.fields[fi]; !f.present(fk) || f.v[fk].K != kCont {
-					f.has |= 1 << fk
-					f.v[fk] = v
-					continue
-				}
+			if fk := d.keyOf(k.X); keys&(1<<fk) != 0 && (!f.present(fk) || f.v[fk].K != kCont) {
+				f.has |= 1 << fk
+				f.v[fk] = v
+				continue
 			}
 		}
 		if d.set(p, k, v); d.Err != nil {
 			return
+		}
+		if keys != 0 {
+			f = &d.fields[fi]
 		}
 	}
 }
