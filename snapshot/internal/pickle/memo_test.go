@@ -91,3 +91,21 @@ func TestPushRun(t *testing.T) {
 		assert.False(t, m.PushRun(tail[0]), "% x", tail)
 	}
 }
+
+// PushRun reads a LONG1 of each length as LeInt does, whatever bytes
+// follow it in the buffer, and wherever the buffer ends.
+func TestPushRunLong1(t *testing.T) {
+	for k := range 9 {
+		for _, b := range [][]byte{{1, 2, 3, 4, 5, 6, 7, 0x88}, {0xff, 0xfe, 0xfd, 0xfc, 0xfb, 0xfa, 0xf9, 0x7f}, {0x80, 0, 0, 0, 0, 0, 0, 0}} {
+			for _, tail := range [][]byte{{OpPop}, {OpPop, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x11, 0x22, 0x33}} {
+				src := append(append([]byte{OpLong1, byte(k)}, b[:k]...), tail...)
+				m := NewMachine(NewInput(bytes.NewReader(src), 0), nil)
+				require.True(t, m.In.Need(len(src)))
+				m.In.Pos++
+				require.True(t, m.PushRun(OpLong1))
+				require.Equal(t, []Val{IntVal(LeInt(b[:k]))}, m.Stack, "% x", src)
+				require.Equal(t, 2+k, m.In.Pos)
+			}
+		}
+	}
+}

@@ -10,6 +10,10 @@ import (
 var Pushes = [256]bool{OpBinGet: true, OpLongBinGet: true, OpBinInt1: true, OpBinInt2: true, OpBinInt: true,
 	OpLong1: true, OpNone: true, OpNewTrue: true, OpNewFalse: true}
 
+// notPushed are the kinds of the memo entries that PushRun leaves to
+// Step, a bit each: the containers, the marks and the wide values.
+const notPushed = 1<<KCont | 1<<KMark | 1<<kWide
+
 // PushRun is the machine's fast path: it runs the opcodes that start
 // with op, just read, and only push a value (see Pushes) in a loop of its
 // own over the bytes already in the input's buffer, rather than one by
@@ -57,7 +61,7 @@ loop:
 				break loop // spilled: get loads it
 			}
 			p := pg[j]
-			if k := Kind(p & kindMask); k == KCont || k == KMark || k == kWide {
+			if notPushed&(1<<(p&kindMask)) != 0 {
 				break loop
 			}
 			v = Val{K: Kind(p & kindMask), X: p >> kindBits}
@@ -87,7 +91,14 @@ loop:
 			if k > 8 || pos+1+k > len(buf) {
 				break loop
 			}
-			v = IntVal(LeInt(buf[pos+1 : pos+1+k]))
+			if pos+9 <= len(buf) {
+				// Eight bytes at once: those past the k shift out, and
+				// the shift back extends the sign.
+				s := uint(64 - 8*k)
+				v = IntVal(int64(binary.LittleEndian.Uint64(buf[pos+1:])<<s) >> s)
+			} else {
+				v = IntVal(LeInt(buf[pos+1 : pos+1+k]))
+			}
 			pos += 1 + k
 		case OpNone:
 			v = Val{K: KNone}
