@@ -89,7 +89,9 @@ func (d *decoder) absorb(op byte) bool {
 				// ends (nothing replaces a run while one is absorbed),
 				// its length as capacity, so that an append copies them.
 				d.absOwn, d.absorbed, d.absRun = d.absorbed, r.idx[:len(r.idx):len(r.idx)], true
-				d.absIDs = append(d.absIDs, r.ids...) // empty without the stacks
+				if len(r.ids) > 0 { // none without the stacks
+					d.absIDs = append(d.absIDs, r.ids...)
+				}
 				d.absEC = r.ec
 				in.Pos = at + n
 				return true
