@@ -76,10 +76,10 @@ func (p *List[T]) Changed(i uint64) {
 // Append adds v at the end.
 func (p *List[T]) Append(v T) {
 	if k := len(p.Pages) - 1; k >= 0 {
-		if pg := p.Pages[k]; len(pg) < cap(pg) && len(pg) < Size {
-			n := len(pg)
-			p.Pages[k] = pg[:n+1]
-			p.Pages[k][n] = v
+		pg := &p.Pages[k]
+		if n := len(*pg); n < cap(*pg) && n < Size {
+			*pg = (*pg)[:n+1] // a slice's own: its length alone is stored
+			(*pg)[n] = v
 			p.n++
 			return
 		}
