@@ -118,8 +118,10 @@ type decoder struct {
 	absOwn   []uint32
 	absIDs   []byte     // with the stacks: the frame indexes of absorbed's first len(absIDs)/4
 	absEC    bool       // one of absorbed is on the empty-cache path
-	runs     []frameRun // runs of frames read before, by runHash; nil in a small file
-	runHeads []runHead  // the first bytes of each of runs
+	runs     []frameRun // runs of frames read before, by slot (runHash); nil in a small file
+	runTags  []uint32   // each slot's tag, 0 where empty
+	runBytes [][]byte   // each slot's bytes
+	runGen   uint32     // the memo's Gen for which the slots stand
 	runNext  uint32     // counts the runs recorded, for the place of the next
 	noStacks bool       // ReadOptions.NoStacks
 	runsFrom int        // the memo entries from which runs are looked up

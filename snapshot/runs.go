@@ -72,19 +72,22 @@ func (d *decoder) absorb(op byte) bool {
 	in := &d.In
 	buf, kinds, n := in.Buf[:in.End], d.Memo.Tags(), uint64(d.Memo.Len())
 	at := in.Pos - 1 // the opcode's offset
-	var slot *frameRun
-	var head *runHead
+	slot, tag := -1, uint32(0)
 	if len(d.absorbed) == 0 && d.runs != nil && at+runKey <= len(buf) {
-		key := runHead{binary.LittleEndian.Uint64(buf[at:]), binary.LittleEndian.Uint64(buf[at+8:])}
-		h := runHash(key)
-		set, heads := d.runs[h*runWays:h*runWays+runWays], d.runHeads[h*runWays:h*runWays+runWays]
-		for j := range heads {
-			if heads[j] != key {
-				continue // read from one cache line: most of the set is turned away there
+		if g := d.Memo.Gen(); g != d.runGen {
+			clear(d.runTags) // a frame was stored over: the runs may name something else
+			d.runGen = g
+		}
+		var set int
+		set, tag = runHash(buf[at:])
+		for j, t := range d.runTags[set*runWays : set*runWays+runWays] {
+			if t != tag {
+				continue // the tags of a set fill 16 bytes: most of it is turned away there
 			}
-			if r := &set[j]; len(r.b) > 0 && r.gen == d.Memo.Gen() && at+len(r.b) <= len(buf) &&
-				bytes.Equal(buf[at+runKey:at+len(r.b)], r.b[runKey:]) {
-				n := len(r.b)
+			s := set*runWays + j
+			b := d.runBytes[s]
+			if n := len(b); at+n <= len(buf) && bytes.Equal(buf[at:at+n], b) {
+				r := &d.runs[s]
 				// The run's indexes stand as they are until the batch
 				// ends (nothing replaces a run while one is absorbed),
 				// its length as capacity, so that an append copies them.
@@ -93,12 +96,12 @@ func (d *decoder) absorb(op byte) bool {
 					d.absIDs = append(d.absIDs, r.ids...)
 				}
 				d.absEC = r.ec
-				in.Pos = at + n
+				in.Pos = at + len(b)
 				return true
 			}
 		}
 		// Read below, the run takes the place of one of the set's.
-		slot, head = &set[d.runNext%runWays], &heads[d.runNext%runWays]
+		slot = set*runWays + int(d.runNext%runWays)
 		d.runNext++
 	}
 	if d.absRun {
@@ -148,38 +151,43 @@ func (d *decoder) absorb(op byte) bool {
 	in.Pos = done
 	d.absorbed = abs
 	d.absEC = d.absEC || ec&isEC != 0
-	if slot != nil && done-at >= runKey && done-at <= maxRun {
-		slot.b = append(slot.b[:0], buf[at:done]...)
-		*head = runHead{binary.LittleEndian.Uint64(slot.b), binary.LittleEndian.Uint64(slot.b[8:])}
-		slot.idx = append(slot.idx[:0], abs...)
-		slot.ec, slot.gen = d.absEC, d.Memo.Gen()
-		slot.ids = slot.ids[:0]
+	if slot >= 0 && done-at >= runKey && done-at <= maxRun {
+		d.runTags[slot] = tag
+		d.runBytes[slot] = append(d.runBytes[slot][:0], buf[at:done]...)
+		r := &d.runs[slot]
+		r.idx = append(r.idx[:0], abs...)
+		r.ec = d.absEC
+		r.ids = r.ids[:0]
 		if !d.noStacks {
-			slot.ids = d.frameIDs(slot.ids, abs)
-			d.absIDs = append(d.absIDs, slot.ids...)
+			r.ids = d.frameIDs(r.ids, abs)
+			d.absIDs = append(d.absIDs, r.ids...)
 		}
 	} else if d.runs == nil && d.Memo.Len() >= d.runsFrom {
-		d.runs, d.runHeads = make([]frameRun, runWays<<runBits), make([]runHead, runWays<<runBits)
+		const slots = runWays << runBits
+		d.runs, d.runTags, d.runBytes = make([]frameRun, slots), make([]uint32, slots), make([][]byte, slots)
+		d.runGen = d.Memo.Gen()
 	}
 	return len(abs) > start
 }
 
 // A frameRun is a run of memo references to frames that absorb read at
-// the start of a batch, as the input's bytes (the opcodes and their
-// arguments) and the memo indexes that they refer to. A snapshot's stacks
-// repeat: a run that starts with the same bytes is looked up by them
-// (runHash, a set of runWays runs, replaced in turn) and, when all its
-// bytes are the same, absorbed at once, for the cost of comparing and
-// copying its bytes rather than reading reference by reference. The memo
-// entries referred to are still frames, unless one of them was stored
-// over (pickle.Memo.Gen). The runs kept take at most runWays<<runBits times
-// 5*maxRun bytes (40 MiB), whatever the file.
+// the start of a batch: the memo indexes that they refer to. A snapshot's
+// stacks repeat: a run is kept in a slot, with its bytes in the input
+// (the opcodes and their arguments), and a run that starts with the same
+// bytes is looked up by them (runHash: a set of runWays slots, replaced
+// in turn, and a tag for each slot) and, when all its bytes are the same,
+// absorbed at once, for the cost of comparing and copying its bytes
+// rather than reading reference by reference. The slots are arrays of
+// the decoder, so that a look-up reads a set's tags from 16 bytes and a
+// slot's bytes through a slice of a small array, and the rest only for
+// the run it takes. The memo entries referred to are still frames unless
+// one of them was stored over (pickle.Memo.Gen), which empties the slots.
+// The runs kept take at most runWays<<runBits times 5*maxRun bytes (40
+// MiB), whatever the file.
 type frameRun struct {
-	b   []byte
 	idx []uint32
 	ids []byte // the frames' indexes in Snapshot.Frames, as stackVal takes them; none without the stacks
 	ec  bool
-	gen uint32
 }
 
 const (
@@ -193,16 +201,11 @@ const (
 // enough for decoder.runs.
 const defaultRunsFrom = 1 << 16
 
-// A runHead is the first runKey bytes of a run, little-endian, kept for
-// each frameRun in decoder.runHeads: the heads of a set of runs fill a
-// cache line, which turns away the runs that start otherwise without a
-// read of their bytes.
-type runHead [2]uint64
-
-// runHash returns the set in decoder.runs of a run that starts with k.
-func runHash(k runHead) uint64 {
-	h := k[0]*0x9e3779b97f4a7c15 ^ k[1]*0xc2b2ae3d27d4eb4f
-	return h >> (64 - runBits)
+// runHash returns the set of slots of a run that starts with the
+// runKey bytes b, and its tag: never 0, the tag of an empty slot.
+func runHash(b []byte) (set int, tag uint32) {
+	h := binary.LittleEndian.Uint64(b)*0x9e3779b97f4a7c15 ^ binary.LittleEndian.Uint64(b[8:runKey])*0xc2b2ae3d27d4eb4f
+	return int(h >> (64 - runBits)), uint32(h>>21) | 1 // bits apart from the set's
 }
 
 // commitAbsorbed adds the frames that absorb took to their list c, at the
