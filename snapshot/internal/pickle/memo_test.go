@@ -109,3 +109,29 @@ func TestPushRunLong1(t *testing.T) {
 		}
 	}
 }
+
+// PushRun stops at a reference to an entry whose page is in the spill's
+// file, and leaves it to Step, which loads the page.
+func TestPushRunSpilled(t *testing.T) {
+	var fail error
+	n := 3*pages.Size + 1
+	held, spilled := uint32(n-1), uint32(pages.Size+2)
+	src := []byte{OpLongBinGet, byte(held), byte(held >> 8), byte(held >> 16), 0,
+		OpLongBinGet, byte(spilled), byte(spilled >> 8), byte(spilled >> 16), 0, OpPop}
+	m := NewMachine(NewInput(bytes.NewReader(src), 0), nil)
+	m.Memo.Init(pages.NewSpill(spill.New("", "gpualloc-memo-"), 8*pages.Size, 1, &fail))
+	for i := range n {
+		m.Memo.append(IntVal(int64(i)), 0)
+	}
+	require.NoError(t, fail)
+	require.Nil(t, m.Memo.Tags()[1], "spilled")
+	require.True(t, m.In.Need(len(src)))
+	m.In.Pos++
+	require.True(t, m.PushRun(OpLongBinGet))
+	assert.Equal(t, []Val{IntVal(int64(held))}, m.Stack)
+	require.Equal(t, 5, m.In.Pos, "the reference to the spilled entry is left")
+	m.In.Pos++
+	m.Step(&recorder{m: &m}, OpLongBinGet)
+	require.NoError(t, m.Err)
+	assert.Equal(t, []Val{IntVal(int64(held)), IntVal(int64(spilled))}, m.Stack)
+}
