@@ -8,35 +8,46 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
+
+// profileVar asks the command for a CPU profile.
+const profileVar = "GPUALLOC_CPUPROFILE"
 
 // GPUALLOC_CPUPROFILE=FILE writes a CPU profile of the command to FILE: a
 // gzip stream, as runtime/pprof writes one.
 func TestCPUProfile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cpu.prof")
-	t.Setenv("GPUALLOC_CPUPROFILE", path)
+	t.Setenv(profileVar, path)
 	var out, errs bytes.Buffer
-	require.Equal(t, 0, run([]string{"strategies"}, &out, &errs), errs.String())
+	if rc := run([]string{"strategies"}, &out, &errs); rc != 0 {
+		t.Fatalf("exit %d: %s", rc, errs.String())
+	}
 	f, err := os.Open(path)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer f.Close()
 	z, err := gzip.NewReader(f)
-	require.NoError(t, err, "a profile is gzipped")
-	b, err := io.ReadAll(z)
-	require.NoError(t, err)
-	assert.NotEmpty(t, b)
+	if err != nil {
+		t.Fatal("a profile is gzipped:", err)
+	}
+	if b, err := io.ReadAll(z); err != nil || len(b) == 0 {
+		t.Fatalf("%d bytes of profile, %v", len(b), err)
+	}
 }
 
 // A profile that cannot be written is one line naming the variable, and
 // the command does not run.
 func TestCPUProfileRefused(t *testing.T) {
-	t.Setenv("GPUALLOC_CPUPROFILE", filepath.Join(t.TempDir(), "no", "such", "cpu.prof"))
+	t.Setenv(profileVar, filepath.Join(t.TempDir(), "no", "such", "cpu.prof"))
 	var out, errs bytes.Buffer
-	assert.Equal(t, 2, run([]string{"strategies"}, &out, &errs))
-	assert.Empty(t, out.String())
-	assert.True(t, strings.HasPrefix(errs.String(), "simulate: GPUALLOC_CPUPROFILE: open "), errs.String())
-	assert.Equal(t, 1, strings.Count(errs.String(), "\n"))
+	if rc := run([]string{"strategies"}, &out, &errs); rc != 2 {
+		t.Errorf("exit %d, want 2", rc)
+	}
+	if out.Len() > 0 {
+		t.Errorf("the command ran: %q", out.String())
+	}
+	if e := errs.String(); !strings.HasPrefix(e, "simulate: GPUALLOC_CPUPROFILE: open ") || strings.Count(e, "\n") != 1 {
+		t.Errorf("stderr %q", e)
+	}
 }
