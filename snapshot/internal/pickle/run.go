@@ -12,7 +12,7 @@ var Pushes = [256]bool{OpBinGet: true, OpLongBinGet: true, OpBinInt1: true, OpBi
 
 // notPushed are the kinds of the memo entries that PushRun leaves to
 // Step, a bit each: the containers, the marks and the wide values.
-const notPushed = 1<<KCont | 1<<KMark | 1<<kWide
+const notPushed uint64 = 1<<KCont | 1<<KMark | 1<<kWide
 
 // PushRun is the machine's fast path: it runs the opcodes that start
 // with op, just read, and only push a value (see Pushes) in a loop of its
