@@ -343,7 +343,7 @@ func SweepFigure(sw Sweep, results []sim.Result, opts Options) *Figure {
 	fig := &Figure{
 		Name:  "sweep-" + sanitize(sw.Strategy+"-"+param),
 		Title: sw.Strategy + ": peak reserved, overhead and device allocations against " + param,
-		Caption: fmt.Sprintf("The variants of %s (%s) on each trace: peak reserved memory (top), overhead over the lower bound, peak reserved / peak live requested, 1× being ideal (middle), and device allocations (bottom), against %s. A variant that ran out of memory leaves a gap.",
+		Caption: fmt.Sprintf("The variants of %s (%s) on each trace: peak reserved memory (top), overhead over the lower bound, peak reserved / peak live requested, 1× being ideal (middle), and device allocations (bottom), against %s. A variant that ran out of memory or refused its settings leaves a gap.",
 			sw.Strategy, strings.Join(sw.Params, ", "), param),
 		Width:  o.Width,
 		legend: legend,

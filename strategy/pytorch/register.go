@@ -41,7 +41,7 @@ func init() {
 			{Name: "expandable_segments", Default: auto, Doc: "one growing virtual range per stream and pool, mapped in 2 MiB or 20 MiB pages (auto: from conf, else false)"},
 			{Name: "max_non_split_rounding_mb", Default: auto, Doc: "a request of at least max_split_size_mb is not served from a block this many MiB larger (auto: from conf, else 20)"},
 			{Name: "memory_fraction", Default: auto, Doc: "cap reserved memory at this fraction of the device, as torch.cuda.set_per_process_memory_fraction (auto: from conf, else no cap)"},
-			{Name: "version", Default: auto, Doc: "the PyTorch release whose allocator rules apply, 2.0 to 2.11, e.g. 2.5 (auto: from conf, which a snapshot's settings set to the release its contents point to, else the newest)"},
+			{Name: "version", Default: auto, Doc: "the PyTorch release whose allocator rules apply, 2.0 to 2.11, e.g. 2.5 (auto: from conf, else the release that wrote the snapshot being replayed, else the newest)"},
 			{Name: "device", Default: auto, Doc: "the allocator: cuda, PyTorch's, or npu, torch_npu's for Ascend NPUs, which pads each request by 32 bytes and aligns large blocks of expandable segments to 16 KiB (auto: from conf, which a snapshot written by torch_npu sets, else cuda)"},
 		},
 		New: open,
