@@ -67,7 +67,15 @@ import (
 // signal's status. A main function is then:
 //
 //	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+//
+// With GPUALLOC_CPUPROFILE=FILE set, Main writes a CPU profile of the run
+// to FILE, as go tool pprof reads it.
 func Main(args []string, stdout, stderr io.Writer) int {
+	stop, ok := startProfile(os.LookupEnv, stderr)
+	if !ok {
+		return 2
+	}
+	defer stop()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	sigs := make(chan os.Signal, 1)
