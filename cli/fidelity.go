@@ -133,7 +133,7 @@ func fidelityCmd(ctx context.Context, e *env, args []string) error {
 	for _, k := range []string{pytorch.EnvCUDAConf, pytorch.EnvConf} { // as PyTorch 2.10 reads them
 		if v, ok := e.getenv(k); ok && strings.TrimSpace(v) != "" {
 			conf = &envConf{k, strings.TrimSpace(v)}
-			fmt.Fprintf(e.stderr, "simulate: fidelity: the allocator replays with %s=%s, not with the settings each snapshot records\n", k, v)
+			fmt.Fprintf(e.stderr, "simulate: fidelity: the allocator replays with %s=%s, not with the settings each snapshot records\n", k, conf.value)
 			break
 		}
 	}
