@@ -429,7 +429,7 @@ func (p *replayPlan) run(ctx context.Context, stderr io.Writer) []sim.JobResult 
 				byBytes[i] = &input{size: -1}
 			}
 		}
-		pr = newProgress(stderr, byBytes, len(p.strategies))
+		pr = newProgress(stderr, byBytes, len(p.strategies)-p.countRefused(p.strategies)) // a refused variant never replays
 		for i := range p.jobs {
 			p.jobs[i].Config.Progress = pr.job()
 		}
