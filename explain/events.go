@@ -151,12 +151,12 @@ func (l *EventLog) At(i int) (traces.Event, error) {
 	}
 	p, k := i/l.page, i%l.page
 	if j := p - len(l.held); j >= 0 && j < l.spilled {
-		b := make([]byte, eventBytes)
-		if err := l.f.ReadAt(b, (int64(j)*int64(l.page)+int64(k))*eventBytes); err != nil {
+		var b [eventBytes]byte
+		if err := l.f.ReadAt(b[:], (int64(j)*int64(l.page)+int64(k))*eventBytes); err != nil {
 			return traces.Event{}, err
 		}
 		var ev [1]traces.Event
-		decodeEvents(ev[:], b)
+		decodeEvents(ev[:], b[:])
 		return ev[0], nil
 	}
 	if p < len(l.held) {

@@ -58,7 +58,7 @@ func TestEventLog(t *testing.T) {
 	if l.Len() != len(evs) || l.Spilled() != 7*10*eventBytes {
 		t.Fatalf("%d events, %d bytes spilled; want %d, %d", l.Len(), l.Spilled(), len(evs), 7*10*eventBytes)
 	}
-	if left, _ := os.ReadDir(dir); len(left) > 1 {
+	if left, _ := os.ReadDir(dir); runtime.GOOS != "windows" && len(left) > 0 { // Windows keeps the name of an open file
 		t.Errorf("%d files left in the directory", len(left))
 	}
 	for i := range evs {
