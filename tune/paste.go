@@ -15,9 +15,5 @@ func (r *Report) Call() string {
 	if r.MemoryFraction <= 0 {
 		return ""
 	}
-	conf := "memory_fraction:" + strconv.FormatFloat(r.MemoryFraction, 'g', -1, 64)
-	for _, kv := range r.Allocator {
-		conf += "," + kv.Key + ":" + kv.Value
-	}
-	return pytorch.FractionCall(conf)
+	return pytorch.FractionCall(r.withAllocator("memory_fraction:" + strconv.FormatFloat(r.MemoryFraction, 'g', -1, 64)))
 }

@@ -198,11 +198,16 @@ func Spec(s Setting, f float64) gpualloc.Spec {
 // the report's replays, "VARIABLE=conf" (pytorch.PasteLine):
 // PYTORCH_NPU_ALLOC_CONF for torch_npu's, else PYTORCH_CUDA_ALLOC_CONF.
 func (r *Report) Line(s Setting) string {
-	conf := s.Conf()
+	return pytorch.PasteLine(r.withAllocator(s.Conf()))
+}
+
+// withAllocator returns conf with the settings of the allocator that the
+// report's replays model (Allocator) after it.
+func (r *Report) withAllocator(conf string) string {
 	for _, kv := range r.Allocator {
 		conf = strings.TrimPrefix(conf+","+kv.Key+":"+kv.Value, ",")
 	}
-	return pytorch.PasteLine(conf)
+	return conf
 }
 
 // allocator returns the pytorch parameters of the allocator that the
