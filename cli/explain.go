@@ -75,7 +75,8 @@ PyTorch's defaults, where simulate would keep the recorded settings).
 --time-limit bounds the replays of what would have fit and the plans; the
 moments and their figures come first, and the rows left no time say so.
 
-The events of a trace are read once, into pages: past the first 8 MiB of
+The events of a trace are read once, into pages (--by annotation reads a
+snapshot a second time, for its annotations): past the first 8 MiB of
 them (about 160,000 events), they go to a temporary file in --temp-dir,
 48 bytes an event, read back by each replay. The moment and who holds
 its bytes then take memory for what is live, whatever the length of the
@@ -110,7 +111,7 @@ func explainCmd(ctx context.Context, e *env, args []string) error {
 	fs.StringVarP(&out, "out", "o", "", "also write index.html and figures of each device into `DIR`")
 	fs.BoolVar(&force, "force", false, "with -o, replace the report a directory holds")
 	fs.IntVarP(&jobs, "jobs", "j", 0, "replays to run at once (default: the number of cores)")
-	addTempDir(fs, e)
+	addTempDirFor(fs, e, "; the events of each trace past the first 8 MiB of them (48 bytes an event)")
 	if err := parseTraceFlags(fs, args, &lenient, &progressMode, &format); err != nil {
 		return err
 	}

@@ -32,8 +32,12 @@ func newFlagSet(e *env, name, usage string) *pflag.FlagSet {
 
 // addTempDir adds --temp-dir, the directory of a long snapshot read's
 // temporary file, which sets e.tempDir.
-func addTempDir(fs *pflag.FlagSet, e *env) {
-	fs.StringVar(&e.tempDir, "temp-dir", "", "`DIR` for temporary files: a PyTorch snapshot's entries past the first 256 MiB of them, read back as needed (about 66 bytes of disk an entry) (default: $TMPDIR, else /tmp)")
+func addTempDir(fs *pflag.FlagSet, e *env) { addTempDirFor(fs, e, "") }
+
+// addTempDirFor is addTempDir for a command that writes more there: what
+// it writes, said after the snapshot's entries.
+func addTempDirFor(fs *pflag.FlagSet, e *env, more string) {
+	fs.StringVar(&e.tempDir, "temp-dir", "", "`DIR` for temporary files: a PyTorch snapshot's entries past the first 256 MiB of them, read back as needed (about 66 bytes of disk an entry)"+more+" (default: $TMPDIR, else /tmp)")
 }
 
 // optionalValues are the values of the flags whose value may be left out
