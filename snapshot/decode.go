@@ -19,7 +19,7 @@ import (
 // trace entry, a segment, a frame, a stack), so that a list referenced
 // twice decodes the same both times.
 //
-// The reader, from the bytes up, in two layers:
+// The reader, from the bytes up, in three layers:
 //   - internal/pages, at the bottom: lists held in pages, which go to a
 //     temporary file past a bound (pages.List, pages.Spill), each value
 //     written there by its user's pages.Codec.

@@ -68,11 +68,13 @@ func TestListSpill(t *testing.T) {
 	require.ErrorAs(t, fail, &pe)
 	require.NotNil(t, m.Pages[2], "held")
 	require.Equal(t, uint64(9), *m.At(2*Size + 4))
-	first := fail
+	require.ErrorContains(t, sp.File().Err(), "writing the temporary file", "the page's rewrite failed")
+	first, size := fail, sp.File().Size()
 	for i := range 2 * Size {
 		m.Append(uint64(i))
 	}
 	require.Same(t, first, fail, "the first failure stays")
+	require.Equal(t, size, sp.File().Size(), "nothing is written after")
 }
 
 // Hold writes the last page of a list that spills, and leaves the pages
