@@ -133,8 +133,7 @@ func (d *decoder) alloc(t ctype, r role, parent, idx int32, key int64) int32 {
 		d.m.blocks = append(d.m.blocks, []Block{})
 	case rTrace:
 		c.num = uint32(len(d.m.traces))
-		d.m.traces = append(d.m.traces, pages.New(d.sp, recCodec))
-		d.m.notes = append(d.m.notes, traceNotes{})
+		d.m.traces = append(d.m.traces, traceList{recs: pages.New(d.sp, recCodec)})
 	}
 	return i
 }
@@ -362,12 +361,11 @@ func (d *decoder) add(p int32, v val) {
 	case rTrace:
 		if e, ok := d.entryOf(v, at); ok {
 			num := d.conts[p].num
-			if d.m.traces[num].Len() >= d.maxTrace {
+			if d.m.traces[num].recs.Len() >= d.maxTrace {
 				d.failAt(d.pathOf(at), "more than "+strconv.Itoa(d.maxTrace)+" entries in a device's trace, the most this reader takes")
 				return
 			}
-			d.m.traces[num].Append(e)
-			d.m.notes[num].note(&e, d.Strs)
+			d.m.traces[num].append(e, d.Strs)
 		}
 	case rStack:
 		if f, ok := d.frameOf(v, at); ok {

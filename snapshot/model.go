@@ -40,9 +40,8 @@ func (d *decoder) frameVal(id uint32) val {
 type model struct {
 	segs   [][]Segment
 	blocks [][]Block
-	noAddr map[uint32][]int32     // block list: its blocks with no "address"
-	traces []pages.List[entryRec] // each trace list as it is decoded
-	notes  []traceNotes           // for each of traces, what its entries were, noted as read
+	noAddr map[uint32][]int32 // block list: its blocks with no "address"
+	traces []traceList        // each trace list as it is decoded
 
 	frames   []Frame
 	frameEC  []bool // whether each frame is on the empty-cache path
@@ -148,7 +147,7 @@ func (r *entryRec) entry(strs []string) TraceEntry {
 
 func (d *decoder) entryOf(v val, at itemAt) (entryRec, bool) {
 	if dv := d.doneOf(v); dv.K == kEntry {
-		return *d.m.traces[dv.X>>32].At(uint64(uint32(dv.X))), d.repeat(1, at)
+		return *d.m.traces[dv.X>>32].recs.At(uint64(uint32(dv.X))), d.repeat(1, at)
 	}
 	f, tmp, ok := d.dictFields(v, rEntry, at)
 	if !ok {
@@ -187,17 +186,15 @@ func (d *decoder) entryOf(v val, at itemAt) (entryRec, bool) {
 func (d *decoder) traceOf(v val, at itemAt) (uint32, bool) {
 	if dv := d.doneOf(v); dv.K == kTrace {
 		t := &d.m.traces[dv.X]
-		if !d.repeat(t.Len(), at) {
+		if !d.repeat(t.recs.Len(), at) {
 			return 0, false
 		}
-		c := pages.New(d.sp, recCodec)
-		for i := range t.Len() {
-			c.Append(*t.At(uint64(i)))
+		c := traceList{recs: pages.New(d.sp, recCodec), notes: t.notes}
+		c.notes.acts = slices.Clone(c.notes.acts)
+		for i := range t.recs.Len() {
+			c.recs.Append(*t.recs.At(uint64(i)))
 		}
 		d.m.traces = append(d.m.traces, c)
-		n := d.m.notes[dv.X]
-		n.acts = slices.Clone(n.acts)
-		d.m.notes = append(d.m.notes, n)
 		return uint32(len(d.m.traces) - 1), true
 	}
 	if v.K == kSkip {
@@ -434,7 +431,7 @@ func (d *decoder) snapshotOf(v val, name string) (*Snapshot, error) {
 		lists := d.conts[tv.X].lists
 		s.traces = make([]Trace, len(lists))
 		for dev, n := range lists {
-			s.traces[dev] = Trace{held: hold(&d.m.traces[n], d.m.notes[n], d.Strs)}
+			s.traces[dev] = Trace{held: hold(&d.m.traces[n].recs, d.m.traces[n].notes, d.Strs)}
 		}
 	}
 	if av, ok := f.get(keyAllocatorSettings); ok {

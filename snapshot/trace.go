@@ -232,6 +232,19 @@ func (t Trace) Categorized() bool {
 	return false
 }
 
+// A traceList is a device's trace list as a read decodes it: the records
+// of its entries, and what they were.
+type traceList struct {
+	recs  pages.List[entryRec]
+	notes traceNotes
+}
+
+// append adds entry e, whose strings are in strs, and notes it.
+func (t *traceList) append(e entryRec, strs []string) {
+	t.recs.Append(e)
+	t.notes.note(&e, strs)
+}
+
 // traceNotes is what a read notes of a trace's entries as it reads
 // them, for Trace.Has, Timed and Categorized.
 type traceNotes struct {
@@ -246,9 +259,7 @@ func (n *traceNotes) note(e *entryRec, strs []string) {
 		n.acts = append(n.acts, e.action)
 	}
 	n.untimed = n.untimed || e.time == NoTime
-	if !n.categorized && e.category != noStr {
-		n.categorized = strs[e.category] != ""
-	}
+	n.categorized = n.categorized || strAt(strs, e.category) != ""
 }
 
 // All yields the entries in order with their indexes, as At returns them.
